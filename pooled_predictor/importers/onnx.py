@@ -1,0 +1,218 @@
+"""ONNX importer: a path, bytes or ModelProto -> Graph.
+
+Parsing and validation are onnx's own (`onnx.load`, `onnx.checker`); this module
+only maps the protobuf onto our IR:
+
+* initializers and Constant nodes become read-only weights;
+* the opset of each domain comes from the model's opset_import;
+* symbolic dimensions (dim_param) stay strings until Net.reshape binds them;
+* attribute defaults are left to the kernels and shape rules (the spec's).
+
+Errors: a missing, malformed or truncated file raises ModelLoadError naming the
+file; ops with no kernel raise UnsupportedOpError listing every one at once,
+before weights are converted.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..errors import ModelLoadError, UnsupportedOpError
+from ..ir import Graph, Node, Value, readonly
+
+ModelSource = "str | os.PathLike | bytes | onnx.ModelProto"
+
+
+def _describe(src) -> str:
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return f"<{len(src)} bytes>"
+    if isinstance(src, onnx.ModelProto):
+        return "<ModelProto>"
+    return os.fspath(src)
+
+
+def parse_model(src) -> onnx.ModelProto:
+    """Read and validate an ONNX model.
+
+    Args:
+        src: a file path, the serialized bytes, or an onnx.ModelProto.
+    Returns:
+        The checked onnx.ModelProto.
+    Raises:
+        ModelLoadError: the file is missing, not protobuf, truncated, or fails
+            onnx.checker (message names the file and the reason).
+    """
+    where = _describe(src)
+    try:
+        if isinstance(src, onnx.ModelProto):
+            model = src
+        elif isinstance(src, (bytes, bytearray, memoryview)):
+            model = onnx.load_model_from_string(bytes(src))
+        elif isinstance(src, (str, os.PathLike)):
+            if not os.path.isfile(src):
+                raise ModelLoadError(f"model file {where!r} does not exist or is not a file")
+            model = onnx.load(os.fspath(src))
+        else:
+            raise ModelLoadError(
+                f"a model must be a path, bytes or onnx.ModelProto, not {type(src).__name__}")
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # protobuf DecodeError, OSError, external-data errors
+        raise ModelLoadError(f"cannot parse ONNX model {where!r}: {type(exc).__name__}: {exc}") from exc
+    if not model.HasField("graph") or (len(model.graph.node) == 0 and len(model.graph.output) == 0):
+        raise ModelLoadError(f"ONNX model {where!r} has no graph (empty or truncated file?)")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        msg = str(exc).strip().splitlines()
+        raise ModelLoadError(
+            f"ONNX model {where!r} is invalid (truncated or malformed?): {' '.join(msg)[:500]}") from exc
+    return model
+
+
+def load_onnx(src, *, device: str | None = "cpu") -> Graph:
+    """Import an ONNX model into a Graph.
+
+    Args:
+        src: path, bytes or onnx.ModelProto.
+        device: when given ("cpu", "cuda"), check first that every node has a
+            kernel for this device; None skips the check.
+    Returns:
+        Graph with weights as read-only numpy arrays.
+    Raises:
+        ModelLoadError: unreadable or invalid model.
+        UnsupportedOpError: listing every (op_type, domain, opset) without a kernel.
+    """
+    model = parse_model(src)
+    where = _describe(src)
+    opset = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version) for o in model.opset_import}
+    g = model.graph
+    if device is not None:
+        from ..ops.registry import missing_kernels  # the importer's one look at the registry
+
+        missing = missing_kernels(((n.op_type, n.domain) for n in g.node), opset, device)
+        if missing:
+            listing = ", ".join(f"{op}" + (f" ({dom})" if dom else "") + f" opset {v}" for op, dom, v in missing)
+            raise UnsupportedOpError(
+                f"model {where!r} uses {len(missing)} op(s) with no {device} kernel: {listing}; "
+                f"see `pooled-predictor ops`", missing)
+
+    weights: dict[str, np.ndarray] = {}
+    for init in g.initializer:
+        weights[init.name] = readonly(_to_array(init, where))
+    for init in g.sparse_initializer:
+        weights[init.values.name] = readonly(_sparse_to_dense(init))
+
+    nodes: list[Node] = []
+    used_names: set[str] = set()
+    for i, n in enumerate(g.node):
+        attrs = {a.name: _attr_value(a, where) for a in n.attribute}
+        domain = "" if n.domain in ("", "ai.onnx") else n.domain
+        if n.op_type == "Constant" and domain == "" and len(n.output) == 1:
+            weights[n.output[0]] = readonly(_constant_value(attrs, n, where))
+            continue
+        name = n.name or f"{n.op_type}_{i}"
+        while name in used_names:
+            name = f"{name}_{i}"
+        used_names.add(name)
+        nodes.append(Node(n.op_type, list(n.input), list(n.output), attrs, domain, name))
+
+    inputs = [_value(v) for v in g.input if v.name not in weights]
+    outputs = [_value(v) for v in g.output]
+    value_info = {v.name: _value(v) for v in g.value_info}
+    graph = Graph(nodes=nodes, inputs=inputs, outputs=outputs, weights=weights,
+                  value_info=value_info, opset=opset,
+                  metadata={p.key: p.value for p in model.metadata_props},
+                  name=g.name or "graph", source=where)
+    return graph
+
+
+def _to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as exc:
+        raise ModelLoadError(f"model {where!r}: tensor {t.name!r} cannot be read: {exc}") from exc
+
+
+def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
+    values = numpy_helper.to_array(sp.values)
+    indices = numpy_helper.to_array(sp.indices)
+    dims = tuple(sp.dims)
+    dense = np.zeros(dims, dtype=values.dtype)
+    if indices.ndim == 1:
+        dense.reshape(-1)[indices] = values
+    else:
+        dense[tuple(indices.T)] = values
+    return dense
+
+
+def _attr_value(a: onnx.AttributeProto, where: str) -> Any:
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, onnx.TensorProto):
+        return _to_array(v, where)
+    if isinstance(v, onnx.SparseTensorProto):
+        return _sparse_to_dense(v)
+    if isinstance(v, list):
+        if v and isinstance(v[0], bytes):
+            return [s.decode("utf-8", errors="replace") for s in v]
+        if v and isinstance(v[0], onnx.TensorProto):
+            return [_to_array(t, where) for t in v]
+        return list(v)
+    return v  # int, float, GraphProto (subgraphs: kept as protos)
+
+
+def _constant_value(attrs: dict, node, where: str) -> np.ndarray:
+    """The value of a Constant node (ONNX spec: Constant, any of its attributes)."""
+    if "value" in attrs:
+        return np.asarray(attrs["value"])
+    if "sparse_value" in attrs:
+        return np.asarray(attrs["sparse_value"])
+    if "value_float" in attrs:
+        return np.asarray(attrs["value_float"], dtype=np.float32)
+    if "value_floats" in attrs:
+        return np.asarray(attrs["value_floats"], dtype=np.float32)
+    if "value_int" in attrs:
+        return np.asarray(attrs["value_int"], dtype=np.int64)
+    if "value_ints" in attrs:
+        return np.asarray(attrs["value_ints"], dtype=np.int64)
+    if "value_string" in attrs:
+        return np.asarray(attrs["value_string"], dtype=object)
+    if "value_strings" in attrs:
+        return np.asarray(attrs["value_strings"], dtype=object)
+    raise ModelLoadError(f"model {where!r}: Constant node {node.name!r} has no value attribute")
+
+
+def _value(v: onnx.ValueInfoProto) -> Value:
+    t = v.type
+    if t.WhichOneof("value") != "tensor_type":
+        return Value(v.name, None, None)
+    tt = t.tensor_type
+    dtype = elem_dtype(tt.elem_type)
+    if not tt.HasField("shape"):
+        return Value(v.name, dtype, None)
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return Value(v.name, dtype, tuple(dims))
+
+
+def elem_dtype(elem_type: int) -> np.dtype | None:
+    """numpy dtype of an ONNX TensorProto elem_type (None if numpy has none)."""
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        return None
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None

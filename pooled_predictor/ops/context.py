@@ -1,0 +1,134 @@
+"""OpContext: what a shape rule or a class kernel may know about its node.
+
+At reshape time the Net builds one OpContext per node with the input shapes
+and dtypes, the values of inputs known before forward (weights, folded
+constants, Shape results) and a scratch allocator for per-Net workspace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ShapeInferenceError
+from ..ir import Node
+
+
+class NotStatic(Exception):
+    """An input's value is only known at forward time (data-dependent shape)."""
+
+
+class ScratchRef:
+    """A workspace array a class kernel asked for at reshape.
+
+    `array` is set once the Net has laid out its memory (after every kernel of
+    the net is built), so read it when called, never in __init__. Its content is
+    undefined at the start of each call: a kernel initializes what it reads.
+    """
+
+    __slots__ = ("shape", "dtype", "array")
+
+    def __init__(self, shape: tuple, dtype: np.dtype, array: np.ndarray | None = None):
+        self.shape = shape
+        self.dtype = dtype
+        self.array = array
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+class OpContext:
+    """Per-node facts for shape rules and class kernels.
+
+    Attributes:
+        node: the Node.
+        version: the ONNX schema since_version resolved for the model's opset.
+        shapes: input shapes (tuples of ints; None for an absent optional input).
+        dtypes: input numpy dtypes (None for an absent optional input).
+        out_shapes / out_dtypes: output shapes, once inferred (class kernels).
+        device: "cpu" or "cuda".
+    """
+
+    __slots__ = ("node", "version", "shapes", "dtypes", "_values", "out_shapes", "out_dtypes",
+                 "device", "_scratch")
+
+    def __init__(self, node: Node, version: int, shapes, dtypes, values=None, device="cpu",
+                 scratch: Callable | None = None):
+        self.node = node
+        self.version = version
+        self.shapes = list(shapes)
+        self.dtypes = list(dtypes)
+        self._values = list(values) if values is not None else [None] * len(self.shapes)
+        self.out_shapes: list[tuple] | None = None
+        self.out_dtypes: list[np.dtype] | None = None
+        self.device = device
+        self._scratch = scratch
+
+    # ---- node facts --------------------------------------------------------
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self.node.attrs
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.node.attrs.get(name, default)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.outputs)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.inputs) and self.node.inputs[i] != ""
+
+    def has_output(self, i: int) -> bool:
+        return i < len(self.node.outputs) and self.node.outputs[i] != ""
+
+    def shape(self, i: int) -> tuple:
+        return self.shapes[i]
+
+    def dtype(self, i: int) -> np.dtype:
+        return self.dtypes[i]
+
+    def is_static(self, i: int) -> bool:
+        return self.has_input(i) and self._values[i] is not None
+
+    def value(self, i: int) -> np.ndarray:
+        """The input's value when known before forward.
+
+        Raises:
+            NotStatic: the value depends on data fed at forward time.
+        """
+        v = self._values[i] if i < len(self._values) else None
+        if v is None:
+            raise NotStatic(f"node {self.node.name!r}: input {i} ({self.node.inputs[i]!r}) is not static")
+        return v
+
+    def value_or_none(self, i: int):
+        """The static value of an optional input, None if absent, NotStatic if dynamic."""
+        if not self.has_input(i):
+            return None
+        return self.value(i)
+
+    # ---- helpers -----------------------------------------------------------
+    def error(self, message: str) -> ShapeInferenceError:
+        return ShapeInferenceError(f"node {self.node.name!r} ({self.node.op_type}): {message}")
+
+    def scratch(self, shape, dtype) -> ScratchRef:
+        """Ask for workspace owned by the Net (per thread), live only while this node runs.
+
+        Returns:
+            ScratchRef; its `.array` (shape, dtype as asked) is valid when the
+            kernel is called. Outside a Net (folding, dynamic shapes) the array
+            is allocated at once.
+        """
+        ref = ScratchRef(tuple(int(d) for d in shape), np.dtype(dtype))
+        if self._scratch is None:
+            ref.array = np.empty(ref.shape, ref.dtype)
+        else:
+            self._scratch(ref)
+        return ref

@@ -1,0 +1,200 @@
+"""Kernel registry: one implementation per (op_type, since_version, device).
+
+A kernel is registered with the ONNX schema versions it implements:
+
+    @kernel("HardSigmoid", since=6, device="cpu")
+    def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5): ...
+
+* A function kernel is called as ``fn(*inputs, out=out, **attrs)``: inputs
+  positional (None for an absent optional input), the node's ONNX attributes as
+  keywords (the function's defaults are the spec's), ``out`` the preallocated
+  output (a tuple of outputs, None for absent ones, when the op's schema has
+  more than one output).
+* A class kernel is built once per reshape as ``cls(ctx, **attrs)`` (ctx: an
+  OpContext with shapes, dtypes, static values and scratch allocation) and then
+  called as ``obj(*inputs, out=out)``; use it when a kernel precomputes from
+  shapes (index arrays, padded buffers, GEMM views).
+
+A node attribute the kernel's signature does not name is an error, never
+silently ignored. Versions are resolved with onnx's own schemas: the kernel
+for a model at opset N is the one registered with the greatest
+``since <= since_version(op, N)``; registering a key twice is an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import onnx
+
+from ..errors import UnsupportedOpError
+
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """A registered kernel.
+
+    Attributes:
+        op_type, domain: the ONNX operator.
+        since: the ONNX schema since_version this implementation starts at.
+        device: "cpu" or "cuda".
+        impl: the function or class.
+        inplace: input indices whose storage output 0 may take when that input
+            dies at this node with the same size and dtype (for memory_opt).
+        multi_output: `out` is a tuple (the schema has several outputs).
+        check: optional ``check(attrs, version) -> str | None``: a reason the
+            attribute values are unsupported, found at compile time.
+    """
+
+    op_type: str
+    domain: str
+    since: int
+    device: str
+    impl: Callable
+    inplace: tuple = ()
+    multi_output: bool = False
+    check: Callable | None = None
+    params: frozenset = field(default_factory=frozenset)
+
+    @property
+    def is_class(self) -> bool:
+        return inspect.isclass(self.impl)
+
+    def unknown_attrs(self, attrs: dict) -> list[str]:
+        if "**" in self.params:
+            return []
+        return sorted(a for a in attrs if a not in self.params)
+
+
+_KERNELS: dict[tuple[str, str, str], dict[int, KernelDef]] = {}
+
+
+def _schema_outputs(op_type: str, domain: str, since: int) -> bool:
+    try:
+        s = onnx.defs.get_schema(op_type, since, domain)
+    except Exception:
+        return False
+    outs = s.outputs
+    return len(outs) > 1 or (len(outs) == 1 and outs[0].option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
+
+
+def _params(impl) -> frozenset:
+    fn = impl.__init__ if inspect.isclass(impl) else impl
+    names = set()
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind == p.VAR_KEYWORD:
+            names.add("**")
+        elif p.kind == p.KEYWORD_ONLY:
+            names.add(p.name)
+    names.discard("out")
+    return frozenset(names)
+
+
+def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", domain: str = "",
+           inplace: Iterable[int] = (), check: Callable | None = None):
+    """Register a kernel for `op_type` at the given schema version(s) and device.
+
+    Args:
+        op_type: ONNX operator name.
+        since: schema since_version(s) implemented (an int, or several when one
+            implementation covers versions whose semantics it handles).
+        device: "cpu" or "cuda".
+        domain: operator domain ('' for ONNX).
+        inplace: input indices output 0 may overwrite (element-wise ops).
+        check: ``check(attrs, version) -> reason | None`` for attribute values
+            the kernel does not implement (e.g. training mode).
+    Raises:
+        ValueError: the key (domain, op_type, since, device) is registered already,
+            or `device` is unknown.
+    """
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+    versions = (since,) if isinstance(since, int) else tuple(since)
+
+    def register(impl):
+        table = _KERNELS.setdefault((domain, op_type, device), {})
+        params = _params(impl)
+        for v in versions:
+            if v in table:
+                raise ValueError(f"kernel {op_type} since {v} on {device} registered twice "
+                                 f"({table[v].impl.__qualname__} and {impl.__qualname__})")
+            table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace),
+                                 _schema_outputs(op_type, domain, v), check, params)
+        return impl
+
+    return register
+
+
+@functools.lru_cache(maxsize=None)
+def schema_version(op_type: str, domain: str, opset: int) -> int | None:
+    """since_version of the schema of `op_type` in effect at `opset` (None if none)."""
+    try:
+        return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain).since_version
+    except Exception:
+        return None
+
+
+def find(op_type: str, domain: str, opset: int, device: str) -> KernelDef | None:
+    """The kernel for an op at a model opset on a device, or None."""
+    _ensure_loaded(device)
+    table = _KERNELS.get((domain, op_type, device))
+    if not table:
+        return None
+    version = schema_version(op_type, domain, opset)
+    if version is None:
+        return None
+    eligible = [v for v in table if v <= version]
+    return table[max(eligible)] if eligible else None
+
+
+def lookup(op_type: str, domain: str, opset: int, device: str, node_name: str = "") -> KernelDef:
+    """Like find(), raising UnsupportedOpError naming the node when there is none."""
+    k = find(op_type, domain, opset, device)
+    if k is None:
+        raise UnsupportedOpError(
+            f"node {node_name!r}: op {op_type!r}{' (' + domain + ')' if domain else ''} (opset {opset}) "
+            f"has no {device} kernel; this build supports {len(registered_ops(device))} ops, "
+            f"see `pooled-predictor ops`", [(op_type, domain, opset)])
+    return k
+
+
+def missing_kernels(ops: Iterable[tuple[str, str]], opset: dict[str, int], device: str) -> list[tuple[str, str, int]]:
+    """Every distinct (op_type, domain, opset) among `ops` without a kernel on `device`."""
+    missing = {}
+    for op_type, domain in ops:
+        domain = "" if domain in ("", "ai.onnx") else domain
+        v = opset.get(domain, 0)
+        if (op_type, domain, v) not in missing and find(op_type, domain, v, device) is None:
+            missing[(op_type, domain, v)] = None
+    return list(missing)
+
+
+def registered_ops(device: str | None = None) -> list[KernelDef]:
+    """All kernel definitions, sorted by (domain, op_type, device, since)."""
+    for d in DEVICES if device is None else (device,):
+        _ensure_loaded(d)
+    defs = [k for (dom, op, dev), t in _KERNELS.items() for k in t.values()
+            if device is None or dev == device]
+    return sorted(defs, key=lambda k: (k.domain, k.op_type, k.device, k.since))
+
+
+_LOADED: set[str] = set()
+
+
+def _ensure_loaded(device: str) -> None:
+    """Import the kernel modules of a device (registration happens on import)."""
+    if device in _LOADED:
+        return
+    _LOADED.add(device)
+    if device == "cpu":
+        from . import cpu  # noqa: F401
+    elif device == "cuda":
+        try:
+            from . import cuda  # noqa: F401
+        except ImportError:  # no cupy: no cuda kernels
+            pass

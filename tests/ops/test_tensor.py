@@ -1,0 +1,99 @@
+"""Transpose, Squeeze, Unsqueeze, Concat, Shape, Size, ReduceMean, MatMul against onnxruntime."""
+
+import numpy as np
+import pytest
+
+from tests.onnx_helpers import check_node
+
+rng = np.random.default_rng(2)
+x4 = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+
+
+@pytest.mark.parametrize("perm", [None, [0, 2, 1, 3], [3, 2, 1, 0], [1, 0, 3, 2], [0, 1, 2, 3]])
+@pytest.mark.parametrize("opset", [11, 13, 21])
+def test_transpose(perm, opset):
+    check_node("Transpose", [x4], {} if perm is None else {"perm": perm}, opset=opset)
+
+
+@pytest.mark.parametrize("axes", [None, [2], [0, 2], [-1]])
+@pytest.mark.parametrize("opset", [11, 13, 21])
+@pytest.mark.parametrize("static", [(1,), ()])
+def test_squeeze(axes, opset, static):
+    x = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
+    if opset < 13:
+        check_node("Squeeze", [x], {} if axes is None else {"axes": axes}, opset=opset)
+    elif axes is None:
+        check_node("Squeeze", [x], opset=opset)
+    else:
+        check_node("Squeeze", [x, np.array(axes, np.int64)], opset=opset, static=static)
+
+
+@pytest.mark.parametrize("axes", [[0], [1, 3], [-1], [0, 4]])
+@pytest.mark.parametrize("opset", [11, 13, 21])
+@pytest.mark.parametrize("static", [(1,), ()])
+def test_unsqueeze(axes, opset, static):
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    if opset < 13:
+        check_node("Unsqueeze", [x], {"axes": axes}, opset=opset)
+    else:
+        check_node("Unsqueeze", [x, np.array(axes, np.int64)], opset=opset, static=static)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 3, -1, -3])
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_concat(axis, n, opset):
+    xs = []
+    for i in range(n):
+        shape = list(x4.shape)
+        shape[axis] = i + 1
+        xs.append(rng.standard_normal(shape).astype(np.float32))
+    check_node("Concat", xs, {"axis": axis}, opset=opset)
+
+
+@pytest.mark.parametrize("start,end", [(None, None), (1, None), (-2, None), (0, 2), (1, -1), (-10, 10), (3, 1)])
+def test_shape(start, end):
+    attrs = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
+    check_node("Shape", [x4], attrs, opset=15 if attrs else 13)
+
+
+def test_size():
+    check_node("Size", [x4], opset=13)
+
+
+@pytest.mark.parametrize("axes", [None, [1], [2, 3], [-1], [0, 1, 2, 3]])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_reduce_mean(axes, keepdims, opset):
+    if opset < 18 or axes is None:
+        attrs = {"keepdims": keepdims}
+        if axes is not None:
+            attrs["axes"] = axes
+        check_node("ReduceMean", [x4], attrs, opset=opset)
+    else:
+        check_node("ReduceMean", [x4, np.array(axes, np.int64)], {"keepdims": keepdims}, opset=opset, static=(1,))
+
+
+@pytest.mark.parametrize("noop", [0, 1])
+def test_reduce_mean_empty_axes(noop):
+    check_node("ReduceMean", [x4], {"keepdims": 1, "noop_with_empty_axes": noop}, opset=18)
+
+
+@pytest.mark.parametrize("a,b", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)),
+                                 ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 1, 3, 4), (5, 4, 2)),
+                                 ((1, 2, 3), (3, 2, 3, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("static", [(), (1,)])
+def test_matmul(a, b, dtype, static):
+    check_node("MatMul", [rng.standard_normal(a).astype(dtype) * 3, rng.standard_normal(b).astype(dtype) * 3],
+               opset=13, static=static, rtol=1e-5)
+
+
+def test_squeeze_of_a_non_unit_axis_is_a_shape_error():
+    from pooled_predictor.errors import ShapeInferenceError
+    from tests.onnx_helpers import make_node_model, run_ours, type_outputs
+    x = np.zeros((1, 3, 1), np.float32)
+    model = type_outputs(make_node_model("Squeeze", [x, np.array([1], np.int64)], opset=13, static=(1,)),
+                         [np.zeros((1, 1), np.float32)])
+    with pytest.raises(ShapeInferenceError, match="cannot squeeze axes"):
+        run_ours(model, {"in0": x})
