@@ -1,0 +1,55 @@
+"""BLAS threads, through threadpoolctl.
+
+With N pool workers each running a GEMM, a multithreaded BLAS would start N x
+cores threads; as fb-caffe-exts' disable_blas_threading does, a pool limits
+BLAS to one thread per call by default. The limit is process-wide (BLAS
+libraries have one global setting), reference-counted across the objects that
+ask for it, and restored when the last one releases it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from threadpoolctl import threadpool_limits
+
+_lock = threading.Lock()
+_holders: dict[int, int] = {}  # token -> requested threads
+_limiter = None
+_next = 0
+
+
+def limit_blas_threads(threads: int = 1) -> int:
+    """Limit BLAS to `threads` threads per call until release(token); returns the token.
+
+    When several holders ask for different limits, the smallest applies.
+    """
+    global _next
+    with _lock:
+        _next += 1
+        _holders[_next] = int(threads)
+        _apply()
+        return _next
+
+
+def release_blas_threads(token: int) -> None:
+    """Drop one holder's limit; the original BLAS setting returns with the last one."""
+    with _lock:
+        if _holders.pop(token, None) is not None:
+            _apply()
+
+
+def _apply() -> None:
+    global _limiter
+    if _limiter is not None:
+        _limiter.restore_original_limits()
+        _limiter = None
+    if _holders:
+        _limiter = threadpool_limits(limits=min(_holders.values()), user_api="blas")
+
+
+def blas_info() -> list[dict]:
+    """threadpoolctl's view of the loaded BLAS libraries (name, version, threads)."""
+    from threadpoolctl import threadpool_info
+
+    return [i for i in threadpool_info() if i.get("user_api") == "blas"]

@@ -1,0 +1,549 @@
+"""PooledPredictor: worker threads fed by a bounded job queue (fb-caffe-exts' PooledPredictor).
+
+    config = Config(model_paths=[det_path, rec_path], num_threads=2)
+    with PooledPredictor(config) as pool:
+        future = pool.forward({"x": image}, net_id=0)      # a Future
+        boxes = future.then(postprocess).result()
+
+* Jobs go through a bounded multi-producer/multi-consumer queue (capacity
+  defaults to num_threads); a full queue blocks the producer (default), blocks
+  up to a timeout, or fails fast with QueueFullError.
+* Worker threads start lazily, up to num_threads; each holds one Net per model
+  (created on first use), sharing the models' weights.
+* forward() checks net_id, the input count, names, ranks, fixed dims and dtypes
+  in the caller's thread: a bad request fails at the call. A job's own failure
+  (a shape the model rejects, a kernel error) is set on its Future; a worker
+  never dies of it, and no Future is left pending: close() drains or cancels.
+* Callback.on_job_enqueued / on_job_dequeued / on_job_processed as fb-caffe-exts;
+  with allow_inline_scheduling, a job submitted from a worker (from a then()
+  callback, say) runs at once on that worker, skipping the queue and the
+  enqueued/dequeued callbacks, up to max_inline_depth nested jobs.
+* Future.cancel() on a queued job removes it from the queue; a job whose
+  deadline passed before a worker took it fails with DeadlineExceededError.
+* stats(): per-net counts and p50/p95/p99 of queue wait, run and end-to-end time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .blas import limit_blas_threads, release_blas_threads
+from .errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
+                     UnknownBlobError, UnknownNetError)
+from .futures import Future
+from .net import Optimization
+from .predictor import Predictor
+from .stats import StatsRecorder, StatsSnapshot
+
+log = logging.getLogger("pooled_predictor")
+
+
+class Callback:
+    """Hooks on a job's way through the pool (fb-caffe-exts' PooledPredictor::Callback).
+
+    Exceptions raised here are logged and counted (stats().callback_errors);
+    they never reach the job or the worker.
+    """
+
+    def on_job_enqueued(self, queue_size: int, enqueue_delay_ms: float) -> None:
+        """A job entered the queue: the queue size after it, and the ms blocked waiting for room."""
+
+    def on_job_dequeued(self) -> None:
+        """A worker took a job from the queue."""
+
+    def on_job_processed(self, process_time_ms: float) -> None:
+        """A job ran (successfully or not), before its Future is completed; its run time in ms."""
+
+
+@dataclass
+class Config:
+    """What a PooledPredictor serves and how.
+
+    Attributes:
+        model_paths: ONNX files, net_id = index. Exactly one of model_paths and
+            model_bytes must be given.
+        model_bytes: serialized ONNX models, net_id = index.
+        num_threads: worker threads (started lazily, up to this many).
+        queue_capacity: bound of the job queue; None means num_threads.
+        disable_blas_threading: one BLAS thread per call while the pool lives.
+        allow_inline_scheduling: jobs submitted from a worker run inline there.
+        max_inline_depth: nested inline jobs allowed before going through the queue.
+        admission: "block" (wait for room) or "fail" (QueueFullError at once).
+        enqueue_timeout: seconds a blocked producer waits before QueueFullError (None: forever).
+        optimization: Optimization.NONE or MEMORY.
+        device: "cpu" or "cuda".
+        unknown_output: "warn" (log and skip, as fb-caffe-exts) or "raise".
+    """
+
+    model_paths: Sequence[str | os.PathLike] = ()
+    model_bytes: Sequence[bytes] = ()
+    num_threads: int = 1
+    queue_capacity: int | None = None
+    disable_blas_threading: bool = True
+    allow_inline_scheduling: bool = False
+    max_inline_depth: int = 16
+    admission: str = "block"
+    enqueue_timeout: float | None = None
+    optimization: Optimization = Optimization.NONE
+    device: str = "cpu"
+    unknown_output: str = "warn"
+
+    def validate(self) -> None:
+        """Raises ValueError naming the first inconsistent field."""
+        if bool(self.model_paths) == bool(self.model_bytes):
+            raise ValueError("Config: give exactly one of model_paths and model_bytes")
+        if int(self.num_threads) < 1:
+            raise ValueError(f"Config: num_threads must be >= 1, got {self.num_threads}")
+        if self.queue_capacity is not None and int(self.queue_capacity) < 1:
+            raise ValueError(f"Config: queue_capacity must be >= 1, got {self.queue_capacity}")
+        if self.admission not in ("block", "fail"):
+            raise ValueError(f"Config: admission must be 'block' or 'fail', got {self.admission!r}")
+        if self.unknown_output not in ("warn", "raise"):
+            raise ValueError(f"Config: unknown_output must be 'warn' or 'raise', got {self.unknown_output!r}")
+        if int(self.max_inline_depth) < 0:
+            raise ValueError("Config: max_inline_depth must be >= 0")
+
+    @property
+    def capacity(self) -> int:
+        return int(self.queue_capacity or self.num_threads)
+
+
+class _Job:
+    __slots__ = ("net_id", "inputs", "output_names", "future", "submitted", "enqueued", "deadline")
+
+    def __init__(self, net_id, inputs, output_names, deadline):
+        self.net_id = net_id
+        self.inputs = inputs
+        self.output_names = output_names
+        self.future = Future()
+        self.submitted = time.perf_counter()
+        self.enqueued = self.submitted
+        self.deadline = deadline  # time.monotonic() value or None
+
+
+_STOP = object()
+
+
+class _JobQueue:
+    """Bounded FIFO with blocking/timed/fail-fast put, removal of cancelled jobs, and close."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._items: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self.closed = False
+
+    def __len__(self):
+        return sum(1 for j in self._items if j is not _STOP)
+
+    def put(self, job: _Job, block: bool, timeout: float | None, force: bool = False) -> int:
+        """Append a job; returns the queue size after it. Raises QueueFullError / PoolClosedError."""
+        with self._cond:
+            if self.closed:
+                raise PoolClosedError("the pool is closed")
+            if not force and len(self._items) >= self.capacity:
+                if not block:
+                    raise QueueFullError(f"the job queue is full ({self.capacity} jobs)")
+                end = None if timeout is None else time.monotonic() + timeout
+                while len(self._items) >= self.capacity and not self.closed:
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
+                                             f"for {timeout:.3f} s")
+                    self._cond.wait(left)
+                if self.closed:
+                    raise PoolClosedError("the pool was closed while waiting for room in the queue")
+            self._items.append(job)
+            self._cond.notify_all()
+            return len(self._items)
+
+    def get(self):
+        with self._cond:
+            while not self._items:
+                self._cond.wait()
+            item = self._items.popleft()
+            self._cond.notify_all()
+            return item
+
+    def remove(self, job: _Job) -> bool:
+        with self._cond:
+            try:
+                self._items.remove(job)
+            except ValueError:
+                return False
+            self._cond.notify_all()
+            return True
+
+    def close(self, stops: int, drain: bool) -> list[_Job]:
+        """Refuse new jobs; append `stops` stop markers; return the pending jobs if drain."""
+        with self._cond:
+            self.closed = True
+            pending = []
+            if drain:
+                pending = [j for j in self._items if j is not _STOP]
+                self._items = collections.deque(j for j in self._items if j is _STOP)
+            self._items.extend([_STOP] * stops)
+            self._cond.notify_all()
+            return pending
+
+
+class _Core:
+    """What the workers share: models, queue, callback, stats. Holds no reference to the pool."""
+
+    def __init__(self, config: Config, predictors: list[Predictor], callback: Callback | None):
+        self.config = config
+        self.predictors = predictors
+        self.callback = callback
+        self.queue = _JobQueue(config.capacity)
+        self.stats = StatsRecorder(range(len(predictors)))
+        self.threads: list[threading.Thread] = []
+        self.threads_lock = threading.Lock()
+        self.idle = 0
+        self.local = threading.local()  # .worker: True on this pool's workers; .depth: inline depth
+        self.known_outputs = [set(p.program.output_names) | set(p.program.input_names)
+                              | {o for s in p.program.steps for o in s.node.outputs if o}
+                              | set(p.program.weights) for p in predictors]
+
+    # ---- callbacks (never raise) -----------------------------------------------
+    def notify(self, method: str, *args) -> None:
+        cb = self.callback
+        if cb is None:
+            return
+        try:
+            getattr(cb, method)(*args)
+        except Exception:
+            self.stats.callback_error()
+            log.exception("Callback.%s raised; ignored", method)
+
+    # ---- workers -----------------------------------------------------------------
+    def in_worker(self) -> bool:
+        return getattr(self.local, "worker", False)
+
+    def maybe_start_worker(self) -> None:
+        with self.threads_lock:
+            if self.idle > 0 or len(self.threads) >= self.config.num_threads or self.queue.closed:
+                return
+            index = len(self.threads)
+            t = threading.Thread(target=self.worker_main, name=f"pooled-predictor-{index}", daemon=True)
+            self.threads.append(t)
+            self.idle += 1  # counted idle until it takes its first job
+        t.start()
+
+    def worker_main(self) -> None:
+        self.local.worker = True
+        self.local.depth = 0
+        first = True
+        while True:
+            if not first:
+                with self.threads_lock:
+                    self.idle += 1
+            first = False
+            job = self.queue.get()
+            with self.threads_lock:
+                self.idle -= 1
+            if job is _STOP:
+                return
+            self.notify("on_job_dequeued")
+            try:
+                self.process(job, inline=False)
+            except BaseException:  # last line of defence: the worker survives, the Future ends
+                log.exception("unexpected error in a pool worker")
+                if not job.future.done():
+                    job.future.set_exception(RuntimeError("internal error in the pool worker"))
+
+    def process(self, job: _Job, inline: bool) -> None:
+        """Run one job on this thread's Net for its model and complete its Future."""
+        fut = job.future
+        if not fut.set_running_or_notify_cancel():
+            return  # cancelled while queued (counted by the cancel hook)
+        started = time.perf_counter()
+        wait = started - job.enqueued
+        if job.deadline is not None and time.monotonic() > job.deadline:
+            self.stats.record(job.net_id, "expired", queue_wait=wait)
+            fut.set_exception(DeadlineExceededError(
+                f"the job's deadline passed {time.monotonic() - job.deadline:.3f} s before a worker "
+                f"took it (it waited {wait * 1e3:.1f} ms)"))
+            return
+        result = error = None
+        try:
+            net = self.predictors[job.net_id].net()
+            net.forward(job.inputs)
+            result = {n: np.array(net.blob_by_name(n)) for n in job.output_names}
+        except BaseException as exc:
+            error = exc
+        ran = time.perf_counter() - started
+        self.notify("on_job_processed", ran * 1e3)
+        end_to_end = time.perf_counter() - job.submitted
+        self.stats.record(job.net_id, "failed" if error is not None else "completed",
+                          queue_wait=wait, run=ran, end_to_end=end_to_end)
+        if inline:
+            self.stats.count(job.net_id, "inline")
+        job.inputs = None  # do not keep the caller's arrays alive through the Future
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+
+_live_pools: "weakref.WeakSet[PooledPredictor]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_pools() -> None:  # the interpreter exits cleanly with pools still open
+    for pool in list(_live_pools):
+        try:
+            pool.close(wait=True)
+        except Exception:
+            pass
+
+
+class PooledPredictor:
+    """A pool of worker threads running one or several models.
+
+    Args:
+        config: Config (models, threads, queue, admission, inline scheduling...).
+        callback: optional Callback.
+    Raises:
+        ValueError: an inconsistent Config.
+        ModelLoadError, UnsupportedOpError: a model cannot be served.
+    """
+
+    def __init__(self, config: Config, callback: Callback | None = None):
+        config.validate()
+        self.config = config
+        sources = list(config.model_paths) or list(config.model_bytes)
+        predictors = [Predictor(src, device=config.device, optimization=config.optimization,
+                                disable_blas_threading=False) for src in sources]
+        self._blas_token = limit_blas_threads(1) if config.disable_blas_threading else None
+        self._core = _Core(config, predictors, callback)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        weakref.finalize(self, _finalize, self._core, self._blas_token)
+        _live_pools.add(self)
+
+    # ---- fb-caffe-exts factories -------------------------------------------------
+    @classmethod
+    def make_predictors(cls, config: Config, callback: Callback | None = None) -> list["PinnedPooledPredictor"]:
+        """One PinnedPooledPredictor per model, all sharing one pool (queue and threads)."""
+        pool = cls(config, callback)
+        return [PinnedPooledPredictor(pool, i) for i in range(pool.net_count)]
+
+    @classmethod
+    def make_predictor(cls, config: Config, callback: Callback | None = None) -> "PinnedPooledPredictor":
+        """make_predictors() for a config of exactly one model.
+
+        Raises:
+            ValueError: the config holds more than one model.
+        """
+        preds = cls.make_predictors(config, callback)
+        if len(preds) != 1:
+            preds[0].pool.close()
+            raise ValueError(f"make_predictor() needs exactly one model, the config has {len(preds)}; "
+                             "did you mean make_predictors()?")
+        return preds[0]
+
+    # ---- description -------------------------------------------------------------
+    @property
+    def net_count(self) -> int:
+        return len(self._core.predictors)
+
+    def predictor(self, net_id: int = 0) -> Predictor:
+        """The Predictor (canonical Net, weights, input/output names) of a model."""
+        return self._core.predictors[self._check_net_id(net_id)]
+
+    def canonical_net(self, net_id: int = 0):
+        return self.predictor(net_id).canonical_net
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def worker_count(self) -> int:
+        return len(self._core.threads)
+
+    def stats(self) -> StatsSnapshot:
+        """A snapshot of per-net counts and latency histograms (merge() combines snapshots)."""
+        core = self._core
+        return core.stats.snapshot(len(core.threads), len(core.queue))
+
+    # ---- forward -------------------------------------------------------------------
+    def _check_net_id(self, net_id) -> int:
+        n = self.net_count
+        if isinstance(net_id, bool) or not isinstance(net_id, (int, np.integer)) or not 0 <= net_id < n:
+            raise UnknownNetError(f"net_id {net_id!r} is not one of the pool's {n} model(s) (0..{n - 1})")
+        return int(net_id)
+
+    def forward(self, inputs, output_names: Sequence[str] | None = None, net_id: int = 0, *,
+                deadline: float | None = None, block: bool | None = None,
+                timeout: float | None = None) -> Future:
+        """Queue one inference job.
+
+        Args:
+            inputs: list in input order, dict name -> array, or one array
+                (float32 etc. as the model declares). Read when the job runs:
+                do not modify them until the Future is done.
+            output_names: blobs to return; None: the model's outputs. Unknown
+                names are logged and skipped (Config.unknown_output="raise" raises).
+            net_id: which model (index in the Config).
+            deadline: seconds from now; a job not started by then fails with
+                DeadlineExceededError without running.
+            block / timeout: admission for this call (default: the Config's).
+        Returns:
+            Future of a dict output name -> numpy array (copies).
+        Raises:
+            UnknownNetError, InputError (count, names, rank, dims, dtype),
+            UnknownBlobError (unknown output, with unknown_output="raise"),
+            QueueFullError, PoolClosedError.
+        """
+        core = self._core
+        if self._closed or core.queue.closed:
+            raise PoolClosedError("forward() on a closed PooledPredictor")
+        net_id = self._check_net_id(net_id)
+        predictor = core.predictors[net_id]
+        arrays = predictor.canonical_net.check_inputs(inputs)
+        names = self._resolve_outputs(net_id, output_names)
+        dl = None if deadline is None else time.monotonic() + float(deadline)
+        job = _Job(net_id, arrays, names, dl)
+
+        if core.in_worker() and self.config.allow_inline_scheduling \
+                and core.local.depth < self.config.max_inline_depth:
+            core.stats.count(net_id, "submitted")
+            core.local.depth += 1
+            try:
+                core.process(job, inline=True)
+            finally:
+                core.local.depth -= 1
+            return job.future
+
+        block = (self.config.admission == "block") if block is None else bool(block)
+        timeout = self.config.enqueue_timeout if timeout is None else timeout
+        core.maybe_start_worker()
+        t0 = time.perf_counter()
+        try:
+            # A worker never blocks on its own queue: that could deadlock the pool.
+            size = core.queue.put(job, block, timeout, force=core.in_worker())
+        except QueueFullError:
+            core.stats.count(net_id, "rejected")
+            raise
+        job.enqueued = time.perf_counter()
+        core.stats.count(net_id, "submitted")
+        job.future.add_done_callback(lambda f, job=job: self._on_done(job))
+        core.notify("on_job_enqueued", size, (job.enqueued - t0) * 1e3)
+        return job.future
+
+    def _on_done(self, job: _Job) -> None:
+        if job.future.cancelled():
+            self._core.queue.remove(job)
+            self._core.stats.count(job.net_id, "cancelled")
+
+    def _resolve_outputs(self, net_id: int, output_names) -> list[str]:
+        program = self._core.predictors[net_id].program
+        if output_names is None:
+            return list(program.output_names)
+        if isinstance(output_names, str):
+            raise InputError("output_names must be a list of names, not a string")
+        known = self._core.known_outputs[net_id]
+        unknown = [n for n in output_names if n not in known]
+        if unknown:
+            if self.config.unknown_output == "raise":
+                raise UnknownBlobError(f"net {net_id}: no blob named {unknown}; outputs are {program.output_names}")
+            log.warning("net %d: requested output blob(s) not found, skipped: %s", net_id, unknown)
+        return [n for n in output_names if n in known]
+
+    async def forward_async(self, inputs, output_names: Sequence[str] | None = None, net_id: int = 0,
+                            **kwargs) -> dict[str, np.ndarray]:
+        """`await pool.forward_async(...)`: forward() without blocking the event loop.
+
+        Waiting for room in a full queue happens in a helper thread; cancelling
+        the awaiting task cancels the job if it is still queued.
+        """
+        try:
+            fut = self.forward(inputs, output_names, net_id, block=False, **kwargs)
+        except QueueFullError:
+            if kwargs.get("block") is False or self.config.admission == "fail":
+                raise
+            fut = await asyncio.to_thread(self.forward, inputs, output_names, net_id, **kwargs)
+        return await asyncio.wrap_future(fut)
+
+    # ---- shutdown ---------------------------------------------------------------------
+    def close(self, wait: bool = True, cancel_pending: bool = False) -> None:
+        """Stop accepting jobs; finish (or cancel) the queued ones; stop the workers.
+
+        Args:
+            wait: join the workers (skipped when called from one of them).
+            cancel_pending: cancel the queued jobs instead of running them.
+        Safe to call twice, from a callback, or from inside a worker.
+        """
+        core = self._core
+        with self._close_lock:
+            first = not self._closed
+            self._closed = True
+            if first:
+                with core.threads_lock:  # no worker can start between counting and closing
+                    pending = core.queue.close(len(core.threads), drain=cancel_pending)
+                for job in pending:
+                    job.future.cancel()  # counted by the job's done-callback
+                _live_pools.discard(self)
+                if self._blas_token is not None:
+                    release_blas_threads(self._blas_token)
+                    self._blas_token = None
+        if wait and not core.in_worker():
+            for t in list(core.threads):
+                if t is not threading.current_thread():
+                    t.join()
+
+    def __enter__(self) -> "PooledPredictor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(wait=True)
+
+
+def _finalize(core: _Core, blas_token) -> None:
+    """The pool was garbage-collected without close(): let its workers exit."""
+    with core.threads_lock:
+        if not core.queue.closed:
+            core.queue.close(len(core.threads), drain=False)
+
+
+class PinnedPooledPredictor:
+    """A PooledPredictor bound to one model (fb-caffe-exts' PinnedPooledPredictor)."""
+
+    def __init__(self, pool: PooledPredictor, net_id: int):
+        self.pool = pool
+        self.net_id = pool._check_net_id(net_id)
+
+    def forward(self, inputs, output_names: Sequence[str] | None = None, **kwargs) -> Future:
+        """pool.forward(inputs, output_names, net_id=self.net_id, ...)."""
+        return self.pool.forward(inputs, output_names, self.net_id, **kwargs)
+
+    async def forward_async(self, inputs, output_names: Sequence[str] | None = None, **kwargs):
+        return await self.pool.forward_async(inputs, output_names, self.net_id, **kwargs)
+
+    @property
+    def predictor(self) -> Predictor:
+        return self.pool.predictor(self.net_id)
+
+    def canonical_net(self):
+        return self.pool.canonical_net(self.net_id)
+
+    def close(self, wait: bool = True, cancel_pending: bool = False) -> None:
+        self.pool.close(wait, cancel_pending)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.pool.close(wait=True)

@@ -1,0 +1,144 @@
+"""Predictor: one canonical Net holding the weights, one Net per calling thread.
+
+As fb-caffe-exts' Predictor: the model is loaded and compiled once; each thread
+that calls forward() gets its own Net, created lazily on that thread's first
+call, sharing the canonical weights (read-only) and owning its activations.
+The three forward forms are fb-caffe-exts':
+
+    predictor.forward(inputs, output_names)       -> list of arrays
+    predictor.forward(inputs, output_names, out)  -> fills `out` in place
+    predictor.forward(inputs)                     -> dict name -> array (every blob)
+
+and `run(output_names, input_feed)` is onnxruntime's InferenceSession.run.
+Returned arrays are copies: they stay valid after the next forward.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .blas import limit_blas_threads, release_blas_threads
+from .errors import InputError, UnknownBlobError
+from .importers import load_onnx
+from .ir import Graph, Value
+from .net import Net, Optimization
+from .program import Program
+
+
+class Predictor:
+    """Thread-safe inference over one model.
+
+    Args:
+        model: path, bytes or onnx.ModelProto (or an already imported Graph).
+        device: "cpu" (numpy kernels) or "cuda".
+        optimization: Optimization.NONE or MEMORY (fb-caffe-exts' names).
+        disable_blas_threading: limit BLAS to one thread per call while this
+            Predictor lives (fb-caffe-exts' default).
+    Raises:
+        ModelLoadError: unreadable or invalid model file.
+        UnsupportedOpError: ops without a kernel, all listed.
+    """
+
+    def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.NONE,
+                 disable_blas_threading: bool = True):
+        graph = model if isinstance(model, Graph) else load_onnx(model, device=device)
+        self.graph = graph
+        self.device = device
+        self.optimization = Optimization(optimization)
+        self.program = Program(graph, device)
+        self.canonical_net = Net(self.program)
+        self._local = threading.local()
+        self._nets_lock = threading.Lock()
+        self._net_count = 0
+        self._blas_token = limit_blas_threads(1) if disable_blas_threading else None
+
+    def __del__(self):
+        token = getattr(self, "_blas_token", None)
+        if token is not None:
+            release_blas_threads(token)
+            self._blas_token = None
+
+    # ---- description ---------------------------------------------------------
+    @property
+    def inputs(self) -> list[Value]:
+        """The model's inputs: name, dtype, shape (ints, symbolic names or None)."""
+        return list(self.program.inputs)
+
+    @property
+    def outputs(self) -> list[Value]:
+        return list(self.program.outputs)
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.program.input_names
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.program.output_names
+
+    @property
+    def thread_net_count(self) -> int:
+        """How many per-thread Nets have been created so far."""
+        return self._net_count
+
+    def net(self) -> Net:
+        """This thread's Net (created on the first call from this thread)."""
+        net = getattr(self._local, "net", None)
+        if net is None:
+            net = self._local.net = Net(self.program)
+            with self._nets_lock:
+                self._net_count += 1
+        return net
+
+    # ---- forward -------------------------------------------------------------
+    def forward(self, inputs, output_names: Sequence[str] | None = None, out: Sequence[np.ndarray] | None = None):
+        """Run the model on this thread's Net.
+
+        Args:
+            inputs: list in input order, dict name -> array, or one array.
+            output_names: blobs to return; with `out`, the blobs to copy into it.
+            out: preallocated arrays, one per output name, filled in place
+                (shape and dtype must match).
+        Returns:
+            list of arrays (output_names given), `out` (filled), or a dict
+            name -> array of every blob (neither given).
+        Raises:
+            InputError: bad inputs or `out` arrays; UnknownBlobError: unknown name;
+            ShapeInferenceError, KernelError: the model rejects the inputs.
+        """
+        net = self.net()
+        net.forward(inputs)
+        if output_names is None:
+            if out is not None:
+                raise InputError("`out` needs `output_names`")
+            return {n: np.array(net.blob_by_name(n)) for n in activation_names(net)}
+        if isinstance(output_names, str):
+            raise InputError("output_names must be a list of names, not a string")
+        blobs = [net.blob_by_name(n) for n in output_names]
+        if out is None:
+            return [np.array(b) for b in blobs]
+        if len(out) != len(blobs):
+            raise InputError(f"{len(out)} `out` arrays for {len(blobs)} output names")
+        for name, b, o in zip(output_names, blobs, out):
+            if not isinstance(o, np.ndarray) or o.shape != b.shape or o.dtype != b.dtype:
+                got = (getattr(o, "shape", None), getattr(o, "dtype", type(o).__name__))
+                raise InputError(f"`out` for {name!r} must be an ndarray of shape {b.shape} "
+                                 f"and dtype {b.dtype}, got {got}")
+            np.copyto(o, b)
+        return out
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """onnxruntime's InferenceSession.run: outputs (None: all) for a feed dict."""
+        return self.forward(dict(input_feed), list(output_names or self.output_names))
+
+
+def activation_names(net: Net) -> list[str]:
+    """The names of a Net's own blobs: inputs and every computed value (no weights)."""
+    weights = net.program.weights
+    return [n for n in net.blob_names if n not in weights]
+
+
+__all__ = ["Predictor", "UnknownBlobError"]
