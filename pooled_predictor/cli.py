@@ -1,0 +1,183 @@
+"""The `pooled-predictor` command (also `python -m pooled_predictor`).
+
+    pooled-predictor demo [--threads N] [--image PAGE.png]
+    pooled-predictor run MODEL.onnx [--input x.npy|x.npz] [--save-outputs out.npz]
+                         [--threads N] [--requests R] [--shape NAME=1x3x224x224] [--dim NAME=V]
+    pooled-predictor ops [--device cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def _cmd_demo(args) -> int:
+    from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
+    from .pool import Config, PooledPredictor
+    from .zoo import fetch_page_image, fetch_ppocr
+
+    t0 = time.perf_counter()
+    models = fetch_ppocr()
+    page = args.image or fetch_page_image()
+    fetched = time.perf_counter() - t0
+    image = load_image(page)
+    t1 = time.perf_counter()
+    config = Config(model_paths=[models.det, models.rec], num_threads=args.threads)
+    with PooledPredictor(config) as pool:
+        loaded = time.perf_counter() - t1
+        result = read_page(pool, image)
+        if args.repeat > 1:  # steady state: Nets already laid out for these shapes
+            for _ in range(args.repeat - 1):
+                result = read_page(pool, image)
+    print(f"# {page} ({image.shape[1]}x{image.shape[0]}), PP-OCRv6 tiny det (net 0) + rec (net 1), "
+          f"{args.threads} worker thread(s)\n")
+    print(result.text)
+    print()
+    width = max(len(k) for k in result.timings_ms)
+    print(f"{'fetch models + page (cached)':<{width}}  {fetched * 1e3:9.1f} ms")
+    print(f"{'load + compile both models':<{width}}  {loaded * 1e3:9.1f} ms")
+    for stage, ms in result.timings_ms.items():
+        print(f"{stage:<{width}}  {ms:9.1f} ms")
+    print(f"{'lines':<{width}}  {len(result.lines):9d}")
+    if args.image is None:
+        cer = character_error_rate(result.text, PAGE_TEXT)
+        print(f"{'character error rate vs the page':<{width}}  {cer * 100:8.2f} %")
+    return 0
+
+
+def _parse_shapes(items) -> dict:
+    out = {}
+    for item in items or ():
+        name, _, dims = item.rpartition("=")
+        if not name:
+            raise SystemExit(f"--shape expects NAME=D1xD2x..., got {item!r}")
+        out[name] = tuple(int(d) for d in dims.lower().split("x") if d)
+    return out
+
+
+def _parse_dims(items) -> dict:
+    out = {}
+    for item in items or ():
+        name, _, value = item.rpartition("=")
+        if not name:
+            raise SystemExit(f"--dim expects NAME=VALUE, got {item!r}")
+        out[name] = int(value)
+    return out
+
+
+def _random_inputs(predictor, shapes: dict, dims: dict, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for v in predictor.inputs:
+        shape = shapes.get(v.name) or tuple(
+            d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in (v.shape or ()))
+        dtype = v.dtype if v.dtype is not None else np.dtype(np.float32)
+        if dtype.kind == "f":
+            feeds[v.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[v.name] = rng.random(shape) < 0.5
+        else:
+            feeds[v.name] = rng.integers(0, 10, shape).astype(dtype)
+    return feeds
+
+
+def _cmd_run(args) -> int:
+    from .pool import Config, PooledPredictor
+
+    config = Config(model_paths=[args.model], num_threads=args.threads,
+                    queue_capacity=max(args.threads * 2, 1))
+    with PooledPredictor(config) as pool:
+        predictor = pool.predictor(0)
+        if args.input:
+            data = np.load(args.input, allow_pickle=False)
+            feeds = dict(data) if hasattr(data, "files") else {predictor.input_names[0]: data}
+        else:
+            feeds = _random_inputs(predictor, _parse_shapes(args.shape), _parse_dims(args.dim))
+        for name, a in feeds.items():
+            print(f"input  {name}: {a.dtype} {a.shape}")
+        first = pool.forward(feeds).result()  # warm-up: lays out the Nets
+        for name, a in first.items():
+            print(f"output {name}: {a.dtype} {a.shape}")
+        latencies = []
+        start = time.perf_counter()
+        futures = []
+        for _ in range(args.requests):
+            t = time.perf_counter()
+            f = pool.forward(feeds)
+            f.add_done_callback(lambda _, t=t: latencies.append(time.perf_counter() - t))
+            futures.append(f)
+        for f in futures:
+            f.result()
+        wall = time.perf_counter() - start
+    lat = np.array(latencies) * 1e3
+    print(f"{args.requests} requests, {args.threads} thread(s): {args.requests / wall:.2f} req/s, "
+          f"latency p50 {np.percentile(lat, 50):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms")
+    if args.save_outputs:
+        np.savez(args.save_outputs, **first)
+        print(f"outputs written to {args.save_outputs}")
+    return 0
+
+
+def _cmd_ops(args) -> int:
+    from .ops.registry import registered_ops
+
+    by_op: dict = {}
+    for k in registered_ops(args.device):
+        by_op.setdefault((k.domain, k.op_type), {}).setdefault(k.device, []).append(k.since)
+    if args.json:
+        print(json.dumps([{"op_type": op, "domain": d, "devices": devs} for (d, op), devs in sorted(by_op.items())]))
+        return 0
+    print(f"{'op_type':<24} {'device':<6} since_versions")
+    for (domain, op), devs in sorted(by_op.items()):
+        for dev, versions in sorted(devs.items()):
+            name = op if not domain else f"{domain}.{op}"
+            print(f"{name:<24} {dev:<6} {', '.join(map(str, versions))}")
+    print(f"\n{len(by_op)} ops")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pooled-predictor", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="OCR of a scanned page with PP-OCR det + rec in one pool")
+    d.add_argument("--threads", type=int, default=2)
+    d.add_argument("--image", help="another image instead of skimage's page.png")
+    d.add_argument("--repeat", type=int, default=1, help="run the page this many times (timings of the last)")
+    d.set_defaults(fn=_cmd_demo)
+
+    r = sub.add_parser("run", help="run any supported ONNX model through the pool; throughput and p50/p99")
+    r.add_argument("model")
+    r.add_argument("--input", help=".npy (first input) or .npz (inputs by name)")
+    r.add_argument("--save-outputs", help="write the outputs by name to this .npz")
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--requests", type=int, default=20)
+    r.add_argument("--shape", action="append", help="NAME=1x3x224x224 for random inputs")
+    r.add_argument("--dim", action="append", help="symbolic dimension NAME=VALUE (default 1)")
+    r.set_defaults(fn=_cmd_run)
+
+    o = sub.add_parser("ops", help="list registered ops, versions and devices")
+    o.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    o.add_argument("--json", action="store_true")
+    o.set_defaults(fn=_cmd_ops)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from .errors import PooledPredictorError
+
+    try:
+        return args.fn(args)
+    except PooledPredictorError as exc:
+        print(f"pooled-predictor: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
