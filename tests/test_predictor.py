@@ -1,0 +1,68 @@
+"""Predictor: the three forward forms, one Net per thread, consistency across threads."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from pooled_predictor import InputError, Predictor, UnknownBlobError
+from tests.conftest import make_mlp, mlp_reference
+
+
+def test_three_forward_forms_and_ort_run():
+    model = make_mlp()
+    p = Predictor(model)
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32)
+    ref = mlp_reference(model, x)
+    (y,) = p.forward([x], ["y"])
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+    out = [np.empty((4, 10), np.float32)]
+    assert p.forward([x], ["y"], out) is out
+    np.testing.assert_array_equal(out[0], y)
+    blobs = p.forward([x])
+    assert {"x", "h0", "h1", "h2", "logits", "y"} <= set(blobs) and "w1" not in blobs
+    np.testing.assert_array_equal(blobs["y"], y)
+    np.testing.assert_array_equal(p.run(None, {"x": x})[0], y)
+    y[:] = 0  # outputs are copies
+    np.testing.assert_array_equal(p.forward([x], ["y"])[0], blobs["y"])
+
+
+def test_out_form_checks_shapes():
+    p = Predictor(make_mlp())
+    x = np.zeros((4, 16), np.float32)
+    with pytest.raises(InputError, match="shape"):
+        p.forward([x], ["y"], [np.empty((3, 10), np.float32)])
+    with pytest.raises(UnknownBlobError):
+        p.forward([x], ["nope"])
+
+
+def test_consistent_across_threads():
+    """fb-caffe-exts' PredictorTest.ConsistentAcrossThreads, with all three forms."""
+    model = make_mlp()
+    p = Predictor(model)
+    x = np.random.default_rng(4).uniform(-1000, 1000, (2, 16)).astype(np.float32)
+    single = p.forward([x], ["y"])[0]
+    results, errors = [], []
+
+    def worker():
+        try:
+            for _ in range(10):
+                a = p.forward([x], ["y"])[0]
+                b = [np.empty_like(a)]
+                p.forward([x], ["y"], b)
+                c = p.forward([x])["y"]
+                results.append((a, b[0], c))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 40
+    for triple in results:
+        for r in triple:
+            np.testing.assert_array_equal(r, single)
+    assert p.thread_net_count == 5  # the main thread and four workers, each its own Net
