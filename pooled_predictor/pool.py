@@ -76,7 +76,9 @@ class Config:
         model_bytes: serialized ONNX models, net_id = index.
         num_threads: worker threads (started lazily, up to this many).
         queue_capacity: bound of the job queue; None means num_threads.
-        disable_blas_threading: one BLAS thread per call while the pool lives.
+        disable_blas_threading: limit BLAS threads per call while the pool lives
+            (fb-caffe-exts' flag; with N workers, N single-threaded GEMMs).
+        blas_threads: the limit when disable_blas_threading is set (default 1).
         allow_inline_scheduling: jobs submitted from a worker run inline there.
         max_inline_depth: nested inline jobs allowed before going through the queue.
         admission: "block" (wait for room) or "fail" (QueueFullError at once).
@@ -91,6 +93,7 @@ class Config:
     num_threads: int = 1
     queue_capacity: int | None = None
     disable_blas_threading: bool = True
+    blas_threads: int = 1
     allow_inline_scheduling: bool = False
     max_inline_depth: int = 16
     admission: str = "block"
@@ -111,6 +114,8 @@ class Config:
             raise ValueError(f"Config: admission must be 'block' or 'fail', got {self.admission!r}")
         if self.unknown_output not in ("warn", "raise"):
             raise ValueError(f"Config: unknown_output must be 'warn' or 'raise', got {self.unknown_output!r}")
+        if int(self.blas_threads) < 1:
+            raise ValueError(f"Config: blas_threads must be >= 1, got {self.blas_threads}")
         if int(self.max_inline_depth) < 0:
             raise ValueError("Config: max_inline_depth must be >= 0")
 
@@ -254,6 +259,8 @@ class _Core:
                 self.idle -= 1
             if job is _STOP:
                 return
+            if not job.future.set_running_or_notify_cancel():
+                continue  # cancelled after all (counted by the cancel hook)
             self.notify("on_job_dequeued")
             try:
                 self.process(job, inline=False)
@@ -265,8 +272,8 @@ class _Core:
     def process(self, job: _Job, inline: bool) -> None:
         """Run one job on this thread's Net for its model and complete its Future."""
         fut = job.future
-        if not fut.set_running_or_notify_cancel():
-            return  # cancelled while queued (counted by the cancel hook)
+        if inline and not fut.set_running_or_notify_cancel():
+            return
         started = time.perf_counter()
         wait = started - job.enqueued
         if job.deadline is not None and time.monotonic() > job.deadline:
@@ -325,7 +332,7 @@ class PooledPredictor:
         sources = list(config.model_paths) or list(config.model_bytes)
         predictors = [Predictor(src, device=config.device, optimization=config.optimization,
                                 disable_blas_threading=False) for src in sources]
-        self._blas_token = limit_blas_threads(1) if config.disable_blas_threading else None
+        self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
         self._core = _Core(config, predictors, callback)
         self._closed = False
         self._close_lock = threading.Lock()

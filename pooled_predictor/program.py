@@ -137,7 +137,7 @@ class Program:
             if k is None or rule is None:
                 missing.append((node.op_type, node.domain, opset))
                 continue
-            version = schema_version(node.op_type, node.domain, opset)
+            version = schema_version(node.op_type, node.domain, opset) or opset
             unknown = k.unknown_attrs(node.attrs)
             if unknown:
                 problems.append(f"node {node.name!r} ({node.op_type}): attributes {unknown} not implemented")

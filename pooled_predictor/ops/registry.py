@@ -147,7 +147,9 @@ def find(op_type: str, domain: str, opset: int, device: str) -> KernelDef | None
         return None
     version = schema_version(op_type, domain, opset)
     if version is None:
-        return None
+        if domain in ("", "ai.onnx") or opset <= 0:
+            return None
+        version = opset  # a custom domain without onnx schemas: the model's opset of it
     eligible = [v for v in table if v <= version]
     return table[max(eligible)] if eligible else None
 
