@@ -14,8 +14,9 @@ A Net is used by one thread at a time (the Predictor gives each thread its own).
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
 from functools import partial
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -46,17 +47,22 @@ class Net:
         input_names / output_names: the graph's, in order.
     """
 
-    def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None):
+    def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
+                 optimization: Optimization = Optimization.NONE, planner: str = "arena",
+                 keep: Iterable[str] = (), cache_bytes: int = 64 << 20):
+        if planner not in ("arena", "shared"):
+            raise ValueError(f"planner must be 'arena' or 'shared' (fb-caffe-exts' baseline), got {planner!r}")
         self.program = program
         self.device = program.device
+        self.optimization = Optimization(optimization)
+        self.planner = planner
+        self.keep = tuple(keep)
+        self.cache_bytes = int(cache_bytes)
         self._declared = {v.name: v for v in program.inputs}
-        self._input_shapes: dict[str, tuple] | None = None
-        self._blobs: dict[str, np.ndarray] = {}
-        self._run: list = []
-        self._run_nodes: list = []
-        self._dynamic: list[Step] = []
-        self.workspace_bytes = 0
-        self.activation_bytes = 0
+        self._layouts: "OrderedDict[tuple, _Layout]" = OrderedDict()
+        self._default_invalid = False
+        self.layouts_built = 0
+        self._activate(None, None)
         if input_shapes is not None:
             self.reshape(input_shapes)
 
@@ -77,11 +83,16 @@ class Net:
     @property
     def output_shapes(self) -> dict[str, tuple | None]:
         """Output shapes at the current input shapes (None: known only after forward)."""
-        return {n: (self._blobs[n].shape if n in self._blobs else None) for n in self.output_names}
+        dyn = self._dynamic_outputs()
+        return {n: (self._blobs[n].shape if n in self._blobs and n not in dyn else None)
+                for n in self.output_names}
 
     @property
     def blob_names(self) -> list[str]:
-        return list(self._blobs)
+        """Names of the blobs that can be read (see blob_by_name)."""
+        if self._layout is None:
+            return []
+        return [n for n in self._blobs if n in self._layout.readable]
 
     @property
     def has_dynamic_shapes(self) -> bool:
@@ -91,14 +102,38 @@ class Net:
     def blob_by_name(self, name: str) -> np.ndarray:
         """The Net's own array for a blob (valid until the next forward or reshape).
 
+        Under Optimization.MEMORY only inputs, outputs, weights and the names
+        in `keep` can be read: the bytes of other intermediates are reused.
+
         Raises:
-            UnknownBlobError: no blob has this name (or it has not been computed).
+            UnknownBlobError: no blob has this name, or MEMORY reused its bytes.
         """
-        try:
-            return self._blobs[name]
-        except KeyError:
+        layout = self._layout
+        if layout is not None and name in layout.blobs:
+            if name in layout.readable or name in self._dynamic_outputs():
+                return layout.blobs[name]
             raise UnknownBlobError(
-                f"no blob named {name!r}; outputs are {self.output_names}") from None
+                f"blob {name!r} is not kept: under Optimization.MEMORY its bytes are reused by "
+                f"later blobs; pass keep=[{name!r}] to read it")
+        raise UnknownBlobError(f"no blob named {name!r}; outputs are {self.output_names}")
+
+    def _dynamic_outputs(self) -> set:
+        return {o for st in self._dynamic for o in st.node.outputs if o}
+
+    @property
+    def memory_plan(self):
+        """The memory_opt Plan of the current layout (None under Optimization.NONE)."""
+        return None if self._layout is None else self._layout.plan
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the current layout's arena (activations and workspace)."""
+        return 0 if self._layout is None else self._layout.nbytes
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of all activations if each had its own array (the naive total)."""
+        return 0 if self._layout is None else self._layout.activation_bytes
 
     # ---- input checks --------------------------------------------------------
     def default_input_shapes(self) -> dict[str, tuple]:
@@ -149,7 +184,11 @@ class Net:
 
     # ---- reshape -------------------------------------------------------------
     def reshape(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> None:
-        """Infer every blob's shape for these input shapes and allocate them once.
+        """Infer every blob's shape for these input shapes and lay the blobs out once.
+
+        Layouts are cached by input shapes (LRU, at most `cache_bytes` of
+        activations beside the current one), so alternating shapes do not
+        re-plan every call.
 
         Args:
             input_shapes: name -> shape; None: the declared shapes with symbolic dims as 1.
@@ -160,16 +199,60 @@ class Net:
         shapes = self.check_shapes(input_shapes if input_shapes is not None else self.default_input_shapes())
         if shapes == self._input_shapes:
             return
-        self._bind(shapes)
-        self._input_shapes = shapes
+        key = tuple(shapes.items())
+        layout = self._layouts.pop(key, None)
+        if layout is None:
+            layout = self._build_layout(shapes)
+            self.layouts_built += 1
+        self._layouts[key] = layout  # most recently used last
+        self._activate(layout, shapes)
+        self._trim_cache()
 
     def release(self) -> None:
-        """Drop the activation blobs (the next forward lays them out again)."""
-        self._blobs, self._run, self._run_nodes, self._dynamic = {}, [], [], []
-        self._input_shapes = None
-        self.activation_bytes = self.workspace_bytes = 0
+        """Drop every layout (activations, arena): the next forward lays them out again."""
+        self._layouts.clear()
+        self._activate(None, None)
 
-    def _bind(self, shapes: dict[str, tuple]) -> None:
+    def restore(self) -> None:
+        """Go back to the default input shapes and trim the layout cache to its budget.
+
+        fb-caffe-exts' guard after each pool job: a worker should not hold the
+        memory of one large input until its next job. Models whose default
+        shapes are not valid inputs are released instead.
+        """
+        if not self._default_invalid:
+            try:
+                self.reshape()
+                self._trim_cache()
+                return
+            except PooledPredictorError:
+                self._default_invalid = True  # e.g. a spatial size 1 the model cannot take
+        self._activate(None, None)
+        self._trim_cache()
+
+    @property
+    def cached_layouts(self) -> int:
+        return len(self._layouts)
+
+    def _trim_cache(self) -> None:
+        current = tuple(self._input_shapes.items()) if self._input_shapes is not None else None
+        total = sum(l.nbytes for k, l in self._layouts.items() if k != current)
+        for k in list(self._layouts):
+            if total <= self.cache_bytes:
+                break
+            if k != current:
+                total -= self._layouts.pop(k).nbytes
+
+    def _activate(self, layout, shapes) -> None:
+        self._layout = layout
+        self._input_shapes = shapes
+        self._blobs = layout.blobs if layout is not None else {}
+        self._run = layout.run if layout is not None else []
+        self._run_nodes = layout.run_nodes if layout is not None else []
+        self._dynamic = layout.dynamic if layout is not None else []
+
+    def _build_layout(self, shapes: dict[str, tuple]) -> "_Layout":
+        """Infer shapes, fold what is static, bind kernels, plan memory, bind arrays."""
         program, device = self.program, self.device
         shape: dict[str, tuple] = {}
         dtype: dict[str, np.dtype] = {}
@@ -179,10 +262,9 @@ class Net:
         for v in program.inputs:
             shape[v.name] = shapes[v.name]
             dtype[v.name] = v.dtype if v.dtype is not None else np.dtype(np.float32)
-        planned: list[tuple[Step, OpContext]] = []
+        planned: list[tuple[Step, Callable, list[ScratchRef]]] = []
         dynamic: list[Step] = []
         dynamic_values: set[str] = set()
-        scratch_refs: list[list[ScratchRef]] = []
 
         for step in program.steps:
             node = step.node
@@ -215,45 +297,97 @@ class Net:
             for o, (s, t) in zip(node.outputs, specs):
                 if o:
                     shape[o], dtype[o] = s, t
-            planned.append((step, ctx))
-            scratch_refs.append(refs)
+            planned.append((step, step.bind(ctx), refs))
 
-        # Memory: inputs and the outputs of planned nodes each get their own array.
+        # Values that must survive the run: outputs, kept blobs, inputs of dynamic nodes.
+        keep = set(self.output_names) | set(self.keep)
+        keep.update(i for st in dynamic for i in st.node.inputs if i and i not in static)
+        activations = list(self.input_names) + [o for st, _, _ in planned for o in st.node.outputs if o]
+        sizes = {n: _nbytes(shape[n], dtype[n]) for n in activations}
+
+        if self.optimization is Optimization.MEMORY:
+            plan = self._plan(planned, sizes, static, keep)
+            offsets = plan.offsets
+            arena_bytes = plan.arena_bytes
+            scratch_offsets = {id(r): offsets[f"{st.node.name}/scratch{j}"]
+                               for st, _, refs in planned for j, r in enumerate(refs)}
+        else:
+            plan = None
+            offsets, arena_bytes = {}, 0
+            for n in activations:  # NONE: every blob its own region of the arena
+                offsets[n] = arena_bytes
+                arena_bytes += _aligned(sizes[n])
+            workspace = max((sum(_aligned(r.nbytes) for r in refs) for _, _, refs in planned), default=0)
+            scratch_offsets = {}
+            for _, _, refs in planned:  # scratch lives while its node runs: one shared workspace
+                at = arena_bytes
+                for r in refs:
+                    scratch_offsets[id(r)] = at
+                    at += _aligned(r.nbytes)
+            arena_bytes += workspace
+
+        arena = _aligned_empty(arena_bytes)
         blobs: dict[str, np.ndarray] = dict(static)
-        activation_bytes = 0
-        for v in program.inputs:
-            blobs[v.name] = np.empty(shape[v.name], dtype[v.name])
-            activation_bytes += blobs[v.name].nbytes
-        for step, _ in planned:
-            for o in step.node.outputs:
-                if o:
-                    blobs[o] = np.empty(shape[o], dtype[o])
-                    activation_bytes += blobs[o].nbytes
-
-        # Bind kernels (class kernels ask for scratch here), then lay out scratch:
-        # it lives only while its node runs, so all nodes share one workspace.
+        for n in activations:
+            blobs[n] = _view(arena, offsets[n], shape[n], dtype[n])
         run, run_nodes = [], []
-        for step, ctx in planned:
-            runner = step.bind(ctx)
+        for step, runner, refs in planned:
+            for r in refs:
+                r.array = _view(arena, scratch_offsets[id(r)], r.shape, r.dtype)
             args = [blobs[i] if i else None for i in step.node.inputs]
             outs = [blobs[o] if o else None for o in step.node.outputs]
             run.append(partial(runner, *args, out=step.out_arg(outs)))
             run_nodes.append(step.node)
-        workspace = max((sum(_aligned(r.nbytes) for r in refs) for refs in scratch_refs), default=0)
-        buffer = np.empty(workspace, np.uint8)
-        for refs in scratch_refs:
-            offset = 0
-            for r in refs:
-                r.array = buffer[offset:offset + r.nbytes].view(r.dtype).reshape(r.shape)
-                offset += _aligned(r.nbytes)
-
         for step in dynamic:
             run.append(partial(self._run_dynamic, step))
             run_nodes.append(step.node)
-        self._blobs, self._run, self._run_nodes, self._dynamic = blobs, run, run_nodes, dynamic
-        self.activation_bytes, self.workspace_bytes = activation_bytes, workspace
+        if self.optimization is Optimization.MEMORY:
+            readable = set(static) | set(self.input_names) | (keep & set(blobs))
+        else:
+            readable = set(blobs)
+        return _Layout(blobs, run, run_nodes, dynamic, arena, plan, readable,
+                       activation_bytes=sum(sizes.values()))
+
+    def _plan(self, planned, sizes: dict, static: dict, keep: set):
+        """memory_opt plan of the activations (and scratch) of these bound steps."""
+        from memory_opt import Step as PlanStep
+        from memory_opt import analyze, plan_arena, plan_shared_buffers
+
+        last_use: dict[str, int] = {}
+        for k, (st, _, _) in enumerate(planned):
+            for i in st.node.inputs:
+                if i:
+                    last_use[i] = k
+        steps, sizes = [], dict(sizes)
+        outputs = set(keep) | set(self.output_names)
+        for k, (st, _, refs) in enumerate(planned):
+            node = st.node
+            reads = [i for i in dict.fromkeys(node.inputs) if i and i not in static]
+            writes = [o for o in node.outputs if o]
+            scratch = [f"{node.name}/scratch{j}" for j in range(len(refs))]
+            for name, r in zip(scratch, refs):
+                sizes[name] = r.nbytes
+            inplace = None
+            out0 = node.outputs[0] if node.outputs else ""
+            if out0 and out0 not in outputs and st.kernel.inplace:
+                for idx in st.kernel.inplace:
+                    cand = node.inputs[idx] if idx < len(node.inputs) else ""
+                    if cand and cand not in static and last_use.get(cand) == k and sizes.get(cand) == sizes[out0] \
+                            and node.inputs.count(cand) == 1:
+                        inplace = {out0: cand}
+                        break
+            # scratch: written and never read, so it lives only at this step
+            steps.append(PlanStep(tuple(reads), tuple(writes + scratch), inplace))
+        liveness = analyze(steps, sizes, inputs=self.input_names,
+                           outputs=[o for o in outputs if o in sizes], inplace=self.planner != "shared")
+        if self.planner == "shared":
+            plan = plan_shared_buffers(liveness)
+        else:
+            plan = plan_arena(liveness)
+        return plan
 
     def _run_dynamic(self, step: Step) -> None:
+        """Run a node whose shapes depend on data: infer, allocate and run now."""
         arrays = [self._blobs[i] if i else None for i in step.node.inputs]
         outs = step.evaluate(arrays, self.device)
         for o, arr in zip(step.node.outputs, outs):
@@ -336,6 +470,39 @@ def check_inputs(program: Program, inputs, check_shapes=None) -> dict[str, np.nd
     if check_shapes is not None:
         check_shapes({n: a.shape for n, a in arrays.items()})
     return arrays
+
+
+class _Layout:
+    """Everything a Net binds for one set of input shapes."""
+
+    __slots__ = ("blobs", "run", "run_nodes", "dynamic", "arena", "plan", "readable", "activation_bytes")
+
+    def __init__(self, blobs, run, run_nodes, dynamic, arena, plan, readable, activation_bytes):
+        self.blobs, self.run, self.run_nodes, self.dynamic = blobs, run, run_nodes, dynamic
+        self.arena, self.plan, self.readable = arena, plan, readable
+        self.activation_bytes = activation_bytes
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.arena.nbytes)
+
+
+def _nbytes(shape, dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def _aligned_empty(nbytes: int, alignment: int = 64) -> np.ndarray:
+    """An uninitialized byte buffer whose start is aligned to `alignment` bytes."""
+    raw = np.empty(nbytes + alignment, np.uint8)
+    start = (-raw.ctypes.data) % alignment
+    return raw[start:start + nbytes]
+
+
+def _view(arena: np.ndarray, offset: int, shape, dtype) -> np.ndarray:
+    n = _nbytes(shape, dtype)
+    if dtype == object:  # object arrays cannot live in raw bytes
+        return np.empty(shape, dtype)
+    return arena[offset:offset + n].view(dtype).reshape(shape)
 
 
 def _is_array(x) -> bool:

@@ -83,7 +83,14 @@ class Config:
         max_inline_depth: nested inline jobs allowed before going through the queue.
         admission: "block" (wait for room) or "fail" (QueueFullError at once).
         enqueue_timeout: seconds a blocked producer waits before QueueFullError (None: forever).
-        optimization: Optimization.NONE or MEMORY.
+        optimization: Optimization.NONE or MEMORY (one arena per Net, memory_opt).
+        planner: "arena" or "shared" (fb-caffe-exts' baseline), under MEMORY.
+        keep: intermediate blob names that stay readable under MEMORY.
+        shape_policy: after each job, "restore" the Net to its default input
+            shapes (fb-caffe-exts' guard against holding the memory of one large
+            input) or "keep" the job's layout for the next job.
+        layout_cache_bytes: per-Net budget of cached layouts of other shapes, so
+            alternating shapes are not re-planned every job.
         device: "cpu" or "cuda".
         unknown_output: "warn" (log and skip, as fb-caffe-exts) or "raise".
     """
@@ -99,6 +106,10 @@ class Config:
     admission: str = "block"
     enqueue_timeout: float | None = None
     optimization: Optimization = Optimization.NONE
+    planner: str = "arena"
+    keep: Sequence[str] = ()
+    shape_policy: str = "restore"
+    layout_cache_bytes: int = 64 << 20
     device: str = "cpu"
     unknown_output: str = "warn"
 
@@ -112,6 +123,10 @@ class Config:
             raise ValueError(f"Config: queue_capacity must be >= 1, got {self.queue_capacity}")
         if self.admission not in ("block", "fail"):
             raise ValueError(f"Config: admission must be 'block' or 'fail', got {self.admission!r}")
+        if self.shape_policy not in ("restore", "keep"):
+            raise ValueError(f"Config: shape_policy must be 'restore' or 'keep', got {self.shape_policy!r}")
+        if self.planner not in ("arena", "shared"):
+            raise ValueError(f"Config: planner must be 'arena' or 'shared', got {self.planner!r}")
         if self.unknown_output not in ("warn", "raise"):
             raise ValueError(f"Config: unknown_output must be 'warn' or 'raise', got {self.unknown_output!r}")
         if int(self.blas_threads) < 1:
@@ -283,12 +298,15 @@ class _Core:
                 f"took it (it waited {wait * 1e3:.1f} ms)"))
             return
         result = error = None
+        net = None
         try:
             net = self.predictors[job.net_id].net()
             net.forward(job.inputs)
             result = {n: np.array(net.blob_by_name(n)) for n in job.output_names}
         except BaseException as exc:
             error = exc
+        if net is not None and self.config.shape_policy == "restore" and not inline:
+            net.restore()
         ran = time.perf_counter() - started
         self.notify("on_job_processed", ran * 1e3)
         end_to_end = time.perf_counter() - job.submitted
@@ -331,7 +349,9 @@ class PooledPredictor:
         self.config = config
         sources = list(config.model_paths) or list(config.model_bytes)
         predictors = [Predictor(src, device=config.device, optimization=config.optimization,
-                                disable_blas_threading=False) for src in sources]
+                                planner=config.planner, keep=config.keep,
+                                cache_bytes=config.layout_cache_bytes, disable_blas_threading=False)
+                      for src in sources]
         self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
         self._core = _Core(config, predictors, callback)
         self._closed = False

@@ -34,7 +34,12 @@ class Predictor:
     Args:
         model: path, bytes or onnx.ModelProto (or an already imported Graph).
         device: "cpu" (numpy kernels) or "cuda".
-        optimization: Optimization.NONE or MEMORY (fb-caffe-exts' names).
+        optimization: Optimization.NONE or MEMORY (fb-caffe-exts' names): MEMORY
+            places each Net's activations in one arena planned by memory_opt.
+        planner: "arena" (offset planning to the liveness lower bound) or
+            "shared" (fb-caffe-exts' shared-buffer baseline), under MEMORY.
+        keep: intermediate blobs that stay readable under MEMORY.
+        cache_bytes: per-Net budget of cached layouts for other input shapes.
         disable_blas_threading: limit BLAS to one thread per call while this
             Predictor lives (fb-caffe-exts' default).
     Raises:
@@ -43,13 +48,16 @@ class Predictor:
     """
 
     def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.NONE,
+                 planner: str = "arena", keep=(), cache_bytes: int = 64 << 20,
                  disable_blas_threading: bool = True):
         graph = model if isinstance(model, Graph) else load_onnx(model, device=device)
         self.graph = graph
         self.device = device
         self.optimization = Optimization(optimization)
         self.program = Program(graph, device)
-        self.canonical_net = Net(self.program)
+        self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep),
+                                 cache_bytes=cache_bytes)
+        self.canonical_net = self.new_net()
         self._local = threading.local()
         self._nets_lock = threading.Lock()
         self._net_count = 0
@@ -84,11 +92,15 @@ class Predictor:
         """How many per-thread Nets have been created so far."""
         return self._net_count
 
+    def new_net(self) -> Net:
+        """A new Net over this model's shared weights, with the Predictor's options."""
+        return Net(self.program, **self._net_options)
+
     def net(self) -> Net:
         """This thread's Net (created on the first call from this thread)."""
         net = getattr(self._local, "net", None)
         if net is None:
-            net = self._local.net = Net(self.program)
+            net = self._local.net = self.new_net()
             with self._nets_lock:
                 self._net_count += 1
         return net
@@ -136,7 +148,7 @@ class Predictor:
 
 
 def activation_names(net: Net) -> list[str]:
-    """The names of a Net's own blobs: inputs and every computed value (no weights)."""
+    """The names of a Net's readable blobs: inputs and computed values (no weights)."""
     weights = net.program.weights
     return [n for n in net.blob_names if n not in weights]
 
