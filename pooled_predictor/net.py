@@ -14,6 +14,7 @@ A Net is used by one thread at a time (the Predictor gives each thread its own).
 from __future__ import annotations
 
 import enum
+import math
 from collections import OrderedDict
 from functools import partial
 from typing import Callable, Iterable, Mapping, Sequence
@@ -488,7 +489,7 @@ class _Layout:
 
 
 def _nbytes(shape, dtype) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return math.prod(shape) * np.dtype(dtype).itemsize
 
 
 def _aligned_empty(nbytes: int, alignment: int = 64) -> np.ndarray:
