@@ -1,0 +1,242 @@
+"""Activation CPU kernels: Clip, LeakyRelu, PRelu, Elu, HardSwish, Gelu, Softplus, Dropout.
+
+ONNX spec: each op's section of Operators.md. Shapes and dtypes come from the
+rules in ops/shapes/common.py and ops/shapes/logical.py. Kernels that need an
+intermediate the size of X take it from the Net's scratch workspace, so every
+kernel here may run in place (out aliasing X).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from ...errors import UnsupportedOpError
+from ..registry import kernel
+
+
+def _scalar(value, dtype: np.dtype):
+    """A Python number or 0-d/1-element array as a numpy scalar of `dtype`
+    (float overflow saturates to +-inf, as a C cast does)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(value).reshape(()).astype(dtype)[()]
+
+
+# ---- Clip --------------------------------------------------------------------
+@kernel("Clip", since=(6, 11, 12, 13), inplace=(0,))
+class Clip:
+    """Y = min(max(X, min), max), element-wise (ONNX Clip).
+
+    Clip-6 takes `min`/`max` as float attributes (defaults -+3.4028234663852886e38,
+    the float32 range, as the spec's attribute defaults). Clip-11+ takes them as
+    optional scalar inputs that default to numeric_limits<T>::lowest() and max():
+    an absent bound still maps +-inf to the type's finite extremes. Integer types
+    from Clip-12. When min > max every element becomes max (Clip-13 spells this
+    out; it is the formula above). NaN stays NaN. Bounds that are weights are
+    converted once at reshape; runtime bounds are read per call.
+    Shapes: X any shape; min, max () (one element); Y as X.
+    """
+
+    _FLT_MAX = 3.4028234663852886e38
+
+    def __init__(self, ctx, *, min=None, max=None):
+        dtype = ctx.dtype(0)
+        self.runtime = ()
+        if ctx.version < 11:
+            self.lo = _scalar(-self._FLT_MAX if min is None else min, dtype)
+            self.hi = _scalar(self._FLT_MAX if max is None else max, dtype)
+            return
+        lowest, highest = (np.finfo(dtype).min, np.finfo(dtype).max) if dtype.kind == "f" else (None, None)
+        self.lo = _scalar(ctx.value(1), dtype) if ctx.is_static(1) else lowest
+        self.hi = _scalar(ctx.value(2), dtype) if ctx.is_static(2) else highest
+        self.runtime = tuple(i for i in (1, 2) if ctx.has_input(i) and not ctx.is_static(i))
+
+    def __call__(self, x, lo=None, hi=None, *, out):
+        lo_v, hi_v = self.lo, self.hi
+        if 1 in self.runtime:
+            lo_v = lo.reshape(())
+        if 2 in self.runtime:
+            hi_v = hi.reshape(())
+        if lo_v is None and hi_v is None:  # integers without bounds
+            np.copyto(out, x)
+        elif hi_v is None:
+            np.maximum(x, lo_v, out=out)
+        elif lo_v is None:
+            np.minimum(x, hi_v, out=out)
+        else:
+            np.clip(x, lo_v, hi_v, out=out)
+
+
+# ---- ReLU family -------------------------------------------------------------
+@kernel("LeakyRelu", since=(6, 16), inplace=(0,))
+class LeakyRelu:
+    """Y = X for X >= 0, alpha * X for X < 0 (ONNX LeakyRelu; alpha default 0.01).
+
+    Computed as max(X, alpha X) for 0 < alpha <= 1, min(X, alpha X) for
+    alpha > 1, and max(X, 0) + alpha min(X, 0) otherwise.
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    def __init__(self, ctx, *, alpha=0.01):
+        self.alpha = float(alpha)
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        t, a = self.tmp.array, self.alpha
+        if 0.0 < a <= 1.0:
+            np.multiply(x, a, out=t)
+            np.maximum(x, t, out=out)
+        elif a > 1.0:
+            np.multiply(x, a, out=t)
+            np.minimum(x, t, out=out)
+        else:
+            with np.errstate(invalid="ignore"):
+                np.minimum(x, 0, out=t)
+                t *= a
+                np.maximum(x, 0, out=out)
+                out += t
+
+
+@kernel("PRelu", since=(9, 16), inplace=(0,))
+class PRelu:
+    """Y = X for X >= 0, slope * X for X < 0 (ONNX PRelu).
+
+    slope broadcasts unidirectionally to X (e.g. (C, 1, 1) against (N, C, H, W)).
+    Computed as max(X, 0) + slope * min(X, 0); integer types wrap as in C.
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    def __init__(self, ctx):
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, slope, *, out):
+        t = self.tmp.array
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.minimum(x, 0, out=t)
+            np.multiply(t, slope, out=t)
+            np.maximum(x, 0, out=out)
+            np.add(out, t, out=out)
+
+
+@kernel("Elu", since=(6, 22), inplace=(0,))
+class Elu:
+    """Y = X for X >= 0, alpha * (exp(X) - 1) for X < 0 (ONNX Elu; alpha default 1).
+
+    Computed as max(X, 0) + alpha * expm1(min(X, 0)).
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    def __init__(self, ctx, *, alpha=1.0):
+        self.alpha = float(alpha)
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        t = self.tmp.array
+        np.minimum(x, 0, out=t)
+        np.expm1(t, out=t)
+        t *= self.alpha
+        np.maximum(x, 0, out=out)
+        out += t
+
+
+@kernel("HardSwish", since=(14, 22), inplace=(0,))
+class HardSwish:
+    """Y = X * max(0, min(1, X / 6 + 1/2)) (ONNX HardSwish; MobileNetV3).
+
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    def __init__(self, ctx):
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        t = self.tmp.array
+        np.multiply(x, 1.0 / 6.0, out=t)
+        t += 0.5
+        np.clip(t, 0.0, 1.0, out=t)
+        with np.errstate(invalid="ignore"):  # inf * 0 = NaN for X = -inf
+            np.multiply(x, t, out=out)
+
+
+def _gelu_check(attrs, version):
+    a = attrs.get("approximate", "none")
+    if a not in ("none", "tanh"):
+        return f"approximate={a!r} is not a Gelu mode; expected 'none' or 'tanh'"
+    return None
+
+
+@kernel("Gelu", since=20, inplace=(0,), check=_gelu_check)
+class Gelu:
+    """Gaussian error linear unit (ONNX Gelu-20; Hendrycks & Gimpel 2016).
+
+    approximate="none": Y = 0.5 X (1 + erf(X / sqrt(2))), computed as
+    0.5 X erfc(-X / sqrt(2)) (no cancellation for X << 0).
+    approximate="tanh": Y = 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3))),
+    computed as X sigmoid(2 sqrt(2/pi) (X + 0.044715 X^3)), the same function.
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    _C = math.sqrt(2.0 / math.pi)
+
+    def __init__(self, ctx, *, approximate="none"):
+        self.tanh = approximate == "tanh"
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        t = self.tmp.array
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.tanh:
+                c2 = 2.0 * self._C
+                np.multiply(x, x, out=t)
+                t *= c2 * 0.044715
+                t += c2
+                t *= x
+                special.expit(t, out=t)
+                np.multiply(x, t, out=out)
+            else:
+                np.multiply(x, -1.0 / math.sqrt(2.0), out=t)
+                special.erfc(t, out=t)
+                t *= x
+                np.multiply(t, 0.5, out=out)
+
+
+@kernel("Softplus", since=(1, 22), inplace=(0,))
+def softplus(x, *, out):
+    """Y = ln(exp(X) + 1), computed stably as logaddexp(X, 0) (ONNX Softplus)."""
+    with np.errstate(invalid="ignore"):
+        np.logaddexp(x, 0, out=out)
+
+
+# ---- Dropout (inference) -----------------------------------------------------
+@kernel("Dropout", since=(10, 12, 13, 22), inplace=(0,))
+class Dropout:
+    """Inference Dropout: output = data, mask (optional) all True (ONNX Dropout).
+
+    Dropout-10 takes the ratio as an attribute; Dropout-12+ takes `ratio` and
+    `training_mode` as optional scalar inputs and a `seed` attribute, which
+    inference does not use. training_mode true is unsupported (random dropout)
+    unless the ratio is 0, which drops nothing: the shape rule rejects a static
+    true, this kernel one fed at forward. The mask is all True at every version
+    (nothing dropped), as in onnx's reference; onnxruntime's Dropout-10 returns
+    all False instead.
+    Shapes: data any shape; output and mask as data.
+    Raises:
+        UnsupportedOpError: training_mode is true at forward and ratio is not 0.
+    """
+
+    def __init__(self, ctx, *, ratio=0.5, seed=None):
+        self.node = ctx.node.name
+
+    def __call__(self, data, ratio=None, training_mode=None, *, out):
+        output, mask = out[0], (out[1] if len(out) > 1 else None)
+        if training_mode is not None and bool(training_mode.reshape(-1)[0]):
+            r = 0.5 if ratio is None else float(ratio.reshape(-1)[0])
+            if r != 0.0:
+                raise UnsupportedOpError(
+                    f"node {self.node!r} (Dropout): training_mode is true (ratio {r}); only inference "
+                    f"is supported (training_mode false or absent, or ratio 0)")
+        np.copyto(output, data)
+        if mask is not None:
+            mask.fill(True)

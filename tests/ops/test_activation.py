@@ -1,0 +1,249 @@
+"""One-node tests of activation kernels (Clip, LeakyRelu, PRelu, Elu, HardSwish, Gelu,
+Softplus, Dropout) against onnxruntime (onnx's reference evaluator where onnxruntime has no
+kernel), plus in-place runs and error cases."""
+
+import numpy as np
+import pytest
+
+from pooled_predictor.errors import ShapeInferenceError, UnsupportedOpError
+from tests.onnx_helpers import feeds_of, make_node_model, run_ours, type_outputs
+from tests.ops.test_math import check, check_inplace
+
+rng = np.random.default_rng(3)
+FLOATS = [np.float32, np.float64, np.float16]
+RTOL = {np.float32: 1e-5, np.float64: 1e-5, np.float16: 2e-3}
+SHAPES = [(2, 3, 4, 5), (7,), (), (0, 3)]
+
+
+def sample(shape, dtype, scale=3.0):
+    x = (rng.standard_normal(shape) * scale).astype(dtype)
+    if x.size >= 4:
+        x.flat[:4] = [0, -scale * 5, scale * 5, 1e-3]
+    return x
+
+
+# ---- Clip ----------------------------------------------------------------------
+CLIP_BOUNDS = [(None, None), (-1.0, None), (None, 2.0), (-1.0, 2.0), (0.5, 0.5), (2.0, -1.0)]
+CLIP_TYPES = [(dt, opset) for opset in (11, 12, 13) for dt in FLOATS + [np.int32, np.int64, np.int8, np.uint8]
+              if opset >= 12 or dt in FLOATS]  # integer Clip from Clip-12
+
+
+@pytest.mark.parametrize("bounds", CLIP_BOUNDS)
+@pytest.mark.parametrize("dtype,opset", CLIP_TYPES)
+@pytest.mark.parametrize("static", [(), (1, 2)])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (), (0, 4)])
+def test_clip(bounds, dtype, opset, static, shape):
+    x = sample(shape, np.float64, 4.0)
+    lo, hi = bounds
+    if np.dtype(dtype).kind == "u":
+        x = np.abs(x) + 1
+        lo, hi = (None if v is None else abs(v) + 1 for v in bounds)
+    x = x.astype(dtype)
+    ins = [x, None if lo is None else np.array(lo, dtype), None if hi is None else np.array(hi, dtype)]
+    while ins[-1] is None and len(ins) > 1:
+        ins.pop()
+    check("Clip", ins, opset=opset, static=static, rtol=RTOL.get(dtype, 1e-5))
+
+
+@pytest.mark.parametrize("attrs", [{}, {"min": -1.0}, {"max": 0.5}, {"min": -1.0, "max": 2.0}])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_clip6_attributes(attrs, dtype):
+    check("Clip", [sample((3, 4, 5), dtype)], attrs, opset=10, rtol=RTOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset,bounds", [(13, (None, None)), (13, (-1.0, None)), (13, (None, 1.0)),
+                                          (10, (None, None)), (10, (-1.0, None)), (10, (None, 1.0))])
+def test_clip_nonfinite(dtype, opset, bounds):
+    """NaN stays NaN; an absent bound is the type's lowest()/max() (Clip-11+) or the
+    float32 range (Clip-6's attribute defaults), so +-inf become finite."""
+    big = 6e4 if dtype == np.float16 else 1e30
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, big, -big, 2.0, -2.0]).astype(dtype)
+    if opset < 11:
+        check("Clip", [x], {k: v for k, v in zip(("min", "max"), bounds) if v is not None}, opset=opset)
+    else:
+        ins = [x] + [None if v is None else np.array(v, dtype) for v in bounds]
+        check("Clip", ins, opset=opset, static=(1, 2))
+
+
+def test_clip6_min_above_max_gives_max():
+    """onnxruntime refuses min > max in Clip-6; the formula min(max(X, min), max) gives max."""
+    x = sample((3, 4), np.float32)
+    model = make_node_model("Clip", [x], {"min": 1.0, "max": -1.0}, opset=10)
+    type_outputs(model, [x])
+    (y,) = run_ours(model, feeds_of([x]))
+    assert np.array_equal(y, np.full_like(x, -1.0))
+
+
+def test_clip_min_not_scalar():
+    model = make_node_model("Clip", [sample((3, 4), np.float32), np.zeros(2, np.float32)], opset=13)
+    type_outputs(model, [np.zeros((3, 4), np.float32)])
+    with pytest.raises(ShapeInferenceError, match="min must be a scalar"):
+        run_ours(model, feeds_of([sample((3, 4), np.float32), np.zeros(2, np.float32)]))
+
+
+# ---- ReLU family ---------------------------------------------------------------
+@pytest.mark.parametrize("alpha", [None, 0.2, 1.0, 1.5, 0.0, -0.3])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset", [11, 16])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_leaky_relu(alpha, dtype, opset, shape):
+    attrs = {} if alpha is None else {"alpha": alpha}
+    check("LeakyRelu", [sample(shape, dtype)], attrs, opset=opset, rtol=RTOL[dtype])
+
+
+PRELU_SLOPES = [((2, 3, 4, 5), (3, 1, 1)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), ()),
+                ((2, 3, 4, 5), (5,)), ((2, 3, 4, 5), (4, 5)), ((2, 3, 4, 5), (2, 3, 4, 5)),
+                ((2, 3, 4, 5), (1, 3, 1, 1)), ((6,), (6,)), ((0, 3), (3,))]
+
+
+@pytest.mark.parametrize("shapes", PRELU_SLOPES)
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32, np.int64])
+@pytest.mark.parametrize("opset", [11, 16])
+@pytest.mark.parametrize("static", [(), (1,)])
+def test_prelu(shapes, dtype, opset, static):
+    x = sample(shapes[0], np.float64, 5.0).astype(dtype)
+    slope = (rng.standard_normal(shapes[1]) * (3 if np.dtype(dtype).kind == "i" else 0.5)).astype(dtype)
+    check("PRelu", [x, slope], opset=opset, static=static, rtol=RTOL.get(dtype, 1e-5))
+
+
+@pytest.mark.parametrize("shapes", [((3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (3,)), ((2, 3), (2, 1, 3))])
+def test_prelu_slope_must_broadcast_to_x(shapes):
+    x, slope = sample(shapes[0], np.float32), sample(shapes[1], np.float32)
+    model = make_node_model("PRelu", [x, slope], opset=16)
+    type_outputs(model, [x])
+    with pytest.raises(ShapeInferenceError, match="unidirectionally"):
+        run_ours(model, feeds_of([x, slope]))
+
+
+@pytest.mark.parametrize("alpha", [None, 0.5, 2.0])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset", [11, 13, 22])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_elu(alpha, dtype, opset, shape):
+    attrs = {} if alpha is None else {"alpha": alpha}
+    check("Elu", [sample(shape, dtype)], attrs, opset=opset, rtol=RTOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset", [14, 22])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_hard_swish(dtype, opset, shape):
+    check("HardSwish", [sample(shape, dtype)], opset=opset, rtol=RTOL[dtype])
+
+
+@pytest.mark.parametrize("approximate", [None, "none", "tanh"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_gelu(approximate, dtype, shape):
+    attrs = {} if approximate is None else {"approximate": approximate}
+    check("Gelu", [sample(shape, dtype)], attrs, opset=20, rtol=RTOL[dtype])
+
+
+def test_gelu_rejects_unknown_mode():
+    x = sample((2, 3), np.float32)
+    model = make_node_model("Gelu", [x], {"approximate": "sigmoid"}, opset=20)
+    type_outputs(model, [x])
+    with pytest.raises(UnsupportedOpError, match="approximate='sigmoid'"):
+        run_ours(model, feeds_of([x]))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset", [11, 13, 22])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_softplus(dtype, opset, shape):
+    x = sample(shape, dtype, 10.0)
+    check("Softplus", [x], opset=opset, rtol=RTOL[dtype])
+
+
+@pytest.mark.parametrize("op,attrs,opset", [
+    ("LeakyRelu", {}, 16), ("LeakyRelu", {"alpha": 2.0}, 16), ("LeakyRelu", {"alpha": 0.0}, 16),
+    ("LeakyRelu", {"alpha": -0.5}, 16), ("Elu", {}, 22), ("HardSwish", {}, 22), ("Gelu", {}, 20),
+    ("Gelu", {"approximate": "tanh"}, 20), ("Softplus", {}, 22)])
+def test_activation_nonfinite(op, attrs, opset):
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e30, 300.0, -300.0], np.float32)
+    check(op, [x], attrs, opset=opset)
+
+
+def test_prelu_nonfinite():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -1e30, 3.0, -3.0], np.float32)
+    check("PRelu", [x, np.array([0.3, 0.0, 0.0, 2.0, 0.5, -1.0, -1.0], np.float32)], opset=16)
+
+
+@pytest.mark.parametrize("op,attrs,opset", [
+    ("LeakyRelu", {"alpha": 0.1}, 16), ("LeakyRelu", {"alpha": 2.0}, 16), ("LeakyRelu", {"alpha": -2.0}, 16),
+    ("Elu", {}, 22), ("HardSwish", {}, 22), ("Gelu", {}, 20), ("Gelu", {"approximate": "tanh"}, 20),
+    ("Softplus", {}, 22), ("Clip", {"min": -0.5, "max": 0.5}, 10)])
+def test_activation_in_place(op, attrs, opset):
+    check_inplace(op, [sample((4, 5, 6), np.float32)], attrs, opset, 0)
+
+
+def test_prelu_in_place():
+    check_inplace("PRelu", [sample((2, 3, 4), np.float32), sample((3, 1), np.float32)], {}, 16, 0)
+
+
+# ---- Dropout -------------------------------------------------------------------
+DROPOUT_CASES = [(11, "none", ())] + [(opset, inputs, static) for opset in (12, 13, 22)
+                                        for inputs in ("none", "ratio", "ratio+mode")
+                                        for static in ((), (1, 2))]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("outputs", [1, 2])
+@pytest.mark.parametrize("opset,inputs,static", DROPOUT_CASES)
+def test_dropout_inference(dtype, opset, outputs, inputs, static):
+    x = sample((2, 3, 4), dtype)
+    if opset < 12:  # Dropout-10: ratio is an attribute
+        attrs, ins = {"ratio": 0.3}, [x]
+    else:
+        attrs = {"seed": 7}
+        ins = [x] + {"none": [], "ratio": [np.array(0.3, np.float32)],
+                     "ratio+mode": [np.array(0.3, np.float32), np.array(False)]}[inputs]
+    if outputs == 2 and opset < 12:
+        # onnxruntime's Dropout-10 returns an all-False mask in inference; the spec
+        # (and onnx's reference) keep every element: mask all True.
+        model = make_node_model("Dropout", ins, attrs, opset=opset, outputs=2)
+        type_outputs(model, [x, np.ones(x.shape, bool)])
+        y, mask = run_ours(model, feeds_of(ins))
+        assert np.array_equal(y, x) and mask.dtype == bool and mask.all()
+        return
+    check("Dropout", ins, attrs, opset=opset, outputs=outputs, static=static, rtol=0)
+
+
+@pytest.mark.parametrize("static", [(), (1, 2)])
+def test_dropout_training_with_ratio_zero_is_identity(static):
+    x = sample((3, 4), np.float32)
+    check("Dropout", [x, np.array(0.0, np.float32), np.array(True)], opset=13, outputs=2,
+               static=static, rtol=0)
+
+
+def test_dropout_training_mode_static_true_is_unsupported():
+    x = sample((3, 4), np.float32)
+    model = make_node_model("Dropout", [x, None, np.array(True)], opset=13, outputs=2, static=(2,))
+    type_outputs(model, [x, np.ones(x.shape, bool)])
+    with pytest.raises(UnsupportedOpError, match="training_mode is true"):
+        run_ours(model, feeds_of([x, None, np.array(True)], static=(2,)))
+
+
+def test_dropout_training_mode_runtime_true_is_unsupported():
+    x = sample((3, 4), np.float32)
+    ins = [x, np.array(0.5, np.float32), np.array(True)]
+    model = make_node_model("Dropout", ins, opset=22, outputs=2)
+    type_outputs(model, [x, np.ones(x.shape, bool)])
+    with pytest.raises(UnsupportedOpError, match="training_mode is true"):
+        run_ours(model, feeds_of(ins))
+
+
+def test_bfloat16_is_rejected_with_a_clear_message():
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Elu", ["x"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    from pooled_predictor.importers import load_onnx
+    from pooled_predictor.net import Net
+    from pooled_predictor.program import Program
+
+    with pytest.raises(UnsupportedOpError, match="bfloat16"):
+        Net(Program(load_onnx(model)), {"x": (2,)})

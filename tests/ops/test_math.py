@@ -1,0 +1,222 @@
+"""One-node tests of math kernels (unary functions, Pow, Max, Min, Sum, Mean) against
+onnxruntime (onnx's reference evaluator where onnxruntime has no kernel), plus in-place
+runs and type errors. `check` and `check_inplace` are shared with test_activation and
+test_logical."""
+
+import numpy as np
+import pytest
+
+from pooled_predictor.errors import ShapeInferenceError
+from pooled_predictor.ir import Node
+from pooled_predictor.ops import OpContext, get_rule, lookup, schema_version
+from pooled_predictor.program import Step
+from tests.onnx_helpers import assert_close, check_node, feeds_of, make_node_model, run_ours, type_outputs
+
+rng = np.random.default_rng(4)
+FLOATS = [np.float32, np.float64, np.float16]
+RTOL = {np.float32: 1e-5, np.float64: 1e-5, np.float16: 2e-3}
+BROADCAST = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (5,)), ((2, 3, 4, 5), (3, 1, 1)),
+             ((1, 3, 1, 5), (2, 1, 4, 1)), ((4, 5), ()), ((), (2, 3)), ((0, 3), (1, 3)), ((2, 0), ())]
+
+
+def check(op_type, inputs, attrs=None, *, opset=17, outputs=1, static=(), rtol=1e-5):
+    """check_node against onnxruntime; where onnxruntime has no kernel for the case
+    (float64 Elu, int PRelu, bool Where, ...), against onnx's reference evaluator."""
+    try:
+        return check_node(op_type, inputs, attrs, opset=opset, outputs=outputs, static=static, rtol=rtol)
+    except pytest.skip.Exception as skipped:
+        reason = str(skipped)
+    from onnx.reference import ReferenceEvaluator
+
+    model = make_node_model(op_type, inputs, attrs, opset=opset, outputs=outputs, static=static)
+    feeds = feeds_of(inputs, static)
+    try:
+        ref = [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]
+    except Exception as exc:
+        pytest.skip(f"{reason}; onnx's reference evaluator failed too: {type(exc).__name__}: {exc}")
+    type_outputs(model, ref)
+    ours = run_ours(model, feeds)
+    assert len(ours) == len(ref)
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        assert_close(o, r, rtol, f"{op_type} output {i} (onnx reference)")
+    return ours
+
+
+def check_inplace(op, inputs, attrs, opset, index, outputs=1):
+    """Run a kernel with output 0 written over input `index` (as memory_opt may place it),
+    dynamic-path context (no static values), and compare with a run into a fresh output."""
+    names = ["" if a is None else f"in{i}" for i, a in enumerate(inputs)]
+    node = Node(op, names, [f"out{i}" for i in range(outputs)], dict(attrs), "", "n")
+    k = lookup(op, "", opset, "cpu", "n")
+    assert index in k.inplace, f"{op} does not declare input {index} in-place"
+    step = Step(node, k, schema_version(op, "", opset), get_rule(op))
+    arrays = [None if a is None else np.array(a) for a in inputs]
+    expected = step.evaluate([None if a is None else a.copy() for a in arrays])[0]
+    assert arrays[index].shape == expected.shape and arrays[index].dtype == expected.dtype
+    ctx = OpContext(node, step.version, [None if a is None else a.shape for a in arrays],
+                    [None if a is None else a.dtype for a in arrays])
+    step.infer(ctx)
+    outs = [arrays[index]] + [np.empty(s, t) if s is not None else None
+                              for s, t in zip(ctx.out_shapes[1:], ctx.out_dtypes[1:])]
+    step.bind(ctx)(*arrays, out=step.out_arg(outs))
+    assert_close(arrays[index], expected, 0, f"{op} in place on input {index}")
+
+
+def sample(shape, dtype, scale=3.0):
+    dtype = np.dtype(dtype)
+    x = rng.standard_normal(shape) * scale
+    if dtype.kind == "u":
+        x = np.abs(x)
+    return x.astype(dtype)
+
+
+# ---- unary ---------------------------------------------------------------------
+UNARY = {"Neg": FLOATS + [np.int8, np.int16, np.int32, np.int64],
+         "Abs": FLOATS + [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64],
+         "Sqrt": FLOATS, "Exp": FLOATS, "Log": FLOATS, "Tanh": FLOATS, "Reciprocal": FLOATS,
+         "Floor": FLOATS, "Ceil": FLOATS}
+UNARY_CASES = [(op, dt) for op, dts in UNARY.items() for dt in dts]
+
+
+@pytest.mark.parametrize("op,dtype", UNARY_CASES)
+@pytest.mark.parametrize("opset", [11, 13, 21])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (), (0, 3)])
+def test_unary(op, dtype, opset, shape):
+    x = sample(shape, dtype, 4.0)
+    if x.size >= 5 and np.dtype(dtype).kind == "f":
+        x.flat[:5] = [0.0, -0.0, 1.5, -2.5, 60.0 if dtype == np.float16 else 100.0]
+    if op in ("Sqrt", "Log") and x.size:
+        x.flat[::2] = np.abs(x.flat[::2])  # half in the domain, half NaN (and Log(0) = -inf)
+    check(op, [x], opset=opset, rtol=RTOL.get(dtype, 1e-5))
+
+
+def test_unary_extremes():
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -1e30], np.float32)
+    for op in ("Neg", "Abs", "Exp", "Tanh", "Reciprocal", "Floor", "Ceil", "Sqrt", "Log"):
+        check(op, [x], opset=13)
+
+
+def test_neg_abs_wrap_like_c():
+    x = np.array([-128, -1, 0, 127], np.int8)
+    check("Neg", [x], opset=13)
+    check("Abs", [x], opset=13)
+
+
+@pytest.mark.parametrize("op", list(UNARY))
+def test_unary_in_place(op):
+    check_inplace(op, [np.abs(sample((3, 4, 5), np.float32)) + 0.1], {}, 13, 0)
+
+
+# ---- Pow -----------------------------------------------------------------------
+POW_TYPES = [(np.float32, np.float32), (np.float64, np.float64), (np.float16, np.float16),
+             (np.float32, np.float64), (np.float64, np.float32), (np.float32, np.int64),
+             (np.float32, np.int32), (np.float16, np.float32), (np.float64, np.int8), (np.float32, np.uint8),
+             (np.int32, np.int32), (np.int64, np.int64), (np.int32, np.int64), (np.int64, np.float32),
+             (np.int32, np.float64), (np.int64, np.uint16)]
+
+
+POW_CASES = [(t, opset) for opset in (11, 12, 13, 15) for t in POW_TYPES
+             if opset >= 12 or (t[0] == t[1] and np.dtype(t[0]).kind == "f")]  # Pow-7: one float type
+
+
+@pytest.mark.parametrize("types,opset", POW_CASES)
+@pytest.mark.parametrize("shapes", BROADCAST)
+@pytest.mark.parametrize("static", [(), (1,)])
+def test_pow(types, shapes, opset, static):
+    bt, et = map(np.dtype, types)
+    if bt.kind == "f":
+        x = np.abs(sample(shapes[0], bt, 2.0)) + 0.1
+        if x.size:
+            x.flat[::3] *= -1  # negative bases: NaN for non-integer exponents
+        y = sample(shapes[1], np.float64, 1.5)
+        y = np.round(y) if et.kind in "iu" else y
+    else:
+        x = rng.integers(-6, 7, shapes[0]).astype(bt)
+        y = rng.integers(0 if et.kind == "u" else -3, 5, shapes[1]).astype(np.float64)
+        if et.kind == "f":
+            y = y + rng.choice([0.0, 0.5], shapes[1])
+            x = np.abs(x)  # (-x) ** 0.5 is NaN, and NaN cast to an integer is undefined in C
+    y = (np.abs(y) if et.kind == "u" else y).astype(et)
+    check("Pow", [x, y], opset=opset, static=static, rtol=RTOL.get(bt.type, 1e-5) * 5)
+
+
+def test_pow_int_negative_exponents():
+    x = np.array([1, -1, 2, -2, 3, 5, -1, 7], np.int64)
+    y = np.array([-1, -3, -1, -2, 0, 2, 4, 3], np.int64)
+    check("Pow", [x, y], opset=15)
+    check("Pow", [x.astype(np.int32), y], opset=15, static=(1,))
+
+
+def test_pow_in_place():
+    check_inplace("Pow", [np.abs(sample((3, 4), np.float32)), np.float32(2.5)], {}, 15, 0)
+    check_inplace("Pow", [np.arange(12, dtype=np.int64).reshape(3, 4), np.array([-1, 0, 1, 2])], {}, 15, 0)
+    check_inplace("Pow", [np.arange(12, dtype=np.int32).reshape(3, 4), np.array(0.5)], {}, 15, 0)
+
+
+# ---- variadic ------------------------------------------------------------------
+VARIADIC_SHAPES = [[(2, 3, 4)], [(2, 3, 4), (2, 3, 4)], [(2, 3, 4), (4,)], [(4,), (2, 3, 4)],
+                   [(3, 1), (1, 4), ()], [(2, 3, 4), (3, 4), (1, 1, 4), (2, 1, 1)], [(0, 4), (4,), (1, 4)],
+                   [(5,), (5,), (5,), (5,), (5,)]]
+
+
+VARIADIC_CASES = [(op, dt, opset) for op in ("Max", "Min", "Sum", "Mean") for opset in (11, 12, 13)
+                  for dt in FLOATS + [np.int32, np.int64, np.uint8, np.int8]
+                  if dt in FLOATS or (op in ("Max", "Min") and opset >= 12)]  # ints: Max, Min from 12
+
+
+@pytest.mark.parametrize("op,dtype,opset", VARIADIC_CASES)
+@pytest.mark.parametrize("shapes", VARIADIC_SHAPES)
+def test_variadic(op, shapes, dtype, opset):
+    xs = [sample(s, dtype, 5.0) for s in shapes]
+    check(op, xs, opset=opset, rtol=RTOL.get(dtype, 1e-5))
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+@pytest.mark.parametrize("static", [(0,), (1,), (0, 2)])
+def test_variadic_with_weights(op, static):
+    xs = [sample(s, np.float32) for s in [(2, 3, 4), (3, 4), (4,)]]
+    check(op, xs, opset=13, static=static)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_min_propagate_nan(op):
+    a = np.array([np.nan, 1.0, np.nan, -np.inf], np.float32)
+    b = np.array([2.0, np.nan, np.nan, np.inf], np.float32)
+    check(op, [a, b], opset=13)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+@pytest.mark.parametrize("index", [0, 1])
+def test_variadic_in_place(op, index):
+    xs = [sample(s, np.float32) for s in [(2, 3, 4), (2, 3, 4), (3, 4)]]
+    check_inplace(op, xs, {}, 13, index)
+
+
+def test_variadic_output_on_an_input_read_twice():
+    """Sum(a, b, a) with the output on a: the kernel reads both a's before writing."""
+    node = Node("Sum", ["a", "b", "a"], ["y"], {}, "", "n")
+    step = Step(node, lookup("Sum", "", 13, "cpu"), 13, get_rule("Sum"))
+    a, b = sample((3, 4), np.float32), sample((3, 4), np.float32)
+    expected = a + b + a
+    step.bind(step.context([a.shape] * 3, [a.dtype] * 3))(a, b, a, out=a)
+    np.testing.assert_allclose(a, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op,inputs,message", [
+    ("Max", [np.zeros(3, np.float32), np.zeros(3, np.float64)], "must have the same type"),
+    ("Sum", [np.zeros(3, np.int32), np.zeros(3, np.int32)], "Sum-13 takes"),
+    ("Sqrt", [np.zeros(3, np.int32)], "Sqrt-13 takes"),
+    ("Pow", [np.zeros(3, np.int8), np.zeros(3, np.int8)], "Pow-13 takes")])
+def test_types_the_spec_does_not_allow(op, inputs, message):
+    model = make_node_model(op, inputs, opset=13)
+    type_outputs(model, [inputs[0]])
+    with pytest.raises(ShapeInferenceError, match=message):
+        run_ours(model, feeds_of(inputs))
+
+
+def test_shapes_that_do_not_broadcast():
+    xs = [np.zeros((2, 3), np.float32), np.zeros((4,), np.float32)]
+    model = make_node_model("Max", xs, opset=13)
+    type_outputs(model, [xs[0]])
+    with pytest.raises(ShapeInferenceError, match="do not broadcast"):
+        run_ours(model, feeds_of(xs))
