@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import shape_rule
-from .common import norm_axes, norm_axis
+from .common import check_types, norm_axes, norm_axis
 
 
 def reduce_axes(ctx) -> tuple[int, ...] | None:
@@ -36,6 +36,7 @@ def reduced_shape(shape, axes, keepdims: bool) -> tuple:
 @shape_rule("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
             "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
 def reduce(ctx):
+    check_types(ctx)
     axes = reduce_axes(ctx)
     keep = bool(int(ctx.attr("keepdims", 1)))
     return [(reduced_shape(ctx.shape(0), axes, keep), ctx.dtype(0))]
@@ -43,7 +44,12 @@ def reduce(ctx):
 
 @shape_rule("ArgMax", "ArgMin")
 def arg_reduce(ctx):
+    """int64 indices; the reduced axis (in [-r, r-1]) must not be empty."""
+    check_types(ctx)
     shape = ctx.shape(0)
     axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
+    if shape[axis] == 0:
+        raise ctx.error(f"axis {axis} of shape {tuple(shape)} is empty: there is no "
+                        f"{ctx.node.op_type[3:].lower()}imum to index")
     keep = bool(int(ctx.attr("keepdims", 1)))
     return [(reduced_shape(shape, (axis,), keep), np.dtype(np.int64))]

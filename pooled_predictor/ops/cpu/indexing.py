@@ -1,0 +1,160 @@
+"""Indexing CPU kernels: Gather, Slice, Split, TopK, ArgMax.
+
+Index geometry (slices, split sizes, k) is resolved once at reshape by the
+helpers of ops/shapes/indexing.py; the kernels then copy with numpy views,
+`take` and one stable sort (TopK).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from ..shapes.indexing import slice_params, split_sizes, topk_k
+from ..shapes.reduce import reduced_shape
+
+
+# ---- Gather ------------------------------------------------------------------
+@kernel("Gather", since=(1, 11, 13))
+class Gather:
+    """output = take(data, indices, axis): data.shape[:axis] + indices.shape + data.shape[axis+1:].
+
+    output[j_0.., i_0.., j_axis+1..] = data[j_0.., indices[i_0..], j_axis+1..];
+    an index in [-s, -1] counts from the end of the axis (length s); an index
+    outside [-s, s-1] is an error naming the node. Indices that are weights are
+    checked and normalized once at reshape. Spec: Operators.md#Gather.
+    """
+
+    def __init__(self, ctx, *, axis=0):
+        self.axis = axis + len(ctx.shape(0)) if axis < 0 else axis
+        self.size = ctx.shape(0)[self.axis]
+        self.indices = None
+        if ctx.is_static(1):
+            try:
+                self.indices = self._normalize(np.asarray(ctx.value(1)))
+            except IndexError as exc:
+                raise ctx.error(str(exc)) from None
+
+    def _normalize(self, idx: np.ndarray) -> np.ndarray:
+        n = self.size
+        if idx.size:
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < -n or hi >= n:
+                bad = lo if lo < -n else hi
+                raise IndexError(f"index {bad} is out of range [{-n}, {n - 1}] for axis "
+                                 f"{self.axis} of length {n}")
+            if lo < 0:
+                idx = np.where(idx < 0, idx + n, idx)
+        return idx
+
+    def __call__(self, data, indices, *, out):
+        idx = self.indices if self.indices is not None else self._normalize(indices)
+        np.take(data, idx, axis=self.axis, out=out, mode="clip")
+
+
+# ---- Slice -------------------------------------------------------------------
+@kernel("Slice", since=(1, 10, 11, 13))
+class Slice:
+    """output = data[start_i:end_i:step_i per axis], with ONNX's clamping (Slice-13 text).
+
+    Slice-1 takes starts/ends/axes as attributes; Slice-10+ as inputs, with
+    optional steps (negative: backward). Missing axes default to 0..n-1 and
+    steps to 1; INT_MAX / INT_MIN ends mean "to the end". The slices are
+    resolved at reshape (ops/shapes/indexing.slice_params). Spec: Operators.md#Slice.
+    """
+
+    def __init__(self, ctx, *, starts=None, ends=None, axes=None):
+        self.index = slice_params(ctx)
+
+    def __call__(self, data, starts=None, ends=None, axes=None, steps=None, *, out):
+        np.copyto(out, data[self.index])
+
+
+# ---- Split -------------------------------------------------------------------
+@kernel("Split", since=(2, 11, 13, 18))
+class Split:
+    """outputs[j] = input[..., o_j:o_j + s_j, ...] along `axis`, o_j = s_0 + ... + s_{j-1}.
+
+    Sizes s_j: `split` attribute (Split-2/11) or input (Split-13+); else
+    `num_outputs` chunks of ceil(d / n) with a smaller last one (Split-18); else
+    equal parts. Spec: Operators.md#Split.
+    """
+
+    def __init__(self, ctx, *, axis=0, split=None, num_outputs=None):
+        axis, sizes = split_sizes(ctx)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        pre = (slice(None),) * axis
+        self.parts = [pre + (slice(a, b),) for a, b in zip(offsets[:-1], offsets[1:])]
+
+    def __call__(self, x, split=None, *, out):
+        for o, part in zip(out, self.parts):
+            if o is not None:
+                np.copyto(o, x[part])
+
+
+# ---- TopK --------------------------------------------------------------------
+@kernel("TopK", since=(1, 10, 11, 24))
+class TopK:
+    """Values, Indices = the k largest (largest=1) or smallest elements along `axis`.
+
+    Sorted by value (descending for largest), ties broken by the lower index
+    first, as the spec and onnxruntime do; with sorted=0 the order is
+    unspecified and this kernel returns them sorted. k: attribute (TopK-1) or
+    input K (TopK-10+); largest and sorted from TopK-11. Indices are int64.
+    One stable argsort along the axis (k == 1 takes an argmax instead).
+    Spec: Operators.md#TopK.
+    """
+
+    def __init__(self, ctx, *, axis=-1, k=None, largest=1, sorted=1):
+        self.axis, self.k = topk_k(ctx)
+        self.n = ctx.shape(0)[self.axis]
+        self.largest = bool(largest)
+
+    def _order(self, x: np.ndarray) -> np.ndarray:
+        """Indices of the first k elements along the axis in output order."""
+        ax, k, n = self.axis, self.k, self.n
+        if k == 1:
+            pick = np.argmax if self.largest else np.argmin
+            return pick(x, axis=ax, keepdims=True)
+        if not self.largest:
+            return np.argsort(x, axis=ax, kind="stable").take(range(k), axis=ax)
+        # Descending with ties in ascending index order: stable ascending sort of
+        # the reversed axis, read backwards, indices mapped back.
+        rev = np.flip(x, axis=ax)
+        order = np.argsort(rev, axis=ax, kind="stable").take(range(n - 1, n - 1 - k, -1), axis=ax)
+        return (n - 1) - order
+
+    def __call__(self, x, k=None, *, out):
+        values, indices = out
+        if self.k == 0:
+            return
+        order = self._order(x)
+        if values is not None:
+            np.copyto(values, np.take_along_axis(x, order, axis=self.axis))
+        if indices is not None:
+            np.copyto(indices, order)
+
+
+# ---- ArgMax ------------------------------------------------------------------
+@kernel("ArgMax", since=(1, 11, 12, 13))
+class ArgMax:
+    """reduced = index of the maximum of `data` along `axis` (int64).
+
+    keepdims keeps the reduced axis as length 1; select_last_index (ArgMax-12+)
+    picks the last of equal maxima instead of the first. Spec: Operators.md#ArgMax.
+    """
+
+    def __init__(self, ctx, *, axis=0, keepdims=1, select_last_index=0):
+        shape = tuple(ctx.shape(0))
+        self.axis = axis + len(shape) if axis < 0 else axis
+        self.keep_shape = reduced_shape(shape, (self.axis,), True)
+        self.last = bool(select_last_index)
+        self.n = shape[self.axis]
+
+    def __call__(self, data, *, out):
+        y = out.reshape(self.keep_shape)
+        if self.last:
+            np.argmax(np.flip(data, axis=self.axis), axis=self.axis, keepdims=True, out=y)
+            np.subtract(self.n - 1, y, out=y)
+        else:
+            np.argmax(data, axis=self.axis, keepdims=True, out=y)
