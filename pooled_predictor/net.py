@@ -278,7 +278,7 @@ class Net:
             in_dtypes = [dtype[i] if i else None for i in ins]
             values = [static.get(i) if i else None for i in ins]
             present = [v for i, v in zip(ins, values) if i]
-            if node.op_type in SHAPE_ONLY_OPS or (present and all(v is not None for v in present)):
+            if node.op_type in SHAPE_ONLY_OPS or all(v is not None for v in present):
                 arrays = [v if v is not None or not i else _shape_only_stub(shape[i], dtype[i])
                           for i, v in zip(ins, values)]
                 outs = step.evaluate(arrays, "cpu")

@@ -71,7 +71,11 @@ class Step:
         return partial(k.impl, **self.node.attrs) if self.node.attrs else k.impl
 
     def out_arg(self, outs: list):
-        return tuple(outs) if self.kernel.multi_output else outs[0]
+        """`out` for the kernel: one array, or a tuple padded with None to the schema's outputs."""
+        if not self.kernel.multi_output:
+            return outs[0]
+        missing = self.kernel.num_outputs - len(outs)
+        return tuple(outs) + (None,) * missing if missing > 0 else tuple(outs)
 
     def evaluate(self, arrays: list, device: str = "cpu") -> list:
         """Run the node once on concrete arrays, allocating its outputs.
@@ -168,7 +172,7 @@ class Program:
         for step in self.steps:
             node = step.node
             ins = node.present_inputs()
-            if ins and all(i in self.weights for i in ins) and node.op_type not in NONDETERMINISTIC_OPS:
+            if all(i in self.weights for i in ins) and node.op_type not in NONDETERMINISTIC_OPS:
                 cpu_step = step if self.device == "cpu" else Step(
                     node, lookup(node.op_type, node.domain, self.graph.opset_of(node), "cpu", node.name),
                     step.version, step.rule)

@@ -46,7 +46,9 @@ class KernelDef:
         impl: the function or class.
         inplace: input indices whose storage output 0 may take when that input
             dies at this node with the same size and dtype (for memory_opt).
-        multi_output: `out` is a tuple (the schema has several outputs).
+        multi_output: `out` is a tuple (the schema has several outputs), padded
+            with None up to `num_outputs` for omitted trailing outputs.
+        num_outputs: outputs the schema names (0 when the last is variadic).
         check: optional ``check(attrs, version) -> str | None``: a reason the
             attribute values are unsupported, found at compile time.
     """
@@ -58,6 +60,7 @@ class KernelDef:
     impl: Callable
     inplace: tuple = ()
     multi_output: bool = False
+    num_outputs: int = 1
     check: Callable | None = None
     params: frozenset = field(default_factory=frozenset)
 
@@ -74,13 +77,15 @@ class KernelDef:
 _KERNELS: dict[tuple[str, str, str], dict[int, KernelDef]] = {}
 
 
-def _schema_outputs(op_type: str, domain: str, since: int) -> bool:
+def _schema_outputs(op_type: str, domain: str, since: int) -> tuple[bool, int]:
+    """(several outputs?, how many the schema names; 0 when the last is variadic)."""
     try:
         s = onnx.defs.get_schema(op_type, since, domain)
     except Exception:
-        return False
+        return False, 1
     outs = s.outputs
-    return len(outs) > 1 or (len(outs) == 1 and outs[0].option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
+    variadic = bool(outs) and outs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+    return len(outs) > 1 or variadic, 0 if variadic else len(outs)
 
 
 def _params(impl) -> frozenset:
@@ -123,8 +128,8 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
             if v in table:
                 raise ValueError(f"kernel {op_type} since {v} on {device} registered twice "
                                  f"({table[v].impl.__qualname__} and {impl.__qualname__})")
-            table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace),
-                                 _schema_outputs(op_type, domain, v), check, params)
+            multi, count = _schema_outputs(op_type, domain, v)
+            table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace), multi, count, check, params)
         return impl
 
     return register
