@@ -222,21 +222,23 @@ def test_topk_k_too_large():
     expect_error("TopK", [x4, i64(6)], {}, r"k=6 must be in \[0, 5\]", opset=11, outputs=2, static=(1,))
 
 
-# ---- ArgMax ------------------------------------------------------------------
+# ---- ArgMax, ArgMin --------------------------------------------------------------
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
 @pytest.mark.parametrize("keepdims", [1, 0])
 @pytest.mark.parametrize("last,opset", [(None, 11), (None, 13), (0, 12), (1, 12), (0, 13), (1, 13)])
-def test_argmax(axis, keepdims, last, opset):
+def test_argmax(op, axis, keepdims, last, opset):
     attrs = {"axis": axis, "keepdims": keepdims}
     if last is not None:
         attrs["select_last_index"] = last
-    check_node("ArgMax", [tied((3, 4, 5))], attrs, opset=opset)
+    check_node(op, [tied((3, 4, 5))], attrs, opset=opset)
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.uint8, np.int8])
 @pytest.mark.parametrize("last", [0, 1])
-def test_argmax_dtypes(dtype, last):
-    check_node("ArgMax", [tied((4, 6), dtype)], {"axis": 1, "select_last_index": last}, opset=13)
+def test_argmax_dtypes(op, dtype, last):
+    check_node(op, [tied((4, 6), dtype)], {"axis": 1, "select_last_index": last}, opset=13)
 
 
 def test_argmax_1():

@@ -1,4 +1,4 @@
-"""Indexing CPU kernels: Gather, Slice, Split, TopK, ArgMax.
+"""Indexing CPU kernels: Gather, Slice, Split, TopK, ArgMax, ArgMin.
 
 Index geometry (slices, split sizes, k) is resolved once at reshape by the
 helpers of ops/shapes/indexing.py; the kernels then copy with numpy views,
@@ -135,7 +135,7 @@ class TopK:
             np.copyto(indices, order)
 
 
-# ---- ArgMax ------------------------------------------------------------------
+# ---- ArgMax, ArgMin ------------------------------------------------------------
 @kernel("ArgMax", since=(1, 11, 12, 13))
 class ArgMax:
     """reduced = index of the maximum of `data` along `axis` (int64).
@@ -143,6 +143,8 @@ class ArgMax:
     keepdims keeps the reduced axis as length 1; select_last_index (ArgMax-12+)
     picks the last of equal maxima instead of the first. Spec: Operators.md#ArgMax.
     """
+
+    arg = staticmethod(np.argmax)
 
     def __init__(self, ctx, *, axis=0, keepdims=1, select_last_index=0):
         shape = tuple(ctx.shape(0))
@@ -154,7 +156,17 @@ class ArgMax:
     def __call__(self, data, *, out):
         y = out.reshape(self.keep_shape)
         if self.last:
-            np.argmax(np.flip(data, axis=self.axis), axis=self.axis, keepdims=True, out=y)
+            self.arg(np.flip(data, axis=self.axis), axis=self.axis, keepdims=True, out=y)
             np.subtract(self.n - 1, y, out=y)
         else:
-            np.argmax(data, axis=self.axis, keepdims=True, out=y)
+            self.arg(data, axis=self.axis, keepdims=True, out=y)
+
+
+@kernel("ArgMin", since=(1, 11, 12, 13))
+class ArgMin(ArgMax):
+    """reduced = index of the minimum of `data` along `axis` (int64); as ArgMax otherwise.
+
+    Spec: Operators.md#ArgMin.
+    """
+
+    arg = staticmethod(np.argmin)
