@@ -291,14 +291,15 @@ class Net:
             ctx = step.context(in_shapes, in_dtypes, values, device, refs.append)
             try:
                 specs = step.infer(ctx)
-            except NotStatic:
+                runner = step.bind(ctx)
+            except NotStatic:  # the shape (or the kernel's setup) needs data fed at forward
                 dynamic.append(step)
                 dynamic_values.update(o for o in node.outputs if o)
                 continue
             for o, (s, t) in zip(node.outputs, specs):
                 if o:
                     shape[o], dtype[o] = s, t
-            planned.append((step, step.bind(ctx), refs))
+            planned.append((step, runner, refs))
 
         # Values that must survive the run: outputs, kept blobs, inputs of dynamic nodes.
         keep = set(self.output_names) | set(self.keep)

@@ -1,0 +1,216 @@
+"""Pooling CPU kernels: MaxPool (with the optional Indices), AveragePool,
+GlobalAveragePool, GlobalMaxPool.
+
+The window geometry is onnxruntime's (ops/shapes/pool.py). Windows are never
+materialized and the input is never padded: for every kernel tap the outputs
+whose input index falls inside the input form one contiguous, strided range,
+so a tap is one numpy call over a strided view (a loop over kernel taps, never
+over pixels). Padding therefore never takes part: a max only sees input
+values (the spec's -inf padding), a sum only input values, and the average
+divides by the number of taps that count (count_include_pad).
+
+Max and sum are separable over a box window, so the spatial axes are reduced
+one after the other (sum(k) taps instead of prod(k)), through two workspace
+buffers. MaxPool's Indices then walk the prod(k) taps in reverse order marking
+where X equals Y, so that, as in onnxruntime, the first maximum in window
+order (h, then w, then d) wins.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..registry import kernel
+from ..shapes.pool import AxisWindow, pool_geometry
+
+
+def _lowest(dtype: np.dtype):
+    """What a max starts from: the dtype's lowest finite value (onnxruntime's
+    numeric_limits::lowest, what a window with no input tap returns)."""
+    return np.finfo(dtype).min if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+class _SeparablePool:
+    """Reduce the spatial axes one by one with `combine` (np.maximum or np.add).
+
+    For each active axis (skipped: kernel 1, stride 1, no padding), the taps
+    write into the next buffer: the first two taps that cover every output are
+    combined into it in one call (or the one is copied), the others combined in
+    place; outputs no tap reaches keep `init`.
+    """
+
+    def __init__(self, ctx, geometry: list[AxisWindow], combine, init):
+        self.combine, self.init = combine, init
+        shape = list(ctx.shape(0))
+        dtype = ctx.dtype(0)
+        self.steps = []      # (out_shape, [(output slices, input slices)], number of leading full taps)
+        for i, g in enumerate(geometry):
+            if g.kernel == 1 and g.stride == 1 and g.head == 0 and g.out == g.size:
+                continue
+            axis = i + 2
+            shape[axis] = g.out
+            lead = (slice(None),) * axis
+            taps = [(lead + (slice(lo, hi),),
+                     lead + (slice(start, start + (hi - lo - 1) * g.stride + 1, g.stride),))
+                    for _, lo, hi, start in g.taps()]
+            full = [t for t in taps if t[0][axis] == slice(0, g.out)]
+            taps = full[:2] + [t for t in taps if t not in full[:2]]
+            self.steps.append((tuple(shape), taps, min(len(full), 2)))
+        sizes = [int(np.prod(s, dtype=np.int64)) for s, _, _ in self.steps[:-1]]
+        self.buffers = [ctx.scratch((max(sizes[k::2], default=0),), dtype) for k in (0, 1)] if sizes else []
+
+    def __call__(self, x, out):
+        if not self.steps:
+            np.copyto(out, x)
+            return
+        src = x
+        for n, (shape, taps, full) in enumerate(self.steps):
+            if n == len(self.steps) - 1:
+                dst = out
+            else:
+                dst = self.buffers[n % 2].array[:int(np.prod(shape, dtype=np.int64))].reshape(shape)
+            if full == 2:
+                self.combine(src[taps[0][1]], src[taps[1][1]], out=dst)
+            elif full == 1:
+                np.copyto(dst, src[taps[0][1]])
+            else:
+                dst.fill(self.init)
+            for out_sl, in_sl in taps[full:]:
+                d = dst[out_sl]
+                self.combine(d, src[in_sl], out=d)
+            src = dst
+
+
+class _MaxPoolIndices:
+    """MaxPool's Indices, given Y, by a walk over the prod(kernel) taps.
+
+    Indices (ONNX MaxPool): the flat index of the maximum in X, counting N and C;
+    storage_order 0 is row major (h * W + w), 1 column major (h + w * H).
+    Taps are walked in reverse window order marking where X equals Y, so the
+    last mark is the first maximum in window order (h, then w, then d), as in
+    onnxruntime. The winning tap number is kept in the Indices array and mapped
+    to the index at the end: index = channel base + output base + tap offset.
+    """
+
+    def __init__(self, ctx, geometry: list[AxisWindow], storage_order: int):
+        shape = ctx.shape(0)
+        spatial = [int(d) for d in shape[2:]]
+        n = len(geometry)
+        if storage_order == 0:
+            mult = [int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(n)]
+        else:
+            mult = [int(np.prod(spatial[:i], dtype=np.int64)) for i in range(n)]
+        per_axis = [{j: (lo, hi, start) for j, lo, hi, start in g.taps()} for g in geometry]
+        self.taps = []      # (tap number, output slices, input slices)
+        offsets = []
+        for t, js in enumerate(itertools.product(*[range(g.kernel) for g in geometry])):
+            offsets.append(sum(j * g.dilation * m for j, g, m in zip(js, geometry, mult)))
+            if all(j in taps for j, taps in zip(js, per_axis)):
+                out_sl, in_sl = [slice(None)] * 2, [slice(None)] * 2
+                for j, g, taps in zip(js, geometry, per_axis):
+                    lo, hi, start = taps[j]
+                    out_sl.append(slice(lo, hi))
+                    in_sl.append(slice(start, start + (hi - lo - 1) * g.stride + 1, g.stride))
+                self.taps.append((t, tuple(out_sl), tuple(in_sl)))
+        self.tap_offset = np.array(offsets, np.int64)
+        base = np.zeros([g.out for g in geometry], np.int64)
+        empty = np.zeros(base.shape, bool)
+        for i, (g, m) in enumerate(zip(geometry, mult)):
+            along = (np.arange(g.out, dtype=np.int64) * g.stride - g.head) * m
+            base += along.reshape([-1 if k == i else 1 for k in range(n)])
+            empty |= (g.counts(include_pad=False) == 0).reshape([-1 if k == i else 1 for k in range(n)])
+        # A window with no input tap: onnxruntime reports coordinates (-1, ..., -1).
+        base[empty] = -sum(mult)
+        self.spatial_base = base
+        x_step = int(np.prod(spatial, dtype=np.int64))
+        self.channel_base = (np.arange(int(shape[0]) * int(shape[1]), dtype=np.int64) * x_step).reshape(
+            (int(shape[0]), int(shape[1])) + (1,) * n)
+        self.mask = ctx.scratch(ctx.out_shapes[0], np.bool_)
+
+    def __call__(self, x, y, indices):
+        mask = self.mask.array
+        indices.fill(0)
+        for t, out_sl, in_sl in reversed(self.taps):
+            m = mask[out_sl]
+            np.equal(x[in_sl], y[out_sl], out=m)
+            np.copyto(indices[out_sl], t, where=m)
+        np.take(self.tap_offset, indices, out=indices)   # mode="raise" buffers: safe in place
+        indices += self.spatial_base
+        indices += self.channel_base
+
+
+@kernel("MaxPool", since=(8, 10, 11, 12, 22))
+class MaxPool:
+    """Y = max of X over each window (ONNX MaxPool); Indices = argmax as a flat index.
+
+    Shapes: X (N, C, D1, ..., Dk), k = 1, 2 or 3 in practice (any k works);
+    Y and Indices (N, C, O1, ..., Ok), Indices int64. Padding never wins (a max
+    only reads input taps); a window with no input tap (pads or dilation larger
+    than the input) gives the dtype's lowest value, as in onnxruntime.
+    Versions: 8 (storage_order), 10 (ceil_mode, dilations), 11 (pads semantics
+    clarified), 12 (int8/uint8), 22 (bfloat16); one implementation covers them
+    all (absent attributes take their defaults).
+    Workspace: two buffers for the separable passes, a bool mask for Indices.
+    """
+
+    def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, dilations=None,
+                 pads=None, storage_order=0, strides=None):
+        geometry = pool_geometry(ctx)
+        self.values = _SeparablePool(ctx, geometry, np.maximum, _lowest(ctx.dtype(0)))
+        self.indices = _MaxPoolIndices(ctx, geometry, int(storage_order)) if ctx.has_output(1) else None
+
+    def __call__(self, x, *, out):
+        if isinstance(out, tuple):
+            y, indices = out[0], (out[1] if len(out) > 1 else None)
+        else:
+            y, indices = out, None
+        self.values(x, y)
+        if self.indices is not None and indices is not None:
+            self.indices(x, y, indices)
+
+
+@kernel("AveragePool", since=(7, 10, 11, 19, 22))
+class AveragePool:
+    """Y = mean of X over each window (ONNX AveragePool).
+
+    The divisor counts the window's taps inside the input (count_include_pad=0)
+    or inside the padded input (count_include_pad=1); the part of a ceil_mode
+    window beyond the padding never counts. Versions: 7 (count_include_pad),
+    10 (ceil_mode), 11, 19 (dilations), 22. Workspace: two buffers for the
+    separable sums.
+    """
+
+    def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
+                 dilations=None, pads=None, strides=None):
+        geometry = pool_geometry(ctx)
+        self.sum = _SeparablePool(ctx, geometry, np.add, 0)
+        counts = np.ones((1, 1) + (1,) * len(geometry), np.int64)
+        for i, g in enumerate(geometry):
+            c = g.counts(bool(int(count_include_pad)))
+            counts = counts * c.reshape([-1 if k == i + 2 else 1 for k in range(len(geometry) + 2)])
+        dtype = ctx.dtype(0)
+        counts[counts == 0] = 1       # a window with no input tap: sum 0, Y = 0 (onnxruntime)
+        uniform = counts.size == 0 or np.all(counts == counts.flat[0])
+        self.divisor = dtype.type(counts.flat[0] if counts.size else 1) if uniform else counts.astype(dtype)
+
+    def __call__(self, x, *, out):
+        self.sum(x, out)
+        if not (np.ndim(self.divisor) == 0 and self.divisor == 1):
+            np.divide(out, self.divisor, out=out)
+
+
+@kernel("GlobalAveragePool", since=(1, 22))
+def global_average_pool(x, *, out):
+    """Y[n, c] = mean of X[n, c] over all spatial axes (kept as size 1)."""
+    np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+
+
+@kernel("GlobalMaxPool", since=(1, 22))
+def global_max_pool(x, *, out):
+    """Y[n, c] = max of X[n, c] over all spatial axes (kept as size 1)."""
+    if x.ndim == 2:
+        np.copyto(out, x)
+    else:
+        np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
