@@ -1,10 +1,19 @@
-"""Normalization CPU kernels: BatchNormalization (inference) and Softmax."""
+"""Normalization CPU kernels: BatchNormalization (inference), Softmax, LRN,
+LayerNormalization and InstanceNormalization.
+
+Statistics of float16 tensors are computed in float32 (LayerNormalization: in
+its stash_type); the centred values and the sums of squares go through
+per-Net scratch, so a forward pass allocates nothing.
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ..registry import kernel
+from ..shapes.normalization import STASH_DTYPES
 
 
 def _bn_check(attrs, version):
@@ -81,3 +90,185 @@ class Softmax:
         np.exp(y, out=y)
         np.sum(y, axis=self.axis, keepdims=True, out=m)
         y /= m
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float16 statistics are accumulated in float32; float32/64 in their own precision."""
+    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+
+
+def _rows(a: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """A (rows, cols) view of an output array (never a copy: kernels write through it)."""
+    if not a.flags.c_contiguous:
+        raise ValueError(f"output of shape {a.shape} is not C-contiguous")
+    return a.reshape(rows, cols)
+
+
+def _sum_squares(d: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = sum_j d[i, j]^2 without a (rows, cols) temporary."""
+    np.einsum("ij,ij->i", d, d, out=out)
+
+
+# ---- LRN -----------------------------------------------------------------------
+def _lrn_check(attrs, version):
+    size = attrs.get("size")
+    if size is None:
+        return "the required attribute size is missing"
+    if int(size) < 1:
+        return f"size={size} must be a positive integer"
+    return None
+
+
+@kernel("LRN", since=(1, 13), check=_lrn_check)
+class LRN:
+    """Local response normalization across channels (AlexNet, ONNX LRN-1 and -13).
+
+    square_sum[n, c, ...] = sum of X[n, i, ...]^2 over
+        max(0, c - floor((size-1)/2)) <= i <= min(C-1, c + ceil((size-1)/2));
+    Y = X / (bias + alpha / size * square_sum) ^ beta.
+
+    Shapes: X and Y (N, C, D1, ..., Dk), k >= 0. The window sum is a loop over
+    the `size` taps (each a shifted slice add over the whole tensor; taps
+    farther than C-1 channels add nothing and are skipped). Workspace: X^2
+    (and, for float16, the float32 sum), per Net. LRN-13 only adds bfloat16.
+    """
+
+    def __init__(self, ctx, *, size=None, alpha=1e-4, beta=0.75, bias=1.0):
+        shape = tuple(ctx.shape(0))
+        if len(shape) < 2:
+            raise ctx.error(f"X must have rank >= 2 (N, C, ...), got shape {shape}")
+        size = int(size)
+        channels = shape[1]
+        before, after = (size - 1) // 2, math.ceil((size - 1) / 2)
+        # Tap k adds X[:, c + k]^2 to channel c.
+        self.taps = [k for k in range(-before, after + 1) if k != 0 and abs(k) < channels]
+        self.scale, self.beta, self.bias = alpha / size, beta, bias
+        ct = _compute_dtype(ctx.dtype(0))
+        self.sq = ctx.scratch(shape, ct)
+        self.acc = ctx.scratch(shape, ct) if ct != ctx.dtype(0) else None
+
+    def __call__(self, x, *, out):
+        sq = self.sq.array
+        acc = out if self.acc is None else self.acc.array
+        np.square(x, out=sq, dtype=sq.dtype)  # float16: square in float32 (no overflow)
+        np.copyto(acc, sq)
+        for k in self.taps:
+            if k > 0:
+                acc[:, :-k] += sq[:, k:]
+            else:
+                acc[:, -k:] += sq[:, :k]
+        acc *= self.scale
+        acc += self.bias
+        np.power(acc, self.beta, out=acc)
+        np.divide(x, acc, out=out)
+
+
+# ---- LayerNormalization ------------------------------------------------------------
+def _layernorm_check(attrs, version):
+    st = int(attrs.get("stash_type", 1))
+    if st not in STASH_DTYPES:
+        return (f"stash_type={st} is not supported (numpy computes in float (1), float16 (10) "
+                f"or double (11); 16 is bfloat16)")
+    return None
+
+
+@kernel("LayerNormalization", since=17, check=_layernorm_check)
+class LayerNormalization:
+    """Standardize over the trailing axes [axis, ..., rank-1], then scale and shift.
+
+    ONNX LayerNormalization-17 (a function in the spec):
+        Mean = ReduceMean(X), D = X - Mean, Var = ReduceMean(D * D),
+        InvStdDev = 1 / sqrt(Var + epsilon), Normalized = D * InvStdDev,
+        Y = Cast<T>(Normalized) * Scale + B,
+    with the statistics computed in stash_type precision (1 = float32, the
+    default; 10 = float16, 11 = float64; X is cast to it first).
+
+    Shapes: X (d[0], ..., d[rank-1]), Y like X; Scale and B (optional)
+    broadcast unidirectionally to X; Mean and InvStdDev (d[0], ..., d[axis-1],
+    1, ..., 1) of the stash type. Workspace: the centred values when X is not
+    of the stash type (otherwise they live in Y), and two row vectors.
+    """
+
+    def __init__(self, ctx, *, axis=-1, epsilon=1e-5, stash_type=1):
+        shape = tuple(ctx.shape(0))
+        rank = len(shape)
+        axis = axis + rank if axis < 0 else axis
+        self.rows = int(np.prod(shape[:axis], dtype=np.int64))
+        self.cols = int(np.prod(shape[axis:], dtype=np.int64))
+        self.epsilon = epsilon
+        self.stash = STASH_DTYPES[int(stash_type)]
+        self.d = None if self.stash == ctx.dtype(0) else ctx.scratch((self.rows, self.cols), self.stash)
+        self.stats = ctx.scratch((2, self.rows), self.stash)
+
+    def __call__(self, x, scale, bias=None, *, out):
+        y, mean_out, inv_out = (tuple(out) + (None, None))[:3]  # trailing outputs may be absent
+        rows, cols = self.rows, self.cols
+        xs, ys = x.reshape(rows, cols), _rows(y, rows, cols)
+        d = ys if self.d is None else self.d.array
+        mean, inv = self.stats.array
+        np.mean(xs, axis=1, dtype=self.stash, out=mean)
+        np.subtract(xs, mean[:, None], out=d)
+        _sum_squares(d, inv)
+        inv /= cols
+        inv += self.epsilon
+        np.sqrt(inv, out=inv)
+        np.reciprocal(inv, out=inv)
+        d *= inv[:, None]
+        if d is not ys:
+            np.copyto(ys, d, casting="same_kind")
+        np.multiply(y, scale, out=y)
+        if bias is not None:
+            y += bias
+        if mean_out is not None:
+            np.copyto(mean_out.reshape(rows), mean)
+        if inv_out is not None:
+            np.copyto(inv_out.reshape(rows), inv)
+
+
+# ---- InstanceNormalization --------------------------------------------------------
+@kernel("InstanceNormalization", since=(6, 22))
+class InstanceNormalization:
+    """y = scale[c] * (x - mean[n, c]) / sqrt(var[n, c] + epsilon) + B[c].
+
+    ONNX InstanceNormalization-6 and -22 (-22 only adds bfloat16); Ulyanov et
+    al. 2016, https://arxiv.org/abs/1607.08022. mean and var (biased) are taken
+    per instance and channel over the spatial dimensions D1..Dk.
+
+    Shapes: input and output (N, C, D1, ..., Dk); scale and B (C,).
+    Workspace: per-(n, c) statistics, and for float16 the float32 centred values
+    (otherwise they live in the output).
+    """
+
+    def __init__(self, ctx, *, epsilon=1e-5):
+        shape = tuple(ctx.shape(0))
+        if len(shape) < 2:
+            raise ctx.error(f"input must have rank >= 2 (N, C, ...), got shape {shape}")
+        n, c = shape[0], shape[1]
+        for i, name in ((1, "scale"), (2, "B")):
+            if tuple(ctx.shape(i)) != (c,):
+                raise ctx.error(f"{name} must have shape ({c},) for input shape {shape}, "
+                                f"got {tuple(ctx.shape(i))}")
+        self.n, self.c = n, c
+        self.cols = int(np.prod(shape[2:], dtype=np.int64))
+        self.epsilon = epsilon
+        ct = _compute_dtype(ctx.dtype(0))
+        self.ct = ct
+        self.d = None if ct == ctx.dtype(0) else ctx.scratch((n * c, self.cols), ct)
+        self.stats = ctx.scratch((2, n * c), ct)
+
+    def __call__(self, x, scale, bias, *, out):
+        n, c, cols = self.n, self.c, self.cols
+        xs, ys = x.reshape(n * c, cols), _rows(out, n * c, cols)
+        d = ys if self.d is None else self.d.array
+        mean, a = self.stats.array
+        np.mean(xs, axis=1, dtype=self.ct, out=mean)
+        np.subtract(xs, mean[:, None], out=d)
+        _sum_squares(d, a)
+        a /= cols
+        a += self.epsilon
+        np.sqrt(a, out=a)
+        a2 = a.reshape(n, c)
+        np.divide(scale, a2, out=a2)  # a = scale[c] / sqrt(var + epsilon)
+        y3 = ys.reshape(n, c, cols)
+        np.multiply(d.reshape(n, c, cols), a2[:, :, None], out=y3)
+        y3 += bias[:, None]
