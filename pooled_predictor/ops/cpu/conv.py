@@ -1,0 +1,519 @@
+"""Convolution CPU kernels: Conv and ConvTranspose (ONNX spec; 1-D, 2-D, 3-D, N-D).
+
+Shapes and padding follow ops/shapes/conv.py (ConvGeometry). Each kernel picks
+its path at reshape, from shapes only:
+
+Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
+* pointwise -- 1x1 kernel, stride 1, no padding:
+  Y[n, g] = W[g] @ X[n, g], a GEMM straight from X into Y.
+* depthwise -- group == C (one input channel per group, M = C * multiplier,
+  multiplier <= DEPTHWISE_MAX_MULTIPLIER):
+  the zero-padded input is split into its stride phases, each phase plane
+  flattened with its row pitch, so every kernel tap reads one contiguous run
+  of a plane (outputs past the right edge of a row are computed and dropped).
+  The runs are copied into columns (one as_strided copy per phase) and
+  Y[c] = w[c] @ cols[c] is a GEMV per channel (numpy.matmul batched over
+  channels). Measured faster than accumulating Y += w_t * X_t tap by tap
+  (two passes over Y per tap), at every PP-OCR shape.
+* im2col -- everything else: zero-pad X into scratch, copy its sliding windows
+  (an as_strided view) into cols (N, group, C/group * prod(k), P), then
+  Y[n, g] = W[g] @ cols[n, g] (a GEMM batched over n and groups).
+
+ConvTranspose, X (N, C, *in), W (C, M/group, *k):
+* gemm -- 1x1 kernel, stride 1, no padding: Y[n, g] = W[g]^T @ X[n, g] directly;
+* otherwise cols[n, g] = W[g]^T @ X[n, g] (GEMM), cols (N, M, *k, *in), then
+  - tile -- kernel == stride, no padding: the taps' outputs partition Y, so
+    each tap is one strided copy into Y (bias fused);
+  - col2im -- Y = B, then Y[o = s*i + k*d - pad_begin] += cols[k, i], one
+    strided add per kernel tap.
+
+Columns are built a tile at a time (a band of rows of the first spatial axis;
+depthwise: a chunk of channels), so they stay in cache and a large image
+needs no large workspace. The bias rides in the GEMM (im2col: a row of ones
+in the columns), in the copy that crops the depthwise rows, in the tile copies
+or the col2im start; else it takes one pass over Y. Every large temporary
+(padded input, phase planes, columns) is per-Net scratch; views of it are
+built on the first call and reused while the arrays stay the same.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..registry import kernel
+from ..shapes.conv import conv_geometry
+
+_ALL = slice(None)
+
+# Column matrices are built a tile at a time (a band of output rows; for
+# depthwise, a chunk of channels), at most this many bytes, so they stay in
+# cache and a large image needs no large workspace. 4 MiB measured best on a
+# 512 KiB-L2 / 32 MiB-L3 core (benchmarks/conv_kernels.py).
+TILE_BYTES = 4 << 20
+# A grouped conv with one input channel per group and at most this many
+# outputs per group uses the depthwise path; more use im2col + batched GEMM.
+DEPTHWISE_MAX_MULTIPLIER = 4
+
+
+class _Fill:
+    """dst[j] = src[start + step * j] per spatial axis where that index is inside src; 0 elsewhere.
+
+    Used to zero-pad (step 1, start = -pad_begin) and to split a padded input
+    into stride phases (step = stride, start = phase - pad_begin). Only the
+    border slabs are zeroed, never the whole destination.
+    """
+
+    def __init__(self, src_shape, dst_shape, start, step, src_lead=(_ALL, _ALL), dst_lead=(_ALL, _ALL)):
+        lo, hi, src = [], [], []
+        for size, q, a, s in zip(src_shape, dst_shape, start, step):
+            j0 = max(0, -(a // s))
+            j1 = min(q, (size - 1 - a) // s + 1)
+            lo.append(j0)
+            hi.append(max(j0, j1))
+            src.append(slice(a + s * j0, a + s * (j1 - 1) + 1, s) if j1 > j0 else None)
+        self.copy = None
+        self.zeros = []
+        if any(h == l for l, h in zip(lo, hi)):
+            self.zeros.append(tuple(dst_lead))
+            return
+        self.copy = (tuple(dst_lead) + tuple(slice(l, h) for l, h in zip(lo, hi)),
+                     tuple(src_lead) + tuple(src))
+        for i in range(len(dst_shape)):
+            box = tuple(slice(l, h) for l, h in zip(lo[:i], hi[:i]))
+            tail = (_ALL,) * (len(dst_shape) - i - 1)
+            if lo[i] > 0:
+                self.zeros.append(tuple(dst_lead) + box + (slice(0, lo[i]),) + tail)
+            if hi[i] < dst_shape[i]:
+                self.zeros.append(tuple(dst_lead) + box + (slice(hi[i], dst_shape[i]),) + tail)
+
+    def views(self, src, dst):
+        """[(dst_view, src_view or None)]: copy src_view into dst_view, or zero dst_view."""
+        out = [(dst[z], None) for z in self.zeros]
+        if self.copy is not None:
+            out.append((dst[self.copy[0]], src[self.copy[1]]))
+        return out
+
+
+def _phase_groups(kernel, dilations, strides):
+    """Kernel taps grouped by stride phase, for reading a padded input split into phase planes.
+
+    Tap k on an axis reads padded-X[s*o + k*d] = plane (k*d % s) at (o + k*d // s).
+    Within one phase the offsets k*d // s step regularly, so each group is a
+    grid of taps one as_strided view reaches.
+    Returns:
+        [(phase, first, step, counts, taps)]: phase, first offset, offset step
+        and tap count per axis (plane units); taps: the flat tap indices in
+        the group's C order.
+    """
+    per_axis = []
+    for size, d, s in zip(kernel, dilations, strides):
+        classes = {}
+        for k in range(size):
+            classes.setdefault(k * d % s, []).append(k)
+        per_axis.append(sorted(classes.items()))
+    groups = []
+    for combo in itertools.product(*per_axis):
+        ks = [cls[1] for cls in combo]
+        groups.append((tuple(cls[0] for cls in combo),
+                       tuple(k[0] * d // s for k, d, s in zip(ks, dilations, strides)),
+                       tuple(k[1] * d // s - k[0] * d // s if len(k) > 1 else 0
+                             for k, d, s in zip(ks, dilations, strides)),
+                       tuple(len(k) for k in ks),
+                       [int(np.ravel_multi_index(kk, kernel)) for kk in itertools.product(*ks)]))
+    return groups
+
+
+def _phase_fills(geo, plane_shape, phases):
+    """Fills of the phase planes (axis 2 of the planes array) from X, zero-padded."""
+    return [_Fill(geo.in_shape, plane_shape, tuple(a - b for a, b in zip(phase, geo.pads_begin)), geo.strides,
+                  dst_lead=(_ALL, _ALL, i)) for i, phase in enumerate(phases)]
+
+
+def _bands(rows: int, bytes_per_row: int) -> list[tuple[int, int]]:
+    """Split `rows` output rows into bands whose temporaries take at most TILE_BYTES (one row at least)."""
+    band = max(1, min(rows, TILE_BYTES // max(1, bytes_per_row)))
+    return [(r, min(rows, r + band)) for r in range(0, rows, band)]
+
+
+def _run_fills(pairs):
+    for dst, src in pairs:
+        if src is None:
+            dst.fill(0)
+        else:
+            np.copyto(dst, src)
+
+
+class _ConvBase:
+    """Shared setup: geometry, static weights and bias, the view cache."""
+
+    def _setup(self, ctx):
+        g = conv_geometry(ctx)
+        self.geo = g
+        self.dtype = np.dtype(ctx.dtype(0))
+        self.rank = g.rank
+        self.w_static = np.asarray(ctx.value(1)) if ctx.is_static(1) else None
+        self.has_bias = ctx.has_input(2)
+        self.bshape = (g.out_channels,) + (1,) * g.rank
+        self.b_static = None
+        if self.has_bias and ctx.is_static(2):
+            self.b_static = np.ascontiguousarray(np.asarray(ctx.value(2), self.dtype).reshape(self.bshape))
+        self.empty = g.batch * g.out_channels * math.prod(g.out_shape) == 0
+        self._key = None
+        self._views = None
+        self._scratch = []
+
+    def _bias(self, b):
+        if not self.has_bias:
+            return None
+        return self.b_static if self.b_static is not None else b.reshape(self.bshape)
+
+    def _cached(self, x, out):
+        """Views of x, out and the scratch arrays, rebuilt when any of them changes."""
+        key = (x, out) + tuple(r.array for r in self._scratch)
+        old = self._key
+        if old is None or len(old) != len(key) or any(a is not b for a, b in zip(old, key)):
+            self._views = self._make_views(x, out, *key[2:])
+            self._key = key
+        return self._views
+
+
+@kernel("Conv", since=(1, 11, 22))
+class Conv(_ConvBase):
+    """Y = X (*) W + B: N-D cross-correlation with strides, dilations, padding, groups.
+
+    ONNX Conv-1/-11/-22 (the versions differ only in documentation and types).
+    Shapes: X (N, C, D1, ..., Dn), W (M, C / group, k1, ..., kn), B (M,),
+    Y (N, M, O1, ..., On); float32 or float64. W and B may be weights (prepared
+    once here) or computed at run time. Paths: see the module docstring.
+    """
+
+    def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                 pads=None, strides=None):
+        self._setup(ctx)
+        g = self.geo
+        n, c, m, grp = g.batch, g.in_channels, g.out_channels, g.group
+        self.cg, self.mg = c // grp, m // grp
+        self.taps = math.prod(g.kernel)
+        self.p = math.prod(g.out_shape)
+        self.fold_bias = False
+        pointwise = (all(k == 1 for k in g.kernel) and all(s == 1 for s in g.strides)
+                     and not any(g.pads_begin) and g.out_shape == g.in_shape)
+        mult = m // c if grp == c else 0
+        if pointwise:
+            self.path = "pointwise"
+        elif grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
+            self.path = "depthwise"
+            self._init_depthwise(ctx, mult)
+        else:
+            self.path = "im2col"
+            self._init_im2col(ctx)
+        if self.path != "depthwise":
+            self.w_mat = None
+            if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
+                self.w_mat = self._gemm_weights(self.w_static, self.b_static)
+
+    def _gemm_weights(self, w, b=None):
+        """W as (group, M/group, C/group * prod(k) [+ 1: B, when folded]), 2-D when group == 1."""
+        g = self.geo
+        w = np.asarray(w).reshape(g.group, self.mg, self.cg * self.taps)
+        if self.fold_bias:
+            w = np.concatenate([w, np.asarray(b, w.dtype).reshape(g.group, self.mg, 1)], axis=2)
+        return np.ascontiguousarray(w[0] if g.group == 1 else w)
+
+    # ---- im2col ------------------------------------------------------------
+    def _init_im2col(self, ctx):
+        g = self.geo
+        n, c = g.batch, g.in_channels
+        # Windows are read from X itself when it needs no padding, else from a
+        # zero-bordered copy. (Reading stride-s windows from X's phase planes,
+        # as depthwise does, makes the window copies unit-stride but the
+        # phase split costs more than it saves: measured.)
+        extent = tuple((o - 1) * s + k for o, s, k in zip(g.out_shape, g.strides, g.dilated_kernel))
+        self.pad_ref = None
+        if any(g.pads_begin) or any(e > i for e, i in zip(extent, g.in_shape)):
+            self.pad_ref = ctx.scratch((n, c) + extent, self.dtype)
+            self.fill = _Fill(g.in_shape, extent, tuple(-b for b in g.pads_begin), (1,) * g.rank)
+            self._scratch.append(self.pad_ref)
+        # Columns for a band of output rows (first spatial axis) at a time, so
+        # they stay cache-sized however large the image. With a bias, a row of
+        # ones in the columns and a column B in W add it within the GEMM.
+        self.fold_bias = self.has_bias
+        self.rest = math.prod(g.out_shape[1:])
+        self.bands = _bands(g.out_shape[0], n * c * self.taps * self.rest * self.dtype.itemsize)
+        rows = self.cg * self.taps + self.fold_bias
+        self.cols_ref = ctx.scratch((n, g.group, rows, self.bands[0][1] * self.rest), self.dtype)
+        self._scratch.append(self.cols_ref)
+
+    def _im2col_views(self, x, out, *scratch):
+        g = self.geo
+        n, grp, cg, mg, rest = g.batch, g.group, self.cg, self.mg, self.rest
+        fills, src = [], x
+        if self.pad_ref is not None:
+            src = self.pad_ref.array
+            fills = self.fill.views(x, src)
+        st = src.strides
+        windows = as_strided(src, (n, grp, cg) + g.kernel + g.out_shape,
+                             (st[0], st[1] * cg, st[1]) + tuple(a * d for a, d in zip(st[2:], g.dilations))
+                             + tuple(a * s for a, s in zip(st[2:], g.strides)), writeable=False)
+        cols = self.cols_ref.array
+        ckk = cg * self.taps
+        rows_out = out.reshape(n, grp, mg, g.out_shape[0], rest)
+        lead = (_ALL,) * (3 + g.rank)
+        tiles = []
+        for r0, r1 in self.bands:
+            m = (r1 - r0) * rest
+            c_tile = cols[..., :m]
+            copy = (c_tile[:, :, :ckk].reshape((n, grp, cg) + g.kernel + (r1 - r0,) + g.out_shape[1:]),
+                    windows[lead + (slice(r0, r1),)])
+            ones = c_tile[:, :, ckk] if self.fold_bias else None
+            o_tile = rows_out[:, :, :, r0:r1].reshape(n, grp, mg, m)
+            if grp == 1 and n == 1:
+                c_mm, o_mm = c_tile[0, 0], o_tile[0, 0]
+            elif grp == 1:
+                c_mm, o_mm = c_tile[:, 0], o_tile[:, 0]
+            else:
+                c_mm, o_mm = c_tile, o_tile
+            tiles.append((copy, ones, c_mm, o_mm))
+        return fills, tiles
+
+    # ---- depthwise ---------------------------------------------------------
+    def _init_depthwise(self, ctx, mult):
+        g = self.geo
+        n, c, r = g.batch, g.in_channels, g.rank
+        self.mult = mult
+        out, item = g.out_shape, self.dtype.itemsize
+        # Phase planes: plane a holds padded-X[a + s * j] with its rows flattened,
+        # so the tap k reads the run starting at offset k*d // s of plane k*d % s.
+        # Runs of the last row may overrun the row: one spare row of zeros.
+        reach = tuple(((k - 1) * d) // s for k, d, s in zip(g.kernel, g.dilations, g.strides))
+        qd = (out[0] + reach[0] + (1 if r > 1 else 0),) + tuple(o + e for o, e in zip(out[1:], reach[1:]))
+        qstride = [math.prod(qd[i + 1:]) for i in range(r)]
+        self.qd, self.rest = qd, qstride[0]
+        self.ragged = qd[1:] != out[1:]  # rows carry dropped outputs past the right edge
+        # One as_strided copy per phase group fills its taps' rows of the columns.
+        groups = _phase_groups(g.kernel, g.dilations, g.strides)
+        self.groups = []
+        for i, (_, first, step, counts, taps) in enumerate(groups):
+            self.groups.append((i, sum(f * q for f, q in zip(first, qstride)), counts,
+                                tuple(k * q * item for k, q in zip(step, qstride)),
+                                sum(len(grp[4]) for grp in groups[:i])))
+        self.tap_order = [t for grp in groups for t in grp[4]]
+        self.fills = _phase_fills(g, qd, [grp[0] for grp in groups])
+        self.q_ref = ctx.scratch((n, c, len(groups), math.prod(qd)), self.dtype)
+        # Tiles: whole channels while their columns fit TILE_BYTES, else one
+        # channel and a band of output rows.
+        per_row = n * (self.taps + mult * self.ragged) * self.rest * item
+        if per_row * out[0] <= TILE_BYTES:
+            chunk, self.bands = min(c, TILE_BYTES // (per_row * out[0])), [(0, out[0])]
+        else:
+            chunk, self.bands = 1, _bands(out[0], per_row)
+        self.chunks = [(c0, min(c, c0 + chunk)) for c0 in range(0, c, chunk)]
+        length = self.bands[0][1] * self.rest
+        self.cols_ref = ctx.scratch((n, chunk, self.taps, length), self.dtype)
+        self.acc_ref = ctx.scratch((n, chunk, mult, length), self.dtype) if self.ragged else None
+        self._scratch += [r for r in (self.q_ref, self.cols_ref, self.acc_ref) if r is not None]
+        self.w_taps = None if self.w_static is None else self._depthwise_weights(self.w_static)
+
+    def _depthwise_weights(self, w):
+        """(C, multiplier, taps), the taps in the order of the column rows."""
+        c = self.geo.in_channels
+        return np.ascontiguousarray(np.asarray(w).reshape(c, self.mult, self.taps)[:, :, self.tap_order])
+
+    def _depthwise_views(self, x, out, *scratch):
+        """Per tile (channels c0:c1, output rows r0:r1): copies into the columns, the GEMV's output."""
+        g = self.geo
+        n, mult, rest = g.batch, self.mult, self.rest
+        q = self.q_ref.array
+        planes = q.reshape((n, g.in_channels, q.shape[2]) + self.qd)
+        fills = [p for f in self.fills for p in f.views(x, planes)]
+        out_flat = out.reshape(n, g.in_channels, mult, -1)
+        out_rows = out.reshape((n, g.in_channels, mult) + g.out_shape)
+        crop = (_ALL,) * 4 + tuple(slice(0, o) for o in g.out_shape[1:])
+        tiles = []
+        for c0, c1 in self.chunks:
+            for r0, r1 in self.bands:
+                m, base = (r1 - r0) * rest, r0 * rest
+                cols = self.cols_ref.array[:, :c1 - c0, :, :m]
+                copies = []
+                for ph, first, counts, steps, row in self.groups:
+                    dst = cols[:, :, row:row + math.prod(counts)].reshape((n, c1 - c0) + counts + (m,))
+                    src = as_strided(q[:, c0:c1, ph, base + first:], dst.shape,
+                                     q.strides[:2] + steps + q.strides[3:], writeable=False)
+                    copies.append((dst, src))
+                if self.ragged:
+                    acc = self.acc_ref.array[:, :c1 - c0, :, :m]
+                    valid = (acc.reshape((n, c1 - c0, mult, r1 - r0) + self.qd[1:])[crop],
+                             out_rows[:, c0:c1, :, r0:r1])
+                else:
+                    acc, valid = out_flat[:, c0:c1, :, base:base + m], None
+                tiles.append((slice(c0, c1), copies, cols, acc, valid))
+        return fills, tiles
+
+    def _depthwise(self, x, w, b, out):
+        wt = self.w_taps if self.w_taps is not None else self._depthwise_weights(w)
+        bias = None
+        if self.has_bias:
+            bias = self._bias(b).reshape((self.geo.in_channels, self.mult) + (1,) * self.rank)
+        fills, tiles = self._cached(x, out)
+        _run_fills(fills)
+        for chan, copies, cols, acc, valid in tiles:
+            for dst, src in copies:
+                np.copyto(dst, src)
+            np.matmul(wt[chan], cols, out=acc)
+            if valid is not None:  # drop the outputs past the right edge; add B on the way
+                if bias is None:
+                    np.copyto(valid[1], valid[0])
+                else:
+                    np.add(valid[0], bias[chan], out=valid[1])
+        if bias is not None and not self.ragged:
+            out += self._bias(b)
+
+    # ---- call --------------------------------------------------------------
+    def _make_views(self, x, out, *scratch):
+        if self.path == "im2col":
+            return self._im2col_views(x, out, *scratch)
+        if self.path == "depthwise":
+            return self._depthwise_views(x, out, *scratch)
+        g = self.geo
+        if g.group == 1 and g.batch == 1:
+            return x.reshape(self.cg, self.p), out.reshape(self.mg, self.p)
+        if g.group == 1:
+            return x.reshape(g.batch, self.cg, self.p), out.reshape(g.batch, self.mg, self.p)
+        return (x.reshape(g.batch, g.group, self.cg, self.p), out.reshape(g.batch, g.group, self.mg, self.p))
+
+    def __call__(self, x, w, b=None, *, out):
+        if self.empty:
+            return
+        if self.path == "depthwise":
+            self._depthwise(x, w, b, out)
+            return
+        w_mat = self.w_mat if self.w_mat is not None else self._gemm_weights(w, b)
+        if self.path == "pointwise":
+            x_mm, out_mm = self._cached(x, out)
+            np.matmul(w_mat, x_mm, out=out_mm)
+        else:
+            fills, tiles = self._cached(x, out)
+            _run_fills(fills)
+            for (cols_nd, windows), ones, cols_mm, out_mm in tiles:
+                np.copyto(cols_nd, windows)
+                if ones is not None:
+                    ones.fill(1)
+                np.matmul(w_mat, cols_mm, out=out_mm)
+        if self.has_bias and not self.fold_bias:
+            out += self._bias(b)
+
+
+@kernel("ConvTranspose", since=(1, 11, 22))
+class ConvTranspose(_ConvBase):
+    """Y = the transpose (gradient) of Conv applied to X, plus B.
+
+    ONNX ConvTranspose-1/-11/-22 with strides, dilations, pads, output_padding,
+    output_shape, auto_pad and groups; pads and output size per
+    ops/shapes/conv.py. Shapes: X (N, C, D1, ..., Dn), W (C, M / group, k1, ..., kn),
+    B (M,), Y (N, M, O1, ..., On). Paths: see the module docstring.
+    """
+
+    def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                 output_padding=None, output_shape=None, pads=None, strides=None):
+        self._setup(ctx)
+        g = self.geo
+        n, grp = g.batch, g.group
+        self.cg, self.mg = g.in_channels // grp, g.out_channels // grp
+        self.taps = math.prod(g.kernel)
+        no_crop = not any(g.pads_begin)
+        if self.taps == 1 and all(s == 1 for s in g.strides) and no_crop and g.out_shape == g.in_shape:
+            self.path = "gemm"
+        elif (no_crop and all(k == s for k, s in zip(g.kernel, g.strides))
+              and all(d == 1 or k == 1 for k, d in zip(g.kernel, g.dilations))
+              and g.out_shape == tuple(s * i for s, i in zip(g.strides, g.in_shape))):
+            self.path = "tile"
+        else:
+            self.path = "col2im"
+        # Columns for a band of input rows (first spatial axis) at a time.
+        self.rest = math.prod(g.in_shape[1:])
+        self.bands = [(0, g.in_shape[0])]
+        if self.path != "gemm":
+            rows = self.mg * self.taps
+            self.bands = _bands(g.in_shape[0], n * grp * rows * self.rest * self.dtype.itemsize)
+            self.cols_ref = ctx.scratch((n, grp, rows, self.bands[0][1] * self.rest), self.dtype)
+            self._scratch.append(self.cols_ref)
+        self.w_mat = None if self.w_static is None else self._gemm_weights(self.w_static)
+
+    def _gemm_weights(self, w):
+        """W^T per group: (group, M/group * prod(k), C/group), 2-D when group == 1."""
+        g = self.geo
+        wt = np.asarray(w).reshape(g.group, self.cg, self.mg * self.taps).transpose(0, 2, 1)
+        if g.group == 1:
+            wt = wt[0]
+        return np.ascontiguousarray(wt) if self.w_static is not None else wt
+
+    def _col2im_slices(self, r0, r1):
+        """For each kernel tap k: (output index, cols index) with o = s*i + k*d - pad_begin,
+        for the input rows r0:r1 of the first spatial axis (cols indexed from r0)."""
+        g = self.geo
+        result = []
+        for k in np.ndindex(*g.kernel):
+            o_idx, i_idx = [], []
+            for axis, (ki, s, d, pb, size, o) in enumerate(
+                    zip(k, g.strides, g.dilations, g.pads_begin, g.in_shape, g.out_shape)):
+                lo, hi = (r0, r1) if axis == 0 else (0, size)
+                shift = ki * d - pb  # o = s * i + shift
+                i0 = max(lo, -(shift // s))
+                i1 = min(hi, (o - 1 - shift) // s + 1)
+                if i1 <= i0:
+                    break
+                o0 = s * i0 + shift
+                o_idx.append(slice(o0, o0 + s * (i1 - i0 - 1) + 1, s))
+                i_idx.append(slice(i0 - lo, i1 - lo))
+            else:
+                result.append(((_ALL, _ALL) + tuple(o_idx), (_ALL, _ALL) + tuple(k) + tuple(i_idx)))
+        return result
+
+    def _make_views(self, x, out, *scratch):
+        """Per band of input rows: X's part, the columns and the (Y part, cols part) of each tap."""
+        g = self.geo
+        n, grp, m, rest = g.batch, g.group, g.out_channels, self.rest
+        lead = (n, grp) if grp > 1 else (n,) if n > 1 else ()
+        x_rows = x.reshape(n, grp, self.cg, g.in_shape[0], rest)
+        if self.path == "gemm":
+            return [(x.reshape(lead + (self.cg, -1)), out.reshape(lead + (self.mg, -1)), None)]
+        tiles = []
+        for r0, r1 in self.bands:
+            length = (r1 - r0) * rest
+            x_mm = x_rows[:, :, :, r0:r1].reshape(lead + (self.cg, length))
+            cols = self.cols_ref.array[..., :length]
+            cols_nd = cols.reshape((n, m) + g.kernel + (r1 - r0,) + g.in_shape[1:])
+            taps = [(out[o], cols_nd[i]) for o, i in self._col2im_slices(r0, r1)]
+            tiles.append((x_mm, cols.reshape(lead + cols.shape[2:]), taps))
+        return tiles
+
+    def __call__(self, x, w, b=None, *, out):
+        if self.empty:
+            return
+        w_mat = self.w_mat if self.w_mat is not None else self._gemm_weights(w)
+        bias = self._bias(b)
+        tiles = self._cached(x, out)
+        if self.path == "gemm":
+            x_mm, out_mm, _ = tiles[0]
+            np.matmul(w_mat, x_mm, out=out_mm)
+            if bias is not None:
+                out += bias
+            return
+        if self.path == "col2im":
+            if bias is None:
+                out.fill(0)
+            else:
+                np.copyto(out, bias)
+        for x_mm, cols_mm, taps in tiles:
+            np.matmul(w_mat, x_mm, out=cols_mm)
+            for dst, src in taps:
+                if self.path == "col2im":
+                    np.add(dst, src, out=dst)
+                elif bias is None:  # tile: the taps' outputs partition Y, so copy
+                    np.copyto(dst, src)
+                else:
+                    np.add(src, bias, out=dst)
