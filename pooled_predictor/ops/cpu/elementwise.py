@@ -11,6 +11,7 @@ import numpy as np
 from scipy import special
 
 from ..registry import kernel
+from ._special import erf_float32, erf_workspace_shape
 
 
 # ---- activations -------------------------------------------------------------
@@ -35,9 +36,23 @@ def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
 
 
 @kernel("Erf", since=(9, 13), inplace=(0,))
-def erf(x, *, out):
-    """Y = erf(X), the Gauss error function (scipy.special.erf)."""
-    special.erf(x, out=out)
+class Erf:
+    """Y = erf(X), the Gauss error function.
+
+    float32: a vectorized rational approximation (ops/cpu/_special.py, max
+    6.7 ulp), 7x faster than scipy; other dtypes: scipy.special.erf.
+    """
+
+    def __init__(self, ctx):
+        self.fast = ctx.dtype(0) == np.float32
+        if self.fast:
+            self.work = ctx.scratch(erf_workspace_shape(int(np.prod(ctx.shape(0)))), np.float32)
+
+    def __call__(self, x, *, out):
+        if self.fast:
+            erf_float32(x, out, self.work.array)
+        else:
+            special.erf(x, out=out)
 
 
 # ---- arithmetic (numpy broadcasting) -----------------------------------------
