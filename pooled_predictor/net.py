@@ -50,7 +50,7 @@ class Net:
 
     def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                  optimization: Optimization = Optimization.NONE, planner: str = "arena",
-                 keep: Iterable[str] = (), cache_bytes: int = 64 << 20):
+                 keep: Iterable[str] = (), cache_bytes: int = 256 << 20):
         if planner not in ("arena", "shared"):
             raise ValueError(f"planner must be 'arena' or 'shared' (fb-caffe-exts' baseline), got {planner!r}")
         self.program = program

@@ -83,7 +83,8 @@ class Config:
         max_inline_depth: nested inline jobs allowed before going through the queue.
         admission: "block" (wait for room) or "fail" (QueueFullError at once).
         enqueue_timeout: seconds a blocked producer waits before QueueFullError (None: forever).
-        optimization: Optimization.NONE or MEMORY (one arena per Net, memory_opt).
+        optimization: Optimization.MEMORY (default: one planned arena per Net,
+            intermediates readable only when in `keep`) or NONE (every blob kept).
         planner: "arena" or "shared" (fb-caffe-exts' baseline), under MEMORY.
         keep: intermediate blob names that stay readable under MEMORY.
         shape_policy: after each job, "restore" the Net to its default input
@@ -105,11 +106,11 @@ class Config:
     max_inline_depth: int = 16
     admission: str = "block"
     enqueue_timeout: float | None = None
-    optimization: Optimization = Optimization.NONE
+    optimization: Optimization = Optimization.MEMORY
     planner: str = "arena"
     keep: Sequence[str] = ()
     shape_policy: str = "restore"
-    layout_cache_bytes: int = 64 << 20
+    layout_cache_bytes: int = 256 << 20
     device: str = "cpu"
     unknown_output: str = "warn"
 
@@ -231,9 +232,15 @@ class _Core:
         self.threads_lock = threading.Lock()
         self.idle = 0
         self.local = threading.local()  # .worker: True on this pool's workers; .depth: inline depth
-        self.known_outputs = [set(p.program.output_names) | set(p.program.input_names)
-                              | {o for s in p.program.steps for o in s.node.outputs if o}
-                              | set(p.program.weights) for p in predictors]
+        self.known_outputs = [self._readable(p) for p in predictors]
+
+    @staticmethod
+    def _readable(p: Predictor) -> set:
+        """Blob names a job may ask for: under MEMORY only inputs, outputs, weights and `keep`."""
+        names = set(p.program.output_names) | set(p.program.input_names) | set(p.program.weights)
+        if p.optimization is Optimization.MEMORY:
+            return names | set(p.canonical_net.keep)
+        return names | {o for s in p.program.steps for o in s.node.outputs if o}
 
     # ---- callbacks (never raise) -----------------------------------------------
     def notify(self, method: str, *args) -> None:
@@ -484,9 +491,11 @@ class PooledPredictor:
         known = self._core.known_outputs[net_id]
         unknown = [n for n in output_names if n not in known]
         if unknown:
+            why = ("no blob (or, under Optimization.MEMORY, no kept blob: add it to Config.keep) named"
+                   if self.config.optimization is Optimization.MEMORY else "no blob named")
             if self.config.unknown_output == "raise":
-                raise UnknownBlobError(f"net {net_id}: no blob named {unknown}; outputs are {program.output_names}")
-            log.warning("net %d: requested output blob(s) not found, skipped: %s", net_id, unknown)
+                raise UnknownBlobError(f"net {net_id}: {why} {unknown}; outputs are {program.output_names}")
+            log.warning("net %d: requested output blob(s) not found, skipped (%s %s)", net_id, why, unknown)
         return [n for n in output_names if n in known]
 
     async def forward_async(self, inputs, output_names: Sequence[str] | None = None, net_id: int = 0,

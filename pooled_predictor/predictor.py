@@ -34,8 +34,10 @@ class Predictor:
     Args:
         model: path, bytes or onnx.ModelProto (or an already imported Graph).
         device: "cpu" (numpy kernels) or "cuda".
-        optimization: Optimization.NONE or MEMORY (fb-caffe-exts' names): MEMORY
-            places each Net's activations in one arena planned by memory_opt.
+        optimization: Optimization.MEMORY (default) places each Net's activations
+            in one arena planned by memory_opt: intermediates are then readable
+            only when named in `keep`. Optimization.NONE gives every blob its own
+            memory and keeps all of them (fb-caffe-exts' names).
         planner: "arena" (offset planning to the liveness lower bound) or
             "shared" (fb-caffe-exts' shared-buffer baseline), under MEMORY.
         keep: intermediate blobs that stay readable under MEMORY.
@@ -47,8 +49,8 @@ class Predictor:
         UnsupportedOpError: ops without a kernel, all listed.
     """
 
-    def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.NONE,
-                 planner: str = "arena", keep=(), cache_bytes: int = 64 << 20,
+    def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.MEMORY,
+                 planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  disable_blas_threading: bool = True):
         graph = model if isinstance(model, Graph) else load_onnx(model, device=device)
         self.graph = graph
@@ -116,7 +118,8 @@ class Predictor:
                 (shape and dtype must match).
         Returns:
             list of arrays (output_names given), `out` (filled), or a dict
-            name -> array of every blob (neither given).
+            name -> array of every readable blob (neither given): all blobs under
+            Optimization.NONE; inputs, outputs and `keep` under MEMORY.
         Raises:
             InputError: bad inputs or `out` arrays; UnknownBlobError: unknown name;
             ShapeInferenceError, KernelError: the model rejects the inputs.

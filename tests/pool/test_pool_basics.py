@@ -117,10 +117,19 @@ def test_unknown_output_can_raise():
             pool.forward([X], ["undefined"])
 
 
-def test_intermediate_blobs_can_be_requested():
-    with PooledPredictor(config([make_mlp()])) as pool:
-        out = pool.forward([X], ["h2", "y"]).result(timeout=30)
-        assert out["h2"].shape == (3, 32) and (out["h2"] >= 0).all()
+def test_intermediate_blobs_can_be_requested_when_kept_or_under_none():
+    from pooled_predictor import Optimization
+    for kw in ({"optimization": Optimization.NONE}, {"keep": ["h2"]}):
+        with PooledPredictor(config([make_mlp()], **kw)) as pool:
+            out = pool.forward([X], ["h2", "y"]).result(timeout=30)
+            assert out["h2"].shape == (3, 32) and (out["h2"] >= 0).all()
+
+
+def test_an_intermediate_not_kept_under_memory_is_skipped_with_a_warning(caplog):
+    with PooledPredictor(config([make_mlp()])) as pool:  # Optimization.MEMORY by default
+        with caplog.at_level(logging.WARNING, logger="pooled_predictor"):
+            out = pool.forward([X], ["h2", "y"]).result(timeout=30)
+    assert list(out) == ["y"] and "Config.keep" in caplog.text
 
 
 def test_config_validation(mlp_bytes):

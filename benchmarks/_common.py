@@ -1,0 +1,92 @@
+"""Shared by the benchmark scripts: machine and version facts, timing loops, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict:
+    """Where and with what the numbers were taken."""
+    import onnx
+
+    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+            "onnx": onnx.__version__}
+    try:
+        import onnxruntime
+
+        info["onnxruntime"] = onnxruntime.__version__
+    except ImportError:
+        pass
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["blas"] = [f"{i.get('internal_api')} {i.get('version')}" for i in threadpool_info()
+                        if i.get("user_api") == "blas"]
+    except Exception:
+        pass
+    return info
+
+
+def write_results(name: str, rows, **extra) -> Path:
+    """benchmarks/results/<name>.json with the rows, the machine, the versions and the command."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    payload = {"command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name] + sys.argv),
+               "machine": machine(), **extra, "rows": rows}
+    path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    return path
+
+
+def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """A plain-text table: columns are (key, header, format)."""
+    cells = [[h for _, h, _ in columns]] + [[("{:" + f + "}").format(r[k]) if r.get(k) is not None else "-"
+                                             for k, _, f in columns] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def run_threads(fn, threads: int, seconds: float) -> tuple[int, float, list[float]]:
+    """Call fn() in a loop from `threads` Python threads for about `seconds`.
+
+    Returns: (calls, wall seconds, per-call latencies in seconds).
+    """
+    stop = time.perf_counter() + seconds
+    lat: list[float] = []
+    lock = threading.Lock()
+
+    def loop():
+        mine = []
+        while time.perf_counter() < stop:
+            t = time.perf_counter()
+            fn()
+            mine.append(time.perf_counter() - t)
+        with lock:
+            lat.extend(mine)
+
+    ts = [threading.Thread(target=loop) for _ in range(threads)]
+    start = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return len(lat), time.perf_counter() - start, lat
+
+
+def percentiles_ms(lat: list[float]) -> tuple[float, float]:
+    a = np.asarray(lat) * 1e3
+    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
