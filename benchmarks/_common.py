@@ -39,13 +39,21 @@ def machine() -> dict:
     return info
 
 
-def write_results(name: str, rows, **extra) -> Path:
-    """benchmarks/results/<name>.json with the rows, the machine, the versions and the command."""
+def write_results(name: str, rows, *, rows_only: bool = False, **extra) -> Path:
+    """benchmarks/results/<name>.json with the rows, the machine, the versions and the command.
+
+    With rows_only, <name>.json is the bare list of rows and the rest goes to
+    <name>.meta.json beside it.
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    payload = {"command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name] + sys.argv),
-               "machine": machine(), **extra, "rows": rows}
-    path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    meta = {"command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name] + sys.argv),
+            "machine": machine(), **extra}
+    if rows_only:
+        path.write_text(json.dumps(rows, indent=2, default=float) + "\n")
+        (RESULTS / f"{name}.meta.json").write_text(json.dumps(meta, indent=2, default=float) + "\n")
+    else:
+        path.write_text(json.dumps({**meta, "rows": rows}, indent=2, default=float) + "\n")
     return path
 
 

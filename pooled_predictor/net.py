@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import math
+import time
 from collections import OrderedDict
 from functools import partial
 from typing import Callable, Iterable, Mapping, Sequence
@@ -125,6 +126,16 @@ class Net:
     def memory_plan(self):
         """The memory_opt Plan of the current layout (None under Optimization.NONE)."""
         return None if self._layout is None else self._layout.plan
+
+    @property
+    def memory_liveness(self):
+        """The memory_opt Liveness the current plan was made from (None under NONE)."""
+        return None if self._layout is None else self._layout.liveness
+
+    @property
+    def plan_seconds(self) -> float:
+        """Seconds memory_opt took to plan the current layout (0 under NONE)."""
+        return 0.0 if self._layout is None else self._layout.plan_seconds
 
     @property
     def arena_bytes(self) -> int:
@@ -307,21 +318,27 @@ class Net:
         activations = list(self.input_names) + [o for st, _, _ in planned for o in st.node.outputs if o]
         sizes = {n: _nbytes(shape[n], dtype[n]) for n in activations}
 
+        liveness, plan_seconds, plan = None, 0.0, None
+        scratch_offsets: dict[int, int] = {}
         if self.optimization is Optimization.MEMORY:
-            plan = self._plan(planned, sizes, static, keep)
-            offsets = plan.offsets
-            arena_bytes = plan.arena_bytes
-            scratch_offsets = {id(r): offsets[f"{st.node.name}/scratch{j}"]
-                               for st, _, refs in planned for j, r in enumerate(refs)}
+            t0 = time.perf_counter()
+            plan, liveness = self._plan(planned, sizes, static, keep)
+            plan_seconds = time.perf_counter() - t0
+            offsets = dict(plan.offsets)
+            arena_bytes = _aligned(plan.arena_bytes)
+            if self.planner == "arena":  # scratch was planned as values live at one step
+                scratch_offsets = {id(r): offsets[f"{st.node.name}/scratch{j}"]
+                                   for st, _, refs in planned for j, r in enumerate(refs)}
         else:
-            plan = None
             offsets, arena_bytes = {}, 0
             for n in activations:  # NONE: every blob its own region of the arena
                 offsets[n] = arena_bytes
                 arena_bytes += _aligned(sizes[n])
+        if not scratch_offsets:
+            # NONE and the fb-caffe-exts baseline: scratch lives while its node runs,
+            # so all nodes share one workspace after the blobs (as Caffe's col buffer).
             workspace = max((sum(_aligned(r.nbytes) for r in refs) for _, _, refs in planned), default=0)
-            scratch_offsets = {}
-            for _, _, refs in planned:  # scratch lives while its node runs: one shared workspace
+            for _, _, refs in planned:
                 at = arena_bytes
                 for r in refs:
                     scratch_offsets[id(r)] = at
@@ -347,8 +364,10 @@ class Net:
             readable = set(static) | set(self.input_names) | (keep & set(blobs))
         else:
             readable = set(blobs)
-        return _Layout(blobs, run, run_nodes, dynamic, arena, plan, readable,
-                       activation_bytes=sum(sizes.values()))
+        layout = _Layout(blobs, run, run_nodes, dynamic, arena, plan, readable,
+                         activation_bytes=sum(sizes.values()))
+        layout.liveness, layout.plan_seconds = liveness, plan_seconds
+        return layout
 
     def _plan(self, planned, sizes: dict, static: dict, keep: set):
         """memory_opt plan of the activations (and scratch) of these bound steps."""
@@ -366,7 +385,8 @@ class Net:
             node = st.node
             reads = [i for i in dict.fromkeys(node.inputs) if i and i not in static]
             writes = [o for o in node.outputs if o]
-            scratch = [f"{node.name}/scratch{j}" for j in range(len(refs))]
+            # the arena planner places scratch too; the fb baseline leaves it to one workspace
+            scratch = [f"{node.name}/scratch{j}" for j in range(len(refs))] if self.planner == "arena" else []
             for name, r in zip(scratch, refs):
                 sizes[name] = r.nbytes
             inplace = None
@@ -386,7 +406,7 @@ class Net:
             plan = plan_shared_buffers(liveness)
         else:
             plan = plan_arena(liveness)
-        return plan
+        return plan, liveness
 
     def _run_dynamic(self, step: Step) -> None:
         """Run a node whose shapes depend on data: infer, allocate and run now."""
@@ -477,12 +497,14 @@ def check_inputs(program: Program, inputs, check_shapes=None) -> dict[str, np.nd
 class _Layout:
     """Everything a Net binds for one set of input shapes."""
 
-    __slots__ = ("blobs", "run", "run_nodes", "dynamic", "arena", "plan", "readable", "activation_bytes")
+    __slots__ = ("blobs", "run", "run_nodes", "dynamic", "arena", "plan", "readable", "activation_bytes",
+                 "liveness", "plan_seconds")
 
     def __init__(self, blobs, run, run_nodes, dynamic, arena, plan, readable, activation_bytes):
         self.blobs, self.run, self.run_nodes, self.dynamic = blobs, run, run_nodes, dynamic
         self.arena, self.plan, self.readable = arena, plan, readable
         self.activation_bytes = activation_bytes
+        self.liveness, self.plan_seconds = None, 0.0
 
     @property
     def nbytes(self) -> int:

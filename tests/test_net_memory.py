@@ -23,7 +23,10 @@ def test_memory_outputs_are_bit_identical_and_the_plan_is_valid(planner):
     plan = mem.memory_plan
     plan.validate()
     assert plan.arena_bytes >= plan.lower_bound_bytes
-    assert mem.arena_bytes == plan.arena_bytes
+    if planner == "arena":  # the arena holds exactly the plan (rounded up to 64 bytes)
+        assert mem.arena_bytes == -(-plan.arena_bytes // 64) * 64
+    else:  # the fb baseline shares activations; kernel scratch gets one workspace after them
+        assert mem.arena_bytes >= plan.arena_bytes
     assert none.memory_plan is None
 
 
