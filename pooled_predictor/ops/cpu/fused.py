@@ -1,0 +1,195 @@
+"""Fused CPU kernels of our own domain ("pooled_predictor", opset 1), emitted by the graph passes.
+
+FusedConv and FusedGemm run the existing Conv / Gemm kernel class into `out`
+and then apply their activation to `out` in place: one pass over Y instead of
+a second node writing a second blob. Gelu and HardSwish are the ONNX ops
+(Gelu-20, HardSwish-14) under our domain, for models whose default-domain
+opset predates them (a pass never raises a model's opset: that would change
+the meaning of its other ops, e.g. Squeeze-13 or ReduceMean-18).
+
+Semantics and attributes: ops/shapes/fused.py. Every activation is computed
+with the same numpy operations as its stand-alone kernel (elementwise.py,
+activation.py), so a fused graph gives the same bits as the unfused one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from ..registry import kernel
+from ..shapes.fused import DOMAIN, activation_problem
+from .activation import Gelu as _OnnxGelu
+from .activation import HardSwish as _OnnxHardSwish
+from .activation import _gelu_check
+from ._special import CHUNK, erf_float32, erf_workspace_shape
+from .conv import Conv
+from .gemm import Gemm
+
+
+def _check(attrs, version):
+    return activation_problem(attrs)
+
+
+def _bound(value: float, dtype: np.dtype, lowest: bool):
+    """A Clip bound as a scalar of `dtype`; an infinite one is the absent bound (finfo extreme)."""
+    if np.isinf(value):
+        info = np.finfo(dtype)
+        return info.min if lowest else info.max
+    with np.errstate(over="ignore"):
+        return np.asarray(value).astype(dtype)[()]
+
+
+class Activation:
+    """An activation applied in place to an array of fixed shape and dtype.
+
+    Args:
+        ctx: the fused node's OpContext (for scratch workspace).
+        name: one of ops.shapes.fused.ACTIVATIONS.
+        params: its activation_params (floats).
+        shape, dtype: of the array it will be applied to.
+    """
+
+    def __init__(self, ctx, name: str, params, shape, dtype):
+        self.name = name
+        dtype = np.dtype(dtype)
+        p = [float(v) for v in params]
+        self.tmp = None
+        if name in ("HardSwish", "LeakyRelu"):
+            self.tmp = ctx.scratch(shape, dtype)
+        if name == "Clip":
+            self.lo, self.hi = _bound(p[0], dtype, True), _bound(p[1], dtype, False)
+        elif name == "LeakyRelu":
+            self.alpha = p[0]
+        elif name == "HardSigmoid":
+            self.alpha, self.beta = p
+        self.apply = getattr(self, "_" + name.lower())
+
+    def _relu(self, y):
+        np.maximum(y, 0, out=y)
+
+    def _sigmoid(self, y):
+        special.expit(y, out=y)
+
+    def _clip(self, y):
+        np.clip(y, self.lo, self.hi, out=y)
+
+    def _hardsigmoid(self, y):
+        y *= self.alpha
+        y += self.beta
+        np.clip(y, 0.0, 1.0, out=y)
+
+    def _hardswish(self, y):
+        """y * max(0, min(1, y / 6 + 1/2))."""
+        t = self.tmp.array
+        np.multiply(y, 1.0 / 6.0, out=t)
+        t += 0.5
+        np.clip(t, 0.0, 1.0, out=t)
+        with np.errstate(invalid="ignore"):
+            np.multiply(y, t, out=y)
+
+    def _leakyrelu(self, y):
+        """y for y >= 0, alpha * y below (as LeakyRelu's kernel computes it)."""
+        t, a = self.tmp.array, self.alpha
+        if 0.0 < a <= 1.0:
+            np.multiply(y, a, out=t)
+            np.maximum(y, t, out=y)
+        elif a > 1.0:
+            np.multiply(y, a, out=t)
+            np.minimum(y, t, out=y)
+        else:
+            with np.errstate(invalid="ignore"):
+                np.minimum(y, 0, out=t)
+                t *= a
+                np.maximum(y, 0, out=y)
+                y += t
+
+
+@kernel("FusedConv", since=1, domain=DOMAIN, check=_check)
+class FusedConv:
+    """Y = activation(X (*) W + B): the Conv kernel class, then the activation in place on Y.
+
+    Shapes: X (N, C, D1, ..., Dn), W (M, C / group, k1, ..., kn), B (M,),
+    Y (N, M, O1, ..., On), as ONNX Conv (ops/cpu/conv.py).
+    """
+
+    def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None,
+                 group=1, kernel_shape=None, pads=None, strides=None):
+        self.conv = Conv(ctx, auto_pad=auto_pad, dilations=dilations, group=group,
+                         kernel_shape=kernel_shape, pads=pads, strides=strides)
+        self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
+
+    def __call__(self, x, w, b=None, *, out):
+        self.conv(x, w, b, out=out)
+        self.act.apply(out)
+
+
+@kernel("FusedGemm", since=1, domain=DOMAIN, check=_check)
+class FusedGemm:
+    """Y = activation(alpha * A' @ B' + beta * C): the Gemm kernel class, then the activation in place.
+
+    Shapes: A' (M, K), B' (K, N), C broadcasting to (M, N), Y (M, N), as ONNX Gemm (ops/cpu/gemm.py).
+    """
+
+    def __init__(self, ctx, *, activation, activation_params=(), alpha=1.0, beta=1.0, transA=0, transB=0):
+        self.gemm = Gemm(ctx, alpha=alpha, beta=beta, transA=transA, transB=transB)
+        self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
+
+    def __call__(self, a, b, c=None, *, out):
+        self.gemm(a, b, c, out=out)
+        self.act.apply(out)
+
+
+@kernel("Gelu", since=1, domain=DOMAIN, inplace=(0,), check=_gelu_check)
+class Gelu:
+    """ONNX Gelu-20 for models whose default opset is below 20 (Hendrycks & Gimpel 2016).
+
+    approximate="none": Y = 0.5 X (1 + erf(X / sqrt(2))), computed in the
+    exporters' order -- X / sqrt(2) (sqrt(2) rounded to X's dtype), erf, + 1,
+    * X, * 0.5 -- with the Erf kernel's own erf (ops/cpu/_special.py for
+    float32): the same operations, hence the same bits, as the Div/Erf/Add/Mul/
+    Mul nodes PyTorch and PaddlePaddle export and the GELU pass replaces
+    (multiplying by 0.5 is exact, so where the exporter put it does not matter).
+    ONNX Gelu's kernel computes erf(X * (1/sqrt(2))) and differs from those
+    nodes by rounding, which a deep network amplifies (PP-OCR det: ~1e-5 of
+    its output scale).
+    approximate="tanh": ONNX Gelu's kernel (ops/cpu/activation.py).
+    Computed a chunk of CHUNK elements at a time. Shapes: Y as X. Workspace: one chunk
+    (+ erf's for float32).
+    """
+
+    def __init__(self, ctx, *, approximate="none"):
+        self.onnx = _OnnxGelu(ctx, approximate=approximate) if approximate == "tanh" else None
+        if self.onnx is not None:
+            return
+        dtype = np.dtype(ctx.dtype(0))
+        self.sqrt2 = np.asarray(np.sqrt(2.0), dtype)[()]
+        size = int(np.prod(ctx.shape(0)))
+        self.chunk = max(1, min(size, CHUNK))
+        self.tmp = ctx.scratch((self.chunk,), dtype)
+        self.erf_work = None
+        if dtype == np.float32:
+            self.erf_work = ctx.scratch(erf_workspace_shape(self.chunk), np.float32)
+
+    def __call__(self, x, *, out):
+        if self.onnx is not None:
+            self.onnx(x, out=out)
+            return
+        xf, of = x.reshape(-1), out.reshape(-1)
+        n, tmp = xf.size, self.tmp.array
+        for s in range(0, n, self.chunk):  # a chunk at a time: its five passes stay in cache
+            e = min(n, s + self.chunk)
+            t, xs, os_ = tmp[:e - s], xf[s:e], of[s:e]
+            np.divide(xs, self.sqrt2, out=t)
+            if self.erf_work is not None:
+                erf_float32(t, t, self.erf_work.array)
+            else:
+                special.erf(t, out=t)
+            t += 1.0
+            np.multiply(xs, t, out=os_)  # out may be x: each chunk is read before it is written
+            os_ *= 0.5
+
+
+@kernel("HardSwish", since=1, domain=DOMAIN, inplace=(0,))
+class HardSwish(_OnnxHardSwish):
+    """ONNX HardSwish-14 (see ops/cpu/activation.py) for models whose default opset is below 14."""

@@ -1,0 +1,83 @@
+"""Shape rules of our own fused ops (domain "pooled_predictor", opset 1).
+
+The graph passes (pooled_predictor/passes) emit these ops; a graph that uses
+them imports the domain (graph.opset["pooled_predictor"] = 1).
+
+    FusedConv(X, W [, B])  = activation(Conv(X, W, B))    attributes: Conv's + activation, activation_params
+    FusedGemm(A, B [, C])  = activation(Gemm(A, B, C))    attributes: Gemm's + activation, activation_params
+    Gelu(X)                = ONNX Gelu-20 (approximate "none" | "tanh"), for models below opset 20
+    HardSwish(X)           = ONNX HardSwish-14, for models below opset 14
+
+`activation` names an ONNX activation and `activation_params` its float
+parameters, in this order (the names and order onnxruntime's FusedConv uses):
+
+    Relu         []
+    Sigmoid      []
+    HardSwish    []
+    LeakyRelu    [alpha]
+    HardSigmoid  [alpha, beta]
+    Clip         [min, max]   (-inf / +inf: that bound absent, as Clip-11's absent input)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import shape_rule
+from .conv import conv as _conv_rule
+from .gemm import gemm as _gemm_rule
+
+DOMAIN = "pooled_predictor"
+DOMAIN_VERSION = 1
+
+# activation -> number of activation_params it takes
+ACTIVATIONS: dict[str, int] = {
+    "Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2,
+}
+
+
+def activation_problem(attrs: dict) -> str | None:
+    """Why a fused node's activation attributes are invalid, or None when they are fine."""
+    name = attrs.get("activation")
+    if isinstance(name, bytes):
+        name = name.decode()
+    if name not in ACTIVATIONS:
+        return f"activation={name!r} is not one of {sorted(ACTIVATIONS)}"
+    params = list(attrs.get("activation_params", []) or [])
+    if len(params) != ACTIVATIONS[name]:
+        return (f"activation {name} takes {ACTIVATIONS[name]} activation_params, "
+                f"got {len(params)}: {params}")
+    return None
+
+
+def _check_float(ctx, what: str):
+    dt = np.dtype(ctx.dtype(0))
+    if dt.kind != "f":
+        raise ctx.error(f"{what} takes float tensors, got {dt}")
+
+
+@shape_rule("FusedConv", domain=DOMAIN)
+def fused_conv(ctx):
+    """Y as Conv's (ops/shapes/conv.py); the activation keeps the shape."""
+    reason = activation_problem(ctx.attrs)
+    if reason:
+        raise ctx.error(reason)
+    _check_float(ctx, "FusedConv")
+    return _conv_rule(ctx)
+
+
+@shape_rule("FusedGemm", domain=DOMAIN)
+def fused_gemm(ctx):
+    """Y (M, N) as Gemm's (ops/shapes/gemm.py); the activation keeps the shape."""
+    reason = activation_problem(ctx.attrs)
+    if reason:
+        raise ctx.error(reason)
+    _check_float(ctx, "FusedGemm")
+    return _gemm_rule(ctx)
+
+
+@shape_rule("Gelu", "HardSwish", domain=DOMAIN)
+def unary_float(ctx):
+    """Y has X's shape and dtype; X must be a float tensor (as the ONNX ops require)."""
+    _check_float(ctx, ctx.node.op_type)
+    return [(ctx.shape(0), ctx.dtype(0))]
