@@ -5,6 +5,7 @@
                          [--threads N] [--requests R] [--shape NAME=1x3x224x224] [--dim NAME=V]
     pooled-predictor ops [--device cpu|cuda]
     pooled-predictor zoo NAME -o FILE.onnx [--seed S] [--opset V] [--batch N]
+    pooled-predictor inspect MODEL.onnx [--level all] [--input-shapes x:1x3x224x224] [--disable PASS]
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def _cmd_run(args) -> int:
     from .pool import Config, PooledPredictor
 
     config = Config(model_paths=[args.model], num_threads=args.threads,
-                    queue_capacity=max(args.threads * 2, 1))
+                    queue_capacity=max(args.threads * 2, 1), graph_optimization_level=args.level)
     with PooledPredictor(config) as pool:
         predictor = pool.predictor(0)
         if args.input:
@@ -164,6 +165,14 @@ def _cmd_zoo(args) -> int:
     return 0
 
 
+def _cmd_inspect(args) -> int:
+    from .passes import inspect, parse_input_shapes
+
+    shapes = parse_input_shapes(args.input_shapes) if args.input_shapes else None
+    print(inspect(args.model, args.level, input_shapes=shapes, disable=args.disable or ()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pooled-predictor", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -182,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--requests", type=int, default=20)
     r.add_argument("--shape", action="append", help="NAME=1x3x224x224 for random inputs")
     r.add_argument("--dim", action="append", help="symbolic dimension NAME=VALUE (default 1)")
+    r.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"],
+                   help="graph optimization level")
     r.set_defaults(fn=_cmd_run)
 
     o = sub.add_parser("ops", help="list registered ops, versions and devices")
@@ -196,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--opset", type=int, default=17)
     z.add_argument("--batch", default="N", help="a number, or a symbolic name (default N)")
     z.set_defaults(fn=_cmd_zoo)
+
+    i = sub.add_parser("inspect", help="node counts per op type before and after each graph pass")
+    i.add_argument("model")
+    i.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"])
+    i.add_argument("--input-shapes", help="x:1x3x224x224[,y:...] to fold shape computations")
+    i.add_argument("--disable", action="append", help="a pass not to run (repeatable)")
+    i.set_defaults(fn=_cmd_inspect)
     return p
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import collections
+import queue
 import logging
 import os
 import threading
@@ -92,6 +92,9 @@ class Config:
             input) or "keep" the job's layout for the next job.
         layout_cache_bytes: per-Net budget of cached layouts of other shapes, so
             alternating shapes are not re-planned every job.
+        graph_optimization_level: "none", "basic", "extended" or "all" (default):
+            the graph passes run on each model before it is compiled.
+        disabled_passes: pass names never to run.
         device: "cpu" or "cuda".
         unknown_output: "warn" (log and skip, as fb-caffe-exts) or "raise".
     """
@@ -111,6 +114,8 @@ class Config:
     keep: Sequence[str] = ()
     shape_policy: str = "restore"
     layout_cache_bytes: int = 256 << 20
+    graph_optimization_level: str = "all"
+    disabled_passes: Sequence[str] = ()
     device: str = "cpu"
     unknown_output: str = "warn"
 
@@ -126,6 +131,9 @@ class Config:
             raise ValueError(f"Config: admission must be 'block' or 'fail', got {self.admission!r}")
         if self.shape_policy not in ("restore", "keep"):
             raise ValueError(f"Config: shape_policy must be 'restore' or 'keep', got {self.shape_policy!r}")
+        if self.graph_optimization_level not in ("none", "basic", "extended", "all"):
+            raise ValueError("Config: graph_optimization_level must be none, basic, extended or all, "
+                             f"got {self.graph_optimization_level!r}")
         if self.planner not in ("arena", "shared"):
             raise ValueError(f"Config: planner must be 'arena' or 'shared', got {self.planner!r}")
         if self.unknown_output not in ("warn", "raise"):
@@ -140,83 +148,141 @@ class Config:
         return int(self.queue_capacity or self.num_threads)
 
 
+class _JobFuture(Future):
+    """A job's Future: cancel() also takes the job out of the queue (and frees its slot)."""
+
+    _core = None
+    _job = None
+
+    def cancel(self) -> bool:
+        cancelled = super().cancel()
+        core, job = self._core, self._job
+        if cancelled and core is not None:
+            self._core = self._job = None
+            core.cancelled(job)
+        return cancelled
+
+
 class _Job:
-    __slots__ = ("net_id", "inputs", "output_names", "future", "submitted", "enqueued", "deadline")
+    __slots__ = ("net_id", "inputs", "output_names", "future", "submitted", "enqueued", "deadline",
+                 "slot", "state")
 
     def __init__(self, net_id, inputs, output_names, deadline):
         self.net_id = net_id
         self.inputs = inputs
         self.output_names = output_names
-        self.future = Future()
+        self.future = _JobFuture()
         self.submitted = time.perf_counter()
         self.enqueued = self.submitted
         self.deadline = deadline  # time.monotonic() value or None
+        self.slot = False         # holds one of the queue's `capacity` slots
+        self.state = "new"        # new -> queued -> taken | removed
 
 
 _STOP = object()
 
 
 class _JobQueue:
-    """Bounded FIFO with blocking/timed/fail-fast put, removal of cancelled jobs, and close."""
+    """Bounded MPMC FIFO: blocking, timed or fail-fast put; removal of cancelled jobs; close.
+
+    Jobs travel through a queue.SimpleQueue (C: the cheapest hand-over between
+    threads); the bound is `capacity` slot tokens in a second SimpleQueue (a
+    counting semaphore implemented in C, with timeouts), taken by put() and
+    given back when a worker takes the job or when the job is cancelled while
+    queued. A cancelled job stays in the SimpleQueue and is skipped when a
+    worker reaches it, but it gives its slot back at once: for producers it is
+    gone. Jobs put by a worker (force=True) take no slot, so a worker never
+    blocks on its own queue.
+    """
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self._items: collections.deque = collections.deque()
-        self._cond = threading.Condition()
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._slots: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(capacity):
+            self._slots.put(None)
+        self._lock = threading.Lock()
+        self._size = 0
         self.closed = False
 
     def __len__(self):
-        return sum(1 for j in self._items if j is not _STOP)
+        return self._size
 
     def put(self, job: _Job, block: bool, timeout: float | None, force: bool = False) -> int:
         """Append a job; returns the queue size after it. Raises QueueFullError / PoolClosedError."""
-        with self._cond:
-            if self.closed:
-                raise PoolClosedError("the pool is closed")
-            if not force and len(self._items) >= self.capacity:
+        if self.closed:
+            raise PoolClosedError("the pool is closed")
+        if not force:
+            try:
+                self._slots.get(block, timeout if block else None)
+            except queue.Empty:
                 if not block:
-                    raise QueueFullError(f"the job queue is full ({self.capacity} jobs)")
-                end = None if timeout is None else time.monotonic() + timeout
-                while len(self._items) >= self.capacity and not self.closed:
-                    left = None if end is None else end - time.monotonic()
-                    if left is not None and left <= 0:
-                        raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
-                                             f"for {timeout:.3f} s")
-                    self._cond.wait(left)
-                if self.closed:
-                    raise PoolClosedError("the pool was closed while waiting for room in the queue")
-            self._items.append(job)
-            self._cond.notify_all()
-            return len(self._items)
+                    raise QueueFullError(f"the job queue is full ({self.capacity} jobs)") from None
+                raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
+                                     f"for {timeout:.3f} s") from None
+            job.slot = True
+        with self._lock:  # atomic with close(): no job can land behind the stop markers
+            if self.closed:
+                self._give_back(job)
+                raise PoolClosedError("the pool was closed while waiting for room in the queue")
+            job.state = "queued"
+            self._size += 1
+            self._q.put(job)
+            return self._size
 
     def get(self):
-        with self._cond:
-            while not self._items:
-                self._cond.wait()
-            item = self._items.popleft()
-            self._cond.notify_all()
-            return item
+        """The next job (or _STOP) for a worker; skips cancelled jobs."""
+        while True:
+            job = self._q.get()
+            if job is _STOP:
+                return job
+            with self._lock:
+                if job.state != "queued":
+                    continue  # removed (cancelled) while queued
+                job.state = "taken"
+                self._size -= 1
+            self._give_back(job)
+            return job
 
     def remove(self, job: _Job) -> bool:
-        with self._cond:
-            try:
-                self._items.remove(job)
-            except ValueError:
+        """Take a queued job out (cancellation); False if a worker already has it."""
+        with self._lock:
+            if job.state != "queued":
                 return False
-            self._cond.notify_all()
-            return True
+            job.state = "removed"
+            self._size -= 1
+        self._give_back(job)
+        return True
+
+    def _give_back(self, job: _Job) -> None:
+        if job.slot:
+            job.slot = False
+            self._slots.put(None)
 
     def close(self, stops: int, drain: bool) -> list[_Job]:
-        """Refuse new jobs; append `stops` stop markers; return the pending jobs if drain."""
-        with self._cond:
+        """Refuse new jobs; append `stops` stop markers; return the queued jobs if drain."""
+        with self._lock:
             self.closed = True
             pending = []
             if drain:
-                pending = [j for j in self._items if j is not _STOP]
-                self._items = collections.deque(j for j in self._items if j is _STOP)
-            self._items.extend([_STOP] * stops)
-            self._cond.notify_all()
-            return pending
+                while True:
+                    try:
+                        job = self._q.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is _STOP or job.state != "queued":
+                        continue
+                    job.state = "removed"
+                    pending.append(job)
+                self._size = 0
+            for _ in range(stops):
+                self._q.put(_STOP)
+        for job in pending:
+            self._give_back(job)
+        # Wake producers blocked on a full queue: each one that wakes finds the pool
+        # closed and gives its slot back, which wakes the next (a cascade).
+        self._slots.put(None)
+        return pending
 
 
 class _Core:
@@ -230,7 +296,7 @@ class _Core:
         self.stats = StatsRecorder(range(len(predictors)))
         self.threads: list[threading.Thread] = []
         self.threads_lock = threading.Lock()
-        self.idle = 0
+        self.idle: list[bool] = []  # per worker, written only by that worker
         self.local = threading.local()  # .worker: True on this pool's workers; .depth: inline depth
         self.known_outputs = [self._readable(p) for p in predictors]
 
@@ -254,35 +320,41 @@ class _Core:
             log.exception("Callback.%s raised; ignored", method)
 
     # ---- workers -----------------------------------------------------------------
+    def cancelled(self, job: _Job) -> None:
+        """A job's Future was cancelled: out of the queue if it is still there."""
+        if self.queue.remove(job):
+            self.stats.count(job.net_id, "cancelled")
+
     def in_worker(self) -> bool:
         return getattr(self.local, "worker", False)
 
     def maybe_start_worker(self) -> None:
+        """Start a worker if none is idle and fewer than num_threads run (fb-caffe-exts' policy)."""
+        if len(self.threads) >= self.config.num_threads or any(self.idle):
+            return
         with self.threads_lock:
-            if self.idle > 0 or len(self.threads) >= self.config.num_threads or self.queue.closed:
+            if len(self.threads) >= self.config.num_threads or any(self.idle) or self.queue.closed:
                 return
             index = len(self.threads)
-            t = threading.Thread(target=self.worker_main, name=f"pooled-predictor-{index}", daemon=True)
+            t = threading.Thread(target=self.worker_main, args=(index,), name=f"pooled-predictor-{index}",
+                                 daemon=True)
+            self.idle.append(True)  # idle until it takes its first job
             self.threads.append(t)
-            self.idle += 1  # counted idle until it takes its first job
         t.start()
 
-    def worker_main(self) -> None:
+    def worker_main(self, index: int) -> None:
         self.local.worker = True
         self.local.depth = 0
-        first = True
+        idle = self.idle
         while True:
-            if not first:
-                with self.threads_lock:
-                    self.idle += 1
-            first = False
+            idle[index] = True
             job = self.queue.get()
-            with self.threads_lock:
-                self.idle -= 1
+            idle[index] = False
             if job is _STOP:
                 return
             if not job.future.set_running_or_notify_cancel():
-                continue  # cancelled after all (counted by the cancel hook)
+                self.stats.count(job.net_id, "cancelled")  # cancelled between take and start
+                continue
             self.notify("on_job_dequeued")
             try:
                 self.process(job, inline=False)
@@ -308,7 +380,7 @@ class _Core:
         net = None
         try:
             net = self.predictors[job.net_id].net()
-            net.forward(job.inputs)
+            net.forward_checked(job.inputs)  # checked in the caller's thread at submit
             result = {n: np.array(net.blob_by_name(n)) for n in job.output_names}
         except BaseException as exc:
             error = exc
@@ -357,7 +429,9 @@ class PooledPredictor:
         sources = list(config.model_paths) or list(config.model_bytes)
         predictors = [Predictor(src, device=config.device, optimization=config.optimization,
                                 planner=config.planner, keep=config.keep,
-                                cache_bytes=config.layout_cache_bytes, disable_blas_threading=False)
+                                cache_bytes=config.layout_cache_bytes,
+                                graph_optimization_level=config.graph_optimization_level,
+                                disabled_passes=config.disabled_passes, disable_blas_threading=False)
                       for src in sources]
         self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
         self._core = _Core(config, predictors, callback)
@@ -453,7 +527,7 @@ class PooledPredictor:
 
         if core.in_worker() and self.config.allow_inline_scheduling \
                 and core.local.depth < self.config.max_inline_depth:
-            core.stats.count(net_id, "submitted")
+            core.stats.record(net_id, "submitted")
             core.local.depth += 1
             try:
                 core.process(job, inline=True)
@@ -472,15 +546,10 @@ class PooledPredictor:
             core.stats.count(net_id, "rejected")
             raise
         job.enqueued = time.perf_counter()
-        core.stats.count(net_id, "submitted")
-        job.future.add_done_callback(lambda f, job=job: self._on_done(job))
+        core.stats.record(net_id, "submitted")
+        job.future._core, job.future._job = core, job  # so that cancel() can take it out
         core.notify("on_job_enqueued", size, (job.enqueued - t0) * 1e3)
         return job.future
-
-    def _on_done(self, job: _Job) -> None:
-        if job.future.cancelled():
-            self._core.queue.remove(job)
-            self._core.stats.count(job.net_id, "cancelled")
 
     def _resolve_outputs(self, net_id: int, output_names) -> list[str]:
         program = self._core.predictors[net_id].program
@@ -530,7 +599,8 @@ class PooledPredictor:
                 with core.threads_lock:  # no worker can start between counting and closing
                     pending = core.queue.close(len(core.threads), drain=cancel_pending)
                 for job in pending:
-                    job.future.cancel()  # counted by the job's done-callback
+                    if job.future.cancel():
+                        core.stats.count(job.net_id, "cancelled")
                 _live_pools.discard(self)
                 if self._blas_token is not None:
                     release_blas_threads(self._blas_token)

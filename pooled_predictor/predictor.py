@@ -40,7 +40,12 @@ class Predictor:
             memory and keeps all of them (fb-caffe-exts' names).
         planner: "arena" (offset planning to the liveness lower bound) or
             "shared" (fb-caffe-exts' shared-buffer baseline), under MEMORY.
-        keep: intermediate blobs that stay readable under MEMORY.
+        keep: intermediate blobs that stay readable under MEMORY (the graph
+            passes leave them in place too).
+        graph_optimization_level: "none", "basic", "extended" or "all" (default,
+            as onnxruntime's): the passes run between import and compile (see
+            pooled_predictor.passes); `optimization_report` says what they did.
+        disabled_passes: pass names never to run (Paddle's delete_pass).
         cache_bytes: per-Net budget of cached layouts for other input shapes.
         disable_blas_threading: limit BLAS to one thread per call while this
             Predictor lives (fb-caffe-exts' default).
@@ -51,8 +56,22 @@ class Predictor:
 
     def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.MEMORY,
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
+                 graph_optimization_level: str = "all", disabled_passes=(),
                  disable_blas_threading: bool = True):
         graph = model if isinstance(model, Graph) else load_onnx(model, device=device)
+        self.imported_graph = graph
+        self.optimization_report = None
+        if graph_optimization_level != "none" or disabled_passes:
+            from .passes import optimize
+
+            # blobs named in `keep` stay: passes never remove or rename graph outputs
+            keep_outputs = [k for k in keep if k not in graph.output_names]
+            if keep_outputs:
+                graph = graph.copy()
+                graph.outputs = list(graph.outputs) + [Value(k) for k in keep_outputs]
+            graph, self.optimization_report = optimize(graph, graph_optimization_level, disable=disabled_passes)
+            if keep_outputs:
+                graph.outputs = graph.outputs[:len(graph.outputs) - len(keep_outputs)]
         self.graph = graph
         self.device = device
         self.optimization = Optimization(optimization)

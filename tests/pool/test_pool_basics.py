@@ -119,7 +119,7 @@ def test_unknown_output_can_raise():
 
 def test_intermediate_blobs_can_be_requested_when_kept_or_under_none():
     from pooled_predictor import Optimization
-    for kw in ({"optimization": Optimization.NONE}, {"keep": ["h2"]}):
+    for kw in ({"optimization": Optimization.NONE, "graph_optimization_level": "none"}, {"keep": ["h2"]}):
         with PooledPredictor(config([make_mlp()], **kw)) as pool:
             out = pool.forward([X], ["h2", "y"]).result(timeout=30)
             assert out["h2"].shape == (3, 32) and (out["h2"] >= 0).all()
