@@ -67,7 +67,8 @@ class Future(cf.Future):
     """
 
     def _invoke_callbacks(self):
-        _trampoline(self._run_callbacks)
+        if self._done_callbacks:
+            _trampoline(self._run_callbacks)
 
     def _run_callbacks(self):  # count, not only log, callback errors
         for callback in self._done_callbacks:

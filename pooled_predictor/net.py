@@ -61,6 +61,12 @@ class Net:
         self.keep = tuple(keep)
         self.cache_bytes = int(cache_bytes)
         self._declared = {v.name: v for v in program.inputs}
+        # name -> (rank or None, ((axis, fixed size), ...)) for fast shape checks
+        self._fixed_dims = {v.name: (None, ()) if v.shape is None else
+                            (len(v.shape), tuple((i, d) for i, d in enumerate(v.shape) if isinstance(d, int)))
+                            for v in program.inputs}
+        self._default_shapes = None
+        self._input_specs = [(v.name, v.dtype, *self._fixed_dims[v.name]) for v in program.inputs]
         self._layouts: "OrderedDict[tuple, _Layout]" = OrderedDict()
         self._default_invalid = False
         self.layouts_built = 0
@@ -150,8 +156,10 @@ class Net:
     # ---- input checks --------------------------------------------------------
     def default_input_shapes(self) -> dict[str, tuple]:
         """Declared input shapes, symbolic or unknown dimensions taken as 1."""
-        return {v.name: tuple(d if isinstance(d, int) else 1 for d in (v.shape or ()))
-                for v in self.program.inputs}
+        if self._default_shapes is None:
+            self._default_shapes = {v.name: tuple(d if isinstance(d, int) else 1 for d in (v.shape or ()))
+                                    for v in self.program.inputs}
+        return dict(self._default_shapes)
 
     def check_shapes(self, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple]:
         """Validate input shapes against the model's declared ranks and fixed dims.
@@ -161,28 +169,32 @@ class Net:
                 dimension that differs, or a negative dimension.
         """
         names = self.input_names
-        unknown = [n for n in input_shapes if n not in self._declared]
-        missing = [n for n in names if n not in input_shapes]
-        if unknown or missing:
+        if len(input_shapes) != len(names) or any(n not in input_shapes for n in names):
+            unknown = [n for n in input_shapes if n not in self._declared]
+            missing = [n for n in names if n not in input_shapes]
             raise InputError(f"inputs {sorted(input_shapes)} do not match the model's inputs {names}"
                              + (f"; unknown: {unknown}" if unknown else "")
                              + (f"; missing: {missing}" if missing else ""))
         shapes = {}
         for n in names:
-            shape = tuple(int(d) for d in input_shapes[n])
-            decl = self._declared[n].shape
-            if any(d < 0 for d in shape):
-                raise InputError(f"input {n!r}: negative dimension in {shape}")
-            if decl is not None:
-                if len(shape) != len(decl):
-                    raise InputError(f"input {n!r}: expected rank {len(decl)} (shape {_fmt(decl)}), "
-                                     f"got rank {len(shape)} (shape {shape})")
-                bad = [i for i, (d, e) in enumerate(zip(shape, decl)) if isinstance(e, int) and d != e]
-                if bad:
-                    raise InputError(f"input {n!r}: expected shape {_fmt(decl)}, got {shape} "
-                                     f"(dimension {bad[0]} must be {decl[bad[0]]})")
+            shape = tuple(map(int, input_shapes[n]))
+            rank, fixed = self._fixed_dims[n]
+            if rank is not None and len(shape) != rank or min(shape, default=0) < 0 \
+                    or any(shape[i] != d for i, d in fixed):
+                self._shape_error(n, shape)
             shapes[n] = shape
         return shapes
+
+    def _shape_error(self, n: str, shape: tuple):
+        decl = self._declared[n].shape
+        if any(d < 0 for d in shape):
+            raise InputError(f"input {n!r}: negative dimension in {shape}")
+        if len(shape) != len(decl):
+            raise InputError(f"input {n!r}: expected rank {len(decl)} (shape {_fmt(decl)}), "
+                             f"got rank {len(shape)} (shape {shape})")
+        bad = [i for i, (d, e) in enumerate(zip(shape, decl)) if isinstance(e, int) and d != e]
+        raise InputError(f"input {n!r}: expected shape {_fmt(decl)}, got {shape} "
+                         f"(dimension {bad[0]} must be {decl[bad[0]]})")
 
     def check_inputs(self, inputs) -> dict[str, np.ndarray]:
         """Normalize inputs (list in input order, dict by name, or one array) and check them.
@@ -192,7 +204,20 @@ class Net:
         Raises:
             InputError: wrong count, names, rank, fixed dims or dtype.
         """
-        return check_inputs(self.program, inputs, self.check_shapes)
+        if type(inputs) is dict and len(inputs) == len(self._input_specs):
+            arrays = {}
+            for name, dtype, rank, fixed in self._input_specs:  # the common case, cheaply
+                a = inputs.get(name)
+                if type(a) is not np.ndarray or (dtype is not None and a.dtype != dtype) \
+                        or (rank is not None and a.ndim != rank):
+                    break
+                shape = a.shape
+                if any(shape[i] != d for i, d in fixed):
+                    break
+                arrays[name] = a
+            else:
+                return arrays
+        return check_inputs(self.program, inputs, self.check_shapes)  # anything else, with messages
 
     # ---- reshape -------------------------------------------------------------
     def reshape(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> None:
@@ -208,7 +233,14 @@ class Net:
             InputError: shapes that do not fit the declared inputs.
             ShapeInferenceError: shapes the model's operators reject.
         """
+        current = self._input_shapes
+        if input_shapes is not None and current is not None and len(input_shapes) == len(current) \
+                and all(tuple(input_shapes.get(n, ())) == s for n, s in current.items()):
+            return  # same shapes: nothing to do
         shapes = self.check_shapes(input_shapes if input_shapes is not None else self.default_input_shapes())
+        self._reshape_checked(shapes)
+
+    def _reshape_checked(self, shapes: dict[str, tuple]) -> None:
         if shapes == self._input_shapes:
             return
         key = tuple(shapes.items())
@@ -234,8 +266,10 @@ class Net:
         """
         if not self._default_invalid:
             try:
-                self.reshape()
-                self._trim_cache()
+                if self._input_shapes != self._default_shapes or self._default_shapes is None:
+                    self.reshape()
+                if len(self._layouts) > 1:
+                    self._trim_cache()
                 return
             except PooledPredictorError:
                 self._default_invalid = True  # e.g. a spatial size 1 the model cannot take
@@ -419,10 +453,26 @@ class Net:
     # ---- forward -------------------------------------------------------------
     def set_inputs(self, inputs) -> None:
         """Check the inputs, reshape if their shapes changed, and copy them into the input blobs."""
-        arrays = self.check_inputs(inputs)
-        self.reshape({n: a.shape for n, a in arrays.items()})
+        self._feed(self.check_inputs(inputs))
+
+    def _feed(self, arrays: dict[str, np.ndarray]) -> None:
+        """Reshape to and copy in inputs already checked by check_inputs (the pool checks at submit)."""
+        current = self._input_shapes
+        if current is None:
+            self._reshape_checked({n: a.shape for n, a in arrays.items()})
+        else:
+            for n, a in arrays.items():
+                if a.shape != current[n]:
+                    self._reshape_checked({n: a.shape for n, a in arrays.items()})
+                    break
+        blobs = self._blobs
         for n, a in arrays.items():
-            np.copyto(self._blobs[n], a, casting="no")
+            np.copyto(blobs[n], a, casting="no")
+
+    def forward_checked(self, arrays: dict[str, np.ndarray]) -> None:
+        """forward() for inputs that check_inputs() has already accepted (no second check)."""
+        self._feed(arrays)
+        self.forward()
 
     def forward(self, inputs=None) -> None:
         """Run the net (Caffe's ForwardPrefilled when `inputs` is None).
@@ -464,8 +514,10 @@ def check_inputs(program: Program, inputs, check_shapes=None) -> dict[str, np.nd
         InputError: the message names the input and what was expected.
     """
     declared = program.inputs
-    names = [v.name for v in declared]
-    if isinstance(inputs, Mapping):
+    names = program.input_names
+    if isinstance(inputs, dict) and len(inputs) == len(names) and all(n in inputs for n in names):
+        items = [(n, inputs[n]) for n in names]  # the common case, checked cheaply
+    elif isinstance(inputs, Mapping):
         unknown = [n for n in inputs if n not in names]
         missing = [n for n in names if n not in inputs]
         if unknown or missing:
@@ -483,9 +535,10 @@ def check_inputs(program: Program, inputs, check_shapes=None) -> dict[str, np.nd
         items = list(zip(names, inputs))
     arrays = {}
     for (n, a), v in zip(items, declared):
-        if not _is_array(a):
-            raise InputError(f"input {n!r} must be an array, not {type(a).__name__}")
-        a = np.asarray(a)
+        if type(a) is not np.ndarray:
+            if not _is_array(a):
+                raise InputError(f"input {n!r} must be an array, not {type(a).__name__}")
+            a = np.asarray(a)
         if v.dtype is not None and a.dtype != v.dtype:
             raise InputError(f"input {n!r}: expected dtype {v.dtype}, got {a.dtype}")
         arrays[n] = a

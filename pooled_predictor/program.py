@@ -111,6 +111,8 @@ class Program:
         self.device = device
         self.inputs: list[Value] = list(graph.inputs)
         self.outputs: list[Value] = list(graph.outputs)
+        self.input_names: list[str] = [v.name for v in self.inputs]
+        self.output_names: list[str] = [v.name for v in self.outputs]
         self.weights: dict[str, np.ndarray] = dict(graph.weights)
         try:
             graph.toposort()
@@ -123,14 +125,6 @@ class Program:
         missing = [o for o in self.output_names if o not in declared]
         if missing:
             raise ModelLoadError(f"model {graph.source!r}: graph outputs {missing} are never computed")
-
-    @property
-    def input_names(self) -> list[str]:
-        return [v.name for v in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [v.name for v in self.outputs]
 
     def _resolve(self, graph: Graph) -> list[Step]:
         steps, problems, missing = [], [], []

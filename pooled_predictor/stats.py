@@ -148,24 +148,58 @@ class StatsSnapshot:
 
 
 class StatsRecorder:
-    """Thread-safe recording into per-net NetStats (used by the pool)."""
+    """Thread-safe recording into per-net NetStats (used by the pool).
 
-    def __init__(self, net_ids):
+    A job's record is one list append (atomic in CPython, no lock on the hot
+    path); records are folded into the histograms in batches, with numpy, when
+    a snapshot is taken or every `fold_every` records.
+    """
+
+    def __init__(self, net_ids, fold_every: int = 4096):
         self._lock = threading.Lock()
         self._nets = {i: NetStats() for i in net_ids}
+        self._pending: list = []
+        self._fold_every = fold_every
         self.callback_errors = 0
 
     def count(self, net_id: int, counter: str, n: int = 1) -> None:
         with self._lock:
             self._nets[net_id].counts[counter] += n
 
-    def record(self, net_id: int, counter: str | None, **durations: float) -> None:
-        with self._lock:
+    def record(self, net_id: int, counter: str | None, queue_wait: float | None = None,
+               run: float | None = None, end_to_end: float | None = None) -> None:
+        """Count `counter` and record the durations (seconds) of one job."""
+        self._pending.append((net_id, counter, queue_wait, run, end_to_end))
+        if len(self._pending) >= self._fold_every:
+            with self._lock:
+                self._fold()
+
+    def _fold(self) -> None:
+        # take what is there now; appends racing with us stay for the next fold
+        n = len(self._pending)
+        if not n:
+            return
+        pending = self._pending[:n]
+        del self._pending[:n]
+        by_net: dict = {}
+        for net_id, counter, *durations in pending:
             s = self._nets[net_id]
             if counter:
                 s.counts[counter] += 1
-            for name, seconds in durations.items():
-                s.histograms[name].record(seconds)
+            by_net.setdefault(net_id, []).append(durations)
+        for net_id, rows in by_net.items():
+            values = np.array([[np.nan if v is None else v for v in r] for r in rows], np.float64)
+            for column, name in enumerate(HISTOGRAMS):
+                v = values[:, column]
+                v = v[~np.isnan(v)]
+                if v.size:
+                    h = self._nets[net_id].histograms[name]
+                    idx = np.where(v <= _MIN_S, 0, np.minimum(
+                        (np.log(np.maximum(v, _MIN_S) / _MIN_S) / _LOG_RATIO).astype(np.int64) + 1, _BUCKETS - 1))
+                    np.add.at(h.counts, idx, 1)
+                    h.count += int(v.size)
+                    h.total += float(v.sum())
+                    h.max = max(h.max, float(v.max()))
 
     def callback_error(self) -> None:
         with self._lock:
@@ -173,5 +207,6 @@ class StatsRecorder:
 
     def snapshot(self, workers: int = 0, queue_size: int = 0) -> StatsSnapshot:
         with self._lock:
+            self._fold()
             return StatsSnapshot({k: v.copy() for k, v in self._nets.items()}, self.callback_errors,
                                  workers, queue_size)
