@@ -69,6 +69,7 @@ class Net:
         self._input_specs = [(v.name, v.dtype, *self._fixed_dims[v.name]) for v in program.inputs]
         self._layouts: "OrderedDict[tuple, _Layout]" = OrderedDict()
         self._default_invalid = False
+        self.at_default = False  # laid out for the default shapes by restore(), not reshaped since
         self.layouts_built = 0
         self._activate(None, None)
         if input_shapes is not None:
@@ -211,8 +212,14 @@ class Net:
                 if type(a) is not np.ndarray or (dtype is not None and a.dtype != dtype) \
                         or (rank is not None and a.ndim != rank):
                     break
-                shape = a.shape
-                if any(shape[i] != d for i, d in fixed):
+                if fixed:
+                    shape = a.shape
+                    for i, d in fixed:
+                        if shape[i] != d:
+                            break
+                    else:
+                        arrays[name] = a
+                        continue
                     break
                 arrays[name] = a
             else:
@@ -243,6 +250,7 @@ class Net:
     def _reshape_checked(self, shapes: dict[str, tuple]) -> None:
         if shapes == self._input_shapes:
             return
+        self.at_default = False
         key = tuple(shapes.items())
         layout = self._layouts.pop(key, None)
         if layout is None:
@@ -270,6 +278,7 @@ class Net:
                     self.reshape()
                 if len(self._layouts) > 1:
                     self._trim_cache()
+                self.at_default = True  # until the next reshape to other shapes
                 return
             except PooledPredictorError:
                 self._default_invalid = True  # e.g. a spatial size 1 the model cannot take

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import itertools
 import queue
 import logging
 import os
@@ -148,35 +149,31 @@ class Config:
         return int(self.queue_capacity or self.num_threads)
 
 
-class _JobFuture(Future):
-    """A job's Future: cancel() also takes the job out of the queue (and frees its slot)."""
+class _Job(Future):
+    """One request: its Future, and what the worker needs to run it.
 
-    _core = None
-    _job = None
+    cancel() also takes the job out of the queue (and frees its slot).
+    """
 
-    def cancel(self) -> bool:
-        cancelled = super().cancel()
-        core, job = self._core, self._job
-        if cancelled and core is not None:
-            self._core = self._job = None
-            core.cancelled(job)
-        return cancelled
-
-
-class _Job:
-    __slots__ = ("net_id", "inputs", "output_names", "future", "submitted", "enqueued", "deadline",
-                 "slot", "state")
+    slot = False    # holds one of the queue's `capacity` slots
+    claim = None    # {"claim": True} while queued: whoever pops it takes the job out
+    core = None     # set once queued, so that cancel() can take it out
 
     def __init__(self, net_id, inputs, output_names, deadline):
+        super().__init__()
         self.net_id = net_id
         self.inputs = inputs
         self.output_names = output_names
-        self.future = _JobFuture()
-        self.submitted = time.perf_counter()
-        self.enqueued = self.submitted
+        self.enqueued = self.submitted = time.perf_counter()
         self.deadline = deadline  # time.monotonic() value or None
-        self.slot = False         # holds one of the queue's `capacity` slots
-        self.state = "new"        # new -> queued -> taken | removed
+
+    def cancel(self) -> bool:
+        cancelled = super().cancel()
+        core = self.core
+        if cancelled and core is not None:
+            self.core = None
+            core.cancelled(self)
+        return cancelled
 
 
 _STOP = object()
@@ -193,6 +190,11 @@ class _JobQueue:
     worker reaches it, but it gives its slot back at once: for producers it is
     gone. Jobs put by a worker (force=True) take no slot, so a worker never
     blocks on its own queue.
+
+    Taking a job (worker) and removing it (cancel, close, or put() itself when
+    close() ran meanwhile) race for the job's claim token; dict.pop is atomic,
+    so exactly one of them wins, without a lock. The size is puts - claims,
+    two atomic itertools.count counters.
     """
 
     def __init__(self, capacity: int):
@@ -201,12 +203,13 @@ class _JobQueue:
         self._slots: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(capacity):
             self._slots.put(None)
-        self._lock = threading.Lock()
-        self._size = 0
+        self._lock = threading.Lock()  # close() against close()
+        self._puts = itertools.count()
+        self._claims = itertools.count()
         self.closed = False
 
     def __len__(self):
-        return self._size
+        return max(0, _count_value(self._puts) - _count_value(self._claims))
 
     def put(self, job: _Job, block: bool, timeout: float | None, force: bool = False) -> int:
         """Append a job; returns the queue size after it. Raises QueueFullError / PoolClosedError."""
@@ -221,38 +224,34 @@ class _JobQueue:
                 raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
                                      f"for {timeout:.3f} s") from None
             job.slot = True
-        with self._lock:  # atomic with close(): no job can land behind the stop markers
-            if self.closed:
-                self._give_back(job)
-                raise PoolClosedError("the pool was closed while waiting for room in the queue")
-            job.state = "queued"
-            self._size += 1
-            self._q.put(job)
-            return self._size
+        job.claim = {"claim": True}
+        next(self._puts)
+        self._q.put(job)
+        # close() may have run since the check above: its stop markers may then sit
+        # before this job. Take it back (only one of us, a worker or close wins the claim).
+        if self.closed and self._claim(job):
+            raise PoolClosedError("the pool was closed while this job was being queued")
+        return len(self)
+
+    def _claim(self, job: _Job) -> bool:
+        """True for the one caller (worker, cancel or close) that takes the job out."""
+        claim = job.claim
+        if claim is None or claim.pop("claim", None) is None:
+            return False
+        next(self._claims)
+        self._give_back(job)
+        return True
 
     def get(self):
-        """The next job (or _STOP) for a worker; skips cancelled jobs."""
+        """The next job (or _STOP) for a worker; skips jobs removed while queued."""
         while True:
             job = self._q.get()
-            if job is _STOP:
+            if job is _STOP or self._claim(job):
                 return job
-            with self._lock:
-                if job.state != "queued":
-                    continue  # removed (cancelled) while queued
-                job.state = "taken"
-                self._size -= 1
-            self._give_back(job)
-            return job
 
     def remove(self, job: _Job) -> bool:
         """Take a queued job out (cancellation); False if a worker already has it."""
-        with self._lock:
-            if job.state != "queued":
-                return False
-            job.state = "removed"
-            self._size -= 1
-        self._give_back(job)
-        return True
+        return self._claim(job)
 
     def _give_back(self, job: _Job) -> None:
         if job.slot:
@@ -270,19 +269,19 @@ class _JobQueue:
                         job = self._q.get_nowait()
                     except queue.Empty:
                         break
-                    if job is _STOP or job.state != "queued":
-                        continue
-                    job.state = "removed"
-                    pending.append(job)
-                self._size = 0
+                    if job is not _STOP and self._claim(job):
+                        pending.append(job)
             for _ in range(stops):
                 self._q.put(_STOP)
-        for job in pending:
-            self._give_back(job)
         # Wake producers blocked on a full queue: each one that wakes finds the pool
         # closed and gives its slot back, which wakes the next (a cascade).
         self._slots.put(None)
         return pending
+
+
+def _count_value(counter: itertools.count) -> int:
+    """The next value of an itertools.count, without advancing it."""
+    return counter.__reduce__()[1][0]
 
 
 class _Core:
@@ -292,11 +291,13 @@ class _Core:
         self.config = config
         self.predictors = predictors
         self.callback = callback
+        self.restore = config.shape_policy == "restore"
         self.queue = _JobQueue(config.capacity)
         self.stats = StatsRecorder(range(len(predictors)))
         self.threads: list[threading.Thread] = []
         self.threads_lock = threading.Lock()
         self.idle: list[bool] = []  # per worker, written only by that worker
+        self.started = False        # all num_threads workers are running
         self.local = threading.local()  # .worker: True on this pool's workers; .depth: inline depth
         self.known_outputs = [self._readable(p) for p in predictors]
 
@@ -330,7 +331,7 @@ class _Core:
 
     def maybe_start_worker(self) -> None:
         """Start a worker if none is idle and fewer than num_threads run (fb-caffe-exts' policy)."""
-        if len(self.threads) >= self.config.num_threads or any(self.idle):
+        if any(self.idle):
             return
         with self.threads_lock:
             if len(self.threads) >= self.config.num_threads or any(self.idle) or self.queue.closed:
@@ -340,6 +341,7 @@ class _Core:
                                  daemon=True)
             self.idle.append(True)  # idle until it takes its first job
             self.threads.append(t)
+            self.started = len(self.threads) >= self.config.num_threads  # then no more checks
         t.start()
 
     def worker_main(self, index: int) -> None:
@@ -352,20 +354,21 @@ class _Core:
             idle[index] = False
             if job is _STOP:
                 return
-            if not job.future.set_running_or_notify_cancel():
+            if not job.set_running_or_notify_cancel():
                 self.stats.count(job.net_id, "cancelled")  # cancelled between take and start
                 continue
-            self.notify("on_job_dequeued")
+            if self.callback is not None:
+                self.notify("on_job_dequeued")
             try:
                 self.process(job, inline=False)
             except BaseException:  # last line of defence: the worker survives, the Future ends
                 log.exception("unexpected error in a pool worker")
-                if not job.future.done():
-                    job.future.set_exception(RuntimeError("internal error in the pool worker"))
+                if not job.done():
+                    job.set_exception(RuntimeError("internal error in the pool worker"))
 
     def process(self, job: _Job, inline: bool) -> None:
         """Run one job on this thread's Net for its model and complete its Future."""
-        fut = job.future
+        fut = job
         if inline and not fut.set_running_or_notify_cancel():
             return
         started = time.perf_counter()
@@ -384,10 +387,11 @@ class _Core:
             result = {n: np.array(net.blob_by_name(n)) for n in job.output_names}
         except BaseException as exc:
             error = exc
-        if net is not None and self.config.shape_policy == "restore" and not inline:
+        if net is not None and not net.at_default and self.restore and not inline:
             net.restore()
         ran = time.perf_counter() - started
-        self.notify("on_job_processed", ran * 1e3)
+        if self.callback is not None:
+            self.notify("on_job_processed", ran * 1e3)
         end_to_end = time.perf_counter() - job.submitted
         self.stats.record(job.net_id, "failed" if error is not None else "completed",
                           queue_wait=wait, run=ran, end_to_end=end_to_end)
@@ -488,7 +492,9 @@ class PooledPredictor:
 
     # ---- forward -------------------------------------------------------------------
     def _check_net_id(self, net_id) -> int:
-        n = self.net_count
+        n = len(self._core.predictors)
+        if type(net_id) is int and 0 <= net_id < n:
+            return net_id
         if isinstance(net_id, bool) or not isinstance(net_id, (int, np.integer)) or not 0 <= net_id < n:
             raise UnknownNetError(f"net_id {net_id!r} is not one of the pool's {n} model(s) (0..{n - 1})")
         return int(net_id)
@@ -525,36 +531,38 @@ class PooledPredictor:
         dl = None if deadline is None else time.monotonic() + float(deadline)
         job = _Job(net_id, arrays, names, dl)
 
-        if core.in_worker() and self.config.allow_inline_scheduling \
-                and core.local.depth < self.config.max_inline_depth:
-            core.stats.record(net_id, "submitted")
+        in_worker = getattr(core.local, "worker", False)
+        if in_worker and self.config.allow_inline_scheduling and core.local.depth < self.config.max_inline_depth:
+            core.stats.submitted(net_id)
             core.local.depth += 1
             try:
                 core.process(job, inline=True)
             finally:
                 core.local.depth -= 1
-            return job.future
+            return job
 
         block = (self.config.admission == "block") if block is None else bool(block)
         timeout = self.config.enqueue_timeout if timeout is None else timeout
-        core.maybe_start_worker()
+        if not core.started:
+            core.maybe_start_worker()
         t0 = time.perf_counter()
         try:
             # A worker never blocks on its own queue: that could deadlock the pool.
-            size = core.queue.put(job, block, timeout, force=core.in_worker())
+            size = core.queue.put(job, block, timeout, force=in_worker)
         except QueueFullError:
             core.stats.count(net_id, "rejected")
             raise
         job.enqueued = time.perf_counter()
-        core.stats.record(net_id, "submitted")
-        job.future._core, job.future._job = core, job  # so that cancel() can take it out
-        core.notify("on_job_enqueued", size, (job.enqueued - t0) * 1e3)
-        return job.future
+        core.stats.submitted(net_id)
+        job.core = core  # so that cancel() can take it out of the queue
+        if core.callback is not None:
+            core.notify("on_job_enqueued", size, (job.enqueued - t0) * 1e3)
+        return job
 
     def _resolve_outputs(self, net_id: int, output_names) -> list[str]:
         program = self._core.predictors[net_id].program
         if output_names is None:
-            return list(program.output_names)
+            return program.output_names  # shared, never modified
         if isinstance(output_names, str):
             raise InputError("output_names must be a list of names, not a string")
         known = self._core.known_outputs[net_id]
@@ -599,7 +607,7 @@ class PooledPredictor:
                 with core.threads_lock:  # no worker can start between counting and closing
                     pending = core.queue.close(len(core.threads), drain=cancel_pending)
                 for job in pending:
-                    if job.future.cancel():
+                    if job.cancel():
                         core.stats.count(job.net_id, "cancelled")
                 _live_pools.discard(self)
                 if self._blas_token is not None:

@@ -8,6 +8,7 @@ plain, immutable copy; snapshots of several pools (or processes) merge.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -40,13 +41,17 @@ class LatencyHistogram:
     __slots__ = ("counts", "count", "total", "max")
 
     def __init__(self):
-        self.counts = np.zeros(_BUCKETS, np.int64)
+        self.counts = [0] * _BUCKETS  # a list: one increment per record is cheaper than numpy's
         self.count = 0
         self.total = 0.0
         self.max = 0.0
 
     def record(self, seconds: float) -> None:
-        self.counts[_bucket(seconds)] += 1
+        if seconds <= _MIN_S:
+            i = 0
+        else:
+            i = min(int(math.log(seconds / _MIN_S) / _LOG_RATIO) + 1, _BUCKETS - 1)
+        self.counts[i] += 1
         self.count += 1
         self.total += seconds
         if seconds > self.max:
@@ -55,7 +60,7 @@ class LatencyHistogram:
     def merge(self, other: "LatencyHistogram") -> "LatencyHistogram":
         """A new histogram holding both."""
         h = LatencyHistogram()
-        h.counts = self.counts + other.counts
+        h.counts = [a + b for a, b in zip(self.counts, other.counts)]
         h.count = self.count + other.count
         h.total = self.total + other.total
         h.max = max(self.max, other.max)
@@ -68,8 +73,12 @@ class LatencyHistogram:
         """The p-th percentile (0 < p <= 100) in seconds, within the 2% bucket width; 0 if empty."""
         if self.count == 0:
             return 0.0
-        rank = max(1, int(math.ceil(p / 100.0 * self.count)))
-        i = int(np.searchsorted(np.cumsum(self.counts), rank))
+        cumulative = np.cumsum(np.array(self.counts))  # read once: a worker may be recording meanwhile
+        total = int(cumulative[-1])
+        if total == 0:
+            return 0.0
+        rank = max(1, int(math.ceil(p / 100.0 * total)))
+        i = min(int(np.searchsorted(cumulative, rank)), _BUCKETS - 1)
         return min(_bucket_value(i), self.max)
 
     def summary_ms(self) -> dict:
@@ -147,59 +156,90 @@ class StatsSnapshot:
                 "queue_size": self.queue_size}
 
 
+class _Shard:
+    """One worker thread's records: written only by that thread."""
+
+    __slots__ = ("nets", "pending")
+
+    def __init__(self, net_ids):
+        self.nets = {i: NetStats() for i in net_ids}
+        self.pending: list = []  # (net_id, queue_wait, run, end_to_end), folded in batches
+
+    def fold(self, nets: dict, upto: int) -> None:
+        """Fold pending[:upto] into `nets` (vectorized)."""
+        rows = self.pending[:upto]
+        by_net: dict = {}
+        for r in rows:
+            by_net.setdefault(r[0], []).append(r[1:])
+        for net_id, values in by_net.items():
+            table = np.array(values, np.float64)  # None (not measured) becomes nan
+            for column, name in enumerate(HISTOGRAMS):
+                v = table[:, column]
+                v = v[~np.isnan(v)]
+                if v.size:
+                    _add(nets[net_id].histograms[name], v)
+
+
+def _add(h: LatencyHistogram, v: np.ndarray) -> None:
+    idx = np.where(v <= _MIN_S, 0, np.minimum(
+        (np.log(np.maximum(v, _MIN_S) / _MIN_S) / _LOG_RATIO).astype(np.int64) + 1, _BUCKETS - 1))
+    counts = np.bincount(idx, minlength=_BUCKETS)
+    h.counts = [a + int(b) for a, b in zip(h.counts, counts)]
+    h.count += int(v.size)
+    h.total += float(v.sum())
+    h.max = max(h.max, float(v.max()))
+
+
 class StatsRecorder:
     """Thread-safe recording into per-net NetStats (used by the pool).
 
-    A job's record is one list append (atomic in CPython, no lock on the hot
-    path); records are folded into the histograms in batches, with numpy, when
-    a snapshot is taken or every `fold_every` records.
+    A worker records a job into a shard of its own (one per thread, written only
+    by it: no lock, one tuple appended per job, folded into the histograms in
+    vectorized batches of `fold_every`). Counters bumped by callers (submitted,
+    rejected, cancelled) go to a shared shard under a lock. A snapshot merges
+    all shards, folding what is still pending into its copy.
     """
 
-    def __init__(self, net_ids, fold_every: int = 4096):
+    def __init__(self, net_ids, fold_every: int = 1024):
         self._lock = threading.Lock()
-        self._nets = {i: NetStats() for i in net_ids}
-        self._pending: list = []
+        self._net_ids = list(net_ids)
+        self._submitted = {i: itertools.count() for i in self._net_ids}  # next() is atomic (C)
+        self._central = {i: NetStats() for i in self._net_ids}
+        self._shards: list[_Shard] = []
+        self._tls = threading.local()
         self._fold_every = fold_every
         self.callback_errors = 0
 
+    def _shard(self) -> _Shard:
+        shard = getattr(self._tls, "shard", None)
+        if shard is None:
+            shard = self._tls.shard = _Shard(self._net_ids)
+            with self._lock:
+                self._shards.append(shard)
+        return shard
+
+    def submitted(self, net_id: int) -> None:
+        """Count one accepted job (any thread, no lock)."""
+        next(self._submitted[net_id])
+
     def count(self, net_id: int, counter: str, n: int = 1) -> None:
+        """Bump a counter (any thread)."""
         with self._lock:
-            self._nets[net_id].counts[counter] += n
+            self._central[net_id].counts[counter] += n
 
     def record(self, net_id: int, counter: str | None, queue_wait: float | None = None,
                run: float | None = None, end_to_end: float | None = None) -> None:
-        """Count `counter` and record the durations (seconds) of one job."""
-        self._pending.append((net_id, counter, queue_wait, run, end_to_end))
-        if len(self._pending) >= self._fold_every:
-            with self._lock:
-                self._fold()
-
-    def _fold(self) -> None:
-        # take what is there now; appends racing with us stay for the next fold
-        n = len(self._pending)
-        if not n:
-            return
-        pending = self._pending[:n]
-        del self._pending[:n]
-        by_net: dict = {}
-        for net_id, counter, *durations in pending:
-            s = self._nets[net_id]
-            if counter:
-                s.counts[counter] += 1
-            by_net.setdefault(net_id, []).append(durations)
-        for net_id, rows in by_net.items():
-            values = np.array([[np.nan if v is None else v for v in r] for r in rows], np.float64)
-            for column, name in enumerate(HISTOGRAMS):
-                v = values[:, column]
-                v = v[~np.isnan(v)]
-                if v.size:
-                    h = self._nets[net_id].histograms[name]
-                    idx = np.where(v <= _MIN_S, 0, np.minimum(
-                        (np.log(np.maximum(v, _MIN_S) / _MIN_S) / _LOG_RATIO).astype(np.int64) + 1, _BUCKETS - 1))
-                    np.add.at(h.counts, idx, 1)
-                    h.count += int(v.size)
-                    h.total += float(v.sum())
-                    h.max = max(h.max, float(v.max()))
+        """A worker's record of one job: its outcome counter and durations (seconds)."""
+        shard = self._shard()
+        if counter:
+            shard.nets[net_id].counts[counter] += 1
+        pending = shard.pending
+        pending.append((net_id, queue_wait, run, end_to_end))
+        if len(pending) >= self._fold_every:
+            with self._lock:  # against a snapshot reading this shard
+                n = len(pending)
+                shard.fold(shard.nets, n)
+                del pending[:n]
 
     def callback_error(self) -> None:
         with self._lock:
@@ -207,6 +247,12 @@ class StatsRecorder:
 
     def snapshot(self, workers: int = 0, queue_size: int = 0) -> StatsSnapshot:
         with self._lock:
-            self._fold()
-            return StatsSnapshot({k: v.copy() for k, v in self._nets.items()}, self.callback_errors,
-                                 workers, queue_size)
+            nets = {k: v.copy() for k, v in self._central.items()}
+            for k, c in self._submitted.items():
+                nets[k].counts["submitted"] += c.__reduce__()[1][0]  # count(n) -> n, without advancing
+            for shard in self._shards:
+                copy = {k: v.copy() for k, v in shard.nets.items()}
+                shard.fold(copy, len(shard.pending))
+                for k, v in copy.items():
+                    nets[k] = nets[k].merge(v)
+            return StatsSnapshot(nets, self.callback_errors, workers, queue_size)
