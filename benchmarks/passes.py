@@ -4,10 +4,11 @@
 
 For each model (PP-OCR det and rec, and the zoo's classic CNNs at reduced
 sizes) the graph is optimized at level "none" and "all" (passes.optimize),
-and each is served by a Predictor (one Net per calling thread) called from 1
-and 2 Python threads in a closed loop, under Optimization.MEMORY (the
-Predictor's default: one planned arena, element-wise ops in place) and
-Optimization.NONE (every blob its own array: Identity copies cost a pass).
+and each is served by a PooledPredictor (Config.graph_optimization_level)
+with 1 and 2 workers fed by as many closed-loop clients, under
+Optimization.MEMORY (the default: one planned arena, element-wise ops in
+place) and Optimization.NONE (every blob its own array: Identity copies cost
+a pass).
 Levels alternate within each repeat and the best of the repeats is kept, so
 slow drifts of a shared machine hit both alike. Prints the node-count table
 and the throughput table, and writes benchmarks/results/passes.json.
@@ -31,7 +32,7 @@ DEFAULT_MODELS = ["det", "rec"] + list(ZOO_SIZES)
 
 
 def load(name: str):
-    """(graph, feeds, output name, description) of a benchmark model."""
+    """(model bytes, imported graph, feeds, output name, description) of a benchmark model."""
     from pooled_predictor.importers import load_onnx
 
     if name in ("det", "rec"):
@@ -40,13 +41,15 @@ def load(name: str):
 
         models, page = fetch_ppocr(), fetch_page_image()
         if name == "det":
-            return load_onnx(models.det), {"x": page_det_input(page, 1, 192, 384)}, "fetch_name_0", "PP-OCR det"
-        return load_onnx(models.rec), {"x": page_rec_input(page, 1, 320)}, "fetch_name_0", "PP-OCR rec"
+            data, feeds, desc = models.det.read_bytes(), {"x": page_det_input(page, 1, 192, 384)}, "PP-OCR det"
+        else:
+            data, feeds, desc = models.rec.read_bytes(), {"x": page_rec_input(page, 1, 320)}, "PP-OCR rec"
+        return data, load_onnx(data), feeds, "fetch_name_0", desc
     from pooled_predictor.zoo import cnn
 
     size = ZOO_SIZES[name]
-    g = load_onnx(cnn.build(name, batch=1, input_size=size))
-    return g, {"data": cnn.sample_input(name, 1, input_size=size)}, "prob", name
+    data = cnn.build(name, batch=1, input_size=size).SerializeToString()
+    return data, load_onnx(data), {"data": cnn.sample_input(name, 1, input_size=size)}, "prob", name
 
 
 def main(argv=None) -> int:
@@ -60,6 +63,7 @@ def main(argv=None) -> int:
 
     import numpy as np
 
+    from pooled_predictor import Config, PooledPredictor
     from pooled_predictor.net import Optimization
     from pooled_predictor.passes import optimize
     from pooled_predictor.predictor import Predictor
@@ -70,7 +74,7 @@ def main(argv=None) -> int:
     count_rows, speed_rows, details = [], [], {}
     for name in names:
         try:
-            graph, feeds, out, desc = load(name)
+            model, graph, feeds, out, desc = load(name)
         except ImportError as exc:  # the zoo not there yet
             print(f"skipping {name}: {exc}")
             continue
@@ -85,19 +89,24 @@ def main(argv=None) -> int:
                                                if k != "unread weights dropped")})
         details[desc] = {"input": shape, "report": report.to_dict()}
         for net_opt in net_opts:
-            preds = {"none": Predictor(graph, optimization=net_opt), "all": Predictor(opt, optimization=net_opt)}
-            ref = preds["none"].forward(feeds, [out])[0]
-            err = float(np.abs(preds["all"].forward(feeds, [out])[0].astype(np.float64) - ref).max()
-                        / np.abs(ref).max())
+            ref = Predictor(graph, optimization=net_opt, graph_optimization_level="none").forward(feeds, [out])[0]
+            got = Predictor(graph, optimization=net_opt, graph_optimization_level="all").forward(feeds, [out])[0]
+            err = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
             for threads in thread_counts:
                 best: dict[str, tuple] = {}
+                pools = {level: PooledPredictor(Config(model_bytes=[model], num_threads=threads, optimization=net_opt,
+                                                       graph_optimization_level=level))
+                         for level in ("none", "all")}
                 for _ in range(args.repeats):
-                    for level, pred in preds.items():
-                        pred.forward(feeds, [out])
-                        calls, wall, lat = run_threads(lambda p=pred: p.forward(feeds, [out]), threads,
+                    for level, pool in pools.items():
+                        for _ in range(2 * threads):
+                            pool.forward(feeds, [out]).result()
+                        calls, wall, lat = run_threads(lambda p=pool: p.forward(feeds, [out]).result(), threads,
                                                        args.seconds)
                         if calls / wall > best.get(level, (0.0,))[0]:
                             best[level] = (calls / wall, *percentiles_ms(lat), calls)
+                for pool in pools.values():
+                    pool.close()
                 row = {"model": desc, "input": shape, "net": net_opt.value.upper(), "threads": threads,
                        "all_vs_none_err": err}
                 for level, (ips, p50, p99, calls) in best.items():
@@ -106,7 +115,6 @@ def main(argv=None) -> int:
                 speed_rows.append(row)
                 print(f"{desc} {net_opt.value} {threads} thread(s): none {row['none_images_per_s']:.2f}/s, "
                       f"all {row['all_images_per_s']:.2f}/s, x{row['gain']:.2f}", flush=True)
-            del preds
 
     print("\nNode counts, level 'none' -> 'all' (passes.optimize)\n")
     print(table(count_rows, [("model", "model", "s"), ("input", "input", "s"), ("nodes_none", "none", "d"),
@@ -114,8 +122,8 @@ def main(argv=None) -> int:
     print("\nwhat fired (level 'all'):")
     for r in count_rows:
         print(f"  {r['model']}: {r['fired']}")
-    print(f"\nThroughput: Predictor, closed loop, best of {args.repeats} x {args.seconds:.0f} s per "
-          f"configuration (net: the Net's Optimization)\n")
+    print(f"\nThroughput: PooledPredictor (workers = threads, as many closed-loop clients), best of "
+          f"{args.repeats} x {args.seconds:.0f} s per configuration (net: the Net's Optimization)\n")
     print(table(speed_rows, [("model", "model", "s"), ("net", "net", "s"), ("threads", "threads", "d"),
                              ("none_images_per_s", "none img/s", ".2f"), ("all_images_per_s", "all img/s", ".2f"),
                              ("gain", "all/none", ".2f"), ("none_p50_ms", "none p50 ms", ".1f"),
