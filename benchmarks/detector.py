@@ -17,8 +17,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-
 from benchmarks._common import percentiles_ms, run_threads, table, write_results  # noqa: E402
 
 

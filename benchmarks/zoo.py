@@ -69,7 +69,6 @@ def main(argv=None) -> int:
                              "ours_over_ort_time": t_ours / t_ort})
                 print(f"{name} batch {batch}: errors {errs}, ours {t_ours * 1e3:.0f} ms, ort {t_ort * 1e3:.0f} ms",
                       flush=True)
-        del sess, model, data
     print("\nZoo models at full size: ours (pool, 2 workers) vs onnxruntime (2 intra-op threads)\n")
     print(table(rows, [("model", "model", "s"), ("input", "input", "s"), ("params", "params", ","),
                        ("published_params", "published", ","), ("gmacs", "GMACs/img", ".3f"),

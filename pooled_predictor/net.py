@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import InputError, KernelError, PooledPredictorError, UnknownBlobError
-from .ops.context import NotStatic, OpContext, ScratchRef
+from .ops.context import NotStatic, ScratchRef
 from .program import SHAPE_ONLY_OPS, Program, Step
 
 

@@ -34,8 +34,8 @@ import os
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 

@@ -3,7 +3,6 @@
 import tracemalloc
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

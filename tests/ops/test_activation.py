@@ -7,7 +7,8 @@ import pytest
 
 from pooled_predictor.errors import ShapeInferenceError, UnsupportedOpError
 from tests.onnx_helpers import feeds_of, make_node_model, run_ours, type_outputs
-from tests.ops.test_math import check, check_inplace
+from tests.onnx_helpers import check_inplace
+from tests.ops.test_math import check
 
 rng = np.random.default_rng(3)
 FLOATS = [np.float32, np.float64, np.float16]

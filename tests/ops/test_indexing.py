@@ -5,23 +5,17 @@ import onnx
 import pytest
 
 from pooled_predictor.errors import KernelError, ShapeInferenceError
-from tests.onnx_helpers import check_node, make_node_model, run_ort, run_ours, type_outputs
+from tests.onnx_helpers import check_node, i64, make_node_model, run_ort, run_ours, type_outputs
+from tests.onnx_helpers import sample as _sample
 
 rng = np.random.default_rng(5)
 x4 = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
 INT_MAX, INT_MIN = 2**63 - 1, -(2**63)
 
 
-def i64(*v):
-    return np.array(v, np.int64)
-
 
 def sample(shape, dtype):
-    if dtype == object:
-        return np.array([f"s{v}" for v in range(int(np.prod(shape)))], dtype=object).reshape(shape)
-    if dtype == np.bool_:
-        return rng.random(shape) > 0.5
-    return (rng.standard_normal(shape) * 10).astype(dtype)
+    return _sample(rng, shape, dtype)
 
 
 def expect_error(op, inputs, attrs, match, opset=13, static=(), outputs=1, error=ShapeInferenceError):

@@ -7,7 +7,8 @@ import pytest
 
 from pooled_predictor.errors import ShapeInferenceError
 from tests.onnx_helpers import feeds_of, make_node_model, run_ours, type_outputs
-from tests.ops.test_math import BROADCAST, check, check_inplace
+from tests.onnx_helpers import check_inplace
+from tests.ops.test_math import BROADCAST, check
 
 rng = np.random.default_rng(5)
 NUMERIC = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,

@@ -8,9 +8,9 @@ import pytest
 
 from pooled_predictor.errors import ShapeInferenceError
 from pooled_predictor.ir import Node
-from pooled_predictor.ops import OpContext, get_rule, lookup, schema_version
+from pooled_predictor.ops import get_rule, lookup
 from pooled_predictor.program import Step
-from tests.onnx_helpers import assert_close, check_node, feeds_of, make_node_model, run_ours, type_outputs
+from tests.onnx_helpers import check_inplace, check_node, feeds_of, make_node_model, run_ours, type_outputs
 
 rng = np.random.default_rng(4)
 FLOATS = [np.float32, np.float64, np.float16]
@@ -20,46 +20,10 @@ BROADCAST = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (5,)), ((2, 3, 4, 5), 
 
 
 def check(op_type, inputs, attrs=None, *, opset=17, outputs=1, static=(), rtol=1e-5):
-    """check_node against onnxruntime; where onnxruntime has no kernel for the case
-    (float64 Elu, int PRelu, bool Where, ...), against onnx's reference evaluator."""
-    try:
-        return check_node(op_type, inputs, attrs, opset=opset, outputs=outputs, static=static, rtol=rtol)
-    except pytest.skip.Exception as skipped:
-        reason = str(skipped)
-    from onnx.reference import ReferenceEvaluator
-
-    model = make_node_model(op_type, inputs, attrs, opset=opset, outputs=outputs, static=static)
-    feeds = feeds_of(inputs, static)
-    try:
-        ref = [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]
-    except Exception as exc:
-        pytest.skip(f"{reason}; onnx's reference evaluator failed too: {type(exc).__name__}: {exc}")
-    type_outputs(model, ref)
-    ours = run_ours(model, feeds)
-    assert len(ours) == len(ref)
-    for i, (o, r) in enumerate(zip(ours, ref)):
-        assert_close(o, r, rtol, f"{op_type} output {i} (onnx reference)")
-    return ours
-
-
-def check_inplace(op, inputs, attrs, opset, index, outputs=1):
-    """Run a kernel with output 0 written over input `index` (as memory_opt may place it),
-    dynamic-path context (no static values), and compare with a run into a fresh output."""
-    names = ["" if a is None else f"in{i}" for i, a in enumerate(inputs)]
-    node = Node(op, names, [f"out{i}" for i in range(outputs)], dict(attrs), "", "n")
-    k = lookup(op, "", opset, "cpu", "n")
-    assert index in k.inplace, f"{op} does not declare input {index} in-place"
-    step = Step(node, k, schema_version(op, "", opset), get_rule(op))
-    arrays = [None if a is None else np.array(a) for a in inputs]
-    expected = step.evaluate([None if a is None else a.copy() for a in arrays])[0]
-    assert arrays[index].shape == expected.shape and arrays[index].dtype == expected.dtype
-    ctx = OpContext(node, step.version, [None if a is None else a.shape for a in arrays],
-                    [None if a is None else a.dtype for a in arrays])
-    step.infer(ctx)
-    outs = [arrays[index]] + [np.empty(s, t) if s is not None else None
-                              for s, t in zip(ctx.out_shapes[1:], ctx.out_dtypes[1:])]
-    step.bind(ctx)(*arrays, out=step.out_arg(outs))
-    assert_close(arrays[index], expected, 0, f"{op} in place on input {index}")
+    """check_node; where onnxruntime has no kernel for the case (float64 Elu, int PRelu,
+    bool Where, ...), against onnx's reference evaluator."""
+    return check_node(op_type, inputs, attrs, opset=opset, outputs=outputs, static=static, rtol=rtol,
+                      reference="onnx")
 
 
 def sample(shape, dtype, scale=3.0):

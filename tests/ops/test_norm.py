@@ -17,41 +17,17 @@ from pooled_predictor.errors import ShapeInferenceError, UnsupportedOpError
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.net import Net
 from pooled_predictor.program import Program
-from tests.onnx_helpers import assert_close, feeds_of, make_node_model, run_ours, type_outputs
+from tests.onnx_helpers import assert_close, check_node, feeds_of, make_node_model, run_ours, type_outputs
 
 rng = np.random.default_rng(7)
 NEWEST = 28
 RTOL = {np.float16: 5e-3, np.float32: 1e-5, np.float64: 1e-9}
 
 
-def ort_outputs(model, feeds):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 4
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
-
-
 def check(op, inputs, attrs, *, opset, outputs=1, static=(), rtol=1e-5, reference=None):
-    """Compare one node with onnxruntime, or with `reference(*inputs)` where onnxruntime cannot run it."""
-    model = make_node_model(op, inputs, attrs, opset=opset, outputs=outputs, static=static)
-    feeds = feeds_of(inputs, static)
-    try:
-        ref = ort_outputs(model, feeds)
-    except Exception:
-        if reference is None:
-            raise
-        ref = reference(*inputs)
-    ref = [np.asarray(r) for r in ref]
-    type_outputs(model, ref)
-    ours = run_ours(model, feeds)
-    assert len(ours) == len(ref)
-    for i, (o, r) in enumerate(zip(ours, ref)):
-        assert_close(o, r, rtol, f"{op} output {i}")
-    return ours
+    """check_node, with `reference(*inputs)` where onnxruntime cannot run the case."""
+    return check_node(op, inputs, attrs, opset=opset, outputs=outputs, static=static, rtol=rtol,
+                      reference=reference)
 
 
 def f32(v: float) -> float:

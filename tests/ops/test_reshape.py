@@ -11,24 +11,17 @@ from pooled_predictor.importers.onnx import _attr_value
 from pooled_predictor.ir import Graph, Node, Value
 from pooled_predictor.net import Net
 from pooled_predictor.program import Program
-from tests.onnx_helpers import (assert_close, check_node, make_node_model, run_ort, run_ours,
+from tests.onnx_helpers import sample as _sample
+from tests.onnx_helpers import (assert_close, i64, check_node, make_node_model, run_ort, run_ours,
                                 type_outputs)
 
 rng = np.random.default_rng(3)
 x4 = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
 
 
-def i64(*v):
-    return np.array(v, np.int64)
-
 
 def sample(shape, dtype):
-    """Random data of a dtype (strings and bools included)."""
-    if dtype == object:
-        return np.array([f"s{v}" for v in range(int(np.prod(shape)))], dtype=object).reshape(shape)
-    if dtype == np.bool_:
-        return rng.random(shape) > 0.5
-    return (rng.standard_normal(shape) * 10).astype(dtype)
+    return _sample(rng, shape, dtype)
 
 
 def expect_shape_error(op, inputs, attrs, match, opset=13, static=()):

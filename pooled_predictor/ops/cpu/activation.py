@@ -85,19 +85,26 @@ class LeakyRelu:
         self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
 
     def __call__(self, x, *, out):
-        t, a = self.tmp.array, self.alpha
-        if 0.0 < a <= 1.0:
-            np.multiply(x, a, out=t)
-            np.maximum(x, t, out=out)
-        elif a > 1.0:
-            np.multiply(x, a, out=t)
-            np.minimum(x, t, out=out)
-        else:
-            with np.errstate(invalid="ignore"):
-                np.minimum(x, 0, out=t)
-                t *= a
-                np.maximum(x, 0, out=out)
-                out += t
+        leaky_relu_into(x, out, self.tmp.array, self.alpha)
+
+
+def leaky_relu_into(x, out, t, a: float) -> None:
+    """out = x for x >= 0, a * x below; t: workspace of x's shape (out may be x).
+
+    Shared by LeakyRelu and the fused kernels (ops/cpu/fused.py): same bits.
+    """
+    if 0.0 < a <= 1.0:
+        np.multiply(x, a, out=t)
+        np.maximum(x, t, out=out)
+    elif a > 1.0:
+        np.multiply(x, a, out=t)
+        np.minimum(x, t, out=out)
+    else:
+        with np.errstate(invalid="ignore"):
+            np.minimum(x, 0, out=t)
+            t *= a
+            np.maximum(x, 0, out=out)
+            out += t
 
 
 @kernel("PRelu", since=(9, 16), inplace=(0,))
@@ -153,12 +160,19 @@ class HardSwish:
         self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
 
     def __call__(self, x, *, out):
-        t = self.tmp.array
-        np.multiply(x, 1.0 / 6.0, out=t)
-        t += 0.5
-        np.clip(t, 0.0, 1.0, out=t)
-        with np.errstate(invalid="ignore"):  # inf * 0 = NaN for X = -inf
-            np.multiply(x, t, out=out)
+        hard_swish_into(x, out, self.tmp.array)
+
+
+def hard_swish_into(x, out, t) -> None:
+    """out = x * max(0, min(1, x / 6 + 1/2)); t: workspace of x's shape (out may be x).
+
+    Shared by HardSwish and the fused kernels (ops/cpu/fused.py): same bits.
+    """
+    np.multiply(x, 1.0 / 6.0, out=t)
+    t += 0.5
+    np.clip(t, 0.0, 1.0, out=t)
+    with np.errstate(invalid="ignore"):  # inf * 0 = NaN for X = -inf
+        np.multiply(x, t, out=out)
 
 
 def _gelu_check(attrs, version):

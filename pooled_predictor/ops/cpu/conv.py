@@ -195,7 +195,7 @@ class Conv(_ConvBase):
                  pads=None, strides=None):
         self._setup(ctx)
         g = self.geo
-        n, c, m, grp = g.batch, g.in_channels, g.out_channels, g.group
+        c, m, grp = g.in_channels, g.out_channels, g.group
         self.cg, self.mg = c // grp, m // grp
         self.taps = math.prod(g.kernel)
         self.p = math.prod(g.out_shape)

@@ -21,7 +21,8 @@ from ..registry import kernel
 from ..shapes.fused import DOMAIN, activation_problem
 from .activation import Gelu as _OnnxGelu
 from .activation import HardSwish as _OnnxHardSwish
-from .activation import _gelu_check
+from .activation import _gelu_check, hard_swish_into, leaky_relu_into
+from .elementwise import hard_sigmoid, relu, sigmoid
 from ._special import CHUNK, erf_float32, erf_workspace_shape
 from .conv import Conv
 from .gemm import Gemm
@@ -65,44 +66,24 @@ class Activation:
             self.alpha, self.beta = p
         self.apply = getattr(self, "_" + name.lower())
 
+    # The stand-alone kernels' own code, applied in place: a fused graph gives the same bits.
     def _relu(self, y):
-        np.maximum(y, 0, out=y)
+        relu(y, out=y)
 
     def _sigmoid(self, y):
-        special.expit(y, out=y)
+        sigmoid(y, out=y)
 
     def _clip(self, y):
         np.clip(y, self.lo, self.hi, out=y)
 
     def _hardsigmoid(self, y):
-        y *= self.alpha
-        y += self.beta
-        np.clip(y, 0.0, 1.0, out=y)
+        hard_sigmoid(y, out=y, alpha=self.alpha, beta=self.beta)
 
     def _hardswish(self, y):
-        """y * max(0, min(1, y / 6 + 1/2))."""
-        t = self.tmp.array
-        np.multiply(y, 1.0 / 6.0, out=t)
-        t += 0.5
-        np.clip(t, 0.0, 1.0, out=t)
-        with np.errstate(invalid="ignore"):
-            np.multiply(y, t, out=y)
+        hard_swish_into(y, y, self.tmp.array)
 
     def _leakyrelu(self, y):
-        """y for y >= 0, alpha * y below (as LeakyRelu's kernel computes it)."""
-        t, a = self.tmp.array, self.alpha
-        if 0.0 < a <= 1.0:
-            np.multiply(y, a, out=t)
-            np.maximum(y, t, out=y)
-        elif a > 1.0:
-            np.multiply(y, a, out=t)
-            np.minimum(y, t, out=y)
-        else:
-            with np.errstate(invalid="ignore"):
-                np.minimum(y, 0, out=t)
-                t *= a
-                np.maximum(y, 0, out=y)
-                y += t
+        leaky_relu_into(y, y, self.tmp.array, self.alpha)
 
 
 @kernel("FusedConv", since=1, domain=DOMAIN, check=_check)
