@@ -1,6 +1,5 @@
 """The three planners on hand-computed cases and on the classic CNNs."""
 
-import time
 
 import pytest
 
@@ -152,15 +151,12 @@ def test_shared_buffers_match_fb_reported_savings():
     assert saved["alexnet"] >= 0.5 and saved["googlenet"] >= 0.7
 
 
-def test_planning_time_of_a_500_value_graph():
+def test_a_500_value_graph_is_planned_to_the_bound():
+    """ResNet-152's step list (500+ buffers). Its planning time is measured by benchmarks/memory.py."""
     net = synthetic.resnet152()
     lv = analyze(*net, inplace=False)
-    plan_arena(lv)  # warm up numpy
-    start = time.perf_counter()
     plan = plan_arena(lv)
-    elapsed = time.perf_counter() - start
-    print(f"\nplan_arena on ResNet-152 ({len(lv.ranges)} buffers): {elapsed * 1e3:.1f} ms, "
-          f"efficiency {plan.efficiency:.4f}")
+    plan.validate()
     assert len(lv.ranges) >= 500
-    assert elapsed < 0.5  # typically ~5 ms; generous for loaded CI machines
+    assert plan.efficiency <= 1.01
     assert plan.ranges["input_0"] == LiveRange(-1, lv.num_steps)

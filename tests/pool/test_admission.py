@@ -1,7 +1,6 @@
 """Admission when the queue is full: block, block with a timeout, fail fast."""
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -25,22 +24,25 @@ def gated_pool(**kw):
 
 def test_block_waits_for_room_and_reports_the_delay():
     pool, gate, futures = gated_pool()
-    threading.Timer(0.3, gate.open).start()
-    t0 = time.perf_counter()
-    futures.append(pool.forward([X]))   # blocks until the gate opens
-    assert time.perf_counter() - t0 >= 0.25
-    assert max(gate.delays_ms) >= 250
-    for f in futures:
+    produced = []
+    producer = threading.Thread(target=lambda: produced.append(pool.forward([X])))
+    producer.start()
+    producer.join(0.3)
+    assert producer.is_alive() and not produced   # blocked: the queue is full
+    gate.open()
+    producer.join(30)
+    assert not producer.is_alive() and len(produced) == 1
+    for f in futures + produced:
         f.result(timeout=30)
+    # the blocked producer's wait is what on_job_enqueued reported for it: the largest delay
+    assert gate.delays_ms[-1] == max(gate.delays_ms) and gate.delays_ms[-1] > 0
     pool.close()
 
 
 def test_block_with_a_timeout():
     pool, gate, futures = gated_pool()
-    t0 = time.perf_counter()
-    with pytest.raises(QueueFullError, match="stayed full"):
+    with pytest.raises(QueueFullError, match="stayed full .* for 0.200 s"):
         pool.forward([X], timeout=0.2)
-    assert 0.15 <= time.perf_counter() - t0 < 5
     assert pool.stats().total().counts["rejected"] == 1
     gate.open()
     for f in futures:
@@ -58,10 +60,8 @@ def test_config_timeout_applies_by_default():
 
 def test_fail_fast():
     pool, gate, futures = gated_pool(admission="fail")
-    t0 = time.perf_counter()
-    with pytest.raises(QueueFullError, match="full"):
+    with pytest.raises(QueueFullError, match="the job queue is full"):  # refused without waiting
         pool.forward([X])
-    assert time.perf_counter() - t0 < 0.1
     with pytest.raises(QueueFullError):
         pool.forward([X], block=False)
     gate.open()
