@@ -30,7 +30,6 @@ import math
 import numpy as np
 
 from ..ir import Node
-from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
 from .base import rules_pass
 from .pattern import Const, Match, Pat, Rewriter, Rule, Var
 
@@ -73,13 +72,8 @@ def _constants_keep_shape(m: Match) -> bool:
 
 def to_gelu(m: Match, rw: Rewriter):
     """x * 0.5 * (1 + erf(x / sqrt(2))) = Gelu(x; approximate="none")"""
-    if rw.opset("") >= 20:
-        domain = ""
-    else:
-        domain = DOMAIN
-        rw.use_domain(DOMAIN, DOMAIN_VERSION)
     name = rw.node_name(f"{m.root.name}.gelu")
-    return [Node("Gelu", [m.value("x")], [m.root.outputs[0]], {}, domain, name)]
+    return [Node("Gelu", [m.value("x")], [m.root.outputs[0]], {}, rw.domain_for(20), name)]
 
 
 GELU_RULES = [Rule("Gelu (erf form) fused", pat, to_gelu, where=_constants_keep_shape,

@@ -15,7 +15,6 @@ Gelu pass does, and never raises the model's opset.
 from __future__ import annotations
 
 from ..ir import Node
-from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
 from .base import rules_pass
 from .pattern import Match, Pat, Rewriter, Rule, Var
 
@@ -30,13 +29,8 @@ def _is_hardswish_gate(node: Node) -> bool:
 
 def to_hard_swish(m: Match, rw: Rewriter):
     """x * HardSigmoid(x; 1/6, 1/2) = HardSwish(x)"""
-    if rw.opset("") >= 14:
-        domain = ""
-    else:
-        domain = DOMAIN
-        rw.use_domain(DOMAIN, DOMAIN_VERSION)
     name = rw.node_name(f"{m.root.name}.hardswish")
-    return [Node("HardSwish", [m.value("x")], [m.root.outputs[0]], {}, domain, name)]
+    return [Node("HardSwish", [m.value("x")], [m.root.outputs[0]], {}, rw.domain_for(14), name)]
 
 
 HARD_SWISH_RULES = [Rule(

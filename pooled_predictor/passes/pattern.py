@@ -347,6 +347,20 @@ class Rewriter:
         if self.graph.opset.get(domain, 0) < version:
             self.graph.opset[domain] = version
 
+    def domain_for(self, onnx_since: int) -> str:
+        """'' when the model's ONNX opset has an op (since `onnx_since`), else our own domain.
+
+        A pass never raises the model's opset: that would change the meaning of
+        its other nodes (Squeeze-13, ReduceMean-18, ...); the op comes from our
+        domain instead (same function, same kernel), which the graph then imports.
+        """
+        if self.opset("") >= onnx_since:
+            return ""
+        from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
+
+        self.use_domain(DOMAIN, DOMAIN_VERSION)
+        return DOMAIN
+
 
 def apply_rules(graph: Graph, rules: Sequence[Rule], shapes=None, max_rounds: int = 50) -> Counter:
     """Rewrite `graph` in place with `rules` until none fires.

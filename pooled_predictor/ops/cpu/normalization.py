@@ -109,6 +109,21 @@ def _sum_squares(d: np.ndarray, out: np.ndarray) -> None:
     np.einsum("ij,ij->i", d, d, out=out)
 
 
+def _center_rows(xs: np.ndarray, d: np.ndarray, mean: np.ndarray, std: np.ndarray, epsilon: float,
+                 dtype) -> None:
+    """Per row i of xs (rows, cols): mean[i]; d = xs - mean; std[i] = sqrt(var_i + epsilon).
+
+    Shared by LayerNormalization and InstanceNormalization; computed in `dtype`
+    (their stash / compute type), population variance (divide by cols).
+    """
+    np.mean(xs, axis=1, dtype=dtype, out=mean)
+    np.subtract(xs, mean[:, None], out=d)
+    _sum_squares(d, std)
+    std /= xs.shape[1]
+    std += epsilon
+    np.sqrt(std, out=std)
+
+
 # ---- LRN -----------------------------------------------------------------------
 def _lrn_check(attrs, version):
     size = attrs.get("size")
@@ -206,12 +221,7 @@ class LayerNormalization:
         xs, ys = x.reshape(rows, cols), _rows(y, rows, cols)
         d = ys if self.d is None else self.d.array
         mean, inv = self.stats.array
-        np.mean(xs, axis=1, dtype=self.stash, out=mean)
-        np.subtract(xs, mean[:, None], out=d)
-        _sum_squares(d, inv)
-        inv /= cols
-        inv += self.epsilon
-        np.sqrt(inv, out=inv)
+        _center_rows(xs, d, mean, inv, self.epsilon, self.stash)
         np.reciprocal(inv, out=inv)
         d *= inv[:, None]
         if d is not ys:
@@ -261,12 +271,7 @@ class InstanceNormalization:
         xs, ys = x.reshape(n * c, cols), _rows(out, n * c, cols)
         d = ys if self.d is None else self.d.array
         mean, a = self.stats.array
-        np.mean(xs, axis=1, dtype=self.ct, out=mean)
-        np.subtract(xs, mean[:, None], out=d)
-        _sum_squares(d, a)
-        a /= cols
-        a += self.epsilon
-        np.sqrt(a, out=a)
+        _center_rows(xs, d, mean, a, self.epsilon, self.ct)
         a2 = a.reshape(n, c)
         np.divide(scale, a2, out=a2)  # a = scale[c] / sqrt(var + epsilon)
         y3 = ys.reshape(n, c, cols)
