@@ -101,7 +101,8 @@ class Net:
         """Names of the blobs that can be read (see blob_by_name)."""
         if self._layout is None:
             return []
-        return [n for n in self._blobs if n in self._layout.readable]
+        readable, dynamic = self._layout.readable, self._dynamic_outputs()
+        return [n for n in self._blobs if n in readable or n in dynamic]
 
     @property
     def has_dynamic_shapes(self) -> bool:
