@@ -1,6 +1,7 @@
 """The `pooled-predictor` command (also `python -m pooled_predictor`).
 
     pooled-predictor demo [--threads N] [--image PAGE.png]
+    pooled-predictor faces [IMAGE] [-o boxes.png] [--threshold 0.5] [--threads N]
     pooled-predictor run MODEL.onnx [--input x.npy|x.npz] [--save-outputs out.npz]
                          [--threads N] [--requests R] [--shape NAME=1x3x224x224] [--dim NAME=V]
     pooled-predictor ops [--device cpu|cuda]
@@ -49,6 +50,29 @@ def _cmd_demo(args) -> int:
     if args.image is None:
         cer = character_error_rate(result.text, PAGE_TEXT)
         print(f"{'character error rate vs the page':<{width}}  {cer * 100:8.2f} %")
+    return 0
+
+
+def _cmd_faces(args) -> int:
+    from .apps.faces import detect_faces, draw_faces, load_image
+    from .pool import Config, PooledPredictor
+    from .zoo import fetch_astronaut_image, fetch_res10_face_detector
+
+    model = fetch_res10_face_detector()
+    path = args.image or fetch_astronaut_image()
+    image = load_image(path)
+    config = Config(model_paths=[(model.prototxt, model.caffemodel)], num_threads=args.threads)
+    t0 = time.perf_counter()
+    with PooledPredictor(config) as pool:
+        faces = detect_faces(pool, image, threshold=args.threshold).result()
+    ms = (time.perf_counter() - t0) * 1e3
+    print(f"# {path} ({image.shape[1]}x{image.shape[0]}), res10 300x300 SSD (Caffe), "
+          f"{len(faces)} face(s) with score >= {args.threshold} ({ms:.0f} ms with load)")
+    for f in faces:
+        print(f"score {f.score:.4f}  box x0={f.x0:.1f} y0={f.y0:.1f} x1={f.x1:.1f} y1={f.y1:.1f}")
+    if args.output:
+        draw_faces(image, faces, args.output)
+        print(f"wrote {args.output}")
     return 0
 
 
@@ -182,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--image", help="another image instead of skimage's page.png")
     d.add_argument("--repeat", type=int, default=1, help="run the page this many times (timings of the last)")
     d.set_defaults(fn=_cmd_demo)
+
+    f = sub.add_parser("faces", help="detect faces in a photo with OpenCV's res10 SSD (Caffe) through the pool")
+    f.add_argument("image", nargs="?", help="a photo (default: skimage's astronaut.png)")
+    f.add_argument("-o", "--output", help="write the photo with the boxes to this PNG")
+    f.add_argument("--threshold", type=float, default=0.5)
+    f.add_argument("--threads", type=int, default=1)
+    f.set_defaults(fn=_cmd_faces)
 
     r = sub.add_parser("run", help="run any supported ONNX model through the pool; throughput and p50/p99")
     r.add_argument("model")

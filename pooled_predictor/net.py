@@ -484,6 +484,33 @@ class Net:
         self._feed(arrays)
         self.forward()
 
+    def forward_shared(self, inputs) -> None:
+        """forward() reading the caller's input arrays in place: they are not copied into the Net.
+
+        The kernels that read an input get the caller's array instead of the
+        Net's input blob, for this call only (Paddle's share_external_data).
+        The arrays must stay unchanged until this returns.
+
+        Raises:
+            InputError: as forward(), and for arrays that are not C-contiguous.
+        """
+        arrays = self.check_inputs(inputs)
+        for n, a in arrays.items():
+            if not a.flags.c_contiguous:
+                raise InputError(f"input {n!r}: a shared input must be C-contiguous")
+        current = self._input_shapes
+        if current is None or any(a.shape != current[n] for n, a in arrays.items()):
+            self._reshape_checked({n: a.shape for n, a in arrays.items()})
+        layout = self._layout
+        swap = {id(layout.blobs[n]): a for n, a in arrays.items()}
+        self._run = [partial(f.func, *[swap.get(id(x), x) for x in f.args], **f.keywords)
+                     if isinstance(f, partial) and any(id(x) in swap for x in f.args) else f for f in layout.run]
+        self._blobs = {**layout.blobs, **arrays}
+        try:
+            self.forward()
+        finally:
+            self._run, self._blobs = layout.run, layout.blobs
+
     def forward(self, inputs=None) -> None:
         """Run the net (Caffe's ForwardPrefilled when `inputs` is None).
 

@@ -44,6 +44,7 @@ from .errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFu
                      UnknownBlobError, UnknownNetError)
 from .futures import Future
 from .net import Optimization
+from .paddle_api import HandleAPI
 from .predictor import Predictor
 from .stats import StatsRecorder, StatsSnapshot
 
@@ -72,9 +73,11 @@ class Config:
     """What a PooledPredictor serves and how.
 
     Attributes:
-        model_paths: ONNX files, net_id = index. Exactly one of model_paths and
-            model_bytes must be given.
-        model_bytes: serialized ONNX models, net_id = index.
+        model_paths: ONNX files or Caffe (prototxt, caffemodel) path pairs,
+            net_id = index (fb-caffe-exts' protoWeightPaths_). Exactly one of
+            model_paths and model_bytes must be given.
+        model_bytes: serialized ONNX models or Caffe (text prototxt, binary
+            caffemodel) pairs, net_id = index (protoWeightStrings_).
         num_threads: worker threads (started lazily, up to this many).
         queue_capacity: bound of the job queue; None means num_threads.
         disable_blas_threading: limit BLAS threads per call while the pool lives
@@ -632,8 +635,12 @@ def _finalize(core: _Core, blas_token) -> None:
             core.queue.close(len(core.threads), drain=False)
 
 
-class PinnedPooledPredictor:
-    """A PooledPredictor bound to one model (fb-caffe-exts' PinnedPooledPredictor)."""
+class PinnedPooledPredictor(HandleAPI):
+    """A PooledPredictor bound to one model (fb-caffe-exts' PinnedPooledPredictor).
+
+    It also has Paddle's handle API (pooled_predictor/paddle_api.py): run() with
+    no arguments sends the fed handles through the pool and waits.
+    """
 
     def __init__(self, pool: PooledPredictor, net_id: int):
         self.pool = pool
@@ -649,6 +656,19 @@ class PinnedPooledPredictor:
     @property
     def predictor(self) -> Predictor:
         return self.pool.predictor(self.net_id)
+
+    def run(self) -> None:
+        """Paddle's run(): the fed input handles through the pool (blocks until done)."""
+        self._paddle_run()
+
+    def _handle_inputs(self):
+        return self.predictor.inputs
+
+    def _handle_outputs(self):
+        return self.predictor.outputs
+
+    def _handle_run(self, arrays: dict) -> dict:
+        return self.forward(arrays).result()
 
     def canonical_net(self):
         return self.pool.canonical_net(self.net_id)

@@ -22,17 +22,21 @@ import numpy as np
 
 from .blas import limit_blas_threads, release_blas_threads
 from .errors import InputError, UnknownBlobError
-from .importers import load_onnx
+from .importers import load_caffe, load_model
 from .ir import Graph, Value
 from .net import Net, Optimization
+from .paddle_api import HandleAPI
 from .program import Program
 
 
-class Predictor:
+class Predictor(HandleAPI):
     """Thread-safe inference over one model.
 
     Args:
-        model: path, bytes or onnx.ModelProto (or an already imported Graph).
+        model: ONNX path, bytes or onnx.ModelProto; a Caffe pair (prototxt,
+            caffemodel) of paths or of (text, binary) contents; or an already
+            imported Graph. For Caffe models, see also paths(), strings() and
+            hdf5_paths() (fb-caffe-exts' factories).
         device: "cpu" (numpy kernels) or "cuda".
         optimization: Optimization.MEMORY (default) places each Net's activations
             in one arena planned by memory_opt: intermediates are then readable
@@ -58,7 +62,7 @@ class Predictor:
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  graph_optimization_level: str = "all", disabled_passes=(),
                  disable_blas_threading: bool = True):
-        graph = model if isinstance(model, Graph) else load_onnx(model, device=device)
+        graph = model if isinstance(model, Graph) else load_model(model, device=device)
         self.imported_graph = graph
         self.optimization_report = None
         if graph_optimization_level != "none" or disabled_passes:
@@ -83,6 +87,68 @@ class Predictor:
         self._nets_lock = threading.Lock()
         self._net_count = 0
         self._blas_token = limit_blas_threads(1) if disable_blas_threading else None
+
+    # ---- fb-caffe-exts' factories (Caffe models) --------------------------------------
+    @classmethod
+    def paths(cls, prototxt_path, weights_path, optimization: Optimization = Optimization.MEMORY,
+              disable_blas_threading: bool = True, **kwargs) -> "Predictor":
+        """A Predictor of a Caffe model from a prototxt and a caffemodel path (Predictor::paths).
+
+        Raises:
+            ModelLoadError: unreadable files or missing weights (names file and layer);
+            UnsupportedOpError: every unsupported layer type at once.
+        """
+        return cls(load_caffe(prototxt_path, weights_path, device=kwargs.get("device", "cpu")),
+                   optimization=optimization, disable_blas_threading=disable_blas_threading, **kwargs)
+
+    @classmethod
+    def strings(cls, text_prototxt, binary_weights, optimization: Optimization = Optimization.MEMORY,
+                disable_blas_threading: bool = True, **kwargs) -> "Predictor":
+        """A Predictor of a Caffe model from the prototxt text and the caffemodel bytes (Predictor::strings)."""
+        if isinstance(text_prototxt, str):
+            text_prototxt = text_prototxt.encode()
+        return cls(load_caffe(text_prototxt, bytes(binary_weights), device=kwargs.get("device", "cpu")),
+                   optimization=optimization, disable_blas_threading=disable_blas_threading, **kwargs)
+
+    @classmethod
+    def hdf5_paths(cls, prototxt_path, hdf5_weights_path, optimization: Optimization = Optimization.MEMORY,
+                   disable_blas_threading: bool = True, **kwargs) -> "Predictor":
+        """A Predictor of a Caffe model whose weights are in Caffe's HDF5 layout (Predictor::hdf5_paths).
+
+        Needs h5py (the `hdf5` extra).
+        """
+        return cls(load_caffe(prototxt_path, hdf5_weights_path, weights_format="hdf5",
+                              device=kwargs.get("device", "cpu")),
+                   optimization=optimization, disable_blas_threading=disable_blas_threading, **kwargs)
+
+    def clone(self) -> "Predictor":
+        """A new Predictor over the same compiled model and weights (Paddle's Predictor.clone).
+
+        Nothing is imported or compiled again; the clone has its own Nets
+        (activations) and its own handles.
+        """
+        other = object.__new__(type(self))
+        shared = ("imported_graph", "optimization_report", "graph", "device", "optimization", "program",
+                  "_net_options")
+        other.__dict__.update({k: self.__dict__[k] for k in shared})
+        other.canonical_net = other.new_net()
+        other._local = threading.local()
+        other._nets_lock = threading.Lock()
+        other._net_count = 0
+        other._blas_token = limit_blas_threads(1) if self._blas_token is not None else None
+        return other
+
+    # ---- Paddle's handle API (pooled_predictor/paddle_api.py) -----------------------------
+    def _handle_inputs(self) -> list[Value]:
+        return self.program.inputs
+
+    def _handle_outputs(self) -> list[Value]:
+        return self.program.outputs
+
+    def _handle_run(self, arrays: dict) -> dict:
+        net = self.net()
+        net.forward_shared(arrays)
+        return {n: net.blob_by_name(n) for n in self.output_names}
 
     def __del__(self):
         token = getattr(self, "_blas_token", None)
@@ -164,8 +230,17 @@ class Predictor:
             np.copyto(o, b)
         return out
 
-    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        """onnxruntime's InferenceSession.run: outputs (None: all) for a feed dict."""
+    def run(self, output_names: Sequence[str] | None = None,
+            input_feed: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray] | None:
+        """onnxruntime's InferenceSession.run: outputs (None: all) for a feed dict.
+
+        With no arguments, Paddle Inference's run(): runs on the arrays fed to the
+        input handles and fills the output handles (see paddle_api.py).
+        """
+        if input_feed is None and output_names is None:
+            return self._paddle_run()
+        if input_feed is None:
+            raise InputError("run(output_names, input_feed) needs input_feed")
         return self.forward(dict(input_feed), list(output_names or self.output_names))
 
 

