@@ -126,8 +126,8 @@ def parse_caffemodel(src) -> tuple[dict[str, list[np.ndarray]], str]:
     except Exception as exc:  # DecodeError
         raise ModelLoadError(f"cannot parse caffemodel {where!r} (truncated or not a caffemodel?): "
                              f"{type(exc).__name__}: {exc}") from exc
-    if not net.layer and not net.layers:
-        raise ModelLoadError(f"caffemodel {where!r} holds no layers (empty or not a caffemodel?)")
+    if not data:
+        raise ModelLoadError(f"caffemodel {where!r} is empty")
     weights = {}
     for proto in list(net.layer) + list(net.layers):
         if proto.blobs:

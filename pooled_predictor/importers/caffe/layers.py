@@ -359,7 +359,11 @@ def threshold(b: Builder, layer) -> None:
 
 
 def batch_norm(b: Builder, layer) -> None:
-    """BatchNorm (TEST: global statistics): y = (x - mean/f) / sqrt(var/f + eps), f the third blob (0 means 1).
+    """BatchNorm (TEST: global statistics): y = (x - mean * s) / sqrt(var * s + eps), s = 1/f for the third blob f.
+
+    f is the moving-average scale factor; f = 0 gives s = 0, as Caffe's
+    batch_norm_layer.cpp computes it (`scale_factor = f == 0 ? 0 : 1 / f`) and
+    OpenCV reads it (the mean and variance are then taken as 0).
 
     Emitted as BatchNormalization with scale 1 and bias 0 (Caffe's BatchNorm has
     no affine part; a Scale layer follows it).
@@ -369,7 +373,7 @@ def batch_norm(b: Builder, layer) -> None:
     rank = b.bottom_rank(layer)
     mean, var, factor = b.learned(layer, 3)
     f = float(factor.reshape(-1)[0]) if factor.size else 1.0
-    f = 1.0 / f if f != 0.0 else 1.0
+    f = 1.0 / f if f != 0.0 else 0.0
     mean = (mean.reshape(-1) * f).astype(np.float32)
     var = (var.reshape(-1) * f).astype(np.float32)
     c = mean.shape[0]
