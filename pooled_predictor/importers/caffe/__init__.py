@@ -170,6 +170,22 @@ def parse_hdf5_weights(src) -> tuple[dict[str, list[np.ndarray]], str]:
     return weights, where
 
 
+def save_hdf5_weights(weights: dict[str, list[np.ndarray]], path) -> None:
+    """Write weights in Caffe's HDF5 layout (Net::ToHDF5): dataset ``data/<layer name>/<i>`` per blob.
+
+    With parse_caffemodel, converts a caffemodel for Predictor.hdf5_paths:
+    ``save_hdf5_weights(parse_caffemodel(path)[0], "model.h5")``. Needs h5py.
+    """
+    import h5py
+
+    with h5py.File(os.fspath(path), "w") as f:
+        data = f.create_group("data")
+        for name, blobs in weights.items():
+            group = data.create_group(name)
+            for i, b in enumerate(blobs):
+                group.create_dataset(str(i), data=np.asarray(b, np.float32))
+
+
 def blob_to_array(blob, where: str, layer: str, index: int) -> np.ndarray:
     """A BlobProto as float32 ndarray: `shape` or the legacy num/channels/height/width; `data` or `double_data`."""
     if blob.HasField("shape"):
@@ -303,4 +319,5 @@ def _declared_inputs(net, where: str) -> list[tuple[str, tuple | None]]:
     return [(n, None) for n in names]
 
 
-__all__ = ["load_caffe", "parse_prototxt", "parse_caffemodel", "parse_hdf5_weights", "CAFFE_DOMAIN"]
+__all__ = ["load_caffe", "parse_prototxt", "parse_caffemodel", "parse_hdf5_weights", "save_hdf5_weights",
+           "CAFFE_DOMAIN"]
