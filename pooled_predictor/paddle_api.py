@@ -86,11 +86,10 @@ class Tensor:
             InputError: as copy_from_cpu, and for an array that is not C-contiguous.
         """
         self._need_input("share_external_data")
-        array = self._checked(array)
-        if not array.flags.c_contiguous:
+        if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
             raise InputError(f"input {self._name!r}: share_external_data needs a C-contiguous array "
                              "(np.ascontiguousarray), the Net reads its memory as it is")
-        self._state().feeds[self._name] = array
+        self._state().feeds[self._name] = self._checked(array)  # a view when reshape() gave another shape
 
     def shape(self) -> list[int]:
         """The current shape: fed or declared (inputs), of the last run (outputs; declared before)."""
@@ -141,7 +140,7 @@ class Tensor:
                              f"reshape() ({int(np.prod(declared))})")
         shape = declared if declared is not None else array.shape
         self._owner._check_input_shape(self._name, tuple(shape))
-        return array.reshape(shape) if declared is not None else array
+        return array.reshape(shape) if array.shape != tuple(shape) else array
 
     def __repr__(self):
         return f"Tensor({self._name!r}, {'input' if self._is_input else 'output'})"
