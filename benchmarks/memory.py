@@ -1,4 +1,4 @@
-"""Activation memory of every zoo model and the PP-OCR detector: naive, fb-caffe-exts, our arena, bounds.
+"""Activation memory of every zoo model, the PP-OCR detector and res10 (Caffe): naive, fb-caffe-exts, arena, bounds.
 
     python benchmarks/memory.py [--batches 1 32] [--skip-measure]
 
@@ -44,6 +44,11 @@ def models():
     for name in ZOO_MODELS:
         yield name, load_onnx(build(name)), ZOO[name].input_shape, "data"
     yield "ppocr_det", load_onnx(fetch_ppocr().det), DET_SHAPE, "x"
+    from pooled_predictor.importers import load_caffe
+    from pooled_predictor.zoo import fetch_res10_face_detector
+
+    res10 = fetch_res10_face_detector()  # a Caffe model: prototxt + caffemodel
+    yield "res10_ssd (caffe)", load_caffe(res10.prototxt, res10.caffemodel), (3, 300, 300), "data"
 
 
 def plan_rows(batches):

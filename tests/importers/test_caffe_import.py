@@ -74,7 +74,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "conv" bottom: "label" top:
 """
     graph = load_caffe(text, caffemodel({"conv": [W, B]}))
     assert [n.name for n in graph.nodes] == ["conv"] and graph.input_names == ["data"]
-    assert graph.inputs[0].shape == (1, 3, 6, 6)
+    assert graph.inputs[0].shape == ("batch", 3, 6, 6)  # a declared batch of 1 becomes symbolic
 
 
 def test_unsupported_layer_types_are_listed_at_once():

@@ -288,7 +288,7 @@ def load_caffe(prototxt, weights=None, *, weights_format: str = "binary", device
             raise
         except UnsupportedLayer as exc:
             raise UnsupportedOpError(str(exc), [(layer.type, CAFFE_DOMAIN, 1)]) from None
-    graph = Graph(nodes=builder.nodes, inputs=[Value(n, np.dtype(np.float32), s) for n, s in builder.inputs],
+    graph = Graph(nodes=builder.nodes, inputs=[Value(n, np.dtype(np.float32), _input_shape(s)) for n, s in builder.inputs],
                   outputs=[Value(n) for n in builder.net_outputs()], weights=builder.weights,
                   opset=dict(OPSET), name=net.name or "caffe", source=where)
     graph.metadata["caffe_prototxt"] = where
@@ -300,6 +300,18 @@ def load_caffe(prototxt, weights=None, *, weights_format: str = "binary", device
         if missing:
             raise UnsupportedOpError(f"Caffe model {where!r}: no {device} kernel for {missing}", missing)
     return graph
+
+
+def _input_shape(shape):
+    """The declared shape, its batch dimension symbolic when declared as 1.
+
+    Caffe reshapes a net to whatever input it is given; the declared sizes are
+    kept (the Net checks them), except a batch of 1, which becomes the symbolic
+    "batch" (default 1) so that jobs can be batched.
+    """
+    if shape is None or len(shape) == 0 or shape[0] != 1:
+        return shape
+    return ("batch",) + tuple(shape[1:])
 
 
 def _declared_inputs(net, where: str) -> list[tuple[str, tuple | None]]:
