@@ -140,3 +140,25 @@ def test_config_model_paths_takes_prototxt_caffemodel_pairs(res10, tmp_path, ima
     with PooledPredictor(Config(model_paths=[mlp_path, (res10.prototxt, res10.caffemodel)])) as pool:
         out = pool.forward({"data": image}, ["detection_out"], net_id=1).result(timeout=60)
     np.testing.assert_allclose(_faces(out["detection_out"]), _faces(reference["detection_out"]), atol=1e-3)
+
+
+def test_a_batch_of_two_photos(res10, image, reference):
+    """The declared batch of 1 is symbolic: two photos in one job, DetectionOutput rows tagged by image."""
+    flipped = np.ascontiguousarray(image[:, :, :, ::-1])
+    p = Predictor.paths(res10.prototxt, res10.caffemodel)
+    (rows,) = p.forward([np.concatenate([image, flipped])], ["detection_out"])
+    faces = _faces(rows)
+    np.testing.assert_allclose(faces[faces[:, 0] == 0], _faces(reference["detection_out"]), atol=1e-3)
+    (mirrored,) = faces[faces[:, 0] == 1]
+    np.testing.assert_allclose(mirrored[[3, 5]], 1 - _faces(reference["detection_out"])[0, [5, 3]], atol=0.03)
+
+
+def test_memory_opt_arena_at_the_lower_bound(res10):
+    """memory_opt on the Caffe graph: the arena equals the liveness lower bound (benchmarks/memory.py)."""
+    p = Predictor.paths(res10.prototxt, res10.caffemodel)
+    net = p.new_net()
+    net.reshape({"data": (1, 3, 300, 300)})
+    plan = net.memory_plan
+    plan.validate()
+    assert plan.arena_bytes <= 1.001 * plan.lower_bound_bytes
+    assert net.arena_bytes < 0.25 * net.activation_bytes
