@@ -8,6 +8,7 @@ Public API:
     Future               concurrent.futures.Future with then(); collect()
     Net, Program, Optimization
     load_onnx            ONNX path | bytes | ModelProto -> Graph
+    load_caffe           Caffe prototxt + caffemodel (or HDF5) -> Graph
     errors               PooledPredictorError and its subclasses
 """
 
@@ -15,7 +16,7 @@ from .errors import (DeadlineExceededError, FetchError, InputError, KernelError,
                      PoolClosedError, PooledPredictorError, QueueFullError, ShapeInferenceError,
                      UnknownBlobError, UnknownNetError, UnsupportedOpError)
 from .futures import Future, collect
-from .importers import load_onnx
+from .importers import load_caffe, load_onnx
 from .net import Net, Optimization
 from .pool import Callback, Config, PinnedPooledPredictor, PooledPredictor
 from .predictor import Predictor
@@ -28,5 +29,5 @@ __all__ = [
     "ModelLoadError", "Net", "Optimization", "PinnedPooledPredictor", "PoolClosedError",
     "PooledPredictor", "PooledPredictorError", "Predictor", "Program", "QueueFullError",
     "ShapeInferenceError", "UnknownBlobError", "UnknownNetError", "UnsupportedOpError", "collect",
-    "load_onnx",
+    "load_caffe", "load_onnx",
 ]

@@ -145,3 +145,14 @@ def test_generated_module_matches_the_proto_file():
     names = re.findall(r"^message (\w+)", proto, re.M)
     assert names and all(hasattr(caffe_pb, n) for n in names)
     assert caffe_pb.PoolingParameter().stride == 1 and caffe_pb.BatchNormParameter().eps == pytest.approx(1e-5)
+
+
+def test_weights_that_do_not_fit_the_layer_name_it():
+    with pytest.raises(ModelLoadError, match=r"'conv'.*do not fit num_output 4"):
+        load_caffe(CONV_RELU, caffemodel({"conv": [W[:3], B]}))
+    with pytest.raises(ModelLoadError, match=r"'conv'.*bias of 3 values"):
+        load_caffe(CONV_RELU, caffemodel({"conv": [W, B[:3]]}))
+    text = prototxt({"x": (2, 6)}, 'layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y" '
+                                   'inner_product_param { num_output: 5 } }')
+    with pytest.raises(ModelLoadError, match=r"'fc'.*num_output 5"):
+        load_caffe(text, caffemodel({"fc": [np.zeros((4, 6), np.float32), np.zeros(5, np.float32)]}))

@@ -70,10 +70,6 @@ class Layer:
         self.bottom = list(proto.bottom)
         self.top = list(proto.top)
 
-    def param(self, field: str):
-        """The layer's `<field>` message (defaults when absent, as Caffe reads it)."""
-        return getattr(self.proto, field) if hasattr(self.proto, field) else None
-
 
 # ---- parsing ------------------------------------------------------------------------
 def _read(src, what: str) -> tuple[bytes, str]:

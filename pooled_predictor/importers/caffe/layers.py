@@ -173,8 +173,14 @@ def convolution(b: Builder, layer, transpose: bool = False) -> None:
     dilations = _spatial(p, "dilation", 1, n)
     blobs = b.learned(layer, (2,) if p.bias_term else (1,))
     w = blobs[0]
-    if w.ndim != n + 2:
-        w = w.reshape(w.shape[:2] + tuple(kernel)) if w.size == np.prod(w.shape[:2]) * np.prod(kernel) else w
+    # Convolution: (num_output, C / group, k...); Deconvolution: (C, num_output / group, k...)
+    outputs = w.shape[1] * p.group if transpose and w.ndim >= 2 else (w.shape[0] if w.ndim else -1)
+    if w.ndim < 2 or outputs != p.num_output or math.prod(w.shape[2:]) != math.prod(kernel):
+        raise b.bad(layer, f"weights of shape {w.shape} do not fit num_output {p.num_output}, "
+                           f"group {p.group} and kernel {kernel}")
+    w = w.reshape(w.shape[:2] + tuple(kernel))  # legacy blobs: (num, channels, height, width) already
+    if p.bias_term and blobs[1].size != p.num_output:
+        raise b.bad(layer, f"bias of {blobs[1].size} values for num_output {p.num_output}")
     inputs = [x, b.const(layer, "weight", w)]
     if p.bias_term:
         inputs.append(b.const(layer, "bias", blobs[1].reshape(-1)))
@@ -197,7 +203,10 @@ def inner_product(b: Builder, layer) -> None:
     rank = b.bottom_rank(layer)
     axis = _axis(b, layer, p.axis, rank)
     blobs = b.learned(layer, (2,) if p.bias_term else (1,))
-    w = blobs[0].reshape(-1, blobs[0].shape[-1]) if blobs[0].ndim != 2 else blobs[0]
+    w = blobs[0].reshape(-1, blobs[0].shape[-1]) if blobs[0].ndim != 2 else blobs[0]  # legacy 1x1xNxK
+    if w.shape[1 if p.transpose else 0] != p.num_output:
+        raise b.bad(layer, f"weights of shape {blobs[0].shape} do not fit num_output {p.num_output}"
+                           f"{' (transpose: K x N)' if p.transpose else ' (N x K)'}")
     wt = w if p.transpose else w.T                         # (K, N)
     flat = b.tmp(layer, "flat", axis + 1)
     b.node(layer, "Reshape", [x, b.const(layer, "shape", np.array([0] * axis + [-1], np.int64))], [flat])
