@@ -15,7 +15,13 @@ Caffe's semantics are kept where they differ from ONNX's:
   ignored);
 * layers are filtered by the NetState rules (`phase`, `include`, `exclude`,
   levels and stages) for phase TEST;
-* the graph's outputs are the blobs no later layer reads (Caffe's net outputs).
+* the graph's outputs are the blobs no later layer reads (Caffe's net outputs);
+* inputs keep their declared shapes (top-level input_shape / input_dim, Input
+  layers), except a batch of 1, which becomes symbolic so jobs can be batched.
+
+Weights: a binary caffemodel (BlobProto `shape` or legacy num/channels/height/
+width, `data` or `double_data`), or HDF5 in Caffe's layout, datasets
+``data/<layer name>/<i>`` (Net::ToHDF5; save_hdf5_weights writes it).
 
 Layer conversions live in layers.py (one function per layer type); Caffe-only
 layers become ops of the "caffe" domain (pooled_predictor/ops/cpu/caffe.py).
