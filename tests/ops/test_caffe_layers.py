@@ -278,3 +278,24 @@ def test_log_and_exp_with_base_scale_shift():
     got = _ours(text, caffemodel({}), {"x": x})
     np.testing.assert_allclose(got["l"], np.log10(3 + 2 * x), rtol=1e-5)
     np.testing.assert_allclose(got["e"], 3.0 ** (0.25 + 0.5 * x), rtol=1e-5)
+
+
+def test_detections_corner_size_and_adaptive_nms():
+    """SSD semantics written out: CORNER_SIZE decoding, and eta < 1 shrinking the NMS threshold."""
+    from pooled_predictor.ops.cpu.caffe import detections
+
+    priors = np.array([[0.1, 0.1, 0.5, 0.5], [0.12, 0.1, 0.52, 0.5], [0.2, 0.1, 0.6, 0.5], [0.6, 0.6, 0.9, 0.9]],
+                      np.float32)
+    var = np.full((4, 4), 0.5, np.float32)
+    prior = np.stack([priors.ravel(), var.ravel()])[None]
+    loc = np.zeros((1, 16), np.float32)
+    loc[0, 12:16] = [0.2, 0.0, -0.2, 0.0]  # box 3 moved by var * loc * prior size (CORNER_SIZE)
+    conf = np.array([[0.1, 0.9], [0.2, 0.8], [0.3, 0.7], [0.4, 0.6]], np.float32).reshape(1, -1)
+    kw = dict(num_classes=2, code_type="CORNER_SIZE", nms_threshold=0.6, confidence_threshold=0.5)
+    rows = detections(loc, conf, prior, **kw)
+    # box 1 overlaps box 0 by IoU 0.905 > 0.6: suppressed; box 2 by 0.6 (not > 0.6): kept
+    assert rows[:, 2].tolist() == pytest.approx([0.9, 0.7, 0.6])
+    np.testing.assert_allclose(rows[2, 3:], [0.6 + 0.5 * 0.2 * 0.3, 0.6, 0.9 - 0.5 * 0.2 * 0.3, 0.9], atol=1e-6)
+    # eta 0.9: after box 0 is kept the threshold is 0.54 < IoU(0, 2) = 0.6: box 2 goes too
+    rows = detections(loc, conf, prior, eta=0.9, **kw)
+    assert rows[:, 2].tolist() == pytest.approx([0.9, 0.6])

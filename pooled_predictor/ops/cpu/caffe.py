@@ -108,34 +108,46 @@ def _decode(loc: np.ndarray, prior: np.ndarray, var: np.ndarray, code_type: str,
 
 def _nms(boxes: np.ndarray, scores: np.ndarray, score_threshold: float, nms_threshold: float, top_k: int,
          eta: float) -> list[int]:
-    """SSD's ApplyNMSFast: greedy by descending score (ties: lower index first), IoU of normalized boxes."""
+    """SSD's ApplyNMSFast: greedy by descending score (ties: lower index first), IoU of normalized boxes.
+
+    A candidate is kept when its IoU with every box kept before it is <= the
+    threshold; with eta < 1 the threshold shrinks by eta after each kept box
+    while it is above 0.5 (adaptive NMS).
+    """
     idx = np.nonzero(scores > score_threshold)[0]
     idx = idx[np.argsort(-scores[idx], kind="stable")]
     if top_k > -1:
         idx = idx[:top_k]
-    b = boxes[idx]
-    valid = (b[:, 2] >= b[:, 0]) & (b[:, 3] >= b[:, 1])
-    area = np.where(valid, (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]), 0.0)
+    if len(idx) == 0:
+        return []
+    iou = _iou_matrix(boxes[idx])
     keep: list[int] = []
     threshold = nms_threshold
+    if eta >= 1:  # constant threshold: suppress by rows of the IoU matrix
+        suppressed = np.zeros(len(idx), bool)
+        for i in range(len(idx)):
+            if not suppressed[i]:
+                keep.append(i)
+                suppressed |= iou[i] > threshold
+        return idx[keep].tolist()
     for i in range(len(idx)):
-        ok = True
-        if keep:
-            k = np.asarray(keep)
-            x1 = np.maximum(b[k, 0], b[i, 0])
-            y1 = np.maximum(b[k, 1], b[i, 1])
-            x2 = np.minimum(b[k, 2], b[i, 2])
-            y2 = np.minimum(b[k, 3], b[i, 3])
-            overlaps = (x2 > x1) & (y2 > y1) & ~((b[k, 0] > b[i, 2]) | (b[k, 2] < b[i, 0])
-                                                  | (b[k, 1] > b[i, 3]) | (b[k, 3] < b[i, 1]))
-            inter = np.where(overlaps, (x2 - x1) * (y2 - y1), 0.0)
-            iou = inter / (area[k] + area[i] - inter)
-            ok = bool(np.all(iou <= threshold))
-        if ok:
+        if not keep or iou[i, keep].max() <= threshold:
             keep.append(i)
-            if eta < 1 and threshold > 0.5:
+            if threshold > 0.5:
                 threshold *= eta
-    return [int(idx[i]) for i in keep]
+    return idx[keep].tolist()
+
+
+def _iou_matrix(b: np.ndarray) -> np.ndarray:
+    """SSD's JaccardOverlap of every pair of normalized boxes (0 for disjoint or invalid boxes)."""
+    valid = (b[:, 2] >= b[:, 0]) & (b[:, 3] >= b[:, 1])
+    area = np.where(valid, (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]), 0.0)
+    w = np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0])
+    h = np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1])
+    inter = np.where((w > 0) & (h > 0), w * h, 0.0)
+    union = area[:, None] + area[None, :] - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(inter > 0, inter / union, 0.0)
 
 
 def detections(loc, conf, prior, *, num_classes, share_location=1, background_label_id=0,
