@@ -282,7 +282,7 @@ def test_log_and_exp_with_base_scale_shift():
 
 def test_detections_corner_size_and_adaptive_nms():
     """SSD semantics written out: CORNER_SIZE decoding, and eta < 1 shrinking the NMS threshold."""
-    from pooled_predictor.ops.cpu.caffe import detections
+    from pooled_predictor.ops.ssd import detections
 
     priors = np.array([[0.1, 0.1, 0.5, 0.5], [0.12, 0.1, 0.52, 0.5], [0.2, 0.1, 0.6, 0.5], [0.6, 0.6, 0.9, 0.9]],
                       np.float32)

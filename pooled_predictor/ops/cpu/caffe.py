@@ -8,6 +8,7 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.caffe import DOMAIN, prior_aspect_ratios
+from ..ssd import detections
 
 
 @kernel("Reshape", since=1, domain=DOMAIN)
@@ -85,103 +86,6 @@ class PriorBox:
 
 
 kernel("PriorBox", since=1, domain=DOMAIN)(PriorBox)
-
-
-def _decode(loc: np.ndarray, prior: np.ndarray, var: np.ndarray, code_type: str,
-            variance_encoded_in_target: bool) -> np.ndarray:
-    """SSD's DecodeBBoxes (normalized boxes): loc (P, 4) offsets of prior (P, 4) -> boxes (P, 4)."""
-    v = np.ones_like(var) if variance_encoded_in_target else var
-    if code_type == "CORNER":
-        return prior + v * loc
-    pw = prior[:, 2] - prior[:, 0]
-    ph = prior[:, 3] - prior[:, 1]
-    if code_type == "CORNER_SIZE":
-        return prior + v * loc * np.stack([pw, ph, pw, ph], axis=1)
-    pcx = (prior[:, 0] + prior[:, 2]) / 2
-    pcy = (prior[:, 1] + prior[:, 3]) / 2
-    cx = v[:, 0] * loc[:, 0] * pw + pcx
-    cy = v[:, 1] * loc[:, 1] * ph + pcy
-    w = np.exp(v[:, 2] * loc[:, 2]) * pw
-    h = np.exp(v[:, 3] * loc[:, 3]) * ph
-    return np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
-
-
-def _nms(boxes: np.ndarray, scores: np.ndarray, score_threshold: float, nms_threshold: float, top_k: int,
-         eta: float) -> list[int]:
-    """SSD's ApplyNMSFast: greedy by descending score (ties: lower index first), IoU of normalized boxes.
-
-    A candidate is kept when its IoU with every box kept before it is <= the
-    threshold; with eta < 1 the threshold shrinks by eta after each kept box
-    while it is above 0.5 (adaptive NMS).
-    """
-    idx = np.nonzero(scores > score_threshold)[0]
-    idx = idx[np.argsort(-scores[idx], kind="stable")]
-    if top_k > -1:
-        idx = idx[:top_k]
-    if len(idx) == 0:
-        return []
-    iou = _iou_matrix(boxes[idx])
-    keep: list[int] = []
-    threshold = nms_threshold
-    if eta >= 1:  # constant threshold: suppress by rows of the IoU matrix
-        suppressed = np.zeros(len(idx), bool)
-        for i in range(len(idx)):
-            if not suppressed[i]:
-                keep.append(i)
-                suppressed |= iou[i] > threshold
-        return idx[keep].tolist()
-    for i in range(len(idx)):
-        if not keep or iou[i, keep].max() <= threshold:
-            keep.append(i)
-            if threshold > 0.5:
-                threshold *= eta
-    return idx[keep].tolist()
-
-
-def _iou_matrix(b: np.ndarray) -> np.ndarray:
-    """SSD's JaccardOverlap of every pair of normalized boxes (0 for disjoint or invalid boxes)."""
-    valid = (b[:, 2] >= b[:, 0]) & (b[:, 3] >= b[:, 1])
-    area = np.where(valid, (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]), 0.0)
-    w = np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0])
-    h = np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1])
-    inter = np.where((w > 0) & (h > 0), w * h, 0.0)
-    union = area[:, None] + area[None, :] - inter
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(inter > 0, inter / union, 0.0)
-
-
-def detections(loc, conf, prior, *, num_classes, share_location=1, background_label_id=0,
-               code_type="CORNER", variance_encoded_in_target=0, keep_top_k=-1,
-               confidence_threshold=-math.inf, nms_threshold=0.3, top_k=-1, eta=1.0) -> np.ndarray:
-    """SSD's DetectionOutputLayer::Forward_cpu: rows [image, label, score, xmin, ymin, xmax, ymax].
-
-    Args:
-        loc: (N, P * 4) box offsets; conf: (N, P * num_classes) scores (softmaxed);
-        prior: (1, 2, P * 4) prior boxes and variances (PriorBox).
-    Returns:
-        float32 (K, 7): per image, labels ascending, scores descending within a label.
-    """
-    n = loc.shape[0]
-    p = prior.shape[2] // 4
-    priors = prior[0, 0].reshape(p, 4).astype(np.float32)
-    var = prior[0, 1].reshape(p, 4).astype(np.float32)
-    rows = []
-    for item in range(n):
-        boxes = _decode(loc[item].reshape(p, 4), priors, var, code_type, bool(variance_encoded_in_target))
-        scores = conf[item].reshape(p, num_classes)
-        kept = []  # (score, label, index)
-        for c in range(num_classes):
-            if c == background_label_id:
-                continue
-            for i in _nms(boxes, scores[:, c], confidence_threshold, nms_threshold, top_k, eta):
-                kept.append((float(scores[i, c]), c, i))
-        if keep_top_k > -1 and len(kept) > keep_top_k:
-            order = sorted(range(len(kept)), key=lambda j: -kept[j][0])  # stable: ties keep their order
-            kept = [kept[j] for j in order[:keep_top_k]]
-        for label in sorted({c for _, c, _ in kept}):
-            for s, c, i in (t for t in sorted(kept, key=lambda t: -t[0]) if t[1] == label):
-                rows.append([item, label, s, *boxes[i]])
-    return np.asarray(rows, np.float32).reshape(-1, 7)
 
 
 @kernel("DetectionOutput", since=1, domain=DOMAIN)

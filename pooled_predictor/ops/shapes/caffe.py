@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 
-from ..context import NotStatic
 from . import shape_rule
 
 DOMAIN = "caffe"
@@ -109,7 +108,7 @@ def prior_box(ctx):
 @shape_rule("DetectionOutput", domain=DOMAIN)
 def detection_output(ctx):
     # N depends on the scores: the rule computes the detections when the data is there.
-    from ..cpu.caffe import detections  # the shape is the kernel's result
+    from ..ssd import detections  # the shape is the result's
 
     loc, conf, prior = (ctx.value(i) for i in range(3))  # NotStatic at reshape: a per-forward node
     rows = detections(loc, conf, prior, **ctx.attrs)
@@ -135,4 +134,4 @@ def argmax(ctx):
     return [(tuple(out), np.dtype(np.float32))]
 
 
-__all__ = ["DOMAIN", "NotStatic", "caffe_reshape_shape", "prior_aspect_ratios", "num_priors"]
+__all__ = ["DOMAIN", "caffe_reshape_shape", "prior_aspect_ratios", "num_priors"]
