@@ -23,8 +23,9 @@ Weights: a binary caffemodel (BlobProto `shape` or legacy num/channels/height/
 width, `data` or `double_data`), or HDF5 in Caffe's layout, datasets
 ``data/<layer name>/<i>`` (Net::ToHDF5; save_hdf5_weights writes it).
 
-Layer conversions live in layers.py (one function per layer type); Caffe-only
-layers become ops of the "caffe" domain (pooled_predictor/ops/cpu/caffe.py).
+Layer conversions live in layers.py, structure_layers.py and ssd_layers.py (one
+function per layer type, over builder.Builder); Caffe-only layers become ops of
+the "caffe" domain (pooled_predictor/ops/shapes/caffe.py, ops/cpu/caffe.py).
 
 Errors: ModelLoadError names the file and, where one is at fault, the layer;
 UnsupportedOpError lists every unsupported layer type of the net at once.
@@ -40,7 +41,8 @@ from google.protobuf import text_format
 from ...errors import ModelLoadError, UnsupportedOpError
 from ...ir import Graph, Value
 from . import caffe_pb
-from .layers import CONVERTERS, Builder, UnsupportedLayer
+from .builder import Builder, UnsupportedLayer
+from .layers import CHECKS, CONVERTERS
 
 CAFFE_DOMAIN = "caffe"
 OPSET = {"": 13, CAFFE_DOMAIN: 1}
@@ -271,7 +273,8 @@ def load_caffe(prototxt, weights=None, *, weights_format: str = "binary", device
     for layer in layers:
         if layer.type in CONVERTERS:
             try:
-                builder.check(layer)
+                if layer.type in CHECKS:
+                    CHECKS[layer.type](layer)
             except UnsupportedLayer as exc:
                 problems.append(str(exc))
     if unsupported or problems:
