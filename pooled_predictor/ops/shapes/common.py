@@ -110,14 +110,10 @@ def check_types(ctx) -> None:
 
 # ---- rules ---------------------------------------------------------------------
 @shape_rule("Relu", "Sigmoid", "HardSigmoid", "Erf", "Identity", "Softmax", "LogSoftmax", "Hardmax",
-            "Sign", "Selu", "Celu", "Softsign",
-            "ThresholdedRelu", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-            "Asinh", "Acosh", "Atanh", "Round", "IsNaN", "IsInf", "Mish", "Shrink",
-            "BitwiseNot", "LRN", "InstanceNormalization", "CumSum")
+            "LRN", "InstanceNormalization", "CumSum")
 def same_as_input(ctx):
-    """Output 0 has input 0's shape; its dtype too, except where the op fixes it."""
-    dtype = np.dtype(bool) if ctx.node.op_type in ("IsNaN", "IsInf") else ctx.dtype(0)
-    return [(ctx.shape(0), dtype)]
+    """Output 0 has input 0's shape and dtype."""
+    return [(ctx.shape(0), ctx.dtype(0))]
 
 
 @shape_rule("Neg", "Abs", "Sqrt", "Exp", "Log", "Tanh", "Reciprocal", "Floor", "Ceil",
@@ -138,8 +134,7 @@ def clip(ctx):
     return [(ctx.shape(0), ctx.dtype(0))]
 
 
-@shape_rule("Add", "Sub", "Mul", "Div", "Mod", "BitShift",
-            "BitwiseAnd", "BitwiseOr", "BitwiseXor")
+@shape_rule("Add", "Sub", "Mul", "Div")
 def binary(ctx):
     """Broadcast of both inputs; dtype of input 0."""
     return [(broadcast(ctx, [ctx.shape(0), ctx.shape(1)]), ctx.dtype(0))]
@@ -159,12 +154,11 @@ def prelu(ctx):
     return [(broadcast_to(ctx, ctx.shape(1), ctx.shape(0), "slope"), ctx.dtype(0))]
 
 
-@shape_rule("LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
 def comparison(ctx):
     return [(broadcast(ctx, [ctx.shape(0), ctx.shape(1)]), np.dtype(bool))]
 
 
-@shape_rule("Equal", "Less", "Greater")
+@shape_rule("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
 def checked_comparison(ctx):
     """Broadcast of both inputs, bool (after checking their dtypes against the schema)."""
     check_types(ctx)
