@@ -258,7 +258,7 @@ class Selu:
         out *= self.gamma
 
 
-@kernel("Celu", since=12, inplace=(0,))
+@kernel("Celu", since=(12, 28), inplace=(0,))
 class Celu:
     """Y = max(0, X) + min(0, alpha * (exp(X / alpha) - 1)) (ONNX Celu; Barron 2017).
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-from onnx.numpy_helper import to_float8e8m0
 
 from ..registry import kernel
 
@@ -48,6 +47,8 @@ def cast_into(x: np.ndarray, out: np.ndarray, saturate: int = 1, round_mode: str
     elif x.dtype == object:
         out[...] = np.asarray(x, dtype=str).astype(out.dtype)
     elif out.dtype == FLOAT8E8M0:
+        from onnx.numpy_helper import to_float8e8m0  # onnx >= 1.18, as the type itself
+
         out[...] = to_float8e8m0(x, bool(saturate), round_mode).reshape(out.shape)
     elif saturate and out.dtype in FLOAT8_SATURATING and x.dtype != out.dtype:
         v = x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)

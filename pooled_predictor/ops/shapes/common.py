@@ -72,10 +72,10 @@ def check_types(ctx) -> None:
 
     Every present input must have a type its formal parameter allows, and inputs
     bound to one type parameter (e.g. T of Max's data_0..N, or X and Y of Where)
-    must share one dtype. bfloat16, float8 and int4 tensors are valid ONNX but
-    have no numpy kernels here.
+    must share one dtype. bfloat16, float8, float4, int4 and int2 are ml_dtypes'
+    numpy dtypes, checked like the others.
     Raises:
-        UnsupportedOpError: an input has an extension dtype (bfloat16, float8, int4...).
+        UnsupportedOpError: an input has a numpy void dtype ONNX has no name for.
         ShapeInferenceError: a type the spec does not allow, or mismatched types.
     """
     node = ctx.node
@@ -93,7 +93,7 @@ def check_types(ctx) -> None:
         name, param, allowed, variadic, homogeneous = formals[min(i, len(formals) - 1)]
         dt = np.dtype(ctx.dtype(i))
         t = onnx_type(dt)
-        if dt.kind == "V":
+        if dt.kind == "V" and t.startswith("numpy"):
             raise UnsupportedOpError(
                 f"node {node.name!r} ({node.op_type}): input {i} ({name}) is {t}; bfloat16, float8 and "
                 f"int4 tensors have no numpy kernel here: cast them to float32 (or an int type) first")
