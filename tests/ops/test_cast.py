@@ -1,5 +1,5 @@
 """One-node tests of Cast, CastLike and BitCast, including the ml_dtypes types (bfloat16,
-float8, float4, int4, int2), against onnxruntime where it has the kernel, else onnx's
+float8, float6, float4, int4, int2), against onnxruntime where it has the kernel, else onnx's
 reference evaluator."""
 
 import ml_dtypes
@@ -13,7 +13,8 @@ from tests.onnx_helpers import check_node, feeds_of, make_node_model, np_to_elem
 rng = np.random.default_rng(14)
 SMALL = [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2,
          ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn,
-         ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2]
+         ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2,
+         ml_dtypes.float6_e2m3fn, ml_dtypes.float6_e3m2fn]  # float6: Cast-28 only
 WIDE = [np.float32, np.float16, np.float64, np.int32, np.int8, np.uint8]
 
 
@@ -37,8 +38,10 @@ def test_cast_to_small_types(to, src, saturate):
     if "int" in np.dtype(to).name:
         x = np.clip(np.nan_to_num(x), -2, 3).astype(src)  # the reference wraps nothing out of range
     attrs = {"to": np_to_elem(to), "saturate": saturate}
-    check_node("Cast", [x], attrs, opset=25, reference="onnx")
-    check_node("CastLike", [x, np.zeros(1, to)], {"saturate": saturate}, opset=25, reference="onnx")
+    float6 = "float6" in np.dtype(to).name
+    check_node("Cast", [x], attrs, opset=28 if float6 else 25, reference="onnx")
+    if not float6:
+        check_node("CastLike", [x, np.zeros(1, to)], {"saturate": saturate}, opset=25, reference="onnx")
 
 
 @pytest.mark.parametrize("src", SMALL)
@@ -50,7 +53,8 @@ def test_cast_from_small_types(src, to):
     x = x.astype(src)
     if np.dtype(to).kind in "iu":
         x = np.nan_to_num(x.astype(np.float32), nan=0, posinf=0, neginf=0).clip(-100, 100).astype(src)
-    check_node("Cast", [x], {"to": np_to_elem(to)}, opset=25, reference="onnx")
+    check_node("Cast", [x], {"to": np_to_elem(to)}, opset=28 if "float6" in np.dtype(src).name else 25,
+               reference="onnx")
 
 
 @pytest.mark.parametrize("mode", ["up", "down", "nearest"])

@@ -1,8 +1,8 @@
 """Type conversion CPU kernels: Cast, CastLike, BitCast.
 
 ONNX spec: Cast, CastLike, BitCast sections of Operators.md. bfloat16, the
-float8 types (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float4e2m1 and the
-int4/uint4/int2/uint2 types are ml_dtypes' numpy dtypes (onnx maps them the
+float8 types (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float6 (Cast-28),
+float4e2m1 and the int4/uint4/int2/uint2 types are ml_dtypes' numpy dtypes (onnx maps them the
 same way), so numpy casts between every pair; what the spec adds is written
 here: saturation of float8 targets and the rounding modes of float8e8m0.
 """
@@ -58,7 +58,7 @@ def cast_into(x: np.ndarray, out: np.ndarray, saturate: int = 1, round_mode: str
         np.copyto(out, x, casting="unsafe")
 
 
-@kernel("Cast", since=(6, 9, 13, 19, 21, 23, 24, 25), check=_cast_check)
+@kernel("Cast", since=(6, 9, 13, 19, 21, 23, 24, 25, 28), check=_cast_check)
 def cast(x, *, out, to, saturate=1, round_mode="up"):
     """Y = X converted to the type `to` (see cast_into; Cast-19 adds `saturate`,
     Cast-25 `round_mode`). Shapes: Y as X."""
