@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor import Config, PooledPredictor, Predictor
+from pooled_predictor.errors import InputError
 from pooled_predictor.net import Net, Optimization
 from pooled_predictor.program import Program
 from pooled_predictor.importers import load_onnx
@@ -134,3 +135,21 @@ def test_all_static_inputs_fold():
     net.forward({"x": x})
     assert not net.has_dynamic_shapes
     np.testing.assert_array_equal(net.blob_by_name("y"), x + np.array([[0, 1], [0, 1]], np.float32))
+
+
+def test_pool_error_in_a_dynamic_node_goes_to_its_future():
+    """A bad value met per forward (a Compress condition with a true entry beyond the
+    axis) fails that job's Future; the worker keeps serving."""
+    graph = helper.make_graph(
+        [helper.make_node("Compress", ["x", "c"], ["y"], axis=0)], "compress",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, ["k"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.array([1, 2, 3], np.float32)
+    with PooledPredictor(Config(model_bytes=[model.SerializeToString()], num_threads=1)) as pool:
+        bad = pool.forward({"x": x, "c": np.array([False, False, False, True])})
+        good = pool.forward({"x": x, "c": np.array([True, False, True])})
+        with pytest.raises(InputError, match="beyond the axis"):
+            bad.result(timeout=60)
+        np.testing.assert_array_equal(good.result(timeout=60)["y"], [1, 3])
