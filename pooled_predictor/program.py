@@ -19,6 +19,7 @@ from .errors import KernelError, ModelLoadError, PooledPredictorError, Unsupport
 from .ir import Graph, Node, Value, readonly
 from .ops.context import NotStatic, OpContext
 from .ops.registry import KernelDef, find, lookup, schema_version
+from .ops.widen import Widened, needs_widening
 from .ops.shapes import get_rule
 
 # Ops whose output depends only on the *shape* of their input, never its data:
@@ -73,7 +74,16 @@ class Step:
         return specs
 
     def bind(self, ctx: OpContext) -> Callable:
-        """The callable that runs this node: runner(*inputs, out=out)."""
+        """The callable that runs this node: runner(*inputs, out=out).
+
+        Inputs or outputs of a small float type (bfloat16, float8: ml_dtypes)
+        run through float32 copies (ops/widen.py).
+        """
+        if not self.kernel.dynamic_output and needs_widening(self.node.op_type, ctx):
+            return Widened(ctx, self._bind_kernel, self.out_arg)
+        return self._bind_kernel(ctx)
+
+    def _bind_kernel(self, ctx: OpContext) -> Callable:
         k = self.kernel
         if k.is_class:
             return k.impl(ctx, **self.node.attrs)
