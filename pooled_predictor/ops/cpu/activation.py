@@ -142,12 +142,19 @@ class Elu:
         self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
 
     def __call__(self, x, *, out):
-        t = self.tmp.array
-        np.minimum(x, 0, out=t)
-        np.expm1(t, out=t)
-        t *= self.alpha
-        np.maximum(x, 0, out=out)
-        out += t
+        elu_into(x, out, self.tmp.array, self.alpha)
+
+
+def elu_into(x, out, t, alpha: float, inner: float = 1.0) -> None:
+    """out = max(x, 0) + alpha * expm1(inner * min(x, 0)); t: workspace of x's shape
+    (out may be x). Elu (inner 1), Celu (inner 1 / alpha) and Selu (times gamma)."""
+    np.minimum(x, 0, out=t)
+    if inner != 1.0:
+        t *= inner
+    np.expm1(t, out=t)
+    t *= alpha
+    np.maximum(x, 0, out=out)
+    out += t
 
 
 @kernel("HardSwish", since=(14, 22), inplace=(0,))
@@ -249,12 +256,7 @@ class Selu:
         self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
 
     def __call__(self, x, *, out):
-        t = self.tmp.array
-        np.minimum(x, 0, out=t)
-        np.expm1(t, out=t)
-        t *= self.alpha
-        np.maximum(x, 0, out=out)
-        out += t
+        elu_into(x, out, self.tmp.array, self.alpha)
         out *= self.gamma
 
 
@@ -271,13 +273,7 @@ class Celu:
         self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
 
     def __call__(self, x, *, out):
-        t = self.tmp.array
-        np.minimum(x, 0, out=t)
-        t /= self.alpha
-        np.expm1(t, out=t)
-        t *= self.alpha
-        np.maximum(x, 0, out=out)
-        out += t
+        elu_into(x, out, self.tmp.array, self.alpha, 1.0 / self.alpha)
 
 
 @kernel("ThresholdedRelu", since=(10, 22), inplace=(0,))
@@ -292,7 +288,7 @@ class Shrink:
 
     Integer X: computed in double and converted back (C conversion, as
     onnxruntime's float attributes do). Shapes: Y as X. Workspace: one array of
-    X's shape (float64 for integer X).
+    X's shape (float64 for integer X) and two bool masks.
     """
 
     def __init__(self, ctx, *, bias=0.0, lambd=0.5):
@@ -365,9 +361,7 @@ class SwiGLU:
 
     def __call__(self, a, b, *, out):
         t = self.tmp.array
-        np.multiply(a, self.alpha, out=t)
-        special.expit(t, out=t)
-        t *= a
+        swish_into(a, t, t, self.alpha)
         np.multiply(t, b, out=out)
 
 
