@@ -114,3 +114,29 @@ def test_integer_in_place(op, index):
     from tests.onnx_helpers import check_inplace
 
     check_inplace(op, [int_sample((3, 4), np.int32), int_sample((3, 4), np.int32, nonzero=True)], {}, 14, index)
+
+
+def test_channel_shuffle_shape_arithmetic():
+    """ShuffleNet v2's channel split as torch exports it: Shape -> Gather -> Div of int64
+    scalars -> Concat -> Reshape, evaluated at reshape time (the integer Div on 0-d arrays
+    used to fail there)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.onnx_helpers import run_ort, run_ours
+
+    i64 = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["c"], axis=0),
+             helper.make_node("Div", ["c", "two"], ["half"]),
+             helper.make_node("Unsqueeze", ["half", "zero_axis"], ["half1"]),
+             helper.make_node("Concat", ["neg1", "two1", "half1", "hw"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1, 3, 4])]
+    inits = [i64("one", 1), i64("two", 2), i64("zero_axis", [0]), i64("neg1", [-1]), i64("two1", [2]),
+             i64("hw", [3, 3])]
+    graph = helper.make_graph(nodes, "shuffle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
+    (ours,), (ref,) = run_ours(model, {"x": x}), run_ort(model, {"x": x})
+    np.testing.assert_array_equal(ours, ref)
