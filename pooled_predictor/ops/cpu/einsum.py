@@ -14,7 +14,7 @@ from ..shapes.normalization import einsum_shape, parse_einsum
 class Einsum:
     """output[output-term] = sum over the other labels of prod_k input_k[term_k].
 
-    ONNX Einsum-12 and -28 (-28 adds bfloat16: computed in float32, rounded once): an equation
+    ONNX Einsum-12 and -28 (-28 adds bfloat16, which numpy lacks): an equation
     ``term1, term2, ... [-> output-term]`` over letter labels (case sensitive)
     and '...' for broadcast dimensions; labels repeated in a term take the
     diagonal; without '->' the output is '...' then the labels occurring once,
@@ -44,21 +44,15 @@ class Einsum:
         spec = parse_einsum(str(equation), [len(s) for s in shapes], ctx.error)
         self.equation = spec.equation
         out_shape = einsum_shape(spec, shapes, ctx.error)
-        # bfloat16 (ml_dtypes; numpy.einsum has no loop for it): float32 operands, one rounding at the end
-        self.widen = ctx.dtype(0).kind == "V"
-        self.plan = _MatmulPlan.build(spec, shapes, out_shape, ctx) if n == 2 and not self.widen else None
+        self.plan = _MatmulPlan.build(spec, shapes, out_shape, ctx) if n == 2 else None
         self.path = False  # one operand: numpy's direct loop
         if self.plan is None and n > 1:
             # Zero-stride stand-ins: einsum_path reads only shapes.
-            dummies = [np.broadcast_to(np.zeros((), np.float32 if self.widen else ctx.dtype(i)), s)
-                       for i, s in enumerate(shapes)]
+            dummies = [np.broadcast_to(np.zeros((), ctx.dtype(i)), s) for i, s in enumerate(shapes)]
             self.path = np.einsum_path(self.equation, *dummies, optimize="greedy")[0]
 
     def __call__(self, *inputs, out):
-        if self.widen:
-            wide = [a.astype(np.float32) for a in inputs]
-            np.copyto(out, np.einsum(self.equation, *wide, optimize=self.path), casting="unsafe")
-        elif self.plan is not None:
+        if self.plan is not None:
             self.plan.run(*inputs, out=out)
         else:
             np.einsum(self.equation, *inputs, out=out, optimize=self.path)
