@@ -5,8 +5,11 @@ A Net owns its activation blobs and shares its Program's weights (read-only).
 known (Shape chains, constants), lays out memory once and binds each node to
 its arrays; `forward()` then only runs bound kernels: it allocates no
 activation arrays. Nodes whose output shape depends on data fed at forward time
-(a Reshape whose target shape is a graph input, say) and everything downstream
-of them run in a slower mode that infers shapes and allocates per forward.
+(a Reshape whose target shape is a graph input, say; or a kernel registered with
+dynamic_output=True: NonZero, Unique, NonMaxSuppression, Compress) and everything
+downstream of them run in a slower mode that infers shapes and allocates per
+forward (`_run_dynamic`); the rest stays planned in the arena, and the inputs of
+those nodes are kept alive to the end of the run.
 
 A Net is used by one thread at a time (the Predictor gives each thread its own).
 """

@@ -17,8 +17,9 @@ import numpy as np
 
 from .errors import KernelError, ModelLoadError, PooledPredictorError, UnsupportedOpError
 from .ir import Graph, Node, Value, readonly
-from .ops.context import OpContext
+from .ops.context import NotStatic, OpContext
 from .ops.registry import KernelDef, find, lookup, schema_version
+from .ops.widen import Widened, needs_widening
 from .ops.shapes import get_rule
 
 # Ops whose output depends only on the *shape* of their input, never its data:
@@ -50,7 +51,16 @@ class Step:
         return OpContext(self.node, self.version, shapes, dtypes, values, device, scratch)
 
     def infer(self, ctx: OpContext) -> list[tuple[tuple, np.dtype]]:
+        """Output (shape, dtype)s from the shape rule.
+
+        Raises:
+            NotStatic: the kernel has a data-dependent output shape (after the
+                rule has checked the input types), or the rule needs a value
+                known only at forward.
+        """
         specs = self.rule(ctx)
+        if self.kernel.dynamic_output:
+            raise NotStatic(f"node {self.node.name!r} ({self.node.op_type}): output shapes depend on data")
         n = len(self.node.outputs)
         if len(specs) < n:
             raise ctx.error(f"shape rule returned {len(specs)} outputs for {n}")
@@ -64,7 +74,16 @@ class Step:
         return specs
 
     def bind(self, ctx: OpContext) -> Callable:
-        """The callable that runs this node: runner(*inputs, out=out)."""
+        """The callable that runs this node: runner(*inputs, out=out).
+
+        Inputs or outputs of a small float type (bfloat16, float8: ml_dtypes)
+        run through float32 copies (ops/widen.py).
+        """
+        if not self.kernel.dynamic_output and needs_widening(self.node.op_type, ctx):
+            return Widened(ctx, self._bind_kernel, self.out_arg)
+        return self._bind_kernel(ctx)
+
+    def _bind_kernel(self, ctx: OpContext) -> Callable:
         k = self.kernel
         if k.is_class:
             return k.impl(ctx, **self.node.attrs)
@@ -86,11 +105,31 @@ class Step:
         shapes = [None if a is None else a.shape for a in arrays]
         dtypes = [None if a is None else a.dtype for a in arrays]
         ctx = self.context(shapes, dtypes, arrays, device)
+        if self.kernel.dynamic_output:
+            return self._evaluate_dynamic(ctx, arrays)
         specs = self.infer(ctx)
         outs = [np.empty(s, t) if s is not None else None for s, t in specs]
         runner = self.bind(ctx)
         runner(*arrays, out=self.out_arg(outs))
         return outs
+
+
+    def _evaluate_dynamic(self, ctx: OpContext, arrays: list) -> list:
+        """Run a kernel that allocates its outputs; check them against the rule's dtypes."""
+        specs = self.rule(ctx)  # checks the input types; gives the output dtypes
+        outs = self.bind(ctx)(*arrays)
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        result = []
+        for k, name in enumerate(self.node.outputs):
+            if not name:
+                result.append(None)
+                continue
+            arr = np.asarray(outs[k])
+            if arr.dtype != specs[k][1]:
+                raise KernelError(f"node {self.node.name!r} ({self.node.op_type}): output {k} is "
+                                  f"{arr.dtype}, its shape rule says {specs[k][1]}")
+            result.append(arr)
+        return result
 
 
 class Program:

@@ -77,13 +77,27 @@ def run_ort(model, feeds):
 
             pytest.skip(f"onnxruntime cannot run the reference: {str(exc)[:160]}")
         raise
-    return sess.run(None, feeds)
+    return [_ort_typed(r, o.type) for r, o in zip(sess.run(None, feeds), sess.get_outputs())]
+
+
+def _ort_typed(result, onnx_type: str):
+    """onnxruntime returns float8 tensors as their uint8 bits: view them as ml_dtypes' type."""
+    if result.dtype == np.uint8 and onnx_type != "tensor(uint8)":
+        from onnx import TensorProto, helper
+
+        name = onnx_type[len("tensor("):-1].upper()
+        if hasattr(TensorProto, name):
+            return result.view(helper.tensor_dtype_to_np_dtype(getattr(TensorProto, name)))
+    return result
 
 
 def assert_close(ours, ref, rtol=1e-5, what=""):
     ours, ref = np.asarray(ours), np.asarray(ref)
     assert ours.shape == ref.shape, f"{what}: shape {ours.shape} != reference {ref.shape}"
     assert ours.dtype == ref.dtype, f"{what}: dtype {ours.dtype} != reference {ref.dtype}"
+    if ref.dtype.kind == "V":  # ml_dtypes (bfloat16, float8, int4...): compared exactly, widened
+        wide = np.float64 if "float" in ref.dtype.name else np.int64
+        ours, ref, rtol = ours.astype(wide), ref.astype(wide), 0.0
     if ref.dtype.kind in "fc":
         scale = max(float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0)), 1.0)
         same_nonfinite = np.array_equal(np.isnan(ours), np.isnan(ref)) and np.array_equal(

@@ -114,6 +114,11 @@ class OpContext:
             return None
         return self.value(i)
 
+    def retyped(self, dtypes, values) -> "OpContext":
+        """The same node and shapes with other input dtypes and static values
+        (same device and scratch allocator; outputs to be set by the caller)."""
+        return OpContext(self.node, self.version, self.shapes, dtypes, values, self.device, self._scratch)
+
     # ---- helpers -----------------------------------------------------------
     def error(self, message: str) -> ShapeInferenceError:
         return ShapeInferenceError(f"node {self.node.name!r} ({self.node.op_type}): {message}")

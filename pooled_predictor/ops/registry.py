@@ -10,6 +10,11 @@ A kernel is registered with the ONNX schema versions it implements:
   keywords (the function's defaults are the spec's), ``out`` the preallocated
   output (a tuple of outputs, None for absent ones, when the op's schema has
   more than one output).
+* A kernel registered with ``dynamic_output=True`` computes an output whose
+  shape depends on input values (NonZero, Unique, NonMaxSuppression): it is
+  called without ``out`` and returns its outputs (one array, or a tuple in
+  the schema's order), which it allocates; the Net runs it, and what reads
+  its outputs, per forward (net.py).
 * A class kernel is built once per reshape as ``cls(ctx, **attrs)`` (ctx: an
   OpContext with shapes, dtypes, static values and scratch allocation) and then
   called as ``obj(*inputs, out=out)``; use it when a kernel precomputes from
@@ -51,6 +56,8 @@ class KernelDef:
         num_outputs: outputs the schema names (0 when the last is variadic).
         check: optional ``check(attrs, version) -> str | None``: a reason the
             attribute values are unsupported, found at compile time.
+        dynamic_output: the kernel allocates and returns its outputs (their
+            shapes depend on input values); called without `out`.
     """
 
     op_type: str
@@ -63,6 +70,7 @@ class KernelDef:
     num_outputs: int = 1
     check: Callable | None = None
     params: frozenset = field(default_factory=frozenset)
+    dynamic_output: bool = False
 
     @property
     def is_class(self) -> bool:
@@ -101,7 +109,7 @@ def _params(impl) -> frozenset:
 
 
 def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", domain: str = "",
-           inplace: Iterable[int] = (), check: Callable | None = None):
+           inplace: Iterable[int] = (), check: Callable | None = None, dynamic_output: bool = False):
     """Register a kernel for `op_type` at the given schema version(s) and device.
 
     Args:
@@ -113,6 +121,8 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
         inplace: input indices output 0 may overwrite (element-wise ops).
         check: ``check(attrs, version) -> reason | None`` for attribute values
             the kernel does not implement (e.g. training mode).
+        dynamic_output: the output shapes depend on input values: the kernel
+            takes no `out` and returns its (allocated) outputs.
     Raises:
         ValueError: the key (domain, op_type, since, device) is registered already,
             or `device` is unknown.
@@ -129,7 +139,8 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
                 raise ValueError(f"kernel {op_type} since {v} on {device} registered twice "
                                  f"({table[v].impl.__qualname__} and {impl.__qualname__})")
             multi, count = _schema_outputs(op_type, domain, v)
-            table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace), multi, count, check, params)
+            table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace), multi, count, check, params,
+                                 dynamic_output)
         return impl
 
     return register

@@ -235,16 +235,69 @@ def test_dropout_training_mode_runtime_true_is_unsupported():
         run_ours(model, feeds_of(ins))
 
 
-def test_bfloat16_is_rejected_with_a_clear_message():
-    from onnx import TensorProto, helper
+# ---- Selu, Celu, ThresholdedRelu, Shrink, Softsign, Swish, SwiGLU, Mish ----------------
+NEW_ACTIVATIONS = [("Selu", {}, (6, 22)), ("Selu", {"alpha": 2.0, "gamma": 0.5}, (6, 22)),
+                   ("Celu", {}, (12,)), ("Celu", {"alpha": 0.3}, (12, 28)),
+                   ("ThresholdedRelu", {}, (10, 22)), ("ThresholdedRelu", {"alpha": -0.5}, (22,)),
+                   ("Shrink", {}, (9,)), ("Shrink", {"bias": 1.5, "lambd": 2.0}, (9,)),
+                   ("Softsign", {}, (1, 22)), ("Swish", {}, (24,)), ("Swish", {"alpha": 1.702}, (24,)),
+                   ("Mish", {}, (18, 22))]
 
-    node = helper.make_node("Elu", ["x"], ["y"])
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
-    from pooled_predictor.importers import load_onnx
-    from pooled_predictor.net import Net
-    from pooled_predictor.program import Program
 
-    with pytest.raises(UnsupportedOpError, match="bfloat16"):
-        Net(Program(load_onnx(model)), {"x": (2,)})
+@pytest.mark.parametrize("op,attrs,opsets", NEW_ACTIVATIONS)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_more_activations(op, attrs, opsets, dtype, shape):
+    """Every opset of the list whose schema takes the dtype (Celu-12: float only)."""
+    for opset in opsets:
+        if schema_allows(op, opset, dtype):
+            check(op, [sample(shape, dtype)], attrs, opset=opset, rtol=RTOL[dtype])
+
+
+def schema_allows(op, opset, dtype) -> bool:
+    import onnx
+
+    from pooled_predictor.ops.shapes.common import onnx_type
+
+    schema = onnx.defs.get_schema(op, opset)
+    return onnx_type(dtype) in schema.type_constraints[0].allowed_type_strs
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("attrs", [{}, {"bias": 1.5, "lambd": 2.0}, {"bias": -2.0, "lambd": 0.0}])
+def test_shrink_integers(dtype, attrs):
+    """Integer Shrink: computed in double, converted back (as onnxruntime)."""
+    x = rng.integers(0 if np.dtype(dtype).kind == "u" else -6, 7, (4, 5)).astype(dtype)
+    check("Shrink", [x], attrs, opset=9)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_swiglu(dtype, alpha):
+    """Y = A * sigmoid(alpha A) * B (SwiGLU-28), against its formula in numpy."""
+    a, b = sample((2, 3, 8), dtype), sample((2, 3, 8), dtype)
+
+    def reference(a, b):
+        a64 = a.astype(np.float64)
+        return [(a64 / (1 + np.exp(-alpha * a64)) * b).astype(dtype)]
+
+    check_node_fallback("SwiGLU", [a, b], {"alpha": alpha}, 28, RTOL[dtype], reference)
+
+
+def check_node_fallback(op, inputs, attrs, opset, rtol, reference):
+    from tests.onnx_helpers import check_node
+
+    check_node(op, inputs, attrs, opset=opset, rtol=rtol, reference=reference)
+
+
+def test_swiglu_shapes_must_match():
+    a, b = np.ones((2, 4), np.float32), np.ones((1, 4), np.float32)
+    with pytest.raises(ShapeInferenceError, match="same shape"):
+        run_ours(make_node_model("SwiGLU", [a, b], opset=28), feeds_of([a, b]))
+
+
+@pytest.mark.parametrize("op,attrs,opset", [("Selu", {}, 22), ("Celu", {}, 12), ("Softsign", {}, 22),
+                                            ("Swish", {}, 24), ("Mish", {}, 22), ("Shrink", {}, 9),
+                                            ("ThresholdedRelu", {}, 22)])
+def test_more_activations_in_place(op, attrs, opset):
+    check_inplace(op, [sample((3, 4), np.float32)], attrs, opset, 0)

@@ -184,3 +184,53 @@ def test_shapes_that_do_not_broadcast():
     type_outputs(model, [xs[0]])
     with pytest.raises(ShapeInferenceError, match="do not broadcast"):
         run_ours(model, feeds_of(xs))
+
+
+# ---- Round, Sign, IsNaN, IsInf ------------------------------------------------------
+SPECIAL = [0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -2.5, np.inf, -np.inf, np.nan, 1e30]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset", [11, 22])
+def test_round(dtype, opset):
+    """Halves go to the even neighbour (ONNX Round)."""
+    x = sample((3, 5), dtype)
+    x.flat[:len(SPECIAL)] = SPECIAL
+    check("Round", [x], opset=opset)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.int8, np.int32, np.int64, np.uint8, np.uint64])
+@pytest.mark.parametrize("opset", [9, 13])
+def test_sign(dtype, opset):
+    """Sign(NaN), which the spec leaves open, is NaN here (onnxruntime: NaN for float and
+    double, 0 for float16): tested in test_sign_nan, left out here."""
+    x = sample((3, 5), dtype)
+    if np.dtype(dtype).kind == "f":
+        x.flat[:len(SPECIAL) - 2] = [v for v in SPECIAL if not np.isnan(v)]
+    else:
+        x.flat[:2] = 0
+    check("Sign", [x], opset=opset)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset", [9, 13, 20])
+def test_is_nan(dtype, opset):
+    x = sample((3, 5), dtype)
+    x.flat[:len(SPECIAL)] = SPECIAL
+    check("IsNaN", [x], opset=opset)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("detect", [(1, 1), (1, 0), (0, 1), (0, 0)])
+@pytest.mark.parametrize("opset", [10, 20])
+def test_is_inf(dtype, detect, opset):
+    x = sample((3, 5), dtype)
+    x.flat[:len(SPECIAL)] = SPECIAL
+    check("IsInf", [x], {"detect_negative": detect[0], "detect_positive": detect[1]}, opset=opset)
+
+
+def test_sign_nan():
+    for dtype in FLOATS:
+        x = np.array([np.nan, -1.0, 2.0], dtype)
+        (ours,) = run_ours(make_node_model("Sign", [x], opset=13), feeds_of([x]))
+        np.testing.assert_array_equal(ours, np.array([np.nan, -1.0, 1.0], dtype))

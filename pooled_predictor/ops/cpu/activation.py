@@ -1,4 +1,5 @@
-"""Activation CPU kernels: Clip, LeakyRelu, PRelu, Elu, HardSwish, Gelu, Softplus, Dropout.
+"""Activation CPU kernels: Clip, LeakyRelu, PRelu, Elu, HardSwish, Gelu, Softplus, Selu, Celu,
+ThresholdedRelu, Shrink, Softsign, Swish, SwiGLU, Mish, Dropout.
 
 ONNX spec: each op's section of Operators.md. Shapes and dtypes come from the
 rules in ops/shapes/common.py and ops/shapes/logical.py. Kernels that need an
@@ -141,12 +142,19 @@ class Elu:
         self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
 
     def __call__(self, x, *, out):
-        t = self.tmp.array
-        np.minimum(x, 0, out=t)
-        np.expm1(t, out=t)
-        t *= self.alpha
-        np.maximum(x, 0, out=out)
-        out += t
+        elu_into(x, out, self.tmp.array, self.alpha)
+
+
+def elu_into(x, out, t, alpha: float, inner: float = 1.0) -> None:
+    """out = max(x, 0) + alpha * expm1(inner * min(x, 0)); t: workspace of x's shape
+    (out may be x). Elu (inner 1), Celu (inner 1 / alpha) and Selu (times gamma)."""
+    np.minimum(x, 0, out=t)
+    if inner != 1.0:
+        t *= inner
+    np.expm1(t, out=t)
+    t *= alpha
+    np.maximum(x, 0, out=out)
+    out += t
 
 
 @kernel("HardSwish", since=(14, 22), inplace=(0,))
@@ -231,6 +239,148 @@ def softplus(x, *, out):
     """Y = ln(exp(X) + 1), computed stably as logaddexp(X, 0) (ONNX Softplus)."""
     with np.errstate(invalid="ignore"):
         np.logaddexp(x, 0, out=out)
+
+
+# ---- SELU, CELU, thresholds, Softsign ----------------------------------------
+@kernel("Selu", since=(6, 22), inplace=(0,))
+class Selu:
+    """Y = gamma * X for X > 0, gamma * alpha * (exp(X) - 1) for X <= 0 (ONNX Selu;
+    Klambauer et al. 2017, whose alpha and gamma are the defaults).
+
+    Computed as gamma * (max(X, 0) + alpha * expm1(min(X, 0))).
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    def __init__(self, ctx, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+        self.alpha, self.gamma = float(alpha), float(gamma)
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        elu_into(x, out, self.tmp.array, self.alpha)
+        out *= self.gamma
+
+
+@kernel("Celu", since=(12, 28), inplace=(0,))
+class Celu:
+    """Y = max(0, X) + min(0, alpha * (exp(X / alpha) - 1)) (ONNX Celu; Barron 2017).
+
+    Shapes: Y as X (float; Celu-28 adds bfloat16, the same formula). Workspace:
+    one array of X's shape.
+    """
+
+    def __init__(self, ctx, *, alpha=1.0):
+        self.alpha = float(alpha)
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        elu_into(x, out, self.tmp.array, self.alpha, 1.0 / self.alpha)
+
+
+@kernel("ThresholdedRelu", since=(10, 22), inplace=(0,))
+def thresholded_relu(x, *, out, alpha=1.0):
+    """Y = X for X > alpha, 0 otherwise (ONNX ThresholdedRelu)."""
+    np.multiply(x, x > alpha, out=out)
+
+
+@kernel("Shrink", since=9, inplace=(0,))
+class Shrink:
+    """Y = X + bias for X < -lambd, X - bias for X > lambd, 0 otherwise (ONNX Shrink).
+
+    Integer X: computed in double and converted back (C conversion, as
+    onnxruntime's float attributes do). Shapes: Y as X. Workspace: one array of
+    X's shape (float64 for integer X) and two bool masks.
+    """
+
+    def __init__(self, ctx, *, bias=0.0, lambd=0.5):
+        self.bias, self.lambd = float(bias), float(lambd)
+        dtype = ctx.dtype(0)
+        self.integer = dtype.kind in "iu"
+        self.tmp = ctx.scratch(ctx.shape(0), np.float64 if self.integer else dtype)
+        self.low = ctx.scratch(ctx.shape(0), np.bool_)
+        self.high = ctx.scratch(ctx.shape(0), np.bool_)
+
+    def __call__(self, x, *, out):
+        t, low, high = self.tmp.array, self.low.array, self.high.array
+        np.copyto(t, x, casting="unsafe")
+        np.less(t, -self.lambd, out=low)
+        np.greater(t, self.lambd, out=high)
+        np.add(t, self.bias, out=t, where=low)
+        np.subtract(t, self.bias, out=t, where=high)
+        np.logical_or(low, high, out=low)
+        np.multiply(t, low, out=t)
+        np.copyto(out, t, casting="unsafe")
+
+
+@kernel("Softsign", since=(1, 22), inplace=(0,))
+class Softsign:
+    """Y = X / (1 + |X|) (ONNX Softsign). Workspace: one array of X's shape."""
+
+    def __init__(self, ctx):
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        t = self.tmp.array
+        np.absolute(x, out=t)
+        t += 1
+        np.divide(x, t, out=out)
+
+
+# ---- Swish family ---------------------------------------------------------------
+@kernel("Swish", since=24, inplace=(0,))
+class Swish:
+    """Y = X * sigmoid(alpha * X) (ONNX Swish-24; Ramachandran et al. 2017).
+
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    def __init__(self, ctx, *, alpha=1.0):
+        self.alpha = float(alpha)
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        swish_into(x, out, self.tmp.array, self.alpha)
+
+
+def swish_into(x, out, t, alpha: float) -> None:
+    """out = x * sigmoid(alpha x); t: workspace of x's shape (out may be x)."""
+    np.multiply(x, alpha, out=t)
+    special.expit(t, out=t)
+    np.multiply(x, t, out=out)
+
+
+@kernel("SwiGLU", since=28, inplace=(0, 1))
+class SwiGLU:
+    """Y = Swish_alpha(A) * B, A and B of one shape (ONNX SwiGLU-28; Shazeer 2020).
+
+    Shapes: A, B, Y one shape. Workspace: one array of that shape.
+    """
+
+    def __init__(self, ctx, *, alpha=1.0):
+        self.alpha = float(alpha)
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, a, b, *, out):
+        t = self.tmp.array
+        swish_into(a, t, t, self.alpha)
+        np.multiply(t, b, out=out)
+
+
+@kernel("Mish", since=(18, 22), inplace=(0,))
+class Mish:
+    """Y = X * tanh(softplus(X)) = X * tanh(ln(1 + exp(X))) (ONNX Mish; Misra 2019).
+
+    Shapes: Y as X. Workspace: one array of X's shape.
+    """
+
+    def __init__(self, ctx):
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        t = self.tmp.array
+        with np.errstate(invalid="ignore"):
+            np.logaddexp(x, 0, out=t)
+            np.tanh(t, out=t)
+            np.multiply(x, t, out=out)
 
 
 # ---- Dropout (inference) -----------------------------------------------------

@@ -1,4 +1,4 @@
-"""Element-wise CPU kernels: activations, arithmetic with broadcasting, Cast, Identity.
+"""Element-wise CPU kernels: activations, arithmetic with broadcasting, Identity (Cast: cast.py).
 
 ONNX spec: each op's section of Operators.md; broadcasting per
 "Broadcasting in ONNX" (numpy multidirectional rules). Every kernel writes into
@@ -72,51 +72,52 @@ def mul(a, b, *, out):
 
 
 @kernel("Div", since=(7, 13, 14), inplace=(0, 1))
-def div(a, b, *, out):
-    """A / B; integer division truncates toward zero (as C and onnxruntime do)."""
-    if np.issubdtype(out.dtype, np.integer):
-        q = np.true_divide(a, b)
-        np.trunc(q, out=q)
-        np.copyto(out, q, casting="unsafe")
-    else:
-        np.divide(a, b, out=out)
+class Div:
+    """C = A / B with multidirectional broadcasting (ONNX Div).
 
-
-# ---- type and identity -------------------------------------------------------
-def _cast_check(attrs, version):
-    from ...importers.onnx import elem_dtype
-
-    to = elem_dtype(int(attrs.get("to", 0)))
-    if to is None or to.kind not in "biufc?OU":
-        return f"Cast to elem_type {attrs.get('to')} is not supported (no numpy dtype)"
-    return None
-
-
-@kernel("Cast", since=(6, 9, 13, 19, 21, 23, 24, 25), check=_cast_check)
-def cast(x, *, out, to, saturate=1, round_mode="up"):
-    """Y = X converted to `to` (C semantics: float -> int truncates toward zero).
-
-    `saturate` and `round_mode` only concern float8/float4 targets, which have
-    no numpy dtype here (rejected at compile time by the check).
+    Integer division truncates toward zero, as C and onnxruntime do, computed
+    exactly in the integer type: A / B = (A - fmod(A, B)) / B, where the
+    division is exact (no float round trip, so int64 beyond 2**53 is right).
+    Division by zero gives 0 for integers (numpy's), +-inf/NaN for floats.
+    Shapes: A, B broadcast to C; dtype A's. Workspace (integers): one array of C's shape.
     """
-    if out.dtype == object:
-        out[...] = _to_strings(x)
-    elif x.dtype == object:
-        out[...] = np.asarray(x, dtype=str).astype(out.dtype)
-    else:
-        np.copyto(out, x, casting="unsafe")
+
+    def __init__(self, ctx):
+        self.integer = ctx.dtype(0).kind in "iu"
+        if self.integer:
+            self.rem = ctx.scratch(ctx.out_shapes[0], ctx.dtype(0))
+
+    def __call__(self, a, b, *, out):
+        if self.integer:
+            int_div_trunc(a, b, out, self.rem.array)
+        else:
+            np.divide(a, b, out=out)
 
 
-def _to_strings(x):
-    if x.dtype.kind == "f":
-        flat = [("NaN" if np.isnan(v) else ("INF" if v > 0 else "-INF") if np.isinf(v) else repr(v))
-                for v in x.reshape(-1).tolist()]
-        if x.dtype == np.float32:
-            flat = [s if s in ("NaN", "INF", "-INF") else str(np.float32(float(s))) for s in flat]
-        return np.asarray(flat, dtype=object).reshape(x.shape)
-    return x.astype(str).astype(object)
+def int_div_trunc(a, b, out, r) -> None:
+    """out = trunc(a / b) for integers; r: workspace of out's shape (out may alias a or b)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        np.fmod(a, b, out=r)           # remainder with the sign of a (C's %)
+        np.subtract(a, r, out=r)       # a multiple of b
+        np.floor_divide(r, b, out=out)  # exact, so floor = trunc
 
 
+@kernel("Mod", since=(10, 13, 28), inplace=(0, 1))
+def mod(a, b, *, out, fmod=0):
+    """C = A mod B with multidirectional broadcasting (ONNX Mod).
+
+    fmod=0: A - floor(A / B) * B, the sign of B (numpy.mod; Python's %).
+    fmod=1: A - trunc(A / B) * B, the sign of A (numpy.fmod; C's fmod and %).
+    Integers: a zero divisor gives 0 (numpy's; the spec leaves it undefined).
+    Floats follow the spec's special cases (inf dividend or zero divisor: NaN;
+    inf divisor: A, or B when fmod=0 and the signs differ). fmod=0 on floats,
+    which Mod-10 and -13 forbid, is given Mod-28's meaning at every version.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        (np.fmod if fmod else np.mod)(a, b, out=out)
+
+
+# ---- identity ----------------------------------------------------------------
 @kernel("Identity", since=(1, 13, 14, 16, 19, 21, 23, 24, 25), inplace=(0,))
 def identity(x, *, out):
     """Y = X (a copy into the output blob)."""

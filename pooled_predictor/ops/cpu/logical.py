@@ -1,4 +1,4 @@
-"""Logical CPU kernels: Equal, Less, Greater, Not, Where.
+"""Logical CPU kernels: Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, And, Or, Xor, Where.
 
 ONNX spec: each op's section of Operators.md; broadcasting per "Broadcasting in
 ONNX" (numpy multidirectional rules). Comparisons write bool; strings (object
@@ -62,3 +62,34 @@ class Where:
             return
         np.copyto(out, y)
         np.copyto(out, x, where=cond)
+
+
+@kernel("LessOrEqual", since=(12, 16), inplace=(0, 1))
+def less_or_equal(a, b, *, out):
+    """C = (A <= B), element-wise over broadcast inputs (False wherever a NaN is compared)."""
+    np.less_equal(a, b, out=out)
+
+
+@kernel("GreaterOrEqual", since=(12, 16), inplace=(0, 1))
+def greater_or_equal(a, b, *, out):
+    """C = (A >= B), element-wise over broadcast inputs (False wherever a NaN is compared)."""
+    np.greater_equal(a, b, out=out)
+
+
+# And-1, Or-1, Xor-1 (legacy `broadcast`/`axis` attributes, opsets 1-6) are not registered.
+@kernel("And", since=7, inplace=(0, 1))
+def and_(a, b, *, out):
+    """C = A and B on bool tensors."""
+    np.logical_and(a, b, out=out)
+
+
+@kernel("Or", since=7, inplace=(0, 1))
+def or_(a, b, *, out):
+    """C = A or B on bool tensors."""
+    np.logical_or(a, b, out=out)
+
+
+@kernel("Xor", since=7, inplace=(0, 1))
+def xor(a, b, *, out):
+    """C = A xor B on bool tensors."""
+    np.logical_xor(a, b, out=out)

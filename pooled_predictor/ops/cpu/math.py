@@ -168,3 +168,35 @@ def mean(*inputs, out):
         n = _fold(np.add, inputs, out)
         if n > 1:
             np.divide(out, n, out=out)
+
+
+# ---- rounding, sign, classification --------------------------------------------
+@kernel("Round", since=(11, 22), inplace=(0,))
+def round_(x, *, out):
+    """Y = X rounded to the nearest integer, halves to even (ONNX Round; numpy.rint)."""
+    np.rint(x, out=out)
+
+
+@kernel("Sign", since=(9, 13), inplace=(0,))
+def sign(x, *, out):
+    """Y = -1, 0 or 1 by the sign of X (NaN stays NaN; unsigned: 0 or 1)."""
+    np.sign(x, out=out)
+
+
+@kernel("IsNaN", since=(9, 13, 20))
+def is_nan(x, *, out):
+    """Y = (X is NaN), bool."""
+    np.isnan(x, out=out)
+
+
+@kernel("IsInf", since=(10, 20))
+def is_inf(x, *, out, detect_negative=1, detect_positive=1):
+    """Y = (X is +inf and detect_positive) or (X is -inf and detect_negative), bool."""
+    if detect_negative and detect_positive:
+        np.isinf(x, out=out)
+    elif detect_positive:
+        np.isposinf(x, out=out)
+    elif detect_negative:
+        np.isneginf(x, out=out)
+    else:
+        out.fill(False)
