@@ -114,6 +114,29 @@ class OpContext:
             return None
         return self.value(i)
 
+    def derive(self, op_type: str, inputs, version: int, dtypes=None, values=None) -> "OpContext":
+        """A context for an inner op built over some of this node's inputs (the Conv of QLinearConv).
+
+        Args:
+            op_type: the inner op.
+            inputs: this node's input indices in the inner op's order (None: absent).
+            version: the inner op's schema version.
+            dtypes: per inner input, replacing this node's (None entries: keep).
+            values: the inner inputs' static values (None: not static); default this node's.
+        Returns:
+            OpContext with this node's attributes, name and scratch allocator.
+        """
+        pick = lambda seq, i: None if i is None else seq[i]  # noqa: E731
+        node = Node(op_type, [pick(self.node.inputs, i) or "" for i in inputs], list(self.node.outputs[:1]),
+                    dict(self.node.attrs), "", self.node.name)
+        shapes = [pick(self.shapes, i) for i in inputs]
+        dts = [pick(self.dtypes, i) for i in inputs]
+        vals = [pick(self._values, i) for i in inputs] if values is None else list(values)
+        for j in range(len(inputs)):
+            if dtypes is not None and dtypes[j] is not None:
+                dts[j] = dtypes[j]
+        return OpContext(node, version, shapes, dts, vals, self.device, self._scratch)
+
     # ---- helpers -----------------------------------------------------------
     def error(self, message: str) -> ShapeInferenceError:
         return ShapeInferenceError(f"node {self.node.name!r} ({self.node.op_type}): {message}")
