@@ -106,10 +106,18 @@ class ReduceMin(_Reduce):
 
 # ---- norms and log-sums: one temporary of X's shape (per-Net scratch) -------------------
 class _ReduceMapped(_Reduce):
-    """Reduce f(X): f is applied into scratch of X's shape in the accumulation type."""
+    """Reduce f(X): f is applied into scratch of X's shape in the accumulation type.
+
+    With noop_with_empty_axes=1 and no axes, the reduction is over no axis
+    (numpy's axis=()): Y = f(X) element-wise (|X| for L1, X^2 for SumSquare,
+    log X for LogSum...), as onnx's reference and onnxruntime compute it.
+    """
 
     def setup(self, ctx):
-        self.tmp = ctx.scratch(ctx.shape(0), self.acc) if self.axes else None
+        self.tmp = ctx.scratch(ctx.shape(0), self.acc)
+
+    def __call__(self, x, axes=None, *, out):
+        self.reduce(x, out.reshape(self.keep_shape))
 
     def mapped(self, x):
         t = self.tmp.array
@@ -180,9 +188,8 @@ class ReduceLogSumExp(_ReduceMapped):
     def setup(self, ctx):
         self.acc = self.acc if self.acc.kind == "f" else np.dtype(np.float64)
         super().setup(ctx)
-        if self.axes:
-            self.m = ctx.scratch(self.keep_shape, self.acc)
-            self.s = ctx.scratch(self.keep_shape, self.acc)
+        self.m = ctx.scratch(self.keep_shape, self.acc)
+        self.s = ctx.scratch(self.keep_shape, self.acc)
 
     def reduce(self, x, out):
         if x.size == 0:
