@@ -104,21 +104,19 @@ def dynamic_quantize_linear(x, *, out):
 
     y_scale = (max - min) / 255; y_zero_point = saturate(round(-min / y_scale));
     y = saturate(round(x / y_scale) + y_zero_point), rounding half to even. An
-    all-zero x gives y_scale 0, zero point 0 and y 0. Spec: Operators.md#DynamicQuantizeLinear.
+    all-zero x (max == min) gives y_scale 1, as onnxruntime (the spec's formula
+    would divide by 0). Spec: Operators.md#DynamicQuantizeLinear.
     """
     y, y_scale, y_zp = out
-    lo = min(0.0, float(x.min())) if x.size else 0.0
-    hi = max(0.0, float(x.max())) if x.size else 0.0
-    scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
-    zp = np.clip(np.rint(np.float32(0 - np.float32(lo) / scale)), 0, 255) if scale else np.float32(0)
+    lo = np.float32(min(0.0, float(x.min())) if x.size else 0.0)
+    hi = np.float32(max(0.0, float(x.max())) if x.size else 0.0)
+    scale = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    zp = np.clip(np.rint(np.float32(0 - lo / scale)), 0, 255)
     if y_scale is not None:
         y_scale[...] = scale
     if y_zp is not None:
         y_zp[...] = zp
     if y is not None:
-        if not scale:
-            y.fill(0)
-            return
         q = np.rint(x / scale)
         q += zp
         np.clip(q, 0, 255, out=q)
