@@ -102,3 +102,30 @@ def test_center_crop_pad(target, axes):
     x = rng.standard_normal((5, 4, 3) if axes == [1, 2] else (5, 4)).astype(np.float32)
     attrs = {} if axes is None else {"axes": axes}
     check_node("CenterCropPad", [x, i64(*target)], attrs, opset=18, static=(1,), reference="onnx")
+
+
+def test_one_hot_depth_fed_at_forward_sizes_the_output_per_forward():
+    idx = np.array([[0, 2], [4, -1]], np.int64)
+    for depth in (3, 5):
+        check_node("OneHot", [idx, np.array(depth, np.int64), np.array([0, 1], np.float32)], {"axis": 1},
+                   opset=11)
+
+
+def test_center_crop_pad_shape_fed_at_forward():
+    check_node("CenterCropPad", [rng.standard_normal((5, 4)).astype(np.float32), i64(3, 7)], {}, opset=18,
+               reference="onnx")
+
+
+@pytest.mark.parametrize("op,inputs,attrs,message", [
+    ("DepthToSpace", [np.zeros((1, 6, 2, 2), np.float32)], {"blocksize": 2}, "not a multiple of blocksize"),
+    ("SpaceToDepth", [np.zeros((1, 2, 3, 4), np.float32)], {"blocksize": 2}, "multiples of blocksize"),
+    ("Trilu", [np.zeros((4,), np.float32)], {}, "rank >= 2"),
+    ("EyeLike", [np.zeros((2, 2, 2), np.float32)], {}, "must be 2-D"),
+])
+def test_shape_errors_name_the_node(op, inputs, attrs, message):
+    from pooled_predictor.errors import ShapeInferenceError
+    from tests.onnx_helpers import make_node_model, run_ours, type_outputs
+
+    model = type_outputs(make_node_model(op, inputs, attrs, opset=18), [np.zeros(1, np.float32)])
+    with pytest.raises(ShapeInferenceError, match=f"{op}.*{message}"):
+        run_ours(model, {"in0": inputs[0]})
