@@ -62,28 +62,39 @@ def quant_param_layout(ctx, x_shape: tuple, p_shape: tuple, what: str) -> tuple[
     return "blocked", axis, block
 
 
+def _check_params(ctx, scale: str, zero_point: str) -> tuple:
+    """X's shape, after checking the scale's layout and that the zero point has the scale's shape."""
+    x = tuple(ctx.shape(0))
+    quant_param_layout(ctx, x, tuple(ctx.shape(1)), scale)
+    if ctx.has_input(2) and tuple(ctx.shape(2)) != tuple(ctx.shape(1)):
+        raise ctx.error(f"{zero_point} {tuple(ctx.shape(2))} and {scale} {tuple(ctx.shape(1))} "
+                        f"must have one shape")
+    return x
+
+
+def _float_dtype(ctx, elem: int, what: str) -> np.dtype:
+    """The numpy float dtype of an ONNX elem type named by an attribute (precision, output_dtype)."""
+    dt = elem_dtype(elem)
+    if dt is None or dt.kind != "f":
+        raise UnsupportedOpError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {what}={elem} is not a "
+                                 f"numpy float type")
+    return dt
+
+
 @shape_rule("QuantizeLinear")
 def quantize_linear(ctx):
     """x's shape; y_zero_point's type, else output_dtype (21+), else uint8."""
     check_types(ctx)
-    x = tuple(ctx.shape(0))
-    quant_param_layout(ctx, x, tuple(ctx.shape(1)), "y_scale")
+    x = _check_params(ctx, "y_scale", "y_zero_point")
     elem = int(ctx.attr("output_dtype", 0))
     if ctx.has_input(2):
-        if tuple(ctx.shape(2)) != tuple(ctx.shape(1)):
-            raise ctx.error(f"y_zero_point {tuple(ctx.shape(2))} and y_scale {tuple(ctx.shape(1))} "
-                            f"must have one shape")
         dt = ctx.dtype(2)
         if elem and quantized_dtype(ctx, elem, "output_dtype") != dt:
             raise ctx.error(f"output_dtype={elem} differs from y_zero_point's type {dt}")
     else:
         dt = quantized_dtype(ctx, elem, "output_dtype") if elem else np.dtype(np.uint8)
-    precision = int(ctx.attr("precision", 0))
-    if precision:
-        pd = elem_dtype(precision)
-        if pd is None or pd.kind != "f":
-            raise UnsupportedOpError(f"node {ctx.node.name!r} (QuantizeLinear): precision={precision} "
-                                     f"is not a numpy float type")
+    if int(ctx.attr("precision", 0)):
+        _float_dtype(ctx, int(ctx.attr("precision")), "precision")
     return [(x, dt)]
 
 
@@ -91,17 +102,9 @@ def quantize_linear(ctx):
 def dequantize_linear(ctx):
     """x's shape; output_dtype (23+), else x_scale's type."""
     check_types(ctx)
-    x = tuple(ctx.shape(0))
-    quant_param_layout(ctx, x, tuple(ctx.shape(1)), "x_scale")
-    if ctx.has_input(2) and tuple(ctx.shape(2)) != tuple(ctx.shape(1)):
-        raise ctx.error(f"x_zero_point {tuple(ctx.shape(2))} and x_scale {tuple(ctx.shape(1))} "
-                        f"must have one shape")
+    x = _check_params(ctx, "x_scale", "x_zero_point")
     elem = int(ctx.attr("output_dtype", 0))
-    dt = elem_dtype(elem) if elem else ctx.dtype(1)
-    if dt is None or dt.kind != "f":
-        raise UnsupportedOpError(f"node {ctx.node.name!r} (DequantizeLinear): output_dtype={elem} is "
-                                 f"not a numpy float type")
-    return [(x, dt)]
+    return [(x, _float_dtype(ctx, elem, "output_dtype") if elem else ctx.dtype(1))]
 
 
 @shape_rule("DynamicQuantizeLinear")
