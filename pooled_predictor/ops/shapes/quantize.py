@@ -22,14 +22,22 @@ from .conv import conv_geometry
 from .matmul import matmul_shape
 
 
-def quantized_dtype(ctx, elem: int, what: str) -> np.dtype:
-    """The numpy dtype of an ONNX elem type used as a quantized type (an integer type)."""
-    dt = elem_dtype(int(elem))
+def quantized_dtype(ctx, elem, what: str) -> np.dtype:
+    """The numpy dtype of a quantized type (an ONNX elem type or a dtype): an integer type.
+
+    Raises:
+        UnsupportedOpError: float8, float4, int4 or int2 (no numpy kernel here).
+    """
+    dt = elem if isinstance(elem, np.dtype) else elem_dtype(int(elem))
     if dt is None or dt.kind not in "iu":
         import onnx
 
-        name = onnx.TensorProto.DataType.Name(int(elem)) if int(elem) in onnx.TensorProto.DataType.values() \
-            else str(elem)
+        if isinstance(elem, np.dtype):
+            name = str(elem)
+        elif int(elem) in onnx.TensorProto.DataType.values():
+            name = onnx.TensorProto.DataType.Name(int(elem))
+        else:
+            name = str(elem)
         raise UnsupportedOpError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {what} {name} has no "
                                  f"numpy kernel here (float8, float4, int4 and int2 need ml_dtypes)")
     return dt
@@ -88,7 +96,7 @@ def quantize_linear(ctx):
     x = _check_params(ctx, "y_scale", "y_zero_point")
     elem = int(ctx.attr("output_dtype", 0))
     if ctx.has_input(2):
-        dt = ctx.dtype(2)
+        dt = quantized_dtype(ctx, np.dtype(ctx.dtype(2)), "y_zero_point type")
         if elem and quantized_dtype(ctx, elem, "output_dtype") != dt:
             raise ctx.error(f"output_dtype={elem} differs from y_zero_point's type {dt}")
     else:
@@ -102,6 +110,7 @@ def quantize_linear(ctx):
 def dequantize_linear(ctx):
     """x's shape; output_dtype (23+), else x_scale's type."""
     check_types(ctx)
+    quantized_dtype(ctx, np.dtype(ctx.dtype(0)), "x type")
     x = _check_params(ctx, "x_scale", "x_zero_point")
     elem = int(ctx.attr("output_dtype", 0))
     return [(x, _float_dtype(ctx, elem, "output_dtype") if elem else ctx.dtype(1))]
