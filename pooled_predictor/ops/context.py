@@ -119,19 +119,24 @@ class OpContext:
 
         Args:
             op_type: the inner op.
-            inputs: this node's input indices in the inner op's order (None: absent).
+            inputs: per inner input, this node's input index, an ndarray (a constant
+                input, e.g. Upsample-7's scales attribute), or None (absent).
             version: the inner op's schema version.
             dtypes: per inner input, replacing this node's (None entries: keep).
             values: the inner inputs' static values (None: not static); default this node's.
         Returns:
             OpContext with this node's attributes, name and scratch allocator.
         """
-        pick = lambda seq, i: None if i is None else seq[i]  # noqa: E731
-        node = Node(op_type, [pick(self.node.inputs, i) or "" for i in inputs], list(self.node.outputs[:1]),
-                    dict(self.node.attrs), "", self.node.name)
-        shapes = [pick(self.shapes, i) for i in inputs]
-        dts = [pick(self.dtypes, i) for i in inputs]
-        vals = [pick(self._values, i) for i in inputs] if values is None else list(values)
+        def pick(seq, i, const):
+            if isinstance(i, np.ndarray):
+                return const(i)
+            return None if i is None else seq[i]
+
+        names = [pick(self.node.inputs, i, lambda a: f"{self.node.name}/const") or "" for i in inputs]
+        node = Node(op_type, names, list(self.node.outputs[:1]), dict(self.node.attrs), "", self.node.name)
+        shapes = [pick(self.shapes, i, lambda a: a.shape) for i in inputs]
+        dts = [pick(self.dtypes, i, lambda a: a.dtype) for i in inputs]
+        vals = [pick(self._values, i, lambda a: a) for i in inputs] if values is None else list(values)
         for j in range(len(inputs)):
             if dtypes is not None and dtypes[j] is not None:
                 dts[j] = dtypes[j]
