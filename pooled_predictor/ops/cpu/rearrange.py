@@ -158,8 +158,9 @@ class DepthToSpace:
 class SpaceToDepth:
     """(N, C, H, W) -> (N, C * b^2, H / b, W / b): each b x b pixel block becomes channels.
 
-    The inverse of DepthToSpace in DCR mode: channel (r * b + s) * C + c holds
-    X[n, c, h * b + r, w * b + s]. Spec: Operators.md#SpaceToDepth.
+    The inverse of DepthToSpace in the same mode: DCR (the default) puts
+    X[n, c, h * b + r, w * b + s] in channel (r * b + s) * C + c; CRD
+    (SpaceToDepth-28) in channel c * b^2 + r * b + s. Spec: Operators.md#SpaceToDepth.
     """
 
     def __init__(self, ctx, *, blocksize, mode="DCR"):

@@ -161,7 +161,7 @@ class GatherND:
         self.batch = int(np.prod(data[:b], dtype=np.int64))
         self.tuples = _Tuples(data[b:], idx[-1])
         self.idx_view = (self.batch, -1, idx[-1])
-        per = self.batch and int(np.prod(idx[b:-1], dtype=np.int64))
+        per = int(np.prod(idx[b:-1], dtype=np.int64))  # index tuples per batch item
         self.offset = (np.arange(self.batch, dtype=np.int64) * self.tuples.rows)[:, None]
         self.out_view = (self.batch * per, self.tuples.slice)
 
