@@ -70,3 +70,20 @@ def test_gather_scatter_loss_chain(optimization):
     feeds = {"x": x, "labels": labels}
     for ours, ref in zip(run(model, feeds, optimization), run_ort(model, feeds)):
         assert_close(ours, ref, 1e-5, "chain")
+
+
+@pytest.mark.parametrize("optimization", [Optimization.NONE, Optimization.MEMORY])
+def test_qdq_conv(optimization):
+    """The QDQ form quantization tools export: DequantizeLinear of int8 weights (per output
+    channel, folded once as a constant), Quantize/DequantizeLinear around the activation, Conv."""
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    inits = {"wq": w, "ws": (rng.random(4) * 0.02 + 0.01).astype(np.float32), "wz": np.zeros(4, np.int8),
+             "s": np.array(0.1, np.float32), "z": np.array(3, np.uint8)}
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+             helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Conv", ["xd", "w"], ["y"], pads=[1, 1, 1, 1])]
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    model = model_of(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, 13)
+    assert_close(run(model, {"x": x}, optimization)[0], run_ort(model, {"x": x})[0], 1e-5, "QDQ Conv")
