@@ -15,7 +15,8 @@ rng = np.random.default_rng(21)
 
 
 def model_of(nodes, inputs, outputs, inits, opset):
-    graph = helper.make_graph(nodes, "chain", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    tensors = [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    graph = helper.make_graph(nodes, "chain", inputs, outputs, tensors)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 10
     return m
