@@ -119,6 +119,34 @@ class OpContext:
         (same device and scratch allocator; outputs to be set by the caller)."""
         return OpContext(self.node, self.version, self.shapes, dtypes, values, self.device, self._scratch)
 
+    def derive(self, op_type: str, inputs, version: int, dtypes=None, values=None) -> "OpContext":
+        """A context for an inner op built over some of this node's inputs (the Conv of QLinearConv).
+
+        Args:
+            op_type: the inner op.
+            inputs: per inner input, this node's input index, an ndarray (a constant
+                input, e.g. Upsample-7's scales attribute), or None (absent).
+            version: the inner op's schema version.
+            dtypes: per inner input, replacing this node's (None entries: keep).
+            values: the inner inputs' static values (None: not static); default this node's.
+        Returns:
+            OpContext with this node's attributes, name and scratch allocator.
+        """
+        def pick(seq, i, const):
+            if isinstance(i, np.ndarray):
+                return const(i)
+            return None if i is None else seq[i]
+
+        names = [pick(self.node.inputs, i, lambda a: f"{self.node.name}/const") or "" for i in inputs]
+        node = Node(op_type, names, list(self.node.outputs[:1]), dict(self.node.attrs), "", self.node.name)
+        shapes = [pick(self.shapes, i, lambda a: a.shape) for i in inputs]
+        dts = [pick(self.dtypes, i, lambda a: a.dtype) for i in inputs]
+        vals = [pick(self._values, i, lambda a: a) for i in inputs] if values is None else list(values)
+        for j in range(len(inputs)):
+            if dtypes is not None and dtypes[j] is not None:
+                dts[j] = dtypes[j]
+        return OpContext(node, version, shapes, dts, vals, self.device, self._scratch)
+
     # ---- helpers -----------------------------------------------------------
     def error(self, message: str) -> ShapeInferenceError:
         return ShapeInferenceError(f"node {self.node.name!r} ({self.node.op_type}): {message}")

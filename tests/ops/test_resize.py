@@ -466,3 +466,16 @@ def test_check_rejects_antialias_with_nearest():
 def test_all_grids_cover_both_directions():
     assert any(min(s) < 1 for s in SCALES) and any(max(s) > 1 for s in SCALES)
     assert set(itertools.chain(*[[m] for m, _ in MODES])) == {"nearest", "linear", "cubic"}
+
+
+@pytest.mark.parametrize("opset", [7, 9])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scales", [[1.0, 1.0, 2.0, 3.0], [1.0, 1.0, 1.5, 2.5]])
+def test_upsample(opset, mode, scales):
+    """Upsample-7 (scales attribute) and -9 (scales input): Resize-10 under its old name."""
+    x = np.random.default_rng(22).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    if opset == 7:
+        check_node("Upsample", [x], {"mode": mode, "scales": scales}, opset=7)
+    else:
+        check_node("Upsample", [x, np.array(scales, np.float32)], {"mode": mode}, opset=9, static=(1,))
+        check_node("Upsample", [x, np.array(scales, np.float32)], {"mode": mode}, opset=9)  # fed at forward

@@ -1,4 +1,4 @@
-"""Normalization CPU kernels: BatchNormalization (inference), Softmax, LRN,
+"""Normalization CPU kernels: BatchNormalization (inference), Softmax, LogSoftmax, Hardmax, LRN,
 LayerNormalization and InstanceNormalization.
 
 Statistics of float16 tensors are computed in float32 (LayerNormalization: in
@@ -80,16 +80,61 @@ class Softmax:
             red = (rows, 1)
         self.red = ctx.scratch(red, ctx.dtype(0))
 
-    def __call__(self, x, *, out):
-        y = out
+    def views(self, x, out):
+        """X and Y as normalized along self.axis (rows of the 2-D coercion before opset 13)."""
         if self.view is not None:
-            x, y = x.reshape(self.view), out.reshape(self.view)
+            return x.reshape(self.view), out.reshape(self.view)
+        return x, out
+
+    def __call__(self, x, *, out):
+        x, y = self.views(x, out)
         m = self.red.array
         np.max(x, axis=self.axis, keepdims=True, out=m)
         np.subtract(x, m, out=y)
         np.exp(y, out=y)
         np.sum(y, axis=self.axis, keepdims=True, out=m)
         y /= m
+
+
+@kernel("LogSoftmax", since=(1, 11, 13))
+class LogSoftmax(Softmax):
+    """Y = X - max - log(sum(exp(X - max))) along `axis` (axis semantics as Softmax's).
+
+    Spec: Operators.md#LogSoftmax.
+    """
+
+    def __init__(self, ctx, *, axis=None):
+        super().__init__(ctx, axis=axis)
+        self.tmp = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        x, y = self.views(x, out)
+        m, t = self.red.array, self.tmp.array.reshape(y.shape)
+        np.max(x, axis=self.axis, keepdims=True, out=m)
+        np.subtract(x, m, out=y)
+        np.exp(y, out=t)
+        np.sum(t, axis=self.axis, keepdims=True, out=m)
+        np.log(m, out=m)
+        y -= m
+
+
+@kernel("Hardmax", since=(1, 11, 13))
+class Hardmax(Softmax):
+    """Y = 1 at the first maximum of X along `axis`, 0 elsewhere (axis semantics as Softmax's).
+
+    Spec: Operators.md#Hardmax.
+    """
+
+    def __init__(self, ctx, *, axis=None):
+        super().__init__(ctx, axis=axis)
+        self.arg = ctx.scratch(self.red.shape, np.int64)
+
+    def __call__(self, x, *, out):
+        x, y = self.views(x, out)
+        a = self.arg.array
+        np.argmax(x, axis=self.axis, keepdims=True, out=a)
+        y.fill(0)
+        np.put_along_axis(y, a, 1, axis=self.axis)
 
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:

@@ -1,4 +1,5 @@
-"""Reduction CPU kernels: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd.
+"""Reduction CPU kernels: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd,
+ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp.
 
 ONNX Reduce*: `axes` is an attribute up to ReduceSum-11 / Reduce*-13 and an
 optional input from ReduceSum-13 / Reduce*-18; absent or empty axes reduce
@@ -7,7 +8,8 @@ axes as length 1. The axes are resolved at reshape (shapes/reduce.reduce_axes);
 the kernels write numpy's keepdims result into a view of the output.
 Reductions over an empty set give the op's identity: 0 (Sum), 1 (Prod),
 -inf / the type's minimum (Max), +inf / the type's maximum (Min), and 0 for
-Mean, whose value the spec leaves undefined (onnxruntime's 0, not numpy's NaN).
+Mean, whose value the spec leaves undefined (onnxruntime's 0, not numpy's NaN);
+0 for L1, L2 and SumSquare and -inf for LogSum and LogSumExp (log 0).
 Sums and products accumulate in the input's type (integers wrap, as in
 onnxruntime), float16 in float32.
 """
@@ -28,6 +30,10 @@ class _Reduce:
         dtype = np.dtype(ctx.dtype(0))
         self.acc = np.dtype(np.float32) if dtype == np.float16 else dtype
         self.keep_shape = tuple(1 if i in self.axes else d for i, d in enumerate(ctx.shape(0)))
+        self.setup(ctx)
+
+    def setup(self, ctx):
+        """Ask for workspace (subclasses that need a temporary of X's shape)."""
 
     def __call__(self, x, axes=None, *, out):
         if not self.axes:
@@ -96,3 +102,106 @@ class ReduceMin(_Reduce):
             out.fill(_extreme(x.dtype, lowest=False))
             return
         np.min(x, axis=self.axes, keepdims=True, out=out)
+
+
+# ---- norms and log-sums: one temporary of X's shape (per-Net scratch) -------------------
+class _ReduceMapped(_Reduce):
+    """Reduce f(X): f is applied into scratch of X's shape in the accumulation type.
+
+    With noop_with_empty_axes=1 and no axes, the reduction is over no axis
+    (numpy's axis=()): Y = f(X) element-wise (|X| for L1, X^2 for SumSquare,
+    log X for LogSum...), as onnx's reference and onnxruntime compute it.
+    """
+
+    def setup(self, ctx):
+        self.tmp = ctx.scratch(ctx.shape(0), self.acc)
+
+    def __call__(self, x, axes=None, *, out):
+        self.reduce(x, out.reshape(self.keep_shape))
+
+    def mapped(self, x):
+        t = self.tmp.array
+        np.copyto(t, x)
+        return t
+
+    def total(self, x, out):
+        """out (keepdims view) = sum over the axes of mapped(x), in the accumulation type."""
+        np.sum(self.mapped(x), axis=self.axes, keepdims=True, out=out, dtype=self.acc)
+
+
+@kernel("ReduceL1", since=(1, 11, 13, 18))
+class ReduceL1(_ReduceMapped):
+    """Y = sum |X| over `axes`. Spec: Operators.md#ReduceL1."""
+
+    def mapped(self, x):
+        return np.abs(x, out=self.tmp.array)
+
+    reduce = _ReduceMapped.total
+
+
+@kernel("ReduceSumSquare", since=(1, 11, 13, 18))
+class ReduceSumSquare(_ReduceMapped):
+    """Y = sum X^2 over `axes`. Spec: Operators.md#ReduceSumSquare."""
+
+    def mapped(self, x):
+        return np.square(x, out=self.tmp.array)
+
+    reduce = _ReduceMapped.total
+
+
+def _apply_float(fn, out):
+    """out = fn(out), through float64 for integer outputs (truncated back, as the spec's reference)."""
+    if out.dtype.kind == "f":
+        fn(out, out=out)
+    else:
+        out[...] = fn(out.astype(np.float64))
+
+
+@kernel("ReduceL2", since=(1, 11, 13, 18))
+class ReduceL2(ReduceSumSquare):
+    """Y = sqrt(sum X^2) over `axes`. Spec: Operators.md#ReduceL2."""
+
+    def reduce(self, x, out):
+        self.total(x, out)
+        _apply_float(np.sqrt, out)
+
+
+@kernel("ReduceLogSum", since=(1, 11, 13, 18, 28))
+class ReduceLogSum(_ReduceMapped):
+    """Y = log(sum X) over `axes` (-inf over an empty set). Spec: Operators.md#ReduceLogSum."""
+
+    def reduce(self, x, out):
+        self.total(x, out)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _apply_float(np.log, out)
+
+
+@kernel("ReduceLogSumExp", since=(1, 11, 13, 18, 28))
+class ReduceLogSumExp(_ReduceMapped):
+    """Y = log(sum exp X) over `axes`, computed as m + log(sum exp(X - m)), m = max X.
+
+    -inf over an empty set (and where every X is -inf). Integer inputs (up to
+    ReduceLogSumExp-18) are computed in float64 and truncated. Spec:
+    Operators.md#ReduceLogSumExp.
+    """
+
+    def setup(self, ctx):
+        self.acc = self.acc if self.acc.kind == "f" else np.dtype(np.float64)
+        super().setup(ctx)
+        self.m = ctx.scratch(self.keep_shape, self.acc)
+        self.s = ctx.scratch(self.keep_shape, self.acc)
+
+    def reduce(self, x, out):
+        if x.size == 0:
+            out.fill(-np.inf)
+            return
+        m, s, t = self.m.array, self.s.array, self.tmp.array
+        np.max(x, axis=self.axes, keepdims=True, out=m)
+        m[~np.isfinite(m)] = 0  # all -inf (or an inf): exp(x - 0) gives the limit
+        np.subtract(x, m, out=t)
+        np.exp(t, out=t)
+        np.sum(t, axis=self.axes, keepdims=True, out=s)
+        with np.errstate(divide="ignore"):
+            np.log(s, out=s)
+        s += m
+        np.copyto(out, s, casting="unsafe")

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..context import NotStatic
 from ..registry import kernel
-from ..shapes.resize import attr_str, resize_axes, resize_sizes
+from ..shapes.resize import attr_str, resize_axes, resize_sizes, upsample_as_resize
 
 F32 = np.float32
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -413,3 +413,19 @@ class Resize:
             np.take(src, t.idx[:, k], axis=t.axis, out=tap, mode="clip")
             tap *= t.w[k]
             dst += tap
+
+
+@kernel("Upsample", since=(7, 9))
+class Upsample:
+    """Y = X upsampled by `scales` (Upsample-7: attribute; -9: input), nearest or linear.
+
+    The deprecated name of Resize-10 (Upsample-10 only marks the deprecation):
+    out = floor(in * scale), source coordinate out / scale. Spec:
+    Operators.md#Upsample.
+    """
+
+    def __init__(self, ctx, *, mode="nearest", scales=None):
+        self.resize = Resize(upsample_as_resize(ctx), mode=mode)
+
+    def __call__(self, x, scales=None, *, out):
+        self.resize(x, out=out)

@@ -6,10 +6,14 @@ from . import shape_rule
 from .common import broadcast
 
 
-@shape_rule("MatMul", "MatMulInteger")
+@shape_rule("MatMul")
 def matmul(ctx):
     """ONNX MatMul is numpy.matmul: 1-D operands are promoted then squeezed."""
-    a, b = ctx.shape(0), ctx.shape(1)
+    return [(matmul_shape(ctx, ctx.shape(0), ctx.shape(1)), ctx.dtype(0))]
+
+
+def matmul_shape(ctx, a, b) -> tuple:
+    """Shape of numpy.matmul(A, B) (shared by MatMulInteger and QLinearMatMul)."""
     if len(a) == 0 or len(b) == 0:
         raise ctx.error("MatMul operands must have rank >= 1")
     a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
@@ -22,7 +26,7 @@ def matmul(ctx):
         out = out[:-2] + out[-1:]
     if len(b) == 1:
         out = out[:-1]
-    return [(out, ctx.dtype(0))]
+    return out
 
 
 @shape_rule("BatchNormalization")

@@ -103,3 +103,26 @@ def resize(ctx):
         raise ctx.error("X must have rank >= 1")
     out, _ = resize_sizes(ctx)
     return [(out, ctx.dtype(0))]
+
+
+def upsample_as_resize(ctx):
+    """The Resize-10 context of an Upsample-7 (scales attribute) or -9 (scales input) node.
+
+    Upsample-7/9 are Resize-10 under their old name: out = floor(in * scale),
+    asymmetric coordinates, nearest or linear mode.
+    """
+    if ctx.version >= 9:
+        return ctx.derive("Resize", [0, 1], 10)
+    scales = ctx.attr("scales")
+    if scales is None:
+        raise ctx.error("Upsample-7 needs the `scales` attribute")
+    return ctx.derive("Resize", [0, np.asarray(scales, np.float32)], 10)
+
+
+@shape_rule("Upsample")
+def upsample(ctx):
+    """Y: X's dtype, shape floor(X.shape * scales)."""
+    mode = attr_str(ctx.attr("mode"), "nearest")
+    if mode not in ("nearest", "linear"):
+        raise ctx.error(f"mode={mode!r} must be 'nearest' or 'linear'")
+    return resize(upsample_as_resize(ctx))

@@ -1,0 +1,144 @@
+"""Quantized-integer product CPU kernels: MatMulInteger, QLinearMatMul,
+ConvInteger, QLinearConv.
+
+The zero points are subtracted first; the integer products then run as
+float64 BLAS GEMMs (MatMul) or through our float64 Conv kernel, which are
+exact for these 8-bit operands (every partial sum stays far below 2^53), and
+are written back as int32 (the *Integer ops) or requantized:
+
+    y = saturate(round_half_even(acc * (scale_a * scale_b / y_scale)) + y_zero_point)
+
+with acc the int32 accumulator (plus QLinearConv's int32 bias B).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from ..shapes.quantize import inner_conv
+from .conv import Conv
+
+
+def _shifted(v, zp, *, rows: bool = False) -> np.ndarray:
+    """float64 v - zero point (a scalar; 1-D: per row of v's last two axes when rows, else per column)."""
+    d = np.asarray(v, np.float64)
+    if zp is None:
+        return d
+    zp = np.asarray(zp, np.float64)
+    if zp.ndim and zp.size > 1:
+        zp = zp.reshape(-1, 1) if rows else zp.reshape(-1)
+    return d - zp.reshape(zp.shape if zp.ndim else ())
+
+
+def _requantize(acc: np.ndarray, mult, y_zp, out: np.ndarray) -> None:
+    """out = saturate(rint(acc * mult) + y_zp) in out's integer type; acc is overwritten."""
+    acc *= mult
+    np.rint(acc, out=acc)
+    if y_zp is not None:
+        acc += np.asarray(y_zp, np.float64)
+    info = np.iinfo(out.dtype)
+    np.clip(acc, info.min, info.max, out=acc)
+    np.copyto(out, acc, casting="unsafe")
+
+
+def _multiplier(a_scale, b_scale, y_scale, *, a_rows: bool):
+    """a_scale * b_scale / y_scale, computed in the scales' type (a 1-D a_scale is per row)."""
+    a = np.asarray(a_scale)
+    if a.ndim and a.size > 1 and a_rows:
+        a = a.reshape(-1, 1)
+    return np.asarray(a * np.asarray(b_scale) / np.asarray(y_scale), np.float64)
+
+
+@kernel("MatMulInteger", since=10)
+def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out):
+    """Y = (A - a_zero_point) @ (B - b_zero_point) in int32 (numpy.matmul semantics).
+
+    a_zero_point: scalar or per row of A (M,); b_zero_point: scalar or per
+    column of B (N,). Spec: Operators.md#MatMulInteger.
+    """
+    acc = np.matmul(_shifted(a, a_zero_point, rows=True), _shifted(b, b_zero_point))
+    np.copyto(out, acc, casting="unsafe")
+
+
+@kernel("QLinearMatMul", since=(10, 21))
+def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, *, out):
+    """y = saturate(rint(((a - a_zp) @ (b - b_zp)) * a_scale * b_scale / y_scale) + y_zp).
+
+    Scales and zero points: scalars, or per row of a (M,) / per column of b
+    (N,). y has y_zero_point's type (int8 or uint8). Spec: Operators.md#QLinearMatMul.
+    """
+    acc = np.matmul(_shifted(a, a_zero_point, rows=True), _shifted(b, b_zero_point))
+    _requantize(acc, _multiplier(a_scale, b_scale, y_scale, a_rows=True), y_zero_point, out)
+
+
+class _IntegerConv:
+    """X - x_zero_point convolved with W - w_zero_point (per output channel) by a float64 Conv.
+
+    The shifted weights are prepared once when W and its zero point are weights;
+    the shifted input and the accumulator live in per-Net scratch.
+    """
+
+    def setup(self, ctx, w: int, wzp: int, xzp: int, conv_attrs: dict):
+        self.m = ctx.shape(w)[0]
+        self.rank = len(ctx.shape(0)) - 2
+        static = ctx.is_static(w) and (not ctx.has_input(wzp) or ctx.is_static(wzp))
+        self.w_shifted = self.shift_w(ctx.value(w), ctx.value_or_none(wzp)) if static else None
+        self.conv = Conv(inner_conv(ctx, w, self.w_shifted), **conv_attrs)
+        self.xs = ctx.scratch(ctx.shape(0), np.float64)
+        self.acc = ctx.scratch(ctx.out_shapes[0], np.float64)
+
+    def shift_w(self, w, zp) -> np.ndarray:
+        d = np.asarray(w, np.float64)
+        if zp is not None:
+            d = d - np.asarray(zp, np.float64).reshape((-1,) + (1,) * (d.ndim - 1) if np.ndim(zp) else ())
+        return np.ascontiguousarray(d)
+
+    def accumulate(self, x, x_zp, w, w_zp) -> np.ndarray:
+        xs, acc = self.xs.array, self.acc.array
+        np.subtract(x, 0 if x_zp is None else np.asarray(x_zp).reshape(()), out=xs, dtype=np.float64)
+        ws = self.w_shifted if self.w_shifted is not None else self.shift_w(w, w_zp)
+        self.conv(xs, ws, out=acc)
+        return acc
+
+
+@kernel("ConvInteger", since=10)
+class ConvInteger(_IntegerConv):
+    """Y = (X - x_zero_point) (*) (W - w_zero_point) in int32, with Conv's attributes.
+
+    x_zero_point: scalar; w_zero_point: scalar or per output channel (M,).
+    Padding adds x_zero_point (zeros after the shift). Spec: Operators.md#ConvInteger.
+    """
+
+    def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+                 strides=None):
+        self.setup(ctx, 1, 3, 2, dict(auto_pad=auto_pad, dilations=dilations, group=group,
+                                      kernel_shape=kernel_shape, pads=pads, strides=strides))
+
+    def __call__(self, x, w, x_zero_point=None, w_zero_point=None, *, out):
+        np.copyto(out, self.accumulate(x, x_zero_point, w, w_zero_point), casting="unsafe")
+
+
+@kernel("QLinearConv", since=10)
+class QLinearConv(_IntegerConv):
+    """y = saturate(rint((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale / y_scale) + y_zp).
+
+    w_scale and w_zero_point: scalar or per output channel (M,); B: int32 (M,)
+    in the scale x_scale * w_scale. Conv's attributes. Spec: Operators.md#QLinearConv.
+    """
+
+    def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+                 strides=None):
+        self.setup(ctx, 3, 5, 2, dict(auto_pad=auto_pad, dilations=dilations, group=group,
+                                      kernel_shape=kernel_shape, pads=pads, strides=strides))
+        self.per_channel = (self.m,) + (1,) * self.rank
+
+    def __call__(self, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,
+                 *, out):
+        acc = self.accumulate(x, x_zero_point, w, w_zero_point)
+        if B is not None:
+            acc += np.asarray(B, np.float64).reshape(self.per_channel)
+        w_scale = np.asarray(w_scale)
+        w_scale = w_scale.reshape(self.per_channel) if w_scale.size > 1 else w_scale.reshape(())
+        _requantize(acc, _multiplier(np.asarray(x_scale).reshape(()), w_scale, y_scale, a_rows=False),
+                    y_zero_point, out)

@@ -1,0 +1,111 @@
+"""QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear against onnxruntime."""
+
+import numpy as np
+import onnx
+import pytest
+
+from pooled_predictor.errors import UnsupportedOpError
+from tests.onnx_helpers import check_node, make_node_model, run_ours, type_outputs
+
+rng = np.random.default_rng(18)
+QTYPES = [np.uint8, np.int8, np.uint16, np.int16]
+
+
+def zero_point(shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -20), min(info.max, 20) + 1, shape).astype(dtype)
+
+
+def params(layout, x_shape, axis, block, qtype, sdtype=np.float32):
+    if layout == "tensor":
+        shape = ()
+    elif layout == "axis":
+        shape = (x_shape[axis],)
+    else:
+        shape = tuple(-(-d // block) if i == axis % len(x_shape) else d for i, d in enumerate(x_shape))
+    scale = (rng.random(shape) * 0.2 + 0.05).astype(sdtype)
+    return scale, zero_point(shape, qtype)
+
+
+LAYOUTS = [("tensor", 1, 0, 13), ("axis", 1, 0, 13), ("axis", -1, 0, 13), ("axis", 0, 0, 19),
+           ("blocked", 1, 2, 21), ("blocked", -1, 3, 21), ("blocked", 0, 2, 21)]
+
+
+@pytest.mark.parametrize("layout,axis,block,opset", LAYOUTS)
+@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("static", [(1, 2), ()])
+def test_quantize_linear(layout, axis, block, opset, qtype, static):
+    x = (rng.standard_normal((3, 4, 5)) * 5).astype(np.float32)
+    x.reshape(-1)[:4] = [0.5, 1.5, -2.5, 1e6]  # ties round to even; saturation
+    scale, zp = params(layout, x.shape, axis, block, qtype)
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    if opset < 21 and qtype not in (np.uint8, np.int8):
+        opset = 21
+    check_node("QuantizeLinear", [x, scale, zp], attrs, opset=opset, static=static)
+
+
+@pytest.mark.parametrize("layout,axis,block,opset", LAYOUTS)
+@pytest.mark.parametrize("qtype", QTYPES + [np.int32])
+@pytest.mark.parametrize("static", [(1, 2), ()])
+def test_dequantize_linear(layout, axis, block, opset, qtype, static):
+    info = np.iinfo(qtype)
+    x = rng.integers(max(info.min, -1000), min(info.max, 1000) + 1, (3, 4, 5)).astype(qtype)
+    scale, zp = params(layout, x.shape, axis, block, np.int8 if qtype == np.int32 else qtype)
+    if qtype == np.int32:  # int32 has no zero point (0)
+        zp = None
+    if opset < 21 and qtype not in (np.uint8, np.int8, np.int32):
+        opset = 21
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    inputs = [x, scale] + ([] if zp is None else [zp])
+    check_node("DequantizeLinear", inputs, attrs, opset=opset, static=static)
+
+
+@pytest.mark.parametrize("opset", [10, 13, 19, 21, 25])
+def test_quantize_without_zero_point_is_uint8(opset):
+    x = (rng.standard_normal((2, 6)) * 10).astype(np.float32)
+    (y,) = check_node("QuantizeLinear", [x, np.array(0.1, np.float32)], {}, opset=opset)
+    assert y.dtype == np.uint8
+
+
+@pytest.mark.parametrize("out_type", [onnx.TensorProto.INT8, onnx.TensorProto.UINT16, onnx.TensorProto.INT16])
+def test_quantize_output_dtype(out_type):
+    x = (rng.standard_normal((2, 6)) * 10).astype(np.float32)
+    check_node("QuantizeLinear", [x, np.array(0.1, np.float32)], {"output_dtype": out_type}, opset=21)
+
+
+def test_quantize_float16_and_precision():
+    x = (rng.standard_normal((4, 5)) * 10).astype(np.float16)
+    check_node("QuantizeLinear", [x, np.array(0.25, np.float16), np.array(3, np.int8)], {}, opset=19)
+    x32 = x.astype(np.float32)
+    check_node("QuantizeLinear", [x32, np.array(0.3, np.float32), np.array(3, np.int8)],
+               {"precision": onnx.TensorProto.FLOAT}, opset=23, reference="onnx")
+
+
+@pytest.mark.parametrize("out_type", [onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16])
+def test_dequantize_output_dtype(out_type):
+    x = rng.integers(-100, 100, (3, 4)).astype(np.int8)
+    check_node("DequantizeLinear", [x, np.array(0.1, np.float32), np.array(2, np.int8)],
+               {"output_dtype": out_type}, opset=23, reference="onnx", rtol=1e-3)
+
+
+def test_dequantize_float16_scale():
+    x = rng.integers(0, 255, (3, 4)).astype(np.uint8)
+    check_node("DequantizeLinear", [x, np.array(0.1, np.float16), np.array(128, np.uint8)], {}, opset=19,
+               rtol=1e-3)
+
+
+def test_float8_output_is_unsupported_cleanly():
+    x = np.ones((2, 2), np.float32)
+    model = make_node_model("QuantizeLinear", [x, np.array(1.0, np.float32)],
+                            {"output_dtype": onnx.TensorProto.FLOAT8E4M3FN}, opset=21, static=(1,))
+    type_outputs(model, [np.zeros((2, 2), np.uint8)])
+    with pytest.raises(UnsupportedOpError, match="FLOAT8E4M3FN has no numpy kernel"):
+        run_ours(model, {"in0": x})
+
+
+@pytest.mark.parametrize("case", ["mixed", "positive", "negative", "zeros", "wide"])
+def test_dynamic_quantize_linear(case):
+    x = {"mixed": rng.standard_normal((3, 4)) * 3, "positive": rng.random((3, 4)) * 5 + 1,
+         "negative": -rng.random((3, 4)) * 5 - 1, "zeros": np.zeros((3, 4)),
+         "wide": rng.standard_normal((2, 8)) * 1e4}[case].astype(np.float32)
+    check_node("DynamicQuantizeLinear", [x], {}, opset=11, outputs=3)
