@@ -35,6 +35,7 @@ from pooled_predictor.ops.registry import find
 EXCLUDE: dict[str, str] = {
     "*BFLOAT16*": "bfloat16 has no numpy dtype (the importer maps no ml_dtypes types)",
     "*_bfloat16*": "bfloat16 has no numpy dtype (the importer maps no ml_dtypes types)",
+    "*_bf16*": "bfloat16 has no numpy dtype (the importer maps no ml_dtypes types)",
     "*FLOAT8*": "float8 types have no numpy dtype",
     "*FLOAT4E2M1*": "float4 has no numpy dtype",
     "*INT4*": "int4/uint4 have no numpy dtype",
