@@ -1,0 +1,233 @@
+"""Sampling loops of GridSample, RoiAlign and DeformConv (numba).
+
+Each walks the output positions once, computes its taps (indices and weights)
+once per position, and reuses them for every channel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+NEAREST, LINEAR, CUBIC = 0, 1, 2
+ZEROS, BORDER, REFLECTION = 0, 1, 2
+_CUBIC_A = -0.75   # Keys' cubic convolution coefficient (onnxruntime, PyTorch)
+
+
+@njit(nogil=True, cache=True)
+def _reflect(x, lo, hi):
+    """Reflect x by the nearer border until it lies in [lo, hi] (onnxruntime's GsReflect)."""
+    rng = hi - lo
+    if rng <= 0:
+        return lo
+    if x < lo:
+        dx = lo - x
+        n = int(dx / rng)
+        r = dx - n * rng
+        return lo + r if n % 2 == 0 else hi - r
+    if x > hi:
+        dx = x - hi
+        n = int(dx / rng)
+        r = dx - n * rng
+        return hi - r if n % 2 == 0 else lo + r
+    return x
+
+
+@njit(nogil=True, cache=True)
+def _pixel(i, size, padding, lo, hi):
+    """The index read for tap i on an axis of `size`, or -1 for a zero (padding zeros)."""
+    if padding == ZEROS:
+        return i if 0 <= i < size else -1
+    if padding == BORDER:
+        return min(max(i, 0), size - 1)
+    return int(_reflect(float(i), lo, hi))
+
+
+@njit(nogil=True, cache=True)
+def _axis_taps(x, size, mode, padding, lo, hi, idx, wts):
+    """Taps of one axis at (already denormalized, rounded and padded) coordinate x."""
+    if mode == NEAREST:
+        idx[0] = _pixel(int(x), size, padding, lo, hi)
+        wts[0] = 1.0
+        return 1
+    x0 = math.floor(x)
+    t = x - x0
+    i0 = int(x0)
+    if mode == LINEAR:
+        idx[0] = _pixel(i0, size, padding, lo, hi)
+        idx[1] = _pixel(i0 + 1, size, padding, lo, hi)
+        wts[0] = 1.0 - t
+        wts[1] = t
+        return 2
+    a = _CUBIC_A
+    s = t + 1.0
+    wts[0] = ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a
+    wts[1] = ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0
+    s = 1.0 - t
+    wts[2] = ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0
+    s = 2.0 - t
+    wts[3] = ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a
+    for k in range(4):
+        idx[k] = _pixel(i0 - 1 + k, size, padding, lo, hi)
+    return 4
+
+
+@njit(nogil=True, cache=True)
+def grid_sample(x, coords, out, rank, mode, padding, align_corners):
+    """Y[n, c, p] = sum over taps of X[n, c, taps(coords[n, p])] (ONNX GridSample).
+
+    Args:
+        x: (N, C, D, H, W) input (1-D and 2-D inputs have D = H = 1 or D = 1).
+        coords: (N, P, 3) float64 pixel coordinates (w, h, d order), already
+            denormalized, rounded (nearest) and clamped or reflected (border,
+            reflection); an axis of size 1 that the grid does not index has 0.
+        out: (N, C, P) output.
+        rank: the input's spatial rank (1, 2 or 3); the axes past it have size 1.
+        mode, padding: NEAREST/LINEAR/CUBIC and ZEROS/BORDER/REFLECTION.
+    """
+    n_batch, channels, depth, height, width = x.shape
+    sizes = (width, height, depth)
+    idx = np.zeros((3, 4), np.int64)
+    wts = np.zeros((3, 4), np.float64)
+    counts = np.zeros(3, np.int64)
+    for n in range(n_batch):
+        for p in range(coords.shape[1]):
+            for a in range(3):
+                size = sizes[a]
+                if a >= rank:            # an axis the input does not have: one tap at 0
+                    idx[a, 0], wts[a, 0], counts[a] = 0, 1.0, 1
+                    continue
+                lo = 0.0 if align_corners else -0.5
+                hi = size - 1.0 if align_corners else size - 0.5
+                counts[a] = _axis_taps(coords[n, p, a], size, mode, padding, lo, hi, idx[a], wts[a])
+            for c in range(channels):
+                acc = 0.0
+                for kd in range(counts[2]):
+                    d = idx[2, kd]
+                    if d < 0:
+                        continue
+                    for kh in range(counts[1]):
+                        h = idx[1, kh]
+                        if h < 0:
+                            continue
+                        wdh = wts[2, kd] * wts[1, kh]
+                        for kw in range(counts[0]):
+                            w = idx[0, kw]
+                            if w < 0:
+                                continue
+                            acc += wdh * wts[0, kw] * x[n, c, d, h, w]
+                out[n, c, p] = acc
+
+
+@njit(nogil=True, cache=True)
+def roi_align(x, rois, batch_indices, out, spatial_scale, sampling_ratio, half_pixel, use_max):
+    """RoiAlign's average or max of bilinear samples per output bin (onnxruntime's algorithm).
+
+    x (N, C, H, W); rois (R, 4) float64 (x1, y1, x2, y2); batch_indices (R,) int64;
+    out (R, C, OH, OW). A sample outside [-1, H] x [-1, W] counts as 0; max mode
+    takes the max over samples of max(w_i * v_i) of the 4 corners, as onnxruntime.
+    """
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    n_rois, _, oh, ow = out.shape
+    offset = 0.5 if half_pixel else 0.0
+    for r in range(n_rois):
+        b = batch_indices[r]
+        start_w = rois[r, 0] * spatial_scale - offset
+        start_h = rois[r, 1] * spatial_scale - offset
+        roi_w = rois[r, 2] * spatial_scale - offset - start_w
+        roi_h = rois[r, 3] * spatial_scale - offset - start_h
+        if not half_pixel:
+            roi_w = max(roi_w, 1.0)
+            roi_h = max(roi_h, 1.0)
+        bin_h, bin_w = roi_h / oh, roi_w / ow
+        grid_h = sampling_ratio if sampling_ratio > 0 else int(math.ceil(roi_h / oh))
+        grid_w = sampling_ratio if sampling_ratio > 0 else int(math.ceil(roi_w / ow))
+        count = max(grid_h * grid_w, 1)
+        n_samples = oh * ow * grid_h * grid_w
+        pos = np.zeros((n_samples, 4), np.int64)
+        w4 = np.zeros((n_samples, 4), np.float64)
+        k = 0
+        for ph in range(oh):
+            for pw in range(ow):
+                for iy in range(grid_h):
+                    y = start_h + ph * bin_h + (iy + 0.5) * bin_h / grid_h
+                    for ix in range(grid_w):
+                        xx = start_w + pw * bin_w + (ix + 0.5) * bin_w / grid_w
+                        yy = y
+                        if yy < -1.0 or yy > height or xx < -1.0 or xx > width:
+                            k += 1       # weights stay 0
+                            continue
+                        yy = max(yy, 0.0)
+                        xx = max(xx, 0.0)
+                        y_lo, x_lo = int(yy), int(xx)
+                        if y_lo >= height - 1:
+                            y_lo = y_hi = height - 1
+                            yy = float(y_lo)
+                        else:
+                            y_hi = y_lo + 1
+                        if x_lo >= width - 1:
+                            x_lo = x_hi = width - 1
+                            xx = float(x_lo)
+                        else:
+                            x_hi = x_lo + 1
+                        ly, lx = yy - y_lo, xx - x_lo
+                        hy, hx = 1.0 - ly, 1.0 - lx
+                        pos[k, 0], pos[k, 1] = y_lo * width + x_lo, y_lo * width + x_hi
+                        pos[k, 2], pos[k, 3] = y_hi * width + x_lo, y_hi * width + x_hi
+                        w4[k, 0], w4[k, 1], w4[k, 2], w4[k, 3] = hy * hx, hy * lx, ly * hx, ly * lx
+                        k += 1
+        for c in range(channels):
+            plane = x[b, c].ravel()
+            k = 0
+            for ph in range(oh):
+                for pw in range(ow):
+                    acc = 0.0
+                    for s in range(grid_h * grid_w):
+                        if use_max:
+                            v = max(max(w4[k, 0] * plane[pos[k, 0]], w4[k, 1] * plane[pos[k, 1]]),
+                                    max(w4[k, 2] * plane[pos[k, 2]], w4[k, 3] * plane[pos[k, 3]]))
+                            acc = v if s == 0 else max(acc, v)
+                        else:
+                            acc += (w4[k, 0] * plane[pos[k, 0]] + w4[k, 1] * plane[pos[k, 1]]
+                                    + w4[k, 2] * plane[pos[k, 2]] + w4[k, 3] * plane[pos[k, 3]])
+                        k += 1
+                    out[r, c, ph, pw] = acc if use_max else acc / count
+
+
+@njit(nogil=True, cache=True)
+def deform_columns(x, offset, mask, cols, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, offset_groups):
+    """Deformable im2col for one image: cols[c, i, j, oh, ow] = mask * bilinear(x[c], p + offset).
+
+    x (C, H, W); offset (G * kh * kw * 2, OH, OW) as (dy, dx) pairs per tap; mask
+    (G * kh * kw, OH, OW) (all ones when the op has none); cols (C, kh, kw, OH, OW).
+    Channel c uses offset group c // (C / G). Samples outside (-1, H) x (-1, W)
+    are 0, corners outside the image count 0 (torchvision's deform_conv2d).
+    """
+    channels, height, width = x.shape
+    out_h, out_w = cols.shape[3], cols.shape[4]
+    per_group = channels // offset_groups
+    for c in range(channels):
+        g = c // per_group
+        for i in range(kh):
+            for j in range(kw):
+                tap = i * kw + j
+                for oh in range(out_h):
+                    for ow in range(out_w):
+                        y = oh * stride_h - pad_h + i * dil_h + offset[(g * kh * kw + tap) * 2, oh, ow]
+                        xx = ow * stride_w - pad_w + j * dil_w + offset[(g * kh * kw + tap) * 2 + 1, oh, ow]
+                        v = 0.0
+                        if -1.0 < y < height and -1.0 < xx < width:
+                            y0, x0 = math.floor(y), math.floor(xx)
+                            ly, lx = y - y0, xx - x0
+                            iy, ix = int(y0), int(x0)
+                            if iy >= 0 and ix >= 0:
+                                v += (1 - ly) * (1 - lx) * x[c, iy, ix]
+                            if iy >= 0 and ix + 1 < width:
+                                v += (1 - ly) * lx * x[c, iy, ix + 1]
+                            if iy + 1 < height and ix >= 0:
+                                v += ly * (1 - lx) * x[c, iy + 1, ix]
+                            if iy + 1 < height and ix + 1 < width:
+                                v += ly * lx * x[c, iy + 1, ix + 1]
+                        cols[c, i, j, oh, ow] = v * mask[g * kh * kw + tap, oh, ow]
