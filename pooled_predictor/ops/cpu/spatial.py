@@ -2,7 +2,8 @@
 MaxUnpool.
 
 The per-pixel sampling loops (GridSample, RoiAlign, DeformConv's deformable im2col)
-are compiled (compiled/sampling.py); AffineGrid is one matmul, Col2Im a loop over
+are compiled (compiled/sampling.py, imported when such a node is built, so numba
+loads only for models that use them); AffineGrid is one matmul, Col2Im a loop over
 the block's taps adding strided slices, MaxUnpool one scatter, DeformConv's
 contraction one GEMM per group.
 """
@@ -15,7 +16,13 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.spatial import col2im_geometry, deform_geometry, grid_sample_modes
-from .compiled import sampling
+
+
+def _sampling():
+    """The compiled sampling loops (imports numba on first use)."""
+    from .compiled import sampling
+
+    return sampling
 
 
 def _work_dtype(dtype) -> np.dtype:
@@ -47,6 +54,7 @@ class GridSample:
     """
 
     def __init__(self, ctx, *, align_corners=0, mode=None, padding_mode="zeros"):
+        self.sampling = _sampling()
         self.mode, self.padding = grid_sample_modes(ctx)
         self.align = int(align_corners)
         shape = tuple(ctx.shape(0))
@@ -65,14 +73,14 @@ class GridSample:
                 c = (c + 1) / 2 * (size - 1)
             else:
                 c = ((c + 1) * size - 1) / 2
-            if self.mode == sampling.NEAREST:
+            if self.mode == self.sampling.NEAREST:
                 c = np.rint(c)
             coords[..., k] = c                     # computed in the grid's dtype, as onnxruntime
         xs = np.ascontiguousarray(x.reshape(self.x_shape), dtype=self.work)
         res = out.reshape(n, x.shape[1], -1)
         direct = res.dtype == self.work and res.flags.c_contiguous
         target = res if direct else np.empty(res.shape, self.work)
-        sampling.grid_sample(xs, coords, target, self.rank, self.mode, self.padding, self.align)
+        self.sampling.grid_sample(xs, coords, target, self.rank, self.mode, self.padding, self.align)
         if not direct:
             _store(target, res)
 
@@ -120,6 +128,7 @@ class RoiAlign:
                  output_width=1, sampling_ratio=0, spatial_scale=1.0):
         attrs = {} if coordinate_transformation_mode is None else {
             "coordinate_transformation_mode": coordinate_transformation_mode}
+        self.sampling = _sampling()
         self.half_pixel = _roi_half_pixel(attrs, ctx.version)
         self.max = (mode.decode() if isinstance(mode, bytes) else mode) == "max"
         self.ratio, self.scale = int(sampling_ratio), float(spatial_scale)
@@ -135,7 +144,7 @@ class RoiAlign:
         xs = np.ascontiguousarray(x, dtype=self.work)
         direct = out.dtype == self.work and out.flags.c_contiguous
         target = out if direct else np.empty(out.shape, self.work)
-        sampling.roi_align(xs, np.ascontiguousarray(rois, np.float64), idx, target, self.scale, self.ratio,
+        self.sampling.roi_align(xs, np.ascontiguousarray(rois, np.float64), idx, target, self.scale, self.ratio,
                            self.half_pixel, self.max)
         if not direct:
             _store(target, out)
@@ -156,6 +165,7 @@ class DeformConv:
 
     def __init__(self, ctx, *, dilations=None, group=1, kernel_shape=None, offset_group=1, pads=None,
                  strides=None):
+        self.sampling = _sampling()
         self.g = deform_geometry(ctx)
         self.work = _work_dtype(ctx.dtype(0))
         c = ctx.shape(0)[1]
@@ -174,7 +184,7 @@ class DeformConv:
         cols = self.cols.array
         cg = c // g.group
         for i in range(n):
-            sampling.deform_columns(xs[i], offs[i], ones if masks is None else masks[i], cols, kh, kw,
+            self.sampling.deform_columns(xs[i], offs[i], ones if masks is None else masks[i], cols, kh, kw,
                                     g.strides[0], g.strides[1], g.pads[0], g.pads[1],
                                     g.dilations[0], g.dilations[1], g.offset_group)
             flat = cols.reshape(g.group, cg * kh * kw, -1)
