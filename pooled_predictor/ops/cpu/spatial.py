@@ -228,28 +228,21 @@ class Col2Im:
 def max_unpool(x, indices, output_shape=None, *, out, kernel_shape=None, pads=None, strides=None):
     """Scatter X into zeros at MaxPool's flat Indices (ONNX MaxUnpool-11/22).
 
-    Indices index the flattened default-size output (N, C, (in - 1) * stride -
-    pads + kernel per axis), as MaxPool's Indices index its input. With a larger
-    output_shape, that default block is placed at the output's start (the rest is 0),
-    as onnxruntime and the reference do.
+    Shapes: X and I (N, C, D1..Dn), I int64; output (N, C, O1..On): output_shape
+    when given (pads then ignored), else (Di - 1) * stride - pads + kernel. I
+    indexes the flattened output (N, C, O1..On) in row-major order, as MaxPool's
+    Indices index its input: with output_shape = the pooled input's shape the
+    values return to where they came from (the spec's intent, onnxruntime's and
+    PyTorch's max_unpool behaviour).
     Raises:
-        InputError: an index outside the default-size output.
+        InputError: an index outside the output.
     """
-    r = x.ndim - 2
-    strides = list(strides) if strides else [1] * r
-    pads = list(pads) if pads else [0] * (2 * r)
-    default = x.shape[:2] + tuple((x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + r] + int(kernel_shape[i])
-                                  for i in range(r))
-    size = int(np.prod(default))
+    flat = out.reshape(-1)
     idx = indices.reshape(-1)
-    if idx.size and (idx.min() < 0 or idx.max() >= size):
+    if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
         from ...errors import InputError
 
         raise InputError(f"MaxUnpool: indices in [{idx.min()}, {idx.max()}] fall outside the output "
-                         f"of {size} elements (shape {default})")
-    out.fill(0)
-    if tuple(out.shape) == default:
-        out.reshape(-1)[idx] = x.reshape(-1)
-    else:
-        block = out[tuple(slice(0, d) for d in default)]
-        block[np.unravel_index(idx, default)] = x.reshape(-1)
+                         f"of {flat.size} elements (shape {out.shape})")
+    flat.fill(0)
+    flat[idx] = x.reshape(-1)
