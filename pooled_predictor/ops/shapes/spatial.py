@@ -12,16 +12,7 @@ import numpy as np
 
 from . import shape_rule
 from .common import check_types
-
-
-def _ints(ctx, name: str, n: int, default: int) -> list[int]:
-    v = ctx.attr(name)
-    if v is None or len(v) == 0:
-        return [default] * n
-    v = [int(a) for a in v]
-    if len(v) != n:
-        raise ctx.error(f"{name}={v} has {len(v)} values, expected {n}")
-    return v
+from .pool import _ints  # attribute lists: one value per spatial axis, a default when absent
 
 
 def _text(ctx, name: str, default: str) -> str:
