@@ -148,3 +148,31 @@ def test_causal_conv_with_state(k, bias, past, act):
     while inputs[-1] is None:
         inputs.pop()
     check_node("CausalConvWithState", inputs, {"activation": act}, opset=27, outputs=2, reference="onnx")
+
+
+# ---- FlexAttention (ai.onnx.preview; onnx's reference) ---------------------------------
+@pytest.mark.parametrize("heads,scale,dtype,precision", [
+    ((2, 2), None, np.float32, None), ((4, 2), 0.5, np.float32, 11), ((4, 1), None, np.float64, None),
+    ((2, 2), None, np.float16, None)])
+def test_flex_attention(heads, scale, dtype, precision):
+    hq, hkv = heads
+    inputs = [randn(2, hq, 3, 8, dtype=dtype), randn(2, hkv, 5, 8, dtype=dtype), randn(2, hkv, 5, 6, dtype=dtype)]
+    attrs = {} if scale is None else {"scale": scale}
+    if precision:
+        attrs["softmax_precision"] = precision
+    check_node("FlexAttention", inputs, attrs, opset=26, domain="ai.onnx.preview", reference="onnx",
+               rtol=2e-3 if dtype == np.float16 else 1e-5)
+
+
+def test_flex_attention_score_mod_is_refused():
+    from onnx import TensorProto, helper
+
+    from pooled_predictor.errors import UnsupportedOpError
+
+    body = helper.make_graph([helper.make_node("Identity", ["s"], ["t"])], "mod",
+                             [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    q = randn(1, 2, 3, 4)
+    model = make_node_model("FlexAttention", [q, q, q], {"score_mod": body}, opset=26, domain="ai.onnx.preview")
+    with pytest.raises(UnsupportedOpError, match="score_mod"):
+        run_ours(model, {"in0": q, "in1": q, "in2": q})

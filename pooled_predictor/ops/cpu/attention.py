@@ -292,3 +292,39 @@ def causal_conv_with_state(x, weight, bias=None, past_state=None, *, out, activa
     np.copyto(y, acc, casting="unsafe")
     if present is not None:
         np.copyto(present, padded[:, :, length:], casting="unsafe")
+
+
+def _check_flex(attrs, version):
+    mods = [m for m in ("score_mod", "prob_mod") if attrs.get(m) is not None]
+    if mods:
+        return (f"{' and '.join(mods)} subgraphs are not supported yet (they need nested Programs, "
+                f"as If/Loop bodies); FlexAttention without them runs")
+    p = attrs.get("softmax_precision")
+    if p is not None and int(p) not in _PRECISIONS:
+        return f"softmax_precision={p}: only 1 (float), 10 (float16) and 11 (double) have numpy dtypes"
+    return None
+
+
+@kernel("FlexAttention", since=1, domain="ai.onnx.preview", check=_check_flex)
+def flex_attention(q, k, v, *, out, scale=None, softmax_precision=None, score_mod=None, prob_mod=None):
+    """Scaled dot-product attention with optional modifier subgraphs (ONNX ai.onnx.preview
+    FlexAttention-1), here without score_mod / prob_mod (rejected at compile time).
+
+    Scores = (Q sqrt(s)) (K sqrt(s))^T in Q's type, s = scale or 1/sqrt(E); softmax in
+    softmax_precision (default float32, double for double inputs); Y = P V in that
+    precision, returned in V's type. Shapes: Q (B, Hq, L, E), K (B, Hkv, S, E), V
+    (B, Hkv, S, Ev); Y (B, Hq, L, Ev); query head h reads kv head h // (Hq / Hkv).
+    """
+    b, hq, length, e = q.shape
+    hkv, s = k.shape[1], k.shape[2]
+    group = hq // hkv
+    root = np.sqrt(np.float32(1.0 / np.sqrt(e) if scale is None else scale)).astype(q.dtype)
+    scores = np.matmul((q * root).reshape(b, hkv, group, length, e), (k * root)[:, :, None].swapaxes(-1, -2))
+    ct = np.dtype(_PRECISIONS[int(softmax_precision)]) if softmax_precision is not None else (
+        np.dtype(np.float64) if q.dtype == np.float64 else np.dtype(np.float32))
+    scores = scores.astype(ct, copy=False)
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+    res = np.matmul(scores, v.astype(ct, copy=False)[:, :, None])
+    np.copyto(out, res.reshape(b, hq, length, -1), casting="unsafe")

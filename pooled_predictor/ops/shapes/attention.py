@@ -179,3 +179,14 @@ def causal_conv_with_state(ctx):
         raise ctx.error(f"activation={act!r}; expected none, silu or swish")
     return [(x, ctx.dtype(0)), (state, ctx.dtype(0))]
 
+
+
+@shape_rule("FlexAttention", domain="ai.onnx.preview")
+def flex_attention(ctx):
+    """Y (B, Hq, L, Ev) in V's dtype; Q, K, V rank 4, Hq a multiple of Hkv."""
+    check_types(ctx)
+    q, k, v = (tuple(ctx.shape(i)) for i in range(3))
+    if not len(q) == len(k) == len(v) == 4 or k[3] != q[3] or k[:3] != v[:3] or q[0] != k[0] or q[1] % k[1]:
+        raise ctx.error(f"Q {q}, K {k}, V {v} must be (B, Hq, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev) "
+                        f"with Hq a multiple of Hkv")
+    return [((q[0], q[1], q[2], v[3]), ctx.dtype(2))]
