@@ -128,3 +128,12 @@ def test_max_unpool(opset, output_shape):
         assert np.array_equal(z[kept], x[kept]) and kept.sum() == y.size
     else:
         check_node("MaxUnpool", [y, idx], pool, opset=opset)
+
+
+@pytest.mark.parametrize("mode", ["nearest"])
+def test_grid_sample_integers(mode):
+    """onnxruntime has no integer GridSample: onnx's reference, nearest only (its linear mode
+    computes integer weights, all 0; ours interpolates in float64 and truncates)."""
+    x = rng.integers(-50, 100, (2, 2, 4, 5)).astype(np.int32)
+    grid = rng.uniform(-1.2, 1.2, (2, 3, 3, 2)).astype(np.float32)
+    check_node("GridSample", [x, grid], {"mode": mode}, opset=20, reference="onnx")

@@ -34,8 +34,8 @@ def _work_dtype(dtype) -> np.dtype:
 
 
 def _store(res: np.ndarray, out: np.ndarray) -> None:
-    if out.dtype.kind in "iu":
-        res = np.rint(res)
+    """Write a float result into `out`; integer outputs truncate toward zero (a C cast, as the
+    onnx reference does)."""
     np.copyto(out, res, casting="unsafe")
 
 
@@ -49,7 +49,7 @@ class GridSample:
     or to the image's outer edges (0). mode: nearest (round half to even),
     bilinear/linear (N-linear), bicubic/cubic (Keys, a = -0.75, on 4^r taps);
     padding_mode: zeros (outside taps read 0), border (clamp), reflection (mirror
-    at the borders). Output (N, C, O1..Or) in X's dtype (integers rounded).
+    at the borders). Output (N, C, O1..Or) in X's dtype (integers truncated).
     Computed in float32 (float64 for double and integer inputs) by a compiled loop.
     """
 
