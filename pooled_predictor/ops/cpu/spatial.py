@@ -145,7 +145,7 @@ class RoiAlign:
         direct = out.dtype == self.work and out.flags.c_contiguous
         target = out if direct else np.empty(out.shape, self.work)
         self.sampling.roi_align(xs, np.ascontiguousarray(rois, np.float64), idx, target, self.scale, self.ratio,
-                           self.half_pixel, self.max)
+                                int(self.half_pixel), int(self.max))
         if not direct:
             _store(target, out)
 

@@ -122,78 +122,84 @@ def grid_sample(x, coords, out, rank, mode, padding, align_corners):
 
 
 @njit(nogil=True, cache=True)
+def _roi_samples(y0, x0, bin_h, bin_w, grid_h, grid_w, oh, ow, height, width, pos, wts):
+    """Corner offsets (pos) and bilinear weights (wts) of every sample of one ROI, in the
+    order (ph, pw, iy, ix). A sample outside [-1, H] x [-1, W] keeps weights 0."""
+    k = 0
+    for ph in range(oh):
+        for pw in range(ow):
+            for iy in range(grid_h):
+                for ix in range(grid_w):
+                    y = y0 + ph * bin_h + (iy + 0.5) * bin_h / grid_h
+                    x = x0 + pw * bin_w + (ix + 0.5) * bin_w / grid_w
+                    for c in range(4):
+                        pos[k, c] = 0
+                        wts[k, c] = 0.0
+                    if -1.0 <= y <= height and -1.0 <= x <= width:
+                        if y < 0.0:
+                            y = 0.0
+                        if x < 0.0:
+                            x = 0.0
+                        y_lo, x_lo = int(y), int(x)
+                        y_hi, x_hi = y_lo + 1, x_lo + 1
+                        if y_lo >= height - 1:
+                            y_lo = y_hi = height - 1
+                            y = float(y_lo)
+                        if x_lo >= width - 1:
+                            x_lo = x_hi = width - 1
+                            x = float(x_lo)
+                        ly, lx = y - y_lo, x - x_lo
+                        pos[k, 0], pos[k, 1] = y_lo * width + x_lo, y_lo * width + x_hi
+                        pos[k, 2], pos[k, 3] = y_hi * width + x_lo, y_hi * width + x_hi
+                        wts[k, 0], wts[k, 1] = (1.0 - ly) * (1.0 - lx), (1.0 - ly) * lx
+                        wts[k, 2], wts[k, 3] = ly * (1.0 - lx), ly * lx
+                    k += 1
+
+
+@njit(nogil=True, cache=True)
 def roi_align(x, rois, batch_indices, out, spatial_scale, sampling_ratio, half_pixel, use_max):
     """RoiAlign's average or max of bilinear samples per output bin (onnxruntime's algorithm).
 
     x (N, C, H, W); rois (R, 4) float64 (x1, y1, x2, y2); batch_indices (R,) int64;
-    out (R, C, OH, OW). A sample outside [-1, H] x [-1, W] counts as 0; max mode
-    takes the max over samples of max(w_i * v_i) of the 4 corners, as onnxruntime.
+    out (R, C, OH, OW); half_pixel, use_max: 0 or 1. A sample outside [-1, H] x [-1, W]
+    counts as 0; max mode takes the max over samples of max(w_i * v_i) of the 4
+    corners, as onnxruntime.
     """
     channels, height, width = x.shape[1], x.shape[2], x.shape[3]
     n_rois, _, oh, ow = out.shape
     offset = 0.5 if half_pixel else 0.0
     for r in range(n_rois):
-        b = batch_indices[r]
         start_w = rois[r, 0] * spatial_scale - offset
         start_h = rois[r, 1] * spatial_scale - offset
         roi_w = rois[r, 2] * spatial_scale - offset - start_w
         roi_h = rois[r, 3] * spatial_scale - offset - start_h
         if not half_pixel:
-            roi_w = max(roi_w, 1.0)
-            roi_h = max(roi_h, 1.0)
-        bin_h, bin_w = roi_h / oh, roi_w / ow
+            roi_w = roi_w if roi_w > 1.0 else 1.0
+            roi_h = roi_h if roi_h > 1.0 else 1.0
         grid_h = sampling_ratio if sampling_ratio > 0 else int(math.ceil(roi_h / oh))
         grid_w = sampling_ratio if sampling_ratio > 0 else int(math.ceil(roi_w / ow))
-        count = max(grid_h * grid_w, 1)
-        n_samples = oh * ow * grid_h * grid_w
-        pos = np.zeros((n_samples, 4), np.int64)
-        w4 = np.zeros((n_samples, 4), np.float64)
-        k = 0
-        for ph in range(oh):
-            for pw in range(ow):
-                for iy in range(grid_h):
-                    y = start_h + ph * bin_h + (iy + 0.5) * bin_h / grid_h
-                    for ix in range(grid_w):
-                        xx = start_w + pw * bin_w + (ix + 0.5) * bin_w / grid_w
-                        yy = y
-                        if yy < -1.0 or yy > height or xx < -1.0 or xx > width:
-                            k += 1       # weights stay 0
-                            continue
-                        yy = max(yy, 0.0)
-                        xx = max(xx, 0.0)
-                        y_lo, x_lo = int(yy), int(xx)
-                        if y_lo >= height - 1:
-                            y_lo = y_hi = height - 1
-                            yy = float(y_lo)
-                        else:
-                            y_hi = y_lo + 1
-                        if x_lo >= width - 1:
-                            x_lo = x_hi = width - 1
-                            xx = float(x_lo)
-                        else:
-                            x_hi = x_lo + 1
-                        ly, lx = yy - y_lo, xx - x_lo
-                        hy, hx = 1.0 - ly, 1.0 - lx
-                        pos[k, 0], pos[k, 1] = y_lo * width + x_lo, y_lo * width + x_hi
-                        pos[k, 2], pos[k, 3] = y_hi * width + x_lo, y_hi * width + x_hi
-                        w4[k, 0], w4[k, 1], w4[k, 2], w4[k, 3] = hy * hx, hy * lx, ly * hx, ly * lx
-                        k += 1
+        per_bin = grid_h * grid_w
+        pos = np.empty((oh * ow * per_bin, 4), np.int64)
+        wts = np.empty((oh * ow * per_bin, 4), np.float64)
+        _roi_samples(start_h, start_w, roi_h / oh, roi_w / ow, grid_h, grid_w, oh, ow, height, width, pos, wts)
+        count = per_bin if per_bin > 1 else 1
         for c in range(channels):
-            plane = x[b, c].ravel()
-            k = 0
-            for ph in range(oh):
-                for pw in range(ow):
-                    acc = 0.0
-                    for s in range(grid_h * grid_w):
+            plane = x[batch_indices[r], c].ravel()
+            for b in range(oh * ow):
+                acc = 0.0
+                for s in range(b * per_bin, (b + 1) * per_bin):
+                    v = 0.0
+                    for q in range(4):
+                        t = wts[s, q] * plane[pos[s, q]]
                         if use_max:
-                            v = max(max(w4[k, 0] * plane[pos[k, 0]], w4[k, 1] * plane[pos[k, 1]]),
-                                    max(w4[k, 2] * plane[pos[k, 2]], w4[k, 3] * plane[pos[k, 3]]))
-                            acc = v if s == 0 else max(acc, v)
+                            v = t if q == 0 or t > v else v
                         else:
-                            acc += (w4[k, 0] * plane[pos[k, 0]] + w4[k, 1] * plane[pos[k, 1]]
-                                    + w4[k, 2] * plane[pos[k, 2]] + w4[k, 3] * plane[pos[k, 3]])
-                        k += 1
-                    out[r, c, ph, pw] = acc if use_max else acc / count
+                            v += t
+                    if use_max:
+                        acc = v if s == b * per_bin or v > acc else acc
+                    else:
+                        acc += v
+                out[r, c, b // ow, b % ow] = acc if use_max else acc / count
 
 
 @njit(nogil=True, cache=True)
