@@ -83,6 +83,21 @@ def test_attention_nonpad_kv_seqlen():
     check_node("Attention", [q, k, v, None, None, None, np.array([3, 6], np.int64)], {}, opset=24)
 
 
+@pytest.mark.parametrize("left,right,causal,cache", [
+    (2, -1, 1, None), (1, 2, 0, None), (0, 0, 0, "past"), (2, -1, 1, "nonpad"), (-1, 1, 0, "nonpad")])
+def test_attention_sliding_window(left, right, causal, cache):
+    """Attention-25's left/right windows with causal masking and both caches (onnx's reference:
+    onnxruntime has no Attention-25)."""
+    q, k, v = qkv(False, 4, 2, sq=4, skv=6)
+    inputs = [q, k, v]
+    if cache == "past":
+        inputs += [None, randn(2, 2, 3, 8), randn(2, 2, 3, 6)]
+    elif cache == "nonpad":
+        inputs += [None, None, None, np.array([5, 6], np.int64)]
+    attrs = {"left_window_size": left, "right_window_size": right, "is_causal": causal}
+    check_node("Attention", inputs, attrs, opset=25, outputs=3 if cache == "past" else 1, reference="onnx")
+
+
 def test_attention_float16():
     q, k, v = (a.astype(np.float16) for a in qkv(False, 2, 2))
     check_node("Attention", [q, k, v], {"is_causal": 1}, opset=23, rtol=2e-3)
