@@ -46,6 +46,14 @@ def test_grid_sample_3d(mode, padding, align):
                opset=20, rtol=1e-5)
 
 
+@pytest.mark.parametrize("mode,padding", [("nearest", "reflection"), ("linear", "zeros"), ("cubic", "border")])
+def test_grid_sample_1d(mode, padding):
+    """GridSample-20 on one spatial axis (onnxruntime takes 4-D and 5-D only: onnx's reference)."""
+    x, grid = randn(2, 3, 7), rng.uniform(-1.3, 1.3, (2, 5, 1)).astype(np.float32)
+    check_node("GridSample", [x, grid], {"mode": mode, "padding_mode": padding, "align_corners": 1}, opset=20,
+               reference="onnx")
+
+
 def test_grid_sample_float64():
     x, grid = randn(2, 2, 4, 4, dtype=np.float64), rng.uniform(-1.2, 1.2, (2, 3, 3, 2))
     check_node("GridSample", [x, grid], {"mode": "cubic", "padding_mode": "reflection"}, opset=20, rtol=1e-10)
