@@ -49,7 +49,9 @@ class GridSample:
     or to the image's outer edges (0). mode: nearest (round half to even),
     bilinear/linear (N-linear), bicubic/cubic (Keys, a = -0.75, on 4^r taps);
     padding_mode: zeros (outside taps read 0), border (clamp), reflection (mirror
-    at the borders). Output (N, C, O1..Or) in X's dtype (integers truncated).
+    at the borders), applied to each tap's index, as onnxruntime and PyTorch do (for
+    cubic with border, onnx's reference clamps the coordinate first: it differs
+    within two pixels of the border). Output (N, C, O1..Or) in X's dtype (integers truncated).
     Computed in float32 (float64 for double and integer inputs) by a compiled loop.
     """
 
