@@ -47,7 +47,7 @@ def _pixel(i, size, padding, lo, hi):
 
 @njit(nogil=True, cache=True)
 def _axis_taps(x, size, mode, padding, lo, hi, idx, wts):
-    """Taps of one axis at (already denormalized, rounded and padded) coordinate x."""
+    """Taps (indices, -1 for a zero, and weights) of one axis at pixel coordinate x."""
     if mode == NEAREST:
         idx[0] = _pixel(int(x), size, padding, lo, hi)
         wts[0] = 1.0
@@ -81,8 +81,8 @@ def grid_sample(x, coords, out, rank, mode, padding, align_corners):
     Args:
         x: (N, C, D, H, W) input (1-D and 2-D inputs have D = H = 1 or D = 1).
         coords: (N, P, 3) float64 pixel coordinates (w, h, d order), already
-            denormalized, rounded (nearest) and clamped or reflected (border,
-            reflection); an axis of size 1 that the grid does not index has 0.
+            denormalized and (nearest) rounded; the padding mode applies to each
+            tap's index (zeros: skipped, border: clamped, reflection: mirrored).
         out: (N, C, P) output.
         rank: the input's spatial rank (1, 2 or 3); the axes past it have size 1.
         mode, padding: NEAREST/LINEAR/CUBIC and ZEROS/BORDER/REFLECTION.
