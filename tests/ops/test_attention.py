@@ -191,3 +191,13 @@ def test_flex_attention_score_mod_is_refused():
     model = make_node_model("FlexAttention", [q, q, q], {"score_mod": body}, opset=26, domain="ai.onnx.preview")
     with pytest.raises(UnsupportedOpError, match="score_mod"):
         run_ours(model, {"in0": q, "in1": q, "in2": q})
+
+
+def test_rotary_embedding_position_out_of_range():
+    from pooled_predictor.errors import InputError
+
+    x, cos = randn(1, 2, 3, 4), randn(5, 2)
+    pos = np.array([[0, 1, 7]], np.int64)
+    model = make_node_model("RotaryEmbedding", [x, cos, cos, pos], {}, opset=23)
+    with pytest.raises(InputError, match="position_ids"):
+        run_ours(model, {"in0": x, "in1": cos, "in2": cos, "in3": pos})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from ...errors import InputError
 from ..registry import kernel
 
 # softmax_precision (ONNX TensorProto elem_type) -> numpy dtype; 16 (bfloat16) has none.
@@ -188,6 +189,8 @@ def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, out, interle
     R = rotary_embedding_dim (0: D). Pairs are (x[i], x[i + R/2]) or, interleaved,
     (x[2i], x[2i+1]); (a, b) -> (a cos - b sin, a sin + b cos); features past R
     are copied. Y has X's shape and dtype (float16 computed in float32).
+    Raises:
+        InputError: a position id outside the caches.
     Source: Su et al. 2021, "RoFormer" (rotary position embedding).
     """
     if x.ndim == 4:
@@ -198,6 +201,9 @@ def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, out, interle
     dim = int(rotary_embedding_dim) or xv.shape[3]
     half = dim // 2
     if position_ids is not None:
+        if position_ids.size and (position_ids.min() < 0 or position_ids.max() >= cos_cache.shape[0]):
+            raise InputError(f"RotaryEmbedding: position_ids in [{position_ids.min()}, {position_ids.max()}] "
+                             f"outside the caches' {cos_cache.shape[0]} positions")
         cos_cache, sin_cache = cos_cache[position_ids], sin_cache[position_ids]
     ct = _compute_dtype(x.dtype)
     cos = cos_cache.astype(ct, copy=False)[:, :, None, :]
