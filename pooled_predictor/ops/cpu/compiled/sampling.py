@@ -89,11 +89,18 @@ def grid_sample(x, coords, out, rank, mode, padding, align_corners):
     """
     n_batch, channels, depth, height, width = x.shape
     sizes = (width, height, depth)
+    plane = depth * height * width
+    flat = x.reshape(-1)                    # x is C-contiguous: a view
+    n_points = coords.shape[1]
+    per_axis = 1 if mode == NEAREST else (2 if mode == LINEAR else 4)
+    most = per_axis ** rank
     idx = np.zeros((3, 4), np.int64)
     wts = np.zeros((3, 4), np.float64)
     counts = np.zeros(3, np.int64)
+    offs = np.zeros((n_points, most), np.int64)    # per point, its taps combined: offset in a plane
+    cw = np.zeros((n_points, most), np.float64)    # and weight (0 for a zero-padding tap)
     for n in range(n_batch):
-        for p in range(coords.shape[1]):
+        for p in range(n_points):
             for a in range(3):
                 size = sizes[a]
                 if a >= rank:            # an axis the input does not have: one tap at 0
@@ -102,22 +109,25 @@ def grid_sample(x, coords, out, rank, mode, padding, align_corners):
                 lo = 0.0 if align_corners else -0.5
                 hi = size - 1.0 if align_corners else size - 0.5
                 counts[a] = _axis_taps(coords[n, p, a], size, mode, padding, lo, hi, idx[a], wts[a])
-            for c in range(channels):
+            m = 0
+            for kd in range(counts[2]):
+                d = idx[2, kd]
+                for kh in range(counts[1]):
+                    h = idx[1, kh]
+                    for kw in range(counts[0]):
+                        w = idx[0, kw]
+                        if d < 0 or h < 0 or w < 0:
+                            offs[p, m], cw[p, m] = 0, 0.0
+                        else:
+                            offs[p, m] = (d * height + h) * width + w
+                            cw[p, m] = wts[2, kd] * wts[1, kh] * wts[0, kw]
+                        m += 1
+        for c in range(channels):            # one plane at a time: it stays in cache
+            base = (n * channels + c) * plane
+            for p in range(n_points):
                 acc = 0.0
-                for kd in range(counts[2]):
-                    d = idx[2, kd]
-                    if d < 0:
-                        continue
-                    for kh in range(counts[1]):
-                        h = idx[1, kh]
-                        if h < 0:
-                            continue
-                        wdh = wts[2, kd] * wts[1, kh]
-                        for kw in range(counts[0]):
-                            w = idx[0, kw]
-                            if w < 0:
-                                continue
-                            acc += wdh * wts[0, kw] * x[n, c, d, h, w]
+                for k in range(most):
+                    acc += cw[p, k] * flat[base + offs[p, k]]
                 out[n, c, p] = acc
 
 
