@@ -219,31 +219,48 @@ def deform_columns(x, offset, mask, cols, kh, kw, stride_h, stride_w, pad_h, pad
     x (C, H, W); offset (G * kh * kw * 2, OH, OW) as (dy, dx) pairs per tap; mask
     (G * kh * kw, OH, OW) (all ones when the op has none); cols (C, kh, kw, OH, OW).
     Channel c uses offset group c // (C / G). Samples outside (-1, H) x (-1, W)
-    are 0, corners outside the image count 0 (torchvision's deform_conv2d).
+    are 0, corners outside the image count 0 (torchvision's deform_conv2d). The
+    corners and weights of a group's samples are computed once and read for each of
+    its channels. x and cols must be C-contiguous.
     """
     channels, height, width = x.shape
     out_h, out_w = cols.shape[3], cols.shape[4]
     per_group = channels // offset_groups
-    for c in range(channels):
-        g = c // per_group
+    n_pix = out_h * out_w
+    taps = kh * kw
+    pos = np.zeros((taps, n_pix, 4), np.int64)     # corner offsets in a plane
+    wts = np.zeros((taps, n_pix, 4), np.float64)   # their bilinear weights times the mask (0 outside)
+    flat = x.reshape(-1)
+    cols2 = cols.reshape(channels, taps, n_pix)
+    for g in range(offset_groups):
         for i in range(kh):
             for j in range(kw):
                 tap = i * kw + j
                 for oh in range(out_h):
                     for ow in range(out_w):
-                        y = oh * stride_h - pad_h + i * dil_h + offset[(g * kh * kw + tap) * 2, oh, ow]
-                        xx = ow * stride_w - pad_w + j * dil_w + offset[(g * kh * kw + tap) * 2 + 1, oh, ow]
-                        v = 0.0
+                        q = oh * out_w + ow
+                        y = oh * stride_h - pad_h + i * dil_h + offset[(g * taps + tap) * 2, oh, ow]
+                        xx = ow * stride_w - pad_w + j * dil_w + offset[(g * taps + tap) * 2 + 1, oh, ow]
+                        for k in range(4):
+                            pos[tap, q, k], wts[tap, q, k] = 0, 0.0
                         if -1.0 < y < height and -1.0 < xx < width:
+                            m = mask[g * taps + tap, oh, ow]
                             y0, x0 = math.floor(y), math.floor(xx)
                             ly, lx = y - y0, xx - x0
                             iy, ix = int(y0), int(x0)
                             if iy >= 0 and ix >= 0:
-                                v += (1 - ly) * (1 - lx) * x[c, iy, ix]
+                                pos[tap, q, 0], wts[tap, q, 0] = iy * width + ix, (1 - ly) * (1 - lx) * m
                             if iy >= 0 and ix + 1 < width:
-                                v += (1 - ly) * lx * x[c, iy, ix + 1]
+                                pos[tap, q, 1], wts[tap, q, 1] = iy * width + ix + 1, (1 - ly) * lx * m
                             if iy + 1 < height and ix >= 0:
-                                v += ly * (1 - lx) * x[c, iy + 1, ix]
+                                pos[tap, q, 2], wts[tap, q, 2] = (iy + 1) * width + ix, ly * (1 - lx) * m
                             if iy + 1 < height and ix + 1 < width:
-                                v += ly * lx * x[c, iy + 1, ix + 1]
-                        cols[c, i, j, oh, ow] = v * mask[g * kh * kw + tap, oh, ow]
+                                pos[tap, q, 3], wts[tap, q, 3] = (iy + 1) * width + ix + 1, ly * lx * m
+        for c in range(g * per_group, (g + 1) * per_group):
+            base = c * height * width
+            for tap in range(taps):
+                for q in range(n_pix):
+                    cols2[c, tap, q] = (wts[tap, q, 0] * flat[base + pos[tap, q, 0]]
+                                        + wts[tap, q, 1] * flat[base + pos[tap, q, 1]]
+                                        + wts[tap, q, 2] * flat[base + pos[tap, q, 2]]
+                                        + wts[tap, q, 3] * flat[base + pos[tap, q, 3]])
