@@ -136,9 +136,10 @@ def attention(q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv
 
     ct = q.dtype     # the spec's precision (T1), float16 included, as its function body computes
     root = np.sqrt(ct.type(1.0 / np.sqrt(d)) if not scale else ct.type(scale), dtype=ct)
-    qs = (q4 * root).astype(ct, copy=False).reshape(b, hkv, group, sq, d)
+    # query heads of one kv head are consecutive: (B, Hq, Sq, D) -> (B, Hkv, G*Sq, D), one matmul per kv head
+    qs = (q4 * root).astype(ct, copy=False).reshape(b, hkv, group * sq, d)
     ks = (keys * root).astype(ct, copy=False)
-    scores = np.matmul(qs, ks[:, :, None].swapaxes(-1, -2)).reshape(b, hq, sq, total)
+    scores = np.matmul(qs, ks.swapaxes(-1, -2)).reshape(b, hq, sq, total)
     raw = scores.copy() if qk_out is not None and qk_matmul_output_mode == 0 and softcap else None
     if softcap and softcap > 0:
         np.divide(scores, ct.type(softcap), out=scores)
@@ -167,13 +168,13 @@ def attention(q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv
     sums = logits.sum(axis=-1, keepdims=True)
     sums[sums == 0] = 1
     logits /= sums
-    if fully_masked is not None:
+    if fully_masked is not None and fully_masked.any():
         logits = np.where(fully_masked, sp.type(0), logits)
     probs = logits.astype(q.dtype, copy=False).astype(ct, copy=False)
     if qk_out is not None and qk_matmul_output_mode == 3:
         np.copyto(qk_out, probs, casting="unsafe")
     vs = values.astype(ct, copy=False)
-    res = np.matmul(probs.reshape(b, hkv, group, sq, total), vs[:, :, None]).reshape(b, hq, sq, dv)
+    res = np.matmul(probs.reshape(b, hkv, group * sq, total), vs).reshape(b, hq, sq, dv)
     if packed:
         res = res.transpose(0, 2, 1, 3).reshape(b, sq, hq * dv)
     np.copyto(y, res, casting="unsafe")
