@@ -75,3 +75,11 @@ def test_mel_weight_matrix(bins, length, rate, low, high):
     inputs = [np.array(bins, np.int64), np.array(length, np.int64), np.array(rate, np.int64),
               np.array(low, np.float32), np.array(high, np.float32)]
     check_node("MelWeightMatrix", inputs, {}, opset=17, static=(0, 1, 2, 3, 4))
+
+
+def test_stft_frame_longer_than_signal():
+    x = signal((1, 8))
+    model = make_node_model("STFT", [x, np.array(2, np.int64), None, np.array(16, np.int64)], {}, opset=17,
+                            static=(1, 3))
+    with pytest.raises(ShapeInferenceError, match="frame_length=16"):
+        run_ours(model, {"in0": x})

@@ -147,3 +147,25 @@ def test_grid_sample_integers(mode):
     x = rng.integers(-50, 100, (2, 2, 4, 5)).astype(np.int32)
     grid = rng.uniform(-1.2, 1.2, (2, 3, 3, 2)).astype(np.float32)
     check_node("GridSample", [x, grid], {"mode": mode}, opset=20, reference="onnx")
+
+
+def test_shape_errors_name_the_problem():
+    """Inconsistent inputs raise ShapeInferenceError naming what is wrong."""
+    x = randn(1, 4, 5)                       # Col2Im: L = 5 is no block count of a 4x4 image with 2x2 blocks
+    model = make_node_model("Col2Im", [x, np.array([4, 4], np.int64), np.array([2, 2], np.int64)], {},
+                            opset=18, static=(1, 2))
+    with pytest.raises(ShapeInferenceError, match="number of blocks"):
+        run_ours(model, {"in0": x})
+    x, w, off = randn(1, 2, 5, 5), randn(2, 2, 3, 3), randn(1, 9, 3, 3)   # DeformConv: offset needs 18 channels
+    model = make_node_model("DeformConv", [x, w, off], {}, opset=19)
+    with pytest.raises(ShapeInferenceError, match="offset shape"):
+        run_ours(model, {"in0": x, "in1": w, "in2": off})
+
+
+def test_roi_align_batch_index_out_of_range():
+    from pooled_predictor.errors import InputError
+
+    x, idx = randn(2, 1, 4, 4), np.array([0, 2, 0, 1], np.int64)
+    model = make_node_model("RoiAlign", [x, ROIS, idx], {}, opset=16)
+    with pytest.raises(InputError, match="batch_indices"):
+        run_ours(model, {"in0": x, "in1": ROIS, "in2": idx})
