@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import UnsupportedOpError
 from . import shape_rule
 from .common import check_types
 from .pool import _ints  # attribute lists: one value per spatial axis, a default when absent
@@ -51,8 +52,11 @@ def grid_sample(ctx):
     grid_sample_modes(ctx)
     if ctx.version < 20 and r != 2:
         raise ctx.error(f"GridSample-16 takes 4-D X (N, C, H, W); got shape {x}")
-    if r not in (1, 2, 3):
-        raise ctx.error(f"X shape {x}: only 1, 2 and 3 spatial axes are supported (got {r})")
+    if r > 3:
+        raise UnsupportedOpError(f"node {ctx.node.name!r} (GridSample): X shape {x} has {r} spatial axes; "
+                                 f"1, 2 and 3 are supported (onnxruntime takes 2 and 3)")
+    if r < 1:
+        raise ctx.error(f"X shape {x} must be (N, C, D1, ..., Dr) with r >= 1")
     if len(grid) != r + 2 or grid[0] != x[0] or grid[-1] != r:
         raise ctx.error(f"grid shape {grid} must be (N={x[0]}, out spatial ({r} axes), {r})")
     if np.dtype(ctx.dtype(0)).kind not in "fiu":
@@ -108,13 +112,17 @@ def deform_geometry(ctx) -> DeformGeometry:
     """Output size of a 2-D DeformConv: (in + pads - dilation (k - 1) - 1) // stride + 1 per axis.
 
     Raises:
-        ShapeInferenceError: X not 4-D (only 2-D deformable convolution is
-            implemented, as in onnxruntime), channels not divisible by the groups,
-            offset / mask / B of the wrong shape.
+        UnsupportedOpError: X not 4-D (only 2-D deformable convolution is
+            implemented, as in onnxruntime).
+        ShapeInferenceError: channels not divisible by the groups, offset / mask /
+            B of the wrong shape.
     """
     x, w = tuple(ctx.shape(0)), tuple(ctx.shape(1))
-    if len(x) != 4 or len(w) != 4:
-        raise ctx.error(f"X {x} and W {w} must be 4-D: only 2-D DeformConv is supported")
+    if len(x) != len(w) or len(x) < 3:
+        raise ctx.error(f"X {x} and W {w} must be (N, C, D1, ...) and (oC, C/group, k1, ...) of one rank")
+    if len(x) != 4:
+        raise UnsupportedOpError(f"node {ctx.node.name!r} (DeformConv): {len(x) - 2}-D deformable convolution; "
+                                 f"only 2-D is supported (as in onnxruntime)")
     kernel = tuple(_ints(ctx, "kernel_shape", 2, 0)) if ctx.attr("kernel_shape") else w[2:]
     strides, dil = tuple(_ints(ctx, "strides", 2, 1)), tuple(_ints(ctx, "dilations", 2, 1))
     pads = tuple(_ints(ctx, "pads", 4, 0))
