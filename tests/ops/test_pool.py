@@ -298,3 +298,14 @@ def test_shape_errors(attrs, match):
     type_outputs(model, [x])
     with pytest.raises(ShapeInferenceError, match=match):
         run_ours(model, {"in0": x})
+
+
+# ---- LpPool ------------------------------------------------------------------------
+@pytest.mark.parametrize("rank,p,opset,extra", [
+    (1, 2, 11, {}), (2, 1, 11, {"pads": [1, 0, 1, 1]}), (2, 3, 11, {"auto_pad": "SAME_UPPER"}),
+    (2, 2, 18, {"dilations": [2, 1], "ceil_mode": 1, "strides": [2, 2]}), (3, 2, 18, {"strides": [1, 2, 1]}),
+    (2, 2, 22, {"strides": [2, 1], "pads": [0, 1, 1, 0]})])
+def test_lppool(rank, p, opset, extra):
+    kernel = [3, 2, 2][:rank]
+    attrs = {"kernel_shape": kernel, "p": p, **extra}
+    check_node("LpPool", [rng.standard_normal(SHAPES[rank]).astype(np.float32)], attrs, opset=opset, rtol=1e-5)

@@ -1,4 +1,4 @@
-"""Pooling CPU kernels: MaxPool (with the optional Indices), AveragePool,
+"""Pooling CPU kernels: MaxPool (with the optional Indices), AveragePool, LpPool,
 GlobalAveragePool, GlobalMaxPool.
 
 The window geometry is onnxruntime's (ops/shapes/pool.py). Windows are never
@@ -199,6 +199,37 @@ class AveragePool:
         self.sum(x, out)
         if not (np.ndim(self.divisor) == 0 and self.divisor == 1):
             np.divide(out, self.divisor, out=out)
+
+
+@kernel("LpPool", since=(11, 18, 22))
+class LpPool:
+    """Y = (sum of |X|^p over each window)^(1/p) (ONNX LpPool-11/18/22).
+
+    Padding adds nothing to the sum. Versions: 11 (pads semantics), 18
+    (ceil_mode, dilations), 22 (bfloat16); the window geometry is MaxPool's.
+    Workspace: |X|^p (X's shape) and the separable sums' buffers.
+    """
+
+    def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, dilations=None, p=2,
+                 pads=None, strides=None):
+        self.sum = _SeparablePool(ctx, pool_geometry(ctx), np.add, 0)
+        self.p = int(p)
+        if self.p < 1:
+            raise ctx.error(f"p={self.p} must be >= 1")
+        self.powered = ctx.scratch(ctx.shape(0), ctx.dtype(0))
+
+    def __call__(self, x, *, out):
+        t = self.powered.array
+        np.abs(x, out=t)
+        if self.p == 2:
+            np.square(t, out=t)
+        elif self.p != 1:
+            np.power(t, self.p, out=t)
+        self.sum(t, out)
+        if self.p == 2:
+            np.sqrt(out, out=out)
+        elif self.p != 1:
+            np.power(out, 1.0 / self.p, out=out)
 
 
 @kernel("GlobalAveragePool", since=(1, 22))

@@ -1,4 +1,4 @@
-"""Shape rules of pooling: MaxPool (Y and the optional Indices), AveragePool,
+"""Shape rules of pooling: MaxPool (Y and the optional Indices), AveragePool, LpPool,
 GlobalAveragePool, GlobalMaxPool.
 
 The window geometry (`pool_geometry`) is shared with the CPU kernels. It
@@ -140,7 +140,7 @@ def pool_geometry(ctx) -> list[AxisWindow]:
     return axes
 
 
-@shape_rule("MaxPool", "AveragePool")
+@shape_rule("MaxPool", "AveragePool", "LpPool")
 def pool(ctx):
     """Y (N, C, out...) in X's dtype; MaxPool's optional Indices: the same shape, int64."""
     shape = ctx.shape(0)
