@@ -101,22 +101,31 @@ class NetStats:
     Counters: submitted (accepted jobs), completed (ran and succeeded), failed
     (ran and raised), cancelled, expired (deadline passed before running),
     rejected (refused at admission: queue full), inline (ran inline on a worker).
-    Histograms: queue_wait (enqueue -> picked up), run (forward + copy-out),
-    end_to_end (submit -> Future completed).
+    Histograms: queue_wait (enqueue -> picked up), run (forward + copy-out;
+    for a batched job, its batch's run), end_to_end (submit -> Future completed).
+    batch_sizes: jobs per run -> number of runs, for nets that batch (a job
+    run alone counts as a batch of 1).
     """
 
     counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     histograms: dict = field(default_factory=lambda: {h: LatencyHistogram() for h in HISTOGRAMS})
+    batch_sizes: dict = field(default_factory=dict)
 
     def merge(self, other: "NetStats") -> "NetStats":
+        sizes = dict(self.batch_sizes)
+        for k, v in other.batch_sizes.items():
+            sizes[k] = sizes.get(k, 0) + v
         return NetStats({k: self.counts[k] + other.counts[k] for k in COUNTERS},
-                        {h: self.histograms[h].merge(other.histograms[h]) for h in HISTOGRAMS})
+                        {h: self.histograms[h].merge(other.histograms[h]) for h in HISTOGRAMS},
+                        dict(sorted(sizes.items())))
 
     def copy(self) -> "NetStats":
-        return NetStats(dict(self.counts), {h: v.copy() for h, v in self.histograms.items()})
+        return NetStats(dict(self.counts), {h: v.copy() for h, v in self.histograms.items()},
+                        dict(sorted(self.batch_sizes.items())))
 
     def to_dict(self) -> dict:
-        return {**self.counts, **{h: v.summary_ms() for h, v in self.histograms.items()}}
+        return {**self.counts, **{h: v.summary_ms() for h, v in self.histograms.items()},
+                "batch_sizes": dict(self.batch_sizes)}
 
 
 @dataclass
@@ -240,6 +249,11 @@ class StatsRecorder:
                 n = len(pending)
                 shard.fold(shard.nets, n)
                 del pending[:n]
+
+    def batch(self, net_id: int, jobs: int) -> None:
+        """A worker's record of one run of `jobs` jobs of a net that batches."""
+        sizes = self._shard().nets[net_id].batch_sizes
+        sizes[jobs] = sizes.get(jobs, 0) + 1
 
     def callback_error(self) -> None:
         with self._lock:
