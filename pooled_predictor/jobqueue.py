@@ -69,6 +69,8 @@ class JobQueue:
     def put(self, job, block: bool, timeout: float | None, force: bool = False) -> int:
         """Append a job at its level; returns the queue size after it.
 
+        When it had to wait for room, it sets job.enqueued to when it got it.
+
         Raises:
             QueueFullError: no room (at once, or after `timeout` seconds).
             PoolClosedError: the queue is closed (before or while waiting for room).
@@ -77,12 +79,16 @@ class JobQueue:
             raise PoolClosedError("the pool is closed")
         if not force:
             try:
-                self._slots.get(block, timeout if block else None)
+                self._slots.get(False)
             except queue.Empty:
                 if not block:
                     raise QueueFullError(f"the job queue is full ({self.capacity} jobs)") from None
-                raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
-                                     f"for {timeout:.3f} s") from None
+                try:
+                    self._slots.get(True, timeout)
+                except queue.Empty:
+                    raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
+                                         f"for {timeout:.3f} s") from None
+                job.enqueued = time.perf_counter()  # queue_wait counts from here
             job.slot = True
         with self._lock:
             if self.closed:
@@ -119,27 +125,30 @@ class JobQueue:
 
     def _take(self):
         """Under the lock: the best queued job (aged first, then highest level, FIFO), or None."""
-        if self.aging is not None and len(self._order) > 1:
+        if self.aging is not None and self._size > 1 and len(self._order) > 1:
             job = self._take_aged()
             if job is not None:
                 return job
         for level in self._order:
             while level:
                 job = level.popleft()
-                if job.queued:
-                    self._dequeue(job)
+                if job.queued:  # _dequeue(job), inline: the hot path
+                    job.queued = False
+                    self._size -= 1
+                    if job.slot:
+                        job.slot = False
+                        self._slots.put(None)
                     return job
         return None
 
     def _take_aged(self):
-        limit = time.perf_counter() - self.aging
         oldest = None
         for level in self._order[1:]:
             while level and not level[0].queued:
                 level.popleft()
-            if level and level[0].enqueued < limit and (oldest is None or level[0].enqueued < oldest[0].enqueued):
+            if level and (oldest is None or level[0].enqueued < oldest[0].enqueued):
                 oldest = level
-        if oldest is None:
+        if oldest is None or oldest[0].enqueued >= time.perf_counter() - self.aging:
             return None
         job = oldest.popleft()
         self._dequeue(job)

@@ -242,6 +242,10 @@ class _Core:
         self.queue = JobQueue(config.capacity, config.priority_aging)
         self.batchers = _batchers(config, predictors)
         self.stats = StatsRecorder(range(len(predictors)))
+        self.stats.batching = {i for i, b in enumerate(self.batchers) if b is not None}
+        # the Callback's methods, None where it keeps Callback's no-op (not called at all)
+        self.on_enqueued, self.on_dequeued, self.on_processed = (
+            _hook(callback, name) for name in ("on_job_enqueued", "on_job_dequeued", "on_job_processed"))
         self.threads: list[threading.Thread] = []
         self.threads_lock = threading.Lock()
         self.idle: list[bool] = []  # per worker, written only by that worker
@@ -258,15 +262,13 @@ class _Core:
         return names | {o for s in p.program.steps for o in s.node.outputs if o}
 
     # ---- callbacks (never raise) -----------------------------------------------
-    def notify(self, method: str, *args) -> None:
-        cb = self.callback
-        if cb is None:
-            return
+    def notify(self, hook, *args) -> None:
+        """Call a Callback method (one of on_enqueued, on_dequeued, on_processed); errors logged, counted."""
         try:
-            getattr(cb, method)(*args)
+            hook(*args)
         except Exception:
             self.stats.callback_error()
-            log.exception("Callback.%s raised; ignored", method)
+            log.exception("Callback.%s raised; ignored", hook.__name__)
 
     # ---- workers -----------------------------------------------------------------
     def cancelled(self, job: _Job) -> None:
@@ -296,7 +298,8 @@ class _Core:
         self.local.worker = True
         self.local.depth = 0
         idle = self.idle
-        get = self.queue.get
+        jobs = self.queue
+        get = jobs.get
         batchers = self.batchers
         while True:
             idle[index] = True
@@ -306,13 +309,14 @@ class _Core:
                 return
             try:
                 batcher = batchers[job.net_id]
-                if batcher is not None and self.run_batch(job, batcher):
+                # gather only when other jobs wait, or a batch may wait for them
+                if batcher is not None and (jobs._size or batcher.delay) and self.run_batch(job, batcher):
                     continue
                 if not job.set_running_or_notify_cancel():
                     self.stats.count(job.net_id, "cancelled")  # cancelled between take and start
                     continue
-                if self.callback is not None:
-                    self.notify("on_job_dequeued")
+                if self.on_dequeued is not None:
+                    self.notify(self.on_dequeued)
                 self.process(job, inline=False)
             except BaseException:  # last line of defence: the worker survives, the Future ends
                 log.exception("unexpected error in a pool worker")
@@ -336,7 +340,7 @@ class _Core:
         if inline and not job.set_running_or_notify_cancel():
             return
         started = time.perf_counter()
-        if job.deadline is not None and self.expired(job, started):
+        if job.deadline is not None and started > job.deadline and self.expired(job, started):
             return
         result = error = None
         net = None
@@ -350,15 +354,13 @@ class _Core:
             net.restore()
         end = time.perf_counter()
         ran = end - started
-        if self.callback is not None:
-            self.notify("on_job_processed", ran * 1e3)
+        if self.on_processed is not None:
+            self.notify(self.on_processed, ran * 1e3)
         stats = self.stats
         stats.record(job.net_id, "failed" if error is not None else "completed",
                      queue_wait=started - job.enqueued, run=ran, end_to_end=end - job.submitted)
         if inline:
             stats.count(job.net_id, "inline")
-        elif self.batchers[job.net_id] is not None:
-            stats.batch(job.net_id, 1)
         job.inputs = None  # do not keep the caller's arrays alive through the Future
         if error is not None:
             job.set_exception(error)
@@ -389,8 +391,8 @@ class _Core:
             if not job.set_running_or_notify_cancel():
                 self.stats.count(net_id, "cancelled")
                 continue
-            if self.callback is not None:
-                self.notify("on_job_dequeued")
+            if self.on_dequeued is not None:
+                self.notify(self.on_dequeued)
             if not self.expired(job, started):
                 live.append(job)
         if len(live) < 2:
@@ -416,13 +418,20 @@ class _Core:
         stats = self.stats
         stats.batch(net_id, len(live))
         for job, result in zip(live, results):
-            if self.callback is not None:
-                self.notify("on_job_processed", ran * 1e3)
+            if self.on_processed is not None:
+                self.notify(self.on_processed, ran * 1e3)
             stats.record(net_id, "completed", queue_wait=started - job.enqueued, run=ran,
                          end_to_end=end - job.submitted)
             job.inputs = None
             job.set_result(result)
         return True
+
+
+def _hook(callback: Callback | None, name: str):
+    """The callback's bound method `name`, or None when there is none or it is Callback's no-op."""
+    if callback is None or getattr(type(callback), name, None) is getattr(Callback, name):
+        return None
+    return getattr(callback, name)
 
 
 def _rows(job: _Job) -> int:
@@ -570,10 +579,11 @@ class PooledPredictor:
         core = self._core
         if self._closed or core.queue.closed:
             raise PoolClosedError("forward() on a closed PooledPredictor")
-        net_id = self._check_net_id(net_id)
+        if net_id.__class__ is not int or not 0 <= net_id < len(core.predictors):
+            net_id = self._check_net_id(net_id)
         predictor = core.predictors[net_id]
         arrays = predictor.canonical_net.check_inputs(inputs)
-        names = self._resolve_outputs(net_id, output_names)
+        names = predictor.program.output_names if output_names is None else self._resolve_outputs(net_id, output_names)
         dl = None if deadline is None else time.perf_counter() + float(deadline)
         if priority.__class__ is not int:
             priority = _check_priority(priority)
@@ -593,18 +603,16 @@ class PooledPredictor:
         timeout = self.config.enqueue_timeout if timeout is None else timeout
         if not core.started:
             core.maybe_start_worker()
-        t0 = time.perf_counter()
         try:
             # A worker never blocks on its own queue: that could deadlock the pool.
             size = core.queue.put(job, block, timeout, force=in_worker)
         except QueueFullError:
             core.stats.count(net_id, "rejected")
             raise
-        job.enqueued = time.perf_counter()
         core.stats.submitted(net_id)
         job.core = core  # so that cancel() can take it out of the queue
-        if core.callback is not None:
-            core.notify("on_job_enqueued", size, (job.enqueued - t0) * 1e3)
+        if core.on_enqueued is not None:  # job.enqueued moved on if put() waited for room
+            core.notify(core.on_enqueued, size, (job.enqueued - job.submitted) * 1e3)
         return job
 
     def _resolve_outputs(self, net_id: int, output_names) -> list[str]:

@@ -176,24 +176,26 @@ class _Shard:
 
     def fold(self, nets: dict, upto: int) -> None:
         """Fold pending[:upto] into `nets` (vectorized)."""
-        rows = self.pending[:upto]
-        by_net: dict = {}
-        for r in rows:
-            by_net.setdefault(r[0], []).append(r[1:])
-        for net_id, values in by_net.items():
-            table = np.array(values, np.float64)  # None (not measured) becomes nan
-            for column, name in enumerate(HISTOGRAMS):
-                v = table[:, column]
+        table = np.array(self.pending[:upto], np.float64)  # (n, 4); None (not measured) becomes nan
+        if not table.size:
+            return
+        ids = table[:, 0]
+        for net_id in np.unique(ids).tolist():
+            rows = table[ids == net_id] if len(nets) > 1 else table
+            for column, name in enumerate(HISTOGRAMS, 1):
+                v = rows[:, column]
                 v = v[~np.isnan(v)]
                 if v.size:
-                    _add(nets[net_id].histograms[name], v)
+                    _add(nets[int(net_id)].histograms[name], v)
 
 
 def _add(h: LatencyHistogram, v: np.ndarray) -> None:
     idx = np.where(v <= _MIN_S, 0, np.minimum(
         (np.log(np.maximum(v, _MIN_S) / _MIN_S) / _LOG_RATIO).astype(np.int64) + 1, _BUCKETS - 1))
-    counts = np.bincount(idx, minlength=_BUCKETS)
-    h.counts = [a + int(b) for a, b in zip(h.counts, counts)]
+    buckets, counts = np.unique(idx, return_counts=True)  # a few distinct buckets, not all of them
+    hc = h.counts
+    for i, c in zip(buckets.tolist(), counts.tolist()):
+        hc[i] += c
     h.count += int(v.size)
     h.total += float(v.sum())
     h.max = max(h.max, float(v.max()))
@@ -218,6 +220,7 @@ class StatsRecorder:
         self._tls = threading.local()
         self._fold_every = fold_every
         self.callback_errors = 0
+        self.batching: set = set()  # net_ids that batch: their runs of one job are counted at snapshot
 
     def _shard(self) -> _Shard:
         shard = getattr(self._tls, "shard", None)
@@ -251,7 +254,8 @@ class StatsRecorder:
                 del pending[:n]
 
     def batch(self, net_id: int, jobs: int) -> None:
-        """A worker's record of one run of `jobs` jobs of a net that batches."""
+        """A worker's record of one batched run of `jobs` (> 1) jobs; runs of one job are counted
+        at snapshot, for the nets in `batching` (ran jobs minus batched ones)."""
         sizes = self._shard().nets[net_id].batch_sizes
         sizes[jobs] = sizes.get(jobs, 0) + 1
 
@@ -269,4 +273,9 @@ class StatsRecorder:
                 shard.fold(copy, len(shard.pending))
                 for k, v in copy.items():
                     nets[k] = nets[k].merge(v)
+            for k in self.batching:
+                c = nets[k].counts
+                alone = c["completed"] + c["failed"] - sum(n * runs for n, runs in nets[k].batch_sizes.items())
+                if alone > 0:
+                    nets[k].batch_sizes = {1: alone, **nets[k].batch_sizes}
             return StatsSnapshot(nets, self.callback_errors, workers, queue_size)
