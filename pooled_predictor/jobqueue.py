@@ -162,15 +162,18 @@ class JobQueue:
             self._slots.put(None)
 
     def gather(self, first, accept: Callable, rows: Callable, max_rows: int, delay: float,
-               preferred: Sequence[int] = ()) -> list:
+               preferred: Sequence[int] = (), share: int = 1) -> list:
         """More jobs to run in one batch with `first` (which the caller already took).
 
         Takes queued jobs that `accept(job)` approves, highest level first and
         FIFO within a level, while their `rows(job)` fit in `max_rows` in all.
         With no preferred size reached and room left, waits for more jobs until
         `delay` seconds after `first` was queued. With preferred sizes, a batch
-        that can stop at one stops at the largest it can reach. Returns the
-        jobs taken (without `first`); they are no longer queued.
+        that can stop at one stops at the largest it can reach. With `share`
+        > 1 (this worker and the idle ones), it takes only its share of the
+        rows waiting, ceil(rows / share), and leaves the rest to the others
+        without waiting. Returns the jobs taken (without `first`); they are no
+        longer queued.
         """
         first_rows = rows(first)
         until = first.enqueued + delay
@@ -190,6 +193,16 @@ class JobQueue:
                     cut = _preferred_cut(first_rows, [rows(j) for j in chosen], preferred)
                     if cut is not None:
                         chosen = chosen[:cut]
+                        break
+                if share > 1 and chosen:
+                    mine, kept = -(-total // share) - first_rows, 0
+                    for i, job in enumerate(chosen):
+                        mine -= rows(job)
+                        if mine < 0:
+                            break
+                        kept = i + 1
+                    if kept < len(chosen):
+                        chosen = chosen[:kept]
                         break
                 if total >= max_rows or self.closed:
                     break

@@ -381,8 +381,9 @@ class _Core:
         if not batcher.admits(first, net):
             return False
         key = first.batch_key
+        # share the waiting jobs with the idle workers (a batch of all of them would leave those idle)
         more = self.queue.gather(first, lambda j: batcher.key(j) == key, _rows, batcher.max_rows,
-                                 batcher.delay, batcher.preferred)
+                                 batcher.delay, batcher.preferred, share=1 + sum(self.idle))
         if not more:
             return False
         live = []

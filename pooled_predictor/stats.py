@@ -242,7 +242,10 @@ class StatsRecorder:
     def record(self, net_id: int, counter: str | None, queue_wait: float | None = None,
                run: float | None = None, end_to_end: float | None = None) -> None:
         """A worker's record of one job: its outcome counter and durations (seconds)."""
-        shard = self._shard()
+        try:
+            shard = self._tls.shard
+        except AttributeError:
+            shard = self._shard()
         if counter:
             shard.nets[net_id].counts[counter] += 1
         pending = shard.pending

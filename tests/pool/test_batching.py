@@ -179,3 +179,20 @@ def test_shape_probe_decides_outputs_not_declared_with_the_batch_symbol(op, out_
         inputs = {"x": np.ones((1, 4), np.float32)}
 
     assert batcher.admits(J(), p.new_net()) is batches
+
+
+def test_a_worker_takes_only_its_share_when_others_are_idle():
+    from pooled_predictor.jobqueue import JobQueue
+
+    class J:
+        def __init__(self):
+            self.priority, self.enqueued, self.rows = 0, 0.0, 1
+
+    q = JobQueue(capacity=8)
+    for _ in range(6):
+        q.put(J(), block=False, timeout=None)
+    first = q.get()
+    more = q.gather(first, lambda j: True, lambda j: j.rows, max_rows=8, delay=10.0, share=2)
+    assert len(more) == 2 and len(q) == 3   # 3 of the 6 rows; the idle worker gets the rest at once
+    rest = q.gather(q.get(), lambda j: True, lambda j: j.rows, max_rows=8, delay=0.0)
+    assert len(rest) == 2 and len(q) == 0
