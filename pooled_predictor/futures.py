@@ -127,48 +127,44 @@ class Future(cf.Future):
             raise RuntimeError("Future in unexpected state")
 
     def set_result(self, result) -> None:
+        self._complete(result, None)
+
+    def set_exception(self, exception) -> None:
+        self._complete(None, exception)
+
+    def _complete(self, result, exception) -> None:
+        """PENDING/RUNNING -> FINISHED with a result or an exception; InvalidStateError if done."""
         with self._condition:
             state = self._state
             if state not in _DONE:
                 self._result = result
-                self._state = FINISHED
-                for waiter in self._waiters:
-                    waiter.add_result(self)
-        if state in _DONE:  # raised outside the lock: repr() takes it
-            raise cf.InvalidStateError(f"{state}: {self!r}")
-        self._done.release()
-        self._invoke_callbacks()
-
-    def set_exception(self, exception) -> None:
-        with self._condition:
-            state = self._state
-            if state not in _DONE:
                 self._exception = exception
                 self._state = FINISHED
                 for waiter in self._waiters:
-                    waiter.add_exception(self)
+                    if exception is None:
+                        waiter.add_result(self)
+                    else:
+                        waiter.add_exception(self)
         if state in _DONE:  # raised outside the lock: repr() takes it
             raise cf.InvalidStateError(f"{state}: {self!r}")
         self._done.release()
         self._invoke_callbacks()
 
-    def _wait(self, timeout) -> None:
-        """Block until done (raises TimeoutError after `timeout` seconds, None: no limit)."""
-        if self._state not in _DONE:
-            done = self._done
-            if not done.acquire(True, -1 if timeout is None else max(0.0, timeout)):
-                raise cf.TimeoutError()
-            done.release()  # for every other waiter, and every later call
+    def _settle(self, timeout) -> None:
+        """Wait until done (TimeoutError after `timeout` seconds, None: no limit); CancelledError if cancelled."""
+        if self._state != FINISHED:
+            if self._state not in _DONE:
+                done = self._done
+                if not done.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+                    raise cf.TimeoutError()
+                done.release()  # for every other waiter, and every later call
+            if self._state in _CANCELLED:
+                raise cf.CancelledError()
 
     def result(self, timeout=None):
         """The result (waiting up to `timeout` seconds); raises its exception, CancelledError or TimeoutError."""
         try:
-            if self._state != FINISHED:
-                if self._state in _CANCELLED:
-                    raise cf.CancelledError()
-                self._wait(timeout)
-                if self._state in _CANCELLED:
-                    raise cf.CancelledError()
+            self._settle(timeout)
             if self._exception is not None:
                 raise self._exception
             return self._result
@@ -177,12 +173,7 @@ class Future(cf.Future):
 
     def exception(self, timeout=None):
         """The exception (None on success), waiting up to `timeout` seconds; CancelledError, TimeoutError."""
-        if self._state != FINISHED:
-            if self._state in _CANCELLED:
-                raise cf.CancelledError()
-            self._wait(timeout)
-            if self._state in _CANCELLED:
-                raise cf.CancelledError()
+        self._settle(timeout)
         return self._exception
 
     def _invoke_callbacks(self):

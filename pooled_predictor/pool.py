@@ -20,7 +20,19 @@
   enqueued/dequeued callbacks, up to max_inline_depth nested jobs.
 * Future.cancel() on a queued job removes it from the queue; a job whose
   deadline passed before a worker took it fails with DeadlineExceededError.
-* stats(): per-net counts and p50/p95/p99 of queue wait, run and end-to-end time.
+* Priority levels (forward(..., priority=k), Triton's): highest level first,
+  FIFO within a level, one bound for all levels; Config.priority_aging lets a
+  job that waited that long go first (off by default: strict levels). See
+  pooled_predictor.jobqueue.
+* Dynamic batching (Config.max_batch_size, max_queue_delay,
+  preferred_batch_sizes; Triton's dynamic batcher): a worker taking a job of a
+  model that batches also takes queued jobs of the same model and input
+  signature, runs them as one batch and gives each job its rows. Per job
+  nothing changes: its Future, deadline, cancellation and callbacks are its
+  own; an error in a batched run re-runs its jobs alone, so it fails only the
+  jobs that cause it. See pooled_predictor.batching for which models batch.
+* stats(): per-net counts and p50/p95/p99 of queue wait, run and end-to-end
+  time, and the batch sizes of nets that batch.
 """
 
 from __future__ import annotations
