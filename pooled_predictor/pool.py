@@ -394,8 +394,8 @@ class _Core:
             return False
         key = first.batch_key
         # share the waiting jobs with the idle workers (a batch of all of them would leave those idle)
-        more = self.queue.gather(first, lambda j: batcher.key(j) == key, _rows, batcher.max_rows,
-                                 batcher.delay, batcher.preferred, share=1 + sum(self.idle))
+        more = self.queue.gather(first, lambda j: j.net_id == net_id and batcher.key(j) == key, _rows,
+                                 batcher.max_rows, batcher.delay, batcher.preferred, share=1 + sum(self.idle))
         if not more:
             return False
         live = []

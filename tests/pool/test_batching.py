@@ -196,3 +196,22 @@ def test_a_worker_takes_only_its_share_when_others_are_idle():
     assert len(more) == 2 and len(q) == 3   # 3 of the 6 rows; the idle worker gets the rest at once
     rest = q.gather(q.get(), lambda j: True, lambda j: j.rows, max_rows=8, delay=0.0)
     assert len(rest) == 2 and len(q) == 0
+
+
+def test_jobs_of_two_models_with_the_same_signature_never_share_a_batch():
+    a, b = make_mlp(seed=1), make_mlp(seed=2)
+    gate = Gate()
+    pool = PooledPredictor(Config(model_bytes=[a.SerializeToString(), b.SerializeToString()], num_threads=1,
+                                  queue_capacity=16, max_batch_size=8), gate)
+    x = np.random.default_rng(3).standard_normal((1, 16)).astype(np.float32)
+    first = pool.forward({"x": x})
+    gate.wait_for_workers(1)
+    futures = [(i % 2, pool.forward({"x": x}, net_id=i % 2)) for i in range(6)]
+    gate.open()
+    first.result(timeout=30)
+    for net_id, f in futures:
+        expect = Predictor([a, b][net_id]).forward({"x": x}, ["y"])[0]
+        np.testing.assert_allclose(f.result(timeout=30)["y"], expect, rtol=1e-5, atol=1e-7)
+    pool.close()
+    snap = pool.stats()
+    assert snap.nets[0].batch_sizes == {1: 1, 3: 1} and snap.nets[1].batch_sizes == {3: 1}
