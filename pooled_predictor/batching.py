@@ -28,12 +28,15 @@ intermediate or a weight runs alone.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import numpy as np
 
 from .errors import PooledPredictorError
 from .program import Program
+
+log = logging.getLogger("pooled_predictor")
 
 
 class NotBatchable(Exception):
@@ -177,3 +180,24 @@ class Batcher:
             results.append({n: wanted[n][start:start + r].copy() for n in j.output_names})
             start += r
         return results
+
+
+def make_batchers(programs, sizes, delays, preferred, *, explicit: bool) -> list[Batcher | None]:
+    """A Batcher per model whose max_batch_size (`sizes`) is > 1; None for the others.
+
+    Raises:
+        ValueError: `explicit` (per-model sizes were given) and a model with a
+            size > 1 cannot batch; otherwise such a model is skipped with a log line.
+    """
+    out = []
+    for net_id, (program, size, delay, pref) in enumerate(zip(programs, sizes, delays, preferred)):
+        batcher = None
+        if int(size) > 1:
+            try:
+                batcher = Batcher(program, int(size), float(delay), pref)
+            except ValueError as exc:
+                if explicit:
+                    raise ValueError(f"Config: net {net_id} cannot batch (max_batch_size={size}): {exc}") from None
+                log.info("net %d does not batch: %s", net_id, exc)
+        out.append(batcher)
+    return out

@@ -49,7 +49,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .batching import Batcher, NotBatchable
+from .batching import Batcher, NotBatchable, make_batchers
 from .blas import limit_blas_threads, release_blas_threads
 from .errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
                      UnknownBlobError, UnknownNetError)
@@ -454,20 +454,8 @@ def _rows(job: _Job) -> int:
 def _batchers(config: Config, predictors: list[Predictor]) -> list[Batcher | None]:
     """A Batcher per model whose max_batch_size > 1 (None: that model never batches)."""
     n = len(predictors)
-    explicit = isinstance(config.max_batch_size, (list, tuple))
-    out = []
-    for net_id, (p, size, delay, preferred) in enumerate(zip(
-            predictors, config.batch_sizes(n), config.queue_delays(n), config.preferred_sizes(n))):
-        batcher = None
-        if int(size) > 1:
-            try:
-                batcher = Batcher(p.program, int(size), float(delay), preferred)
-            except ValueError as exc:
-                if explicit:
-                    raise ValueError(f"Config: net {net_id} cannot batch (max_batch_size={size}): {exc}") from None
-                log.info("net %d does not batch: %s", net_id, exc)
-        out.append(batcher)
-    return out
+    return make_batchers([p.program for p in predictors], config.batch_sizes(n), config.queue_delays(n),
+                         config.preferred_sizes(n), explicit=isinstance(config.max_batch_size, (list, tuple)))
 
 
 _live_pools: "weakref.WeakSet[PooledPredictor]" = weakref.WeakSet()
