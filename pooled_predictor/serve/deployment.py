@@ -145,8 +145,9 @@ def application(config: Config, *, num_replicas: int | str | None = 1, threads_p
         max_queued_requests: requests a caller queues before Ray Serve refuses
             them (-1: no limit).
         ray_actor_options: per replica (default {"num_cpus": 1}).
-        ship_models: read the model files here once and ship them through the
-            object store (once per node); False: replicas read model_paths.
+        ship_models: read the model files here once and ship them (or the
+            model_bytes) through the object store, once per node; False:
+            replicas read model_paths themselves.
         name: the deployment's name.
     Returns:
         ray.serve Application.
@@ -155,13 +156,15 @@ def application(config: Config, *, num_replicas: int | str | None = 1, threads_p
     """
     config.validate()
     threads = int(threads_per_replica or config.num_threads)
-    if ship_models and config.model_paths:
+    if ship_models:
         if not ray.is_initialized():
             ray.init()
         refs = []
-        for path in config.model_paths:
-            with open(path, "rb") as f:
-                refs.append(ray.put(f.read()))
+        for source in list(config.model_paths) or list(config.model_bytes):
+            if not isinstance(source, (bytes, bytearray, ray.ObjectRef)):
+                with open(source, "rb") as f:
+                    source = f.read()
+            refs.append(source if isinstance(source, ray.ObjectRef) else ray.put(bytes(source)))
         config = dataclasses.replace(config, model_paths=(), model_bytes=refs)
     capacity = int(config.queue_capacity or threads)
     options: dict = {"name": name, "max_ongoing_requests": int(max_ongoing_requests or capacity + threads),
