@@ -7,8 +7,8 @@ again) of one model: PP-OCR rec (1x3x48x320, the real PP-OCRv6 tiny
 recognizer) and MobileNetV2 (1x3x224x224, pooled_predictor.zoo). Three
 runners serve them:
 
-* pool + batching: PooledPredictor, `--threads` workers, max_batch_size 8,
-  max_queue_delay 2 ms (Triton's dynamic batcher);
+* pool + batching: PooledPredictor, `--threads` workers, max_batch_size 4
+  (clients / workers), max_queue_delay 2 ms (Triton's dynamic batcher);
 * pool: the same pool without batching (one job per run, as fb-caffe-exts);
 * onnxruntime: one InferenceSession (intra_op_num_threads=1) shared by the
   clients, which call run() at once from their threads (it releases the GIL).
@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks._common import run_threads, table, write_results  # noqa: E402
 
-MAX_BATCH = 8
+MAX_BATCH = 4  # = clients / workers; every batch size 1..4 keeps its layout in the default 256 MiB cache
 DELAY = 0.002
 
 
