@@ -159,12 +159,11 @@ def application(config: Config, *, num_replicas: int | str | None = 1, threads_p
     if ship_models:
         if not ray.is_initialized():
             ray.init()
-        refs = []
-        for source in list(config.model_paths) or list(config.model_bytes):
-            if not isinstance(source, (bytes, bytearray, ray.ObjectRef)):
-                with open(source, "rb") as f:
-                    source = f.read()
-            refs.append(source if isinstance(source, ray.ObjectRef) else ray.put(bytes(source)))
+        if config.model_paths:
+            sources = [_read_model(p) for p in config.model_paths]
+        else:
+            sources = list(config.model_bytes)
+        refs = [s if isinstance(s, ray.ObjectRef) else ray.put(s) for s in sources]
         config = dataclasses.replace(config, model_paths=(), model_bytes=refs)
     capacity = int(config.queue_capacity or threads)
     options: dict = {"name": name, "max_ongoing_requests": int(max_ongoing_requests or capacity + threads),
@@ -175,3 +174,14 @@ def application(config: Config, *, num_replicas: int | str | None = 1, threads_p
     else:
         options["num_replicas"] = num_replicas
     return serve.deployment(PoolDeployment).options(**options).bind(config, threads)
+
+
+def _read_model(path):
+    """A model_paths entry as the matching model_bytes entry: an ONNX file's bytes, or a
+    Caffe (prototxt, caffemodel) pair as (text, bytes)."""
+    if isinstance(path, (tuple, list)):
+        prototxt, weights = path
+        with open(prototxt, encoding="utf-8") as f, open(weights, "rb") as g:
+            return f.read(), g.read()
+    with open(path, "rb") as f:
+        return f.read()
