@@ -87,7 +87,7 @@ class Batcher:
         self.delay = float(delay)
         self.preferred = tuple(int(p) for p in preferred)
         self.input_names = list(program.input_names)
-        self.output_names = list(program.output_names)
+        self.output_names = program.output_names  # the very list forward() gives jobs asking for the outputs
         self._outputs = set(self.output_names)
         self._dtypes = [v.dtype for v in program.inputs]
         # outputs proven by their declared shape; the rest need the probe

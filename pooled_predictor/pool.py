@@ -66,7 +66,8 @@ class Callback:
     """Hooks on a job's way through the pool (fb-caffe-exts' PooledPredictor::Callback).
 
     Exceptions raised here are logged and counted (stats().callback_errors);
-    they never reach the job or the worker.
+    they never reach the job or the worker. A method a subclass does not
+    override (Callback's no-op) is not called at all.
     """
 
     def on_job_enqueued(self, queue_size: int, enqueue_delay_ms: float) -> None:
