@@ -182,11 +182,13 @@ class JobQueue:
                 chosen, total = [], first_rows
                 for level in self._order:
                     for job in level:
-                        if job.queued and total + rows(job) <= max_rows and accept(job):
-                            chosen.append(job)
-                            total += rows(job)
-                            if total >= max_rows:
-                                break
+                        if job.queued and accept(job):
+                            r = rows(job)
+                            if total + r <= max_rows:
+                                chosen.append(job)
+                                total += r
+                                if total >= max_rows:
+                                    break
                     if total >= max_rows:
                         break
                 if preferred:

@@ -385,7 +385,8 @@ class _Core:
 
         Each job of the batch is started on its own (a cancelled one leaves, an
         expired one fails, on_job_dequeued once each); one run; each job gets
-        its rows of the outputs, on_job_processed and its stats. When the
+        its rows of the outputs, on_job_processed and its stats. The Net keeps
+        the batch's layout (shape_policy "restore" applies to jobs run alone). When the
         batched run raises, every job is run again alone, so an error fails
         only the jobs that cause it.
         """
@@ -407,7 +408,7 @@ class _Core:
                 continue
             if self.on_dequeued is not None:
                 self.notify(self.on_dequeued)
-            if not self.expired(job, started):
+            if job.deadline is None or started <= job.deadline or not self.expired(job, started):
                 live.append(job)
         if len(live) < 2:
             for job in live:
@@ -425,8 +426,8 @@ class _Core:
             for job in live:
                 self.process(job, inline=False)
             return True
-        if not net.at_default and self.restore:
-            net.restore()
+        # No restore() here: the batch's layout is bounded by max_batch_size and stays in the
+        # Net's layout cache anyway; keeping it current saves two reshapes per batch.
         end = time.perf_counter()
         ran = end - started
         stats = self.stats
