@@ -20,15 +20,25 @@
   enqueued/dequeued callbacks, up to max_inline_depth nested jobs.
 * Future.cancel() on a queued job removes it from the queue; a job whose
   deadline passed before a worker took it fails with DeadlineExceededError.
-* stats(): per-net counts and p50/p95/p99 of queue wait, run and end-to-end time.
+* Priority levels (forward(..., priority=k), Triton's): highest level first,
+  FIFO within a level, one bound for all levels; Config.priority_aging lets a
+  job that waited that long go first (off by default: strict levels). See
+  pooled_predictor.jobqueue.
+* Dynamic batching (Config.max_batch_size, max_queue_delay,
+  preferred_batch_sizes; Triton's dynamic batcher): a worker taking a job of a
+  model that batches also takes queued jobs of the same model and input
+  signature, runs them as one batch and gives each job its rows. Per job
+  nothing changes: its Future, deadline, cancellation and callbacks are its
+  own; an error in a batched run re-runs its jobs alone, so it fails only the
+  jobs that cause it. See pooled_predictor.batching for which models batch.
+* stats(): per-net counts and p50/p95/p99 of queue wait, run and end-to-end
+  time, and the batch sizes of nets that batch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import itertools
-import queue
 import logging
 import os
 import threading
@@ -39,10 +49,12 @@ from typing import Sequence
 
 import numpy as np
 
+from .batching import Batcher, NotBatchable, make_batchers
 from .blas import limit_blas_threads, release_blas_threads
 from .errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
                      UnknownBlobError, UnknownNetError)
 from .futures import Future
+from .jobqueue import STOP, JobQueue
 from .net import Optimization
 from .paddle_api import HandleAPI
 from .predictor import Predictor
@@ -55,7 +67,8 @@ class Callback:
     """Hooks on a job's way through the pool (fb-caffe-exts' PooledPredictor::Callback).
 
     Exceptions raised here are logged and counted (stats().callback_errors);
-    they never reach the job or the worker.
+    they never reach the job or the worker. A method a subclass does not
+    override (Callback's no-op) is not called at all.
     """
 
     def on_job_enqueued(self, queue_size: int, enqueue_delay_ms: float) -> None:
@@ -101,6 +114,20 @@ class Config:
         disabled_passes: pass names never to run.
         device: "cpu" or "cuda".
         unknown_output: "warn" (log and skip, as fb-caffe-exts) or "raise".
+        max_batch_size: dynamic batching (Triton's dynamic batcher): the most
+            rows one batched run may have; 0 (default) or 1: off. An int for
+            every model, or a sequence with one per model (net_id order). Only
+            models with a free first dimension batch (see
+            pooled_predictor.batching); an int skips the others with a log
+            line, a per-model value > 1 for one of them is a ValueError.
+        max_queue_delay: seconds a batch may wait, from its first job's
+            enqueue, for more jobs (an int for all or one per model); never
+            waited once a preferred size or max_batch_size is reached.
+        preferred_batch_sizes: row counts a batch stops at when it can (the
+            largest reachable); one sequence for all models or one per model.
+        priority_aging: seconds after which a queued job goes before younger
+            jobs of higher priority levels (no level starves); None (default):
+            strict priority levels, as Triton.
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -122,6 +149,10 @@ class Config:
     disabled_passes: Sequence[str] = ()
     device: str = "cpu"
     unknown_output: str = "warn"
+    max_batch_size: int | Sequence[int] = 0
+    max_queue_delay: float | Sequence[float] = 0.0
+    preferred_batch_sizes: Sequence[int] | Sequence[Sequence[int]] = ()
+    priority_aging: float | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -146,10 +177,44 @@ class Config:
             raise ValueError(f"Config: blas_threads must be >= 1, got {self.blas_threads}")
         if int(self.max_inline_depth) < 0:
             raise ValueError("Config: max_inline_depth must be >= 0")
+        n = len(self.model_paths) or len(self.model_bytes)
+        for size, delay, preferred in zip(self.batch_sizes(n), self.queue_delays(n), self.preferred_sizes(n)):
+            if int(size) < 0:
+                raise ValueError(f"Config: max_batch_size must be >= 0, got {size}")
+            if not float(delay) >= 0:
+                raise ValueError(f"Config: max_queue_delay must be >= 0 seconds, got {delay}")
+            if any(not 1 <= int(p) <= max(int(size), 1) for p in preferred):
+                raise ValueError(f"Config: preferred_batch_sizes {tuple(preferred)} must lie in 1..max_batch_size "
+                                 f"({size})")
+        if self.priority_aging is not None and not float(self.priority_aging) > 0:
+            raise ValueError(f"Config: priority_aging must be > 0 seconds or None, got {self.priority_aging}")
 
     @property
     def capacity(self) -> int:
         return int(self.queue_capacity or self.num_threads)
+
+    def batch_sizes(self, n: int) -> list[int]:
+        """max_batch_size per model (n models)."""
+        return _per_model(self.max_batch_size, n, "max_batch_size")
+
+    def queue_delays(self, n: int) -> list[float]:
+        """max_queue_delay per model (n models)."""
+        return _per_model(self.max_queue_delay, n, "max_queue_delay")
+
+    def preferred_sizes(self, n: int) -> list[tuple]:
+        """preferred_batch_sizes per model (n models)."""
+        p = tuple(self.preferred_batch_sizes)
+        if p and all(isinstance(x, (list, tuple)) for x in p):
+            return [tuple(x) for x in _per_model(p, n, "preferred_batch_sizes")]
+        return [p] * n
+
+
+def _per_model(value, n: int, name: str) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"Config: {name} has {len(value)} values for {n} model(s)")
+        return list(value)
+    return [value] * n
 
 
 class _Job(Future):
@@ -158,17 +223,20 @@ class _Job(Future):
     cancel() also takes the job out of the queue (and frees its slot).
     """
 
-    slot = False    # holds one of the queue's `capacity` slots
-    claim = None    # {"claim": True} while queued: whoever pops it takes the job out
-    core = None     # set once queued, so that cancel() can take it out
+    slot = False       # holds one of the queue's `capacity` slots
+    queued = False     # in the queue (a worker, cancel or close takes it out under the queue's lock)
+    core = None        # set once queued, so that cancel() can take it out
+    batch_key = None   # the batch signature, once a Batcher computed it
+    rows = 1
 
-    def __init__(self, net_id, inputs, output_names, deadline):
+    def __init__(self, net_id, inputs, output_names, deadline, priority=0):
         super().__init__()
         self.net_id = net_id
         self.inputs = inputs
         self.output_names = output_names
         self.enqueued = self.submitted = time.perf_counter()
-        self.deadline = deadline  # time.monotonic() value or None
+        self.deadline = deadline  # time.perf_counter() value or None
+        self.priority = priority
 
     def cancel(self) -> bool:
         cancelled = super().cancel()
@@ -179,114 +247,6 @@ class _Job(Future):
         return cancelled
 
 
-_STOP = object()
-
-
-class _JobQueue:
-    """Bounded MPMC FIFO: blocking, timed or fail-fast put; removal of cancelled jobs; close.
-
-    Jobs travel through a queue.SimpleQueue (C: the cheapest hand-over between
-    threads); the bound is `capacity` slot tokens in a second SimpleQueue (a
-    counting semaphore implemented in C, with timeouts), taken by put() and
-    given back when a worker takes the job or when the job is cancelled while
-    queued. A cancelled job stays in the SimpleQueue and is skipped when a
-    worker reaches it, but it gives its slot back at once: for producers it is
-    gone. Jobs put by a worker (force=True) take no slot, so a worker never
-    blocks on its own queue.
-
-    Taking a job (worker) and removing it (cancel, close, or put() itself when
-    close() ran meanwhile) race for the job's claim token; dict.pop is atomic,
-    so exactly one of them wins, without a lock. The size is puts - claims,
-    two atomic itertools.count counters.
-    """
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._slots: queue.SimpleQueue = queue.SimpleQueue()
-        for _ in range(capacity):
-            self._slots.put(None)
-        self._lock = threading.Lock()  # close() against close()
-        self._puts = itertools.count()
-        self._claims = itertools.count()
-        self.closed = False
-
-    def __len__(self):
-        return max(0, _count_value(self._puts) - _count_value(self._claims))
-
-    def put(self, job: _Job, block: bool, timeout: float | None, force: bool = False) -> int:
-        """Append a job; returns the queue size after it. Raises QueueFullError / PoolClosedError."""
-        if self.closed:
-            raise PoolClosedError("the pool is closed")
-        if not force:
-            try:
-                self._slots.get(block, timeout if block else None)
-            except queue.Empty:
-                if not block:
-                    raise QueueFullError(f"the job queue is full ({self.capacity} jobs)") from None
-                raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
-                                     f"for {timeout:.3f} s") from None
-            job.slot = True
-        job.claim = {"claim": True}
-        next(self._puts)
-        self._q.put(job)
-        # close() may have run since the check above: its stop markers may then sit
-        # before this job. Take it back (only one of us, a worker or close wins the claim).
-        if self.closed and self._claim(job):
-            raise PoolClosedError("the pool was closed while this job was being queued")
-        return len(self)
-
-    def _claim(self, job: _Job) -> bool:
-        """True for the one caller (worker, cancel or close) that takes the job out."""
-        claim = job.claim
-        if claim is None or claim.pop("claim", None) is None:
-            return False
-        next(self._claims)
-        self._give_back(job)
-        return True
-
-    def get(self):
-        """The next job (or _STOP) for a worker; skips jobs removed while queued."""
-        while True:
-            job = self._q.get()
-            if job is _STOP or self._claim(job):
-                return job
-
-    def remove(self, job: _Job) -> bool:
-        """Take a queued job out (cancellation); False if a worker already has it."""
-        return self._claim(job)
-
-    def _give_back(self, job: _Job) -> None:
-        if job.slot:
-            job.slot = False
-            self._slots.put(None)
-
-    def close(self, stops: int, drain: bool) -> list[_Job]:
-        """Refuse new jobs; append `stops` stop markers; return the queued jobs if drain."""
-        with self._lock:
-            self.closed = True
-            pending = []
-            if drain:
-                while True:
-                    try:
-                        job = self._q.get_nowait()
-                    except queue.Empty:
-                        break
-                    if job is not _STOP and self._claim(job):
-                        pending.append(job)
-            for _ in range(stops):
-                self._q.put(_STOP)
-        # Wake producers blocked on a full queue: each one that wakes finds the pool
-        # closed and gives its slot back, which wakes the next (a cascade).
-        self._slots.put(None)
-        return pending
-
-
-def _count_value(counter: itertools.count) -> int:
-    """The next value of an itertools.count, without advancing it."""
-    return counter.__reduce__()[1][0]
-
-
 class _Core:
     """What the workers share: models, queue, callback, stats. Holds no reference to the pool."""
 
@@ -295,8 +255,13 @@ class _Core:
         self.predictors = predictors
         self.callback = callback
         self.restore = config.shape_policy == "restore"
-        self.queue = _JobQueue(config.capacity)
+        self.queue = JobQueue(config.capacity, config.priority_aging)
+        self.batchers = _batchers(config, predictors)
         self.stats = StatsRecorder(range(len(predictors)))
+        self.stats.batching = {i for i, b in enumerate(self.batchers) if b is not None}
+        # the Callback's methods, None where it keeps Callback's no-op (not called at all)
+        self.on_enqueued, self.on_dequeued, self.on_processed = (
+            _hook(callback, name) for name in ("on_job_enqueued", "on_job_dequeued", "on_job_processed"))
         self.threads: list[threading.Thread] = []
         self.threads_lock = threading.Lock()
         self.idle: list[bool] = []  # per worker, written only by that worker
@@ -313,15 +278,13 @@ class _Core:
         return names | {o for s in p.program.steps for o in s.node.outputs if o}
 
     # ---- callbacks (never raise) -----------------------------------------------
-    def notify(self, method: str, *args) -> None:
-        cb = self.callback
-        if cb is None:
-            return
+    def notify(self, hook, *args) -> None:
+        """Call a Callback method (one of on_enqueued, on_dequeued, on_processed); errors logged, counted."""
         try:
-            getattr(cb, method)(*args)
+            hook(*args)
         except Exception:
             self.stats.callback_error()
-            log.exception("Callback.%s raised; ignored", method)
+            log.exception("Callback.%s raised; ignored", hook.__name__)
 
     # ---- workers -----------------------------------------------------------------
     def cancelled(self, job: _Job) -> None:
@@ -351,36 +314,49 @@ class _Core:
         self.local.worker = True
         self.local.depth = 0
         idle = self.idle
+        jobs = self.queue
+        get = jobs.get
+        batchers = self.batchers
         while True:
             idle[index] = True
-            job = self.queue.get()
+            job = get()
             idle[index] = False
-            if job is _STOP:
+            if job is STOP:
                 return
-            if not job.set_running_or_notify_cancel():
-                self.stats.count(job.net_id, "cancelled")  # cancelled between take and start
-                continue
-            if self.callback is not None:
-                self.notify("on_job_dequeued")
             try:
+                batcher = batchers[job.net_id]
+                # gather only when other jobs wait, or a batch may wait for them
+                if batcher is not None and (jobs._size or batcher.delay) and self.run_batch(job, batcher):
+                    continue
+                if not job.set_running_or_notify_cancel():
+                    self.stats.count(job.net_id, "cancelled")  # cancelled between take and start
+                    continue
+                if self.on_dequeued is not None:
+                    self.notify(self.on_dequeued)
                 self.process(job, inline=False)
             except BaseException:  # last line of defence: the worker survives, the Future ends
                 log.exception("unexpected error in a pool worker")
                 if not job.done():
                     job.set_exception(RuntimeError("internal error in the pool worker"))
 
+    def expired(self, job: _Job, now: float) -> bool:
+        """Fail a job whose deadline passed before it ran; True if it did."""
+        if job.deadline is None or now <= job.deadline:
+            return False
+        wait = now - job.enqueued
+        self.stats.record(job.net_id, "expired", queue_wait=wait)
+        job.inputs = None
+        job.set_exception(DeadlineExceededError(
+            f"the job's deadline passed {now - job.deadline:.3f} s before a worker "
+            f"took it (it waited {wait * 1e3:.1f} ms)"))
+        return True
+
     def process(self, job: _Job, inline: bool) -> None:
         """Run one job on this thread's Net for its model and complete its Future."""
-        fut = job
-        if inline and not fut.set_running_or_notify_cancel():
+        if inline and not job.set_running_or_notify_cancel():
             return
         started = time.perf_counter()
-        wait = started - job.enqueued
-        if job.deadline is not None and time.monotonic() > job.deadline:
-            self.stats.record(job.net_id, "expired", queue_wait=wait)
-            fut.set_exception(DeadlineExceededError(
-                f"the job's deadline passed {time.monotonic() - job.deadline:.3f} s before a worker "
-                f"took it (it waited {wait * 1e3:.1f} ms)"))
+        if job.deadline is not None and started > job.deadline and self.expired(job, started):
             return
         result = error = None
         net = None
@@ -392,19 +368,99 @@ class _Core:
             error = exc
         if net is not None and not net.at_default and self.restore and not inline:
             net.restore()
-        ran = time.perf_counter() - started
-        if self.callback is not None:
-            self.notify("on_job_processed", ran * 1e3)
-        end_to_end = time.perf_counter() - job.submitted
-        self.stats.record(job.net_id, "failed" if error is not None else "completed",
-                          queue_wait=wait, run=ran, end_to_end=end_to_end)
+        end = time.perf_counter()
+        ran = end - started
+        if self.on_processed is not None:
+            self.notify(self.on_processed, ran * 1e3)
+        stats = self.stats
+        stats.record(job.net_id, "failed" if error is not None else "completed",
+                     queue_wait=started - job.enqueued, run=ran, end_to_end=end - job.submitted)
         if inline:
-            self.stats.count(job.net_id, "inline")
+            stats.count(job.net_id, "inline")
         job.inputs = None  # do not keep the caller's arrays alive through the Future
         if error is not None:
-            fut.set_exception(error)
+            job.set_exception(error)
         else:
-            fut.set_result(result)
+            job.set_result(result)
+
+    def run_batch(self, first: _Job, batcher: Batcher) -> bool:
+        """Gather jobs like `first` into one batched run; False (nothing done) when `first` runs alone.
+
+        Each job of the batch is started on its own (a cancelled one leaves, an
+        expired one fails, on_job_dequeued once each); one run; each job gets
+        its rows of the outputs, on_job_processed and its stats. The Net keeps
+        the batch's layout (shape_policy "restore" applies to jobs run alone). When the
+        batched run raises, every job is run again alone, so an error fails
+        only the jobs that cause it.
+        """
+        net_id = first.net_id
+        net = self.predictors[net_id].net()
+        if not batcher.admits(first, net):
+            return False
+        key = first.batch_key
+        # share the waiting jobs with the idle workers (a batch of all of them would leave those idle)
+        more = self.queue.gather(first, lambda j: j.net_id == net_id and batcher.key(j) == key, _rows,
+                                 batcher.max_rows, batcher.delay, batcher.preferred, share=1 + sum(self.idle))
+        if not more:
+            return False
+        live = []
+        started = time.perf_counter()
+        for job in [first] + more:
+            if not job.set_running_or_notify_cancel():
+                self.stats.count(net_id, "cancelled")
+                continue
+            if self.on_dequeued is not None:
+                self.notify(self.on_dequeued)
+            if job.deadline is None or started <= job.deadline or not self.expired(job, started):
+                live.append(job)
+        if len(live) < 2:
+            for job in live:
+                self.process(job, inline=False)
+            return True
+        try:
+            results = batcher.run(net, live)
+        except BaseException as exc:
+            if isinstance(exc, NotBatchable):
+                batcher.reject(key)
+                log.warning("net %d: outputs did not follow the batch (%s); this input signature runs "
+                            "unbatched from now on", net_id, exc)
+            if not net.at_default and self.restore:
+                net.restore()
+            for job in live:
+                self.process(job, inline=False)
+            return True
+        # No restore() here: the batch's layout is bounded by max_batch_size and stays in the
+        # Net's layout cache anyway; keeping it current saves two reshapes per batch.
+        end = time.perf_counter()
+        ran = end - started
+        stats = self.stats
+        stats.batch(net_id, len(live))
+        for job, result in zip(live, results):
+            if self.on_processed is not None:
+                self.notify(self.on_processed, ran * 1e3)
+            stats.record(net_id, "completed", queue_wait=started - job.enqueued, run=ran,
+                         end_to_end=end - job.submitted)
+            job.inputs = None
+            job.set_result(result)
+        return True
+
+
+def _hook(callback: Callback | None, name: str):
+    """The callback's bound method `name`, or None when there is none or it is Callback's no-op."""
+    if callback is None or getattr(type(callback), name, None) is getattr(Callback, name):
+        return None
+    return getattr(callback, name)
+
+
+def _rows(job: _Job) -> int:
+    return job.rows
+
+
+def _batchers(config: Config, predictors: list[Predictor]) -> list[Batcher | None]:
+    """A Batcher per model whose max_batch_size > 1 (None: that model never batches)."""
+    n = len(predictors)
+    return make_batchers([p.program for p in predictors], config.batch_sizes(n), config.queue_delays(n),
+                         config.preferred_sizes(n), explicit=isinstance(config.max_batch_size, (list, tuple)))
 
 
 _live_pools: "weakref.WeakSet[PooledPredictor]" = weakref.WeakSet()
@@ -504,7 +560,7 @@ class PooledPredictor:
 
     def forward(self, inputs, output_names: Sequence[str] | None = None, net_id: int = 0, *,
                 deadline: float | None = None, block: bool | None = None,
-                timeout: float | None = None) -> Future:
+                timeout: float | None = None, priority: int = 0) -> Future:
         """Queue one inference job.
 
         Args:
@@ -517,22 +573,27 @@ class PooledPredictor:
             deadline: seconds from now; a job not started by then fails with
                 DeadlineExceededError without running.
             block / timeout: admission for this call (default: the Config's).
+            priority: the job's priority level (Triton's): workers take the
+                highest level first, FIFO within a level (see Config.priority_aging).
         Returns:
             Future of a dict output name -> numpy array (copies).
         Raises:
             UnknownNetError, InputError (count, names, rank, dims, dtype),
             UnknownBlobError (unknown output, with unknown_output="raise"),
-            QueueFullError, PoolClosedError.
+            QueueFullError, PoolClosedError; TypeError: a priority that is not an int.
         """
         core = self._core
         if self._closed or core.queue.closed:
             raise PoolClosedError("forward() on a closed PooledPredictor")
-        net_id = self._check_net_id(net_id)
+        if net_id.__class__ is not int or not 0 <= net_id < len(core.predictors):
+            net_id = self._check_net_id(net_id)
         predictor = core.predictors[net_id]
         arrays = predictor.canonical_net.check_inputs(inputs)
-        names = self._resolve_outputs(net_id, output_names)
-        dl = None if deadline is None else time.monotonic() + float(deadline)
-        job = _Job(net_id, arrays, names, dl)
+        names = predictor.program.output_names if output_names is None else self._resolve_outputs(net_id, output_names)
+        dl = None if deadline is None else time.perf_counter() + float(deadline)
+        if priority.__class__ is not int:
+            priority = _check_priority(priority)
+        job = _Job(net_id, arrays, names, dl, priority)
 
         in_worker = getattr(core.local, "worker", False)
         if in_worker and self.config.allow_inline_scheduling and core.local.depth < self.config.max_inline_depth:
@@ -548,18 +609,16 @@ class PooledPredictor:
         timeout = self.config.enqueue_timeout if timeout is None else timeout
         if not core.started:
             core.maybe_start_worker()
-        t0 = time.perf_counter()
         try:
             # A worker never blocks on its own queue: that could deadlock the pool.
             size = core.queue.put(job, block, timeout, force=in_worker)
         except QueueFullError:
             core.stats.count(net_id, "rejected")
             raise
-        job.enqueued = time.perf_counter()
         core.stats.submitted(net_id)
         job.core = core  # so that cancel() can take it out of the queue
-        if core.callback is not None:
-            core.notify("on_job_enqueued", size, (job.enqueued - t0) * 1e3)
+        if core.on_enqueued is not None:  # job.enqueued moved on if put() waited for room
+            core.notify(core.on_enqueued, size, (job.enqueued - job.submitted) * 1e3)
         return job
 
     def _resolve_outputs(self, net_id: int, output_names) -> list[str]:
@@ -626,6 +685,12 @@ class PooledPredictor:
 
     def __exit__(self, *exc) -> None:
         self.close(wait=True)
+
+
+def _check_priority(priority) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
+        raise TypeError(f"priority must be an int, got {type(priority).__name__} {priority!r}")
+    return int(priority)
 
 
 def _finalize(core: _Core, blas_token) -> None:

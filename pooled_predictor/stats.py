@@ -101,22 +101,31 @@ class NetStats:
     Counters: submitted (accepted jobs), completed (ran and succeeded), failed
     (ran and raised), cancelled, expired (deadline passed before running),
     rejected (refused at admission: queue full), inline (ran inline on a worker).
-    Histograms: queue_wait (enqueue -> picked up), run (forward + copy-out),
-    end_to_end (submit -> Future completed).
+    Histograms: queue_wait (enqueue -> picked up), run (forward + copy-out;
+    for a batched job, its batch's run), end_to_end (submit -> Future completed).
+    batch_sizes: jobs per run -> number of runs, for nets that batch (a job
+    run alone counts as a batch of 1).
     """
 
     counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     histograms: dict = field(default_factory=lambda: {h: LatencyHistogram() for h in HISTOGRAMS})
+    batch_sizes: dict = field(default_factory=dict)
 
     def merge(self, other: "NetStats") -> "NetStats":
+        sizes = dict(self.batch_sizes)
+        for k, v in other.batch_sizes.items():
+            sizes[k] = sizes.get(k, 0) + v
         return NetStats({k: self.counts[k] + other.counts[k] for k in COUNTERS},
-                        {h: self.histograms[h].merge(other.histograms[h]) for h in HISTOGRAMS})
+                        {h: self.histograms[h].merge(other.histograms[h]) for h in HISTOGRAMS},
+                        dict(sorted(sizes.items())))
 
     def copy(self) -> "NetStats":
-        return NetStats(dict(self.counts), {h: v.copy() for h, v in self.histograms.items()})
+        return NetStats(dict(self.counts), {h: v.copy() for h, v in self.histograms.items()},
+                        dict(sorted(self.batch_sizes.items())))
 
     def to_dict(self) -> dict:
-        return {**self.counts, **{h: v.summary_ms() for h, v in self.histograms.items()}}
+        return {**self.counts, **{h: v.summary_ms() for h, v in self.histograms.items()},
+                "batch_sizes": dict(self.batch_sizes)}
 
 
 @dataclass
@@ -167,24 +176,26 @@ class _Shard:
 
     def fold(self, nets: dict, upto: int) -> None:
         """Fold pending[:upto] into `nets` (vectorized)."""
-        rows = self.pending[:upto]
-        by_net: dict = {}
-        for r in rows:
-            by_net.setdefault(r[0], []).append(r[1:])
-        for net_id, values in by_net.items():
-            table = np.array(values, np.float64)  # None (not measured) becomes nan
-            for column, name in enumerate(HISTOGRAMS):
-                v = table[:, column]
+        table = np.array(self.pending[:upto], np.float64)  # (n, 4); None (not measured) becomes nan
+        if not table.size:
+            return
+        ids = table[:, 0]
+        for net_id in np.unique(ids).tolist():
+            rows = table[ids == net_id] if len(nets) > 1 else table
+            for column, name in enumerate(HISTOGRAMS, 1):
+                v = rows[:, column]
                 v = v[~np.isnan(v)]
                 if v.size:
-                    _add(nets[net_id].histograms[name], v)
+                    _add(nets[int(net_id)].histograms[name], v)
 
 
 def _add(h: LatencyHistogram, v: np.ndarray) -> None:
     idx = np.where(v <= _MIN_S, 0, np.minimum(
         (np.log(np.maximum(v, _MIN_S) / _MIN_S) / _LOG_RATIO).astype(np.int64) + 1, _BUCKETS - 1))
-    counts = np.bincount(idx, minlength=_BUCKETS)
-    h.counts = [a + int(b) for a, b in zip(h.counts, counts)]
+    buckets, counts = np.unique(idx, return_counts=True)  # a few distinct buckets, not all of them
+    hc = h.counts
+    for i, c in zip(buckets.tolist(), counts.tolist()):
+        hc[i] += c
     h.count += int(v.size)
     h.total += float(v.sum())
     h.max = max(h.max, float(v.max()))
@@ -209,6 +220,7 @@ class StatsRecorder:
         self._tls = threading.local()
         self._fold_every = fold_every
         self.callback_errors = 0
+        self.batching: set = set()  # net_ids that batch: their runs of one job are counted at snapshot
 
     def _shard(self) -> _Shard:
         shard = getattr(self._tls, "shard", None)
@@ -230,7 +242,10 @@ class StatsRecorder:
     def record(self, net_id: int, counter: str | None, queue_wait: float | None = None,
                run: float | None = None, end_to_end: float | None = None) -> None:
         """A worker's record of one job: its outcome counter and durations (seconds)."""
-        shard = self._shard()
+        try:
+            shard = self._tls.shard
+        except AttributeError:
+            shard = self._shard()
         if counter:
             shard.nets[net_id].counts[counter] += 1
         pending = shard.pending
@@ -240,6 +255,12 @@ class StatsRecorder:
                 n = len(pending)
                 shard.fold(shard.nets, n)
                 del pending[:n]
+
+    def batch(self, net_id: int, jobs: int) -> None:
+        """A worker's record of one batched run of `jobs` (> 1) jobs; runs of one job are counted
+        at snapshot, for the nets in `batching` (ran jobs minus batched ones)."""
+        sizes = self._shard().nets[net_id].batch_sizes
+        sizes[jobs] = sizes.get(jobs, 0) + 1
 
     def callback_error(self) -> None:
         with self._lock:
@@ -255,4 +276,9 @@ class StatsRecorder:
                 shard.fold(copy, len(shard.pending))
                 for k, v in copy.items():
                     nets[k] = nets[k].merge(v)
+            for k in self.batching:
+                c = nets[k].counts
+                alone = c["completed"] + c["failed"] - sum(n * runs for n, runs in nets[k].batch_sizes.items())
+                if alone > 0:
+                    nets[k].batch_sizes = {1: alone, **nets[k].batch_sizes}
             return StatsSnapshot(nets, self.callback_errors, workers, queue_size)

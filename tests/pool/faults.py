@@ -1,7 +1,8 @@
 """Fault injection for the pool tests: an op that fails on demand, and a gate that holds workers.
 
 `FailIfNegative` (domain test.pooled_predictor) copies its input and raises when
-the input's first element is negative: a kernel error chosen by the caller's data.
+the first element of any row (along the first axis) is negative: a kernel error
+chosen by the caller's data, which also fires inside a dynamic batch.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _fail_shape(ctx):
 
 @kernel("FailIfNegative", since=1, domain=DOMAIN)
 def _fail_if_negative(x, *, out):
-    if x.size and x.flat[0] < 0:
+    if x.size and (x.reshape(x.shape[0], -1)[:, 0] < 0).any():
         raise InjectedFault("injected kernel failure")
     np.copyto(out, x)
 

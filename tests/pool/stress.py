@@ -129,14 +129,20 @@ class StressResult:
 
 
 def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: int = 0,
-               close_after: float = 0.6, inline: bool = True) -> StressResult:
-    """Run the stress scenario for about `seconds`; close() at `close_after` x seconds."""
+               close_after: float = 0.6, inline: bool = True, max_batch_size: int = 0,
+               max_queue_delay: float = 0.0) -> StressResult:
+    """Run the stress scenario for about `seconds`; close() at `close_after` x seconds.
+
+    With max_batch_size > 1 the pool batches jobs (dynamic batching) and clients
+    send them with random priority levels.
+    """
     rng = random.Random(seed)
     models = [make_faulty_mlp(features=16, classes=10, seed=1), make_faulty_mlp(features=8, classes=3, seed=2)]
     cb = RandomlyFailingCallback(p=0.05, seed=seed)
     pool = PooledPredictor(Config(model_bytes=[m.SerializeToString() for m in models], num_threads=workers,
                                   queue_capacity=2 * workers, allow_inline_scheduling=inline,
-                                  enqueue_timeout=1.0), cb)
+                                  enqueue_timeout=1.0, max_batch_size=max_batch_size,
+                                  max_queue_delay=max_queue_delay), cb)
     result = StressResult(pool=pool, callback=cb, models=models)
     lock = threading.Lock()
     stop = threading.Event()
@@ -158,7 +164,8 @@ def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: i
                 x[0, 0] = -1.0
             try:
                 f = pool.forward({"x": x}, net_id=net_id,
-                                 deadline=prng.choice([0.0, 0.002, 0.05]) if kind == "deadline" else None)
+                                 deadline=prng.choice([0.0, 0.002, 0.05]) if kind == "deadline" else None,
+                                 priority=prng.randrange(3) if max_batch_size > 1 else 0)
             except (PoolClosedError, QueueFullError) as exc:
                 with lock:
                     name = type(exc).__name__

@@ -127,3 +127,28 @@ def test_done_callback_errors_are_logged_and_counted(caplog):
     f.set_result(1)
     assert callback_errors() == before + 1
     assert "exception calling callback" in caplog.text
+
+
+def test_waiting_many_threads_timeouts_and_cf_wait_on_pending_futures():
+    f = Future()
+    with pytest.raises(cf.TimeoutError):
+        f.result(timeout=0)
+    with pytest.raises(cf.TimeoutError):
+        f.exception(timeout=0.01)
+    got = []
+    waiters = [threading.Thread(target=lambda: got.append(f.result(timeout=30))) for _ in range(4)]
+    for t in waiters:
+        t.start()
+    g, h = Future(), Future()
+    threading.Timer(0.05, lambda: (f.set_result(7), g.set_exception(KeyError("g")))).start()
+    done, not_done = cf.wait([f, g, h], timeout=30, return_when=cf.FIRST_EXCEPTION)
+    assert g in done and h in not_done
+    for t in waiters:
+        t.join(30)
+    assert got == [7] * 4 and f.result() == 7 and isinstance(g.exception(), KeyError)
+    assert h.cancel() and h.cancelled() and not h.set_running_or_notify_cancel()
+    with pytest.raises(cf.CancelledError):
+        h.result(timeout=1)
+    with pytest.raises(cf.InvalidStateError):
+        f.set_result(8)
+    assert list(cf.as_completed([f, g], timeout=1)) and f.done() and not f.running()

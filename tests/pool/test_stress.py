@@ -12,3 +12,17 @@ def test_stress(seed, inline):
     print(f"\nseed {seed}, inline {inline}: {len(result.requests)} requests in {result.seconds:.1f} s: {outcomes}")
     assert outcomes.get("ok", 0) > 50
     assert outcomes.get("KernelError", 0) > 0 and outcomes.get("cancelled", 0) > 0
+
+
+def test_stress_with_dynamic_batching_and_priorities():
+    result = run_stress(seconds=6.0, clients=8, workers=4, seed=3, inline=True, max_batch_size=16,
+                        max_queue_delay=0.002)
+    outcomes = result.check()
+    sizes = {}
+    for net in result.pool.stats().nets.values():
+        for k, v in net.batch_sizes.items():
+            sizes[k] = sizes.get(k, 0) + v
+    print(f"\nbatching: {len(result.requests)} requests in {result.seconds:.1f} s: {outcomes}; batches {sizes}")
+    assert outcomes.get("ok", 0) > 50
+    assert outcomes.get("KernelError", 0) > 0 and outcomes.get("cancelled", 0) > 0
+    assert any(k > 1 for k in sizes), sizes  # some jobs did run in batches

@@ -1,0 +1,267 @@
+"""The pool's job queue: bounded, multi-producer/multi-consumer, by priority level, with batching.
+
+* Priority levels (Triton's `priority`): an int per job, higher first; FIFO
+  within a level. Levels are created when first used. With `aging` (seconds),
+  a job that has waited longer than that is taken before any younger job of a
+  higher level (the oldest such first), so no level starves a lower one
+  forever; without it (the default, as Triton) priorities are strict.
+* Bound: `capacity` slot tokens in a queue.SimpleQueue (a counting semaphore in
+  C, with timeouts) bound the total over all levels. put() takes a token, a
+  worker taking the job or a cancellation gives it back. Jobs put from a worker
+  (force=True) take none, so a worker never blocks on its own queue.
+* Hand-over: every put() also puts one ticket into a second SimpleQueue, on
+  which idle workers block (the cheapest wake-up between Python threads). A
+  worker holding a ticket takes the best job under the lock; a ticket whose job
+  a batching worker took already finds nothing and is dropped (a spurious
+  wake-up, never a lost job: tickets are put under the lock, in job order, and
+  close()'s stop tickets come after all of them).
+* Removal (cancel, close) marks a job as no longer queued and gives its slot
+  back at once; the entry itself is skipped when a worker reaches it.
+* Batching (Triton's dynamic batcher): gather() takes, beside a first job,
+  more queued jobs that a predicate accepts, highest level first, up to a row
+  limit, waiting up to a delay for more unless a preferred size is reached.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from typing import Callable, Sequence
+
+from .errors import PoolClosedError, QueueFullError
+
+STOP = object()  # a worker's signal to exit
+
+
+class JobQueue:
+    """Bounded MPMC queue of jobs by priority level (see the module docstring).
+
+    A job needs the attributes `priority` (int), `enqueued` (perf_counter
+    seconds), `queued` and `slot` (bools, set here).
+
+    Args:
+        capacity: how many jobs may wait at once, over all levels.
+        aging: seconds after which a waiting job goes before younger jobs of
+            higher levels; None: strict priorities.
+    """
+
+    def __init__(self, capacity: int, aging: float | None = None):
+        self.capacity = capacity
+        self.aging = aging
+        self._levels: dict[int, deque] = {0: deque()}
+        self._order: list[deque] = [self._levels[0]]  # highest level first
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # batchers waiting for more jobs
+        self._batchers_waiting = 0
+        self._tickets: queue.SimpleQueue = queue.SimpleQueue()
+        self._slots: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(capacity):
+            self._slots.put(None)
+        self._size = 0
+        self.closed = False
+
+    def __len__(self) -> int:
+        return self._size
+
+    # ---- producers -----------------------------------------------------------------
+    def put(self, job, block: bool, timeout: float | None, force: bool = False) -> int:
+        """Append a job at its level; returns the queue size after it.
+
+        When it had to wait for room, it sets job.enqueued to when it got it.
+
+        Raises:
+            QueueFullError: no room (at once, or after `timeout` seconds).
+            PoolClosedError: the queue is closed (before or while waiting for room).
+        """
+        if self.closed:
+            raise PoolClosedError("the pool is closed")
+        if not force:
+            try:
+                self._slots.get(False)
+            except queue.Empty:
+                if not block:
+                    raise QueueFullError(f"the job queue is full ({self.capacity} jobs)") from None
+                try:
+                    self._slots.get(True, timeout)
+                except queue.Empty:
+                    raise QueueFullError(f"the job queue stayed full ({self.capacity} jobs) "
+                                         f"for {timeout:.3f} s") from None
+                job.enqueued = time.perf_counter()  # queue_wait counts from here
+            job.slot = True
+        with self._lock:
+            if self.closed:
+                self._give_back(job)
+                raise PoolClosedError("the pool was closed while this job was being queued")
+            level = self._levels.get(job.priority)
+            if level is None:
+                level = self._add_level(job.priority)
+            level.append(job)
+            job.queued = True
+            self._size += 1
+            size = self._size
+            self._tickets.put(None)  # under the lock: tickets in job order, before close()'s stops
+            if self._batchers_waiting:
+                self._arrived.notify_all()
+        return size
+
+    def _add_level(self, priority: int) -> deque:
+        level = self._levels[priority] = deque()
+        self._order = [self._levels[p] for p in sorted(self._levels, reverse=True)]
+        return level
+
+    # ---- workers ---------------------------------------------------------------------
+    def get(self):
+        """The next job for a worker (blocking), or STOP after close()."""
+        tickets = self._tickets
+        while True:
+            if tickets.get() is STOP:
+                return STOP
+            with self._lock:
+                job = self._take()
+            if job is not None:
+                return job
+
+    def _take(self):
+        """Under the lock: the best queued job (aged first, then highest level, FIFO), or None."""
+        if self.aging is not None and self._size > 1 and len(self._order) > 1:
+            job = self._take_aged()
+            if job is not None:
+                return job
+        for level in self._order:
+            while level:
+                job = level.popleft()
+                if job.queued:  # _dequeue(job), inline: the hot path
+                    job.queued = False
+                    self._size -= 1
+                    if job.slot:
+                        job.slot = False
+                        self._slots.put(None)
+                    return job
+        return None
+
+    def _take_aged(self):
+        oldest = None
+        for level in self._order[1:]:
+            while level and not level[0].queued:
+                level.popleft()
+            if level and (oldest is None or level[0].enqueued < oldest[0].enqueued):
+                oldest = level
+        if oldest is None or oldest[0].enqueued >= time.perf_counter() - self.aging:
+            return None
+        job = oldest.popleft()
+        self._dequeue(job)
+        return job
+
+    def _dequeue(self, job) -> None:
+        job.queued = False
+        self._size -= 1
+        if job.slot:
+            job.slot = False
+            self._slots.put(None)
+
+    def gather(self, first, accept: Callable, rows: Callable, max_rows: int, delay: float,
+               preferred: Sequence[int] = (), share: int = 1) -> list:
+        """More jobs to run in one batch with `first` (which the caller already took).
+
+        Takes queued jobs that `accept(job)` approves, highest level first and
+        FIFO within a level, while their `rows(job)` fit in `max_rows` in all.
+        With no preferred size reached and room left, waits for more jobs until
+        `delay` seconds after `first` was queued. With preferred sizes, a batch
+        that can stop at one stops at the largest it can reach. With `share`
+        > 1 (this worker and the idle ones), it takes only its share of the
+        rows waiting, ceil(rows / share), and leaves the rest to the others
+        without waiting. Returns the jobs taken (without `first`); they are no
+        longer queued.
+        """
+        first_rows = rows(first)
+        until = first.enqueued + delay
+        with self._lock:
+            while True:
+                chosen, total = [], first_rows
+                for level in self._order:
+                    for job in level:
+                        if job.queued and accept(job):
+                            r = rows(job)
+                            if total + r <= max_rows:
+                                chosen.append(job)
+                                total += r
+                                if total >= max_rows:
+                                    break
+                    if total >= max_rows:
+                        break
+                if preferred:
+                    cut = _preferred_cut(first_rows, [rows(j) for j in chosen], preferred)
+                    if cut is not None:
+                        chosen = chosen[:cut]
+                        break
+                if share > 1 and chosen:
+                    mine, kept = -(-total // share) - first_rows, 0
+                    for i, job in enumerate(chosen):
+                        mine -= rows(job)
+                        if mine < 0:
+                            break
+                        kept = i + 1
+                    if kept < len(chosen):
+                        chosen = chosen[:kept]
+                        break
+                if total >= max_rows or self.closed:
+                    break
+                left = until - time.perf_counter()
+                if left <= 0:
+                    break
+                self._batchers_waiting += 1
+                try:
+                    self._arrived.wait(left)
+                finally:
+                    self._batchers_waiting -= 1
+            for job in chosen:
+                self._dequeue(job)
+        return chosen
+
+    # ---- removal and shutdown ----------------------------------------------------------
+    def remove(self, job) -> bool:
+        """Take a queued job out (cancellation); False if a worker already has it."""
+        with self._lock:
+            if not job.queued:
+                return False
+            self._dequeue(job)
+            return True
+
+    def close(self, stops: int, drain: bool) -> list:
+        """Refuse new jobs; append `stops` stop tickets; return the queued jobs if `drain`."""
+        with self._lock:
+            self.closed = True
+            pending = []
+            if drain:
+                for level in self._order:
+                    while level:
+                        job = level.popleft()
+                        if job.queued:
+                            self._dequeue(job)
+                            pending.append(job)
+            for _ in range(stops):
+                self._tickets.put(STOP)
+            self._arrived.notify_all()
+        # Wake producers blocked on a full queue: each one that wakes finds the pool
+        # closed and gives its slot back, which wakes the next (a cascade).
+        self._slots.put(None)
+        return pending
+
+    def _give_back(self, job) -> None:
+        if job.slot:
+            job.slot = False
+            self._slots.put(None)
+
+
+def _preferred_cut(first_rows: int, more_rows: list[int], preferred: Sequence[int]) -> int | None:
+    """How many of the candidate jobs to take so that the batch has a preferred size (the largest), or None."""
+    best, total = None, first_rows
+    if total in preferred:
+        best = 0
+    for i, r in enumerate(more_rows):
+        total += r
+        if total in preferred:
+            best = i + 1
+    return best
