@@ -43,7 +43,7 @@ import numpy as np
 from .ir import Graph, Subgraph, Value, readonly
 from .ops.context import NotStatic
 
-_compile_lock = threading.Lock()
+_compile_lock = threading.RLock()  # a body compiles the bodies nested in it
 _local = threading.local()
 _NETS_PER_BODY = 8  # LRU bound per (thread, body): distinct dtypes / static-capture sets
 

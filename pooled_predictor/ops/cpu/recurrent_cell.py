@@ -16,6 +16,7 @@ corresponding ONNX operators.
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 ACTIVATIONS = {
     "relu": (0, False, False, 0.0, 0.0),
@@ -39,11 +40,8 @@ def activate(x: np.ndarray, act) -> None:
         np.maximum(x, 0, out=x)
     elif code == 1:
         np.tanh(x, out=x)
-    elif code == 2:  # 1 / (1 + exp(-x)), stable for large |x|
-        np.negative(x, out=x)
-        np.exp(x, out=x)
-        x += 1
-        np.reciprocal(x, out=x)
+    elif code == 2:  # 1 / (1 + exp(-x)), without overflow for large |x|
+        special.expit(x, out=x)
     elif code == 3:
         x *= alpha
         x += beta

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...control_flow import body_run, specs_or_raise
+from ...errors import PooledPredictorError
 from ..context import NotStatic
 from . import shape_rule
 
@@ -35,7 +36,12 @@ def _if(ctx):
     if ctx.is_static(0):
         branches = [branches[0] if bool(np.asarray(ctx.value(0)).reshape(-1)[0]) else branches[1]]
     shapes = ctx.shapes[1:]
-    specs = [specs_or_raise(branch_run(ctx, b), shapes, ctx.node.name) for b in branches]
+    if len(branches) == 1:
+        return specs_or_raise(branch_run(ctx, branches[0]), shapes, ctx.node.name)
+    try:  # the branch not taken may reject these shapes (onnxruntime never runs it either)
+        specs = [specs_or_raise(branch_run(ctx, b), shapes, ctx.node.name) for b in branches]
+    except PooledPredictorError as exc:
+        raise NotStatic(f"node {ctx.node.name!r}: a branch rejects these shapes: {exc}") from exc
     if len(specs) == 2 and specs[0] != specs[1]:
         raise NotStatic(f"node {ctx.node.name!r}: the branches give different shapes {specs}")
     return specs[0]
