@@ -142,17 +142,21 @@ class BodyRun:
         self._layout = None
 
 
-def body_run(sub: Subgraph, device: str, dtypes, values=None) -> BodyRun:
+def body_run(sub: Subgraph, device: str, dtypes, values=None, constants=None) -> BodyRun:
     """This thread's BodyRun of `sub` for these input dtypes and static captures.
 
     Args:
         dtypes: dtype of each of sub.inputs.
         values: optional value of each of sub.inputs (None where unknown);
             read-only ones among the captures are baked in as weights.
+        constants: formal input index -> the value it has on every run (a
+            Loop body's incoming condition is always true), baked in too.
     """
     values = values or [None] * len(sub.inputs)
     first = sub.num_formal_inputs
     static = {v.name: a for v, a in zip(sub.inputs[first:], values[first:]) if _is_static(a)}
+    for i, a in (constants or {}).items():
+        static[sub.inputs[i].name] = a
     key = (tuple(np.dtype(t).str for t in dtypes), tuple((n, id(a)) for n, a in static.items()))
     cache = getattr(_local, "runs", None)
     if cache is None:

@@ -63,8 +63,10 @@ def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
 
     Runs while (M absent or i < M) and (cond absent or cond): the body gets
     (i, cond, carried..., captures...) and returns (cond, carried..., scans...).
-    The body's condition output is ignored when the node's cond is absent
-    (the spec's "for loop" form). Scan outputs stack along a new axis 0.
+    The body's condition output ends the loop even when the node's cond is
+    absent (the spec's "for loop" form calls it ignored; onnxruntime and onnx's
+    reference evaluator stop on it, and so do we). Scan outputs stack along a
+    new axis 0.
     Args:
         out: the node's preallocated outputs, or None to allocate them.
     Returns:
@@ -81,8 +83,7 @@ def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
     while keep and (trips is None or i < trips):
         it[...], c[...] = i, keep
         outs = run.run([it, c, *carried, *captures], first=2 + n_carried)
-        if cond is not None:
-            keep = _true(outs[0])
+        keep = _true(outs[0])
         carried = outs[1:1 + n_carried]
         for j, s in enumerate(outs[1 + n_carried:]):
             if out is None:

@@ -14,10 +14,12 @@ import numpy as np
 
 from ...control_flow import body_run, specs_or_raise
 from ...errors import PooledPredictorError
+from ...ir import readonly
 from ..context import NotStatic
 from . import shape_rule
 
 INT64, BOOL = np.dtype(np.int64), np.dtype(np.bool_)
+TRUE = readonly(np.array(True))  # a Loop body runs only while its condition is true
 
 
 def input_values(ctx, idx) -> list:
@@ -51,19 +53,20 @@ def loop_run(ctx, body):
     """Loop: the body's BodyRun (iteration number, condition, carried values, captures)."""
     idx = range(2, ctx.num_inputs)
     dtypes = [INT64, BOOL] + [ctx.dtype(i) for i in idx]
-    return body_run(body, ctx.device, dtypes, [None, None] + input_values(ctx, idx))
+    return body_run(body, ctx.device, dtypes, [None, None] + input_values(ctx, idx), {1: TRUE})
 
 
 def static_trip_count(ctx, run) -> int | None:
-    """Iterations when known before forward: M static and the condition absent, or static and never changed."""
+    """Iterations when known before forward: M static, cond absent or static, the body's condition static true."""
     m = int(np.asarray(ctx.value(0)).reshape(-1)[0]) if ctx.is_static(0) else None
-    if not ctx.has_input(1):
-        return m
-    if not ctx.is_static(1):
-        return None
-    if not bool(np.asarray(ctx.value(1)).reshape(-1)[0]):
+    if ctx.has_input(1):
+        if not ctx.is_static(1):
+            return None
+        if not bool(np.asarray(ctx.value(1)).reshape(-1)[0]):
+            return 0
+    if m == 0:
         return 0
-    cond_out = run.static_output(0)
+    cond_out = run.static_output(0)  # the body's condition stops the loop (as in onnxruntime)
     if m is not None and cond_out is not None and bool(np.asarray(cond_out).reshape(-1)[0]):
         return m
     return None
