@@ -8,6 +8,15 @@ import pytest
 from tests.onnx_helpers import check_node, feeds_of, make_node_model, run_ort
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def loops(request, monkeypatch):
+    """Both time loops: the numba one (float32/64) and the numpy reference."""
+    from pooled_predictor.ops.cpu import recurrent
+
+    monkeypatch.setattr(recurrent, "USE_COMPILED", request.param == "compiled")
+    return request.param
 SEQ, BATCH, INPUT, HIDDEN = 5, 3, 4, 6
 
 
@@ -45,7 +54,7 @@ GRID = [
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
 @pytest.mark.parametrize("direction,layout,bias,seq_lens,initial,peepholes,opset", GRID)
-def test_recurrent_grid(op, direction, layout, bias, seq_lens, initial, peepholes, opset):
+def test_recurrent_grid(op, direction, layout, bias, seq_lens, initial, peepholes, opset, loops):
     rng = np.random.default_rng(hash((op, direction, layout, bias, seq_lens)) % 2**32)
     inputs = _inputs(op, rng, direction=direction, layout=layout, bias=bias, seq_lens=seq_lens,
                      initial=initial, peepholes=peepholes)
@@ -90,7 +99,7 @@ ACTS = {
 
 @pytest.mark.parametrize("op,acts,alpha,beta", [(op, *a) for op, lst in ACTS.items() for a in lst])
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
-def test_recurrent_activations_and_clip(op, acts, alpha, beta, direction):
+def test_recurrent_activations_and_clip(op, acts, alpha, beta, direction, loops):
     rng = np.random.default_rng(7)
     inputs = _inputs(op, rng, direction=direction, layout=0, bias=True, seq_lens=False, initial=True,
                      peepholes=False)
@@ -105,7 +114,7 @@ def test_recurrent_activations_and_clip(op, acts, alpha, beta, direction):
 
 @pytest.mark.parametrize("linear_before_reset", [0, 1])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
-def test_gru_linear_before_reset(linear_before_reset, direction):
+def test_gru_linear_before_reset(linear_before_reset, direction, loops):
     rng = np.random.default_rng(3)
     inputs = _inputs("GRU", rng, direction=direction, layout=0, bias=True, seq_lens=True, initial=True,
                      peepholes=False)
@@ -113,7 +122,7 @@ def test_gru_linear_before_reset(linear_before_reset, direction):
     check_node("GRU", inputs, attrs, opset=14, outputs=2, static=(1, 2, 3), rtol=1e-5)
 
 
-def test_lstm_input_forget_and_partial_outputs():
+def test_lstm_input_forget_and_partial_outputs(loops):
     rng = np.random.default_rng(5)
     inputs = _inputs("LSTM", rng, direction="forward", layout=0, bias=True, seq_lens=False, initial=True,
                      peepholes=True)
@@ -121,3 +130,23 @@ def test_lstm_input_forget_and_partial_outputs():
                static=(1, 2, 3, 7), rtol=1e-5)
     # Only Y_h requested (Y absent): the kernel must not need Y.
     check_node("LSTM", inputs, {"hidden_size": HIDDEN}, opset=14, outputs=["", "yh"], static=(1, 2, 3, 7))
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_recurrent_other_float_types(op, dtype):
+    """float64 runs compiled, float16 through the numpy loops (onnxruntime: float32 computed, cast)."""
+    rng = np.random.default_rng(11)
+    inputs = _inputs(op, rng, direction="bidirectional", layout=0, bias=True, seq_lens=True, initial=True,
+                     peepholes=True)
+    inputs = [a if a is None or a.dtype == np.int32 else a.astype(dtype) for a in inputs]
+    outputs = 3 if op == "LSTM" else 2
+    attrs = {"hidden_size": HIDDEN, "direction": "bidirectional"}
+
+    def reference(*ins):
+        f32 = [a if a is None or a.dtype == np.int32 else a.astype(np.float32) for a in ins]
+        m = make_node_model(op, f32, attrs, opset=14, outputs=outputs, static=(1, 2, 3, 7))
+        return [o.astype(dtype) for o in run_ort(m, feeds_of(f32, (1, 2, 3, 7)))]
+
+    check_node(op, inputs, attrs, opset=14, outputs=outputs, static=(1, 2, 3, 7),
+               rtol=1e-5 if dtype == np.float64 else 1e-2, reference=reference)

@@ -29,6 +29,9 @@ from ..registry import kernel
 from .recurrent_cell import ACTIVATIONS, gru_steps, lstm_steps, rnn_steps
 
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+# float32/float64 time loops run compiled (recurrent_loops.py); others, and tests of the
+# compiled loops, use the numpy loops of recurrent_cell.py.
+USE_COMPILED = True
 _DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
 _DIRECTIONS = ("forward", "reverse", "bidirectional")
 
@@ -83,7 +86,30 @@ class _Recurrent:
         self.clip = -1.0 if clip is None else float(clip)
         self.acts = parse_activations(self.op, activations, activation_alpha, activation_beta, self.num_dir)
         self.xw = ctx.scratch((seq * batch, self.num_dir * self.gh), self.dtype)
-        self.work = ctx.scratch((batch, 2 * self.gh + 3 * self.hidden), self.dtype)
+        self.work = ctx.scratch((batch * (2 * self.gh + 3 * self.hidden),), self.dtype)
+        self.compiled = USE_COMPILED and self.dtype in (np.float32, np.float64)
+        if self.compiled:
+            from . import recurrent_loops
+
+            self.loops = recurrent_loops
+            self.act_tables = [recurrent_loops.act_table(a) for a in self.acts]
+
+    def buffers(self, *widths):
+        """Contiguous [batch, width] pieces of the workspace (the compiled loops' g, h, c, ...)."""
+        flat, at, out = self.work.array, 0, []
+        for w in widths:
+            out.append(flat[at:at + self.batch * w].reshape(self.batch, w))
+            at += self.batch * w
+        return out
+
+    def numpy_work(self):
+        return self.work.array.reshape(self.batch, -1)
+
+    def y_arg(self, y, d):
+        """(Y view of direction d, write it?) for the compiled loops; zeroed where sequences end early."""
+        if y is None:
+            return np.empty((0, 0, 0), self.dtype), False
+        return y[:, d], True
 
     def project(self, x, w, b, rb_mask):
         """XW[t, b, d*GH + g] = X[t, b] . W[d, g] + Wb[d, g] (+ Rb[d, g] where rb_mask): one GEMM.
@@ -111,6 +137,11 @@ class _Recurrent:
             return np.zeros((self.num_dir, self.batch, self.hidden), self.dtype)
         return h0.transpose(1, 0, 2) if self.layout else h0
 
+    def start(self, y, seq_lens):
+        """Zero Y when some sequence ends before seq (its tail stays zero)."""
+        if y is not None and seq_lens is not None and (np.asarray(seq_lens) < self.seq).any():
+            y[...] = 0
+
     def time_index(self, seq_lens, d):
         """lens [batch] (int64) and, per step s and batch row, the time index, for direction d."""
         backward = self.reverse or d == 1
@@ -122,7 +153,7 @@ class _Recurrent:
             if lens.min(initial=0) < 0 or lens.max(initial=0) > self.seq:
                 raise ValueError(f"sequence_lens {lens.tolist()} outside [0, {self.seq}]")
         if not backward:
-            return lens, np.broadcast_to(steps, (self.seq, self.batch))
+            return lens, np.ascontiguousarray(np.broadcast_to(steps, (self.seq, self.batch)))
         return lens, np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)
 
 
@@ -144,11 +175,20 @@ class RNN(_Recurrent):
         xw = self.project(x, w, b, np.ones(self.gh, bool))
         y, (yh,) = self.views(out)
         h0 = self.initial(h0)
+        self.start(y, seq_lens)
         for d in range(self.num_dir):
             lens, tidx = self.time_index(seq_lens, d)
-            rnn_steps(xw[:, :, d * self.gh:(d + 1) * self.gh], r[d], h0[d], lens, tidx,
-                      None if y is None else y[:, d], yh if yh is None else yh[d], self.work.array,
-                      self.acts[d], self.clip)
+            xw_d = xw[:, :, d * self.gh:(d + 1) * self.gh]
+            if self.compiled:
+                g, h = self.buffers(self.gh, self.hidden)
+                h[...] = h0[d]
+                self.loops.rnn_loop(xw_d, r[d].T, lens, tidx, h, g, *self.y_arg(y, d), self.act_tables[d],
+                                    self.clip)
+                if yh is not None:
+                    yh[d] = h
+                continue
+            rnn_steps(xw_d, r[d], h0[d], lens, tidx, None if y is None else y[:, d],
+                      None if yh is None else yh[d], self.numpy_work(), self.acts[d], self.clip)
 
 
 @kernel("GRU", since=(7, 14, 22), check=_check("GRU"))
@@ -173,12 +213,22 @@ class GRU(_Recurrent):
         xw = self.project(x, w, b, mask)
         y, (yh,) = self.views(out)
         h0 = self.initial(h0)
+        self.start(y, seq_lens)
         for d in range(self.num_dir):
             rbh = np.zeros(hid, self.dtype) if b is None else b[d, self.gh + 2 * hid:].astype(self.dtype)
             lens, tidx = self.time_index(seq_lens, d)
-            gru_steps(xw[:, :, d * self.gh:(d + 1) * self.gh], r[d], rbh, h0[d], lens, tidx,
-                      None if y is None else y[:, d], None if yh is None else yh[d], self.work.array,
-                      self.acts[d], self.clip, self.linear_before_reset)
+            xw_d = xw[:, :, d * self.gh:(d + 1) * self.gh]
+            if self.compiled:
+                g, h, gh, rh = self.buffers(2 * hid, hid, hid, hid)
+                h[...] = h0[d]
+                self.loops.gru_loop(xw_d, r[d, :2 * hid].T, r[d, 2 * hid:].T, rbh, lens, tidx, h, g, gh, rh,
+                                    *self.y_arg(y, d), self.act_tables[d], self.clip, self.linear_before_reset)
+                if yh is not None:
+                    yh[d] = h
+                continue
+            gru_steps(xw_d, r[d], rbh, h0[d], lens, tidx, None if y is None else y[:, d],
+                      None if yh is None else yh[d], self.numpy_work(), self.acts[d], self.clip,
+                      self.linear_before_reset)
 
 
 @kernel("LSTM", since=(7, 14, 22), check=_check("LSTM"))
@@ -202,10 +252,22 @@ class LSTM(_Recurrent):
         xw = self.project(x, w, b, np.ones(self.gh, bool))
         y, (yh, yc) = self.views(out)
         h0, c0 = self.initial(h0), self.initial(c0)
+        self.start(y, seq_lens)
         for d in range(self.num_dir):
             peep = None if p is None else p[d].astype(self.dtype)
             lens, tidx = self.time_index(seq_lens, d)
-            lstm_steps(xw[:, :, d * self.gh:(d + 1) * self.gh], r[d], peep, h0[d], c0[d], lens, tidx,
-                       None if y is None else y[:, d], None if yh is None else yh[d],
-                       None if yc is None else yc[d], self.work.array, self.acts[d], self.clip,
-                       self.input_forget)
+            xw_d = xw[:, :, d * self.gh:(d + 1) * self.gh]
+            if self.compiled:
+                g, h, c = self.buffers(self.gh, self.hidden, self.hidden)
+                h[...], c[...] = h0[d], c0[d]
+                self.loops.lstm_loop(xw_d, r[d].T, np.zeros(0, self.dtype) if peep is None else peep,
+                                     peep is not None, lens, tidx, h, c, g, *self.y_arg(y, d),
+                                     self.act_tables[d], self.clip, self.input_forget)
+                if yh is not None:
+                    yh[d] = h
+                if yc is not None:
+                    yc[d] = c
+                continue
+            lstm_steps(xw_d, r[d], peep, h0[d], c0[d], lens, tidx, None if y is None else y[:, d],
+                       None if yh is None else yh[d], None if yc is None else yc[d], self.numpy_work(),
+                       self.acts[d], self.clip, self.input_forget)

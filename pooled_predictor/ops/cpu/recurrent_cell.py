@@ -79,8 +79,6 @@ class _Steps:
         self.rows = np.arange(self.batch)
         self.full = bool((lens == self.seq).all())
         self.xw, self.lens, self.tidx, self.y = xw, lens, tidx, y
-        if y is not None and not self.full:
-            y[...] = 0
         self.g = work[:, :gh]
         self.g2 = work[:, gh:2 * gh]
         self.h = work[:, 2 * gh:2 * gh + hidden]
