@@ -111,15 +111,24 @@ class _Recurrent:
             return np.empty((0, 0, 0), self.dtype), False
         return y[:, d], True
 
-    def project(self, x, w, b, rb_mask):
+    def prepare(self, ctx, rb_mask):
+        """Once per reshape: the projection bias when B is a weight, the time indices without sequence_lens."""
+        self.rb_mask = rb_mask
+        self.bias = self.fold_bias(ctx.value(3)) if ctx.is_static(3) else None
+        self.indices = [self.time_index(None, d) for d in range(self.num_dir)]
+
+    def fold_bias(self, b):
+        """Wb + Rb where Rb commutes with the recurrence (rb_mask), flattened over directions."""
+        return (b[:, :self.gh] + np.where(self.rb_mask, b[:, self.gh:], 0)).reshape(-1).astype(self.dtype)
+
+    def project(self, x, w, b):
         """XW[t, b, d*GH + g] = X[t, b] . W[d, g] + Wb[d, g] (+ Rb[d, g] where rb_mask): one GEMM.
 
         Returns a [seq, batch, D*GH] view (time-major whatever the layout)."""
         xw = self.xw.array
         np.matmul(x.reshape(-1, self.input_size), w.reshape(-1, self.input_size).T, out=xw)
         if b is not None:
-            bias = b[:, :self.gh] + np.where(rb_mask, b[:, self.gh:], 0)
-            xw += bias.reshape(-1).astype(self.dtype, copy=False)
+            xw += self.bias if self.bias is not None else self.fold_bias(b)
         if self.layout:
             return xw.reshape(self.batch, self.seq, -1).transpose(1, 0, 2)
         return xw.reshape(self.seq, self.batch, -1)
@@ -144,6 +153,8 @@ class _Recurrent:
 
     def time_index(self, seq_lens, d):
         """lens [batch] (int64) and, per step s and batch row, the time index, for direction d."""
+        if seq_lens is None and getattr(self, "indices", None):
+            return self.indices[d]
         backward = self.reverse or d == 1
         steps = np.arange(self.seq, dtype=np.int64)[:, None]
         if seq_lens is None:
@@ -170,9 +181,10 @@ class RNN(_Recurrent):
     def __init__(self, ctx, *, activation_alpha=None, activation_beta=None, activations=None, clip=None,
                  direction="forward", hidden_size=None, layout=0):
         self.setup(ctx, activations, activation_alpha, activation_beta, clip, direction, hidden_size, layout)
+        self.prepare(ctx, np.ones(self.gh, bool))
 
     def __call__(self, x, w, r, b=None, seq_lens=None, h0=None, *, out):
-        xw = self.project(x, w, b, np.ones(self.gh, bool))
+        xw = self.project(x, w, b)
         y, (yh,) = self.views(out)
         h0 = self.initial(h0)
         self.start(y, seq_lens)
@@ -206,11 +218,11 @@ class GRU(_Recurrent):
                  direction="forward", hidden_size=None, layout=0, linear_before_reset=0):
         self.setup(ctx, activations, activation_alpha, activation_beta, clip, direction, hidden_size, layout)
         self.linear_before_reset = bool(linear_before_reset)
+        self.prepare(ctx, np.arange(self.gh) < 2 * self.hidden)  # Rbh stays inside the reset product
 
     def __call__(self, x, w, r, b=None, seq_lens=None, h0=None, *, out):
         hid = self.hidden
-        mask = np.arange(self.gh) < 2 * hid  # Rbh stays inside the reset product
-        xw = self.project(x, w, b, mask)
+        xw = self.project(x, w, b)
         y, (yh,) = self.views(out)
         h0 = self.initial(h0)
         self.start(y, seq_lens)
@@ -247,9 +259,10 @@ class LSTM(_Recurrent):
                  direction="forward", hidden_size=None, layout=0, input_forget=0):
         self.setup(ctx, activations, activation_alpha, activation_beta, clip, direction, hidden_size, layout)
         self.input_forget = bool(input_forget)
+        self.prepare(ctx, np.ones(self.gh, bool))
 
     def __call__(self, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None, *, out):
-        xw = self.project(x, w, b, np.ones(self.gh, bool))
+        xw = self.project(x, w, b)
         y, (yh, yc) = self.views(out)
         h0, c0 = self.initial(h0), self.initial(c0)
         self.start(y, seq_lens)
