@@ -267,3 +267,35 @@ def test_nested_control_flow_through_the_pool():
          "limit": np.array(40.0, np.float32), "M": np.array(9, np.int64), "c": np.array(True)}
     for name, ours, ref in zip(["final", "scans"], pred.run(None, f), run_ort(loop, f)):
         assert_close(ours, ref, 1e-6, name)
+
+
+def test_unsupported_op_inside_a_body_is_reported_at_load():
+    from pooled_predictor.errors import UnsupportedOpError
+
+    inner = oh.make_graph([oh.make_node("Frobnicate", ["x"], ["t"], domain="com.example")], "then", [], [vi("t")])
+    outer_then = oh.make_graph([oh.make_node("If", ["c"], ["u"], then_branch=inner, else_branch=inner)],
+                               "then", [], [vi("u")])
+    g = oh.make_graph([oh.make_node("If", ["c"], ["y"], then_branch=outer_then, else_branch=outer_then)], "cf",
+                      [vi("c", TP.BOOL, []), vi("x", F, [2])], [vi("y", F, [2])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.example", 1)])
+    with pytest.raises(UnsupportedOpError, match="Frobnicate"):
+        load_onnx(m)
+
+
+def test_body_memory_is_planned_once_and_reused():
+    """The Loop body runs as a nested Net under Optimization.MEMORY: one layout for all iterations."""
+    from pooled_predictor.control_flow import body_run
+    from pooled_predictor.ops.shapes.control import TRUE
+
+    m = loop_model()
+    net = Net(Program(load_onnx(m)))
+    feeds = {"x": np.array([0.5, 1.0, 2.0], np.float32), "a0": np.array([1.5, 0.5, 1.1], np.float32),
+             "limit": np.array(1e9, np.float32), "M": np.array(20, np.int64), "c": np.array(True)}
+    net.forward(feeds)
+    loop = next(n for n in net.program.graph.nodes if n.op_type == "Loop")
+    body = loop.attrs["body"]
+    assert body.captures == ("a", "limit")
+    run = body_run(body, "cpu", [np.int64, np.bool_] + [np.float32] * 3, None, {1: TRUE})
+    run.net.layouts_built = 0
+    net.forward(feeds)
+    assert run.net.memory_plan is not None and run.net.layouts_built == 0
