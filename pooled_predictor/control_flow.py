@@ -40,7 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .ir import Graph, Subgraph, Value, readonly
+from .ir import Graph, Subgraph, Value
 from .ops.context import NotStatic
 
 _compile_lock = threading.RLock()  # a body compiles the bodies nested in it
@@ -179,7 +179,3 @@ def specs_or_raise(run: BodyRun, shapes, what: str) -> list:
     if any(s is None for s in specs):
         raise NotStatic(f"{what}: a body output's shape depends on data")
     return specs
-
-
-def as_readonly(array) -> np.ndarray:
-    return readonly(np.array(array))

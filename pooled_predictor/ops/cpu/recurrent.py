@@ -10,8 +10,11 @@ The input projection X W^T + Wb (+ Rb where it commutes with the recurrence)
 is one GEMM for all time steps and both directions, before the time loop,
 into workspace planned by the Net (ctx.scratch); the time loop then does one
 small GEMM per step (H_{t-1} R^T) and the gate arithmetic in place in
-per-Net workspace (recurrent_cell.py). Weights are read through views (W.T,
-R.T): nothing is copied per thread.
+per-Net workspace: compiled with numba for float32/float64
+(recurrent_loops.py), in numpy otherwise (recurrent_cell.py, also the
+reference the compiled loops are tested against). Weights are read through
+views (W.T, R.T): nothing is copied per thread; the projection bias and the
+time indices are computed once per reshape.
 
 Shapes (D = 2 if bidirectional else 1, H = hidden_size, G = gates: 1 RNN,
 3 GRU, 4 LSTM): W [D, G*H, input], R [D, G*H, H], B [D, 2*G*H],
