@@ -100,11 +100,14 @@ class BodyRun:
         self.names = program.input_names
         self.output_names = program.output_names
         self.net = Net(program, optimization=Optimization.MEMORY, keep=self.names)
+        self._fed_names = frozenset(self.names)
         self._layout = None
+        self._shapes = None  # input shapes of the current layout
 
     def reshape(self, shapes) -> None:
         """Lay the body out for these shapes of its inputs (all of sub.inputs, in order)."""
-        self.net.reshape({n: tuple(shapes[i]) for n, i in zip(self.names, self.fed)})
+        self._shapes = tuple(tuple(shapes[i]) for i in self.fed)
+        self.net.reshape(dict(zip(self.names, self._shapes)))
 
     def output_specs(self, shapes) -> list:
         """[(shape, dtype) or None where the shape is known only by running] for each output."""
@@ -125,7 +128,10 @@ class BodyRun:
         Returns the body's output arrays, valid until the next run.
         """
         net = self.net
-        net.reshape({n: arrays[i].shape for n, i in zip(self.names, self.fed)})
+        shapes = tuple(arrays[i].shape for i in self.fed)
+        if shapes != self._shapes or net._layout is None:
+            net.reshape(dict(zip(self.names, shapes)))
+            self._shapes = shapes
         fresh = net._layout is not self._layout
         self._layout = net._layout
         blobs = net._blobs
@@ -133,9 +139,8 @@ class BodyRun:
             if i < first or fresh:
                 np.copyto(blobs[n], arrays[i], casting="unsafe")
         net.forward()
-        fed = set(self.names)
         blobs = net._blobs
-        return [blobs[o].copy() if o in fed else blobs[o] for o in self.output_names]
+        return [blobs[o].copy() if o in self._fed_names else blobs[o] for o in self.output_names]
 
     def invalidate(self) -> None:
         """Make the next run copy every input (a new outer run: captures may have changed)."""
