@@ -92,6 +92,7 @@ class BodyRun:
         from .net import Net, Optimization
 
         program = copy.copy(program_of(sub, device))
+        program.graph = None  # the thread-local cache is keyed weakly by `sub`: hold no reference to it
         program.weights = {**program.weights, **static}
         program.inputs = [Value(v.name, np.dtype(t), None) for v, t in zip(sub.inputs, dtypes)
                           if v.name not in static]

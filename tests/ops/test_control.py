@@ -298,3 +298,17 @@ def test_body_memory_is_planned_once_and_reused():
     run.net.layouts_built = 0
     net.forward(feeds)
     assert run.net.memory_plan is not None and run.net.layouts_built == 0
+
+
+def test_body_nets_are_released_with_the_model():
+    """The thread-local body Nets are keyed weakly by their Subgraph: dropping the model frees them."""
+    import gc
+    import weakref
+
+    m = nested_model()
+    net = Net(Program(load_onnx(m)))
+    net.forward(nested_feeds())
+    body = weakref.ref(next(n for n in net.program.graph.nodes if n.op_type == "Loop").attrs["body"])
+    del net
+    gc.collect()
+    assert body() is None
