@@ -313,17 +313,3 @@ def test_body_nets_are_released_with_the_model():
     gc.collect()
     assert body() is None
 
-
-def test_if_branch_that_returns_an_outer_value_directly():
-    """A branch with no nodes whose output is a captured outer value (valid ONNX; onnxruntime refuses
-    such a model, so the reference is the formula)."""
-    then_g = oh.make_graph([], "then", [], [vi("x")])
-    else_g = oh.make_graph([oh.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e")])
-    m = model([oh.make_node("Relu", ["x0"], ["x"]),
-               oh.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
-              [vi("c", TP.BOOL, []), vi("x0", F, [3])], [vi("y", F, [3])])
-    net = Net(Program(load_onnx(m)))
-    x0 = np.array([1, -2, 3], np.float32)
-    for c in (True, False):
-        net.forward({"c": np.array(c), "x0": x0})
-        np.testing.assert_array_equal(net.blob_by_name("y"), np.maximum(x0, 0) * (1 if c else -1))
