@@ -313,3 +313,29 @@ def test_body_nets_are_released_with_the_model():
     gc.collect()
     assert body() is None
 
+
+
+@pytest.mark.parametrize("directions,lens", [([0, 0], None), ([1, 0], [3, 2]), ([0, 1], [1, 4])])
+def test_scan8_batch_axis_directions_and_sequence_lens(directions, lens):
+    """Scan-8: batch axis in front, per-input directions, sequence_lens (outputs zero past them)."""
+    body = oh.make_graph(
+        [oh.make_node("Mul", ["a_t", "scale"], ["as"]), oh.make_node("Add", ["s_in", "as"], ["s1"]),
+         oh.make_node("Sub", ["s1", "b_t"], ["s_out"]), oh.make_node("Identity", ["s_out"], ["y_t"])],
+        "body", [vi("s_in", F, [2]), vi("a_t", F, [2]), vi("b_t", F, [2])],
+        [vi("s_out", F, [2]), vi("y_t", F, [2])])
+    inputs = [vi("s0", F, [2, 2]), vi("a", F, [2, 4, 2]), vi("b", F, [2, 4, 2]), vi("k", F, [2])]
+    node_inputs = ["", "s0", "a", "b"]
+    if lens is not None:
+        inputs.append(vi("lens", TP.INT64, [2]))
+        node_inputs[0] = "lens"
+    m = model([oh.make_node("Exp", ["k"], ["scale"]),
+               oh.make_node("Scan", node_inputs, ["s", "ys"], body=body, num_scan_inputs=2,
+                            directions=directions)],
+              inputs, [vi("s", F, [2, 2]), vi("ys", F, [2, 4, 2])], opset=8)
+    rng = np.random.default_rng(2)
+    feeds = {"s0": rng.standard_normal((2, 2)).astype(np.float32),
+             "a": rng.standard_normal((2, 4, 2)).astype(np.float32),
+             "b": rng.standard_normal((2, 4, 2)).astype(np.float32), "k": np.array([0.1, -0.2], np.float32)}
+    if lens is not None:
+        feeds["lens"] = np.array(lens, np.int64)
+    compare(m, feeds)

@@ -9,9 +9,9 @@ is fed both, by position. When the node's output shapes are static
 outputs; otherwise the Net calls `evaluate`, which runs the node and
 allocates its outputs per forward.
 
-Versions: every schema from opset 11 on (If/Loop 11..25, Scan 9..25; the
+Versions: every schema from opset 11 on (If/Loop 11..25, Scan 8..25; the
 later versions add sequence, optional and new element types, not new
-semantics for tensors). Scan-8 (batch axis, sequence_lens) is not implemented.
+semantics for tensors); Scan-8 (batch axis, sequence_lens) too.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from ..registry import kernel
-from ..shapes.control import branch_run, loop_run, scan_layout, scan_run
+from ..shapes.control import branch_run, loop_run, scan8_run, scan_layout, scan_run
 
 
 def _since(op: str, first: int) -> tuple:
@@ -188,3 +188,59 @@ class Scan:
     def evaluate(cls, ctx, *arrays, body, **attrs):
         """Run once, allocating the outputs."""
         return run_scan(scan_run(ctx, body), scan_layout(ctx, body), arrays)
+
+
+@kernel("Scan", since=8)
+class Scan8:
+    """Scan-8: a batch axis in front of every state and scan input, optional sequence_lens.
+
+    Inputs: sequence_lens (int64 [batch], optional), states [batch, ...], scan
+    inputs [batch, seq, ...] (`directions`: 1 scans that input from its last
+    valid step), then the captured outer values. Batch item b runs the Scan-9
+    semantics over its first sequence_lens[b] steps; scan outputs
+    [batch, seq, ...] are zero past them.
+    """
+
+    def __init__(self, ctx, *, body, num_scan_inputs, directions=None):
+        self.run = scan8_run(ctx, body)
+        m = int(num_scan_inputs)
+        self.n, self.m = body.num_formal_inputs - m, m
+        k = len(body.outputs) - self.n
+        self.layout = (self.n, m, [0] * m, list(directions or [0] * m), [0] * k, [0] * k)
+
+    def __call__(self, lens, *arrays, out):
+        scan8(self.run, self.layout, lens, arrays, out)
+
+    @classmethod
+    def evaluate(cls, ctx, lens, *arrays, body, num_scan_inputs, directions=None):
+        """Run once, allocating the outputs (a body whose output shapes depend on data)."""
+        kernel = cls.__new__(cls)
+        cls.__init__(kernel, ctx, body=body, num_scan_inputs=num_scan_inputs, directions=directions)
+        return scan8(kernel.run, kernel.layout, lens, arrays, None)
+
+
+def scan8(run, layout, lens, arrays, out):
+    n, m = layout[0], layout[1]
+    batch, seq = arrays[n].shape[0], arrays[n].shape[1]
+    results = []
+    for b in range(batch):
+        steps = seq if lens is None else int(lens[b])
+        if not 0 <= steps <= seq:
+            raise ValueError(f"sequence_lens[{b}] = {steps} outside [0, {seq}]")
+        item = [a[b] for a in arrays[:n]] + [a[b, :steps] for a in arrays[n:n + m]] + list(arrays[n + m:])
+        if out is None:
+            results.append(run_scan(run, layout, item))
+            continue
+        views = [o[b] for o in out[:n]] + [o[b, :steps] for o in out[n:]]
+        run_scan(run, layout, item, views)
+        for o in out[n:]:
+            o[b, steps:] = 0
+    if out is not None:
+        return None
+    stacked = [np.stack([r[k] for r in results]) for k in range(n)]
+    for k in range(n, len(results[0]) if results else n):
+        full = np.zeros((batch, seq) + results[0][k].shape[1:], results[0][k].dtype)
+        for b, r in enumerate(results):
+            full[b, :r[k].shape[0]] = r[k]
+        stacked.append(full)
+    return stacked

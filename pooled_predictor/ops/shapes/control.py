@@ -118,8 +118,32 @@ def scan_run(ctx, body):
     return body_run(body, ctx.device, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
 
 
+def scan8_run(ctx, body):
+    """Scan-8: the body's BodyRun (inputs after sequence_lens: states, scan inputs, captures)."""
+    idx = range(1, ctx.num_inputs)
+    return body_run(body, ctx.device, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
+
+
+def _scan8(ctx):
+    """Scan-8: states [batch, ...], scan inputs [batch, seq, ...]; outputs keep both leading axes."""
+    body = ctx.attr("body")
+    m = int(ctx.attr("num_scan_inputs"))
+    n = body.num_formal_inputs - m
+    shapes = list(ctx.shapes[1:])
+    batch = {s[0] for s in shapes[:n + m] if len(s)}
+    seq = {s[1] for s in shapes[n:n + m] if len(s) > 1}
+    if len(batch) != 1 or len(seq) != 1 or any(len(s) < 2 for s in shapes[n:n + m]):
+        raise ctx.error(f"states and scan inputs need one batch size and one sequence length, got {shapes[:n + m]}")
+    (b,), (t,) = batch, seq
+    body_shapes = [tuple(s[1:]) for s in shapes[:n]] + [tuple(s[2:]) for s in shapes[n:n + m]] + shapes[n + m:]
+    specs = specs_or_raise(scan8_run(ctx, body), body_shapes, ctx.node.name)
+    return [((b,) + tuple(s), d) for s, d in specs[:n]] + [((b, t) + tuple(s), d) for s, d in specs[n:]]
+
+
 @shape_rule("Scan")
 def _scan(ctx):
+    if ctx.version < 9:
+        return _scan8(ctx)
     body = ctx.attr("body")
     n, m, in_axes, _, out_axes, _ = scan_layout(ctx, body)
     lengths = {ctx.shape(n + j)[in_axes[j]] for j in range(m)}
