@@ -56,7 +56,7 @@ def if_model(opset=17):
                  [const("w", np.arange(6, dtype=np.float32).reshape(2, 3)), const("zero", np.float32(0))], opset)
 
 
-@pytest.mark.parametrize("opset", [11, 13, 16, 19, 21])
+@pytest.mark.parametrize("opset", [10, 11, 13, 16, 19, 21])
 @pytest.mark.parametrize("sign", [1, -1])
 def test_if_with_captures(opset, sign):
     rng = np.random.default_rng(0)
@@ -101,7 +101,7 @@ def loop_model(trip_input=True, cond_input=True, opset=17, stop_on_limit=True):
     return model(nodes, inputs, [vi("final", F, [3]), vi("scans", F, None)], opset=opset)
 
 
-@pytest.mark.parametrize("opset", [11, 13, 16, 19, 21])
+@pytest.mark.parametrize("opset", [10, 11, 13, 16, 19, 21])
 @pytest.mark.parametrize("trips,limit", [(5, 1e9), (10, 20.0), (0, 1e9), (4, -1.0)])
 def test_loop_dynamic_trip_count_and_condition(opset, trips, limit):
     feeds = {"x": np.array([0.5, -1.0, 2.0], np.float32), "a0": np.array([1.5, -0.5, 1.1], np.float32),

@@ -9,9 +9,10 @@ is fed both, by position. When the node's output shapes are static
 outputs; otherwise the Net calls `evaluate`, which runs the node and
 allocates its outputs per forward.
 
-Versions: every schema from opset 11 on (If/Loop 11..25, Scan 8..25; the
-later versions add sequence, optional and new element types, not new
-semantics for tensors); Scan-8 (batch axis, sequence_lens) too.
+Versions: every schema of each op (If and Loop 1..25, Scan 8..25). Later
+versions add sequence, optional and element types, not new semantics for
+tensors, except Scan-9 (axes and directions per input and output in place
+of Scan-8's batch axis and sequence_lens; both are implemented).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _true(x) -> bool:
     return bool(np.asarray(x).reshape(-1)[0])
 
 
-@kernel("If", since=_since("If", 11))
+@kernel("If", since=_since("If", 1))
 class If:
     """Run then_branch when cond (a one-element bool tensor) is true, else else_branch.
 
@@ -106,7 +107,7 @@ def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
     return results
 
 
-@kernel("Loop", since=_since("Loop", 11))
+@kernel("Loop", since=_since("Loop", 1))
 class Loop:
     """Generic loop: trip count M, condition cond, loop-carried values and scan outputs.
 
