@@ -88,7 +88,9 @@ class _Recurrent:
         self.dtype = np.dtype(ctx.dtype(0))
         self.clip = -1.0 if clip is None else float(clip)
         self.acts = parse_activations(self.op, activations, activation_alpha, activation_beta, self.num_dir)
-        self.xw = ctx.scratch((seq * batch, self.num_dir * self.gh), self.dtype)
+        # one spare column: every direction's slice of the projection is then strided alike, so
+        # the compiled loops see one array layout (fewer numba specializations to compile)
+        self.xw = ctx.scratch((seq * batch, self.num_dir * self.gh + 1), self.dtype)
         self.work = ctx.scratch((batch * (2 * self.gh + 3 * self.hidden),), self.dtype)
         self.compiled = USE_COMPILED and self.dtype in (np.float32, np.float64)
         if self.compiled:
@@ -128,13 +130,13 @@ class _Recurrent:
         """XW[t, b, d*GH + g] = X[t, b] . W[d, g] + Wb[d, g] (+ Rb[d, g] where rb_mask): one GEMM.
 
         Returns a [seq, batch, D*GH] view (time-major whatever the layout)."""
-        xw = self.xw.array
+        xw = self.xw.array[:, :-1]
         np.matmul(x.reshape(-1, self.input_size), w.reshape(-1, self.input_size).T, out=xw)
         if b is not None:
             xw += self.bias if self.bias is not None else self.fold_bias(b)
         if self.layout:
             return xw.reshape(self.batch, self.seq, -1).transpose(1, 0, 2)
-        return xw.reshape(self.seq, self.batch, -1)
+        return xw.reshape(self.seq, self.batch, -1)  # a view: rows keep their spare column
 
     def views(self, out):
         """Y as [seq, D, batch, H] and Y_h (Y_c) as [D, batch, H], whatever the layout."""
@@ -167,7 +169,7 @@ class _Recurrent:
             if lens.min(initial=0) < 0 or lens.max(initial=0) > self.seq:
                 raise ValueError(f"sequence_lens {lens.tolist()} outside [0, {self.seq}]")
         if not backward:
-            return lens, np.ascontiguousarray(np.broadcast_to(steps, (self.seq, self.batch)))
+            return lens, np.broadcast_to(steps, (self.seq, self.batch)).copy()  # writeable: one numba type
         return lens, np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)
 
 
