@@ -156,3 +156,25 @@ def readonly(array: np.ndarray) -> np.ndarray:
     array = np.asarray(array)
     array.flags.writeable = False
     return array
+
+
+@dataclass(eq=False)
+class Subgraph(Graph):
+    """The body of a control-flow node (If's branches, Loop's and Scan's body).
+
+    `inputs` are the body's formal inputs (ONNX's) followed by one Value per
+    name in `captures`: the outer-scope values the body (or a body nested in
+    it) reads. The importer appends the same outer names to the node's
+    inputs, after its formal inputs, so passes see the reads (liveness, dead
+    nodes, renames) and the kernel feeds them positionally: renaming an outer
+    value renames the node input, never the body's name for it.
+    """
+
+    captures: tuple = ()
+
+    __hash__ = object.__hash__  # a body is one object (its compiled Programs are cached on it)
+    __eq__ = object.__eq__
+
+    @property
+    def num_formal_inputs(self) -> int:
+        return len(self.inputs) - len(self.captures)

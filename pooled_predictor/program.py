@@ -107,12 +107,14 @@ class Step:
         ctx = self.context(shapes, dtypes, arrays, device)
         if self.kernel.dynamic_output:
             return self._evaluate_dynamic(ctx, arrays)
+        own = getattr(self.kernel.impl, "evaluate", None)
+        if own is not None:  # a kernel that sizes its outputs by running (Loop, If, Scan)
+            return own(ctx, *arrays, **self.node.attrs)
         specs = self.infer(ctx)
         outs = [np.empty(s, t) if s is not None else None for s, t in specs]
         runner = self.bind(ctx)
         runner(*arrays, out=self.out_arg(outs))
         return outs
-
 
     def _evaluate_dynamic(self, ctx: OpContext, arrays: list) -> list:
         """Run a kernel that allocates its outputs; check them against the rule's dtypes."""
@@ -188,6 +190,13 @@ class Program:
                     problems.append(f"node {node.name!r} ({node.op_type}): {reason}")
                     continue
             steps.append(Step(node, k, version, rule))
+            if any(isinstance(v, Graph) for v in node.attrs.values()):
+                from .control_flow import compile_subgraphs  # nested Programs, compiled now
+
+                try:
+                    compile_subgraphs(node, self.device)
+                except UnsupportedOpError as exc:
+                    problems.append(f"node {node.name!r} ({node.op_type}) body: {exc}")
         if missing or problems:
             uniq = list(dict.fromkeys(missing))
             parts = []

@@ -103,13 +103,33 @@ def load_onnx(src, *, device: str | None = "cpu") -> Graph:
     if device is not None:
         from ..ops.registry import missing_kernels  # the importer's one look at the registry
 
-        missing = missing_kernels(((n.op_type, n.domain) for n in g.node if not _is_constant(n)), opset, device)
+        from .subgraph import all_nodes
+
+        missing = missing_kernels(((n.op_type, n.domain) for n in all_nodes(g) if not _is_constant(n)),
+                                  opset, device)
         if missing:
             listing = ", ".join(f"{op}" + (f" ({dom})" if dom else "") + f" opset {v}" for op, dom, v in missing)
             raise UnsupportedOpError(
                 f"model {where!r} uses {len(missing)} op(s) with no {device} kernel: {listing}; "
                 f"see `pooled-predictor ops`", missing)
 
+    nodes, weights = import_nodes(g, where, opset)
+    inputs = [_value(v) for v in g.input if v.name not in weights]
+    outputs = [_value(v) for v in g.output]
+    value_info = {v.name: _value(v) for v in g.value_info}
+    graph = Graph(nodes=nodes, inputs=inputs, outputs=outputs, weights=weights,
+                  value_info=value_info, opset=opset,
+                  metadata={p.key: p.value for p in model.metadata_props},
+                  name=g.name or "graph", source=where)
+    return graph
+
+
+def import_nodes(g: onnx.GraphProto, where: str, opset: dict) -> tuple[list[Node], dict[str, np.ndarray]]:
+    """Nodes and weights (initializers, Constant nodes) of a graph or subgraph.
+
+    Attributes holding graphs (If, Loop, Scan) become Subgraphs whose
+    outer-scope reads are appended to the node's inputs (importers/subgraph.py).
+    """
     weights: dict[str, np.ndarray] = {}
     for init in g.initializer:
         weights[init.name] = readonly(_to_array(init, where))
@@ -128,16 +148,13 @@ def load_onnx(src, *, device: str | None = "cpu") -> Graph:
         while name in used_names:
             name = f"{name}_{i}"
         used_names.add(name)
-        nodes.append(Node(n.op_type, list(n.input), list(n.output), attrs, domain, name))
+        node = Node(n.op_type, list(n.input), list(n.output), attrs, domain, name)
+        if any(isinstance(v, onnx.GraphProto) for v in attrs.values()):
+            from .subgraph import import_subgraphs
 
-    inputs = [_value(v) for v in g.input if v.name not in weights]
-    outputs = [_value(v) for v in g.output]
-    value_info = {v.name: _value(v) for v in g.value_info}
-    graph = Graph(nodes=nodes, inputs=inputs, outputs=outputs, weights=weights,
-                  value_info=value_info, opset=opset,
-                  metadata={p.key: p.value for p in model.metadata_props},
-                  name=g.name or "graph", source=where)
-    return graph
+            import_subgraphs(node, where, opset)
+        nodes.append(node)
+    return nodes, weights
 
 
 def _is_constant(n: onnx.NodeProto) -> bool:

@@ -26,6 +26,7 @@ EXACT = frozenset({
     "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Pad", "Where", "Shape", "Size", "Dropout",
     "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf",
     "Max", "Min", "Relu", "Neg", "Abs", "Sign", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin",
+    "If", "Loop", "Scan",  # control flow: the bodies see the original types and widen their own nodes
 })
 
 

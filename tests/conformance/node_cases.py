@@ -29,6 +29,7 @@ import onnx
 from onnx import numpy_helper
 
 from pooled_predictor.backend import PooledPredictorBackend, cuda_available
+from pooled_predictor.importers.subgraph import all_nodes as graph_nodes  # subgraphs included
 from pooled_predictor.ops.registry import find
 
 _FLEX_MODS = ("FlexAttention (ai.onnx.preview) with score_mod/prob_mod subgraphs: not run yet (they need "
@@ -75,18 +76,6 @@ def load_cases() -> tuple:
             return tuple(load_model_tests(kind="node"))
     finally:
         np.random.set_state(state)
-
-
-def graph_nodes(graph: onnx.GraphProto):
-    """Every node of a graph and of its subgraphs (If/Loop/Scan bodies), depth first."""
-    for node in graph.node:
-        yield node
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from graph_nodes(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    yield from graph_nodes(g)
 
 
 def _domain(d: str) -> str:

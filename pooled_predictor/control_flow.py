@@ -1,0 +1,187 @@
+"""Nested Programs for control-flow bodies (If branches, Loop and Scan bodies).
+
+A body (an ir.Subgraph) is compiled once per device into its own Program,
+cached on the Subgraph and shared read-only by every thread, like the outer
+Program. It runs as a nested Net (`BodyRun`): one per (thread, body, input
+dtypes, static captures), kept in a thread-local cache, so a body Net is
+never used by two threads and is reused across iterations, forwards and the
+outer Net's layouts.
+
+Memory: the body Net plans its activations with memory_opt
+(Optimization.MEMORY) in its own arena, laid out once per distinct set of
+body input shapes (cached like any Net's layouts); an iteration allocates
+nothing for its activations. What is copied or allocated, and why:
+
+* every run copies the fed values (If: none but captures; Loop: the
+  iteration number, the condition and the loop-carried values; Scan: the
+  state and one slice of each scan input) into the body's input blobs, and
+  the body's outputs are copied out (into the node's planned outputs when
+  their shapes are static). The body's inputs are kept alive for the whole
+  body run so that outputs never share their bytes and can be fed back.
+* captures that are static (weights, values known at reshape: read-only
+  arrays) become weights of the body Net, so its shape inference and
+  constant folding see them; other captures are copied into the body's input
+  blobs once per outer run (again only after a body re-layout).
+* Loop outputs whose shape is known only by running (a trip count or
+  condition fed at forward, carried values that change shape) are computed
+  per forward by `evaluate`: scan outputs are then collected per iteration
+  (one small array each) and stacked once at the end; the final carried values
+  are copied out.
+* a body output that is a node of the body whose own shape depends on data
+  is allocated by that node per run (as in any Net).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+from .ir import Graph, Subgraph, Value
+from .ops.context import NotStatic
+
+_compile_lock = threading.RLock()  # a body compiles the bodies nested in it
+_local = threading.local()
+_NETS_PER_BODY = 8  # LRU bound per (thread, body): distinct dtypes / static-capture sets
+
+
+def compile_subgraphs(node, device: str) -> None:
+    """Compile (once, cached) every Subgraph attribute of a node into a Program.
+
+    Raises:
+        UnsupportedOpError: a body uses an op with no kernel (from Program).
+    """
+    for value in node.attrs.values():
+        if isinstance(value, Graph):
+            program_of(value, device)
+
+
+def program_of(sub: Subgraph, device: str = "cpu"):
+    """The compiled Program of a body on a device (compiled on first use, shared by all threads)."""
+    programs = sub.__dict__.get("_programs")
+    if programs is not None and device in programs:
+        return programs[device]
+    with _compile_lock:
+        programs = sub.__dict__.setdefault("_programs", {})
+        if device not in programs:
+            from .program import Program
+
+            programs[device] = Program(sub, device)
+        return programs[device]
+
+
+def _is_static(array) -> bool:
+    """Read-only arrays are weights or values fixed at reshape (the Net's convention)."""
+    return isinstance(array, np.ndarray) and not array.flags.writeable
+
+
+class BodyRun:
+    """One body bound to a nested Net: feed inputs by position, run, read outputs.
+
+    Args:
+        sub: the Subgraph (formal inputs, then captures).
+        device: the device of the enclosing Program.
+        dtypes: dtype of each of sub.inputs, in order.
+        static: body input name -> read-only value baked into the body as a weight.
+    """
+
+    def __init__(self, sub: Subgraph, device: str, dtypes, static: dict):
+        from .net import Net, Optimization
+
+        program = copy.copy(program_of(sub, device))
+        program.graph = None  # the thread-local cache is keyed weakly by `sub`: hold no reference to it
+        program.weights = {**program.weights, **static}
+        program.inputs = [Value(v.name, np.dtype(t), None) for v, t in zip(sub.inputs, dtypes)
+                          if v.name not in static]
+        program.input_names = [v.name for v in program.inputs]
+        self.fed = [i for i, v in enumerate(sub.inputs) if v.name not in static]
+        self.names = program.input_names
+        self.output_names = program.output_names
+        self.net = Net(program, optimization=Optimization.MEMORY, keep=self.names)
+        self._fed_names = frozenset(self.names)
+        self._layout = None
+        self._shapes = None  # input shapes of the current layout
+
+    def reshape(self, shapes) -> None:
+        """Lay the body out for these shapes of its inputs (all of sub.inputs, in order)."""
+        self._shapes = tuple(tuple(shapes[i]) for i in self.fed)
+        self.net.reshape(dict(zip(self.names, self._shapes)))
+
+    def output_specs(self, shapes) -> list:
+        """[(shape, dtype) or None where the shape is known only by running] for each output."""
+        self.reshape(shapes)
+        net, dyn = self.net, self.net._dynamic_outputs()
+        return [None if o in dyn else (net._blobs[o].shape, net._blobs[o].dtype) for o in self.output_names]
+
+    def static_output(self, i: int):
+        """The value of output i when fixed at reshape (read-only), else None."""
+        a = self.net._blobs.get(self.output_names[i])
+        return a if _is_static(a) else None
+
+    def run(self, arrays, first: int = 0) -> list:
+        """Run the body on `arrays` (one per sub input; static ones ignored).
+
+        Inputs from index `first` on are copied only when the body was laid out
+        anew since the last call (captures: constant over the iterations).
+        Returns the body's output arrays, valid until the next run.
+        """
+        net = self.net
+        shapes = tuple(arrays[i].shape for i in self.fed)
+        if shapes != self._shapes or net._layout is None:
+            net.reshape(dict(zip(self.names, shapes)))
+            self._shapes = shapes
+        fresh = net._layout is not self._layout
+        self._layout = net._layout
+        blobs = net._blobs
+        for n, i in zip(self.names, self.fed):
+            if i < first or fresh:
+                np.copyto(blobs[n], arrays[i], casting="unsafe")
+        net.forward()
+        blobs = net._blobs
+        return [blobs[o].copy() if o in self._fed_names else blobs[o] for o in self.output_names]
+
+    def invalidate(self) -> None:
+        """Make the next run copy every input (a new outer run: captures may have changed)."""
+        self._layout = None
+
+
+def body_run(sub: Subgraph, device: str, dtypes, values=None, constants=None) -> BodyRun:
+    """This thread's BodyRun of `sub` for these input dtypes and static captures.
+
+    Args:
+        dtypes: dtype of each of sub.inputs.
+        values: optional value of each of sub.inputs (None where unknown);
+            read-only ones among the captures are baked in as weights.
+        constants: formal input index -> the value it has on every run (a
+            Loop body's incoming condition is always true), baked in too.
+    """
+    values = values or [None] * len(sub.inputs)
+    first = sub.num_formal_inputs
+    static = {v.name: a for v, a in zip(sub.inputs[first:], values[first:]) if _is_static(a)}
+    for i, a in (constants or {}).items():
+        static[sub.inputs[i].name] = a
+    key = (tuple(np.dtype(t).str for t in dtypes), tuple((n, id(a)) for n, a in static.items()))
+    cache = getattr(_local, "runs", None)
+    if cache is None:
+        cache = _local.runs = weakref.WeakKeyDictionary()
+    per = cache.get(sub)
+    if per is None:
+        per = cache[sub] = OrderedDict()
+    entry = per.pop(key, None)
+    if entry is None:
+        entry = (BodyRun(sub, device, dtypes, static), static)  # static: keeps the ids valid
+    per[key] = entry
+    while len(per) > _NETS_PER_BODY:
+        per.popitem(last=False)
+    return entry[0]
+
+
+def specs_or_raise(run: BodyRun, shapes, what: str) -> list:
+    """Body output (shape, dtype) list; NotStatic when one is known only by running."""
+    specs = run.output_specs(shapes)
+    if any(s is None for s in specs):
+        raise NotStatic(f"{what}: a body output's shape depends on data")
+    return specs

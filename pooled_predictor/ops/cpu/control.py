@@ -1,0 +1,247 @@
+"""If, Loop and Scan: control flow over nested Programs (ONNX spec: If, Loop, Scan).
+
+Each body is a Subgraph compiled into its own Program and run as a nested
+Net (pooled_predictor/control_flow.py, which says what is copied and
+allocated per iteration). The node's inputs are its formal inputs followed by
+the outer-scope values its bodies capture (importers/subgraph.py); the body
+is fed both, by position. When the node's output shapes are static
+(ops/shapes/control.py) the kernel copies the body's outputs into the planned
+outputs; otherwise the Net calls `evaluate`, which runs the node and
+allocates its outputs per forward.
+
+Versions: every schema of each op (If and Loop 1..25, Scan 8..25). Later
+versions add sequence, optional and element types, not new semantics for
+tensors, except Scan-9 (axes and directions per input and output in place
+of Scan-8's batch axis and sequence_lens; both are implemented).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..registry import kernel
+from ..shapes.control import branch_run, loop_run, scan8_run, scan_layout, scan_run
+
+
+def _since(op: str, first: int) -> tuple:
+    return tuple(sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                         if s.name == op and s.domain == "" and s.since_version >= first}))
+
+
+def _true(x) -> bool:
+    return bool(np.asarray(x).reshape(-1)[0])
+
+
+@kernel("If", since=_since("If", 1))
+class If:
+    """Run then_branch when cond (a one-element bool tensor) is true, else else_branch.
+
+    Inputs: cond, then the captured outer values (both branches see them).
+    Outputs: the chosen branch's outputs, copied into the node's outputs.
+    """
+
+    def __init__(self, ctx, *, then_branch, else_branch):
+        self.runs = (branch_run(ctx, then_branch), branch_run(ctx, else_branch))
+
+    def __call__(self, cond, *captures, out):
+        run = self.runs[0 if _true(cond) else 1]
+        run.invalidate()
+        for o, r in zip(out, run.run(captures)):
+            if o is not None:
+                np.copyto(o, r)
+
+    @classmethod
+    def evaluate(cls, ctx, cond, *captures, then_branch, else_branch):
+        """Run once and return freshly allocated outputs (shapes that depend on cond)."""
+        run = branch_run(ctx, then_branch if _true(cond) else else_branch)
+        run.invalidate()
+        return [np.array(r) for r in run.run(captures)]
+
+
+def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
+    """The Loop semantics of the spec, over a BodyRun.
+
+    Runs while (M absent or i < M) and (cond absent or cond): the body gets
+    (i, cond, carried..., captures...) and returns (cond, carried..., scans...).
+    The body's condition output ends the loop even when the node's cond is
+    absent (the spec's "for loop" form calls it ignored; onnxruntime and onnx's
+    reference evaluator stop on it, and so do we). Scan outputs stack along a
+    new axis 0.
+    Args:
+        out: the node's preallocated outputs, or None to allocate them.
+    Returns:
+        The outputs when `out` is None.
+    """
+    carried, captures = list(rest[:n_carried]), list(rest[n_carried:])
+    trips = None if m is None else int(np.asarray(m).reshape(-1)[0])
+    keep = True if cond is None else _true(cond)
+    n_scans = len(run.output_names) - 1 - n_carried
+    collected = [[] for _ in range(n_scans)]
+    it, c = np.zeros((), np.int64), np.zeros((), np.bool_)
+    run.invalidate()
+    i = 0
+    while keep and (trips is None or i < trips):
+        it[...], c[...] = i, keep
+        outs = run.run([it, c, *carried, *captures], first=2 + n_carried)
+        keep = _true(outs[0])
+        carried = outs[1:1 + n_carried]
+        for j, s in enumerate(outs[1 + n_carried:]):
+            if out is None:
+                collected[j].append(np.array(s))
+            elif out[n_carried + j] is not None:
+                out[n_carried + j][i] = s
+        i += 1
+    if out is not None:
+        for o, v in zip(out, carried):
+            if o is not None:
+                np.copyto(o, v)
+        return None
+    results = [np.array(v) for v in carried]
+    if n_scans and i == 0:
+        shapes = [(), ()] + [v.shape for v in rest]
+        specs = run.output_specs(shapes)[1 + n_carried:]
+        results += [np.empty((0,) + (tuple(s[0]) if s else ()), s[1] if s else np.float32) for s in specs]
+    else:
+        results += [np.stack(c) for c in collected]
+    return results
+
+
+@kernel("Loop", since=_since("Loop", 1))
+class Loop:
+    """Generic loop: trip count M, condition cond, loop-carried values and scan outputs.
+
+    Inputs: M (int64, optional), cond (bool, optional), v_initial..., then the
+    captured outer values. Outputs: v_final..., scan_outputs... (each stacked
+    over iterations along a new axis 0).
+    """
+
+    def __init__(self, ctx, *, body):
+        self.run = loop_run(ctx, body)
+        self.n_carried = body.num_formal_inputs - 2
+
+    def __call__(self, m, cond, *rest, out):
+        run_loop(self.run, self.n_carried, m, cond, rest, out)
+
+    @classmethod
+    def evaluate(cls, ctx, m, cond, *rest, body):
+        """Run once, allocating the outputs (trip count or carried shapes known only by running)."""
+        return run_loop(loop_run(ctx, body), body.num_formal_inputs - 2, m, cond, rest)
+
+
+def run_scan(run, layout, arrays, out=None) -> list | None:
+    """The Scan semantics of the spec (Scan-9 and later) over a BodyRun.
+
+    Every step feeds the states and slice t of each scan input (taken along
+    its scan_input_axes, from the end when its direction is 1) and stores
+    the body's scan outputs at index t along scan_output_axes (reversed when
+    their direction is 1). Returns the outputs when `out` is None.
+    """
+    n, m, in_axes, in_dirs, out_axes, out_dirs = layout
+    states, scans, captures = list(arrays[:n]), arrays[n:n + m], list(arrays[n + m:])
+    views = [np.moveaxis(x, a, 0) for x, a in zip(scans, in_axes)]
+    steps = views[0].shape[0] if views else 0
+    n_out = len(run.output_names) - n
+    collected = [[None] * steps for _ in range(n_out)]
+    out_views = None
+    if out is not None:
+        out_views = [None if o is None else np.moveaxis(o, a % o.ndim, 0) for o, a in zip(out[n:], out_axes)]
+    run.invalidate()
+    for t in range(steps):
+        slices = [v[steps - 1 - t] if d else v[t] for v, d in zip(views, in_dirs)]
+        outs = run.run([*states, *slices, *captures], first=n + m)
+        states = outs[:n]
+        for k, s in enumerate(outs[n:]):
+            at = steps - 1 - t if out_dirs[k] else t
+            if out_views is None:
+                collected[k][at] = np.array(s)
+            elif out_views[k] is not None:
+                out_views[k][at] = s
+    if out is not None:
+        for o, v in zip(out, states):
+            if o is not None:
+                np.copyto(o, v)
+        return None
+    results = [np.array(v) for v in states]
+    for k, c in enumerate(collected):
+        stacked = np.stack(c) if c else np.empty((0,), np.float32)
+        results.append(np.moveaxis(stacked, 0, out_axes[k] % stacked.ndim))
+    return results
+
+
+@kernel("Scan", since=_since("Scan", 9))
+class Scan:
+    """Scan: a body run once per slice of its scan inputs, with state carried across steps.
+
+    Inputs: initial states (N), scan inputs (num_scan_inputs), then the
+    captured outer values. Outputs: final states (N), scan outputs (K).
+    """
+
+    def __init__(self, ctx, *, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
+                 scan_output_axes=None, scan_output_directions=None):
+        self.run = scan_run(ctx, body)
+        self.layout = scan_layout(ctx, body)
+
+    def __call__(self, *arrays, out):
+        run_scan(self.run, self.layout, arrays, out)
+
+    @classmethod
+    def evaluate(cls, ctx, *arrays, body, **attrs):
+        """Run once, allocating the outputs."""
+        return run_scan(scan_run(ctx, body), scan_layout(ctx, body), arrays)
+
+
+@kernel("Scan", since=8)
+class Scan8:
+    """Scan-8: a batch axis in front of every state and scan input, optional sequence_lens.
+
+    Inputs: sequence_lens (int64 [batch], optional), states [batch, ...], scan
+    inputs [batch, seq, ...] (`directions`: 1 scans that input from its last
+    valid step), then the captured outer values. Batch item b runs the Scan-9
+    semantics over its first sequence_lens[b] steps; scan outputs
+    [batch, seq, ...] are zero past them.
+    """
+
+    def __init__(self, ctx, *, body, num_scan_inputs, directions=None):
+        self.run = scan8_run(ctx, body)
+        m = int(num_scan_inputs)
+        self.n, self.m = body.num_formal_inputs - m, m
+        k = len(body.outputs) - self.n
+        self.layout = (self.n, m, [0] * m, list(directions or [0] * m), [0] * k, [0] * k)
+
+    def __call__(self, lens, *arrays, out):
+        scan8(self.run, self.layout, lens, arrays, out)
+
+    @classmethod
+    def evaluate(cls, ctx, lens, *arrays, body, num_scan_inputs, directions=None):
+        """Run once, allocating the outputs (a body whose output shapes depend on data)."""
+        kernel = cls.__new__(cls)
+        cls.__init__(kernel, ctx, body=body, num_scan_inputs=num_scan_inputs, directions=directions)
+        return scan8(kernel.run, kernel.layout, lens, arrays, None)
+
+
+def scan8(run, layout, lens, arrays, out):
+    n, m = layout[0], layout[1]
+    batch, seq = arrays[n].shape[0], arrays[n].shape[1]
+    results = []
+    for b in range(batch):
+        steps = seq if lens is None else int(lens[b])
+        if not 0 <= steps <= seq:
+            raise ValueError(f"sequence_lens[{b}] = {steps} outside [0, {seq}]")
+        item = [a[b] for a in arrays[:n]] + [a[b, :steps] for a in arrays[n:n + m]] + list(arrays[n + m:])
+        if out is None:
+            results.append(run_scan(run, layout, item))
+            continue
+        views = [o[b] for o in out[:n]] + [o[b, :steps] for o in out[n:]]
+        run_scan(run, layout, item, views)
+        for o in out[n:]:
+            o[b, steps:] = 0
+    if out is not None:
+        return None
+    stacked = [np.stack([r[k] for r in results]) for k in range(n)]
+    for k in range(n, len(results[0]) if results else n):
+        full = np.zeros((batch, seq) + results[0][k].shape[1:], results[0][k].dtype)
+        for b, r in enumerate(results):
+            full[b, :r[k].shape[0]] = r[k]
+        stacked.append(full)
+    return stacked
