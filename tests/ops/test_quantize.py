@@ -16,13 +16,17 @@ def zero_point(shape, dtype):
     return rng.integers(max(info.min, -20), min(info.max, 20) + 1, shape).astype(dtype)
 
 
-def params(layout, x_shape, axis, block, qtype, sdtype=np.float32):
+def param_shape(layout, x_shape, axis, block) -> tuple:
+    """The shape of a scale / zero point: per tensor (), per axis (D_axis,), blocked (ceil(D_axis / B))."""
     if layout == "tensor":
-        shape = ()
-    elif layout == "axis":
-        shape = (x_shape[axis],)
-    else:
-        shape = tuple(-(-d // block) if i == axis % len(x_shape) else d for i, d in enumerate(x_shape))
+        return ()
+    if layout == "axis":
+        return (x_shape[axis],)
+    return tuple(-(-d // block) if i == axis % len(x_shape) else d for i, d in enumerate(x_shape))
+
+
+def params(layout, x_shape, axis, block, qtype, sdtype=np.float32):
+    shape = param_shape(layout, x_shape, axis, block)
     scale = (rng.random(shape) * 0.2 + 0.05).astype(sdtype)
     return scale, zero_point(shape, qtype)
 

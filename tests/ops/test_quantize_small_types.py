@@ -16,6 +16,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from tests.onnx_helpers import assert_close, feeds_of, make_node_model, run_ours, type_outputs
+from tests.ops.test_quantize import param_shape
 
 rng = np.random.default_rng(21)
 FLOAT8 = [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,
@@ -26,12 +27,7 @@ LAYOUTS = [("tensor", 1, 0), ("axis", 1, 0), ("blocked", -1, 3)]
 
 def params(layout, x_shape, axis, block, qtype):
     """scale (float32) and zero point (qtype: random in range for integers, 0 for floats)."""
-    if layout == "tensor":
-        shape = ()
-    elif layout == "axis":
-        shape = (x_shape[axis],)
-    else:
-        shape = tuple(-(-d // block) if i == axis % len(x_shape) else d for i, d in enumerate(x_shape))
+    shape = param_shape(layout, x_shape, axis, block)
     scale = (rng.random(shape) + 0.5).astype(np.float32)
     if "int" in np.dtype(qtype).name:
         info = ml_dtypes.iinfo(qtype)
