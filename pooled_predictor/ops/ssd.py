@@ -1,7 +1,9 @@
 """SSD's detection post-processing in numpy: box decoding, greedy NMS, DetectionOutput's rows.
 
 Shared by the DetectionOutput shape rule (its output size depends on the
-data) and its CPU kernel. Source: Wei Liu's SSD branch of Caffe
+data) and its CPU kernel. NMS (ApplyNMSFast over normalized boxes, IoU in
+float32 as Caffe's JaccardOverlap, top_k and the adaptive eta) is ops/nms.py,
+shared with ONNX NonMaxSuppression. Source: Wei Liu's SSD branch of Caffe
 (bbox_util.cpp: DecodeBBoxes, ApplyNMSFast, JaccardOverlap;
 detection_output_layer.cpp).
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .nms import candidates, greedy_nms
 
 
 def _decode(loc: np.ndarray, prior: np.ndarray, var: np.ndarray, code_type: str,
@@ -30,50 +34,6 @@ def _decode(loc: np.ndarray, prior: np.ndarray, var: np.ndarray, code_type: str,
     w = np.exp(v[:, 2] * loc[:, 2]) * pw
     h = np.exp(v[:, 3] * loc[:, 3]) * ph
     return np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
-
-
-def _nms(boxes: np.ndarray, scores: np.ndarray, score_threshold: float, nms_threshold: float, top_k: int,
-         eta: float) -> list[int]:
-    """SSD's ApplyNMSFast: greedy by descending score (ties: lower index first), IoU of normalized boxes.
-
-    A candidate is kept when its IoU with every box kept before it is <= the
-    threshold; with eta < 1 the threshold shrinks by eta after each kept box
-    while it is above 0.5 (adaptive NMS).
-    """
-    idx = np.nonzero(scores > score_threshold)[0]
-    idx = idx[np.argsort(-scores[idx], kind="stable")]
-    if top_k > -1:
-        idx = idx[:top_k]
-    if len(idx) == 0:
-        return []
-    iou = _iou_matrix(boxes[idx])
-    keep: list[int] = []
-    threshold = nms_threshold
-    if eta >= 1:  # constant threshold: suppress by rows of the IoU matrix
-        suppressed = np.zeros(len(idx), bool)
-        for i in range(len(idx)):
-            if not suppressed[i]:
-                keep.append(i)
-                suppressed |= iou[i] > threshold
-        return idx[keep].tolist()
-    for i in range(len(idx)):
-        if not keep or iou[i, keep].max() <= threshold:
-            keep.append(i)
-            if threshold > 0.5:
-                threshold *= eta
-    return idx[keep].tolist()
-
-
-def _iou_matrix(b: np.ndarray) -> np.ndarray:
-    """SSD's JaccardOverlap of every pair of normalized boxes (0 for disjoint or invalid boxes)."""
-    valid = (b[:, 2] >= b[:, 0]) & (b[:, 3] >= b[:, 1])
-    area = np.where(valid, (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]), 0.0)
-    w = np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0])
-    h = np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1])
-    inter = np.where((w > 0) & (h > 0), w * h, 0.0)
-    union = area[:, None] + area[None, :] - inter
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(inter > 0, inter / union, 0.0)
 
 
 def detections(loc, conf, prior, *, num_classes, share_location=1, background_label_id=0,
@@ -99,7 +59,8 @@ def detections(loc, conf, prior, *, num_classes, share_location=1, background_la
         for c in range(num_classes):
             if c == background_label_id:
                 continue
-            for i in _nms(boxes, scores[:, c], confidence_threshold, nms_threshold, top_k, eta):
+            order = candidates(scores[:, c], confidence_threshold, top_k)
+            for i in greedy_nms(boxes, order, nms_threshold, eta=eta):
                 kept.append((float(scores[i, c]), c, i))
         if keep_top_k > -1 and len(kept) > keep_top_k:
             order = sorted(range(len(kept)), key=lambda j: -kept[j][0])  # stable: ties keep their order

@@ -9,7 +9,8 @@ copies of them and its small-float outputs are rounded once at the end
 workspace asked through the OpContext, so the Net plans them in its arena.
 
 Ops in EXACT move or compare values without arithmetic and run on the small
-type itself; Cast, CastLike and BitCast define their own conversions.
+type itself; Cast, CastLike, BitCast, QuantizeLinear and DequantizeLinear
+define their own conversions (float8 saturation, the division's precision).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from .context import OpContext
 
 WIDE = np.dtype(np.float32)
 EXACT = frozenset({
-    "Cast", "CastLike", "BitCast", "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten",
+    "Cast", "CastLike", "BitCast", "QuantizeLinear", "DequantizeLinear",
+    "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten",
     "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Pad", "Where", "Shape", "Size", "Dropout",
     "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf",
     "Max", "Min", "Relu", "Neg", "Abs", "Sign", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin",

@@ -37,13 +37,6 @@ _FLEX_MODS = ("FlexAttention (ai.onnx.preview) with score_mod/prob_mod subgraphs
 
 # Selected cases we do not run: glob pattern on the case name -> why.
 EXCLUDE: dict[str, str] = {
-    "test_*quantizelinear_e4m3fn*": "QuantizeLinear/DequantizeLinear to and from float8 are not implemented yet "
-                                     "(the types load through ml_dtypes; the quantizing kernels refuse them)",
-    "test_*quantizelinear_e5m2*": "QuantizeLinear/DequantizeLinear to and from float8 are not implemented yet "
-                                  "(the types load through ml_dtypes; the quantizing kernels refuse them)",
-    "test_*quantizelinear_float4e2m1": "QuantizeLinear/DequantizeLinear to and from float4 are not implemented yet",
-    "test_*quantizelinear_*int4": "QuantizeLinear/DequantizeLinear to and from int4/uint4 are not implemented yet",
-    "test_*quantizelinear_*int2": "QuantizeLinear/DequantizeLinear to and from int2/uint2 are not implemented yet",
     "*_string*": "string tensors are not supported by our kernels",
     "*_training_mode": "training mode (batch statistics, running-mean outputs) is not supported: "
                        "inference only",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ..nms import candidates, greedy_nms
 from ..registry import kernel
 
 
@@ -124,11 +125,10 @@ class NonMaxSuppression(_Named):
         selected = []
         if limit > 0:
             for b in range(boxes.shape[0]):
-                y1, x1, y2, x2 = self._corners(boxes[b].astype(np.float64))
-                area = (y2 - y1) * (x2 - x1)
+                corners = np.stack(self._corners(boxes[b].astype(np.float64)), axis=1)
                 for c in range(scores.shape[1]):
-                    keep = _greedy(scores[b, c], y1, x1, y2, x2, area, limit, iou_max, floor)
-                    selected.extend((b, c, int(i)) for i in keep)
+                    keep = greedy_nms(corners, candidates(scores[b, c], floor), iou_max, limit=limit)
+                    selected.extend((b, c, i) for i in keep)
         return np.array(selected, dtype=np.int64).reshape(-1, 3)
 
     def _corners(self, box: np.ndarray):
@@ -137,21 +137,3 @@ class NonMaxSuppression(_Named):
             return yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2
         ya, xa, yb, xb = box.T
         return np.minimum(ya, yb), np.minimum(xa, xb), np.maximum(ya, yb), np.maximum(xa, xb)
-
-
-def _greedy(score, y1, x1, y2, x2, area, limit: int, iou_max: float, floor) -> list[int]:
-    """Indices kept by greedy NMS for one (batch, class); each step vectorized over the candidates."""
-    cand = np.arange(len(score)) if floor is None else np.flatnonzero(score > floor)
-    cand = cand[np.argsort(-score[cand], kind="stable")]
-    keep: list[int] = []
-    while len(cand) and len(keep) < limit:
-        i, rest = cand[0], cand[1:]
-        keep.append(int(i))
-        ih = np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest])
-        iw = np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest])
-        inter = np.where((ih > 0) & (iw > 0), ih * iw, 0.0)
-        union = area[i] + area[rest] - inter
-        with np.errstate(invalid="ignore", divide="ignore"):
-            iou = np.where((inter > 0) & (area[i] > 0) & (area[rest] > 0) & (union > 0), inter / union, 0.0)
-        cand = rest[iou <= iou_max]
-    return keep

@@ -2,45 +2,65 @@
 DynamicQuantizeLinear, and the integer products MatMulInteger, QLinearMatMul,
 ConvInteger, QLinearConv.
 
-Quantized types here are the integer ones numpy has (int8, uint8, int16,
-uint16, int32); float8, float4, int4 and int2 tensors have no numpy dtype in
-this build and are refused with UnsupportedOpError (check_types, or
-`quantized_dtype` for an output_dtype attribute).
+Quantized types are the integer types (int8, uint8, int16, uint16; int4,
+uint4, int2, uint2 through ml_dtypes; int32 as DequantizeLinear's input) and
+the small float types (float8e4m3fn, float8e4m3fnuz, float8e5m2,
+float8e5m2fnuz, float4e2m1, float6e2m3, float6e3m2: ml_dtypes). Which of them
+a node may use is read from the op's schema at the node's version (types
+added in later versions are refused with ShapeInferenceError).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+import onnx
 
 from ...errors import UnsupportedOpError
 from ...importers.onnx import elem_dtype
+from ..widen import is_small_float
 from . import shape_rule
-from .common import check_types, norm_axis
+from .common import check_types, norm_axis, onnx_type
 from .conv import conv_geometry
 from .matmul import matmul_shape
 
 
-def quantized_dtype(ctx, elem, what: str) -> np.dtype:
-    """The numpy dtype of a quantized type (an ONNX elem type or a dtype): an integer type.
+@functools.lru_cache(maxsize=None)
+def _output_types(op_type: str, version: int) -> frozenset:
+    """The type strings the schema allows for output 0 (QuantizeLinear's y, DequantizeLinear's y)."""
+    schema = onnx.defs.get_schema(op_type, version, "")
+    allowed = {t.type_param_str: frozenset(t.allowed_type_strs) for t in schema.type_constraints}
+    return allowed[schema.outputs[0].type_str]
+
+
+def attr_dtype(ctx, elem: int, what: str) -> np.dtype:
+    """The numpy dtype of an ONNX elem type named by an attribute (output_dtype, precision).
 
     Raises:
-        UnsupportedOpError: float8, float4, int4 or int2 (no numpy kernel here).
+        UnsupportedOpError: an elem type with no numpy dtype (ml_dtypes' included).
     """
-    dt = elem if isinstance(elem, np.dtype) else elem_dtype(int(elem))
-    if dt is None or dt.kind not in "iu":
-        import onnx
-
-        if isinstance(elem, np.dtype):
-            name = str(elem)
-        elif int(elem) in onnx.TensorProto.DataType.values():
-            name = onnx.TensorProto.DataType.Name(int(elem))
-        else:
-            name = str(elem)
-        raise UnsupportedOpError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {what} {name} has no "
-                                 f"numpy kernel here (float8, float4, int4 and int2 need ml_dtypes)")
+    dt = elem_dtype(int(elem))
+    if dt is None:
+        name = (onnx.TensorProto.DataType.Name(int(elem)) if int(elem) in onnx.TensorProto.DataType.values()
+                else str(elem))
+        raise UnsupportedOpError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {what}={name} has no "
+                                 f"numpy dtype")
     return dt
+
+
+def output_dtype(ctx, dt: np.dtype, what: str) -> np.dtype:
+    """`dt` if the schema of ctx's op at ctx.version allows it as output 0's type.
+
+    Raises:
+        ShapeInferenceError: a type this version of the op does not produce.
+    """
+    allowed = _output_types(ctx.node.op_type, ctx.version)
+    if onnx_type(dt) not in allowed:
+        raise ctx.error(f"{what} is {onnx_type(dt)}; {ctx.node.op_type}-{ctx.version} produces "
+                        f"{', '.join(sorted(allowed))}")
+    return np.dtype(dt)
 
 
 def quant_param_layout(ctx, x_shape: tuple, p_shape: tuple, what: str) -> tuple[str, int, int]:
@@ -71,22 +91,19 @@ def quant_param_layout(ctx, x_shape: tuple, p_shape: tuple, what: str) -> tuple[
 
 
 def _check_params(ctx, scale: str, zero_point: str) -> tuple:
-    """X's shape, after checking the scale's layout and that the zero point has the scale's shape."""
+    """X's shape, after checking the scale's layout and that the zero point has the scale's shape.
+
+    Per tensor, a scalar and a one-element 1-D tensor are taken as one shape
+    (onnx's own float8/int4 cases pair a () scale with a (1,) zero point).
+    """
     x = tuple(ctx.shape(0))
-    quant_param_layout(ctx, x, tuple(ctx.shape(1)), scale)
-    if ctx.has_input(2) and tuple(ctx.shape(2)) != tuple(ctx.shape(1)):
+    kind = quant_param_layout(ctx, x, tuple(ctx.shape(1)), scale)[0]
+    if not ctx.has_input(2) or tuple(ctx.shape(2)) == tuple(ctx.shape(1)):
+        return x
+    if kind != "tensor" or quant_param_layout(ctx, x, tuple(ctx.shape(2)), zero_point)[0] != "tensor":
         raise ctx.error(f"{zero_point} {tuple(ctx.shape(2))} and {scale} {tuple(ctx.shape(1))} "
                         f"must have one shape")
     return x
-
-
-def _float_dtype(ctx, elem: int, what: str) -> np.dtype:
-    """The numpy float dtype of an ONNX elem type named by an attribute (precision, output_dtype)."""
-    dt = elem_dtype(elem)
-    if dt is None or dt.kind != "f":
-        raise UnsupportedOpError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {what}={elem} is not a "
-                                 f"numpy float type")
-    return dt
 
 
 @shape_rule("QuantizeLinear")
@@ -96,24 +113,31 @@ def quantize_linear(ctx):
     x = _check_params(ctx, "y_scale", "y_zero_point")
     elem = int(ctx.attr("output_dtype", 0))
     if ctx.has_input(2):
-        dt = quantized_dtype(ctx, np.dtype(ctx.dtype(2)), "y_zero_point type")
-        if elem and quantized_dtype(ctx, elem, "output_dtype") != dt:
+        dt = np.dtype(ctx.dtype(2))
+        if elem and attr_dtype(ctx, elem, "output_dtype") != dt:
             raise ctx.error(f"output_dtype={elem} differs from y_zero_point's type {dt}")
     else:
-        dt = quantized_dtype(ctx, elem, "output_dtype") if elem else np.dtype(np.uint8)
+        dt = attr_dtype(ctx, elem, "output_dtype") if elem else np.dtype(np.uint8)
     if int(ctx.attr("precision", 0)):
-        _float_dtype(ctx, int(ctx.attr("precision")), "precision")
-    return [(x, dt)]
+        p = attr_dtype(ctx, int(ctx.attr("precision")), "precision")
+        if p.kind != "f" and not is_small_float(p):
+            raise ctx.error(f"precision={onnx_type(p)} is not a float type")
+    return [(x, output_dtype(ctx, dt, "y's type"))]
 
 
 @shape_rule("DequantizeLinear")
 def dequantize_linear(ctx):
-    """x's shape; output_dtype (23+), else x_scale's type."""
+    """x's shape; output_dtype (23+, one of the schema's T3), else x_scale's type.
+
+    A float8e8m0 x_scale (24+) without output_dtype gives a float8e8m0 y, as
+    onnx's own type inference says (the spec: "the same as x_scale").
+    """
     check_types(ctx)
-    quantized_dtype(ctx, np.dtype(ctx.dtype(0)), "x type")
     x = _check_params(ctx, "x_scale", "x_zero_point")
     elem = int(ctx.attr("output_dtype", 0))
-    return [(x, _float_dtype(ctx, elem, "output_dtype") if elem else ctx.dtype(1))]
+    if elem:
+        return [(x, output_dtype(ctx, attr_dtype(ctx, elem, "output_dtype"), "output_dtype"))]
+    return [(x, np.dtype(ctx.dtype(1)))]
 
 
 @shape_rule("DynamicQuantizeLinear")
