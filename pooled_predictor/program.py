@@ -15,9 +15,11 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import KernelError, ModelLoadError, PooledPredictorError, UnsupportedOpError
+from . import budget
+from .errors import (KernelError, ModelLoadError, PooledPredictorError, ResourceExhaustedError,
+                     ShapeInferenceError, UnsupportedOpError)
 from .ir import Graph, Node, Value, readonly
-from .ops.context import OpContext
+from .ops.context import NotStatic, OpContext
 from .ops.registry import KernelDef, find, lookup, schema_version
 from .ops.shapes import get_rule
 
@@ -50,7 +52,19 @@ class Step:
         return OpContext(self.node, self.version, shapes, dtypes, values, device, scratch)
 
     def infer(self, ctx: OpContext) -> list[tuple[tuple, np.dtype]]:
-        specs = self.rule(ctx)
+        """Output (shape, dtype) per output; None for absent ones.
+
+        Raises:
+            ShapeInferenceError: the rule rejects the shapes (any error of a rule
+                is turned into one naming the node, the original as __cause__).
+            NotStatic: the shape depends on data fed at forward.
+        """
+        try:
+            specs = self.rule(ctx)
+        except (PooledPredictorError, NotStatic):
+            raise
+        except Exception as exc:
+            raise self.typed_error(exc, "shape inference") from exc
         n = len(self.node.outputs)
         if len(specs) < n:
             raise ctx.error(f"shape rule returned {len(specs)} outputs for {n}")
@@ -64,11 +78,30 @@ class Step:
         return specs
 
     def bind(self, ctx: OpContext) -> Callable:
-        """The callable that runs this node: runner(*inputs, out=out)."""
+        """The callable that runs this node: runner(*inputs, out=out).
+
+        Raises:
+            KernelError: the kernel's setup failed (naming the node, the original
+                as __cause__); NotStatic: its setup needs data fed at forward.
+        """
         k = self.kernel
         if k.is_class:
-            return k.impl(ctx, **self.node.attrs)
+            try:
+                return k.impl(ctx, **self.node.attrs)
+            except (PooledPredictorError, NotStatic):
+                raise
+            except Exception as exc:
+                raise self.typed_error(exc, "kernel setup") from exc
         return partial(k.impl, **self.node.attrs) if self.node.attrs else k.impl
+
+    def typed_error(self, exc: BaseException, stage: str) -> PooledPredictorError:
+        """Our error for an unforeseen one raised at `stage` of this node (the caller chains it)."""
+        what = f"node {self.node.name!r} ({self.node.op_type}): {stage} failed: {type(exc).__name__}: {exc}"
+        if isinstance(exc, MemoryError):
+            return ResourceExhaustedError(what)
+        if stage == "shape inference":
+            return ShapeInferenceError(what)
+        return KernelError(what)
 
     def out_arg(self, outs: list):
         """`out` for the kernel: one array, or a tuple padded with None to the schema's outputs."""
@@ -77,19 +110,39 @@ class Step:
         missing = self.kernel.num_outputs - len(outs)
         return tuple(outs) + (None,) * missing if missing > 0 else tuple(outs)
 
-    def evaluate(self, arrays: list, device: str = "cpu") -> list:
+    def evaluate(self, arrays: list, device: str = "cpu", memory_limit: int | None = None) -> list:
         """Run the node once on concrete arrays, allocating its outputs.
 
         Used for folding constants, for values known at reshape time, and for
-        nodes whose output shape depends on data (computed per forward).
+        nodes whose output shape depends on data (computed per forward). The
+        outputs, then outputs and scratch, are checked against the memory
+        budget before the kernel is set up and before anything is allocated.
+
+        Args:
+            memory_limit: bytes; None: budget.default_memory_limit().
+        Raises:
+            ResourceExhaustedError: outputs and scratch over the budget.
         """
+        limit = budget.default_memory_limit() if memory_limit is None else memory_limit
         shapes = [None if a is None else a.shape for a in arrays]
         dtypes = [None if a is None else a.dtype for a in arrays]
-        ctx = self.context(shapes, dtypes, arrays, device)
+        refs: list = []
+        ctx = self.context(shapes, dtypes, arrays, device, refs.append)
         specs = self.infer(ctx)
-        outs = [np.empty(s, t) if s is not None else None for s, t in specs]
+        what = f"node {self.node.name!r} ({self.node.op_type})"
+        out_bytes = sum(budget.nbytes_of(s, t) for s, t in specs if s is not None)
+        budget.check(out_bytes, limit, f"{what} outputs")
         runner = self.bind(ctx)
-        runner(*arrays, out=self.out_arg(outs))
+        budget.check(out_bytes + sum(r.nbytes for r in refs), limit, f"{what} outputs and scratch")
+        for r in refs:  # kernels read scratch arrays when called, never when set up
+            r.array = np.empty(r.shape, r.dtype)
+        outs = [np.empty(s, t) if s is not None else None for s, t in specs]
+        try:
+            runner(*arrays, out=self.out_arg(outs))
+        except PooledPredictorError:
+            raise
+        except Exception as exc:
+            raise self.typed_error(exc, "kernel") from exc
         return outs
 
 
@@ -106,9 +159,11 @@ class Program:
         ModelLoadError: the graph reads a value nobody defines.
     """
 
-    def __init__(self, graph: Graph, device: str = "cpu", fold_constants: bool = True):
+    def __init__(self, graph: Graph, device: str = "cpu", fold_constants: bool = True,
+                 memory_limit_bytes: int | None = None):
         self.graph = graph
         self.device = device
+        self.memory_limit_bytes = memory_limit_bytes  # for folding constants (None: the default)
         self.inputs: list[Value] = list(graph.inputs)
         self.outputs: list[Value] = list(graph.outputs)
         self.input_names: list[str] = [v.name for v in self.inputs]
@@ -172,7 +227,7 @@ class Program:
                     step.version, step.rule)
                 arrays = [self.weights[i] if i else None for i in node.inputs]
                 try:
-                    outs = cpu_step.evaluate(arrays)
+                    outs = cpu_step.evaluate(arrays, "cpu", self.memory_limit_bytes)
                 except PooledPredictorError:
                     raise
                 except Exception as exc:
