@@ -9,7 +9,8 @@ refused here (ModelLoadError, naming the node, tensor or value):
   nodes (or by a node and an initializer or graph input): onnxruntime's
   "Duplicate definition of name" / "Duplicate definition-site";
 * nodes with fewer or more inputs or outputs than their schema allows (a Relu
-  with two outputs), attributes whose type is not the schema's;
+  with two outputs), required attributes missing, attributes whose type is not
+  the schema's;
 * spatial attributes outside their ranges (ONNX Operators: Conv, ConvTranspose,
   MaxPool, AveragePool, LpPool, ...): pads and output_padding >= 0, strides,
   dilations and kernel_shape >= 1, pads of length 2 x (number of spatial axes);
@@ -136,6 +137,10 @@ def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str) -> No
         if not schema.min_output <= n_out <= schema.max_output:
             raise _err(where, f"{label} has {n_out} outputs; its schema (opset {schema.since_version}) "
                               f"allows {schema.min_output}..{schema.max_output}")
+        given = {a.name for a in node.attribute}
+        missing = [name for name, spec in schema.attributes.items() if spec.required and name not in given]
+        if missing:
+            raise _err(where, f"{label} lacks the required attribute(s) {missing}")
         for a in node.attribute:
             spec = schema.attributes.get(a.name)
             if spec is not None and a.type != AttributeProto.UNDEFINED and int(a.type) != int(spec.type.value):
