@@ -80,7 +80,8 @@ class Predictor:
             if keep_outputs:
                 graph = graph.copy()
                 graph.outputs = list(graph.outputs) + [Value(k) for k in keep_outputs]
-            graph, self.optimization_report = optimize(graph, graph_optimization_level, disable=disabled_passes)
+            graph, self.optimization_report = optimize(graph, graph_optimization_level, disable=disabled_passes,
+                                                       memory_limit_bytes=limit)
             if keep_outputs:
                 graph.outputs = graph.outputs[:len(graph.outputs) - len(keep_outputs)]
         self.graph = graph

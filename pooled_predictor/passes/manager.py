@@ -211,7 +211,8 @@ def select(level: str = "all", disable: Iterable[str] = (), enable: Iterable[str
 
 
 def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enable: Sequence[str] = (),
-             input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Graph, PassReport]:
+             input_shapes: Mapping[str, Sequence[int]] | None = None,
+             memory_limit_bytes: int | None = None) -> tuple[Graph, PassReport]:
     """Rewrite a copy of `graph` with the passes of `level`.
 
     Args:
@@ -222,6 +223,8 @@ def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enab
         enable: pass names to run although above `level`.
         input_shapes: name -> shape of every graph input; enables shape
             folding and pins the graph's inputs to these shapes when it folds.
+        memory_limit_bytes: no value is folded whose outputs pass it (None:
+            budget.default_memory_limit()); the compiled Program reports it.
     Returns:
         (new Graph, PassReport). The new graph imports the domain
         "pooled_predictor" (opset 1) when a pass emitted one of its ops.
@@ -239,7 +242,7 @@ def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enab
     g = graph.copy()
     report = PassReport(level, before=op_counts(g))
     for p in passes:
-        ctx = PassContext(input_shapes=input_shapes)
+        ctx = PassContext(input_shapes=input_shapes, memory_limit_bytes=memory_limit_bytes)
         before = op_counts(g)
         t0 = time.perf_counter()
         try:
