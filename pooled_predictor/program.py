@@ -171,7 +171,7 @@ class Program:
         self.weights: dict[str, np.ndarray] = dict(graph.weights)
         try:
             graph.toposort()
-        except ValueError as exc:
+        except Exception as exc:  # a cycle, undefined values, names of mixed types
             raise ModelLoadError(f"model {graph.source!r}: {exc}") from exc
         self.steps = self._resolve(graph)
         if fold_constants:

@@ -8,12 +8,19 @@ refused here (ModelLoadError, naming the node, tensor or value):
 * names defined twice: two initializers of one name, or a value written by two
   nodes (or by a node and an initializer or graph input): onnxruntime's
   "Duplicate definition of name" / "Duplicate definition-site";
+* default-domain opsets newer than this onnx knows (onnxruntime: "opset
+  version 99 is not supported");
 * nodes with fewer or more inputs or outputs than their schema allows (a Relu
-  with two outputs), required attributes missing, attributes whose type is not
-  the schema's;
+  with two outputs), an empty name for a required or variadic input or a
+  required output (absent variadic outputs, e.g. of Split, are allowed),
+  required attributes missing, attributes the schema does not have or whose
+  type is not the schema's (element types against type constraints are the
+  kernels' checks, at compile and reshape);
 * spatial attributes outside their ranges (ONNX Operators: Conv, ConvTranspose,
   MaxPool, AveragePool, LpPool, ...): pads and output_padding >= 0, strides,
-  dilations and kernel_shape >= 1, pads of length 2 x (number of spatial axes);
+  dilations and kernel_shape >= 1, pads of length 2 x (number of spatial axes),
+  pooling pads smaller than the kernel (onnxruntime: "Pad should be smaller
+  than kernel");
 * dims that are negative or whose product overflows int64, in initializers and
   declared graph inputs;
 * initializers whose declared bytes (dims x element size) pass the memory budget
@@ -38,6 +45,9 @@ INT64_MAX = (1 << 63) - 1
 _SPATIAL_OPS = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool",
                 "MaxUnpool", "FusedConv", "DeformConv", "MaxRoiPool"}
 _NON_NEGATIVE = ("pads", "output_padding")
+_POOLS = {"MaxPool", "AveragePool", "LpPool"}
+_OPTIONAL = onnx.defs.OpSchema.FormalParameterOption.Optional
+_SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 _POSITIVE = ("strides", "dilations", "kernel_shape", "pooled_shape")
 
 
@@ -53,6 +63,10 @@ def validate_model(model: onnx.ModelProto, where: str, memory_limit: int | None 
         ResourceExhaustedError: the initializers' declared bytes pass the budget.
     """
     opset = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version) for o in model.opset_import}
+    newest = onnx.defs.onnx_opset_version()
+    if opset.get("", 0) > newest:
+        raise _err(where, f"opset {opset['']} of the default domain is newer than the newest this build "
+                          f"knows ({newest})")
     _check_graph(model.graph, opset, where, memory_limit)
 
 
@@ -64,6 +78,8 @@ def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> N
     defined: set[str] = set()
     weight_bytes = 0
     for t in g.initializer:
+        if not isinstance(t.name, str):
+            raise _err(where, f"an initializer's name {t.name[:40]!r} is not valid UTF-8")
         if t.name in defined:
             raise _err(where, f"two initializers are named {t.name!r} (onnxruntime: duplicate definition-site)")
         defined.add(t.name)
@@ -86,6 +102,9 @@ def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> N
             _check_dims(dims, where, f"graph input {v.name!r}")
     for i, node in enumerate(g.node):
         label = f"node {node.name or f'#{i}'!r} ({node.op_type})"
+        for name in list(node.input) + list(node.output) + [node.name, node.op_type, node.domain]:
+            if not isinstance(name, str):  # protobuf hands back bytes for invalid UTF-8
+                raise _err(where, f"{label}: the name {name[:40]!r} is not valid UTF-8")
         for o in node.output:
             if not o:
                 continue
@@ -141,8 +160,18 @@ def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str) -> No
         missing = [name for name, spec in schema.attributes.items() if spec.required and name not in given]
         if missing:
             raise _err(where, f"{label} lacks the required attribute(s) {missing}")
+        for names, params, kind in ((node.input, schema.inputs, "input"), (node.output, schema.outputs, "output")):
+            for k, name in enumerate(names):
+                param = params[min(k, len(params) - 1)] if params else None
+                if not name and param is not None and (param.option == _SINGLE or (
+                        kind == "input" and param.option != _OPTIONAL)):
+                    raise _err(where, f"{label}: {kind} {k} ({param.name}) "
+                                      "is not optional but its name is empty")
         for a in node.attribute:
             spec = schema.attributes.get(a.name)
+            if spec is None and node.domain in ("", "ai.onnx"):
+                raise _err(where, f"{label}: attribute {a.name!r} is not in its schema (opset "
+                                  f"{schema.since_version}): {sorted(schema.attributes)}")
             if spec is not None and a.type != AttributeProto.UNDEFINED and int(a.type) != int(spec.type.value):
                 raise _err(where, f"{label}: attribute {a.name!r} has type "
                                   f"{AttributeProto.AttributeType.Name(a.type)}, its schema says {spec.type.name}")
@@ -167,6 +196,11 @@ def _check_spatial(node: onnx.NodeProto, where: str, label: str) -> None:
     spatial = [len(attrs[k]) for k in ("kernel_shape", "strides", "dilations") if k in attrs]
     if pads is not None:
         spatial.append(len(pads) // 2)
+    kernel = attrs.get("kernel_shape")
+    if node.op_type in _POOLS and kernel and pads and len(pads) == 2 * len(kernel) \
+            and any(p >= kernel[k % len(kernel)] for k, p in enumerate(pads)):
+        raise _err(where, f"{label}: pads {pads} must be smaller than kernel_shape {kernel} "
+                          "(onnxruntime: Pad should be smaller than kernel)")
     if len(set(spatial)) > 1:
         raise _err(where, f"{label}: kernel_shape, strides, dilations and pads disagree on the number of "
                           f"spatial axes ({ {k: attrs[k] for k in attrs} })")

@@ -262,7 +262,7 @@ def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enab
                 p.name, graph.source, result.summary, seconds * 1e3)
     try:
         g.toposort()
-    except ValueError as exc:
+    except Exception as exc:
         raise ModelLoadError(f"model {graph.source!r}: {exc}") from exc
     report.after = op_counts(g)
     return g, report

@@ -56,14 +56,29 @@ def main(argv=None) -> None:
     from tests.fuzz.cases import make_case
 
     ort.set_default_logger_severity(4)
+    sabotage = os.environ.get("POOLED_PREDICTOR_FUZZ_SABOTAGE") == "1"
     print(json.dumps({"ready": True}), flush=True)
     for i in range(args.start, args.stop):
         print(json.dumps({"start": i}), flush=True)
         case = make_case(args.seed, i)
         del _outside[:]
+        if sabotage:  # the harness's own test: a hang, a crash, a read of the bait
+            _sabotage(i - args.start, args.workdir)
         result = run_case(case, args.workdir, args.budget)
         result["outside"] = sorted(set(_outside))
         print(json.dumps(result), flush=True)
+
+
+def _sabotage(k: int, workdir: str) -> None:
+    import time
+
+    if k == 0:
+        time.sleep(3600)
+    elif k == 1:
+        os.abort()
+    else:
+        with open(os.path.join(workdir, "bait", "secret.bin"), "rb") as f:
+            f.read(1)
 
 
 def _materialize(case, model_dir: str, bait: str) -> None:
@@ -141,7 +156,8 @@ def _compare(path: str, feeds: dict, ours: list, result: dict) -> str:
     try:
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         ref = sess.run(None, feeds)
-    except Exception:
+    except Exception as exc:
+        result["ort_error"] = str(exc)[:300]
         return "ort_refuses"
     for a, b in zip(ours, ref):
         b = np.asarray(b)
