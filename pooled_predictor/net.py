@@ -524,6 +524,8 @@ class Net:
             raise
         except Exception as exc:
             node = self._run_nodes[i]
+            if isinstance(exc, MemoryError):
+                raise ResourceExhaustedError(f"node {node.name!r} ({node.op_type}) ran out of memory: {exc}") from exc
             raise KernelError(f"node {node.name!r} ({node.op_type}) failed: {type(exc).__name__}: {exc}") from exc
 
 

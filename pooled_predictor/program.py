@@ -134,10 +134,10 @@ class Step:
         budget.check(out_bytes, limit, f"{what} outputs")
         runner = self.bind(ctx)
         budget.check(out_bytes + sum(r.nbytes for r in refs), limit, f"{what} outputs and scratch")
-        for r in refs:  # kernels read scratch arrays when called, never when set up
-            r.array = np.empty(r.shape, r.dtype)
-        outs = [np.empty(s, t) if s is not None else None for s, t in specs]
         try:
+            for r in refs:  # kernels read scratch arrays when called, never when set up
+                r.array = np.empty(r.shape, r.dtype)
+            outs = [np.empty(s, t) if s is not None else None for s, t in specs]
             runner(*arrays, out=self.out_arg(outs))
         except PooledPredictorError:
             raise

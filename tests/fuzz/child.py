@@ -63,7 +63,7 @@ def main(argv=None) -> None:
         case = make_case(args.seed, i)
         del _outside[:]
         if sabotage:  # the harness's own test: a hang, a crash, a read of the bait
-            _sabotage(i - args.start, args.workdir)
+            _sabotage(i, args.workdir)
         result = run_case(case, args.workdir, args.budget)
         result["outside"] = sorted(set(_outside))
         print(json.dumps(result), flush=True)
