@@ -14,8 +14,9 @@ refused here (ModelLoadError, naming the node, tensor or value):
   with two outputs), an empty name for a required or variadic input or a
   required output (absent variadic outputs, e.g. of Split, are allowed),
   required attributes missing, attributes the schema does not have or whose
-  type is not the schema's (element types against type constraints are the
-  kernels' checks, at compile and reshape);
+  type is not the schema's, initializers whose element type the input's type
+  constraint does not allow (an int4 weight of an Add; other element-type
+  checks are the kernels', at compile and reshape);
 * spatial attributes outside their ranges (ONNX Operators: Conv, ConvTranspose,
   MaxPool, AveragePool, LpPool, ...): pads and output_padding >= 0, strides,
   dilations and kernel_shape >= 1, pads of length 2 x (number of spatial axes),
@@ -100,6 +101,7 @@ def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> N
         if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
             dims = [d.dim_value for d in v.type.tensor_type.shape.dim if d.HasField("dim_value")]
             _check_dims(dims, where, f"graph input {v.name!r}")
+    weight_types = {t.name: t.data_type for t in g.initializer}
     for i, node in enumerate(g.node):
         label = f"node {node.name or f'#{i}'!r} ({node.op_type})"
         for name in list(node.input) + list(node.output) + [node.name, node.op_type, node.domain]:
@@ -112,7 +114,7 @@ def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> N
                 raise _err(where, f"{label} writes {o!r}, which is already defined "
                                   "(onnxruntime: duplicate definition of name)")
             defined.add(o)
-        _check_node(node, opset, where, label)
+        _check_node(node, opset, where, label, weight_types)
         for a in node.attribute:
             for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
                 _check_graph(sub, opset, where, memory_limit)  # each scope on its own
@@ -146,9 +148,10 @@ def _schema(node: onnx.NodeProto, opset: dict):
         return None
 
 
-def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str) -> None:
+def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str, weight_types: dict) -> None:
     schema = _schema(node, opset)
     if schema is not None:
+        _check_weight_types(node, schema, where, label, weight_types)
         n_in, n_out = len(node.input), len(node.output)
         if not schema.min_input <= n_in <= schema.max_input:
             raise _err(where, f"{label} has {n_in} inputs; its schema (opset {schema.since_version}) "
@@ -177,6 +180,25 @@ def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str) -> No
                                   f"{AttributeProto.AttributeType.Name(a.type)}, its schema says {spec.type.name}")
     if node.op_type in _SPATIAL_OPS:
         _check_spatial(node, where, label)
+
+
+def _check_weight_types(node: onnx.NodeProto, schema, where: str, label: str, weight_types: dict) -> None:
+    """Initializers read by the node, against the type constraint of the input they fill."""
+    if not schema.inputs:
+        return
+    constraints = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    for k, name in enumerate(node.input):
+        if name not in weight_types:
+            continue
+        param = schema.inputs[min(k, len(schema.inputs) - 1)]
+        allowed = constraints.get(param.type_str, {param.type_str})
+        try:
+            type_str = f"tensor({TensorProto.DataType.Name(weight_types[name]).lower()})"
+        except ValueError:
+            raise _err(where, f"{label}: initializer {name!r} has the unknown data type {weight_types[name]}") from None
+        if type_str not in allowed:
+            raise _err(where, f"{label}: initializer {name!r} of type {type_str} cannot be its input {k} "
+                              f"({param.name}: {', '.join(sorted(allowed))})")
 
 
 def _check_spatial(node: onnx.NodeProto, where: str, label: str) -> None:
