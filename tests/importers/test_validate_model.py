@@ -166,3 +166,30 @@ def test_valid_models_still_load(mlp_model):
     m = model_of([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2], dilations=[1, 1],
                                    kernel_shape=[3, 3])], [x_info()], [untyped("y")], [W])
     assert Predictor(m).forward([np.ones((1, 1, 4, 4), np.float32)], ["y"])[0].shape == (1, 1, 2, 2)
+
+
+def test_what_onnxruntime_refuses_that_the_fuzz_suite_found():
+    """Found by tests/fuzz: models we ran and onnxruntime refuses at session creation."""
+    x = x_info((4,))
+    cases = {
+        "newer than the newest": model_of([helper.make_node("Relu", ["x"], ["y"])], [x], [untyped("y")], opset=99),
+        "not in its schema": model_of([helper.make_node("Relu", ["x"], ["y"], name="r", alpha=1.0)], [x],
+                                      [untyped("y")]),
+        "smaller than kernel_shape": model_of(
+            [helper.make_node("AveragePool", ["x"], ["y"], name="p", kernel_shape=[1, 2], pads=[0, 0, 1, 1])],
+            [x_info()], [untyped("y")]),
+        "is not optional but its name is empty": model_of(
+            [helper.make_node("Concat", ["x", ""], ["y"], name="c", axis=0)], [x], [untyped("y")]),
+        "cannot be its input": model_of(
+            [helper.make_node("Add", ["x", "w"], ["y"], name="a")], [x], [untyped("y")],
+            [helper.make_tensor("w", TensorProto.INT4, [4], [1, 2, 3, 4])]),
+    }
+    for match, m in cases.items():
+        if match.startswith("is not optional"):  # onnxruntime fails at run rather than at load
+            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            with pytest.raises(Exception):
+                sess.run(None, {"x": np.ones(4, np.float32)})
+        else:
+            assert ort_refuses(m), match
+        with pytest.raises(ModelLoadError, match=match):
+            Predictor(m)
