@@ -163,7 +163,7 @@ def _run_range(a: int, b: int, seed: int, workdir: str, case_timeout: float, as_
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--count", type=int, default=int(os.environ.get("POOLED_PREDICTOR_FUZZ_CASES", 1200)))
+    ap.add_argument("--count", type=int, default=int(os.environ.get("POOLED_PREDICTOR_FUZZ_CASES", 3000)))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--only", type=int, help="run one case (replay)")

@@ -2,7 +2,7 @@
 timeout and a memory limit; only our typed errors (or, for benign mutations, the values
 onnxruntime computes), no crash, no hang, no file read outside the model's directory.
 
-POOLED_PREDICTOR_FUZZ_CASES sets the number of cases (default 1200, about 25 s on 2
+POOLED_PREDICTOR_FUZZ_CASES sets the number of cases (default 3000, about 20 s on 2
 cores); `python -m tests.fuzz.harness --count 20000` runs a larger count and prints it.
 """
 
@@ -10,7 +10,7 @@ import os
 
 from tests.fuzz.harness import run_fuzz
 
-CASES = int(os.environ.get("POOLED_PREDICTOR_FUZZ_CASES", 1200))
+CASES = int(os.environ.get("POOLED_PREDICTOR_FUZZ_CASES", 3000))
 SEED = int(os.environ.get("POOLED_PREDICTOR_FUZZ_SEED", 0))
 
 
