@@ -13,7 +13,8 @@ Public API:
 """
 
 from .errors import (DeadlineExceededError, FetchError, InputError, KernelError, ModelLoadError,
-                     PoolClosedError, PooledPredictorError, QueueFullError, ShapeInferenceError,
+                     PoolClosedError, PooledPredictorError, QueueFullError, ResourceExhaustedError,
+                     ShapeInferenceError,
                      UnknownBlobError, UnknownNetError, UnsupportedOpError)
 from .futures import Future, collect
 from .importers import load_caffe, load_onnx
@@ -28,6 +29,7 @@ __all__ = [
     "Callback", "Config", "DeadlineExceededError", "FetchError", "Future", "InputError", "KernelError",
     "ModelLoadError", "Net", "Optimization", "PinnedPooledPredictor", "PoolClosedError",
     "PooledPredictor", "PooledPredictorError", "Predictor", "Program", "QueueFullError",
+    "ResourceExhaustedError",
     "ShapeInferenceError", "UnknownBlobError", "UnknownNetError", "UnsupportedOpError", "collect",
     "load_caffe", "load_onnx",
 ]

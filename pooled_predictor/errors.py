@@ -16,6 +16,7 @@ concurrent.futures and numpy callers expect.
     |-- QueueFullError          admission refused: the job queue is full
     |-- PoolClosedError         forward() after close()
     |-- DeadlineExceededError   a job's deadline passed before a worker took it
+    |-- ResourceExhaustedError (MemoryError) a model or request needs more than the memory budget
     `-- FetchError (OSError)    a real model or data file could not be fetched
 """
 
@@ -75,6 +76,25 @@ class PoolClosedError(PooledPredictorError, RuntimeError):
 
 class DeadlineExceededError(PooledPredictorError, TimeoutError):
     """A job's deadline had passed when a worker picked it up; it did not run."""
+
+
+class ResourceExhaustedError(PooledPredictorError, MemoryError):
+    """A model or request needs more memory than the budget allows (onnxruntime's
+    RESOURCE_EXHAUSTED: its arena limit).
+
+    Raised before anything is allocated: at load for weights, at reshape for the
+    planned arena (activations and kernel scratch) or for one node's outputs.
+    It also derives from MemoryError, so ``except MemoryError`` keeps working.
+
+    Attributes:
+        needed: bytes the model or request needs (None when unknown).
+        limit: the budget in bytes.
+    """
+
+    def __init__(self, message: str, needed: int | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.needed = needed
+        self.limit = limit
 
 
 class FetchError(PooledPredictorError, OSError):

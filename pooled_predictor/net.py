@@ -25,7 +25,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InputError, KernelError, PooledPredictorError, UnknownBlobError
+from . import budget
+from .errors import InputError, KernelError, PooledPredictorError, ResourceExhaustedError, UnknownBlobError
 from .ops.context import NotStatic, ScratchRef
 from .program import SHAPE_ONLY_OPS, Program, Step
 
@@ -48,13 +49,17 @@ class Net:
     Args:
         program: the compiled Program (weights shared with every other Net of it).
         input_shapes: optional shapes to reshape to at once (name -> tuple).
+        memory_limit_bytes: budget of one layout (arena: activations and scratch;
+            each node's outputs, checked before its kernel is set up); None:
+            budget.default_memory_limit(). A reshape over it raises
+            ResourceExhaustedError and leaves the Net at its previous shapes.
     Attributes:
         input_names / output_names: the graph's, in order.
     """
 
     def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                  optimization: Optimization = Optimization.NONE, planner: str = "arena",
-                 keep: Iterable[str] = (), cache_bytes: int = 256 << 20):
+                 keep: Iterable[str] = (), cache_bytes: int = 256 << 20, memory_limit_bytes: int | None = None):
         if planner not in ("arena", "shared"):
             raise ValueError(f"planner must be 'arena' or 'shared' (fb-caffe-exts' baseline), got {planner!r}")
         self.program = program
@@ -63,6 +68,7 @@ class Net:
         self.planner = planner
         self.keep = tuple(keep)
         self.cache_bytes = int(cache_bytes)
+        self.memory_limit_bytes = budget.resolve_limit(memory_limit_bytes)
         self._declared = {v.name: v for v in program.inputs}
         # name -> (rank or None, ((axis, fixed size), ...)) for fast shape checks
         self._fixed_dims = {v.name: (None, ()) if v.shape is None else
@@ -243,6 +249,8 @@ class Net:
         Raises:
             InputError: shapes that do not fit the declared inputs.
             ShapeInferenceError: shapes the model's operators reject.
+            ResourceExhaustedError: the layout needs more than memory_limit_bytes
+                (the Net stays at its previous shapes).
         """
         current = self._input_shapes
         if input_shapes is not None and current is not None and len(input_shapes) == len(current) \
@@ -325,6 +333,7 @@ class Net:
         dynamic: list[Step] = []
         dynamic_values: set[str] = set()
 
+        limit = self.memory_limit_bytes
         for step in program.steps:
             node = step.node
             ins = node.inputs
@@ -339,7 +348,7 @@ class Net:
             if node.op_type in SHAPE_ONLY_OPS or all(v is not None for v in present):
                 arrays = [v if v is not None or not i else _shape_only_stub(shape[i], dtype[i])
                           for i, v in zip(ins, values)]
-                outs = step.evaluate(arrays, "cpu")
+                outs = step.evaluate(arrays, "cpu", limit)
                 for o, arr in zip(node.outputs, outs):
                     if o:
                         arr.flags.writeable = False
@@ -349,6 +358,8 @@ class Net:
             ctx = step.context(in_shapes, in_dtypes, values, device, refs.append)
             try:
                 specs = step.infer(ctx)
+                budget.check(sum(budget.nbytes_of(s, t) for s, t in specs if s is not None), limit,
+                             f"node {node.name!r} ({node.op_type}) outputs")  # before the kernel's setup
                 runner = step.bind(ctx)
             except NotStatic:  # the shape (or the kernel's setup) needs data fed at forward
                 dynamic.append(step)
@@ -392,7 +403,12 @@ class Net:
                     at += _aligned(r.nbytes)
             arena_bytes += workspace
 
-        arena = _aligned_empty(arena_bytes)
+        budget.check(arena_bytes, limit, f"the layout for input shapes {shapes} (arena: activations and scratch)")
+        try:
+            arena = _aligned_empty(arena_bytes)
+        except MemoryError as exc:  # under the budget, but the system has less
+            raise ResourceExhaustedError(f"cannot allocate the arena of {arena_bytes:,} bytes for input shapes "
+                                         f"{shapes}", arena_bytes, limit) from exc
         blobs: dict[str, np.ndarray] = dict(static)
         for n in activations:
             blobs[n] = _view(arena, offsets[n], shape[n], dtype[n])
@@ -458,7 +474,7 @@ class Net:
     def _run_dynamic(self, step: Step) -> None:
         """Run a node whose shapes depend on data: infer, allocate and run now."""
         arrays = [self._blobs[i] if i else None for i in step.node.inputs]
-        outs = step.evaluate(arrays, self.device)
+        outs = step.evaluate(arrays, self.device, self.memory_limit_bytes)
         for o, arr in zip(step.node.outputs, outs):
             if o:
                 self._blobs[o] = arr
@@ -539,6 +555,8 @@ class Net:
             raise
         except Exception as exc:
             node = self._run_nodes[i]
+            if isinstance(exc, MemoryError):
+                raise ResourceExhaustedError(f"node {node.name!r} ({node.op_type}) ran out of memory: {exc}") from exc
             raise KernelError(f"node {node.name!r} ({node.op_type}) failed: {type(exc).__name__}: {exc}") from exc
 
 

@@ -51,13 +51,14 @@ import numpy as np
 
 from .batching import Batcher, NotBatchable, make_batchers
 from .blas import limit_blas_threads, release_blas_threads
+from .budget import resolve_limit
 from .errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
                      UnknownBlobError, UnknownNetError)
 from .futures import Future
 from .jobqueue import STOP, JobQueue
 from .net import Optimization
 from .paddle_api import HandleAPI
-from .predictor import Predictor
+from .predictor import Predictor, check_output_names
 from .stats import StatsRecorder, StatsSnapshot
 
 log = logging.getLogger("pooled_predictor")
@@ -128,6 +129,13 @@ class Config:
         priority_aging: seconds after which a queued job goes before younger
             jobs of higher priority levels (no level starves); None (default):
             strict priority levels, as Triton.
+        memory_limit_bytes: budget in bytes for each model's weights at load and
+            each worker Net's layout at reshape (None: 0.8 of the memory this
+            process may use; see pooled_predictor.budget). A request over it
+            fails with ResourceExhaustedError; the worker's Net keeps its shapes.
+        external_data_dir: directory of the models' external data files (needed
+            for model_bytes with external data; default for model_paths: each
+            model's directory). Nothing outside it is read.
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -153,6 +161,8 @@ class Config:
     max_queue_delay: float | Sequence[float] = 0.0
     preferred_batch_sizes: Sequence[int] | Sequence[Sequence[int]] = ()
     priority_aging: float | None = None
+    memory_limit_bytes: int | None = None
+    external_data_dir: str | os.PathLike | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -188,6 +198,11 @@ class Config:
                                  f"({size})")
         if self.priority_aging is not None and not float(self.priority_aging) > 0:
             raise ValueError(f"Config: priority_aging must be > 0 seconds or None, got {self.priority_aging}")
+        if self.memory_limit_bytes is not None:
+            try:
+                resolve_limit(self.memory_limit_bytes)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"Config: {exc}") from None
 
     @property
     def capacity(self) -> int:
@@ -494,12 +509,16 @@ class PooledPredictor:
                                 planner=config.planner, keep=config.keep,
                                 cache_bytes=config.layout_cache_bytes,
                                 graph_optimization_level=config.graph_optimization_level,
-                                disabled_passes=config.disabled_passes, disable_blas_threading=False)
+                                disabled_passes=config.disabled_passes, disable_blas_threading=False,
+                                memory_limit_bytes=config.memory_limit_bytes,
+                                external_data_dir=config.external_data_dir)
                       for src in sources]
         self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
         self._core = _Core(config, predictors, callback)
         self._closed = False
         self._close_lock = threading.Lock()
+        self._closing_thread = None                  # the thread of the first close()
+        self._cancelled_pending = threading.Event()  # set once that close() has cancelled the queued jobs
         weakref.finalize(self, _finalize, self._core, self._blas_token)
         _live_pools.add(self)
 
@@ -590,6 +609,8 @@ class PooledPredictor:
         predictor = core.predictors[net_id]
         arrays = predictor.canonical_net.check_inputs(inputs)
         names = predictor.program.output_names if output_names is None else self._resolve_outputs(net_id, output_names)
+        if deadline is not None or timeout is not None or block is not None:
+            check_admission_args(deadline, block, timeout)
         dl = None if deadline is None else time.perf_counter() + float(deadline)
         if priority.__class__ is not int:
             priority = _check_priority(priority)
@@ -625,8 +646,7 @@ class PooledPredictor:
         program = self._core.predictors[net_id].program
         if output_names is None:
             return program.output_names  # shared, never modified
-        if isinstance(output_names, str):
-            raise InputError("output_names must be a list of names, not a string")
+        output_names = check_output_names(output_names)
         known = self._core.known_outputs[net_id]
         unknown = [n for n in output_names if n not in known]
         if unknown:
@@ -659,22 +679,33 @@ class PooledPredictor:
         Args:
             wait: join the workers (skipped when called from one of them).
             cancel_pending: cancel the queued jobs instead of running them.
-        Safe to call twice, from a callback, or from inside a worker.
+        Safe from anywhere, any number of times at once: another thread, a
+        Callback, a then() chain, a worker, the done-callback of a job this very
+        close() is cancelling. The first call closes; the jobs it cancels run
+        their callbacks outside every lock; with wait, other callers wait until
+        those cancellations are done (unless called from inside them).
         """
         core = self._core
         with self._close_lock:
             first = not self._closed
             self._closed = True
             if first:
+                self._closing_thread = threading.get_ident()
                 with core.threads_lock:  # no worker can start between counting and closing
                     pending = core.queue.close(len(core.threads), drain=cancel_pending)
-                for job in pending:
-                    if job.cancel():
-                        core.stats.count(job.net_id, "cancelled")
                 _live_pools.discard(self)
                 if self._blas_token is not None:
                     release_blas_threads(self._blas_token)
                     self._blas_token = None
+        if first:
+            try:
+                for job in pending:  # callbacks run here may call close() again: no lock is held
+                    if job.cancel():
+                        core.stats.count(job.net_id, "cancelled")
+            finally:
+                self._cancelled_pending.set()
+        elif wait and self._closing_thread != threading.get_ident():
+            self._cancelled_pending.wait()
         if wait and not core.in_worker():
             for t in list(core.threads):
                 if t is not threading.current_thread():
@@ -691,6 +722,23 @@ def _check_priority(priority) -> int:
     if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
         raise TypeError(f"priority must be an int, got {type(priority).__name__} {priority!r}")
     return int(priority)
+def check_admission_args(deadline, block, timeout) -> None:
+    """forward()'s deadline (seconds, a real number), block (bool) and timeout (seconds >= 0 or None).
+
+    Raises:
+        InputError: naming the argument and the type or value given.
+    """
+    for name, value in (("deadline", deadline), ("timeout", timeout)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise InputError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
+        if value != value:
+            raise InputError(f"{name} must be a number of seconds, not NaN")
+    if timeout is not None and timeout < 0:
+        raise InputError(f"timeout must be >= 0 seconds, got {timeout}")
+    if block is not None and not isinstance(block, (bool, np.bool_)):
+        raise InputError(f"block must be True, False or None, not {type(block).__name__}")
 
 
 def _finalize(core: _Core, blas_token) -> None:

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import budget
 from .blas import limit_blas_threads, release_blas_threads
 from .errors import InputError, UnknownBlobError
 from .importers import load_caffe, load_model
@@ -53,16 +54,26 @@ class Predictor(HandleAPI):
         cache_bytes: per-Net budget of cached layouts for other input shapes.
         disable_blas_threading: limit BLAS to one thread per call while this
             Predictor lives (fb-caffe-exts' default).
+        external_data_dir: directory of the model's external data files
+            (default: the model file's directory; required for bytes or a
+            ModelProto with external data). Nothing outside it is read.
+        memory_limit_bytes: budget in bytes (None: budget.default_memory_limit(),
+            0.8 of the memory this process may use) for the weights at load and
+            for each Net's layout at reshape (see pooled_predictor.budget).
     Raises:
-        ModelLoadError: unreadable or invalid model file.
+        ModelLoadError: unreadable or invalid model file, external data outside
+            its directory, any failure of a graph pass (naming it).
         UnsupportedOpError: ops without a kernel, all listed.
+        ResourceExhaustedError: weights or folded constants over memory_limit_bytes.
     """
 
     def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.MEMORY,
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  graph_optimization_level: str = "all", disabled_passes=(),
-                 disable_blas_threading: bool = True):
-        graph = model if isinstance(model, Graph) else load_model(model, device=device)
+                 disable_blas_threading: bool = True, external_data_dir=None, memory_limit_bytes: int | None = None):
+        self.memory_limit_bytes = limit = budget.resolve_limit(memory_limit_bytes)
+        graph = model if isinstance(model, Graph) else load_model(
+            model, device=device, external_data_dir=external_data_dir, memory_limit_bytes=limit)
         self.imported_graph = graph
         self.optimization_report = None
         if graph_optimization_level != "none" or disabled_passes:
@@ -73,15 +84,16 @@ class Predictor(HandleAPI):
             if keep_outputs:
                 graph = graph.copy()
                 graph.outputs = list(graph.outputs) + [Value(k) for k in keep_outputs]
-            graph, self.optimization_report = optimize(graph, graph_optimization_level, disable=disabled_passes)
+            graph, self.optimization_report = optimize(graph, graph_optimization_level, disable=disabled_passes,
+                                                       memory_limit_bytes=limit)
             if keep_outputs:
                 graph.outputs = graph.outputs[:len(graph.outputs) - len(keep_outputs)]
         self.graph = graph
         self.device = device
         self.optimization = Optimization(optimization)
-        self.program = Program(graph, device)
+        self.program = Program(graph, device, memory_limit_bytes=limit)
         self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep),
-                                 cache_bytes=cache_bytes)
+                                 cache_bytes=cache_bytes, memory_limit_bytes=limit)
         self.canonical_net = self.new_net()
         self._local = threading.local()
         self._nets_lock = threading.Lock()
@@ -197,36 +209,40 @@ class Predictor(HandleAPI):
         """Run the model on this thread's Net.
 
         Args:
-            inputs: list in input order, dict name -> array, or one array.
+            inputs: list in input order, dict name -> array, or one array
+                (None is refused: unlike a bare Net's ForwardPrefilled, this
+                thread's Net may hold another request's inputs).
             output_names: blobs to return; with `out`, the blobs to copy into it.
             out: preallocated arrays, one per output name, filled in place
-                (shape and dtype must match).
+                (writeable, C-contiguous ndarrays; shape and dtype must match).
         Returns:
             list of arrays (output_names given), `out` (filled), or a dict
             name -> array of every readable blob (neither given): all blobs under
             Optimization.NONE; inputs, outputs and `keep` under MEMORY.
         Raises:
-            InputError: bad inputs or `out` arrays; UnknownBlobError: unknown name;
-            ShapeInferenceError, KernelError: the model rejects the inputs.
+            InputError: bad inputs, output names or `out` arrays (checked before
+            running where they can be); UnknownBlobError: unknown name;
+            ShapeInferenceError, KernelError: the model rejects the inputs;
+            ResourceExhaustedError: the inputs' layout passes memory_limit_bytes.
         """
+        if inputs is None:
+            raise InputError("Predictor.forward() needs inputs (None would run on whatever this thread's "
+                             "Net last held)")
+        output_names = check_output_names(output_names)
+        if out is not None:
+            out = _check_out_arrays(out, output_names)
         net = self.net()
         net.forward(inputs)
         if output_names is None:
-            if out is not None:
-                raise InputError("`out` needs `output_names`")
             return {n: np.array(net.blob_by_name(n)) for n in activation_names(net)}
-        if isinstance(output_names, str):
-            raise InputError("output_names must be a list of names, not a string")
         blobs = [net.blob_by_name(n) for n in output_names]
         if out is None:
             return [np.array(b) for b in blobs]
-        if len(out) != len(blobs):
-            raise InputError(f"{len(out)} `out` arrays for {len(blobs)} output names")
-        for name, b, o in zip(output_names, blobs, out):
-            if not isinstance(o, np.ndarray) or o.shape != b.shape or o.dtype != b.dtype:
-                got = (getattr(o, "shape", None), getattr(o, "dtype", type(o).__name__))
+        for name, b, o in zip(output_names, blobs, out):  # every one checked before any is written
+            if o.shape != b.shape or o.dtype != b.dtype:
                 raise InputError(f"`out` for {name!r} must be an ndarray of shape {b.shape} "
-                                 f"and dtype {b.dtype}, got {got}")
+                                 f"and dtype {b.dtype}, got shape {o.shape} and dtype {o.dtype}")
+        for b, o in zip(blobs, out):
             np.copyto(o, b)
         return out
 
@@ -236,12 +252,53 @@ class Predictor(HandleAPI):
 
         With no arguments, Paddle Inference's run(): runs on the arrays fed to the
         input handles and fills the output handles (see paddle_api.py).
+
+        Raises:
+            InputError: input_feed is not a mapping; as forward().
         """
         if input_feed is None and output_names is None:
             return self._paddle_run()
-        if input_feed is None:
-            raise InputError("run(output_names, input_feed) needs input_feed")
-        return self.forward(dict(input_feed), list(output_names or self.output_names))
+        if not isinstance(input_feed, Mapping):
+            raise InputError(f"input_feed must be a dict name -> array, not {type(input_feed).__name__}")
+        return self.forward(dict(input_feed), check_output_names(output_names) or list(self.output_names))
+
+
+def check_output_names(output_names) -> list[str] | None:
+    """None, or a list of str (a tuple or other iterable of str is accepted).
+
+    Raises:
+        InputError: a single string, a non-iterable, or a name that is not a str.
+    """
+    if output_names is None:
+        return None
+    if isinstance(output_names, (str, bytes)):
+        raise InputError("output_names must be a list of names, not a string")
+    try:
+        names = list(output_names)
+    except TypeError:
+        raise InputError(f"output_names must be a list of names, not {type(output_names).__name__}") from None
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise InputError(f"output_names must be strings, got {bad[:3]!r}")
+    return names
+
+
+def _check_out_arrays(out, output_names) -> list[np.ndarray]:
+    """`out`: one writeable, C-contiguous ndarray per output name (shapes are checked after the run)."""
+    if output_names is None:
+        raise InputError("`out` needs `output_names`")
+    if isinstance(out, np.ndarray) or not isinstance(out, (list, tuple)):
+        raise InputError(f"`out` must be a list of arrays, not {type(out).__name__}")
+    if len(out) != len(output_names):
+        raise InputError(f"{len(out)} `out` arrays for {len(output_names)} output names")
+    for name, o in zip(output_names, out):
+        if not isinstance(o, np.ndarray):
+            raise InputError(f"`out` for {name!r} must be an ndarray, not {type(o).__name__}")
+        if not o.flags.writeable:
+            raise InputError(f"`out` for {name!r} is read-only")
+        if not o.flags.c_contiguous:
+            raise InputError(f"`out` for {name!r} must be C-contiguous")
+    return out
 
 
 def activation_names(net: Net) -> list[str]:

@@ -15,7 +15,9 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import KernelError, ModelLoadError, PooledPredictorError, UnsupportedOpError
+from . import budget
+from .errors import (KernelError, ModelLoadError, PooledPredictorError, ResourceExhaustedError,
+                     ShapeInferenceError, UnsupportedOpError)
 from .ir import Graph, Node, Value, readonly
 from .ops.context import NotStatic, OpContext
 from .ops.registry import KernelDef, find, lookup, schema_version
@@ -51,14 +53,21 @@ class Step:
         return OpContext(self.node, self.version, shapes, dtypes, values, device, scratch)
 
     def infer(self, ctx: OpContext) -> list[tuple[tuple, np.dtype]]:
-        """Output (shape, dtype)s from the shape rule.
+        """Output (shape, dtype) per output; None for absent ones.
 
         Raises:
+            ShapeInferenceError: the rule rejects the shapes (any error of a rule
+                is turned into one naming the node, the original as __cause__).
             NotStatic: the kernel has a data-dependent output shape (after the
                 rule has checked the input types), or the rule needs a value
                 known only at forward.
         """
-        specs = self.rule(ctx)
+        try:
+            specs = self.rule(ctx)
+        except (PooledPredictorError, NotStatic):
+            raise
+        except Exception as exc:
+            raise self.typed_error(exc, "shape inference") from exc
         if self.kernel.dynamic_output:
             raise NotStatic(f"node {self.node.name!r} ({self.node.op_type}): output shapes depend on data")
         n = len(self.node.outputs)
@@ -78,6 +87,10 @@ class Step:
 
         Inputs or outputs of a small float type (bfloat16, float8: ml_dtypes)
         run through float32 copies (ops/widen.py).
+
+        Raises:
+            KernelError: the kernel's setup failed (naming the node, the original
+                as __cause__); NotStatic: its setup needs data fed at forward.
         """
         if not self.kernel.dynamic_output and needs_widening(self.node.op_type, ctx):
             return Widened(ctx, self._bind_kernel, self.out_arg)
@@ -86,8 +99,22 @@ class Step:
     def _bind_kernel(self, ctx: OpContext) -> Callable:
         k = self.kernel
         if k.is_class:
-            return k.impl(ctx, **self.node.attrs)
+            try:
+                return k.impl(ctx, **self.node.attrs)
+            except (PooledPredictorError, NotStatic):
+                raise
+            except Exception as exc:
+                raise self.typed_error(exc, "kernel setup") from exc
         return partial(k.impl, **self.node.attrs) if self.node.attrs else k.impl
+
+    def typed_error(self, exc: BaseException, stage: str) -> PooledPredictorError:
+        """Our error for an unforeseen one raised at `stage` of this node (the caller chains it)."""
+        what = f"node {self.node.name!r} ({self.node.op_type}): {stage} failed: {type(exc).__name__}: {exc}"
+        if isinstance(exc, MemoryError):
+            return ResourceExhaustedError(what)
+        if stage == "shape inference":
+            return ShapeInferenceError(what)
+        return KernelError(what)
 
     def out_arg(self, outs: list):
         """`out` for the kernel: one array, or a tuple padded with None to the schema's outputs."""
@@ -96,24 +123,51 @@ class Step:
         missing = self.kernel.num_outputs - len(outs)
         return tuple(outs) + (None,) * missing if missing > 0 else tuple(outs)
 
-    def evaluate(self, arrays: list, device: str = "cpu") -> list:
+    def evaluate(self, arrays: list, device: str = "cpu", memory_limit: int | None = None) -> list:
         """Run the node once on concrete arrays, allocating its outputs.
 
         Used for folding constants, for values known at reshape time, and for
-        nodes whose output shape depends on data (computed per forward).
+        nodes whose output shape depends on data (computed per forward). The
+        outputs, then outputs and scratch, are checked against the memory
+        budget before the kernel is set up and before anything is allocated.
+
+        Args:
+            memory_limit: bytes; None: budget.default_memory_limit().
+        Raises:
+            ResourceExhaustedError: outputs and scratch over the budget.
         """
+        limit = budget.default_memory_limit() if memory_limit is None else memory_limit
         shapes = [None if a is None else a.shape for a in arrays]
         dtypes = [None if a is None else a.dtype for a in arrays]
-        ctx = self.context(shapes, dtypes, arrays, device)
-        if self.kernel.dynamic_output:
-            return self._evaluate_dynamic(ctx, arrays)
         own = getattr(self.kernel.impl, "evaluate", None)
-        if own is not None:  # a kernel that sizes its outputs by running (Loop, If, Scan)
-            return own(ctx, *arrays, **self.node.attrs)
+        if self.kernel.dynamic_output or own is not None:
+            # a kernel that allocates its outputs (NonZero...) or sizes them by running (Loop, If, Scan)
+            ctx = self.context(shapes, dtypes, arrays, device)
+            try:
+                if self.kernel.dynamic_output:
+                    return self._evaluate_dynamic(ctx, arrays)
+                return own(ctx, *arrays, **self.node.attrs)
+            except (PooledPredictorError, NotStatic):
+                raise
+            except Exception as exc:
+                raise self.typed_error(exc, "kernel") from exc
+        refs: list = []
+        ctx = self.context(shapes, dtypes, arrays, device, refs.append)
         specs = self.infer(ctx)
-        outs = [np.empty(s, t) if s is not None else None for s, t in specs]
+        what = f"node {self.node.name!r} ({self.node.op_type})"
+        out_bytes = sum(budget.nbytes_of(s, t) for s, t in specs if s is not None)
+        budget.check(out_bytes, limit, f"{what} outputs")
         runner = self.bind(ctx)
-        runner(*arrays, out=self.out_arg(outs))
+        budget.check(out_bytes + sum(r.nbytes for r in refs), limit, f"{what} outputs and scratch")
+        try:
+            for r in refs:  # kernels read scratch arrays when called, never when set up
+                r.array = np.empty(r.shape, r.dtype)
+            outs = [np.empty(s, t) if s is not None else None for s, t in specs]
+            runner(*arrays, out=self.out_arg(outs))
+        except PooledPredictorError:
+            raise
+        except Exception as exc:
+            raise self.typed_error(exc, "kernel") from exc
         return outs
 
     def _evaluate_dynamic(self, ctx: OpContext, arrays: list) -> list:
@@ -147,9 +201,11 @@ class Program:
         ModelLoadError: the graph reads a value nobody defines.
     """
 
-    def __init__(self, graph: Graph, device: str = "cpu", fold_constants: bool = True):
+    def __init__(self, graph: Graph, device: str = "cpu", fold_constants: bool = True,
+                 memory_limit_bytes: int | None = None):
         self.graph = graph
         self.device = device
+        self.memory_limit_bytes = memory_limit_bytes  # for folding constants (None: the default)
         self.inputs: list[Value] = list(graph.inputs)
         self.outputs: list[Value] = list(graph.outputs)
         self.input_names: list[str] = [v.name for v in self.inputs]
@@ -157,7 +213,7 @@ class Program:
         self.weights: dict[str, np.ndarray] = dict(graph.weights)
         try:
             graph.toposort()
-        except ValueError as exc:
+        except Exception as exc:  # a cycle, undefined values, names of mixed types
             raise ModelLoadError(f"model {graph.source!r}: {exc}") from exc
         self.steps = self._resolve(graph)
         if fold_constants:
@@ -220,7 +276,7 @@ class Program:
                     step.version, step.rule)
                 arrays = [self.weights[i] if i else None for i in node.inputs]
                 try:
-                    outs = cpu_step.evaluate(arrays)
+                    outs = cpu_step.evaluate(arrays, "cpu", self.memory_limit_bytes)
                 except PooledPredictorError:
                     raise
                 except Exception as exc:

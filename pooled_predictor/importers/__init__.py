@@ -10,7 +10,7 @@ def load_caffe(prototxt, weights=None, **kwargs):
     return _load(prototxt, weights, **kwargs)
 
 
-def load_model(src, *, device: str | None = "cpu"):
+def load_model(src, *, device: str | None = "cpu", external_data_dir=None, memory_limit_bytes: int | None = None):
     """Import any model source into a Graph.
 
     Args:
@@ -18,12 +18,15 @@ def load_model(src, *, device: str | None = "cpu"):
             caffemodel): paths, or (text, binary) contents, as fb-caffe-exts'
             protoWeightPaths_ / protoWeightStrings_.
         device: passed to the importer's kernel check.
+        external_data_dir, memory_limit_bytes: for ONNX sources, as load_onnx
+            (a Caffe model has no external data; its Nets are budgeted at reshape).
     Raises:
         ModelLoadError, UnsupportedOpError: as the importer raises.
     """
     if isinstance(src, tuple) and len(src) == 2:
         return load_caffe(src[0], src[1], device=device)
-    return load_onnx(src, device=device)
+    return load_onnx(src, device=device, external_data_dir=external_data_dir,
+                     memory_limit_bytes=memory_limit_bytes)
 
 
 __all__ = ["load_onnx", "load_caffe", "load_model"]

@@ -10,7 +10,11 @@ only maps the protobuf onto our IR:
 
 Errors: a missing, malformed or truncated file raises ModelLoadError naming the
 file; ops with no kernel raise UnsupportedOpError listing every one at once,
-before weights are converted.
+before weights are converted. External data is read only from inside the
+model's directory (importers/external.py), and the model is checked as
+onnxruntime checks it at session creation (importers/validate.py); any other
+error while mapping the protobuf becomes a ModelLoadError naming the node or
+tensor, with the original as __cause__.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..errors import ModelLoadError, UnsupportedOpError
+from ..errors import ModelLoadError, PooledPredictorError, UnsupportedOpError
 from ..ir import Graph, Node, Value, readonly
+from .external import external_tensors, resolve_external_data
+from .validate import validate_model
 
 ModelSource = "str | os.PathLike | bytes | onnx.ModelProto"
 _UNTYPED_IO = re.compile(r"Field '(shape|type|elem_type)' of '(type|value_info)' is required but missing")
@@ -40,27 +46,40 @@ def _describe(src) -> str:
     return f"<{type(src).__name__}>"
 
 
-def parse_model(src) -> onnx.ModelProto:
+def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None = None) -> onnx.ModelProto:
     """Read and validate an ONNX model.
 
     Args:
         src: a file path, the serialized bytes, or an onnx.ModelProto.
+        external_data_dir: the directory of the external data files (ONNX
+            "External Tensor Data"); default: the model file's directory. Models
+            given as bytes or a ModelProto need it when they have external data.
+            Only files inside this directory (symlinks resolved) are read.
+        memory_limit_bytes: budget for the weights' declared bytes (None: no check).
     Returns:
-        The checked onnx.ModelProto.
+        The checked onnx.ModelProto, external data read into it.
     Raises:
-        ModelLoadError: the file is missing, not protobuf, truncated, or fails
-            onnx.checker (message names the file and the reason).
+        ModelLoadError: the file is missing, not protobuf, truncated, fails
+            onnx.checker, or its external data lies outside the directory
+            (message names the file, tensor and path).
+        ResourceExhaustedError: weights over memory_limit_bytes.
     """
     where = _describe(src)
+    base_dir = None if external_data_dir is None else os.fspath(external_data_dir)
     try:
         if isinstance(src, onnx.ModelProto):
             model = src
+            if external_tensors(model):  # resolved into a copy: the caller's proto is left as it is
+                model = onnx.ModelProto()
+                model.CopyFrom(src)
         elif isinstance(src, (bytes, bytearray, memoryview)):
             model = onnx.load_model_from_string(bytes(src))
         elif isinstance(src, (str, os.PathLike)):
             if not os.path.isfile(src):
                 raise ModelLoadError(f"model file {where!r} does not exist or is not a file")
-            model = onnx.load(os.fspath(src))
+            model = onnx.load(os.fspath(src), load_external_data=False)  # external data: below, checked
+            if base_dir is None:
+                base_dir = os.path.dirname(os.path.abspath(os.fspath(src)))
         else:
             raise ModelLoadError(
                 f"a model must be a path, bytes or onnx.ModelProto, not {type(src).__name__}")
@@ -70,34 +89,49 @@ def parse_model(src) -> onnx.ModelProto:
         raise ModelLoadError(f"cannot parse ONNX model {where!r}: {type(exc).__name__}: {exc}") from exc
     if not model.HasField("graph") or (len(model.graph.node) == 0 and len(model.graph.output) == 0):
         raise ModelLoadError(f"ONNX model {where!r} has no graph (empty or truncated file?)")
+    resolve_external_data(model, base_dir, where, memory_limit_bytes)
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
         msg = str(exc).strip().splitlines()
-        if _UNTYPED_IO.search(str(exc)):
-            # Graph inputs/outputs without a declared type or shape: onnx.checker
-            # insists, onnxruntime does not; we infer them, as onnxruntime does.
-            return model
-        raise ModelLoadError(
-            f"ONNX model {where!r} is invalid (truncated or malformed?): {' '.join(msg)[:500]}") from exc
+        # Graph inputs/outputs without a declared type or shape: onnx.checker
+        # insists, onnxruntime does not; we infer them, as onnxruntime does
+        # (validate_model below still checks what onnxruntime checks).
+        if not _UNTYPED_IO.search(str(exc)):
+            raise ModelLoadError(
+                f"ONNX model {where!r} is invalid (truncated or malformed?): {' '.join(msg)[:500]}") from exc
+    validate_model(model, where, memory_limit_bytes)
     return model
 
 
-def load_onnx(src, *, device: str | None = "cpu") -> Graph:
+def load_onnx(src, *, device: str | None = "cpu", external_data_dir=None,
+              memory_limit_bytes: int | None = None) -> Graph:
     """Import an ONNX model into a Graph.
 
     Args:
         src: path, bytes or onnx.ModelProto.
         device: when given ("cpu", "cuda"), check first that every node has a
             kernel for this device; None skips the check.
+        external_data_dir, memory_limit_bytes: as parse_model().
     Returns:
         Graph with weights as read-only numpy arrays.
     Raises:
-        ModelLoadError: unreadable or invalid model.
+        ModelLoadError: unreadable or invalid model, external data outside its
+            directory; any error while mapping it, naming the node or tensor.
         UnsupportedOpError: listing every (op_type, domain, opset) without a kernel.
+        ResourceExhaustedError: weights over memory_limit_bytes.
     """
-    model = parse_model(src)
+    model = parse_model(src, external_data_dir=external_data_dir, memory_limit_bytes=memory_limit_bytes)
     where = _describe(src)
+    try:
+        return _to_graph(model, where, device)
+    except PooledPredictorError:
+        raise
+    except Exception as exc:  # anything the checks above did not foresee: still typed
+        raise ModelLoadError(f"model {where!r} cannot be imported: {type(exc).__name__}: {exc}") from exc
+
+
+def _to_graph(model: onnx.ModelProto, where: str, device: str | None) -> Graph:
     opset = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version) for o in model.opset_import}
     g = model.graph
     if device is not None:
@@ -134,12 +168,18 @@ def import_nodes(g: onnx.GraphProto, where: str, opset: dict) -> tuple[list[Node
     for init in g.initializer:
         weights[init.name] = readonly(_to_array(init, where))
     for init in g.sparse_initializer:
-        weights[init.values.name] = readonly(_sparse_to_dense(init))
+        weights[init.values.name] = readonly(_sparse_to_dense(init, where))
 
     nodes: list[Node] = []
     used_names: set[str] = set()
     for i, n in enumerate(g.node):
-        attrs = {a.name: _attr_value(a, where) for a in n.attribute}
+        try:
+            attrs = {a.name: _attr_value(a, where) for a in n.attribute}
+        except PooledPredictorError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(f"model {where!r}: node {n.name or i!r} ({n.op_type}): an attribute "
+                                 f"cannot be read: {type(exc).__name__}: {exc}") from exc
         domain = "" if n.domain in ("", "ai.onnx") else n.domain
         if _is_constant(n):
             weights[n.output[0]] = readonly(_constant_value(attrs, n, where))
@@ -169,15 +209,20 @@ def _to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
         raise ModelLoadError(f"model {where!r}: tensor {t.name!r} cannot be read: {exc}") from exc
 
 
-def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
-    values = numpy_helper.to_array(sp.values)
-    indices = numpy_helper.to_array(sp.indices)
+def _sparse_to_dense(sp: onnx.SparseTensorProto, where: str = "<model>") -> np.ndarray:
+    """ONNX SparseTensorProto: indices are linear (1-D) or one row of coordinates per value (2-D)."""
+    values = _to_array(sp.values, where)
+    indices = _to_array(sp.indices, where)
     dims = tuple(sp.dims)
-    dense = np.zeros(dims, dtype=values.dtype)
-    if indices.ndim == 1:
-        dense.reshape(-1)[indices] = values
-    else:
-        dense[tuple(indices.T)] = values
+    try:
+        dense = np.zeros(dims, dtype=values.dtype)
+        if indices.ndim == 1:
+            dense.reshape(-1)[indices] = values
+        else:
+            dense[tuple(indices.T)] = values
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ModelLoadError(f"model {where!r}: sparse tensor {sp.values.name!r} (dims {list(dims)}) has "
+                             f"indices or values that do not fit: {exc}") from exc
     return dense
 
 
@@ -188,7 +233,7 @@ def _attr_value(a: onnx.AttributeProto, where: str) -> Any:
     if isinstance(v, onnx.TensorProto):
         return _to_array(v, where)
     if isinstance(v, onnx.SparseTensorProto):
-        return _sparse_to_dense(v)
+        return _sparse_to_dense(v, where)
     if isinstance(v, list):
         if v and isinstance(v[0], bytes):
             return [s.decode("utf-8", errors="replace") for s in v]

@@ -36,15 +36,16 @@ def make_step(graph: Graph, node: Node) -> Step | None:
     return Step(node, k, version, rule)
 
 
-def evaluate(graph: Graph, node: Node, arrays: list) -> list | None:
-    """Run `node` once on concrete arrays with our CPU kernel (None if it has none or fails)."""
+def evaluate(graph: Graph, node: Node, arrays: list, memory_limit: int | None = None) -> list | None:
+    """Run `node` once on concrete arrays with our CPU kernel (None if it has none, fails, or its
+    outputs pass `memory_limit` bytes: None is budget.default_memory_limit())."""
     if node.op_type in NONDETERMINISTIC_OPS:
         return None
     step = make_step(graph, node)
     if step is None:
         return None
     try:
-        return step.evaluate(arrays, "cpu")
+        return step.evaluate(arrays, "cpu", memory_limit)
     except Exception:  # the compiled graph would raise the same error at run time: leave it there
         return None
 
@@ -87,7 +88,7 @@ def static_input_shapes(graph: Graph, input_shapes: Mapping | None) -> dict[str,
     return None
 
 
-def infer_shapes(graph: Graph, input_shapes: Mapping | None = None) -> ShapeInfo:
+def infer_shapes(graph: Graph, input_shapes: Mapping | None = None, memory_limit: int | None = None) -> ShapeInfo:
     """Propagate shapes (and static values) through the graph in node order.
 
     With exact input shapes (given, or all declared static), Shape and Size of
@@ -95,7 +96,8 @@ def infer_shapes(graph: Graph, input_shapes: Mapping | None = None) -> ShapeInfo
     values only. Otherwise symbolic dims are probed with PROBE_DIM: shapes
     then give ranks only, and no shape-derived value is treated as static.
     A node whose shape cannot be inferred (no rule, data-dependent, a rule
-    error) leaves its outputs unknown; nothing here raises.
+    error, static values over `memory_limit` bytes) leaves its outputs unknown;
+    nothing here raises.
     """
     exact_shapes = static_input_shapes(graph, input_shapes)
     info = ShapeInfo(exact=exact_shapes is not None)
@@ -124,7 +126,7 @@ def infer_shapes(graph: Graph, input_shapes: Mapping | None = None) -> ShapeInfo
             if foldable:
                 arrays = [v if v is not None or not i else _stub(info.shapes[i], info.dtypes[i])
                           for i, v in zip(ins, values)]
-                outs = step.evaluate(arrays, "cpu")
+                outs = step.evaluate(arrays, "cpu", memory_limit)
                 for o, arr in zip(node.outputs, outs):
                     if o:
                         info.shapes[o], info.dtypes[o], info.static[o] = arr.shape, arr.dtype, arr

@@ -26,16 +26,18 @@ class PassContext:
     Attributes:
         input_shapes: name -> shape given to optimize() (None: the declared ones).
         notes: lines a pass adds to its report entry (why it did not fire, ...).
+        memory_limit_bytes: no folded value may pass it (None: budget.default_memory_limit()).
     """
 
     input_shapes: Mapping[str, Sequence[int]] | None = None
+    memory_limit_bytes: int | None = None
     notes: list[str] = field(default_factory=list)
     _shapes: ShapeInfo | None = None
 
     def shapes(self, graph: Graph) -> ShapeInfo:
         """Shape analysis of `graph` as it is when first asked in this pass (cached for the pass)."""
         if self._shapes is None:
-            self._shapes = infer_shapes(graph, self.input_shapes)
+            self._shapes = infer_shapes(graph, self.input_shapes, self.memory_limit_bytes)
         return self._shapes
 
 

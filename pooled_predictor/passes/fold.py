@@ -29,7 +29,8 @@ def constant_folding(graph: Graph, ctx: PassContext) -> dict:
         ins = node.present_inputs()
         outs = None
         if all(i in graph.weights for i in ins):
-            outs = evaluate(graph, node, [graph.weights[i] if i else None for i in node.inputs])
+            outs = evaluate(graph, node, [graph.weights[i] if i else None for i in node.inputs],
+                            ctx.memory_limit_bytes)
         if outs is None:
             kept.append(node)
             continue
@@ -47,7 +48,7 @@ def shape_folding(graph: Graph, ctx: PassContext) -> dict:
     if shapes is None:
         ctx.notes.append("skipped: input shapes are not static (pass input_shapes to optimize())")
         return {}
-    info = infer_shapes(graph, shapes)
+    info = infer_shapes(graph, shapes, ctx.memory_limit_bytes)
     changes: dict[str, int] = {}
     kept = []
     for node in graph.nodes:

@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from ..errors import ModelLoadError, PooledPredictorError
 from ..ir import Graph
 from .base import LEVELS, Pass, PassContext
 from .cleanup import eliminate_dead_nodes, eliminate_identity
@@ -210,7 +211,8 @@ def select(level: str = "all", disable: Iterable[str] = (), enable: Iterable[str
 
 
 def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enable: Sequence[str] = (),
-             input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Graph, PassReport]:
+             input_shapes: Mapping[str, Sequence[int]] | None = None,
+             memory_limit_bytes: int | None = None) -> tuple[Graph, PassReport]:
     """Rewrite a copy of `graph` with the passes of `level`.
 
     Args:
@@ -221,11 +223,16 @@ def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enab
         enable: pass names to run although above `level`.
         input_shapes: name -> shape of every graph input; enables shape
             folding and pins the graph's inputs to these shapes when it folds.
+        memory_limit_bytes: no value is folded whose outputs pass it (None:
+            budget.default_memory_limit()); the compiled Program reports it.
     Returns:
         (new Graph, PassReport). The new graph imports the domain
         "pooled_predictor" (opset 1) when a pass emitted one of its ops.
     Raises:
         ValueError: unknown level or pass names, input_shapes not matching the inputs.
+        ModelLoadError: a pass failed on this graph (naming the pass, and the
+            node where a rule failed; the original error as __cause__), or the
+            graph has a cycle or reads a value nobody defines.
     """
     passes = select(level, disable, enable)
     if input_shapes is not None:
@@ -235,17 +242,28 @@ def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enab
     g = graph.copy()
     report = PassReport(level, before=op_counts(g))
     for p in passes:
-        ctx = PassContext(input_shapes=input_shapes)
+        ctx = PassContext(input_shapes=input_shapes, memory_limit_bytes=memory_limit_bytes)
         before = op_counts(g)
         t0 = time.perf_counter()
-        changes = p.run(g, ctx) or {}
+        try:
+            changes = p.run(g, ctx) or {}
+        except Exception as exc:  # a model no pass foresaw: refuse it, typed, the original as __cause__
+            if isinstance(exc, PooledPredictorError) and not isinstance(exc, ModelLoadError):
+                raise
+            rule_error = isinstance(exc, ModelLoadError) and exc.__cause__ is not None  # names the node
+            why = str(exc) if rule_error else f"{type(exc).__name__}: {exc}"
+            raise ModelLoadError(f"model {graph.source!r}: graph pass {p.name!r} failed: {why}") \
+                from (exc.__cause__ if rule_error else exc)
         seconds = time.perf_counter() - t0
         result = PassResult(p.name, p.level, before, op_counts(g), {k: v for k, v in changes.items() if v},
                             list(ctx.notes), seconds)
         report.passes.append(result)
         log.log(logging.INFO if result.changed else logging.DEBUG, "%s (%s): %s [%.1f ms]",
                 p.name, graph.source, result.summary, seconds * 1e3)
-    g.toposort()
+    try:
+        g.toposort()
+    except Exception as exc:
+        raise ModelLoadError(f"model {graph.source!r}: {exc}") from exc
     report.after = op_counts(g)
     return g, report
 

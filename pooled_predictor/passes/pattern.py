@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from ..errors import ModelLoadError, PooledPredictorError
 from ..ir import Graph, Node, readonly
 
 log = logging.getLogger("pooled_predictor.passes")
@@ -398,7 +399,13 @@ def apply_rules(graph: Graph, rules: Sequence[Rule], shapes=None, max_rounds: in
                 for m in match(rule.pattern, node, index, shapes):
                     if rule.where is not None and not _safe(rule.where, m):
                         continue
-                    rep = rule.replace(m, rw)
+                    try:
+                        rep = rule.replace(m, rw)
+                    except PooledPredictorError:
+                        raise
+                    except Exception as exc:  # the manager reports it as the pass's ModelLoadError
+                        raise ModelLoadError(f"rule {rule.name!r} failed at node {node.name!r} ({node.op_type}): "
+                                             f"{type(exc).__name__}: {exc}") from exc
                     if rep is None:
                         continue
                     if isinstance(rep, list):

@@ -4,7 +4,9 @@ Client threads hammer one pool serving two models with random batch sizes;
 some requests carry an injected kernel fault (FailIfNegative), some are
 cancelled right after submission, some have a deadline that may pass, some chain
 a second job from a then() callback, some then() functions raise, the Callback
-raises at random, and a closer thread calls close() partway through. At the end
+raises at random, and a closer thread calls close() partway through; the
+done-callbacks of some requests call close() again (and from a then() of
+theirs) once closing began: from jobs the first close() is cancelling. At the end
 `StressResult.check()` asserts that every Future ended, every result is correct,
 every failure is the expected one, the callback counts agree with the stats,
 and no pool or client thread is left running.
@@ -76,6 +78,7 @@ class StressResult:
     models: list = field(default_factory=list)
     seconds: float = 0.0
     outcomes: dict = field(default_factory=dict)
+    closes_from_callbacks: int = 0  # close() calls made by callbacks of cancelled jobs
 
     def check(self) -> dict:
         """Assert every invariant; return outcome counts."""
@@ -130,8 +133,10 @@ class StressResult:
 
 def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: int = 0,
                close_after: float = 0.6, inline: bool = True, max_batch_size: int = 0,
-               max_queue_delay: float = 0.0) -> StressResult:
-    """Run the stress scenario for about `seconds`; close() at `close_after` x seconds.
+               max_queue_delay: float = 0.0, cancel_pending: bool | None = None,
+               queue_capacity: int | None = None) -> StressResult:
+    """Run the stress scenario for about `seconds`; close() at `close_after` x seconds
+    (cancelling the queued jobs when cancel_pending, None: at random).
 
     With max_batch_size > 1 the pool batches jobs (dynamic batching) and clients
     send them with random priority levels.
@@ -140,12 +145,20 @@ def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: i
     models = [make_faulty_mlp(features=16, classes=10, seed=1), make_faulty_mlp(features=8, classes=3, seed=2)]
     cb = RandomlyFailingCallback(p=0.05, seed=seed)
     pool = PooledPredictor(Config(model_bytes=[m.SerializeToString() for m in models], num_threads=workers,
-                                  queue_capacity=2 * workers, allow_inline_scheduling=inline,
+                                  queue_capacity=queue_capacity or 2 * workers, allow_inline_scheduling=inline,
                                   enqueue_timeout=1.0, max_batch_size=max_batch_size,
                                   max_queue_delay=max_queue_delay), cb)
     result = StressResult(pool=pool, callback=cb, models=models)
     lock = threading.Lock()
     stop = threading.Event()
+    closing = threading.Event()
+
+    def close_again(fut, wait: bool):
+        """A done-callback (or then()) of a job that close() cancels calls close() again."""
+        if closing.is_set() and fut.cancelled():
+            with lock:
+                result.closes_from_callbacks += 1
+            pool.close(wait=wait, cancel_pending=True)
 
     def record(req):
         with lock:
@@ -174,12 +187,17 @@ def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: i
                     return
                 continue
             req = Request(f, kind, net_id, x)
+            if kind in ("plain", "deadline") and prng.random() < 0.5:
+                f.add_done_callback(lambda f, w=prng.random() < 0.5: close_again(f, w))
+                chained = f.then(lambda r: r)  # cancelled with f: its callbacks run inside close() too
+                chained.add_done_callback(lambda c: close_again(c, True))
+                record(Request(chained, kind, net_id, x))
             if kind == "cancel":
                 req.cancelled_by_us = f.cancel() or True
             elif kind == "chain":
                 # a second job submitted from the worker that completes the first
                 chained = f.then(lambda _, x=x, n=net_id: pool.forward({"x": x}, net_id=n))
-                record(Request(chained, "chain", net_id, x))
+                record(Request(chained, kind, net_id, x))
             elif kind == "then_raises":
                 record(Request(f.then(lambda _: 1 / 0), "then_raises", net_id, x))
                 req.kind = "plain"
@@ -193,7 +211,9 @@ def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: i
     for t in threads:
         t.start()
     time.sleep(seconds * close_after)
-    pool.close(wait=True, cancel_pending=rng.random() < 0.5)
+    cancel = rng.random() < 0.5
+    closing.set()
+    pool.close(wait=True, cancel_pending=cancel if cancel_pending is None else cancel_pending)
     time.sleep(seconds * (1 - close_after) * 0.1)
     stop.set()
     for t in threads:

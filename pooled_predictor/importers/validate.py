@@ -1,0 +1,228 @@
+"""Checks of an ONNX model before import: what onnx.checker misses or is skipped for.
+
+onnx.checker stops at the first problem, and the importer accepts models whose
+graph inputs/outputs carry no type (as onnxruntime does), which skips the rest
+of the checker. onnxruntime then still refuses, at session creation, what is
+refused here (ModelLoadError, naming the node, tensor or value):
+
+* names defined twice: two initializers of one name, or a value written by two
+  nodes (or by a node and an initializer or graph input): onnxruntime's
+  "Duplicate definition of name" / "Duplicate definition-site";
+* default-domain opsets newer than this onnx knows (onnxruntime: "opset
+  version 99 is not supported");
+* nodes with fewer or more inputs or outputs than their schema allows (a Relu
+  with two outputs), an empty name for a required or variadic input or a
+  required output (absent variadic outputs, e.g. of Split, are allowed),
+  required attributes missing, attributes the schema does not have or whose
+  type is not the schema's, initializers whose element type the input's type
+  constraint does not allow (an int4 weight of an Add; other element-type
+  checks are the kernels', at compile and reshape);
+* spatial attributes outside their ranges (ONNX Operators: Conv, ConvTranspose,
+  MaxPool, AveragePool, LpPool, ...): pads and output_padding >= 0, strides,
+  dilations and kernel_shape >= 1, pads of length 2 x (number of spatial axes),
+  pooling pads smaller than the kernel (onnxruntime: "Pad should be smaller
+  than kernel");
+* dims that are negative or whose product overflows int64, in initializers and
+  declared graph inputs;
+* initializers whose declared bytes (dims x element size) pass the memory budget
+  (ResourceExhaustedError), before any of them is converted.
+
+Values that are merely large (pads of 2**31 - 1) are legal here; the memory
+budget refuses them at reshape, before a kernel is set up.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import AttributeProto, TensorProto
+
+from .. import budget
+from ..errors import ModelLoadError
+from .external import declared_nbytes
+
+INT64_MAX = (1 << 63) - 1
+
+# op_type -> spatial attribute rules; our own FusedConv takes Conv's attributes.
+_SPATIAL_OPS = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool",
+                "MaxUnpool", "FusedConv", "DeformConv", "MaxRoiPool"}
+_NON_NEGATIVE = ("pads", "output_padding")
+_POOLS = {"MaxPool", "AveragePool", "LpPool"}
+_OPTIONAL = onnx.defs.OpSchema.FormalParameterOption.Optional
+_SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
+_POSITIVE = ("strides", "dilations", "kernel_shape", "pooled_shape")
+
+
+def validate_model(model: onnx.ModelProto, where: str, memory_limit: int | None = None) -> None:
+    """Refuse what onnxruntime refuses at session creation (see the module docstring).
+
+    Args:
+        model: the parsed model (external data already resolved).
+        where: the model's description, for messages.
+        memory_limit: budget in bytes for the initializers' declared size.
+    Raises:
+        ModelLoadError: the first problem found, naming the node / tensor / value.
+        ResourceExhaustedError: the initializers' declared bytes pass the budget.
+    """
+    opset = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version) for o in model.opset_import}
+    newest = onnx.defs.onnx_opset_version()
+    if opset.get("", 0) > newest:
+        raise _err(where, f"opset {opset['']} of the default domain is newer than the newest this build "
+                          f"knows ({newest})")
+    _check_graph(model.graph, opset, where, memory_limit)
+
+
+def _err(where: str, message: str) -> ModelLoadError:
+    return ModelLoadError(f"model {where!r}: {message}")
+
+
+def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> None:
+    defined: set[str] = set()
+    weight_bytes = 0
+    for t in g.initializer:
+        if not isinstance(t.name, str):
+            raise _err(where, f"an initializer's name {t.name[:40]!r} is not valid UTF-8")
+        if t.name in defined:
+            raise _err(where, f"two initializers are named {t.name!r} (onnxruntime: duplicate definition-site)")
+        defined.add(t.name)
+        _check_dims(t.dims, where, f"initializer {t.name!r}")
+        weight_bytes += declared_nbytes(t) or 0
+    for sp in g.sparse_initializer:
+        name = sp.values.name
+        if name in defined:
+            raise _err(where, f"sparse initializer {name!r} has the name of another initializer")
+        defined.add(name)
+        _check_dims(sp.dims, where, f"sparse initializer {name!r}")
+        weight_bytes += budget.nbytes_of(sp.dims, _np_dtype(sp.values.data_type)) if sp.dims else 0
+    budget.check(weight_bytes, memory_limit, f"model {where!r}: the initializers")
+    for v in g.input:
+        if v.name in defined:
+            continue  # an input with a default value (IR < 4 style): allowed
+        defined.add(v.name)
+        if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+            dims = [d.dim_value for d in v.type.tensor_type.shape.dim if d.HasField("dim_value")]
+            _check_dims(dims, where, f"graph input {v.name!r}")
+    weight_types = {t.name: t.data_type for t in g.initializer}
+    for i, node in enumerate(g.node):
+        label = f"node {node.name or f'#{i}'!r} ({node.op_type})"
+        for name in list(node.input) + list(node.output) + [node.name, node.op_type, node.domain]:
+            if not isinstance(name, str):  # protobuf hands back bytes for invalid UTF-8
+                raise _err(where, f"{label}: the name {name[:40]!r} is not valid UTF-8")
+        for o in node.output:
+            if not o:
+                continue
+            if o in defined:
+                raise _err(where, f"{label} writes {o!r}, which is already defined "
+                                  "(onnxruntime: duplicate definition of name)")
+            defined.add(o)
+        _check_node(node, opset, where, label, weight_types)
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _check_graph(sub, opset, where, memory_limit)  # each scope on its own
+
+
+def _check_dims(dims, where: str, what: str) -> None:
+    count = 1
+    for d in dims:
+        if d < 0:
+            raise _err(where, f"{what} has a negative dimension in {list(dims)}")
+        count *= int(d)
+    if count > INT64_MAX:
+        raise _err(where, f"{what} has dims {list(dims)} whose product overflows int64")
+
+
+def _np_dtype(data_type: int):
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(data_type)
+    except Exception:
+        return onnx.helper.tensor_dtype_to_np_dtype(TensorProto.UINT8)
+
+
+def _schema(node: onnx.NodeProto, opset: dict):
+    domain = "" if node.domain in ("", "ai.onnx") else node.domain
+    version = opset.get(domain)
+    if version is None:
+        return None
+    try:
+        return onnx.defs.get_schema(node.op_type, version, domain)
+    except Exception:  # not an ONNX op (our own domain, a custom one): the registry decides
+        return None
+
+
+def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str, weight_types: dict) -> None:
+    schema = _schema(node, opset)
+    if schema is not None:
+        _check_weight_types(node, schema, where, label, weight_types)
+        n_in, n_out = len(node.input), len(node.output)
+        if not schema.min_input <= n_in <= schema.max_input:
+            raise _err(where, f"{label} has {n_in} inputs; its schema (opset {schema.since_version}) "
+                              f"takes {schema.min_input}..{schema.max_input}")
+        if not schema.min_output <= n_out <= schema.max_output:
+            raise _err(where, f"{label} has {n_out} outputs; its schema (opset {schema.since_version}) "
+                              f"allows {schema.min_output}..{schema.max_output}")
+        given = {a.name for a in node.attribute}
+        missing = [name for name, spec in schema.attributes.items() if spec.required and name not in given]
+        if missing:
+            raise _err(where, f"{label} lacks the required attribute(s) {missing}")
+        for names, params, kind in ((node.input, schema.inputs, "input"), (node.output, schema.outputs, "output")):
+            for k, name in enumerate(names):
+                param = params[min(k, len(params) - 1)] if params else None
+                if not name and param is not None and (param.option == _SINGLE or (
+                        kind == "input" and param.option != _OPTIONAL)):
+                    raise _err(where, f"{label}: {kind} {k} ({param.name}) "
+                                      "is not optional but its name is empty")
+        for a in node.attribute:
+            spec = schema.attributes.get(a.name)
+            if spec is None and node.domain in ("", "ai.onnx"):
+                raise _err(where, f"{label}: attribute {a.name!r} is not in its schema (opset "
+                                  f"{schema.since_version}): {sorted(schema.attributes)}")
+            if spec is not None and a.type != AttributeProto.UNDEFINED and int(a.type) != int(spec.type.value):
+                raise _err(where, f"{label}: attribute {a.name!r} has type "
+                                  f"{AttributeProto.AttributeType.Name(a.type)}, its schema says {spec.type.name}")
+    if node.op_type in _SPATIAL_OPS:
+        _check_spatial(node, where, label)
+
+
+def _check_weight_types(node: onnx.NodeProto, schema, where: str, label: str, weight_types: dict) -> None:
+    """Initializers read by the node, against the type constraint of the input they fill."""
+    if not schema.inputs:
+        return
+    constraints = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    for k, name in enumerate(node.input):
+        if name not in weight_types:
+            continue
+        param = schema.inputs[min(k, len(schema.inputs) - 1)]
+        allowed = constraints.get(param.type_str, {param.type_str})
+        try:
+            type_str = f"tensor({TensorProto.DataType.Name(weight_types[name]).lower()})"
+        except ValueError:
+            raise _err(where, f"{label}: initializer {name!r} has the unknown data type {weight_types[name]}") from None
+        if type_str not in allowed:
+            raise _err(where, f"{label}: initializer {name!r} of type {type_str} cannot be its input {k} "
+                              f"({param.name}: {', '.join(sorted(allowed))})")
+
+
+def _check_spatial(node: onnx.NodeProto, where: str, label: str) -> None:
+    attrs = {a.name: list(a.ints) for a in node.attribute if a.type == AttributeProto.INTS}
+    for name, values in attrs.items():
+        if any(abs(v) > INT64_MAX // 4 for v in values):
+            raise _err(where, f"{label}: attribute {name} {values} overflows int64 arithmetic")
+    for name in _NON_NEGATIVE:
+        if any(v < 0 for v in attrs.get(name, ())):
+            raise _err(where, f"{label}: {name} {attrs[name]} must be >= 0 (ONNX {node.op_type})")
+    for name in _POSITIVE:
+        if any(v < 1 for v in attrs.get(name, ())):
+            raise _err(where, f"{label}: {name} {attrs[name]} must be >= 1 (ONNX {node.op_type})")
+    pads = attrs.get("pads")
+    if pads is not None and len(pads) % 2:
+        raise _err(where, f"{label}: pads {pads} must hold a begin and an end per spatial axis")
+    spatial = [len(attrs[k]) for k in ("kernel_shape", "strides", "dilations") if k in attrs]
+    if pads is not None:
+        spatial.append(len(pads) // 2)
+    kernel = attrs.get("kernel_shape")
+    if node.op_type in _POOLS and kernel and pads and len(pads) == 2 * len(kernel) \
+            and any(p >= kernel[k % len(kernel)] for k, p in enumerate(pads)):
+        raise _err(where, f"{label}: pads {pads} must be smaller than kernel_shape {kernel} "
+                          "(onnxruntime: Pad should be smaller than kernel)")
+    if len(set(spatial)) > 1:
+        raise _err(where, f"{label}: kernel_shape, strides, dilations and pads disagree on the number of "
+                          f"spatial axes ({ {k: attrs[k] for k in attrs} })")

@@ -1,0 +1,181 @@
+"""Runs a range of fuzz cases in this process (started by tests/fuzz/harness.py).
+
+    python -m tests.fuzz.child --seed S --start A --stop B --workdir DIR [--as-bytes N] [--budget N]
+
+Limits its own address space first (RLIMIT_AS), installs an audit hook that
+records every open() of a path inside DIR/bait, then prints one JSON line per
+case: {"start": i} before it, the outcome after it. The harness reads them; a
+case that never reports was a hang (killed) or a crash (the process died).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import traceback
+
+_outside: list[str] = []
+_bait_root = ""
+
+
+def _audit(event: str, args) -> None:
+    if event == "open" and args:
+        path = args[0]
+        if isinstance(path, (str, bytes, os.PathLike)):
+            try:
+                real = os.path.realpath(os.fsdecode(path))
+            except (OSError, ValueError):
+                return
+            if real == _bait_root or real.startswith(_bait_root + os.sep):
+                _outside.append(real)
+
+
+def main(argv=None) -> None:
+    global _bait_root
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", type=int, required=True)
+    ap.add_argument("--stop", type=int, required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--as-bytes", type=int, default=4 << 30, help="RLIMIT_AS of this process")
+    ap.add_argument("--budget", type=int, default=256 << 20, help="memory_limit_bytes of each Predictor")
+    args = ap.parse_args(argv)
+    resource.setrlimit(resource.RLIMIT_AS, (args.as_bytes, args.as_bytes))
+    _bait_root = os.path.realpath(os.path.join(args.workdir, "bait"))
+    sys.addaudithook(_audit)
+
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import onnxruntime as ort
+
+    from tests.fuzz.cases import make_case
+
+    ort.set_default_logger_severity(4)
+    sabotage = os.environ.get("POOLED_PREDICTOR_FUZZ_SABOTAGE") == "1"
+    print(json.dumps({"ready": True}), flush=True)
+    for i in range(args.start, args.stop):
+        print(json.dumps({"start": i}), flush=True)
+        case = make_case(args.seed, i)
+        del _outside[:]
+        if sabotage:  # the harness's own test: a hang, a crash, a read of the bait
+            _sabotage(i, args.workdir)
+        result = run_case(case, args.workdir, args.budget)
+        result["outside"] = sorted(set(_outside))
+        print(json.dumps(result), flush=True)
+
+
+def _sabotage(k: int, workdir: str) -> None:
+    import time
+
+    if k == 0:
+        time.sleep(3600)
+    elif k == 1:
+        os.abort()
+    else:
+        with open(os.path.join(workdir, "bait", "secret.bin"), "rb") as f:
+            f.read(1)
+
+
+def _materialize(case, model_dir: str, bait: str) -> None:
+    os.makedirs(model_dir)
+    for name, content in case.files.items():
+        path = os.path.join(model_dir, name)
+        if isinstance(content, bytes):
+            with open(path, "wb") as f:
+                f.write(content)
+        elif content[0] == "symlink":
+            os.symlink(content[1].replace("@BAITDIR@", os.path.dirname(bait)).replace("@BAIT@", bait), path)
+        elif content[0] == "fifo":
+            os.mkfifo(path)
+        elif content[0] == "dir":
+            os.makedirs(path)
+
+
+def run_case(case, workdir: str, budget: int) -> dict:
+    """Load the case's model and run its requests; classify every outcome."""
+    import numpy as np
+    import onnx
+
+    from pooled_predictor import PooledPredictorError, Predictor
+
+    bait = os.path.join(workdir, "bait", "secret.bin")
+    model_dir = os.path.join(workdir, "cases", str(case.index))
+    result = {"i": case.index, "family": case.family, "what": case.what, "outcomes": [], "detail": ""}
+    try:
+        _materialize(case, model_dir, bait)
+        data = case.model.replace(b"@BAIT@", bait.encode())
+        if case.load_as == "path":
+            src = os.path.join(model_dir, "m.onnx")
+            with open(src, "wb") as f:
+                f.write(data)
+        elif case.load_as == "proto":
+            try:
+                src = onnx.load_model_from_string(data)
+            except Exception:
+                src = data
+        else:
+            src = data
+        kwargs = {"external_data_dir": model_dir} if case.external_data_dir else {}
+
+        def attempt(fn):
+            try:
+                value = fn()
+            except PooledPredictorError as exc:
+                result["outcomes"].append("typed:" + type(exc).__name__)
+                return None, False
+            except Exception as exc:  # the finding the fuzz suite exists for
+                result["outcomes"].append("untyped:" + type(exc).__name__)
+                result["detail"] += "".join(traceback.format_exception(exc))[-3000:]
+                return None, False
+            result["outcomes"].append("ok")
+            return value, True
+
+        predictor, ok = attempt(lambda: Predictor(src, memory_limit_bytes=budget, **kwargs))
+        if not ok:
+            return result
+        for inputs, names, out in case.requests:
+            attempt(lambda: predictor.forward(inputs, names, out))
+        ours, ok = attempt(lambda: predictor.forward(case.feeds, predictor.output_names))
+        if ok and case.load_as == "path":
+            result["compared"] = _compare(os.path.join(model_dir, "m.onnx"), case.feeds, ours, result)
+    finally:
+        shutil.rmtree(model_dir, ignore_errors=True)
+    return result
+
+
+def _compare(path: str, feeds: dict, ours: list, result: dict) -> str:
+    """'same', 'ort_refuses', or 'mismatch' (with details) against onnxruntime."""
+    import numpy as np
+    import onnxruntime as ort
+
+    try:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        ref = sess.run(None, feeds)
+    except Exception as exc:
+        result["ort_error"] = str(exc)[:300]
+        return "ort_refuses"
+    for a, b in zip(ours, ref):
+        b = np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            result["detail"] += f"shape/dtype {a.shape} {a.dtype} vs onnxruntime {b.shape} {b.dtype}\n"
+            return "mismatch"
+        if a.dtype.kind == "f":
+            finite = np.isfinite(b)
+            scale = max(1.0, float(np.abs(b[finite]).max())) if finite.any() else 1.0
+            same = np.array_equal(np.isnan(a), np.isnan(b)) and np.allclose(
+                np.nan_to_num(a, nan=0.0), np.nan_to_num(b, nan=0.0), rtol=1e-3, atol=1e-4 * scale)
+        else:
+            same = np.array_equal(a, b)
+        if not same:
+            result["detail"] += f"values differ from onnxruntime (max |diff| {np.nanmax(np.abs(a - b))})\n"
+            return "mismatch"
+    return "same"
+
+
+if __name__ == "__main__":
+    main()
