@@ -71,6 +71,7 @@ class Net:
         self._default_invalid = False
         self.at_default = False  # laid out for the default shapes by restore(), not reshaped since
         self.layouts_built = 0
+        self.profiler = None  # a profiling.Profiler while profiling (enable_profiling)
         self._activate(None, None)
         if input_shapes is not None:
             self.reshape(input_shapes)
@@ -459,6 +460,25 @@ class Net:
             if o:
                 self._blobs[o] = arr
 
+    # ---- profiling -----------------------------------------------------------
+    def enable_profiling(self, profiler=None):
+        """Time every node of each forward from now on (onnxruntime's enable_profiling).
+
+        Args:
+            profiler: a profiling.Profiler to record into (shared by several Nets);
+                None: a new one.
+        Returns:
+            the Profiler (also `self.profiler`): table(), chrome_trace(), write_trace().
+        """
+        from .profiling import Profiler
+
+        self.profiler = profiler if profiler is not None else Profiler()
+        return self.profiler
+
+    def disable_profiling(self) -> None:
+        """Stop timing nodes; the Profiler keeps what it recorded."""
+        self.profiler = None
+
     # ---- forward -------------------------------------------------------------
     def set_inputs(self, inputs) -> None:
         """Check the inputs, reshape if their shapes changed, and copy them into the input blobs."""
@@ -501,9 +521,18 @@ class Net:
         i = 0
         run = self._run
         try:
-            for f in run:
-                f()
-                i += 1
+            if self.profiler is not None:
+                clock, times = time.perf_counter_ns, []
+                for f in run:
+                    t0 = clock()
+                    f()
+                    times.append((t0, clock()))
+                    i += 1
+                self.profiler.add_forward(self._run_nodes, times)
+            else:
+                for f in run:
+                    f()
+                    i += 1
         except PooledPredictorError:
             raise
         except Exception as exc:

@@ -98,6 +98,8 @@ class Config:
         disabled_passes: pass names never to run.
         device: "cpu" or "cuda".
         unknown_output: "warn" (log and skip, as fb-caffe-exts) or "raise".
+        enable_profiling: time every node of every worker's Nets (onnxruntime's
+            option); each `predictor(i).profiler` collects, end_profiling() writes.
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -119,6 +121,7 @@ class Config:
     disabled_passes: Sequence[str] = ()
     device: str = "cpu"
     unknown_output: str = "warn"
+    enable_profiling: bool = False
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -435,7 +438,8 @@ class PooledPredictor:
                                 planner=config.planner, keep=config.keep,
                                 cache_bytes=config.layout_cache_bytes,
                                 graph_optimization_level=config.graph_optimization_level,
-                                disabled_passes=config.disabled_passes, disable_blas_threading=False)
+                                disabled_passes=config.disabled_passes, disable_blas_threading=False,
+                                enable_profiling=config.enable_profiling)
                       for src in sources]
         self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
         self._core = _Core(config, predictors, callback)

@@ -49,6 +49,8 @@ class Predictor:
         cache_bytes: per-Net budget of cached layouts for other input shapes.
         disable_blas_threading: limit BLAS to one thread per call while this
             Predictor lives (fb-caffe-exts' default).
+        enable_profiling: time every node of every Net (onnxruntime's option):
+            `profiler` collects them; end_profiling() writes the Chrome trace.
     Raises:
         ModelLoadError: unreadable or invalid model file.
         UnsupportedOpError: ops without a kernel, all listed.
@@ -57,7 +59,7 @@ class Predictor:
     def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.MEMORY,
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  graph_optimization_level: str = "all", disabled_passes=(),
-                 disable_blas_threading: bool = True):
+                 disable_blas_threading: bool = True, enable_profiling: bool = False):
         graph = model if isinstance(model, Graph) else load_onnx(model, device=device)
         self.imported_graph = graph
         self.optimization_report = None
@@ -78,6 +80,11 @@ class Predictor:
         self.program = Program(graph, device)
         self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep),
                                  cache_bytes=cache_bytes)
+        self.profiler = None
+        if enable_profiling:
+            from .profiling import Profiler
+
+            self.profiler = Profiler()
         self.canonical_net = self.new_net()
         self._local = threading.local()
         self._nets_lock = threading.Lock()
@@ -115,7 +122,26 @@ class Predictor:
 
     def new_net(self) -> Net:
         """A new Net over this model's shared weights, with the Predictor's options."""
-        return Net(self.program, **self._net_options)
+        net = Net(self.program, **self._net_options)
+        if self.profiler is not None:
+            net.enable_profiling(self.profiler)
+        return net
+
+    def end_profiling(self, path=None) -> str | None:
+        """Write the Chrome trace of what was profiled (onnxruntime's end_profiling).
+
+        Args:
+            path: the JSON file; None: pooled_predictor_profile_<date>_<time>.json here.
+        Returns:
+            the file written, or None when profiling is not enabled.
+        """
+        if self.profiler is None:
+            return None
+        if path is None:
+            import time
+
+            path = time.strftime("pooled_predictor_profile_%Y-%m-%d_%H-%M-%S.json")
+        return self.profiler.write_trace(path)
 
     def net(self) -> Net:
         """This thread's Net (created on the first call from this thread)."""
