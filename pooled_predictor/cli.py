@@ -131,7 +131,8 @@ def _cmd_ops(args) -> int:
 
     by_op: dict = {}
     for k in registered_ops(args.device):
-        by_op.setdefault((k.domain, k.op_type), {}).setdefault(k.device, []).append(k.since)
+        by_op.setdefault((k.domain, k.op_type), {}).setdefault(k.device, []).append(
+            k.since if k.layout == "NCHW" else f"{k.since} ({k.layout})")
     if args.json:
         print(json.dumps([{"op_type": op, "domain": d, "devices": devs} for (d, op), devs in sorted(by_op.items())]))
         return 0
