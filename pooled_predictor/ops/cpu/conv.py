@@ -45,6 +45,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..registry import kernel
+from . import compiled
 from ..shapes.conv import conv_geometry
 
 _ALL = slice(None)
@@ -57,6 +58,9 @@ TILE_BYTES = 4 << 20
 # A grouped conv with one input channel per group and at most this many
 # outputs per group uses the depthwise path; more use im2col + batched GEMM.
 DEPTHWISE_MAX_MULTIPLIER = 4
+# The compiled depthwise kernel checks the taps of border outputs one by one:
+# on planes smaller than this many outputs the numpy path is faster (measured, 7x7).
+DEPTHWISE_COMPILED_MIN_PLANE = 150
 
 
 class _Fill:
@@ -139,6 +143,13 @@ def _bands(rows: int, bytes_per_row: int) -> list[tuple[int, int]]:
     return [(r, min(rows, r + band)) for r in range(0, rows, band)]
 
 
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view (compiled kernels take weights as read-only arrays: one signature)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _run_fills(pairs):
     for dst, src in pairs:
         if src is None:
@@ -203,15 +214,20 @@ class Conv(_ConvBase):
         pointwise = (all(k == 1 for k in g.kernel) and all(s == 1 for s in g.strides)
                      and not any(g.pads_begin) and g.out_shape == g.in_shape)
         mult = m // c if grp == c else 0
+        self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
         if pointwise:
             self.path = "pointwise"
+        elif (compiled.ENABLED and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
+              and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE):
+            self.path = "depthwise_compiled"
+            self._init_depthwise_compiled(ctx)
         elif grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
             self.path = "depthwise"
             self._init_depthwise(ctx, mult)
         else:
             self.path = "im2col"
             self._init_im2col(ctx)
-        if self.path != "depthwise":
+        if self.path not in ("depthwise", "depthwise_compiled"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
@@ -279,6 +295,31 @@ class Conv(_ConvBase):
                 c_mm, o_mm = c_tile, o_tile
             tiles.append((copy, ones, c_mm, o_mm))
         return fills, tiles
+
+    # ---- depthwise, compiled (2-D float32, static weights) -----------------
+    def _init_depthwise_compiled(self, ctx):
+        g = self.geo
+        self.mult = g.out_channels // g.in_channels
+        self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32))
+        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
+                             else np.zeros(g.out_channels, np.float32))
+        self.acc_ref = ctx.scratch((g.out_shape[1],), np.float32)
+
+    def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
+        """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
+        if self.path != "depthwise_compiled" or (self.has_bias and self.b_static is None):
+            return False
+        self.act = (int(code), np.float32(p0), np.float32(p1))
+        return True
+
+    def _depthwise_compiled(self, x, b, out):
+        from .compiled.depthwise import depthwise_conv2d
+
+        g = self.geo
+        bias = self.b_c if not self.has_bias or self.b_static is not None else \
+            _readonly(np.ascontiguousarray(b, np.float32))
+        depthwise_conv2d(x, self.w_c, bias, out, self.acc_ref.array, g.strides[0], g.strides[1],
+                         g.dilations[0], g.dilations[1], g.pads_begin[0], g.pads_begin[1], self.mult, *self.act)
 
     # ---- depthwise ---------------------------------------------------------
     def _init_depthwise(self, ctx, mult):
@@ -387,6 +428,9 @@ class Conv(_ConvBase):
 
     def __call__(self, x, w, b=None, *, out):
         if self.empty:
+            return
+        if self.path == "depthwise_compiled":
+            self._depthwise_compiled(x, b, out)
             return
         if self.path == "depthwise":
             self._depthwise(x, w, b, out)

@@ -1,0 +1,53 @@
+"""Compiled CPU kernels: plain numba loops where numpy cannot fuse passes over memory.
+
+Every function is ``@njit(<explicit float32 signature>, nogil=True, cache=True)``:
+one specialization each (cold compile stays short), the GIL released while it
+runs, no threads of its own (the pool's workers are the parallelism), and
+machine code cached on disk. The numpy kernels they replace stay as the tested
+reference (tests/ops/test_compiled.py).
+
+numba's cache goes beside this package when that directory is writable, else
+under ~/.cache/pooled-predictor/numba (NUMBA_CACHE_DIR, set here before numba
+is imported unless the user set it): an installed, read-only package still
+compiles once per machine, not once per process.
+
+Modules: epilogue.py (activations applied to an output block in cache; GELU;
+erf), depthwise.py (depthwise convolution with bias and activation fused).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENABLED = os.environ.get("POOLED_PREDICTOR_COMPILED", "1") != "0"
+"""Kernels built from now on use the compiled paths where they apply; False: the
+numpy paths, the tested reference (tests/ops/test_compiled.py compares the two)."""
+
+
+def cache_dir() -> Path | None:
+    """Where numba caches our kernels when the package directory is not writable (None: beside it)."""
+    here = Path(__file__).resolve().parent
+    if os.access(here, os.W_OK) and os.access(here / "__pycache__", os.W_OK) if (here / "__pycache__").exists() \
+            else os.access(here, os.W_OK):
+        return None
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pooled-predictor" / "numba"
+
+
+def _configure_cache() -> None:
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    where = cache_dir()
+    if where is None:
+        return
+    where.mkdir(parents=True, exist_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = str(where)
+    import sys
+
+    if "numba" in sys.modules:  # imported already: numba read its config at import
+        from numba.core import config
+
+        config.CACHE_DIR = str(where)
+
+
+_configure_cache()
