@@ -6,6 +6,7 @@
     pooled-predictor ops [--device cpu|cuda]
     pooled-predictor zoo NAME -o FILE.onnx [--seed S] [--opset V] [--batch N]
     pooled-predictor inspect MODEL.onnx [--level all] [--input-shapes x:1x3x224x224] [--disable PASS]
+    pooled-predictor warmup [MODEL.onnx ...] [--shape NAME=1x3x224x224]
     pooled-predictor profile MODEL.onnx [--shape NAME=1x3x224x224] [--runs N] [--trace trace.json]
 """
 
@@ -195,6 +196,26 @@ def _cmd_profile(args) -> int:
     return 0
 
 
+def _cmd_warmup(args) -> int:
+    from .ops.cpu.compiled import load_all
+    from .predictor import Predictor
+
+    import numba
+
+    seconds = load_all()
+    where = numba.config.CACHE_DIR or "beside the package (pooled_predictor/ops/cpu/compiled/__pycache__)"
+    print(f"compiled kernels ready in {seconds:.2f} s (numba {numba.__version__}; cache: {where})")
+    for model in args.models:
+        t0 = time.perf_counter()
+        predictor = Predictor(model)
+        loaded = time.perf_counter() - t0
+        given = _parse_shapes(args.shape)
+        shapes = {n: given.get(n, s) for n, s in predictor.canonical_net.default_input_shapes().items()}
+        first = predictor.warmup(shapes)
+        print(f"{model}: load + compile {loaded:.2f} s, first forward {first:.2f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pooled-predictor", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -236,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--input-shapes", help="x:1x3x224x224[,y:...] to fold shape computations")
     i.add_argument("--disable", action="append", help="a pass not to run (repeatable)")
     i.set_defaults(fn=_cmd_inspect)
+
+    w = sub.add_parser("warmup", help="compile the numba kernels into the disk cache (and run models once): "
+                                       "a server pays it before taking traffic")
+    w.add_argument("models", nargs="*")
+    w.add_argument("--shape", action="append", help="NAME=1x3x224x224 (default: declared, symbolic as 1)")
+    w.set_defaults(fn=_cmd_warmup)
 
     pr = sub.add_parser("profile", help="time every node of a model on one thread: tables by op type and "
                                          "node, Chrome trace JSON")

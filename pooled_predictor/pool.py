@@ -35,7 +35,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -98,6 +98,10 @@ class Config:
         disabled_passes: pass names never to run.
         device: "cpu" or "cuda".
         unknown_output: "warn" (log and skip, as fb-caffe-exts) or "raise".
+        warmup: run each model once at construction (compiled kernels compiled
+            or loaded from numba's disk cache, kernels set up), so the first
+            request does not pay it; shapes from `warmup_shapes[net_id]` (name ->
+            shape) or the declared ones with symbolic dims as 1.
         enable_profiling: time every node of every worker's Nets (onnxruntime's
             option); each `predictor(i).profiler` collects, end_profiling() writes.
     """
@@ -122,6 +126,8 @@ class Config:
     device: str = "cpu"
     unknown_output: str = "warn"
     enable_profiling: bool = False
+    warmup: bool = False
+    warmup_shapes: Sequence[Mapping[str, Sequence[int]]] = ()
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -441,6 +447,9 @@ class PooledPredictor:
                                 disabled_passes=config.disabled_passes, disable_blas_threading=False,
                                 enable_profiling=config.enable_profiling)
                       for src in sources]
+        if config.warmup:
+            for i, p in enumerate(predictors):
+                p.warmup(config.warmup_shapes[i] if i < len(config.warmup_shapes) else None)
         self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
         self._core = _Core(config, predictors, callback)
         self._closed = False

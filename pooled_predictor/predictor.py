@@ -152,6 +152,30 @@ class Predictor:
                 self._net_count += 1
         return net
 
+    def warmup(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> float:
+        """Pay the first forward's one-time costs now: compiled kernels (numba's compile or
+        disk-cache load), kernel setup and the canonical Net's layout.
+
+        Args:
+            input_shapes: name -> shape; None: the declared shapes, symbolic dims as 1.
+        Returns:
+            seconds it took.
+        Raises:
+            InputError, ShapeInferenceError: shapes the model does not take.
+        """
+        import time
+
+        from .ops.cpu.compiled import load_all
+
+        t0 = time.perf_counter()
+        load_all()
+        net = self.canonical_net
+        shapes = net.check_shapes(input_shapes) if input_shapes is not None else net.default_input_shapes()
+        feeds = {v.name: np.zeros(shapes[v.name], v.dtype if v.dtype is not None else np.float32)
+                 for v in self.inputs}
+        net.forward(feeds)
+        return time.perf_counter() - t0
+
     # ---- forward -------------------------------------------------------------
     def forward(self, inputs, output_names: Sequence[str] | None = None, out: Sequence[np.ndarray] | None = None):
         """Run the model on this thread's Net.

@@ -28,7 +28,7 @@ SIGNATURE = types.void(_W4, _R4, _R1, _W4, types.Array(_f4, 1, "C"), _i8, _i8, _
 
 
 @njit(types.void(types.Array(_f4, 1, "C"), types.Array(_f4, 1, "C"), _f4, _i8, _i8, _i8),
-      nogil=True, cache=True, error_model="numpy", inline="always")
+      nogil=True, cache=True, error_model="numpy")
 def _axpy(acc, row, wv, lo, hi, off):
     """acc[lo:hi] += wv * row[lo + off:hi + off] (unit stride: vectorizes)."""
     a = acc[lo:hi]
@@ -69,7 +69,7 @@ def _row_any(acc, plane, wm, bias, oh, sh, sw, dh, dw, ph, pw, ow_n):
 
 
 @njit(_f4(types.Array(_f4, 2, "C"), types.Array(_f4, 2, "C", readonly=True), _f4, _i8, _i8, _i8, _i8),
-      nogil=True, cache=True, error_model="numpy", inline="always")
+      nogil=True, cache=True, error_model="numpy")
 def _point(plane, wm, bias, ih0, iw0, dh, dw):
     """bias + the taps of one output whose window starts at (ih0, iw0), skipping those in the padding."""
     h, wd = plane.shape
@@ -108,12 +108,6 @@ def _rows_3x3(o, xf, wm, bias, obase, xbase, n, sw, dw, row, act, p0, p1):
             o[obase + i] = (bias + w00 * xf[j] + w01 * xf[j + one] + w02 * xf[j + two]
                             + w10 * xf[k] + w11 * xf[k + one] + w12 * xf[k + two]
                             + w20 * xf[m] + w21 * xf[m + one] + w22 * xf[m + two])
-    elif sw == 1:  # unit stride
-        for i in range(n):
-            j = xbase + i
-            o[obase + i] = (bias + w00 * xf[j] + w01 * xf[j + dw] + w02 * xf[j + d2]
-                            + w10 * xf[j + row] + w11 * xf[j + row + dw] + w12 * xf[j + row + d2]
-                            + w20 * xf[j + r2] + w21 * xf[j + r2 + dw] + w22 * xf[j + r2 + d2])
     else:
         for i in range(n):
             j = xbase + i * sw

@@ -38,7 +38,7 @@ ZERO = _f(0.0)
 LIM = _f(4.0)
 
 
-@njit("float32(float32, int64, float32, float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+@njit("float32(float32, int64, float32, float32)", nogil=True, cache=True, error_model="numpy")
 def activate(v, code, p0, p1):
     """One element through activation `code` (float32 ops in the numpy kernels' order)."""
     # comparisons with NaN are false: NaN passes through, as in np.maximum / np.clip
@@ -90,7 +90,7 @@ def activate_inplace(y, code, p0, p1):
     activate_range(y, np.uint64(0), np.uint64(y.size), code, np.float32(p0), np.float32(p1))
 
 
-@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+@njit("float32(float32)", nogil=True, cache=True, error_model="numpy")
 def erf32(x):
     """erf(x) in float32: _special.erf_float32's rational approximation, operation for operation."""
     c = LIM if x > LIM else x  # comparisons with NaN are false: NaN passes, as np.clip
