@@ -5,7 +5,8 @@ Y[n, m, oh, ow] = act(B[m] + sum_{kh, kw} W[m, 0, kh, kw] * Xpad[n, m // mult, o
 (ONNX Conv with group == C, M = C * mult; Xpad zero-padded by pads_begin).
 One output row at a time: the row starts as B[m] in a row accumulator (per-Net
 scratch, OW floats, in L1), each tap adds W * (a run of one input row) over
-the output columns whose input column is inside X -- padding is never
+the output columns whose input column is inside X, B is added last (as the
+numpy path's GEMV + B, so that folding an Add into B moves few bits) -- padding is never
 materialized, no column matrix is built -- and the activation (epilogue.py)
 is applied while the row is written out. Stride 1 runs are unit-stride and
 vectorize; stride 2 reads every other element. Any kernel size, stride,
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from .epilogue import activate, activate_range
+from .epilogue import ZERO, activate, activate_range
 
 _f4, _i8 = types.float32, types.int64
 _W4 = types.Array(_f4, 4, "C")
@@ -40,11 +41,11 @@ def _axpy(acc, row, wv, lo, hi, off):
 @njit(types.void(types.Array(_f4, 1, "C"), types.Array(_f4, 2, "C"), types.Array(_f4, 2, "C", readonly=True),
                  _f4, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
 def _row_any(acc, plane, wm, bias, oh, sh, sw, dh, dw, ph, pw, ow_n):
-    """acc[0:ow_n] = bias + every tap inside the plane (any kernel size; padding skipped)."""
+    """acc[0:ow_n] = (every tap inside the plane) + bias (any kernel size; padding skipped)."""
     h, wd = plane.shape
     kh_n, kw_n = wm.shape
     for ow in range(ow_n):
-        acc[ow] = bias
+        acc[ow] = ZERO
     for kh in range(kh_n):
         ih = oh * sh - ph + kh * dh
         if ih < 0 or ih >= h:
@@ -66,14 +67,16 @@ def _row_any(acc, plane, wm, bias, oh, sh, sw, dh, dw, ph, pw, ow_n):
                 r = row[lo * sw + off:(hi - 1) * sw + off + 1:sw]
                 for i in range(hi - lo):
                     o[i] += wv * r[i]
+    for ow in range(ow_n):
+        acc[ow] += bias
 
 
 @njit(_f4(types.Array(_f4, 2, "C"), types.Array(_f4, 2, "C", readonly=True), _f4, _i8, _i8, _i8, _i8),
       nogil=True, cache=True, error_model="numpy")
 def _point(plane, wm, bias, ih0, iw0, dh, dw):
-    """bias + the taps of one output whose window starts at (ih0, iw0), skipping those in the padding."""
+    """(the taps of one output whose window starts at (ih0, iw0), skipping those in the padding) + bias."""
     h, wd = plane.shape
-    s = bias
+    s = ZERO
     for kh in range(wm.shape[0]):
         ih = ih0 + kh * dh
         if ih < 0 or ih >= h:
@@ -82,7 +85,7 @@ def _point(plane, wm, bias, ih0, iw0, dh, dw):
             iw = iw0 + kw * dw
             if 0 <= iw < wd:
                 s += wm[kh, kw] * plane[ih, iw]
-    return s
+    return s + bias
 
 
 @njit(types.void(types.Array(_f4, 1, "C"), types.Array(_f4, 1, "C"), types.Array(_f4, 2, "C", readonly=True),
@@ -105,15 +108,15 @@ def _rows_3x3(o, xf, wm, bias, obase, xbase, n, sw, dw, row, act, p0, p1):
             j = xbase + i
             k = j + row
             m = j + r2
-            o[obase + i] = (bias + w00 * xf[j] + w01 * xf[j + one] + w02 * xf[j + two]
+            o[obase + i] = (w00 * xf[j] + w01 * xf[j + one] + w02 * xf[j + two]
                             + w10 * xf[k] + w11 * xf[k + one] + w12 * xf[k + two]
-                            + w20 * xf[m] + w21 * xf[m + one] + w22 * xf[m + two])
+                            + w20 * xf[m] + w21 * xf[m + one] + w22 * xf[m + two]) + bias
     else:
         for i in range(n):
             j = xbase + i * sw
-            o[obase + i] = (bias + w00 * xf[j] + w01 * xf[j + dw] + w02 * xf[j + d2]
+            o[obase + i] = (w00 * xf[j] + w01 * xf[j + dw] + w02 * xf[j + d2]
                             + w10 * xf[j + row] + w11 * xf[j + row + dw] + w12 * xf[j + row + d2]
-                            + w20 * xf[j + r2] + w21 * xf[j + r2 + dw] + w22 * xf[j + r2 + d2])
+                            + w20 * xf[j + r2] + w21 * xf[j + r2 + dw] + w22 * xf[j + r2 + d2]) + bias
     activate_range(o, obase, n, act, p0, p1)
 
 
