@@ -61,6 +61,31 @@ DEPTHWISE_MAX_MULTIPLIER = 4
 # The compiled depthwise kernel checks the taps of border outputs one by one:
 # on planes smaller than this many outputs the numpy path is faster (measured, 7x7).
 DEPTHWISE_COMPILED_MIN_PLANE = 150
+# Winograd for stride-1 3x3 convolutions with at least this many input and
+# output channels (fewer: the transforms cost more than the GEMM saves), while
+# its transformed input and output take at most this many bytes of scratch.
+WINOGRAD_MIN_CHANNELS = 16
+WINOGRAD_MAX_SCRATCH = 64 << 20
+_WINOGRAD_WEIGHTS: dict = {}  # id(W) -> (weakref to W, m, U): one transform per Program's weight
+
+
+def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """U = G W G^T, computed once per weight array and tile size, shared read-only by every Net."""
+    import weakref
+
+    from .compiled.winograd import transform_weights
+
+    key = (id(w), m)
+    hit = _WINOGRAD_WEIGHTS.get(key)
+    if hit is not None and hit[0]() is w:
+        return hit[1]
+    u = transform_weights(w, m)
+    try:
+        ref = weakref.ref(w, lambda _, key=key: _WINOGRAD_WEIGHTS.pop(key, None))
+    except TypeError:  # not weak-referenceable: not cached
+        return u
+    _WINOGRAD_WEIGHTS[key] = (ref, u)
+    return u
 
 
 class _Fill:
@@ -217,6 +242,9 @@ class Conv(_ConvBase):
         self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
         if pointwise:
             self.path = "pointwise"
+        elif self._winograd_fits(ctx):
+            self.path = "winograd"
+            self._init_winograd(ctx)
         elif (compiled.ENABLED and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
               and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE):
             self.path = "depthwise_compiled"
@@ -227,7 +255,7 @@ class Conv(_ConvBase):
         else:
             self.path = "im2col"
             self._init_im2col(ctx)
-        if self.path not in ("depthwise", "depthwise_compiled"):
+        if self.path not in ("depthwise", "depthwise_compiled", "winograd"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
@@ -305,9 +333,50 @@ class Conv(_ConvBase):
                              else np.zeros(g.out_channels, np.float32))
         self.acc_ref = ctx.scratch((g.out_shape[1],), np.float32)
 
+    # ---- Winograd F(m x m, 3 x 3) (compiled/winograd.py) ------------------
+    def _winograd_fits(self, ctx) -> bool:
+        g = self.geo
+        if not (compiled.ENABLED and g.rank == 2 and g.kernel == (3, 3) and g.strides == (1, 1)
+                and g.dilations == (1, 1) and g.group == 1 and self.dtype == np.float32
+                and self.w_static is not None and (not self.has_bias or self.b_static is not None)
+                and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS):
+            return False
+        m = 4 if min(g.out_shape) >= 8 else 2
+        tiles = g.batch * math.ceil(g.out_shape[0] / m) * math.ceil(g.out_shape[1] / m)
+        return (m + 2) ** 2 * (g.in_channels + g.out_channels) * tiles * 4 <= WINOGRAD_MAX_SCRATCH
+
+    def _init_winograd(self, ctx):
+        from .compiled import winograd
+
+        g = self.geo
+        m = self.wino_m = 4 if min(g.out_shape) >= 8 else 2
+        a = m + 2
+        self.tiles = (math.ceil(g.out_shape[0] / m), math.ceil(g.out_shape[1] / m))
+        t = g.batch * self.tiles[0] * self.tiles[1]
+        self.u = _winograd_weights(self.w_static, m)
+        _, bt, at = winograd.MATRICES[m]
+        self.bt = _readonly(np.ascontiguousarray(bt, np.float32))
+        self.at = _readonly(np.ascontiguousarray(at, np.float32))
+        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
+                             else np.zeros(g.out_channels, np.float32))
+        self.v_ref = ctx.scratch((a * a, g.in_channels, t), np.float32)
+        self.mb_ref = ctx.scratch((a * a, g.out_channels, t), np.float32)
+        self.small_ref = ctx.scratch((4, a, a), np.float32)
+
+    def _winograd(self, x, out):
+        from .compiled.winograd import input_transform, output_transform
+
+        g = self.geo
+        small = self.small_ref.array
+        v, mb = self.v_ref.array, self.mb_ref.array
+        input_transform(x, v, self.bt, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
+                        self.tiles[0], self.tiles[1], self.wino_m)
+        np.matmul(self.u, v, out=mb)  # one GEMM per transform position, all tiles at once
+        output_transform(mb, out, self.at, self.b_c, small[2], small[3], self.tiles[0], self.tiles[1], *self.act)
+
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
-        if self.path != "depthwise_compiled" or (self.has_bias and self.b_static is None):
+        if self.path not in ("depthwise_compiled", "winograd") or (self.has_bias and self.b_static is None):
             return False
         self.act = (int(code), np.float32(p0), np.float32(p1))
         return True
@@ -431,6 +500,9 @@ class Conv(_ConvBase):
             return
         if self.path == "depthwise_compiled":
             self._depthwise_compiled(x, b, out)
+            return
+        if self.path == "winograd":
+            self._winograd(x, out)
             return
         if self.path == "depthwise":
             self._depthwise(x, w, b, out)

@@ -53,7 +53,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 
-MODULES = ("epilogue", "depthwise")
+MODULES = ("epilogue", "depthwise", "winograd")
 
 
 def load_all() -> float:
