@@ -28,21 +28,25 @@ CASES = [(1, 16, 24, 13, 17, [1, 1, 1, 1]), (2, 20, 16, 9, 11, [0, 0, 0, 0]), (1
          (3, 17, 19, 10, 8, [1, 0, 2, 1]), (1, 32, 16, 30, 23, [1, 1, 1, 1])]
 
 
+@pytest.mark.parametrize("f4_min_size", [0, 8])  # F(2x2,3x3) only; F(4x4,3x3) on planes >= 8
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("n,c,m,h,w,pads", CASES)
-def test_winograd_against_onnxruntime(n, c, m, h, w, pads, bias):
+def test_winograd_against_onnxruntime(n, c, m, h, w, pads, bias, f4_min_size, monkeypatch):
+    monkeypatch.setattr(conv_module, "WINOGRAD_F4_MIN_SIZE", f4_min_size)
     inputs = [f32(n, c, h, w), f32(m, c, 3, 3)] + ([f32(m)] if bias else [])
     attrs = {"pads": pads}
     k, out_shape, _ = conv_kernel("Conv", inputs, attrs)
-    assert k.path == "winograd" and k.wino_m == (4 if min(out_shape[2:]) >= 8 else 2)
+    assert k.path == "winograd" and k.wino_m == (4 if f4_min_size and min(out_shape[2:]) >= 8 else 2)
     check_node("Conv", inputs, attrs, opset=13, static=tuple(range(1, len(inputs))))
 
 
-def test_error_against_float64_direct_convolution():
-    """Lavin & Gray's bound in practice: F(4x4,3x3) within a few 1e-6 of max|Y| on random data."""
+@pytest.mark.parametrize("tile", [2, 4])
+def test_error_against_float64_direct_convolution(tile, monkeypatch):
+    """Lavin & Gray's bound in practice: within a few 1e-6 of max|Y| on random data."""
+    monkeypatch.setattr(conv_module, "WINOGRAD_F4_MIN_SIZE", 8 if tile == 4 else 0)
     x, w = f32(1, 64, 24, 24), f32(64, 64, 3, 3)
     k, shape, _ = conv_kernel("Conv", [x, w], {"pads": [1, 1, 1, 1]}, scratch=_alloc)
-    assert k.wino_m == 4
+    assert k.wino_m == tile
     y = np.empty(shape, np.float32)
     k(x, w, out=y)
     xp = np.pad(x[0].astype(np.float64), ((0, 0), (1, 1), (1, 1)))
@@ -56,7 +60,8 @@ def _alloc(ref):
     ref.array = np.empty(ref.shape, ref.dtype)
 
 
-def test_weights_transformed_once_and_shared():
+def test_weights_transformed_once_and_shared(monkeypatch):
+    monkeypatch.setattr(conv_module, "WINOGRAD_F4_MIN_SIZE", 8)
     w = f32(16, 16, 3, 3)
     w.flags.writeable = False
     x = f32(1, 16, 12, 12)

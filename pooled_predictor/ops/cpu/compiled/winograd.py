@@ -132,6 +132,17 @@ def input_transform(x, v, bt, d, t, ph, pw, tiles_h, tiles_w, m):  # noqa: C901 
                             v[i * 6 + 4, c, tile] = r4
                             v[i * 6 + 5, c, tile] = r5
                         continue
+                    if a == 4:  # F(2x2,3x3) written out: B^T = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]
+                        for j in range(4):
+                            d0, d1, d2, d3 = d[0, j], d[1, j], d[2, j], d[3, j]
+                            t[0, j], t[1, j], t[2, j], t[3, j] = d0 - d2, d1 + d2, d2 - d1, d1 - d3
+                        for i in range(4):
+                            t0, t1, t2, t3 = t[i, 0], t[i, 1], t[i, 2], t[i, 3]
+                            v[i * 4, c, tile] = t0 - t2
+                            v[i * 4 + 1, c, tile] = t1 + t2
+                            v[i * 4 + 2, c, tile] = t2 - t1
+                            v[i * 4 + 3, c, tile] = t1 - t3
+                        continue
                     for i in range(a):  # t = B^T d
                         for j in range(a):
                             s = np.float32(0.0)
@@ -192,6 +203,20 @@ def output_transform(mb, out, at, bias, q, r, tiles_h, tiles_w, act, p0, p1):
                                 vals = (o0, o1, o2, o3)
                                 for j in range(ow - x0):
                                     out[n, mo, y, x0 + j] = vals[j] + bv
+                        continue
+                    if a == 4:  # F(2x2,3x3) written out: A^T = [[1,1,1,0],[0,1,-1,-1]]
+                        for j in range(4):
+                            m0, m1, m2, m3 = mb[j, mo, tile], mb[4 + j, mo, tile], mb[8 + j, mo, tile], \
+                                mb[12 + j, mo, tile]
+                            q[0, j], q[1, j] = m0 + m1 + m2, m1 - m2 - m3
+                        for i in range(2):
+                            y = ty * 2 + i
+                            if y >= oh:
+                                break
+                            x0 = tx * 2
+                            out[n, mo, y, x0] = (q[i, 0] + q[i, 1] + q[i, 2]) + bv
+                            if x0 + 1 < ow:
+                                out[n, mo, y, x0 + 1] = (q[i, 1] - q[i, 2] - q[i, 3]) + bv
                         continue
                     for i in range(mt):  # q = A^T M
                         for j in range(a):
