@@ -36,3 +36,13 @@ def test_cli_warmup(tmp_path):
     proc = cli("warmup", path, "--shape", "x=2x16")
     assert proc.returncode == 0, proc.stderr
     assert "compiled kernels ready" in proc.stdout and "first forward" in proc.stdout
+
+
+def test_numba_cache_goes_under_the_user_cache_when_the_package_is_read_only(monkeypatch, tmp_path):
+    from pooled_predictor.ops.cpu import compiled
+
+    monkeypatch.setattr(compiled.os, "access", lambda path, mode: False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert compiled.cache_dir() == tmp_path / "pooled-predictor" / "numba"
+    monkeypatch.undo()
+    assert compiled.cache_dir() is None  # this checkout is writable: numba caches beside the package

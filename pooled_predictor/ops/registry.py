@@ -107,6 +107,8 @@ class KernelDef:
 
 # (domain, op_type, device, layout) -> since_version -> KernelDef
 _KERNELS: dict[tuple[str, str, str, str], dict[int, KernelDef]] = {}
+# (domain, op_type, device) -> layouts registered for it
+_LAYOUTS: dict[tuple[str, str, str], set] = {}
 
 
 def _schema_outputs(op_type: str, domain: str, since: int) -> tuple[bool, int]:
@@ -163,6 +165,7 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
 
     def register(impl):
         table = _KERNELS.setdefault((domain, op_type, device, layout), {})
+        _LAYOUTS.setdefault((domain, op_type, device), set()).add(layout)
         params = _params(impl)
         for v in versions:
             if v in table:
@@ -203,8 +206,7 @@ def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAU
 def candidates(op_type: str, domain: str, opset: int, device: str) -> list[KernelDef]:
     """Every layout's kernel for an op at a model opset on a device (the default layout's first)."""
     _ensure_loaded(device)
-    layouts = sorted({lay for (d, op, dev, lay) in _KERNELS if (d, op, dev) == (domain, op_type, device)},
-                     key=lambda lay: lay != DEFAULT_LAYOUT)
+    layouts = sorted(_LAYOUTS.get((domain, op_type, device), ()), key=lambda lay: (lay != DEFAULT_LAYOUT, lay))
     found = [find(op_type, domain, opset, device, lay) for lay in layouts]
     return [k for k in found if k is not None]
 

@@ -134,3 +134,25 @@ def test_transform_kernel_round_trips(layout, shape):
     if layout == "NHWC":
         np.testing.assert_array_equal(logical_view(p, layout), x)
     assert typed_name("v", layout) == f"v@{layout}" and typed_name("v", "NCHW") == "v"
+
+
+def test_registry_keys_kernels_by_layout():
+    from pooled_predictor.ops.registry import candidates, kernel
+
+    @kernel("LayoutTestOp", since=1, domain="test.layouts")
+    def nchw(x, *, out):
+        np.copyto(out, x)
+
+    @kernel("LayoutTestOp", since=1, domain="test.layouts", layout="NHWC", preference=-1,
+            supports=lambda ctx: len(ctx.shape(0)) == 4)
+    def nhwc(x, *, out):
+        np.copyto(out, x)
+
+    with pytest.raises(ValueError, match="registered twice"):
+        kernel("LayoutTestOp", since=1, domain="test.layouts", layout="NHWC", supports=bool)(nhwc)
+    with pytest.raises(ValueError, match="supports"):
+        kernel("LayoutTestOp", since=1, domain="test.layouts", layout="NCHW8c")
+    found = candidates("LayoutTestOp", "test.layouts", 1, "cpu")
+    assert [k.layout for k in found] == ["NCHW", "NHWC"] and [k.impl for k in found] == [nchw, nhwc]
+    assert find("LayoutTestOp", "test.layouts", 1, "cpu").impl is nchw  # the default: ONNX's layout
+    assert find("LayoutTestOp", "test.layouts", 1, "cpu", "NHWC").input_layout(0) == "NHWC"

@@ -362,22 +362,17 @@ class Conv(_ConvBase):
         return (m + 2) ** 2 * (g.in_channels + g.out_channels) * tiles * 4 <= WINOGRAD_MAX_SCRATCH
 
     def _init_winograd(self, ctx):
-        from .compiled import winograd
-
         g = self.geo
         m = self.wino_m = _winograd_tile(g.out_shape)
         a = m + 2
         self.tiles = (math.ceil(g.out_shape[0] / m), math.ceil(g.out_shape[1] / m))
         t = g.batch * self.tiles[0] * self.tiles[1]
         self.u = _winograd_weights(self.w_static, m)
-        _, bt, at = winograd.MATRICES[m]
-        self.bt = _readonly(np.ascontiguousarray(bt, np.float32))
-        self.at = _readonly(np.ascontiguousarray(at, np.float32))
         self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
                              else np.zeros(g.out_channels, np.float32))
         self.v_ref = ctx.scratch((a * a, g.in_channels, t), np.float32)
         self.mb_ref = ctx.scratch((a * a, g.out_channels, t), np.float32)
-        self.small_ref = ctx.scratch((4, a, a), np.float32)
+        self.small_ref = ctx.scratch((3, a, a), np.float32)
 
     def _winograd(self, x, out):
         from .compiled.winograd import input_transform, output_transform
@@ -385,10 +380,10 @@ class Conv(_ConvBase):
         g = self.geo
         small = self.small_ref.array
         v, mb = self.v_ref.array, self.mb_ref.array
-        input_transform(x, v, self.bt, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
+        input_transform(x, v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
                         self.tiles[0], self.tiles[1], self.wino_m)
         np.matmul(self.u, v, out=mb)  # one GEMM per transform position, all tiles at once
-        output_transform(mb, out, self.at, self.b_c, small[2], small[3], self.tiles[0], self.tiles[1], *self.act)
+        output_transform(mb, out, self.b_c, small[2], self.tiles[0], self.tiles[1], self.wino_m, *self.act)
 
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""

@@ -28,8 +28,8 @@ numpy paths, the tested reference (tests/ops/test_compiled.py compares the two).
 def cache_dir() -> Path | None:
     """Where numba caches our kernels when the package directory is not writable (None: beside it)."""
     here = Path(__file__).resolve().parent
-    if os.access(here, os.W_OK) and os.access(here / "__pycache__", os.W_OK) if (here / "__pycache__").exists() \
-            else os.access(here, os.W_OK):
+    pycache = here / "__pycache__"
+    if os.access(pycache if pycache.exists() else here, os.W_OK):
         return None
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pooled-predictor" / "numba"
 

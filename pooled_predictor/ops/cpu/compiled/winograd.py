@@ -87,22 +87,22 @@ def _at4(m0, m1, m2, m3, m4, m5):
     return (m0 + a + c, b + np.float32(2.0) * e, a + np.float32(4.0) * c, b + np.float32(8.0) * e + m5)
 
 
-_IN_SIG = types.void(types.Array(_f4, 4, "C"), types.Array(_f4, 3, "C"), types.Array(_f4, 2, "C", readonly=True),
-                     types.Array(_f4, 2, "C"), types.Array(_f4, 2, "C"), _i8, _i8, _i8, _i8, _i8)
+_IN_SIG = types.void(types.Array(_f4, 4, "C"), types.Array(_f4, 3, "C"), types.Array(_f4, 2, "C"),
+                     types.Array(_f4, 2, "C"), _i8, _i8, _i8, _i8, _i8)
 
 
 @njit(_IN_SIG, nogil=True, cache=True, error_model="numpy")
-def input_transform(x, v, bt, d, t, ph, pw, tiles_h, tiles_w, m):  # noqa: C901 (one loop nest)
-    """v[i*a + j, c, tile] = (B^T d B)[i, j] for every input channel and tile.
+def input_transform(x, v, d, t, ph, pw, tiles_h, tiles_w, m):
+    """v[i*a + j, c, tile] = (B^T d B)[i, j] for every input channel and tile (BT2, BT4 written out).
 
     Args:
-        x: (N, C, H, W); v: (a*a, C, N * tiles_h * tiles_w); bt: (a, a) B^T;
-        d, t: (a, a) scratch; ph, pw: pads_begin; m: output tile size (a = m + 2).
+        x: (N, C, H, W); v: (a*a, C, N * tiles_h * tiles_w);
+        d, t: (a, a) scratch; ph, pw: pads_begin; m: output tile size, 2 or 4 (a = m + 2).
     The patch of tile (ty, tx) starts at row ty*m - ph, column tx*m - pw;
     entries outside X are the zero padding.
     """
     n_batch, c_n, h, wd = x.shape
-    a = bt.shape[0]
+    a = m + 2
     for n in range(n_batch):
         for c in range(c_n):
             plane = x[n, c]
@@ -142,41 +142,23 @@ def input_transform(x, v, bt, d, t, ph, pw, tiles_h, tiles_w, m):  # noqa: C901 
                             v[i * 4 + 1, c, tile] = t1 + t2
                             v[i * 4 + 2, c, tile] = t2 - t1
                             v[i * 4 + 3, c, tile] = t1 - t3
-                        continue
-                    for i in range(a):  # t = B^T d
-                        for j in range(a):
-                            s = np.float32(0.0)
-                            for k in range(a):
-                                b = bt[i, k]
-                                if b != 0.0:
-                                    s += b * d[k, j]
-                            t[i, j] = s
-                    for i in range(a):  # (B^T d) B
-                        for j in range(a):
-                            s = np.float32(0.0)
-                            for k in range(a):
-                                b = bt[j, k]
-                                if b != 0.0:
-                                    s += t[i, k] * b
-                            v[i * a + j, c, tile] = s
 
 
-_OUT_SIG = types.void(types.Array(_f4, 3, "C"), types.Array(_f4, 4, "C"), types.Array(_f4, 2, "C", readonly=True),
-                      types.Array(_f4, 1, "C", readonly=True), types.Array(_f4, 2, "C"), types.Array(_f4, 2, "C"),
-                      _i8, _i8, _i8, _f4, _f4)
+_OUT_SIG = types.void(types.Array(_f4, 3, "C"), types.Array(_f4, 4, "C"), types.Array(_f4, 1, "C", readonly=True),
+                      types.Array(_f4, 2, "C"), _i8, _i8, _i8, _i8, _f4, _f4)
 
 
 @njit(_OUT_SIG, nogil=True, cache=True, error_model="numpy")
-def output_transform(mb, out, at, bias, q, r, tiles_h, tiles_w, act, p0, p1):
-    """out tile = act(A^T M A + bias), cropped at the right and bottom edges.
+def output_transform(mb, out, bias, q, tiles_h, tiles_w, m, act, p0, p1):
+    """out tile = act(A^T M A + bias), cropped at the right and bottom edges (AT2, AT4 written out).
 
     Args:
         mb: (a*a, M, N * tiles_h * tiles_w) the GEMM results; out: (N, M, OH, OW);
-        at: (m, a) A^T; bias: (M,); q: (a, a), r: (m, m) scratch (q: m x a used).
+        bias: (M,); q: (a, a) scratch; m: output tile size, 2 or 4 (a = m + 2);
         act, p0, p1: activation (epilogue.py).
     """
     n_batch, m_out, oh, ow = out.shape
-    mt, a = at.shape
+    a = m + 2
     for n in range(n_batch):
         for mo in range(m_out):
             bv = bias[mo]
@@ -217,28 +199,5 @@ def output_transform(mb, out, at, bias, q, r, tiles_h, tiles_w, act, p0, p1):
                             out[n, mo, y, x0] = (q[i, 0] + q[i, 1] + q[i, 2]) + bv
                             if x0 + 1 < ow:
                                 out[n, mo, y, x0 + 1] = (q[i, 1] - q[i, 2] - q[i, 3]) + bv
-                        continue
-                    for i in range(mt):  # q = A^T M
-                        for j in range(a):
-                            s = np.float32(0.0)
-                            for k in range(a):
-                                c = at[i, k]
-                                if c != 0.0:
-                                    s += c * mb[k * a + j, mo, tile]
-                            q[i, j] = s
-                    for i in range(mt):
-                        y = ty * mt + i
-                        if y >= oh:
-                            break
-                        for j in range(mt):
-                            xx = tx * mt + j
-                            if xx >= ow:
-                                break
-                            s = np.float32(0.0)
-                            for k in range(a):
-                                c = at[j, k]
-                                if c != 0.0:
-                                    s += q[i, k] * c
-                            out[n, mo, y, xx] = s + bv
             if act != 0:
                 activate_range(out[n, mo].ravel(), np.uint64(0), np.uint64(oh * ow), act, p0, p1)
