@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor import Predictor
 from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu import conv as conv_module
 from pooled_predictor.ops.cpu._special import erf_float32, erf_workspace_shape
 from pooled_predictor.ops.cpu.activation import hard_swish_into, leaky_relu_into
 from pooled_predictor.ops.cpu.compiled import epilogue
@@ -35,7 +36,8 @@ SHAPES = [(1, 8, 1, 33, 27), (2, 6, 2, 31, 40)]
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel,strides,dilations,pads", GEOMETRY, ids=lambda v: "-".join(map(str, v)))
-def test_depthwise_against_onnxruntime(kernel, strides, dilations, pads, shape):
+def test_depthwise_against_onnxruntime(kernel, strides, dilations, pads, shape, monkeypatch):
+    monkeypatch.setattr(conv_module, "DEPTHWISE_COMPILED_ANY_KERNEL", True)  # 5x5, 2x4 too
     n, c, mult, h, w = shape
     inputs = [f32(n, c, h, w), f32(c * mult, 1, *kernel), f32(c * mult)]
     attrs = {"group": c, "strides": list(strides), "dilations": list(dilations), "pads": list(pads),
@@ -53,6 +55,8 @@ def test_small_planes_and_float64_keep_the_numpy_path():
     assert k.path == "depthwise"
     x64 = [a.astype(np.float64) for a in (f32(1, c, 20, 20), f32(c, 1, 3, 3))]
     assert conv_kernel("Conv", x64, attrs)[0].path == "depthwise"
+    five = conv_kernel("Conv", [f32(1, c, 20, 20), f32(c, 1, 5, 5)], {"group": c, "pads": [2, 2, 2, 2]})[0]
+    assert five.path == "depthwise"  # by default only 3x3 is compiled (measured faster)
 
 
 ACTIVATIONS = [("Relu", {}), ("Clip", {"min": -0.5, "max": 0.75}), ("Clip", {"max": 6.0}),

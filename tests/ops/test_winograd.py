@@ -24,8 +24,8 @@ def test_transforms_compute_the_1d_correlation(m):
 
 
 # (batch, C, M, H, W, pads): odd sizes, edge tiles cut, asymmetric and no padding, batch > 1
-CASES = [(1, 16, 24, 13, 17, [1, 1, 1, 1]), (2, 20, 16, 9, 11, [0, 0, 0, 0]), (1, 16, 16, 7, 7, [1, 1, 1, 1]),
-         (3, 17, 19, 10, 8, [1, 0, 2, 1]), (1, 32, 16, 30, 23, [1, 1, 1, 1])]
+CASES = [(1, 16, 32, 13, 17, [1, 1, 1, 1]), (2, 20, 40, 9, 11, [0, 0, 0, 0]), (1, 16, 32, 7, 7, [1, 1, 1, 1]),
+         (3, 17, 33, 10, 8, [1, 0, 2, 1]), (1, 32, 32, 30, 23, [1, 1, 1, 1])]
 
 
 @pytest.mark.parametrize("f4_min_size", [0, 8])  # F(2x2,3x3) only; F(4x4,3x3) on planes >= 8
@@ -62,7 +62,7 @@ def _alloc(ref):
 
 def test_weights_transformed_once_and_shared(monkeypatch):
     monkeypatch.setattr(conv_module, "WINOGRAD_F4_MIN_SIZE", 8)
-    w = f32(16, 16, 3, 3)
+    w = f32(32, 16, 3, 3)
     w.flags.writeable = False
     x = f32(1, 16, 12, 12)
     k1, _, _ = conv_kernel("Conv", [x, w], {"pads": [1, 1, 1, 1]})
@@ -74,11 +74,12 @@ def test_weights_transformed_once_and_shared(monkeypatch):
 def test_not_for_strided_grouped_or_few_channels():
     for inputs, attrs in [([f32(1, 16, 12, 12), f32(16, 16, 3, 3)], {"strides": [2, 2]}),
                           ([f32(1, 16, 12, 12), f32(16, 8, 3, 3)], {"group": 2}),
-                          ([f32(1, 4, 12, 12), f32(8, 4, 3, 3)], {}),
+                          ([f32(1, 4, 12, 12), f32(32, 4, 3, 3)], {}),
+                          ([f32(1, 64, 12, 12), f32(16, 64, 3, 3)], {}),  # few outputs: im2col
                           ([f32(1, 16, 12, 12), f32(16, 16, 3, 3)], {"dilations": [2, 2]})]:
         assert conv_kernel("Conv", inputs, attrs)[0].path != "winograd"
 
 
 def test_scratch_limit_falls_back_to_im2col(monkeypatch):
     monkeypatch.setattr(conv_module, "WINOGRAD_MAX_SCRATCH", 1000)
-    assert conv_kernel("Conv", [f32(1, 16, 12, 12), f32(16, 16, 3, 3)], {})[0].path == "im2col"
+    assert conv_kernel("Conv", [f32(1, 16, 12, 12), f32(32, 16, 3, 3)], {})[0].path == "im2col"

@@ -65,10 +65,18 @@ DEPTHWISE_MAX_MULTIPLIER = 4
 # The compiled depthwise kernel checks the taps of border outputs one by one:
 # on planes smaller than this many outputs the numpy path is faster (measured, 7x7).
 DEPTHWISE_COMPILED_MIN_PLANE = 150
-# Winograd for stride-1 3x3 convolutions with at least this many input and
-# output channels (fewer: the transforms cost more than the GEMM saves), while
+# Its 3x3 loop is written out; other kernel sizes take a row-accumulator loop that
+# measured slower than the numpy path (5x5, 64 x 120x160: 10.2 vs 9.3 ms), so by
+# default only 3x3 kernels are compiled (True: every size, as the tests do).
+DEPTHWISE_COMPILED_ANY_KERNEL = False
+# Winograd for stride-1 3x3 convolutions with at least this many input
+# channels (fewer: the transforms cost more than the GEMM saves), while
 # its transformed input and output take at most this many bytes of scratch.
 WINOGRAD_MIN_CHANNELS = 16
+# ... and at least this many output channels: the input transform is paid per
+# input channel, the saving per output channel (PP-OCR det, 64 -> 16 channels at
+# 120x160: Winograd 2x slower than im2col, measured)
+WINOGRAD_MIN_OUT_CHANNELS = 32
 WINOGRAD_MAX_SCRATCH = 64 << 20
 # Output tile: F(4x4,3x3) (4x fewer multiplies) on planes of at least this size
 # (0: never), else F(2x2,3x3) (2.25x, as exact as direct convolution). F(2x2)
@@ -262,7 +270,8 @@ class Conv(_ConvBase):
             self.path = "winograd"
             self._init_winograd(ctx)
         elif (compiled.ENABLED and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
-              and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE):
+              and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE
+              and (g.kernel == (3, 3) or DEPTHWISE_COMPILED_ANY_KERNEL)):
             self.path = "depthwise_compiled"
             self._init_depthwise_compiled(ctx)
         elif grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
@@ -355,7 +364,7 @@ class Conv(_ConvBase):
         if not (compiled.ENABLED and g.rank == 2 and g.kernel == (3, 3) and g.strides == (1, 1)
                 and g.dilations == (1, 1) and g.group == 1 and self.dtype == np.float32
                 and self.w_static is not None and (not self.has_bias or self.b_static is not None)
-                and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS):
+                and g.in_channels >= WINOGRAD_MIN_CHANNELS and g.out_channels >= WINOGRAD_MIN_OUT_CHANNELS):
             return False
         m = _winograd_tile(g.out_shape)
         tiles = g.batch * math.ceil(g.out_shape[0] / m) * math.ceil(g.out_shape[1] / m)
