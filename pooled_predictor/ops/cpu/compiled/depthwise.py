@@ -11,6 +11,12 @@ materialized, no column matrix is built -- and the activation (epilogue.py)
 is applied while the row is written out. Stride 1 runs are unit-stride and
 vectorize; stride 2 reads every other element. Any kernel size, stride,
 dilation and padding.
+
+The 3x3 loop and the border outputs accumulate the taps in float64 and round
+once: each output is then within about 1 ulp of the exact sum, whatever the
+order (float32 accumulation in a fixed order differs from the numpy path's
+BLAS order by a few ulp, which the PP-OCR detector amplifies to ~1e-5 of its
+output between its fused and unfused graphs, the bound its tests hold).
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ def _row_any(acc, plane, wm, bias, oh, sh, sw, dh, dw, ph, pw, ow_n):
 def _point(plane, wm, bias, ih0, iw0, dh, dw):
     """(the taps of one output whose window starts at (ih0, iw0), skipping those in the padding) + bias."""
     h, wd = plane.shape
-    s = ZERO
+    s = 0.0  # float64 accumulation, as _rows_3x3
     for kh in range(wm.shape[0]):
         ih = ih0 + kh * dh
         if ih < 0 or ih >= h:
@@ -84,8 +90,8 @@ def _point(plane, wm, bias, ih0, iw0, dh, dw):
         for kw in range(wm.shape[1]):
             iw = iw0 + kw * dw
             if 0 <= iw < wd:
-                s += wm[kh, kw] * plane[ih, iw]
-    return s + bias
+                s += np.float64(wm[kh, kw]) * plane[ih, iw]
+    return np.float32(s) + bias
 
 
 @njit(types.void(types.Array(_f4, 1, "C"), types.Array(_f4, 1, "C"), types.Array(_f4, 2, "C", readonly=True),
@@ -97,9 +103,10 @@ def _rows_3x3(o, xf, wm, bias, obase, xbase, n, sw, dw, row, act, p0, p1):
     Indices are unsigned: numba then skips its negative-index wraparound and
     the loop vectorizes (unit-stride loads when sw == 1).
     """
-    w00, w01, w02 = wm[0, 0], wm[0, 1], wm[0, 2]
-    w10, w11, w12 = wm[1, 0], wm[1, 1], wm[1, 2]
-    w20, w21, w22 = wm[2, 0], wm[2, 1], wm[2, 2]
+    f8 = np.float64
+    w00, w01, w02 = f8(wm[0, 0]), f8(wm[0, 1]), f8(wm[0, 2])
+    w10, w11, w12 = f8(wm[1, 0]), f8(wm[1, 1]), f8(wm[1, 2])
+    w20, w21, w22 = f8(wm[2, 0]), f8(wm[2, 1]), f8(wm[2, 2])
     d2 = dw + dw
     r2 = row + row
     if sw == 1 and dw == 1:  # the common case: constant tap offsets, a loop that vectorizes
@@ -108,15 +115,15 @@ def _rows_3x3(o, xf, wm, bias, obase, xbase, n, sw, dw, row, act, p0, p1):
             j = xbase + i
             k = j + row
             m = j + r2
-            o[obase + i] = (w00 * xf[j] + w01 * xf[j + one] + w02 * xf[j + two]
-                            + w10 * xf[k] + w11 * xf[k + one] + w12 * xf[k + two]
-                            + w20 * xf[m] + w21 * xf[m + one] + w22 * xf[m + two]) + bias
+            o[obase + i] = _f4((w00 * xf[j] + w01 * xf[j + one] + w02 * xf[j + two]
+                                + w10 * xf[k] + w11 * xf[k + one] + w12 * xf[k + two]
+                                + w20 * xf[m] + w21 * xf[m + one] + w22 * xf[m + two])) + bias
     else:
         for i in range(n):
             j = xbase + i * sw
-            o[obase + i] = (w00 * xf[j] + w01 * xf[j + dw] + w02 * xf[j + d2]
-                            + w10 * xf[j + row] + w11 * xf[j + row + dw] + w12 * xf[j + row + d2]
-                            + w20 * xf[j + r2] + w21 * xf[j + r2 + dw] + w22 * xf[j + r2 + d2]) + bias
+            o[obase + i] = _f4((w00 * xf[j] + w01 * xf[j + dw] + w02 * xf[j + d2]
+                                + w10 * xf[j + row] + w11 * xf[j + row + dw] + w12 * xf[j + row + d2]
+                                + w20 * xf[j + r2] + w21 * xf[j + r2 + dw] + w22 * xf[j + r2 + d2])) + bias
     activate_range(o, obase, n, act, p0, p1)
 
 
