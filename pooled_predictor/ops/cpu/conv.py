@@ -312,9 +312,10 @@ class Conv(_ConvBase):
         # ones in the columns and a column B in W add it within the GEMM.
         self.fold_bias = self.has_bias
         self.rest = math.prod(g.out_shape[1:])
-        self.bands = _bands(g.out_shape[0], n * c * self.taps * self.rest * self.dtype.itemsize)
+        # One image at a time (batch > 1): wider bands, one GEMM per band per image.
+        self.bands = _bands(g.out_shape[0], c * self.taps * self.rest * self.dtype.itemsize)
         rows = self.cg * self.taps + self.fold_bias
-        self.cols_ref = ctx.scratch((n, g.group, rows, self.bands[0][1] * self.rest), self.dtype)
+        self.cols_ref = ctx.scratch((1, g.group, rows, self.bands[0][1] * self.rest), self.dtype)
         self._scratch.append(self.cols_ref)
 
     def _im2col_views(self, x, out, *scratch):
@@ -333,20 +334,19 @@ class Conv(_ConvBase):
         rows_out = out.reshape(n, grp, mg, g.out_shape[0], rest)
         lead = (_ALL,) * (3 + g.rank)
         tiles = []
-        for r0, r1 in self.bands:
-            m = (r1 - r0) * rest
-            c_tile = cols[..., :m]
-            copy = (c_tile[:, :, :ckk].reshape((n, grp, cg) + g.kernel + (r1 - r0,) + g.out_shape[1:]),
-                    windows[lead + (slice(r0, r1),)])
-            ones = c_tile[:, :, ckk] if self.fold_bias else None
-            o_tile = rows_out[:, :, :, r0:r1].reshape(n, grp, mg, m)
-            if grp == 1 and n == 1:
-                c_mm, o_mm = c_tile[0, 0], o_tile[0, 0]
-            elif grp == 1:
-                c_mm, o_mm = c_tile[:, 0], o_tile[:, 0]
-            else:
-                c_mm, o_mm = c_tile, o_tile
-            tiles.append((copy, ones, c_mm, o_mm))
+        for b in range(n):  # an image at a time, a band of output rows at a time
+            for r0, r1 in self.bands:
+                m = (r1 - r0) * rest
+                c_tile = cols[..., :m]
+                copy = (c_tile[:, :, :ckk].reshape((1, grp, cg) + g.kernel + (r1 - r0,) + g.out_shape[1:]),
+                        windows[(slice(b, b + 1),) + lead[1:] + (slice(r0, r1),)])
+                ones = c_tile[:, :, ckk] if self.fold_bias else None
+                o_tile = rows_out[b:b + 1, :, :, r0:r1].reshape(1, grp, mg, m)
+                if grp == 1:
+                    c_mm, o_mm = c_tile[0, 0], o_tile[0, 0]
+                else:
+                    c_mm, o_mm = c_tile[0], o_tile[0]
+                tiles.append((copy, ones, c_mm, o_mm))
         return fills, tiles
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
@@ -367,7 +367,7 @@ class Conv(_ConvBase):
                 and g.in_channels >= WINOGRAD_MIN_CHANNELS and g.out_channels >= WINOGRAD_MIN_OUT_CHANNELS):
             return False
         m = _winograd_tile(g.out_shape)
-        tiles = g.batch * math.ceil(g.out_shape[0] / m) * math.ceil(g.out_shape[1] / m)
+        tiles = math.ceil(g.out_shape[0] / m) * math.ceil(g.out_shape[1] / m)  # one image at a time
         return (m + 2) ** 2 * (g.in_channels + g.out_channels) * tiles * 4 <= WINOGRAD_MAX_SCRATCH
 
     def _init_winograd(self, ctx):
@@ -375,7 +375,7 @@ class Conv(_ConvBase):
         m = self.wino_m = _winograd_tile(g.out_shape)
         a = m + 2
         self.tiles = (math.ceil(g.out_shape[0] / m), math.ceil(g.out_shape[1] / m))
-        t = g.batch * self.tiles[0] * self.tiles[1]
+        t = self.tiles[0] * self.tiles[1]  # one image at a time: the transformed data stays in cache
         self.u = _winograd_weights(self.w_static, m)
         self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
                              else np.zeros(g.out_channels, np.float32))
@@ -389,10 +389,12 @@ class Conv(_ConvBase):
         g = self.geo
         small = self.small_ref.array
         v, mb = self.v_ref.array, self.mb_ref.array
-        input_transform(x, v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
-                        self.tiles[0], self.tiles[1], self.wino_m)
-        np.matmul(self.u, v, out=mb)  # one GEMM per transform position, all tiles at once
-        output_transform(mb, out, self.b_c, small[2], self.tiles[0], self.tiles[1], self.wino_m, *self.act)
+        for n in range(g.batch):  # an image at a time: its transformed input and output stay in cache
+            input_transform(x[n:n + 1], v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
+                            self.tiles[0], self.tiles[1], self.wino_m)
+            np.matmul(self.u, v, out=mb)  # one GEMM per transform position, all tiles at once
+            output_transform(mb, out[n:n + 1], self.b_c, small[2], self.tiles[0], self.tiles[1], self.wino_m,
+                             *self.act)
 
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
