@@ -7,6 +7,8 @@
     pooled-predictor ops [--device cpu|cuda]
     pooled-predictor zoo NAME -o FILE.onnx [--seed S] [--opset V] [--batch N]
     pooled-predictor inspect MODEL.onnx [--level all] [--input-shapes x:1x3x224x224] [--disable PASS]
+    pooled-predictor warmup [MODEL.onnx ...] [--shape NAME=1x3x224x224]
+    pooled-predictor profile MODEL.onnx [--shape NAME=1x3x224x224] [--runs N] [--trace trace.json]
 """
 
 from __future__ import annotations
@@ -154,7 +156,8 @@ def _cmd_ops(args) -> int:
 
     by_op: dict = {}
     for k in registered_ops(args.device):
-        by_op.setdefault((k.domain, k.op_type), {}).setdefault(k.device, []).append(k.since)
+        by_op.setdefault((k.domain, k.op_type), {}).setdefault(k.device, []).append(
+            k.since if k.layout == "NCHW" else f"{k.since} ({k.layout})")
     if args.json:
         print(json.dumps([{"op_type": op, "domain": d, "devices": devs} for (d, op), devs in sorted(by_op.items())]))
         return 0
@@ -194,6 +197,46 @@ def _cmd_inspect(args) -> int:
 
     shapes = parse_input_shapes(args.input_shapes) if args.input_shapes else None
     print(inspect(args.model, args.level, input_shapes=shapes, disable=args.disable or ()))
+    return 0
+
+
+def _cmd_profile(args) -> int:
+    from .predictor import Predictor
+
+    predictor = Predictor(args.model, graph_optimization_level=args.level)
+    net = predictor.new_net()
+    feeds = _random_inputs(predictor, _parse_shapes(args.shape), _parse_dims(args.dim))
+    t0 = time.perf_counter()
+    net.forward(feeds)  # lays the Net out and compiles its kernels: not profiled
+    first = time.perf_counter() - t0
+    profiler = net.enable_profiling()
+    for _ in range(args.runs):
+        net.forward(feeds)
+    shapes = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in feeds.items())
+    print(f"# {args.model}: {shapes}; one Net, one thread; first forward {first * 1e3:.1f} ms (not profiled)")
+    print(profiler.table(top=args.top))
+    if args.trace:
+        print(f"\nChrome trace (chrome://tracing, ui.perfetto.dev): {profiler.write_trace(args.trace)}")
+    return 0
+
+
+def _cmd_warmup(args) -> int:
+    from .ops.cpu.compiled import load_all
+    from .predictor import Predictor
+
+    import numba
+
+    seconds = load_all()
+    where = numba.config.CACHE_DIR or "beside the package (pooled_predictor/ops/cpu/compiled/__pycache__)"
+    print(f"compiled kernels ready in {seconds:.2f} s (numba {numba.__version__}; cache: {where})")
+    for model in args.models:
+        t0 = time.perf_counter()
+        predictor = Predictor(model)
+        loaded = time.perf_counter() - t0
+        given = _parse_shapes(args.shape)
+        shapes = {n: given.get(n, s) for n, s in predictor.canonical_net.default_input_shapes().items()}
+        first = predictor.warmup(shapes)
+        print(f"{model}: load + compile {loaded:.2f} s, first forward {first:.2f} s")
     return 0
 
 
@@ -245,6 +288,23 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--input-shapes", help="x:1x3x224x224[,y:...] to fold shape computations")
     i.add_argument("--disable", action="append", help="a pass not to run (repeatable)")
     i.set_defaults(fn=_cmd_inspect)
+
+    w = sub.add_parser("warmup", help="compile the numba kernels into the disk cache (and run models once): "
+                                       "a server pays it before taking traffic")
+    w.add_argument("models", nargs="*")
+    w.add_argument("--shape", action="append", help="NAME=1x3x224x224 (default: declared, symbolic as 1)")
+    w.set_defaults(fn=_cmd_warmup)
+
+    pr = sub.add_parser("profile", help="time every node of a model on one thread: tables by op type and "
+                                         "node, Chrome trace JSON")
+    pr.add_argument("model")
+    pr.add_argument("--shape", action="append", help="NAME=1x3x224x224 for random inputs")
+    pr.add_argument("--dim", action="append", help="symbolic dimension NAME=VALUE (default 1)")
+    pr.add_argument("--runs", type=int, default=10, help="profiled forwards after one unprofiled")
+    pr.add_argument("--top", type=int, default=15, help="nodes listed in the by-node table")
+    pr.add_argument("--trace", help="write the Chrome / Perfetto trace JSON here")
+    pr.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"])
+    pr.set_defaults(fn=_cmd_profile)
     return p
 
 

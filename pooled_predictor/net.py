@@ -28,6 +28,10 @@ import numpy as np
 from . import budget
 from .errors import InputError, KernelError, PooledPredictorError, ResourceExhaustedError, UnknownBlobError
 from .ops.context import NotStatic, ScratchRef
+from .ops.layouts import TRANSFORM_OP, physical_shape
+from .ops.registry import lookup
+from .ops.shapes import get_rule
+from .ops.shapes.fused import DOMAIN
 from .program import SHAPE_ONLY_OPS, Program, Step
 
 
@@ -80,6 +84,7 @@ class Net:
         self._default_invalid = False
         self.at_default = False  # laid out for the default shapes by restore(), not reshaped since
         self.layouts_built = 0
+        self.profiler = None  # a profiling.Profiler while profiling (enable_profiling)
         self._activate(None, None)
         if input_shapes is not None:
             self.reshape(input_shapes)
@@ -373,8 +378,10 @@ class Net:
         # Values that must survive the run: outputs, kept blobs, inputs of dynamic nodes.
         keep = set(self.output_names) | set(self.keep)
         keep.update(i for st in dynamic for i in st.node.inputs if i and i not in static)
+        planned, layout_of = self._assign_kernel_types(planned, shape, dtype, static, keep)
         activations = list(self.input_names) + [o for st, _, _ in planned for o in st.node.outputs if o]
-        sizes = {n: _nbytes(shape[n], dtype[n]) for n in activations}
+        physical = {n: physical_shape(shape[n], layout_of[n]) if n in layout_of else shape[n] for n in activations}
+        sizes = {n: _nbytes(physical[n], dtype[n]) for n in activations}
 
         liveness, plan_seconds, plan = None, 0.0, None
         scratch_offsets: dict[int, int] = {}
@@ -411,7 +418,7 @@ class Net:
                                          f"{shapes}", arena_bytes, limit) from exc
         blobs: dict[str, np.ndarray] = dict(static)
         for n in activations:
-            blobs[n] = _view(arena, offsets[n], shape[n], dtype[n])
+            blobs[n] = _view(arena, offsets[n], physical[n], dtype[n])
         run, run_nodes = [], []
         for step, runner, refs in planned:
             for r in refs:
@@ -431,6 +438,49 @@ class Net:
                          activation_bytes=sum(sizes.values()))
         layout.liveness, layout.plan_seconds = liveness, plan_seconds
         return layout
+
+    def _assign_kernel_types(self, planned, shape: dict, dtype: dict, static: dict, keep: set):
+        """Stage: a kernel type per node and layout transforms between disagreeing neighbours.
+
+        Returns (planned steps with transforms inserted and changed kernels bound,
+        value -> layout for values not in the default layout). A model whose
+        ops have one kernel type each comes back unchanged.
+        """
+        if not any(st.alternatives for st, _, _ in planned):
+            return planned, {}
+        from .passes.assign import assign_kernel_types, supported_choices
+
+        def context(step, refs=None):
+            ins = step.node.inputs
+            return step.context([shape[i] if i else None for i in ins], [dtype[i] if i else None for i in ins],
+                                [static.get(i) if i else None for i in ins], self.device,
+                                None if refs is None else refs.append)
+
+        choices = [supported_choices(st.kernel, st.alternatives, context(st)) if st.alternatives else [st.kernel]
+                   for st, _, _ in planned]
+        plan = assign_kernel_types([st.node for st, _, _ in planned], choices, static=set(static), outputs=keep)
+        if not plan.changed:
+            return planned, {}
+        transform_kernel = lookup(TRANSFORM_OP, DOMAIN, 1, self.device)
+        transform_rule = get_rule(TRANSFORM_OP, DOMAIN)
+
+        def bind(step):
+            for name in step.node.outputs:  # typed names: the logical shape of their value
+                base = name.split("@", 1)[0]
+                if name and name != base:
+                    shape[name], dtype[name] = shape[base], dtype[base]
+            refs = []
+            ctx = context(step, refs)
+            step.infer(ctx)
+            return step, step.bind(ctx), refs
+
+        out = []
+        for i, ((st, runner, refs), k, node) in enumerate(zip(planned, plan.kernels, plan.nodes)):
+            out += [bind(Step(t, transform_kernel, 1, transform_rule)) for t in plan.before.get(i, ())]
+            out.append((st, runner, refs) if k is st.kernel and node is st.node
+                       else bind(Step(node, k, st.version, st.rule, st.alternatives)))
+        out += [bind(Step(t, transform_kernel, 1, transform_rule)) for t in plan.after]
+        return out, plan.layouts
 
     def _plan(self, planned, sizes: dict, static: dict, keep: set):
         """memory_opt plan of the activations (and scratch) of these bound steps."""
@@ -478,6 +528,25 @@ class Net:
         for o, arr in zip(step.node.outputs, outs):
             if o:
                 self._blobs[o] = arr
+
+    # ---- profiling -----------------------------------------------------------
+    def enable_profiling(self, profiler=None):
+        """Time every node of each forward from now on (onnxruntime's enable_profiling).
+
+        Args:
+            profiler: a profiling.Profiler to record into (shared by several Nets);
+                None: a new one.
+        Returns:
+            the Profiler (also `self.profiler`): table(), chrome_trace(), write_trace().
+        """
+        from .profiling import Profiler
+
+        self.profiler = profiler if profiler is not None else Profiler()
+        return self.profiler
+
+    def disable_profiling(self) -> None:
+        """Stop timing nodes; the Profiler keeps what it recorded."""
+        self.profiler = None
 
     # ---- forward -------------------------------------------------------------
     def set_inputs(self, inputs) -> None:
@@ -548,9 +617,18 @@ class Net:
         i = 0
         run = self._run
         try:
-            for f in run:
-                f()
-                i += 1
+            if self.profiler is not None:
+                clock, times = time.perf_counter_ns, []
+                for f in run:
+                    t0 = clock()
+                    f()
+                    times.append((t0, clock()))
+                    i += 1
+                self.profiler.add_forward(self._run_nodes, times)
+            else:
+                for f in run:
+                    f()
+                    i += 1
         except PooledPredictorError:
             raise
         except Exception as exc:

@@ -45,7 +45,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -136,6 +136,12 @@ class Config:
         external_data_dir: directory of the models' external data files (needed
             for model_bytes with external data; default for model_paths: each
             model's directory). Nothing outside it is read.
+        warmup: run each model once at construction (compiled kernels compiled
+            or loaded from numba's disk cache, kernels set up), so the first
+            request does not pay it; shapes from `warmup_shapes[net_id]` (name ->
+            shape) or the declared ones with symbolic dims as 1.
+        enable_profiling: time every node of every worker's Nets (onnxruntime's
+            option); each `predictor(i).profiler` collects, end_profiling() writes.
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -163,6 +169,9 @@ class Config:
     priority_aging: float | None = None
     memory_limit_bytes: int | None = None
     external_data_dir: str | os.PathLike | None = None
+    enable_profiling: bool = False
+    warmup: bool = False
+    warmup_shapes: Sequence[Mapping[str, Sequence[int]]] = ()
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -511,8 +520,12 @@ class PooledPredictor:
                                 graph_optimization_level=config.graph_optimization_level,
                                 disabled_passes=config.disabled_passes, disable_blas_threading=False,
                                 memory_limit_bytes=config.memory_limit_bytes,
-                                external_data_dir=config.external_data_dir)
+                                external_data_dir=config.external_data_dir,
+                                enable_profiling=config.enable_profiling)
                       for src in sources]
+        if config.warmup:
+            for i, p in enumerate(predictors):
+                p.warmup(config.warmup_shapes[i] if i < len(config.warmup_shapes) else None)
         self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
         self._core = _Core(config, predictors, callback)
         self._closed = False

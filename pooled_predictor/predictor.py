@@ -60,6 +60,8 @@ class Predictor(HandleAPI):
         memory_limit_bytes: budget in bytes (None: budget.default_memory_limit(),
             0.8 of the memory this process may use) for the weights at load and
             for each Net's layout at reshape (see pooled_predictor.budget).
+        enable_profiling: time every node of every Net (onnxruntime's option):
+            `profiler` collects them; end_profiling() writes the Chrome trace.
     Raises:
         ModelLoadError: unreadable or invalid model file, external data outside
             its directory, any failure of a graph pass (naming it).
@@ -70,7 +72,8 @@ class Predictor(HandleAPI):
     def __init__(self, model, *, device: str = "cpu", optimization: Optimization = Optimization.MEMORY,
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  graph_optimization_level: str = "all", disabled_passes=(),
-                 disable_blas_threading: bool = True, external_data_dir=None, memory_limit_bytes: int | None = None):
+                 disable_blas_threading: bool = True, external_data_dir=None, memory_limit_bytes: int | None = None,
+                 enable_profiling: bool = False):
         self.memory_limit_bytes = limit = budget.resolve_limit(memory_limit_bytes)
         graph = model if isinstance(model, Graph) else load_model(
             model, device=device, external_data_dir=external_data_dir, memory_limit_bytes=limit)
@@ -94,6 +97,11 @@ class Predictor(HandleAPI):
         self.program = Program(graph, device, memory_limit_bytes=limit)
         self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep),
                                  cache_bytes=cache_bytes, memory_limit_bytes=limit)
+        self.profiler = None
+        if enable_profiling:
+            from .profiling import Profiler
+
+            self.profiler = Profiler()
         self.canonical_net = self.new_net()
         self._local = threading.local()
         self._nets_lock = threading.Lock()
@@ -193,7 +201,26 @@ class Predictor(HandleAPI):
 
     def new_net(self) -> Net:
         """A new Net over this model's shared weights, with the Predictor's options."""
-        return Net(self.program, **self._net_options)
+        net = Net(self.program, **self._net_options)
+        if self.profiler is not None:
+            net.enable_profiling(self.profiler)
+        return net
+
+    def end_profiling(self, path=None) -> str | None:
+        """Write the Chrome trace of what was profiled (onnxruntime's end_profiling).
+
+        Args:
+            path: the JSON file; None: pooled_predictor_profile_<date>_<time>.json here.
+        Returns:
+            the file written, or None when profiling is not enabled.
+        """
+        if self.profiler is None:
+            return None
+        if path is None:
+            import time
+
+            path = time.strftime("pooled_predictor_profile_%Y-%m-%d_%H-%M-%S.json")
+        return self.profiler.write_trace(path)
 
     def net(self) -> Net:
         """This thread's Net (created on the first call from this thread)."""
@@ -203,6 +230,30 @@ class Predictor(HandleAPI):
             with self._nets_lock:
                 self._net_count += 1
         return net
+
+    def warmup(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> float:
+        """Pay the first forward's one-time costs now: compiled kernels (numba's compile or
+        disk-cache load), kernel setup and the canonical Net's layout.
+
+        Args:
+            input_shapes: name -> shape; None: the declared shapes, symbolic dims as 1.
+        Returns:
+            seconds it took.
+        Raises:
+            InputError, ShapeInferenceError: shapes the model does not take.
+        """
+        import time
+
+        from .ops.cpu.compiled import load_all
+
+        t0 = time.perf_counter()
+        load_all()
+        net = self.canonical_net
+        shapes = net.check_shapes(input_shapes) if input_shapes is not None else net.default_input_shapes()
+        feeds = {v.name: np.zeros(shapes[v.name], v.dtype if v.dtype is not None else np.float32)
+                 for v in self.inputs}
+        net.forward(feeds)
+        return time.perf_counter() - t0
 
     # ---- forward -------------------------------------------------------------
     def forward(self, inputs, output_names: Sequence[str] | None = None, out: Sequence[np.ndarray] | None = None):

@@ -20,7 +20,7 @@ from .errors import (KernelError, ModelLoadError, PooledPredictorError, Resource
                      ShapeInferenceError, UnsupportedOpError)
 from .ir import Graph, Node, Value, readonly
 from .ops.context import NotStatic, OpContext
-from .ops.registry import KernelDef, find, lookup, schema_version
+from .ops.registry import KernelDef, candidates, find, lookup, schema_version
 from .ops.widen import Widened, needs_widening
 from .ops.shapes import get_rule
 
@@ -42,12 +42,15 @@ class Step:
         kernel: the KernelDef for the program's device.
         version: ONNX schema since_version at the model's opset.
         rule: the shape rule, rule(OpContext) -> [(shape, dtype), ...].
+        alternatives: kernels of other kernel types (layouts) for the
+            assignment pass (passes/assign.py) to choose from at reshape.
     """
 
     node: Node
     kernel: KernelDef
     version: int
     rule: Callable
+    alternatives: tuple = ()
 
     def context(self, shapes, dtypes, values=None, device="cpu", scratch=None) -> OpContext:
         return OpContext(self.node, self.version, shapes, dtypes, values, device, scratch)
@@ -245,7 +248,10 @@ class Program:
                 if reason:
                     problems.append(f"node {node.name!r} ({node.op_type}): {reason}")
                     continue
-            steps.append(Step(node, k, version, rule))
+            others = tuple(c for c in candidates(node.op_type, node.domain, opset, self.device) if c is not k
+                           and (c.check is None or not c.check(node.attrs, version))
+                           and not c.unknown_attrs(node.attrs))
+            steps.append(Step(node, k, version, rule, others))
             if any(isinstance(v, Graph) for v in node.attrs.values()):
                 from .control_flow import compile_subgraphs  # nested Programs, compiled now
 

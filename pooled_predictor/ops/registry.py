@@ -1,4 +1,4 @@
-"""Kernel registry: one implementation per (op_type, since_version, device).
+"""Kernel registry: one implementation per (op_type, since_version, device, layout).
 
 A kernel is registered with the ONNX schema versions it implements:
 
@@ -20,6 +20,14 @@ A kernel is registered with the ONNX schema versions it implements:
   called as ``obj(*inputs, out=out)``; use it when a kernel precomputes from
   shapes (index arrays, padded buffers, GEMM views).
 
+A kernel has a kernel type (Paddle-Lite's TypeSystem): its device and its
+layout (ops/layouts.py: "NCHW" -- ONNX's own layout, channels second, any
+rank -- the default, "NHWC", or a blocked "NCHW8c"...). It may declare a
+layout per input and output (None: that input is read as ONNX gives it, e.g. a
+weight). Lookup by (op, version, device) returns the default-layout kernel;
+`candidates()` lists every layout's, for the kernel-type assignment pass
+(passes/assign.py), which picks one per node and inserts the transforms.
+
 A node attribute the kernel's signature does not name is an error, never
 silently ignored. Versions are resolved with onnx's own schemas: the kernel
 for a model at opset N is the one registered with the greatest
@@ -38,6 +46,7 @@ import onnx
 from ..errors import UnsupportedOpError
 
 DEVICES = ("cpu", "cuda")
+DEFAULT_LAYOUT = "NCHW"
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,12 @@ class KernelDef:
             attribute values are unsupported, found at compile time.
         dynamic_output: the kernel allocates and returns its outputs (their
             shapes depend on input values); called without `out`.
+        layout: the kernel type's layout (ops/layouts.py); "NCHW" is ONNX's own.
+        input_layouts / output_layouts: per input/output layout (None: inputs
+            0 and outputs in `layout`, other inputs as stored).
+        preference: lower is preferred by the assignment pass (default 0).
+        supports: optional ``supports(ctx) -> bool``: the kernel can run this
+            node at these shapes (a non-default layout kernel must say).
     """
 
     op_type: str
@@ -71,6 +86,22 @@ class KernelDef:
     check: Callable | None = None
     params: frozenset = field(default_factory=frozenset)
     dynamic_output: bool = False
+    layout: str = "NCHW"
+    input_layouts: tuple | None = None
+    output_layouts: tuple | None = None
+    preference: int = 0
+    supports: Callable | None = None
+
+    def input_layout(self, i: int) -> str | None:
+        """The layout input i must arrive in (None: as stored, no transform; e.g. weights)."""
+        if self.input_layouts is None:
+            return self.layout if i == 0 or self.layout == DEFAULT_LAYOUT else None
+        return self.input_layouts[i] if i < len(self.input_layouts) else None
+
+    def output_layout(self, i: int) -> str:
+        if self.output_layouts is None:
+            return self.layout
+        return self.output_layouts[i] if i < len(self.output_layouts) else self.layout
 
     @property
     def is_class(self) -> bool:
@@ -82,7 +113,10 @@ class KernelDef:
         return sorted(a for a in attrs if a not in self.params)
 
 
-_KERNELS: dict[tuple[str, str, str], dict[int, KernelDef]] = {}
+# (domain, op_type, device, layout) -> since_version -> KernelDef
+_KERNELS: dict[tuple[str, str, str, str], dict[int, KernelDef]] = {}
+# (domain, op_type, device) -> layouts registered for it
+_LAYOUTS: dict[tuple[str, str, str], set] = {}
 
 
 def _schema_outputs(op_type: str, domain: str, since: int) -> tuple[bool, int]:
@@ -109,7 +143,9 @@ def _params(impl) -> frozenset:
 
 
 def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", domain: str = "",
-           inplace: Iterable[int] = (), check: Callable | None = None, dynamic_output: bool = False):
+           inplace: Iterable[int] = (), check: Callable | None = None, dynamic_output: bool = False,
+           layout: str = DEFAULT_LAYOUT, input_layouts: Iterable | None = None,
+           output_layouts: Iterable | None = None, preference: int = 0, supports: Callable | None = None):
     """Register a kernel for `op_type` at the given schema version(s) and device.
 
     Args:
@@ -123,24 +159,31 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
             the kernel does not implement (e.g. training mode).
         dynamic_output: the output shapes depend on input values: the kernel
             takes no `out` and returns its (allocated) outputs.
+        layout, input_layouts, output_layouts, preference, supports: the
+            kernel type (see KernelDef); the defaults make an ONNX-layout kernel.
     Raises:
-        ValueError: the key (domain, op_type, since, device) is registered already,
-            or `device` is unknown.
+        ValueError: the key (domain, op_type, since, device, layout) is registered
+            already, `device` is unknown, or a non-default layout has no `supports`.
     """
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
     versions = (since,) if isinstance(since, int) else tuple(since)
+    if layout != DEFAULT_LAYOUT and supports is None:
+        raise ValueError(f"kernel {op_type} in layout {layout}: give supports(ctx) -> bool")
+    ins = None if input_layouts is None else tuple(input_layouts)
+    outs = None if output_layouts is None else tuple(output_layouts)
 
     def register(impl):
-        table = _KERNELS.setdefault((domain, op_type, device), {})
+        table = _KERNELS.setdefault((domain, op_type, device, layout), {})
+        _LAYOUTS.setdefault((domain, op_type, device), set()).add(layout)
         params = _params(impl)
         for v in versions:
             if v in table:
-                raise ValueError(f"kernel {op_type} since {v} on {device} registered twice "
+                raise ValueError(f"kernel {op_type} since {v} on {device} ({layout}) registered twice "
                                  f"({table[v].impl.__qualname__} and {impl.__qualname__})")
             multi, count = _schema_outputs(op_type, domain, v)
             table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace), multi, count, check, params,
-                                 dynamic_output)
+                                 dynamic_output, layout, ins, outs, int(preference), supports)
         return impl
 
     return register
@@ -155,10 +198,10 @@ def schema_version(op_type: str, domain: str, opset: int) -> int | None:
         return None
 
 
-def find(op_type: str, domain: str, opset: int, device: str) -> KernelDef | None:
-    """The kernel for an op at a model opset on a device, or None."""
+def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAULT_LAYOUT) -> KernelDef | None:
+    """The kernel for an op at a model opset on a device (in a layout), or None."""
     _ensure_loaded(device)
-    table = _KERNELS.get((domain, op_type, device))
+    table = _KERNELS.get((domain, op_type, device, layout))
     if not table:
         return None
     version = schema_version(op_type, domain, opset)
@@ -168,6 +211,14 @@ def find(op_type: str, domain: str, opset: int, device: str) -> KernelDef | None
         version = opset  # a custom domain without onnx schemas: the model's opset of it
     eligible = [v for v in table if v <= version]
     return table[max(eligible)] if eligible else None
+
+
+def candidates(op_type: str, domain: str, opset: int, device: str) -> list[KernelDef]:
+    """Every layout's kernel for an op at a model opset on a device (the default layout's first)."""
+    _ensure_loaded(device)
+    layouts = sorted(_LAYOUTS.get((domain, op_type, device), ()), key=lambda lay: (lay != DEFAULT_LAYOUT, lay))
+    found = [find(op_type, domain, opset, device, lay) for lay in layouts]
+    return [k for k in found if k is not None]
 
 
 def lookup(op_type: str, domain: str, opset: int, device: str, node_name: str = "") -> KernelDef:
@@ -196,9 +247,10 @@ def registered_ops(device: str | None = None) -> list[KernelDef]:
     """All kernel definitions, sorted by (domain, op_type, device, since)."""
     for d in DEVICES if device is None else (device,):
         _ensure_loaded(d)
-    defs = [k for (dom, op, dev), t in _KERNELS.items() for k in t.values()
+    defs = [k for (dom, op, dev, lay), t in _KERNELS.items() for k in t.values()
             if device is None or dev == device]
-    return sorted(defs, key=lambda k: (k.domain, k.op_type, k.device, k.since))
+    return sorted(defs, key=lambda k: (k.domain, k.op_type, k.device, k.since, k.layout != DEFAULT_LAYOUT,
+                                       k.layout))
 
 
 _LOADED: set[str] = set()

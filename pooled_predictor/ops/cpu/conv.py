@@ -6,6 +6,8 @@ its path at reshape, from shapes only:
 Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
 * pointwise -- 1x1 kernel, stride 1, no padding:
   Y[n, g] = W[g] @ X[n, g], a GEMM straight from X into Y.
+* depthwise_compiled -- group == C, 2-D float32, static weights, planes of at least
+  DEPTHWISE_COMPILED_MIN_PLANE outputs: compiled/depthwise.py, bias and activation fused.
 * depthwise -- group == C (one input channel per group, M = C * multiplier,
   multiplier <= DEPTHWISE_MAX_MULTIPLIER):
   the zero-padded input is split into its stride phases, each phase plane
@@ -15,6 +17,8 @@ Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
   Y[c] = w[c] @ cols[c] is a GEMV per channel (numpy.matmul batched over
   channels). Measured faster than accumulating Y += w_t * X_t tap by tap
   (two passes over Y per tap), at every PP-OCR shape.
+* winograd -- stride-1 3x3, group 1, float32, >= 16 channels in and out, static
+  weights: Winograd F(2x2,3x3) (or F(4x4,3x3)), compiled/winograd.py.
 * im2col -- everything else: zero-pad X into scratch, copy its sliding windows
   (an as_strided view) into cols (N, group, C/group * prod(k), P), then
   Y[n, g] = W[g] @ cols[n, g] (a GEMM batched over n and groups).
@@ -45,6 +49,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..registry import kernel
+from . import compiled
 from ..shapes.conv import conv_geometry
 
 _ALL = slice(None)
@@ -57,6 +62,54 @@ TILE_BYTES = 4 << 20
 # A grouped conv with one input channel per group and at most this many
 # outputs per group uses the depthwise path; more use im2col + batched GEMM.
 DEPTHWISE_MAX_MULTIPLIER = 4
+# The compiled depthwise kernel checks the taps of border outputs one by one:
+# on planes smaller than this many outputs the numpy path is faster (measured, 7x7).
+DEPTHWISE_COMPILED_MIN_PLANE = 150
+# Its 3x3 loop is written out; other kernel sizes take a row-accumulator loop that
+# measured slower than the numpy path (5x5, 64 x 120x160: 10.2 vs 9.3 ms), so by
+# default only 3x3 kernels are compiled (True: every size, as the tests do).
+DEPTHWISE_COMPILED_ANY_KERNEL = False
+# Winograd for stride-1 3x3 convolutions with at least this many input
+# channels (fewer: the transforms cost more than the GEMM saves), while
+# its transformed input and output take at most this many bytes of scratch.
+WINOGRAD_MIN_CHANNELS = 16
+# ... and at least this many output channels: the input transform is paid per
+# input channel, the saving per output channel (PP-OCR det, 64 -> 16 channels at
+# 120x160: Winograd 2x slower than im2col, measured)
+WINOGRAD_MIN_OUT_CHANNELS = 32
+WINOGRAD_MAX_SCRATCH = 64 << 20
+# Output tile: F(4x4,3x3) (4x fewer multiplies) on planes of at least this size
+# (0: never), else F(2x2,3x3) (2.25x, as exact as direct convolution). F(2x2)
+# by default: with written-out transforms it is about as fast here (ResNet-50
+# 270 ms with F4, 274 ms with F2, single thread) and F4's larger error moved the
+# PP-OCR detector past its float64-closeness test (1.1e-5 of max|Y| vs 1e-5).
+WINOGRAD_F4_MIN_SIZE = 0
+
+
+def _winograd_tile(out_shape) -> int:
+    return 4 if WINOGRAD_F4_MIN_SIZE and min(out_shape) >= WINOGRAD_F4_MIN_SIZE else 2
+
+
+_WINOGRAD_WEIGHTS: dict = {}  # id(W) -> (weakref to W, m, U): one transform per Program's weight
+
+
+def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """U = G W G^T, computed once per weight array and tile size, shared read-only by every Net."""
+    import weakref
+
+    from .compiled.winograd import transform_weights
+
+    key = (id(w), m)
+    hit = _WINOGRAD_WEIGHTS.get(key)
+    if hit is not None and hit[0]() is w:
+        return hit[1]
+    u = transform_weights(w, m)
+    try:
+        ref = weakref.ref(w, lambda _, key=key: _WINOGRAD_WEIGHTS.pop(key, None))
+    except TypeError:  # not weak-referenceable: not cached
+        return u
+    _WINOGRAD_WEIGHTS[key] = (ref, u)
+    return u
 
 
 class _Fill:
@@ -139,6 +192,13 @@ def _bands(rows: int, bytes_per_row: int) -> list[tuple[int, int]]:
     return [(r, min(rows, r + band)) for r in range(0, rows, band)]
 
 
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view (compiled kernels take weights as read-only arrays: one signature)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _run_fills(pairs):
     for dst, src in pairs:
         if src is None:
@@ -203,15 +263,24 @@ class Conv(_ConvBase):
         pointwise = (all(k == 1 for k in g.kernel) and all(s == 1 for s in g.strides)
                      and not any(g.pads_begin) and g.out_shape == g.in_shape)
         mult = m // c if grp == c else 0
+        self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
         if pointwise:
             self.path = "pointwise"
+        elif self._winograd_fits(ctx):
+            self.path = "winograd"
+            self._init_winograd(ctx)
+        elif (compiled.ENABLED and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
+              and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE
+              and (g.kernel == (3, 3) or DEPTHWISE_COMPILED_ANY_KERNEL)):
+            self.path = "depthwise_compiled"
+            self._init_depthwise_compiled(ctx)
         elif grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
             self.path = "depthwise"
             self._init_depthwise(ctx, mult)
         else:
             self.path = "im2col"
             self._init_im2col(ctx)
-        if self.path != "depthwise":
+        if self.path not in ("depthwise", "depthwise_compiled", "winograd"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
@@ -243,9 +312,10 @@ class Conv(_ConvBase):
         # ones in the columns and a column B in W add it within the GEMM.
         self.fold_bias = self.has_bias
         self.rest = math.prod(g.out_shape[1:])
-        self.bands = _bands(g.out_shape[0], n * c * self.taps * self.rest * self.dtype.itemsize)
+        # One image at a time (batch > 1): wider bands, one GEMM per band per image.
+        self.bands = _bands(g.out_shape[0], c * self.taps * self.rest * self.dtype.itemsize)
         rows = self.cg * self.taps + self.fold_bias
-        self.cols_ref = ctx.scratch((n, g.group, rows, self.bands[0][1] * self.rest), self.dtype)
+        self.cols_ref = ctx.scratch((1, g.group, rows, self.bands[0][1] * self.rest), self.dtype)
         self._scratch.append(self.cols_ref)
 
     def _im2col_views(self, x, out, *scratch):
@@ -264,21 +334,83 @@ class Conv(_ConvBase):
         rows_out = out.reshape(n, grp, mg, g.out_shape[0], rest)
         lead = (_ALL,) * (3 + g.rank)
         tiles = []
-        for r0, r1 in self.bands:
-            m = (r1 - r0) * rest
-            c_tile = cols[..., :m]
-            copy = (c_tile[:, :, :ckk].reshape((n, grp, cg) + g.kernel + (r1 - r0,) + g.out_shape[1:]),
-                    windows[lead + (slice(r0, r1),)])
-            ones = c_tile[:, :, ckk] if self.fold_bias else None
-            o_tile = rows_out[:, :, :, r0:r1].reshape(n, grp, mg, m)
-            if grp == 1 and n == 1:
-                c_mm, o_mm = c_tile[0, 0], o_tile[0, 0]
-            elif grp == 1:
-                c_mm, o_mm = c_tile[:, 0], o_tile[:, 0]
-            else:
-                c_mm, o_mm = c_tile, o_tile
-            tiles.append((copy, ones, c_mm, o_mm))
+        for b in range(n):  # an image at a time, a band of output rows at a time
+            for r0, r1 in self.bands:
+                m = (r1 - r0) * rest
+                c_tile = cols[..., :m]
+                copy = (c_tile[:, :, :ckk].reshape((1, grp, cg) + g.kernel + (r1 - r0,) + g.out_shape[1:]),
+                        windows[(slice(b, b + 1),) + lead[1:] + (slice(r0, r1),)])
+                ones = c_tile[:, :, ckk] if self.fold_bias else None
+                o_tile = rows_out[b:b + 1, :, :, r0:r1].reshape(1, grp, mg, m)
+                if grp == 1:
+                    c_mm, o_mm = c_tile[0, 0], o_tile[0, 0]
+                else:
+                    c_mm, o_mm = c_tile[0], o_tile[0]
+                tiles.append((copy, ones, c_mm, o_mm))
         return fills, tiles
+
+    # ---- depthwise, compiled (2-D float32, static weights) -----------------
+    def _init_depthwise_compiled(self, ctx):
+        g = self.geo
+        self.mult = g.out_channels // g.in_channels
+        self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32))
+        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
+                             else np.zeros(g.out_channels, np.float32))
+        self.acc_ref = ctx.scratch((g.out_shape[1],), np.float32)
+
+    # ---- Winograd F(m x m, 3 x 3) (compiled/winograd.py) ------------------
+    def _winograd_fits(self, ctx) -> bool:
+        g = self.geo
+        if not (compiled.ENABLED and g.rank == 2 and g.kernel == (3, 3) and g.strides == (1, 1)
+                and g.dilations == (1, 1) and g.group == 1 and self.dtype == np.float32
+                and self.w_static is not None and (not self.has_bias or self.b_static is not None)
+                and g.in_channels >= WINOGRAD_MIN_CHANNELS and g.out_channels >= WINOGRAD_MIN_OUT_CHANNELS):
+            return False
+        m = _winograd_tile(g.out_shape)
+        tiles = math.ceil(g.out_shape[0] / m) * math.ceil(g.out_shape[1] / m)  # one image at a time
+        return (m + 2) ** 2 * (g.in_channels + g.out_channels) * tiles * 4 <= WINOGRAD_MAX_SCRATCH
+
+    def _init_winograd(self, ctx):
+        g = self.geo
+        m = self.wino_m = _winograd_tile(g.out_shape)
+        a = m + 2
+        self.tiles = (math.ceil(g.out_shape[0] / m), math.ceil(g.out_shape[1] / m))
+        t = self.tiles[0] * self.tiles[1]  # one image at a time: the transformed data stays in cache
+        self.u = _winograd_weights(self.w_static, m)
+        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
+                             else np.zeros(g.out_channels, np.float32))
+        self.v_ref = ctx.scratch((a * a, g.in_channels, t), np.float32)
+        self.mb_ref = ctx.scratch((a * a, g.out_channels, t), np.float32)
+        self.small_ref = ctx.scratch((3, a, a), np.float32)
+
+    def _winograd(self, x, out):
+        from .compiled.winograd import input_transform, output_transform
+
+        g = self.geo
+        small = self.small_ref.array
+        v, mb = self.v_ref.array, self.mb_ref.array
+        for n in range(g.batch):  # an image at a time: its transformed input and output stay in cache
+            input_transform(x[n:n + 1], v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
+                            self.tiles[0], self.tiles[1], self.wino_m)
+            np.matmul(self.u, v, out=mb)  # one GEMM per transform position, all tiles at once
+            output_transform(mb, out[n:n + 1], self.b_c, small[2], self.tiles[0], self.tiles[1], self.wino_m,
+                             *self.act)
+
+    def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
+        """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
+        if self.path not in ("depthwise_compiled", "winograd") or (self.has_bias and self.b_static is None):
+            return False
+        self.act = (int(code), np.float32(p0), np.float32(p1))
+        return True
+
+    def _depthwise_compiled(self, x, b, out):
+        from .compiled.depthwise import depthwise_conv2d
+
+        g = self.geo
+        bias = self.b_c if not self.has_bias or self.b_static is not None else \
+            _readonly(np.ascontiguousarray(b, np.float32))
+        depthwise_conv2d(x, self.w_c, bias, out, self.acc_ref.array, g.strides[0], g.strides[1],
+                         g.dilations[0], g.dilations[1], g.pads_begin[0], g.pads_begin[1], self.mult, *self.act)
 
     # ---- depthwise ---------------------------------------------------------
     def _init_depthwise(self, ctx, mult):
@@ -387,6 +519,12 @@ class Conv(_ConvBase):
 
     def __call__(self, x, w, b=None, *, out):
         if self.empty:
+            return
+        if self.path == "depthwise_compiled":
+            self._depthwise_compiled(x, b, out)
+            return
+        if self.path == "winograd":
+            self._winograd(x, out)
             return
         if self.path == "depthwise":
             self._depthwise(x, w, b, out)

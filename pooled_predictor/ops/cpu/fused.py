@@ -24,7 +24,9 @@ from .activation import HardSwish as _OnnxHardSwish
 from .activation import _gelu_check, hard_swish_into, leaky_relu_into
 from .elementwise import hard_sigmoid, relu, sigmoid
 from ._special import CHUNK, erf_float32, erf_workspace_shape
+from .compiled.epilogue import CODES
 from .conv import Conv
+from . import compiled
 from .gemm import Gemm
 
 
@@ -39,6 +41,15 @@ def _bound(value: float, dtype: np.dtype, lowest: bool):
         return info.min if lowest else info.max
     with np.errstate(over="ignore"):
         return np.asarray(value).astype(dtype)[()]
+
+
+def _compiled_params(name: str, p: list) -> tuple:
+    """(p0, p1) float32 for compiled/epilogue.py; Clip's bounds as the numpy kernel takes them."""
+    if name == "Clip":
+        f = np.dtype(np.float32)
+        return np.float32(_bound(p[0], f, True)), np.float32(_bound(p[1], f, False))
+    p = list(p) + [0.0, 0.0]
+    return np.float32(p[0]), np.float32(p[1])
 
 
 class Activation:
@@ -56,6 +67,11 @@ class Activation:
         dtype = np.dtype(dtype)
         p = [float(v) for v in params]
         self.tmp = None
+        if compiled.ENABLED and dtype == np.float32 and name in CODES:
+            # one compiled pass instead of up to four numpy passes; the same float32 operations
+            self.code, self.params = CODES[name], _compiled_params(name, p)
+            self.apply = self._compiled
+            return
         if name in ("HardSwish", "LeakyRelu"):
             self.tmp = ctx.scratch(shape, dtype)
         if name == "Clip":
@@ -65,6 +81,11 @@ class Activation:
         elif name == "HardSigmoid":
             self.alpha, self.beta = p
         self.apply = getattr(self, "_" + name.lower())
+
+    def _compiled(self, y):
+        from .compiled.epilogue import activate_inplace
+
+        activate_inplace(y.reshape(-1), self.code, *self.params)
 
     # The stand-alone kernels' own code, applied in place: a fused graph gives the same bits.
     def _relu(self, y):
@@ -98,11 +119,16 @@ class FusedConv:
                  group=1, kernel_shape=None, pads=None, strides=None):
         self.conv = Conv(ctx, auto_pad=auto_pad, dilations=dilations, group=group,
                          kernel_shape=kernel_shape, pads=pads, strides=strides)
-        self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
+        name = activation.decode() if isinstance(activation, bytes) else activation
+        self.act = None
+        if name not in CODES or not self.conv.fuse_activation(
+                CODES[name], *_compiled_params(name, [float(v) for v in activation_params])):
+            self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
 
     def __call__(self, x, w, b=None, *, out):
         self.conv(x, w, b, out=out)
-        self.act.apply(out)
+        if self.act is not None:
+            self.act.apply(out)
 
 
 @kernel("FusedGemm", since=1, domain=DOMAIN, check=_check)
@@ -135,8 +161,9 @@ class Gelu:
     nodes by rounding, which a deep network amplifies (PP-OCR det: ~1e-5 of
     its output scale).
     approximate="tanh": ONNX Gelu's kernel (ops/cpu/activation.py).
-    Computed a chunk of CHUNK elements at a time. Shapes: Y as X. Workspace: one chunk
-    (+ erf's for float32).
+    float32: one compiled pass (compiled/epilogue.py gelu_erf, the same
+    operations in the same order: the same bits). Otherwise computed a chunk of
+    CHUNK elements at a time. Shapes: Y as X. Workspace: one chunk (not float32).
     """
 
     def __init__(self, ctx, *, approximate="none"):
@@ -145,6 +172,9 @@ class Gelu:
             return
         dtype = np.dtype(ctx.dtype(0))
         self.sqrt2 = np.asarray(np.sqrt(2.0), dtype)[()]
+        self.compiled = dtype == np.float32 and compiled.ENABLED
+        if self.compiled:  # one pass, the same float32 operations (compiled/epilogue.py)
+            return
         size = int(np.prod(ctx.shape(0)))
         self.chunk = max(1, min(size, CHUNK))
         self.tmp = ctx.scratch((self.chunk,), dtype)
@@ -157,6 +187,14 @@ class Gelu:
             self.onnx(x, out=out)
             return
         xf, of = x.reshape(-1), out.reshape(-1)
+        if self.compiled:
+            from .compiled.epilogue import gelu_erf, gelu_erf_inplace
+
+            if xf.ctypes.data == of.ctypes.data:  # the arena put Y on X (memory_opt's in-place)
+                gelu_erf_inplace(of, self.sqrt2)
+            else:
+                gelu_erf(xf, of, self.sqrt2)
+            return
         n, tmp = xf.size, self.tmp.array
         for s in range(0, n, self.chunk):  # a chunk at a time: its five passes stay in cache
             e = min(n, s + self.chunk)

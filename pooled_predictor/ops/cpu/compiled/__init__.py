@@ -1,5 +1,77 @@
-"""Compiled CPU kernels: the loops numpy cannot vectorize (per-pixel sampling), as
-numba functions (`@njit(nogil=True, cache=True)`, never parallel: the pool's
-workers are the parallelism). Each is compiled for float32 and float64 only;
-callers cast float16 to float32 around them.
+"""Compiled CPU kernels: plain numba loops where numpy cannot fuse passes over memory
+or vectorize (per-pixel sampling).
+
+Every function is ``@njit(<explicit signature>, nogil=True, cache=True)``: one or
+two specializations each (float32; the sampling loops float32 and float64, callers
+cast float16 to float32 around them), so the cold compile stays short; the GIL is
+released while it runs; no threads of its own (the pool's workers are the
+parallelism); machine code cached on disk. The numpy kernels they replace stay as
+the tested reference (tests/ops/test_compiled.py).
+
+numba's cache goes beside this package when that directory is writable, else
+under ~/.cache/pooled-predictor/numba (NUMBA_CACHE_DIR, set here before numba
+is imported unless the user set it): an installed, read-only package still
+compiles once per machine, not once per process.
+
+Modules: epilogue.py (activations applied to an output block in cache; GELU;
+erf), depthwise.py (depthwise convolution with bias and activation fused),
+winograd.py (Winograd F(2x2,3x3) and F(4x4,3x3) transforms), sampling.py
+(GridSample, RoiAlign, DeformConv sampling; imported when such a node is built).
 """
+
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENABLED = os.environ.get("POOLED_PREDICTOR_COMPILED", "1") != "0"
+"""Kernels built from now on use the compiled paths where they apply; False: the
+numpy paths, the tested reference (tests/ops/test_compiled.py compares the two)."""
+
+
+def cache_dir() -> Path | None:
+    """Where numba caches our kernels when the package directory is not writable (None: beside it)."""
+    here = Path(__file__).resolve().parent
+    pycache = here / "__pycache__"
+    if os.access(pycache if pycache.exists() else here, os.W_OK):
+        return None
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pooled-predictor" / "numba"
+
+
+def _configure_cache() -> None:
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    where = cache_dir()
+    if where is None:
+        return
+    where.mkdir(parents=True, exist_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = str(where)
+    import sys
+
+    if "numba" in sys.modules:  # imported already: numba read its config at import
+        from numba.core import config
+
+        config.CACHE_DIR = str(where)
+
+
+_configure_cache()
+
+
+MODULES = ("epilogue", "depthwise", "winograd", "sampling")
+
+
+def load_all() -> float:
+    """Import (hence compile, or load from numba's disk cache) every compiled kernel.
+
+    Returns:
+        seconds it took: the cold compile on a fresh machine, about a second
+        once numba's cache holds them.
+    """
+    import importlib
+    import time
+
+    t0 = time.perf_counter()
+    for name in MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+    return time.perf_counter() - t0

@@ -1,0 +1,156 @@
+"""Kernel-type assignment: a kernel type per node, transforms where neighbours disagree.
+
+Paddle-Lite's static_kernel_pick_pass + type_layout_cast_pass (and, with
+device as a type, type_target_cast_pass / io_copy). Runs when shapes are known
+(the Net's compile-for-shapes pipeline), over the nodes the Net will run:
+
+* every node has its candidate kernels (ops/registry.py `candidates`) whose
+  `supports(ctx)` accepts it at these shapes; the default-layout kernel is
+  always one;
+* nodes are visited in order; each takes the candidate of least cost, where
+  cost = kernel.preference + TRANSFORM_COST x (inputs not already available in
+  the layout the candidate reads them in) -- a greedy walk that keeps a value
+  in the layout its producer wrote as long as consumers agree;
+* a value named v is always its ONNX-layout (NCHW) self; a copy in layout L is
+  the value "v@L". A producer writing L writes v@L; a transform producing
+  v (or v@M) is inserted right before the first consumer that needs it, and
+  graph outputs are brought back to NCHW at the end, so graph inputs and
+  outputs keep the model's layout;
+* static inputs (weights, folded constants) and inputs a kernel declares with
+  layout None are never transformed: the kernel reads them as stored.
+
+The pass plans only: it returns an Assignment the Net applies (new Steps,
+renamed inputs/outputs, the transform nodes), and a `key` transform kind,
+(src, dst), general enough for another kind of transform (a device copy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..ir import Node
+from ..ops.layouts import TRANSFORM_OP
+from ..ops.registry import DEFAULT_LAYOUT, KernelDef
+from ..ops.shapes.fused import DOMAIN
+
+# One transform costs as much as this many preference units.
+TRANSFORM_COST = 1
+
+
+def typed_name(value: str, layout: str) -> str:
+    """The name of `value` stored in `layout` (the value itself in the default layout)."""
+    return value if layout == DEFAULT_LAYOUT else f"{value}@{layout}"
+
+
+@dataclass
+class Assignment:
+    """The plan: per visited node its kernel and node (inputs/outputs renamed), transforms before it.
+
+    Attributes:
+        kernels: the chosen KernelDef per node, in order.
+        nodes: the node to run (the original when nothing was renamed).
+        before: node index -> transform Nodes to run just before it.
+        after: transform Nodes to run after the last node (graph outputs back to NCHW).
+        layouts: value name -> layout, for every value not in the default layout.
+        changed: False when every node kept its default kernel (nothing to apply).
+    """
+
+    kernels: list[KernelDef]
+    nodes: list[Node]
+    before: dict[int, list[Node]] = field(default_factory=dict)
+    after: list[Node] = field(default_factory=list)
+    layouts: dict[str, str] = field(default_factory=dict)
+    changed: bool = False
+
+
+def transform_node(value: str, src: str, dst: str) -> Node:
+    """LayoutTransform reading value in `src`, writing it in `dst` (names per typed_name)."""
+    src_name, dst_name = typed_name(value, src), typed_name(value, dst)
+    return Node(TRANSFORM_OP, [src_name], [dst_name], {"src": src, "dst": dst}, DOMAIN,
+                name=f"{dst_name}/from_{src}")
+
+
+def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[KernelDef]], *,
+                        static: set, outputs: Sequence[str]) -> Assignment:
+    """Choose a kernel per node and plan the layout transforms.
+
+    Args:
+        nodes: the nodes to run, in order.
+        choices: per node, its candidate kernels that support it at these shapes
+            (the default-layout kernel first).
+        static: names of values known before forward (never transformed).
+        outputs: graph outputs (and other values read after the run): they must
+            end in the default layout.
+    Returns:
+        Assignment (changed False, nothing to do, when no node has a choice).
+    """
+    if all(len(c) <= 1 for c in choices):
+        return Assignment([c[0] for c in choices], list(nodes))
+    avail: dict[str, list[str]] = {}  # value -> layouts it is (or will be) stored in, first = producer's
+    result = Assignment([], [], changed=False)
+
+    def layouts_of(v):
+        return avail.get(v, [DEFAULT_LAYOUT])
+
+    for i, (node, cands) in enumerate(zip(nodes, choices)):
+        def cost(k: KernelDef) -> int:
+            missing = sum(1 for j, v in enumerate(node.inputs)
+                          if v and v not in static and k.input_layout(j) is not None
+                          and k.input_layout(j) not in layouts_of(v))
+            return k.preference + TRANSFORM_COST * missing
+
+        best = min(cands, key=cost)  # min keeps the first (default) kernel on ties
+        inputs = list(node.inputs)
+        for j, v in enumerate(inputs):
+            want = best.input_layout(j)
+            if not v or v in static or want is None:
+                continue
+            have = layouts_of(v)
+            if want not in have:
+                src = DEFAULT_LAYOUT if DEFAULT_LAYOUT in have else have[0]
+                result.before.setdefault(i, []).append(transform_node(v, src, want))
+                avail[v] = have + [want]
+            inputs[j] = typed_name(v, want)
+        out_names = list(node.outputs)
+        for j, o in enumerate(out_names):
+            if o:
+                lay = best.output_layout(j)
+                avail[o] = [lay]
+                out_names[j] = typed_name(o, lay)
+        if inputs != list(node.inputs) or out_names != list(node.outputs):
+            node = Node(node.op_type, inputs, out_names, node.attrs, node.domain, node.name)
+            result.changed = True
+        result.changed |= best is not cands[0]
+        result.kernels.append(best)
+        result.nodes.append(node)
+    for o in outputs:
+        have = avail.get(o)
+        if have is not None and DEFAULT_LAYOUT not in have:
+            result.after.append(transform_node(o, have[0], DEFAULT_LAYOUT))
+    for node_list in list(result.before.values()) + [result.after]:
+        for t in node_list:
+            dst = t.attrs["dst"]
+            if dst != DEFAULT_LAYOUT:
+                result.layouts[t.outputs[0]] = dst
+    for node, k in zip(result.nodes, result.kernels):
+        for j, o in enumerate(node.outputs):
+            if o and k.output_layout(j) != DEFAULT_LAYOUT:
+                result.layouts[o] = k.output_layout(j)
+    return result
+
+
+def supported_choices(default: KernelDef, alternatives: Sequence[KernelDef], ctx,
+                      accept: Callable[[KernelDef], bool] | None = None) -> list[KernelDef]:
+    """The default kernel, then every alternative whose supports(ctx) holds (and accept(k), if given)."""
+    out = [default]
+    for k in alternatives:
+        if k is default or (accept is not None and not accept(k)):
+            continue
+        try:
+            ok = k.supports is None or bool(k.supports(ctx))
+        except Exception:
+            ok = False
+        if ok:
+            out.append(k)
+    return out

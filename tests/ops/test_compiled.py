@@ -1,0 +1,157 @@
+"""Compiled kernels (ops/cpu/compiled): depthwise conv against onnxruntime over a grid of attributes,
+activations fused into it, and the one-pass activations / GELU bit-identical to the numpy kernels."""
+
+import itertools
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pooled_predictor import Predictor
+from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu import conv as conv_module
+from pooled_predictor.ops.cpu._special import erf_float32, erf_workspace_shape
+from pooled_predictor.ops.cpu.activation import hard_swish_into, leaky_relu_into
+from pooled_predictor.ops.cpu.compiled import epilogue
+from pooled_predictor.ops.cpu.elementwise import hard_sigmoid
+from tests.onnx_helpers import check_node
+from tests.ops.test_conv import conv_kernel
+
+rng = np.random.default_rng(11)
+
+
+def f32(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+# (kernel, strides, dilations, pads) x (batch, channels, multiplier, H, W): odd sizes, asymmetric pads
+GEOMETRY = [((3, 3), (1, 1), (1, 1), (1, 1, 1, 1)), ((3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
+            ((3, 3), (2, 1), (1, 1), (0, 1, 1, 0)), ((3, 3), (1, 1), (2, 2), (2, 2, 2, 2)),
+            ((5, 5), (1, 1), (1, 1), (2, 2, 2, 2)), ((5, 5), (2, 2), (1, 1), (2, 1, 2, 3)),
+            ((3, 3), (1, 1), (1, 1), (0, 0, 0, 0)), ((2, 4), (1, 2), (1, 3), (1, 0, 0, 2)),
+            ((3, 3), (1, 1), (3, 1), (3, 0, 0, 3))]
+SHAPES = [(1, 8, 1, 33, 27), (2, 6, 2, 31, 40)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel,strides,dilations,pads", GEOMETRY, ids=lambda v: "-".join(map(str, v)))
+def test_depthwise_against_onnxruntime(kernel, strides, dilations, pads, shape, monkeypatch):
+    monkeypatch.setattr(conv_module, "DEPTHWISE_COMPILED_ANY_KERNEL", True)  # 5x5, 2x4 too
+    n, c, mult, h, w = shape
+    inputs = [f32(n, c, h, w), f32(c * mult, 1, *kernel), f32(c * mult)]
+    attrs = {"group": c, "strides": list(strides), "dilations": list(dilations), "pads": list(pads),
+             "kernel_shape": list(kernel)}
+    k, out_shape, _ = conv_kernel("Conv", inputs, attrs)
+    assert k.path == "depthwise_compiled", out_shape
+    check_node("Conv", inputs, attrs, opset=13, static=(1, 2))
+    check_node("Conv", inputs[:2], attrs, opset=13, static=(1,))  # no bias
+
+
+def test_small_planes_and_float64_keep_the_numpy_path():
+    c = 4
+    attrs = {"group": c, "pads": [1, 1, 1, 1]}
+    k, _, _ = conv_kernel("Conv", [f32(1, c, 7, 7), f32(c, 1, 3, 3)], attrs)
+    assert k.path == "depthwise"
+    x64 = [a.astype(np.float64) for a in (f32(1, c, 20, 20), f32(c, 1, 3, 3))]
+    assert conv_kernel("Conv", x64, attrs)[0].path == "depthwise"
+    five = conv_kernel("Conv", [f32(1, c, 20, 20), f32(c, 1, 5, 5)], {"group": c, "pads": [2, 2, 2, 2]})[0]
+    assert five.path == "depthwise"  # by default only 3x3 is compiled (measured faster)
+
+
+ACTIVATIONS = [("Relu", {}), ("Clip", {"min": -0.5, "max": 0.75}), ("Clip", {"max": 6.0}),
+               ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("LeakyRelu", {"alpha": 0.1})]
+
+
+def _conv_act_model(act, params, stride):
+    c = 6
+    w = numpy_helper.from_array(f32(c, 1, 3, 3), "w")
+    b = numpy_helper.from_array(f32(c), "b")
+    inits = [w, b]
+    act_inputs = ["y"]
+    if act == "Clip":
+        for name in ("min", "max"):
+            if name in params:
+                inits.append(numpy_helper.from_array(np.array(params[name], np.float32), name))
+                act_inputs.append(name)
+            else:
+                act_inputs.append("")
+        params = {}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, pads=[1, 1, 1, 1], strides=[stride] * 2),
+             helper.make_node(act, act_inputs, ["z"], **params)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 19, 16])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("act,params", ACTIVATIONS, ids=lambda v: v if isinstance(v, str) else "")
+def test_activation_fused_into_depthwise(act, params, stride):
+    import onnxruntime as ort
+
+    model = _conv_act_model(act, dict(params), stride)
+    x = f32(2, 6, 19, 16, scale=2.0)
+    p = Predictor(model)
+    fused = [st for st in p.program.steps if st.node.op_type == "FusedConv"]
+    assert len(fused) == 1 and len(p.program.steps) == 1
+    ours = p.run(None, {"x": x})[0]
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    # the activation ran inside the kernel, with the numpy kernel's bits: same as Conv + the ONNX node
+    unfused = Predictor(model, graph_optimization_level="none").run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ours, unfused)
+
+
+def _numpy_activation(name, x, p):
+    out, t = np.empty_like(x), np.empty_like(x)
+    if name == "Relu":
+        np.maximum(x, 0, out=out)
+    elif name == "Clip":
+        np.clip(x, np.float32(p[0]), np.float32(p[1]), out=out)
+    elif name == "HardSigmoid":
+        hard_sigmoid(x, out=out, alpha=p[0], beta=p[1])
+    elif name == "HardSwish":
+        hard_swish_into(x, out, t)
+    else:
+        leaky_relu_into(x, out, t, p[0])
+    return out
+
+
+@pytest.mark.parametrize("name,p", [("Relu", ()), ("Clip", (-1.0, 2.5)), ("HardSigmoid", (0.2, 0.5)),
+                                    ("HardSigmoid", (0.3, 0.1)), ("HardSwish", ()), ("LeakyRelu", (0.01,))])
+def test_activations_bit_identical_to_numpy(name, p):
+    x = np.concatenate([f32(4099, scale=5.0), np.array([0.0, -0.0, np.inf, -np.inf, 3.0, -3.0], np.float32)])
+    y = x.copy()
+    epilogue.activate_inplace(y, epilogue.CODES[name], *(list(p) + [0.0, 0.0])[:2])
+    np.testing.assert_array_equal(y, _numpy_activation(name, x, p))
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_gelu_and_erf_bit_identical_to_the_numpy_kernels(inplace):
+    x = np.concatenate([f32(70001, scale=3.0), np.array([0, 4, -4, 5.5, -30, 1e-30, np.nan], np.float32)])
+    s2 = np.float32(np.sqrt(2.0))
+    t, work = np.empty_like(x), np.empty(erf_workspace_shape(x.size), np.float32)
+    np.divide(x, s2, out=t)
+    erf_float32(t, t, work)
+    erf_ref = t.copy()
+    t += 1.0
+    ref = x * t
+    ref *= 0.5
+    if inplace:
+        out = x.copy()
+        epilogue.gelu_erf_inplace(out, s2)
+    else:
+        out = np.empty_like(x)
+        epilogue.gelu_erf(x, out, s2)
+    np.testing.assert_array_equal(out, ref)
+    erf = np.array([epilogue.erf32(v) for v in (x / s2)[:2000]], np.float32)
+    np.testing.assert_array_equal(erf, erf_ref[:2000])
+
+
+def test_disabled_gives_the_numpy_paths(monkeypatch):
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    c = 4
+    k, _, _ = conv_kernel("Conv", [f32(1, c, 20, 20), f32(c, 1, 3, 3)], {"group": c, "pads": [1, 1, 1, 1]})
+    assert k.path == "depthwise"
