@@ -149,7 +149,7 @@ class Predictor(HandleAPI):
         """
         other = object.__new__(type(self))
         shared = ("imported_graph", "optimization_report", "graph", "device", "optimization", "program",
-                  "_net_options")
+                  "_net_options", "memory_limit_bytes", "profiler")
         other.__dict__.update({k: self.__dict__[k] for k in shared})
         other.canonical_net = other.new_net()
         other._local = threading.local()
@@ -173,8 +173,11 @@ class Predictor(HandleAPI):
     def __del__(self):
         token = getattr(self, "_blas_token", None)
         if token is not None:
-            release_blas_threads(token)
             self._blas_token = None
+            try:
+                release_blas_threads(token)
+            except NameError:  # at interpreter exit, threadpoolctl's builtins are gone: nothing to restore
+                pass
 
     # ---- description ---------------------------------------------------------
     @property
