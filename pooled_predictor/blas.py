@@ -5,6 +5,11 @@ cores threads; as fb-caffe-exts' disable_blas_threading does, a pool limits
 BLAS to one thread per call by default. The limit is process-wide (BLAS
 libraries have one global setting), reference-counted across the objects that
 ask for it, and restored when the last one releases it.
+
+A release never waits for the lock: a Predictor's __del__ may run from a garbage
+collection triggered inside _apply() on the same thread, which holds the lock
+(waiting would deadlock). Such a release is queued and applied by the next
+limit or release that takes the lock.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ _lock = threading.Lock()
 _holders: dict[int, int] = {}  # token -> requested threads
 _limiter = None
 _next = 0
+_pending: list[int] = []  # tokens released while the lock was held (list.append is atomic)
 
 
 def limit_blas_threads(threads: int = 1) -> int:
@@ -28,15 +34,34 @@ def limit_blas_threads(threads: int = 1) -> int:
     with _lock:
         _next += 1
         _holders[_next] = int(threads)
+        _drain_pending()
         _apply()
         return _next
 
 
 def release_blas_threads(token: int) -> None:
-    """Drop one holder's limit; the original BLAS setting returns with the last one."""
-    with _lock:
-        if _holders.pop(token, None) is not None:
+    """Drop one holder's limit; the original BLAS setting returns with the last one.
+
+    Never blocks: if the lock is held (by another thread, or by this one when called
+    from a finalizer during _apply), the release is queued for the lock's next holder.
+    """
+    if not _lock.acquire(blocking=False):
+        _pending.append(token)
+        return
+    try:
+        dropped = _holders.pop(token, None) is not None
+        if _drain_pending() or dropped:
             _apply()
+    finally:
+        _lock.release()
+
+
+def _drain_pending() -> bool:
+    """Drop the queued releases (the lock held); True if any holder was dropped."""
+    dropped = False
+    while _pending:
+        dropped |= _holders.pop(_pending.pop(), None) is not None
+    return dropped
 
 
 def _apply() -> None:

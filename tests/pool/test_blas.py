@@ -8,6 +8,8 @@ from tests.conftest import make_mlp
 
 
 def blas_threads():
+    # load every BLAS our kernels bring (numpy's, scipy's) before anything is measured
+    PooledPredictor(Config(model_bytes=[make_mlp().SerializeToString()], disable_blas_threading=False)).close()
     infos = [i for i in threadpool_info() if i["user_api"] == "blas"]
     if not infos:
         pytest.skip("no BLAS library visible to threadpoolctl")
@@ -28,3 +30,18 @@ def test_blas_threading_can_be_kept_or_set():
         assert blas_threads() == before
     with PooledPredictor(Config(model_bytes=[make_mlp().SerializeToString()], blas_threads=2)):
         assert set(blas_threads()) == {min(2, max(before))} or set(blas_threads()) == {2}
+
+
+def test_release_while_the_lock_is_held_is_queued_not_blocking():
+    """A Predictor's __del__ can run from a garbage collection inside blas._apply on the
+    thread holding the lock (found as a CI hang): the release must not wait."""
+    from pooled_predictor import blas
+
+    token = blas.limit_blas_threads(1)
+    with blas._lock:  # as _apply holds it when a collection runs a finalizer
+        blas.release_blas_threads(token)  # returns at once
+        assert token in blas._holders and token in blas._pending
+    other = blas.limit_blas_threads(1)  # the next holder of the lock applies the queued release
+    assert token not in blas._holders and not blas._pending
+    blas.release_blas_threads(other)
+    assert other not in blas._holders
