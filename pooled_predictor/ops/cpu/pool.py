@@ -14,6 +14,10 @@ one after the other (sum(k) taps instead of prod(k)), through two workspace
 buffers. MaxPool's Indices then walk the prod(k) taps in reverse order marking
 where X equals Y, so that, as in onnxruntime, the first maximum in window
 order (h, then w, then d) wins.
+
+2-D float32 MaxPool and AveragePool run compiled (compiled/pooling.py: one
+pass per output row, no workspace planes) when compiled.ENABLED; the numpy
+passes above are the tested reference and run every other case.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.pool import AxisWindow, pool_geometry
+from . import compiled
 
 
 def _lowest(dtype: np.dtype):
@@ -81,6 +86,47 @@ class _SeparablePool:
                 d = dst[out_sl]
                 self.combine(d, src[in_sl], out=d)
             src = dst
+
+
+class _CompiledPool2d:
+    """2-D float32 MaxPool / AveragePool through compiled/pooling.py's pool2d.
+
+    Faster than the numpy passes at every shape measured, one thread
+    (benchmarks/node_kernels.py), so it has no size threshold.
+    """
+
+    def __init__(self, ctx, geometry: list[AxisWindow], mode: int, include_pad: bool = False):
+        from .compiled.pooling import buffer_length, pool2d
+
+        self.run = pool2d
+        gh, gw = geometry
+        valid = np.flatnonzero(gw.counts(False))
+        c_lo, c_hi = (int(valid[0]), int(valid[-1]) + 1) if valid.size else (0, 0)
+        self.args = (mode, gh.kernel, gw.kernel, gh.stride, gw.stride, gh.dilation, gw.dilation, gh.head, gw.head)
+        self.counts = [_readonly(np.maximum(g.counts(include_pad), 1).astype(np.float32)) for g in geometry]
+        self.cols = (c_lo, c_hi)
+        length = buffer_length(gw.size, gw.out, gw.kernel, gw.stride, gw.dilation, gw.head)
+        self.bufs = ctx.scratch((2, length), np.float32)
+
+    @staticmethod
+    def fits(ctx, geometry) -> bool:
+        """2-D float32, and the outputs whose window has an input column are one run."""
+        if not (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32):
+            return False
+        valid = np.flatnonzero(geometry[1].counts(False))
+        return valid.size == 0 or valid[-1] - valid[0] + 1 == valid.size
+
+    def __call__(self, x, out) -> bool:
+        """Y into out; False when x or out is not C-contiguous (the caller runs the numpy path)."""
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        self.run(x, out, self.bufs.array, *self.args, *self.counts, *self.cols)
+        return True
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 class _MaxPoolIndices:
@@ -159,6 +205,7 @@ class MaxPool:
                  pads=None, storage_order=0, strides=None):
         geometry = pool_geometry(ctx)
         self.values = _SeparablePool(ctx, geometry, np.maximum, _lowest(ctx.dtype(0)))
+        self.compiled = _CompiledPool2d(ctx, geometry, 0) if _CompiledPool2d.fits(ctx, geometry) else None
         self.indices = _MaxPoolIndices(ctx, geometry, int(storage_order)) if ctx.has_output(1) else None
 
     def __call__(self, x, *, out):
@@ -166,7 +213,8 @@ class MaxPool:
             y, indices = out[0], (out[1] if len(out) > 1 else None)
         else:
             y, indices = out, None
-        self.values(x, y)
+        if self.compiled is None or not self.compiled(x, y):
+            self.values(x, y)
         if self.indices is not None and indices is not None:
             self.indices(x, y, indices)
 
@@ -186,6 +234,8 @@ class AveragePool:
                  dilations=None, pads=None, strides=None):
         geometry = pool_geometry(ctx)
         self.sum = _SeparablePool(ctx, geometry, np.add, 0)
+        self.compiled = _CompiledPool2d(ctx, geometry, 1, bool(int(count_include_pad))) \
+            if _CompiledPool2d.fits(ctx, geometry) else None
         counts = np.ones((1, 1) + (1,) * len(geometry), np.int64)
         for i, g in enumerate(geometry):
             c = g.counts(bool(int(count_include_pad)))
@@ -196,6 +246,8 @@ class AveragePool:
         self.divisor = dtype.type(counts.flat[0] if counts.size else 1) if uniform else counts.astype(dtype)
 
     def __call__(self, x, *, out):
+        if self.compiled is not None and self.compiled(x, out):
+            return
         self.sum(x, out)
         if not (np.ndim(self.divisor) == 0 and self.divisor == 1):
             np.divide(out, self.divisor, out=out)

@@ -1,0 +1,133 @@
+"""Compiled pooling, Resize, ConvTranspose tile and Sigmoid kernels (ops/cpu/compiled/pooling.py,
+resize.py, sigmoid.py, col2im.py): against onnxruntime over grids of their attributes (odd sizes,
+batch 2, continuous values), against the numpy reference paths (compiled.ENABLED=False), and
+the path each node takes."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import special
+
+from pooled_predictor.ops.cpu import compiled
+from tests.onnx_helpers import check_node, feeds_of, make_node_model, run_ours
+
+rng = np.random.default_rng(5)
+
+
+def f32(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def ours_both(op, inputs, attrs, opset, static=(), monkeypatch=None):
+    """(compiled, numpy reference) outputs of a one-node model."""
+    model = make_node_model(op, inputs, attrs, opset=opset, static=static)
+    feeds = feeds_of(inputs, static)
+    fast = run_ours(model, feeds)[0]
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    ref = run_ours(model, feeds)[0]
+    monkeypatch.setattr(compiled, "ENABLED", True)
+    return fast, ref
+
+
+# ---- MaxPool / AveragePool -----------------------------------------------------------
+# (kernel, strides, dilations, pads, ceil_mode): odd sizes, asymmetric pads; kernel 5 and 4
+# take the ping-pong rows and the generic column loop
+POOL_GRID = [((2, 2), (1, 1), (1, 1), (0, 0, 1, 1), 0), ((3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 0),
+             ((3, 3), (2, 2), (1, 1), (0, 0, 0, 0), 1), ((3, 2), (1, 2), (2, 1), (2, 0, 0, 1), 1),
+             ((5, 4), (3, 2), (1, 2), (2, 1, 1, 3), 0), ((1, 3), (1, 3), (1, 1), (0, 1, 0, 2), 1),
+             ((5, 5), (1, 1), (1, 1), (2, 2, 2, 2), 0)]
+POOL_SHAPES = [(2, 3, 13, 17), (1, 2, 8, 5)]
+
+
+@pytest.mark.parametrize("shape", POOL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel,strides,dilations,pads,ceil", POOL_GRID,
+                         ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ceil, shape, monkeypatch):
+    x = f32(*shape)
+    base = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads), "ceil_mode": ceil}
+    cases = [("MaxPool", {**base, "dilations": list(dilations)}, 12)]
+    for include in (0, 1):
+        if dilations == (1, 1):  # onnxruntime's AveragePool-19 dilations: kept to 1 as most exporters
+            cases.append(("AveragePool", {**base, "count_include_pad": include}, 11))
+    for op, attrs, opset in cases:
+        check_node(op, [x], attrs, opset=opset, rtol=1e-6)
+        fast, ref = ours_both(op, [x], attrs, opset, monkeypatch=monkeypatch)
+        if op == "MaxPool":
+            np.testing.assert_array_equal(fast, ref)   # a max is exact
+        else:
+            np.testing.assert_allclose(fast, ref, rtol=3e-7, atol=1e-7)
+
+
+def test_maxpool_nan_inf_and_empty_windows(monkeypatch):
+    x = f32(1, 2, 6, 7)
+    x[0, 0, 2, 3] = np.nan
+    x[0, 1, :, :2] = -np.inf
+    same = {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}
+    fast, ref = ours_both("MaxPool", [x], same, 12, monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(fast, ref)
+    assert np.isnan(fast).any() and np.isneginf(fast).any()
+    # dilated windows that miss the input: float32's lowest value (rows: first case, columns: second)
+    for shape, attrs in [((1, 2, 1, 6), {"kernel_shape": [3, 3], "strides": [3, 3], "dilations": [2, 1],
+                                         "pads": [1, 2, 1, 2]}),
+                         ((2, 2, 6, 1), {"kernel_shape": [3, 3], "strides": [3, 3], "dilations": [1, 2],
+                                         "pads": [2, 1, 2, 1]})]:
+        x = f32(*shape)
+        check_node("MaxPool", [x], attrs, opset=12)
+        fast, ref = ours_both("MaxPool", [x], attrs, 12, monkeypatch=monkeypatch)
+        np.testing.assert_array_equal(fast, ref)
+        assert (fast == np.finfo(np.float32).min).any()
+
+
+def build(op, inputs, attrs, opset=13):
+    """Our class kernel for a one-node model, built as a Net builds it (inputs 1.. static)."""
+    from pooled_predictor.ir import Node
+    from pooled_predictor.ops import registry
+    from pooled_predictor.ops.context import OpContext
+    from pooled_predictor.ops.shapes import get_rule
+
+    names = ["" if a is None else f"in{i}" for i, a in enumerate(inputs)]
+    kdef = registry.lookup(op, "", opset, "cpu")
+    ctx = OpContext(Node(op, names, ["out0"], dict(attrs), "", "n0"), kdef.since,
+                    [None if a is None else a.shape for a in inputs], [None if a is None else a.dtype for a in inputs],
+                    [None] + list(inputs[1:]), "cpu", None)
+    shape, dtype = get_rule(op)(ctx)[0]
+    ctx.out_shapes, ctx.out_dtypes = [shape], [dtype]
+    return kdef.impl(ctx, **attrs)
+
+
+def test_pool_paths():
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    assert build("MaxPool", [f32(1, 2, 9, 9)], attrs).compiled is not None
+    assert build("AveragePool", [f32(1, 2, 9, 9)], attrs).compiled is not None
+    # 1-D, 3-D and float64 keep the numpy path
+    assert build("MaxPool", [f32(1, 2, 9)], {"kernel_shape": [3]}).compiled is None
+    assert build("MaxPool", [f32(1, 2, 5, 9, 9)], {"kernel_shape": [3, 3, 3]}).compiled is None
+    assert build("MaxPool", [f32(1, 2, 9, 9).astype(np.float64)], attrs).compiled is None
+
+
+# ---- Sigmoid -------------------------------------------------------------------------
+def test_sigmoid_within_two_ulp_and_specials():
+    from pooled_predictor.ops.cpu.compiled.sigmoid import sigmoid
+
+    x = np.concatenate([f32(200003, scale=8.0), np.linspace(-104, 89, 100003, dtype=np.float32),
+                        np.array([0.0, -0.0, np.inf, -np.inf, 1e-30, -1e-30, -87.5, -100.0, 30.0], np.float32)])
+    y = np.empty_like(x)
+    sigmoid(x, y)
+    exact = special.expit(x.astype(np.float64)).astype(np.float32)
+    ulp = np.abs(y.view(np.int32).astype(np.int64) - exact.view(np.int32))
+    assert ulp.max() <= 2
+    z = np.array([np.nan], np.float32)
+    sigmoid(z, z)  # in place
+    assert np.isnan(z[0])
+    in_place = x.copy()
+    sigmoid(in_place, in_place)
+    np.testing.assert_array_equal(in_place, y)
+
+
+def test_sigmoid_node(monkeypatch):
+    x = f32(2, 3, 17, 11, scale=6.0)
+    check_node("Sigmoid", [x], {}, opset=13, rtol=1e-6)
+    fast, ref = ours_both("Sigmoid", [x], {}, 13, monkeypatch=monkeypatch)
+    np.testing.assert_allclose(fast, ref, rtol=3e-7, atol=0)
+    check_node("Sigmoid", [x.astype(np.float64)], {}, opset=13)  # float64: scipy
