@@ -131,3 +131,36 @@ def test_sigmoid_node(monkeypatch):
     fast, ref = ours_both("Sigmoid", [x], {}, 13, monkeypatch=monkeypatch)
     np.testing.assert_allclose(fast, ref, rtol=3e-7, atol=0)
     check_node("Sigmoid", [x.astype(np.float64)], {}, opset=13)  # float64: scipy
+
+
+# ---- ConvTranspose: the tile path (kernel == stride, no padding) ---------------------
+# (X shape, W shape, kernel/strides, group): odd sizes, batch 2, kw 2 (written out) and others
+TILE_CASES = [((2, 6, 7, 9), (6, 4, 2, 2), (2, 2), 1), ((1, 4, 5, 11), (4, 3, 3, 3), (3, 3), 1),
+              ((2, 6, 9, 5), (6, 2, 2, 3), (2, 3), 2), ((1, 3, 6, 7), (3, 1, 1, 2), (1, 2), 1)]
+
+
+@pytest.mark.parametrize("tile_bytes", [200, 128 << 10])
+@pytest.mark.parametrize("xs,ws,k,group", TILE_CASES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple)
+                         else str(v))
+def test_conv_transpose_tile(xs, ws, k, group, tile_bytes, monkeypatch):
+    from pooled_predictor.ops.cpu import conv
+
+    monkeypatch.setattr(conv, "CONV_TRANSPOSE_TILE_BYTES", tile_bytes)  # 200: one input row per band
+    m = ws[1] * group
+    x, w, b = f32(*xs), f32(*ws), f32(m)
+    attrs = {"kernel_shape": list(k), "strides": list(k), "group": group}
+    kern = build("ConvTranspose", [x, w, b], attrs)
+    assert kern.path == "tile" and kern.tile_compiled
+    for inputs, static in (([x, w, b], (1, 2)), ([x, w], (1,)), ([x, w, b], ())):
+        check_node("ConvTranspose", inputs, attrs, opset=13, static=static)
+        fast, ref = ours_both("ConvTranspose", inputs, attrs, 13, static=static, monkeypatch=monkeypatch)
+        np.testing.assert_array_equal(fast, ref)  # the same GEMM and the same additions
+
+
+def test_conv_transpose_other_paths_keep_numpy():
+    x = f32(1, 4, 5, 6)
+    padded = build("ConvTranspose", [x, f32(4, 2, 3, 3)], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                           "pads": [1, 1, 1, 1]})
+    assert padded.path == "col2im" and not padded.tile_compiled
+    one_d = build("ConvTranspose", [f32(1, 4, 7), f32(4, 2, 2)], {"kernel_shape": [2], "strides": [2]})
+    assert one_d.path == "tile" and not one_d.tile_compiled

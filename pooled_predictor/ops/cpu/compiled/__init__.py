@@ -17,7 +17,8 @@ Modules: epilogue.py (activations applied to an output block in cache; GELU;
 erf), depthwise.py (depthwise convolution with bias and activation fused),
 winograd.py (Winograd F(2x2,3x3) and F(4x4,3x3) transforms), sampling.py
 (GridSample, RoiAlign, DeformConv sampling; imported when such a node is built),
-pooling.py (2-D MaxPool / AveragePool), sigmoid.py (a vectorized float32 Sigmoid).
+pooling.py (2-D MaxPool / AveragePool), sigmoid.py (a vectorized float32 Sigmoid),
+col2im.py (ConvTranspose's tile scatter).
 """
 
 
@@ -59,7 +60,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 
-MODULES = ("epilogue", "depthwise", "winograd", "sampling", "pooling", "sigmoid")
+MODULES = ("epilogue", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im")
 
 
 def load_all() -> float:
