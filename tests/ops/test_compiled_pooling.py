@@ -98,12 +98,15 @@ def build(op, inputs, attrs, opset=13):
 
 def test_pool_paths():
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
-    assert build("MaxPool", [f32(1, 2, 9, 9)], attrs).compiled is not None
+    from pooled_predictor.ops.cpu.pool import _CompiledPool2d
+
+    assert isinstance(build("MaxPool", [f32(1, 2, 9, 9)], attrs).values, _CompiledPool2d)
     assert build("AveragePool", [f32(1, 2, 9, 9)], attrs).compiled is not None
     # 1-D, 3-D and float64 keep the numpy path
-    assert build("MaxPool", [f32(1, 2, 9)], {"kernel_shape": [3]}).compiled is None
-    assert build("MaxPool", [f32(1, 2, 5, 9, 9)], {"kernel_shape": [3, 3, 3]}).compiled is None
-    assert build("MaxPool", [f32(1, 2, 9, 9).astype(np.float64)], attrs).compiled is None
+    assert not isinstance(build("MaxPool", [f32(1, 2, 9)], {"kernel_shape": [3]}).values, _CompiledPool2d)
+    assert not isinstance(build("MaxPool", [f32(1, 2, 5, 9, 9)], {"kernel_shape": [3, 3, 3]}).values,
+                          _CompiledPool2d)
+    assert not isinstance(build("MaxPool", [f32(1, 2, 9, 9).astype(np.float64)], attrs).values, _CompiledPool2d)
 
 
 # ---- Sigmoid -------------------------------------------------------------------------
@@ -164,3 +167,40 @@ def test_conv_transpose_other_paths_keep_numpy():
     assert padded.path == "col2im" and not padded.tile_compiled
     one_d = build("ConvTranspose", [f32(1, 4, 7), f32(4, 2, 2)], {"kernel_shape": [2], "strides": [2]})
     assert one_d.path == "tile" and not one_d.tile_compiled
+
+
+# ---- Resize: nearest and bilinear of the last two axes --------------------------------
+NEAREST = [("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("align_corners", "round_prefer_ceil"),
+           ("pytorch_half_pixel", "ceil"), ("tf_half_pixel_for_nn", "round_prefer_floor")]
+LINEAR = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]
+# scales (H, W): x2 (repeat 2), x3 (repeat 3), up/down mixed (rows first or columns first), down
+SCALES = [(2.0, 2.0), (3.0, 3.0), (1.7, 0.6), (0.55, 1.5), (0.5, 0.75), (1.0, 2.0)]
+
+
+@pytest.mark.parametrize("scales", SCALES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("mode,ctm,nearest_mode", [("nearest", c, n) for c, n in NEAREST] +
+                         [("linear", c, "round_prefer_floor") for c in LINEAR])
+def test_resize_against_onnxruntime_and_numpy(mode, ctm, nearest_mode, scales, monkeypatch):
+    x = f32(2, 3, 9, 13)
+    s = np.array([1, 1, *scales], np.float32)
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nearest_mode}
+    kern = build("Resize", [x, None, s], attrs)
+    assert (kern.compiled is not None) == (mode == "nearest" or scales[0] != 1.0)
+    check_node("Resize", [x, None, s], attrs, opset=13, static=(2,), rtol=1e-6)
+    fast, ref = ours_both("Resize", [x, None, s], attrs, 13, static=(2,), monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(fast, ref)  # the same tables and float32 operations
+
+
+def test_resize_sizes_rank3_and_numpy_cases():
+    x = f32(4, 10, 7)
+    sizes = np.array([4, 23, 15], np.int64)
+    attrs = {"mode": "linear"}
+    assert build("Resize", [x, None, None, sizes], attrs).compiled is not None
+    check_node("Resize", [x, None, None, sizes], attrs, opset=13, static=(3,), rtol=1e-6)
+    # cubic, antialias, a resized channel axis, float64: the numpy kernel
+    x4 = f32(1, 2, 6, 6)
+    for attrs, s, opset in [({"mode": "cubic"}, [1, 1, 2, 2], 13), ({"mode": "linear", "antialias": 1},
+                            [1, 1, 0.5, 0.5], 18), ({"mode": "nearest"}, [1, 2, 2, 2], 13)]:
+        assert build("Resize", [x4, None, np.array(s, np.float32)], attrs, opset).compiled is None
+    x64 = x4.astype(np.float64)
+    assert build("Resize", [x64, None, np.array([1, 1, 2, 2], np.float32)], {"mode": "nearest"}).compiled is None

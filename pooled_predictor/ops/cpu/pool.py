@@ -116,12 +116,9 @@ class _CompiledPool2d:
         valid = np.flatnonzero(geometry[1].counts(False))
         return valid.size == 0 or valid[-1] - valid[0] + 1 == valid.size
 
-    def __call__(self, x, out) -> bool:
-        """Y into out; False when x or out is not C-contiguous (the caller runs the numpy path)."""
-        if not (x.flags.c_contiguous and out.flags.c_contiguous):
-            return False
-        self.run(x, out, self.bufs.array, *self.args, *self.counts, *self.cols)
-        return True
+    def __call__(self, x, out):
+        """Y into out (C-contiguous, as every blob; X is, unless a caller passes a view)."""
+        self.run(np.ascontiguousarray(x), out, self.bufs.array, *self.args, *self.counts, *self.cols)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -204,8 +201,10 @@ class MaxPool:
     def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, dilations=None,
                  pads=None, storage_order=0, strides=None):
         geometry = pool_geometry(ctx)
-        self.values = _SeparablePool(ctx, geometry, np.maximum, _lowest(ctx.dtype(0)))
-        self.compiled = _CompiledPool2d(ctx, geometry, 0) if _CompiledPool2d.fits(ctx, geometry) else None
+        if _CompiledPool2d.fits(ctx, geometry):
+            self.values = _CompiledPool2d(ctx, geometry, 0)
+        else:
+            self.values = _SeparablePool(ctx, geometry, np.maximum, _lowest(ctx.dtype(0)))
         self.indices = _MaxPoolIndices(ctx, geometry, int(storage_order)) if ctx.has_output(1) else None
 
     def __call__(self, x, *, out):
@@ -213,8 +212,7 @@ class MaxPool:
             y, indices = out[0], (out[1] if len(out) > 1 else None)
         else:
             y, indices = out, None
-        if self.compiled is None or not self.compiled(x, y):
-            self.values(x, y)
+        self.values(x, y)
         if self.indices is not None and indices is not None:
             self.indices(x, y, indices)
 
@@ -233,9 +231,9 @@ class AveragePool:
     def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
                  dilations=None, pads=None, strides=None):
         geometry = pool_geometry(ctx)
-        self.sum = _SeparablePool(ctx, geometry, np.add, 0)
         self.compiled = _CompiledPool2d(ctx, geometry, 1, bool(int(count_include_pad))) \
             if _CompiledPool2d.fits(ctx, geometry) else None
+        self.sum = None if self.compiled else _SeparablePool(ctx, geometry, np.add, 0)
         counts = np.ones((1, 1) + (1,) * len(geometry), np.int64)
         for i, g in enumerate(geometry):
             c = g.counts(bool(int(count_include_pad)))
@@ -246,7 +244,8 @@ class AveragePool:
         self.divisor = dtype.type(counts.flat[0] if counts.size else 1) if uniform else counts.astype(dtype)
 
     def __call__(self, x, *, out):
-        if self.compiled is not None and self.compiled(x, out):
+        if self.compiled is not None:
+            self.compiled(x, out)
             return
         self.sum(x, out)
         if not (np.ndim(self.divisor) == 0 and self.divisor == 1):

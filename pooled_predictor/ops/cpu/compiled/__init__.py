@@ -18,7 +18,7 @@ erf), depthwise.py (depthwise convolution with bias and activation fused),
 winograd.py (Winograd F(2x2,3x3) and F(4x4,3x3) transforms), sampling.py
 (GridSample, RoiAlign, DeformConv sampling; imported when such a node is built),
 pooling.py (2-D MaxPool / AveragePool), sigmoid.py (a vectorized float32 Sigmoid),
-col2im.py (ConvTranspose's tile scatter).
+col2im.py (ConvTranspose's tile scatter), resize.py (nearest and bilinear Resize).
 """
 
 
@@ -60,7 +60,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 
-MODULES = ("epilogue", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im")
+MODULES = ("epilogue", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im", "resize")
 
 
 def load_all() -> float:
