@@ -44,6 +44,10 @@ POOL_SHAPES = [(2, 3, 13, 17), (1, 2, 8, 5)]
 @pytest.mark.parametrize("kernel,strides,dilations,pads,ceil", POOL_GRID,
                          ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ceil, shape, monkeypatch):
+    from pooled_predictor.ops.cpu import pool
+
+    monkeypatch.setattr(pool, "POOL_COMPILED_MAX_KERNEL", 5)   # the generic loops too
+    monkeypatch.setattr(pool, "AVERAGEPOOL_COMPILED_MAX_STRIDE", 3)
     x = f32(*shape)
     base = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads), "ceil_mode": ceil}
     cases = [("MaxPool", {**base, "dilations": list(dilations)}, 12)]
@@ -97,11 +101,14 @@ def build(op, inputs, attrs, opset=13):
 
 
 def test_pool_paths():
-    attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
     from pooled_predictor.ops.cpu.pool import _CompiledPool2d
 
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
     assert isinstance(build("MaxPool", [f32(1, 2, 9, 9)], attrs).values, _CompiledPool2d)
-    assert build("AveragePool", [f32(1, 2, 9, 9)], attrs).compiled is not None
+    assert build("AveragePool", [f32(1, 2, 9, 9)], {"kernel_shape": [3, 3]}).compiled is not None
+    # beyond the measured thresholds: numpy
+    assert build("AveragePool", [f32(1, 2, 9, 9)], attrs).compiled is None
+    assert not isinstance(build("MaxPool", [f32(1, 2, 9, 9)], {"kernel_shape": [5, 5]}).values, _CompiledPool2d)
     # 1-D, 3-D and float64 keep the numpy path
     assert not isinstance(build("MaxPool", [f32(1, 2, 9)], {"kernel_shape": [3]}).values, _CompiledPool2d)
     assert not isinstance(build("MaxPool", [f32(1, 2, 5, 9, 9)], {"kernel_shape": [3, 3, 3]}).values,
@@ -129,6 +136,9 @@ def test_sigmoid_within_two_ulp_and_specials():
 
 
 def test_sigmoid_node(monkeypatch):
+    from pooled_predictor.ops.cpu import elementwise
+
+    monkeypatch.setattr(elementwise, "SIGMOID_COMPILED_MIN_SIZE", 0)
     x = f32(2, 3, 17, 11, scale=6.0)
     check_node("Sigmoid", [x], {}, opset=13, rtol=1e-6)
     fast, ref = ours_both("Sigmoid", [x], {}, 13, monkeypatch=monkeypatch)
@@ -149,6 +159,7 @@ def test_conv_transpose_tile(xs, ws, k, group, tile_bytes, monkeypatch):
     from pooled_predictor.ops.cpu import conv
 
     monkeypatch.setattr(conv, "CONV_TRANSPOSE_TILE_BYTES", tile_bytes)  # 200: one input row per band
+    monkeypatch.setattr(conv, "CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT", 0)  # small shapes run compiled too
     m = ws[1] * group
     x, w, b = f32(*xs), f32(*ws), f32(m)
     attrs = {"kernel_shape": list(k), "strides": list(k), "group": group}
@@ -162,6 +173,8 @@ def test_conv_transpose_tile(xs, ws, k, group, tile_bytes, monkeypatch):
 
 def test_conv_transpose_other_paths_keep_numpy():
     x = f32(1, 4, 5, 6)
+    small = build("ConvTranspose", [x, f32(4, 2, 2, 2)], {"kernel_shape": [2, 2], "strides": [2, 2]})
+    assert small.path == "tile" and not small.tile_compiled   # below the measured threshold
     padded = build("ConvTranspose", [x, f32(4, 2, 3, 3)], {"kernel_shape": [3, 3], "strides": [2, 2],
                                                            "pads": [1, 1, 1, 1]})
     assert padded.path == "col2im" and not padded.tile_compiled
@@ -181,6 +194,9 @@ SCALES = [(2.0, 2.0), (3.0, 3.0), (1.7, 0.6), (0.55, 1.5), (0.5, 0.75), (1.0, 2.
 @pytest.mark.parametrize("mode,ctm,nearest_mode", [("nearest", c, n) for c, n in NEAREST] +
                          [("linear", c, "round_prefer_floor") for c in LINEAR])
 def test_resize_against_onnxruntime_and_numpy(mode, ctm, nearest_mode, scales, monkeypatch):
+    from pooled_predictor.ops.cpu import resize
+
+    monkeypatch.setattr(resize, "RESIZE_NEAREST_COMPILED_MIN_OUTPUT", 0)  # small outputs too
     x = f32(2, 3, 9, 13)
     s = np.array([1, 1, *scales], np.float32)
     attrs = {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nearest_mode}
@@ -204,3 +220,5 @@ def test_resize_sizes_rank3_and_numpy_cases():
         assert build("Resize", [x4, None, np.array(s, np.float32)], attrs, opset).compiled is None
     x64 = x4.astype(np.float64)
     assert build("Resize", [x64, None, np.array([1, 1, 2, 2], np.float32)], {"mode": "nearest"}).compiled is None
+    # a small nearest resize: the numpy views (below the measured threshold)
+    assert build("Resize", [x4, None, np.array([1, 1, 2, 2], np.float32)], {"mode": "nearest"}).compiled is None

@@ -91,6 +91,9 @@ WINOGRAD_F4_MIN_SIZE = 0
 # this many bytes, so the scatter reads them from L2 (PP-OCR det 16->16, 2x2 s2 at
 # 120x160: 2.7 ms at 128 KiB, 3.1-3.3 at 64 KiB and 256 KiB-1 MiB, 3.5 at 4 MiB).
 CONV_TRANSPOSE_TILE_BYTES = 128 << 10
+# ... from this many output elements (below, numba's call overhead makes it a tie or a
+# few us slower: 16x16x16 -> 16x32x32 58 vs 55 us; 32x16x16 -> 32x32x32 111 vs 118 us).
+CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT = 32768
 
 
 def _winograd_tile(out_shape) -> int:
@@ -581,8 +584,9 @@ class ConvTranspose(_ConvBase):
         # Columns for a band of input rows (first spatial axis) at a time.
         self.rest = math.prod(g.in_shape[1:])
         self.bands = [(0, g.in_shape[0])]
-        self.tile_compiled = (compiled.ENABLED and self.path == "tile" and g.rank == 2
-                              and self.dtype == np.float32)
+        self.tile_compiled = (
+            compiled.ENABLED and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
+            and n * g.out_channels * math.prod(g.out_shape) >= CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT)
         if self.path != "gemm":
             rows = self.mg * self.taps
             row_bytes = n * grp * rows * self.rest * self.dtype.itemsize

@@ -88,12 +88,20 @@ class _SeparablePool:
             src = dst
 
 
-class _CompiledPool2d:
-    """2-D float32 MaxPool / AveragePool through compiled/pooling.py's pool2d.
+# The compiled 2-D pooling (compiled/pooling.py) writes out windows of up to 3 taps
+# per axis; larger ones take its generic loops, slower than the numpy passes
+# (MaxPool 5x5 s1 on 64x56x56: 1.53 vs 1.28 ms), so they stay numpy. Up to 3x3
+# it wins (PP-OCR det 2x2 s1 on 16x240x320: 1.0 vs 4.1 ms; 3x3 s2 on 64x112x112:
+# 0.67-0.79 vs 1.3-1.4 ms; 8x7x7: 6 vs 42 us) or ties (3x3 s2 on 256x14x14), one thread.
+POOL_COMPILED_MAX_KERNEL = 3
+# AveragePool's strided windows gather their sums: 2x2 s2 on 64x56x56 measured 0.24
+# vs 0.18 ms numpy (a tie at 112x112); stride 1 wins (3x3 on 192x28x28: 0.67 vs 0.75 ms).
+AVERAGEPOOL_COMPILED_MAX_STRIDE = 1
 
-    Faster than the numpy passes at every shape measured, one thread
-    (benchmarks/node_kernels.py), so it has no size threshold.
-    """
+
+class _CompiledPool2d:
+    """2-D float32 MaxPool / AveragePool through compiled/pooling.py's pool2d (one thread:
+    benchmarks/node_kernels.py and the thresholds above)."""
 
     def __init__(self, ctx, geometry: list[AxisWindow], mode: int, include_pad: bool = False):
         from .compiled.pooling import buffer_length, pool2d
@@ -109,9 +117,12 @@ class _CompiledPool2d:
         self.bufs = ctx.scratch((2, length), np.float32)
 
     @staticmethod
-    def fits(ctx, geometry) -> bool:
-        """2-D float32, and the outputs whose window has an input column are one run."""
-        if not (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32):
+    def fits(ctx, geometry, average: bool = False) -> bool:
+        """2-D float32, windows within the thresholds, and the outputs whose window has
+        an input column are one run."""
+        if not (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32
+                and all(g.kernel <= POOL_COMPILED_MAX_KERNEL for g in geometry)
+                and (not average or all(g.stride <= AVERAGEPOOL_COMPILED_MAX_STRIDE for g in geometry))):
             return False
         valid = np.flatnonzero(geometry[1].counts(False))
         return valid.size == 0 or valid[-1] - valid[0] + 1 == valid.size
@@ -232,7 +243,7 @@ class AveragePool:
                  dilations=None, pads=None, strides=None):
         geometry = pool_geometry(ctx)
         self.compiled = _CompiledPool2d(ctx, geometry, 1, bool(int(count_include_pad))) \
-            if _CompiledPool2d.fits(ctx, geometry) else None
+            if _CompiledPool2d.fits(ctx, geometry, average=True) else None
         self.sum = None if self.compiled else _SeparablePool(ctx, geometry, np.add, 0)
         counts = np.ones((1, 1) + (1,) * len(geometry), np.int64)
         for i, g in enumerate(geometry):

@@ -132,21 +132,30 @@ def _columns(buf, a, y, yo, n, mode, kw, sw, dw, ch, count_w, c_lo, c_hi):
         for o in range(c_hi, n):
             y[yo + o] = LOWEST
         return
+    # the sums, then one unit-stride division pass (vectorizes even when the sums gather)
     if kw == 1:
         for o in range(n):
-            y[yo + o] = buf[a + o * sw] / (ch * count_w[o])
+            y[yo + o] = buf[a + o * sw]
     elif kw == 2 and sw == 1:
         for o in range(n):
-            y[yo + o] = (buf[a + o] + buf[a + o + dw]) / (ch * count_w[o])
+            y[yo + o] = buf[a + o] + buf[a + o + dw]
     elif kw == 3 and sw == 1:
         for o in range(n):
-            y[yo + o] = ((buf[a + o] + buf[a + o + dw]) + buf[a + o + 2 * dw]) / (ch * count_w[o])
+            y[yo + o] = (buf[a + o] + buf[a + o + dw]) + buf[a + o + 2 * dw]
+    elif kw == 2:
+        for o in range(n):
+            y[yo + o] = buf[a + o * sw] + buf[a + o * sw + dw]
+    elif kw == 3:
+        for o in range(n):
+            y[yo + o] = (buf[a + o * sw] + buf[a + o * sw + dw]) + buf[a + o * sw + 2 * dw]
     else:
         for o in range(n):
             v = buf[a + o * sw]
             for j in range(1, kw):
                 v += buf[a + o * sw + j * dw]
-            y[yo + o] = v / (ch * count_w[o])
+            y[yo + o] = v
+    for o in range(n):
+        y[yo + o] = y[yo + o] / (ch * count_w[o])
 
 
 @njit(types.void(_R4, _W4, _W2, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _R1, _R1, _i8, _i8),
