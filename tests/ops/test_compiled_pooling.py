@@ -48,6 +48,7 @@ def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ce
 
     monkeypatch.setattr(pool, "POOL_COMPILED_MAX_KERNEL", 5)   # the generic loops too
     monkeypatch.setattr(pool, "AVERAGEPOOL_COMPILED_MAX_STRIDE", 3)
+    monkeypatch.setattr(pool, "POOL_COMPILED_MIN_WIDTH", 1)
     x = f32(*shape)
     base = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads), "ceil_mode": ceil}
     cases = [("MaxPool", {**base, "dilations": list(dilations)}, 12)]
@@ -64,6 +65,9 @@ def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ce
 
 
 def test_maxpool_nan_inf_and_empty_windows(monkeypatch):
+    from pooled_predictor.ops.cpu import pool
+
+    monkeypatch.setattr(pool, "POOL_COMPILED_MIN_WIDTH", 1)
     x = f32(1, 2, 6, 7)
     x[0, 0, 2, 3] = np.nan
     x[0, 1, :, :2] = -np.inf
@@ -104,16 +108,17 @@ def test_pool_paths():
     from pooled_predictor.ops.cpu.pool import _CompiledPool2d
 
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
-    assert isinstance(build("MaxPool", [f32(1, 2, 9, 9)], attrs).values, _CompiledPool2d)
-    assert build("AveragePool", [f32(1, 2, 9, 9)], {"kernel_shape": [3, 3]}).compiled is not None
+    assert isinstance(build("MaxPool", [f32(1, 2, 9, 40)], attrs).values, _CompiledPool2d)
+    assert build("AveragePool", [f32(1, 2, 9, 40)], {"kernel_shape": [3, 3]}).compiled is not None
     # beyond the measured thresholds: numpy
-    assert build("AveragePool", [f32(1, 2, 9, 9)], attrs).compiled is None
-    assert not isinstance(build("MaxPool", [f32(1, 2, 9, 9)], {"kernel_shape": [5, 5]}).values, _CompiledPool2d)
+    assert build("AveragePool", [f32(1, 2, 9, 40)], attrs).compiled is None
+    assert not isinstance(build("MaxPool", [f32(1, 2, 9, 40)], {"kernel_shape": [5, 5]}).values, _CompiledPool2d)
+    assert not isinstance(build("MaxPool", [f32(1, 2, 9, 20)], attrs).values, _CompiledPool2d)  # narrow rows
     # 1-D, 3-D and float64 keep the numpy path
-    assert not isinstance(build("MaxPool", [f32(1, 2, 9)], {"kernel_shape": [3]}).values, _CompiledPool2d)
-    assert not isinstance(build("MaxPool", [f32(1, 2, 5, 9, 9)], {"kernel_shape": [3, 3, 3]}).values,
+    assert not isinstance(build("MaxPool", [f32(1, 2, 40)], {"kernel_shape": [3]}).values, _CompiledPool2d)
+    assert not isinstance(build("MaxPool", [f32(1, 2, 5, 9, 40)], {"kernel_shape": [3, 3, 3]}).values,
                           _CompiledPool2d)
-    assert not isinstance(build("MaxPool", [f32(1, 2, 9, 9).astype(np.float64)], attrs).values, _CompiledPool2d)
+    assert not isinstance(build("MaxPool", [f32(1, 2, 9, 40).astype(np.float64)], attrs).values, _CompiledPool2d)
 
 
 # ---- Sigmoid -------------------------------------------------------------------------

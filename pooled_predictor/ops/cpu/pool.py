@@ -91,12 +91,17 @@ class _SeparablePool:
 # The compiled 2-D pooling (compiled/pooling.py) writes out windows of up to 3 taps
 # per axis; larger ones take its generic loops, slower than the numpy passes
 # (MaxPool 5x5 s1 on 64x56x56: 1.53 vs 1.28 ms), so they stay numpy. Up to 3x3
-# it wins (PP-OCR det 2x2 s1 on 16x240x320: 1.0 vs 4.1 ms; 3x3 s2 on 64x112x112:
-# 0.67-0.79 vs 1.3-1.4 ms; 8x7x7: 6 vs 42 us) or ties (3x3 s2 on 256x14x14), one thread.
+# it wins (PP-OCR det 2x2 s1 on 16x240x320: 1.0 vs 3.9 ms; 3x3 s2 on 64x112x112:
+# 0.74 vs 1.18 ms; 3x3 s2 on 192x56x56: 0.92 vs 1.28 ms), one thread.
 POOL_COMPILED_MAX_KERNEL = 3
 # AveragePool's strided windows gather their sums: 2x2 s2 on 64x56x56 measured 0.24
-# vs 0.18 ms numpy (a tie at 112x112); stride 1 wins (3x3 on 192x28x28: 0.67 vs 0.75 ms).
+# vs 0.18 ms numpy (a tie at 112x112); stride 1 wins on wide planes (3x3 on 32x120x160:
+# 1.1 vs 2.4 ms; 64x56x56: 0.58 vs 0.68 ms).
 AVERAGEPOOL_COMPILED_MAX_STRIDE = 1
+# Rows narrower than this many inputs stay numpy: LLVM's vector loops take 32 floats
+# an iteration, narrower rows run their scalar remainder (MaxPool 3x3 p1 on 832x14x14:
+# 1.31 vs 0.92 ms numpy; 3x3 s2 on 480x28x28: 0.93 vs 0.86; 3x3 p1 on 32x40x40: 0.20 vs 0.28).
+POOL_COMPILED_MIN_WIDTH = 32
 
 
 class _CompiledPool2d:
@@ -122,6 +127,7 @@ class _CompiledPool2d:
         an input column are one run."""
         if not (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32
                 and all(g.kernel <= POOL_COMPILED_MAX_KERNEL for g in geometry)
+                and geometry[1].size >= POOL_COMPILED_MIN_WIDTH
                 and (not average or all(g.stride <= AVERAGEPOOL_COMPILED_MAX_STRIDE for g in geometry))):
             return False
         valid = np.flatnonzero(geometry[1].counts(False))

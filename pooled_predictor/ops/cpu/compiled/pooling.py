@@ -39,7 +39,9 @@ _W2 = types.Array(_f4, 2, "C")
 _R1, _R2 = types.Array(_f4, 1, "C", readonly=True), types.Array(_f4, 2, "C", readonly=True)
 
 
-@njit(_f4(_f4, _f4), nogil=True, cache=True, error_model="numpy")
+# Helpers without a signature of their own: compiled once, inside pool2d (a cold
+# compile of each on its own, then again inlined, doubled the time).
+@njit(nogil=True, cache=True, error_model="numpy")
 def _mx(a, b):
     """max(a, b) with NaN propagating (np.maximum); a select, no branch."""
     return b if (b > a) | (b != b) else a
@@ -51,10 +53,9 @@ def buffer_length(width: int, out_width: int, kw: int, sw: int, dw: int, pw: int
 
 
 _U = types.uint64
-_R1u = types.Array(_f4, 1, "C", readonly=True)
 
 
-@njit(_U(_R1u, _U, _U, _W1, _U, _U, _i8, _i8, _U), nogil=True, cache=True, error_model="numpy", inline="always")
+@njit(nogil=True, cache=True, error_model="numpy")
 def _rows(x, xo, w, buf, b0, b1, mode, cnt, step):
     """Reduce the cnt input rows x[xo + i*step : ... + w] into buf[b0 + k] (k < w), or buf[b1 + k].
 
@@ -101,15 +102,11 @@ def _rows(x, xo, w, buf, b0, b1, mode, cnt, step):
     return src
 
 
-@njit(types.void(_W1, _U, _W1, _U, _U, _i8, _i8, _U, _U, _f4, _R1, _U, _U), nogil=True, cache=True,
-      error_model="numpy", inline="always")
+@njit(nogil=True, cache=True, error_model="numpy")
 def _columns(buf, a, y, yo, n, mode, kw, sw, dw, ch, count_w, c_lo, c_hi):
     """y[yo + o] = reduction over j < kw of buf[a + o*sw + j*dw] (o < n; AVERAGE: / (ch * count_w[o]))."""
     if mode == MAX:
-        if kw == 1:
-            for o in range(n):
-                y[yo + o] = buf[a + o * sw]
-        elif kw == 2 and sw == 1:
+        if kw == 2 and sw == 1:
             for o in range(n):
                 y[yo + o] = _mx(buf[a + o], buf[a + o + dw])
         elif kw == 3 and sw == 1:
@@ -132,22 +129,14 @@ def _columns(buf, a, y, yo, n, mode, kw, sw, dw, ch, count_w, c_lo, c_hi):
         for o in range(c_hi, n):
             y[yo + o] = LOWEST
         return
-    # the sums, then one unit-stride division pass (vectorizes even when the sums gather)
-    if kw == 1:
-        for o in range(n):
-            y[yo + o] = buf[a + o * sw]
-    elif kw == 2 and sw == 1:
+    # the sums (written out for stride 1, the only AveragePool ops/cpu/pool.py
+    # compiles by default), then one unit-stride division pass
+    if kw == 2 and sw == 1:
         for o in range(n):
             y[yo + o] = buf[a + o] + buf[a + o + dw]
     elif kw == 3 and sw == 1:
         for o in range(n):
             y[yo + o] = (buf[a + o] + buf[a + o + dw]) + buf[a + o + 2 * dw]
-    elif kw == 2:
-        for o in range(n):
-            y[yo + o] = buf[a + o * sw] + buf[a + o * sw + dw]
-    elif kw == 3:
-        for o in range(n):
-            y[yo + o] = (buf[a + o * sw] + buf[a + o * sw + dw]) + buf[a + o * sw + 2 * dw]
     else:
         for o in range(n):
             v = buf[a + o * sw]
