@@ -3,8 +3,6 @@ resize.py, sigmoid.py, col2im.py): against onnxruntime over grids of their attri
 batch 2, continuous values), against the numpy reference paths (compiled.ENABLED=False), and
 the path each node takes."""
 
-import itertools
-
 import numpy as np
 import pytest
 from scipy import special

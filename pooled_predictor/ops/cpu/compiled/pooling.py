@@ -9,8 +9,9 @@ kernels). Separable, one output row at a time: the window's input rows are
 reduced into a row buffer (unit stride: vectorizes), whose border columns
 hold the identity of the reduction (-inf for max, 0 for a sum) so that the
 column taps need no bounds; then the kw column taps of the buffer give the
-output row. The rows' and columns' taps are written out for 1 to 3 taps and
-kept in registers: every value is stored once. (A read-modify-write max
+output row. Windows of 2 or 3 rows and of 2 or 3 columns are written out and
+kept in registers: every value is stored once (more rows ping-pong between two
+buffers, more columns take a generic loop). (A read-modify-write max
 `acc[k] = v if v > acc[k] else acc[k]` becomes a masked store, vmaskmovps,
 which is microcoded on AMD Zen: 5x slower than numpy, measured.)
 
@@ -34,9 +35,8 @@ _NEG_INF = np.float32(-np.inf)
 _ZERO = np.float32(0.0)
 _f4, _i8 = types.float32, types.int64
 _R4 = types.Array(_f4, 4, "C", readonly=True)
-_W4, _W1 = types.Array(_f4, 4, "C"), types.Array(_f4, 1, "C")
-_W2 = types.Array(_f4, 2, "C")
-_R1, _R2 = types.Array(_f4, 1, "C", readonly=True), types.Array(_f4, 2, "C", readonly=True)
+_W4, _W2 = types.Array(_f4, 4, "C"), types.Array(_f4, 2, "C")
+_R1 = types.Array(_f4, 1, "C", readonly=True)
 
 
 # Helpers without a signature of their own: compiled once, inside pool2d (a cold

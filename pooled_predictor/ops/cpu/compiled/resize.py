@@ -20,7 +20,6 @@ order, so the result is the numpy kernel's, bit for bit (finite inputs).
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit, types
 
 _f4, _i8, _U = types.float32, types.int64, types.uint64
