@@ -163,6 +163,7 @@ def test_conv_transpose_tile(xs, ws, k, group, tile_bytes, monkeypatch):
 
     monkeypatch.setattr(conv, "CONV_TRANSPOSE_TILE_BYTES", tile_bytes)  # 200: one input row per band
     monkeypatch.setattr(conv, "CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT", 0)  # small shapes run compiled too
+    monkeypatch.setattr(conv, "CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS", 0)
     m = ws[1] * group
     x, w, b = f32(*xs), f32(*ws), f32(m)
     attrs = {"kernel_shape": list(k), "strides": list(k), "group": group}
@@ -177,7 +178,11 @@ def test_conv_transpose_tile(xs, ws, k, group, tile_bytes, monkeypatch):
 def test_conv_transpose_other_paths_keep_numpy():
     x = f32(1, 4, 5, 6)
     small = build("ConvTranspose", [x, f32(4, 2, 2, 2)], {"kernel_shape": [2, 2], "strides": [2, 2]})
-    assert small.path == "tile" and not small.tile_compiled   # below the measured threshold
+    assert small.path == "tile" and not small.tile_compiled   # below the measured thresholds
+    one = build("ConvTranspose", [f32(1, 16, 60, 80), f32(16, 1, 2, 2)], {"kernel_shape": [2, 2], "strides": [2, 2]})
+    assert one.path == "tile" and not one.tile_compiled      # 4 GEMM rows: a tie, numpy
+    det = build("ConvTranspose", [f32(1, 16, 60, 80), f32(16, 16, 2, 2)], {"kernel_shape": [2, 2], "strides": [2, 2]})
+    assert det.tile_compiled
     padded = build("ConvTranspose", [x, f32(4, 2, 3, 3)], {"kernel_shape": [3, 3], "strides": [2, 2],
                                                            "pads": [1, 1, 1, 1]})
     assert padded.path == "col2im" and not padded.tile_compiled

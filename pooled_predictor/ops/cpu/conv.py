@@ -30,7 +30,7 @@ ConvTranspose, X (N, C, *in), W (C, M/group, *k):
     each tap is one strided copy into Y (bias fused); 2-D float32 with
     compiled.ENABLED: compiled/col2im.py writes each Y row once, interleaving
     its taps, GEMM columns in L2-sized bands (PP-OCR det 16->16 at 120x160:
-    3.7 -> 2.7 ms, measured);
+    3.4 -> 2.3 ms, measured; thresholds below);
   - col2im -- Y = B, then Y[o = s*i + k*d - pad_begin] += cols[k, i], one
     strided add per kernel tap.
 
@@ -94,6 +94,9 @@ CONV_TRANSPOSE_TILE_BYTES = 128 << 10
 # ... from this many output elements (below, numba's call overhead makes it a tie or a
 # few us slower: 16x16x16 -> 16x32x32 58 vs 55 us; 32x16x16 -> 32x32x32 111 vs 118 us).
 CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT = 32768
+# ... and GEMM rows per group (M/group * kh * kw) of at least this many: with fewer, a
+# tie (16->1 2x2 at 240x320: 0.93 vs 0.92 ms numpy; 16->2: 1.37 vs 1.47-1.54).
+CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS = 8
 
 
 def _winograd_tile(out_shape) -> int:
@@ -586,7 +589,8 @@ class ConvTranspose(_ConvBase):
         self.bands = [(0, g.in_shape[0])]
         self.tile_compiled = (
             compiled.ENABLED and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
-            and n * g.out_channels * math.prod(g.out_shape) >= CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT)
+            and n * g.out_channels * math.prod(g.out_shape) >= CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT
+            and self.mg * self.taps >= CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS)
         if self.path != "gemm":
             rows = self.mg * self.taps
             row_bytes = n * grp * rows * self.rest * self.dtype.itemsize
