@@ -9,6 +9,7 @@ constant below per output channel m (or one scalar for all channels):
         b' = (b - m) * a + beta
     Conv(x, W, b) + c    ->  Conv(x, W, b + c)
     Conv(x, W, b) * s    ->  Conv(x, W * s, b * s)
+    ConvTranspose(x, W, b) + c  ->  ConvTranspose(x, W, b + c)   (W (C, M/group, k...))
 
 (Conv is linear in W and b per output channel: Y[:, m] = W[m] (*) x + b[m].)
 The new weights are computed in float64 and stored in W's dtype.
@@ -112,8 +113,34 @@ def _fits(m: Match) -> bool:
     return per_channel(m.weight("c"), m.weight("W"))
 
 
+CONV_TRANSPOSE = Pat("ConvTranspose", (Var("x"), Const("W", lambda w: w.ndim >= 3 and w.dtype.kind == "f"),
+                                        Opt(Const("B"))), name="conv")
+
+
+def _transpose_channels(m: Match) -> int:
+    """ConvTranspose's output channels: W is (C, M / group, k...)."""
+    return m.weight("W").shape[1] * int(m.node("conv").attrs.get("group", 1))
+
+
+def fold_add_transpose(m: Match, rw: Rewriter):
+    """ConvTranspose(x, W, b) + c = ConvTranspose(x, W, b + c)  (c per output channel)"""
+    conv, mm = m.node("conv"), _transpose_channels(m)
+    b = m.weight("B")
+    b = (np.zeros(mm) if b is None else np.asarray(b, np.float64)) + _channel_vector(m.weight("c"), mm)
+    bn = rw.weight(f"{conv.name}.B_folded", b.astype(m.weight("W").dtype))
+    return Replacement([Node("ConvTranspose", [m.value("x"), conv.inputs[1], bn], [m.root.outputs[0]],
+                             dict(conv.attrs), "", conv.name)])
+
+
+def _fits_transpose(m: Match) -> bool:
+    c, w = m.weight("c"), m.weight("W")
+    return per_channel(c, np.empty((_transpose_channels(m),) + w.shape[1:], w.dtype))
+
+
 CONV_ADD_RULES = [Rule("Add folded into Conv bias", Pat("Add", (CONV, Const("c")), commutative=True),
-                       fold_add, where=_fits, doc=fold_add.__doc__)]
+                       fold_add, where=_fits, doc=fold_add.__doc__),
+                  Rule("Add folded into ConvTranspose bias", Pat("Add", (CONV_TRANSPOSE, Const("c")), commutative=True),
+                       fold_add_transpose, where=_fits_transpose, doc=fold_add_transpose.__doc__)]
 CONV_MUL_RULES = [Rule("Mul folded into Conv weights", Pat("Mul", (CONV, Const("c")), commutative=True),
                        fold_mul, where=_fits, doc=fold_mul.__doc__)]
 

@@ -29,6 +29,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pooled_predictor.ir import Node
 from pooled_predictor.ops.context import OpContext
+from pooled_predictor.ops.cpu import compiled
 from pooled_predictor.ops.cpu.resize import Resize
 from pooled_predictor.ops.shapes import get_rule
 from tests.onnx_helpers import check_node, feeds_of, make_node_model, np_to_elem, run_ort, run_ours
@@ -396,8 +397,9 @@ def _bind(x, inputs, attrs, version, scratch=None):
 @pytest.mark.parametrize("mode,antialias,dtype", [("nearest", 0, np.float32), ("linear", 0, np.float32),
                                                   ("cubic", 0, np.float32), ("linear", 1, np.float32),
                                                   ("linear", 0, np.uint8)])
-def test_workspace_garbage_is_ignored(mode, antialias, dtype):
+def test_workspace_garbage_is_ignored(mode, antialias, dtype, monkeypatch):
     """Workspace content is undefined at each call (shared with other nodes): fill it with junk."""
+    monkeypatch.setattr(compiled, "ENABLED", False)  # the numpy paths (compiled nearest needs none)
     refs = []
     x = (rng.random((2, 3, 7, 9)) * 100).astype(dtype)
     scales = np.array([1, 1, 1.6, 0.7], np.float32)
@@ -415,8 +417,9 @@ def test_workspace_garbage_is_ignored(mode, antialias, dtype):
     ({"mode": "nearest"}, [1, 1, 2, 3], "repeat"),
     ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 0.5, 0.5], "slice"),
     ({"mode": "nearest"}, [1, 1, 1.5, 0.7], None)])
-def test_nearest_fast_path(attrs, scales, expect):
-    """Integer repeats and strided picks are one broadcast copy; the rest gathers."""
+def test_nearest_fast_path(attrs, scales, expect, monkeypatch):
+    """Integer repeats and strided picks are one broadcast copy; the rest gathers (numpy paths)."""
+    monkeypatch.setattr(compiled, "ENABLED", False)
     x = rng.standard_normal((2, 3, 8, 10)).astype(np.float32)
     k, out = _bind(x, [None, np.array(scales, np.float32)], attrs, 13)
     assert (k.fast is not None) == (expect is not None)

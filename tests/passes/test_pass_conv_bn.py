@@ -114,3 +114,32 @@ def test_conv_add_then_bn_then_relu_chain_all_fold():
     model = make_model(nodes, {"x": (2, C, 7, 7)}, ["y"], weights)
     after, report = check_pass(model, X, ["fold_conv_add", "fold_conv_bn", "fuse_conv_activation"], fires=True)
     assert ops(after) == ["pooled_predictor.FusedConv"]
+
+
+X_T = {"x": rand(2, C, 5, 4, seed=9)}
+
+
+def conv_transpose_then_add(shape, group=1, bias=False, seed=7):
+    """ConvTranspose (W (C, M / group, 2, 3), output M channels) then Add(constant of `shape`)."""
+    weights = {"W": rand(C, M // group, 2, 3, seed=1, scale=0.3), "k": np.asarray(rand(*shape, seed=seed))}
+    inputs = ["x", "W"]
+    if bias:
+        weights["B"] = rand(M, seed=6)
+        inputs.append("B")
+    nodes = [helper.make_node("ConvTranspose", inputs, ["c"], strides=[2, 3], group=group, name="convT"),
+             helper.make_node("Add", ["k", "c"], ["y"], name="aff")]
+    return make_model(nodes, {"x": (2, C, 5, 4)}, ["y"], weights)
+
+
+@pytest.mark.parametrize("shape,group,bias", [((1, M, 1, 1), 1, False), ((M, 1, 1), 2, True), ((1,), 1, True)])
+def test_conv_transpose_add_folds_into_bias(shape, group, bias):
+    after, report = check_pass(conv_transpose_then_add(shape, group, bias), X_T, "fold_conv_add", fires=True)
+    assert ops(after) == ["ConvTranspose"] and len(after.nodes[0].inputs) == 3
+    assert report["fold_conv_add"].changes == {"Add folded into ConvTranspose bias": 1}
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 1, 1), (1, 1, 10, 1), (1, 1, 1, 12)])
+def test_conv_transpose_add_leaves_other_shapes(shape):
+    """Per batch, per row, per column: not per output channel."""
+    check_pass(conv_transpose_then_add(shape), X_T, "fold_conv_add", fires=False)
+

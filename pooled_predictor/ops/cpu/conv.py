@@ -27,7 +27,10 @@ ConvTranspose, X (N, C, *in), W (C, M/group, *k):
 * gemm -- 1x1 kernel, stride 1, no padding: Y[n, g] = W[g]^T @ X[n, g] directly;
 * otherwise cols[n, g] = W[g]^T @ X[n, g] (GEMM), cols (N, M, *k, *in), then
   - tile -- kernel == stride, no padding: the taps' outputs partition Y, so
-    each tap is one strided copy into Y (bias fused);
+    each tap is one strided copy into Y (bias fused); 2-D float32 with
+    compiled.ENABLED: compiled/col2im.py writes each Y row once, interleaving
+    its taps, GEMM columns in L2-sized bands (PP-OCR det 16->16 at 120x160:
+    3.4 -> 2.3 ms, measured; thresholds below);
   - col2im -- Y = B, then Y[o = s*i + k*d - pad_begin] += cols[k, i], one
     strided add per kernel tap.
 
@@ -84,6 +87,16 @@ WINOGRAD_MAX_SCRATCH = 64 << 20
 # 270 ms with F4, 274 ms with F2, single thread) and F4's larger error moved the
 # PP-OCR detector past its float64-closeness test (1.1e-5 of max|Y| vs 1e-5).
 WINOGRAD_F4_MIN_SIZE = 0
+# ConvTranspose's compiled tile path computes its GEMM columns in bands of at most
+# this many bytes, so the scatter reads them from L2 (PP-OCR det 16->16, 2x2 s2 at
+# 120x160: 2.7 ms at 128 KiB, 3.1-3.3 at 64 KiB and 256 KiB-1 MiB, 3.5 at 4 MiB).
+CONV_TRANSPOSE_TILE_BYTES = 128 << 10
+# ... from this many output elements (below, numba's call overhead makes it a tie or a
+# few us slower: 16x16x16 -> 16x32x32 58 vs 55 us; 32x16x16 -> 32x32x32 111 vs 118 us).
+CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT = 32768
+# ... and GEMM rows per group (M/group * kh * kw) of at least this many: with fewer, a
+# tie (16->1 2x2 at 240x320: 0.93 vs 0.92 ms numpy; 16->2: 1.37 vs 1.47-1.54).
+CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS = 8
 
 
 def _winograd_tile(out_shape) -> int:
@@ -574,12 +587,39 @@ class ConvTranspose(_ConvBase):
         # Columns for a band of input rows (first spatial axis) at a time.
         self.rest = math.prod(g.in_shape[1:])
         self.bands = [(0, g.in_shape[0])]
+        self.tile_compiled = (
+            compiled.ENABLED and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
+            and n * g.out_channels * math.prod(g.out_shape) >= CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT
+            and self.mg * self.taps >= CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS)
         if self.path != "gemm":
             rows = self.mg * self.taps
-            self.bands = _bands(g.in_shape[0], n * grp * rows * self.rest * self.dtype.itemsize)
+            row_bytes = n * grp * rows * self.rest * self.dtype.itemsize
+            if self.tile_compiled:  # columns kept in L2 between the GEMM and the scatter
+                band = max(1, min(g.in_shape[0], CONV_TRANSPOSE_TILE_BYTES // row_bytes))
+                self.bands = [(r, min(g.in_shape[0], r + band)) for r in range(0, g.in_shape[0], band)]
+            else:
+                self.bands = _bands(g.in_shape[0], row_bytes)
             self.cols_ref = ctx.scratch((n, grp, rows, self.bands[0][1] * self.rest), self.dtype)
             self._scratch.append(self.cols_ref)
         self.w_mat = None if self.w_static is None else self._gemm_weights(self.w_static)
+        if self.tile_compiled:
+            self.b_vec = _readonly(self.b_static.reshape(-1)) if self.b_static is not None else \
+                _readonly(np.zeros(g.out_channels, np.float32))
+
+    def _tile_views(self, x, out):
+        """Per band of input rows: (r0, X's part, the GEMM's output, the same columns as (N, M*k, L))."""
+        g = self.geo
+        n, grp = g.batch, g.group
+        lead = (n, grp) if grp > 1 else (n,) if n > 1 else ()
+        x_rows = x.reshape(n, grp, self.cg, g.in_shape[0], self.rest)
+        flat = self.cols_ref.array.reshape(-1)
+        bands = []
+        for r0, r1 in self.bands:
+            length = (r1 - r0) * self.rest
+            cols = flat[:n * g.out_channels * self.taps * length].reshape(n, g.out_channels * self.taps, length)
+            x_mm = x_rows[:, :, :, r0:r1].reshape(lead + (self.cg, length))
+            bands.append((r0, x_mm, cols.reshape(lead + (self.mg * self.taps, length)), _readonly(cols)))
+        return bands
 
     def _gemm_weights(self, w):
         """W^T per group: (group, M/group * prod(k), C/group), 2-D when group == 1."""
@@ -613,6 +653,8 @@ class ConvTranspose(_ConvBase):
 
     def _make_views(self, x, out, *scratch):
         """Per band of input rows: X's part, the columns and the (Y part, cols part) of each tap."""
+        if self.tile_compiled:
+            return self._tile_views(x, out)
         g = self.geo
         n, grp, m, rest = g.batch, g.group, g.out_channels, self.rest
         lead = (n, grp) if grp > 1 else (n,) if n > 1 else ()
@@ -635,6 +677,16 @@ class ConvTranspose(_ConvBase):
         w_mat = self.w_mat if self.w_mat is not None else self._gemm_weights(w)
         bias = self._bias(b)
         tiles = self._cached(x, out)
+        if self.tile_compiled:
+            from .compiled.col2im import tile_scatter
+
+            g = self.geo
+            b_vec = self.b_vec if bias is None or self.b_static is not None else \
+                _readonly(np.ascontiguousarray(b, np.float32))
+            for r0, x_mm, cols_mm, cols in tiles:
+                np.matmul(w_mat, x_mm, out=cols_mm)
+                tile_scatter(cols, out, b_vec, bias is not None, g.kernel[0], g.kernel[1], r0, g.in_shape[1])
+            return
         if self.path == "gemm":
             x_mm, out_mm, _ = tiles[0]
             np.matmul(w_mat, x_mm, out=out_mm)

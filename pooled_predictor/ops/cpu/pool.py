@@ -14,6 +14,10 @@ one after the other (sum(k) taps instead of prod(k)), through two workspace
 buffers. MaxPool's Indices then walk the prod(k) taps in reverse order marking
 where X equals Y, so that, as in onnxruntime, the first maximum in window
 order (h, then w, then d) wins.
+
+2-D float32 MaxPool and AveragePool run compiled (compiled/pooling.py: one
+pass per output row, no workspace planes) when compiled.ENABLED; the numpy
+passes above are the tested reference and run every other case.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.pool import AxisWindow, pool_geometry
+from . import compiled
 
 
 def _lowest(dtype: np.dtype):
@@ -81,6 +86,61 @@ class _SeparablePool:
                 d = dst[out_sl]
                 self.combine(d, src[in_sl], out=d)
             src = dst
+
+
+# The compiled 2-D pooling (compiled/pooling.py) writes out windows of up to 3 taps
+# per axis; larger ones take its generic loops, slower than the numpy passes
+# (MaxPool 5x5 s1 on 64x56x56: 1.53 vs 1.28 ms), so they stay numpy. Up to 3x3
+# it wins (PP-OCR det 2x2 s1 on 16x240x320: 1.0 vs 3.9 ms; 3x3 s2 on 64x112x112:
+# 0.74 vs 1.18 ms; 3x3 s2 on 192x56x56: 0.92 vs 1.28 ms), one thread.
+POOL_COMPILED_MAX_KERNEL = 3
+# AveragePool's strided windows gather their sums: 2x2 s2 on 64x56x56 measured 0.24
+# vs 0.18 ms numpy (a tie at 112x112); stride 1 wins on wide planes (3x3 on 32x120x160:
+# 1.1 vs 2.4 ms; 64x56x56: 0.58 vs 0.68 ms).
+AVERAGEPOOL_COMPILED_MAX_STRIDE = 1
+# Rows narrower than this many inputs stay numpy: LLVM's vector loops take 32 floats
+# an iteration, narrower rows run their scalar remainder (MaxPool 3x3 p1 on 832x14x14:
+# 1.31 vs 0.92 ms numpy; 3x3 s2 on 480x28x28: 0.93 vs 0.86; 3x3 p1 on 32x40x40: 0.20 vs 0.28).
+POOL_COMPILED_MIN_WIDTH = 32
+
+
+class _CompiledPool2d:
+    """2-D float32 MaxPool / AveragePool through compiled/pooling.py's pool2d (one thread:
+    benchmarks/node_kernels.py and the thresholds above)."""
+
+    def __init__(self, ctx, geometry: list[AxisWindow], mode: int, include_pad: bool = False):
+        from .compiled.pooling import buffer_length, pool2d
+
+        self.run = pool2d
+        gh, gw = geometry
+        valid = np.flatnonzero(gw.counts(False))
+        c_lo, c_hi = (int(valid[0]), int(valid[-1]) + 1) if valid.size else (0, 0)
+        self.args = (mode, gh.kernel, gw.kernel, gh.stride, gw.stride, gh.dilation, gw.dilation, gh.head, gw.head)
+        self.counts = [_readonly(np.maximum(g.counts(include_pad), 1).astype(np.float32)) for g in geometry]
+        self.cols = (c_lo, c_hi)
+        length = buffer_length(gw.size, gw.out, gw.kernel, gw.stride, gw.dilation, gw.head)
+        self.bufs = ctx.scratch((2, length), np.float32)
+
+    @staticmethod
+    def fits(ctx, geometry, average: bool = False) -> bool:
+        """2-D float32, windows within the thresholds, and the outputs whose window has
+        an input column are one run."""
+        if not (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32
+                and all(g.kernel <= POOL_COMPILED_MAX_KERNEL for g in geometry)
+                and geometry[1].size >= POOL_COMPILED_MIN_WIDTH
+                and (not average or all(g.stride <= AVERAGEPOOL_COMPILED_MAX_STRIDE for g in geometry))):
+            return False
+        valid = np.flatnonzero(geometry[1].counts(False))
+        return valid.size == 0 or valid[-1] - valid[0] + 1 == valid.size
+
+    def __call__(self, x, out):
+        """Y into out (C-contiguous, as every blob; X is, unless a caller passes a view)."""
+        self.run(np.ascontiguousarray(x), out, self.bufs.array, *self.args, *self.counts, *self.cols)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 class _MaxPoolIndices:
@@ -158,7 +218,10 @@ class MaxPool:
     def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, dilations=None,
                  pads=None, storage_order=0, strides=None):
         geometry = pool_geometry(ctx)
-        self.values = _SeparablePool(ctx, geometry, np.maximum, _lowest(ctx.dtype(0)))
+        if _CompiledPool2d.fits(ctx, geometry):
+            self.values = _CompiledPool2d(ctx, geometry, 0)
+        else:
+            self.values = _SeparablePool(ctx, geometry, np.maximum, _lowest(ctx.dtype(0)))
         self.indices = _MaxPoolIndices(ctx, geometry, int(storage_order)) if ctx.has_output(1) else None
 
     def __call__(self, x, *, out):
@@ -185,7 +248,9 @@ class AveragePool:
     def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
                  dilations=None, pads=None, strides=None):
         geometry = pool_geometry(ctx)
-        self.sum = _SeparablePool(ctx, geometry, np.add, 0)
+        self.compiled = _CompiledPool2d(ctx, geometry, 1, bool(int(count_include_pad))) \
+            if _CompiledPool2d.fits(ctx, geometry, average=True) else None
+        self.sum = None if self.compiled else _SeparablePool(ctx, geometry, np.add, 0)
         counts = np.ones((1, 1) + (1,) * len(geometry), np.int64)
         for i, g in enumerate(geometry):
             c = g.counts(bool(int(count_include_pad)))
@@ -196,6 +261,9 @@ class AveragePool:
         self.divisor = dtype.type(counts.flat[0] if counts.size else 1) if uniform else counts.astype(dtype)
 
     def __call__(self, x, *, out):
+        if self.compiled is not None:
+            self.compiled(x, out)
+            return
         self.sum(x, out)
         if not (np.ndim(self.divisor) == 0 and self.divisor == 1):
             np.divide(out, self.divisor, out=out)

@@ -16,7 +16,9 @@ compiles once per machine, not once per process.
 Modules: epilogue.py (activations applied to an output block in cache; GELU;
 erf), depthwise.py (depthwise convolution with bias and activation fused),
 winograd.py (Winograd F(2x2,3x3) and F(4x4,3x3) transforms), sampling.py
-(GridSample, RoiAlign, DeformConv sampling; imported when such a node is built).
+(GridSample, RoiAlign, DeformConv sampling; imported when such a node is built),
+pooling.py (2-D MaxPool / AveragePool), sigmoid.py (a vectorized float32 Sigmoid),
+col2im.py (ConvTranspose's tile scatter), resize.py (nearest and bilinear Resize).
 """
 
 
@@ -58,7 +60,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 
-MODULES = ("epilogue", "depthwise", "winograd", "sampling")
+MODULES = ("epilogue", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im", "resize")
 
 
 def load_all() -> float:

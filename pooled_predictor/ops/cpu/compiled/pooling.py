@@ -1,0 +1,186 @@
+"""MaxPool and AveragePool over 2-D NCHW float32 planes (numba).
+
+Y[n, c, oh, ow] = reduce over the window taps (i, j) inside X of
+X[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
+
+(ONNX MaxPool / AveragePool; the window geometry, output sizes, ceil_mode and
+auto_pad come from ops/shapes/pool.py's pool_geometry, as for the numpy
+kernels). Separable, one output row at a time: the window's input rows are
+reduced into a row buffer (unit stride: vectorizes), whose border columns
+hold the identity of the reduction (-inf for max, 0 for a sum) so that the
+column taps need no bounds; then the kw column taps of the buffer give the
+output row. Windows of 2 or 3 rows and of 2 or 3 columns are written out and
+kept in registers: every value is stored once (more rows ping-pong between two
+buffers, more columns take a generic loop). (A read-modify-write max
+`acc[k] = v if v > acc[k] else acc[k]` becomes a masked store, vmaskmovps,
+which is microcoded on AMD Zen: 5x slower than numpy, measured.)
+
+Padding never takes part: a max of a window with no input tap is float32's
+lowest value (onnxruntime), a sum only adds input values and is divided by
+the window's count (count_include_pad: the taps inside the padded input,
+ops/shapes/pool.py's counts). Max is exact (the numpy kernel's bits; NaN
+propagates, as np.maximum). The average sums the rows, then the columns, in
+float32 (the numpy kernel sums in the same axis order; the taps' order at
+borders may differ, so a border average may differ by an ulp).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+MAX, AVERAGE = 0, 1
+LOWEST = np.float32(np.finfo(np.float32).min)
+_NEG_INF = np.float32(-np.inf)
+_ZERO = np.float32(0.0)
+_f4, _i8 = types.float32, types.int64
+_R4 = types.Array(_f4, 4, "C", readonly=True)
+_W4, _W2 = types.Array(_f4, 4, "C"), types.Array(_f4, 2, "C")
+_R1 = types.Array(_f4, 1, "C", readonly=True)
+
+
+# Helpers without a signature of their own: compiled once, inside pool2d (a cold
+# compile of each on its own, then again inlined, doubled the time).
+@njit(nogil=True, cache=True, error_model="numpy")
+def _mx(a, b):
+    """max(a, b) with NaN propagating (np.maximum); a select, no branch."""
+    return b if (b > a) | (b != b) else a
+
+
+def buffer_length(width: int, out_width: int, kw: int, sw: int, dw: int, pw: int) -> int:
+    """Length of a row buffer: pw border columns, the input row, the right border the taps reach."""
+    return max(pw + width, (out_width - 1) * sw + (kw - 1) * dw + 1)
+
+
+_U = types.uint64
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _rows(x, xo, w, buf, b0, b1, mode, cnt, step):
+    """Reduce the cnt input rows x[xo + i*step : ... + w] into buf[b0 + k] (k < w), or buf[b1 + k].
+
+    Returns the offset (b0 or b1) holding the result: beyond 3 rows the two
+    buffers ping-pong (a read-modify-write of one buffer would become a masked store).
+    All offsets unsigned: no negative-index wraparound checks in the loops.
+    """
+    if cnt <= 0:
+        fill = LOWEST if mode == MAX else _ZERO
+        for k in range(w):
+            buf[b0 + k] = fill
+        return b0
+    if cnt == 1:
+        for k in range(w):
+            buf[b0 + k] = x[xo + k]
+        return b0
+    x1 = xo + step
+    if cnt == 2:
+        if mode == MAX:
+            for k in range(w):
+                buf[b0 + k] = _mx(x[xo + k], x[x1 + k])
+        else:
+            for k in range(w):
+                buf[b0 + k] = x[xo + k] + x[x1 + k]
+        return b0
+    x2 = x1 + step
+    if mode == MAX:
+        for k in range(w):
+            buf[b0 + k] = _mx(_mx(x[xo + k], x[x1 + k]), x[x2 + k])
+    else:
+        for k in range(w):
+            buf[b0 + k] = (x[xo + k] + x[x1 + k]) + x[x2 + k]
+    src, dst = b0, b1
+    xr = x2
+    for _ in range(cnt - 3):
+        xr += step
+        if mode == MAX:
+            for k in range(w):
+                buf[dst + k] = _mx(buf[src + k], x[xr + k])
+        else:
+            for k in range(w):
+                buf[dst + k] = buf[src + k] + x[xr + k]
+        src, dst = dst, src
+    return src
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _columns(buf, a, y, yo, n, mode, kw, sw, dw, ch, count_w, c_lo, c_hi):
+    """y[yo + o] = reduction over j < kw of buf[a + o*sw + j*dw] (o < n; AVERAGE: / (ch * count_w[o]))."""
+    if mode == MAX:
+        if kw == 2 and sw == 1:
+            for o in range(n):
+                y[yo + o] = _mx(buf[a + o], buf[a + o + dw])
+        elif kw == 3 and sw == 1:
+            for o in range(n):
+                y[yo + o] = _mx(_mx(buf[a + o], buf[a + o + dw]), buf[a + o + 2 * dw])
+        elif kw == 2:
+            for o in range(n):
+                y[yo + o] = _mx(buf[a + o * sw], buf[a + o * sw + dw])
+        elif kw == 3:
+            for o in range(n):
+                y[yo + o] = _mx(_mx(buf[a + o * sw], buf[a + o * sw + dw]), buf[a + o * sw + 2 * dw])
+        else:
+            for o in range(n):
+                v = buf[a + o * sw]
+                for j in range(1, kw):
+                    v = _mx(v, buf[a + o * sw + j * dw])
+                y[yo + o] = v
+        for o in range(c_lo):  # windows without an input column: the lowest value, as onnxruntime
+            y[yo + o] = LOWEST
+        for o in range(c_hi, n):
+            y[yo + o] = LOWEST
+        return
+    # the sums (written out for stride 1, the only AveragePool ops/cpu/pool.py
+    # compiles by default), then one unit-stride division pass
+    if kw == 2 and sw == 1:
+        for o in range(n):
+            y[yo + o] = buf[a + o] + buf[a + o + dw]
+    elif kw == 3 and sw == 1:
+        for o in range(n):
+            y[yo + o] = (buf[a + o] + buf[a + o + dw]) + buf[a + o + 2 * dw]
+    else:
+        for o in range(n):
+            v = buf[a + o * sw]
+            for j in range(1, kw):
+                v += buf[a + o * sw + j * dw]
+            y[yo + o] = v
+    for o in range(n):
+        y[yo + o] = y[yo + o] / (ch * count_w[o])
+
+
+@njit(types.void(_R4, _W4, _W2, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _R1, _R1, _i8, _i8),
+      nogil=True, cache=True, error_model="numpy")
+def pool2d(x, y, bufs, mode, kh, kw, sh, sw, dh, dw, ph, pw, count_h, count_w, c_lo, c_hi):
+    """Y = MaxPool (mode MAX) or AveragePool (AVERAGE) of X, 2-D NCHW float32.
+
+    Args:
+        x: (N, C, H, W) float32, C-contiguous.
+        y: (N, C, OH, OW) float32, written.
+        bufs: (2, buffer_length(...)) float32 row buffers (per-Net scratch).
+        kh, kw, sh, sw, dh, dw: kernel, strides, dilations; ph, pw: padding before.
+        count_h (OH,), count_w (OW,): the average's divisor is count_h[oh] * count_w[ow]
+            (taps that count per axis, at least 1); unused for MAX.
+        c_lo, c_hi: the outputs of a row whose window has an input column (MAX).
+    """
+    n_n, c_n, h, w = x.shape
+    oh_n, ow_n = y.shape[2], y.shape[3]
+    pad = _NEG_INF if mode == MAX else _ZERO
+    length = bufs.shape[1]
+    for r in range(2):  # the border columns: the reduction's identity, never overwritten
+        for k in range(pw):
+            bufs[r, k] = pad
+        for k in range(pw + w, length):
+            bufs[r, k] = pad
+    xf, yf, bf = x.reshape(-1), y.reshape(-1), bufs.reshape(-1)
+    uw, uow, upw, ul = _U(w), _U(ow_n), _U(pw), _U(length)
+    usw, udw, ulo, uhi = _U(sw), _U(dw), _U(c_lo), _U(c_hi)
+    for p in range(n_n * c_n):
+        for oh in range(oh_n):
+            base = oh * sh - ph
+            i0 = 0 if base >= 0 else (-base + dh - 1) // dh  # the taps whose row is inside X
+            i1 = (h - 1 - base) // dh + 1 if h - 1 - base >= 0 else 0
+            if i1 > kh:
+                i1 = kh
+            xo = _U((p * h + base + i0 * dh) * w) if i1 > i0 else _U(0)
+            a = _rows(xf, xo, uw, bf, upw, ul + upw, mode, i1 - i0, _U(dh * w))
+            _columns(bf, a - upw, yf, _U((p * oh_n + oh) * ow_n), uow, mode, kw, usw, udw, count_h[oh], count_w,
+                     ulo, uhi)
