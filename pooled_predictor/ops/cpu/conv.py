@@ -4,7 +4,10 @@ Shapes and padding follow ops/shapes/conv.py (ConvGeometry). Each kernel picks
 its path at reshape, from shapes only:
 
 Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
-* pointwise -- 1x1 kernel, stride 1, no padding:
+* pointwise_compiled -- 1x1 kernel, stride 1, no padding, group 1, float32, static
+  weights: compiled/gemm.py, Y[n] = act(W @ X[n] + B) with W packed once, the bias
+  and a fused activation applied to each block of Y while it is in cache.
+* pointwise -- 1x1 kernel, stride 1, no padding (the rest):
   Y[n, g] = W[g] @ X[n, g], a GEMM straight from X into Y.
 * depthwise_compiled -- group == C, 2-D float32, static weights, planes of at least
   DEPTHWISE_COMPILED_MIN_PLANE outputs: compiled/depthwise.py, bias and activation fused.
@@ -84,6 +87,9 @@ WINOGRAD_MAX_SCRATCH = 64 << 20
 # 270 ms with F4, 274 ms with F2, single thread) and F4's larger error moved the
 # PP-OCR detector past its float64-closeness test (1.1e-5 of max|Y| vs 1e-5).
 WINOGRAD_F4_MIN_SIZE = 0
+# 1x1 convolutions (group 1, float32, static weights) run compiled/gemm.py's packed-weight
+# GEMM with the bias and activation fused into its output blocks (False: numpy's matmul).
+POINTWISE_COMPILED = True
 
 
 def _winograd_tile(out_shape) -> int:
@@ -264,7 +270,10 @@ class Conv(_ConvBase):
                      and not any(g.pads_begin) and g.out_shape == g.in_shape)
         mult = m // c if grp == c else 0
         self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
-        if pointwise:
+        if pointwise and self._packed_gemm_fits():
+            self.path = "pointwise_compiled"
+            self._init_pointwise_compiled(ctx)
+        elif pointwise:
             self.path = "pointwise"
         elif self._winograd_fits(ctx):
             self.path = "winograd"
@@ -280,7 +289,7 @@ class Conv(_ConvBase):
         else:
             self.path = "im2col"
             self._init_im2col(ctx)
-        if self.path not in ("depthwise", "depthwise_compiled", "winograd"):
+        if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
@@ -349,6 +358,27 @@ class Conv(_ConvBase):
                 tiles.append((copy, ones, c_mm, o_mm))
         return fills, tiles
 
+    # ---- pointwise, compiled (float32, group 1, static weights) -------------
+    def _packed_gemm_fits(self) -> bool:
+        return (compiled.ENABLED and POINTWISE_COMPILED and self.geo.group == 1 and self.dtype == np.float32
+                and self.w_static is not None and (not self.has_bias or self.b_static is not None))
+
+    def _init_pointwise_compiled(self, ctx):
+        from .compiled.gemm import pack_weights, scratch_size
+
+        g = self.geo
+        self.wp = pack_weights(self.w_static.reshape(g.out_channels, g.in_channels))
+        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
+                             else np.zeros(g.out_channels, np.float32))
+        self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
+
+    def _pointwise_compiled(self, x, out):
+        from .compiled.gemm import gemm_bias_act
+
+        g = self.geo
+        gemm_bias_act(self.wp, x.reshape(g.batch, g.in_channels, self.p), out.reshape(g.batch, g.out_channels, self.p),
+                      self.b_c, self.ws_ref.array, *self.act)
+
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
         g = self.geo
@@ -398,7 +428,8 @@ class Conv(_ConvBase):
 
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
-        if self.path not in ("depthwise_compiled", "winograd") or (self.has_bias and self.b_static is None):
+        if self.path not in ("depthwise_compiled", "winograd", "pointwise_compiled") \
+                or (self.has_bias and self.b_static is None):
             return False
         self.act = (int(code), np.float32(p0), np.float32(p1))
         return True
@@ -519,6 +550,9 @@ class Conv(_ConvBase):
 
     def __call__(self, x, w, b=None, *, out):
         if self.empty:
+            return
+        if self.path == "pointwise_compiled":
+            self._pointwise_compiled(x, out)
             return
         if self.path == "depthwise_compiled":
             self._depthwise_compiled(x, b, out)
