@@ -41,20 +41,24 @@ def test_gemm_within_the_float32_bound(m, k, p):
     assert np.all(np.abs(y[0] - exact) <= bound + 1e-30)
 
 
-def test_row_pitch_batch_and_input_views():
-    """x and y rows with pitches other than P (views), N > 1: every element written, nothing else."""
+def test_offset_table_row_pitch_and_batch():
+    """X rows given by an offset table (here: rows of a larger array, in reverse order), Y rows
+    with a pitch, several images: every element right, nothing else written."""
     m, k, p = 11, 20, 29
     w, b = f32(m, k), f32(m)
     big = f32(3, k + 2, p + 9)
-    x = big[:, 1:k + 1, 4:4 + p]  # row pitch p + 9, image pitch (k + 2)(p + 9)
+    xf = big.reshape(-1)
+    offs = ((k - np.arange(k)) * (p + 9) + 4).astype(np.int64)  # X[r] = big[n, k - r, 4:4 + p]
+    offs.flags.writeable = False
     wp, ws = pack_weights(w), np.empty(max(1, scratch_size(p)), np.float32)
     yf = np.full(3 * m * (p + 5), -7.0, np.float32)
     for n in range(3):  # Y rows p + 5 apart in a flat array: the 5 extra per row stay untouched
-        gemm2d(wp, x[n], yf, n * m * (p + 5), p + 5, m, p, b, ws, 0, np.float32(0), np.float32(0))
+        gemm2d(wp, xf, n * (k + 2) * (p + 9), offs, yf, n * m * (p + 5), p + 5, m, p, b, ws, 0,
+               np.float32(0), np.float32(0))
     y = yf.reshape(3, m, p + 5)
     assert np.all(y[:, :, p:] == -7.0)
     for n in range(3):
-        exact, bound = _ref(w, np.ascontiguousarray(x[n]), b)
+        exact, bound = _ref(w, np.ascontiguousarray(big[n, k:0:-1, 4:4 + p]), b)
         assert np.all(np.abs(y[n, :, :p] - exact) <= bound)
 
 
@@ -148,3 +152,59 @@ def test_activation_fused_into_pointwise(act, attrs):
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
     unfused = Predictor(model, graph_optimization_level="none").run(None, {"x": x})[0]
     np.testing.assert_array_equal(ours, unfused)
+
+
+# The indirect-GEMM Conv path (conv_indirect.py) vs onnxruntime: kernel sizes, strides (phase
+# planes), dilations, asymmetric and auto pads, groups, batch, odd sizes, with and without bias.
+INDIRECT = [((2, 5, 23, 29), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+            ((1, 3, 31, 37), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+            ((1, 6, 20, 33), (4, 6, 2, 2), {"auto_pad": "SAME_UPPER"}),
+            ((1, 6, 20, 33), (4, 6, 2, 2), {"auto_pad": "SAME_LOWER"}),
+            ((2, 4, 17, 40), (9, 4, 5, 5), {"pads": [2, 1, 0, 3], "strides": [1, 3]}),
+            ((1, 8, 25, 30), (6, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+            ((1, 8, 25, 30), (6, 4, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
+            ((1, 3, 40, 41), (5, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+            ((1, 2, 19, 27), (3, 2, 4, 2), {"strides": [3, 2], "dilations": [1, 3]}),
+            ((2, 9, 11, 64), (40, 9, 3, 3), {"pads": [0, 1, 0, 1]})]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", INDIRECT, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+@pytest.mark.parametrize("bias", [True, False])
+def test_indirect_conv_against_onnxruntime(xs, ws, attrs, bias, monkeypatch):
+    monkeypatch.setattr(conv_module, "INDIRECT_MIN_WIDTH", 1)  # every shape here, whatever is faster
+    inputs = [f32(*xs), f32(*ws)] + ([f32(ws[0])] if bias else [])
+    k, _, _ = conv_kernel("Conv", inputs, attrs, static=(1, 2))
+    assert k.path == "indirect"
+    check_node("Conv", inputs, attrs, opset=13, static=(1, 2))
+
+
+def test_indirect_is_chosen_where_it_measured_faster():
+    det_like = [f32(1, 64, 30, 40), f32(16, 64, 3, 3)]  # few output channels: skinny GEMM
+    assert conv_kernel("Conv", det_like, {"pads": [1, 1, 1, 1]})[0].path == "indirect"
+    wide = [f32(1, 8, 56, 56), f32(32, 8, 3, 3)]
+    assert conv_kernel("Conv", wide, {"pads": [1, 1, 1, 1]})[0].path == "indirect"
+    small = [f32(1, 64, 7, 7), f32(64, 64, 3, 3)]
+    assert conv_kernel("Conv", small, {"pads": [1, 1, 1, 1]})[0].path == "winograd"
+    depthwise = [f32(1, 8, 56, 56), f32(8, 1, 3, 3)]
+    assert conv_kernel("Conv", depthwise, {"pads": [1, 1, 1, 1], "group": 8})[0].path != "indirect"
+
+
+@pytest.mark.parametrize("act", ["Relu", "HardSigmoid"])
+def test_activation_fused_into_indirect_conv(act):
+    import onnxruntime as ort
+
+    c, m = 6, 10
+    inits = [numpy_helper.from_array(f32(m, c, 3, 3), "w"), numpy_helper.from_array(f32(m), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node(act, ["y"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 33, 40])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    x = f32(2, c, 33, 40, scale=2.0)
+    p = Predictor(model)
+    assert [st.node.op_type for st in p.program.steps] == ["FusedConv"]
+    ours = p.run(None, {"x": x})[0]
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    np.testing.assert_array_equal(ours, Predictor(model, graph_optimization_level="none").run(None, {"x": x})[0])

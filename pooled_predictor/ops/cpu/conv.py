@@ -22,6 +22,10 @@ Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
   (two passes over Y per tap), at every PP-OCR shape.
 * winograd -- stride-1 3x3, group 1, float32, >= 16 channels in and out, static
   weights: Winograd F(2x2,3x3) (or F(4x4,3x3)), compiled/winograd.py.
+* indirect -- other 2-D float32 convolutions with static weights: conv_indirect.py,
+  one GEMM per image and group whose rows are read in place from the stride phases
+  of the padded input through an offset table (compiled/gemm.py), bias and
+  activation fused.
 * im2col -- everything else: zero-pad X into scratch, copy its sliding windows
   (an as_strided view) into cols (N, group, C/group * prod(k), P), then
   Y[n, g] = W[g] @ cols[n, g] (a GEMM batched over n and groups).
@@ -90,6 +94,17 @@ WINOGRAD_F4_MIN_SIZE = 0
 # 1x1 convolutions (group 1, float32, static weights) run compiled/gemm.py's packed-weight
 # GEMM with the bias and activation fused into its output blocks (False: numpy's matmul).
 POINTWISE_COMPILED = True
+# Other 2-D convolutions (group 1 or grouped, float32, static weights) that no path above
+# takes run as an indirect GEMM (conv_indirect.py: no column matrix; False: im2col).
+INDIRECT_COMPILED = True
+# ... where it measured faster (single thread, benchmarks/conv_kernels.py): outputs at least this
+# wide (3x3 s1 64ch 56x56: 6.2 ms vs Winograd 7.8, im2col 9.1; at 28x28 and below Winograd wins
+# and im2col ties, since each output row is computed (KW - 1) * dw // sw pixels wider), or
+# few output channels per group, where im2col's GEMM is skinny and its copy dominates (PP-OCR
+# det 64 -> 16, 3x3 at 120x160: 11.4 ms vs im2col 29.3; 32 -> 16 3x3 s2: 12.8 vs 21.4).
+INDIRECT_MIN_WIDTH = 48
+INDIRECT_SKINNY_M = 32
+INDIRECT_SKINNY_MIN_WIDTH = 16
 
 
 def _winograd_tile(out_shape) -> int:
@@ -270,11 +285,13 @@ class Conv(_ConvBase):
                      and not any(g.pads_begin) and g.out_shape == g.in_shape)
         mult = m // c if grp == c else 0
         self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
-        if pointwise and self._packed_gemm_fits():
+        if pointwise and POINTWISE_COMPILED and grp == 1 and self._packed_gemm_fits():
             self.path = "pointwise_compiled"
             self._init_pointwise_compiled(ctx)
         elif pointwise:
             self.path = "pointwise"
+        elif self._indirect_fits(wide_only=True):
+            self._init_indirect(ctx)
         elif self._winograd_fits(ctx):
             self.path = "winograd"
             self._init_winograd(ctx)
@@ -286,10 +303,12 @@ class Conv(_ConvBase):
         elif grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
             self.path = "depthwise"
             self._init_depthwise(ctx, mult)
+        elif self._indirect_fits(wide_only=False):
+            self._init_indirect(ctx)
         else:
             self.path = "im2col"
             self._init_im2col(ctx)
-        if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled"):
+        if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled", "indirect"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
@@ -360,14 +379,33 @@ class Conv(_ConvBase):
 
     # ---- pointwise, compiled (float32, group 1, static weights) -------------
     def _packed_gemm_fits(self) -> bool:
-        return (compiled.ENABLED and POINTWISE_COMPILED and self.geo.group == 1 and self.dtype == np.float32
-                and self.w_static is not None and (not self.has_bias or self.b_static is not None))
+        """compiled/gemm.py applies: float32, W and B weights (packed once)."""
+        return (compiled.ENABLED and self.dtype == np.float32 and self.w_static is not None
+                and (not self.has_bias or self.b_static is not None))
+
+    def _indirect_fits(self, wide_only: bool) -> bool:
+        """The indirect path applies and measured faster: wide outputs (before Winograd is
+        considered), or few output channels per group (after it)."""
+        g = self.geo
+        if not (INDIRECT_COMPILED and self._packed_gemm_fits() and g.rank == 2 and g.group < g.in_channels):
+            return False
+        ow = g.out_shape[1]
+        if wide_only:
+            return ow >= INDIRECT_MIN_WIDTH
+        return self.mg <= INDIRECT_SKINNY_M and ow >= INDIRECT_SKINNY_MIN_WIDTH
+
+    def _init_indirect(self, ctx):
+        from .conv_indirect import IndirectConv2d
+
+        self.path = "indirect"
+        self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self.b_static, _phase_fills)
 
     def _init_pointwise_compiled(self, ctx):
-        from .compiled.gemm import pack_weights, scratch_size
+        from .compiled.gemm import pack_weights, row_offsets, scratch_size
 
         g = self.geo
         self.wp = pack_weights(self.w_static.reshape(g.out_channels, g.in_channels))
+        self.offs = row_offsets(g.in_channels, self.p)
         self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
                              else np.zeros(g.out_channels, np.float32))
         self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
@@ -377,7 +415,7 @@ class Conv(_ConvBase):
 
         g = self.geo
         gemm_bias_act(self.wp, x.reshape(g.batch, g.in_channels, self.p), out.reshape(g.batch, g.out_channels, self.p),
-                      self.b_c, self.ws_ref.array, *self.act)
+                      self.b_c, self.ws_ref.array, *self.act, offs=self.offs)
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
@@ -428,10 +466,12 @@ class Conv(_ConvBase):
 
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
-        if self.path not in ("depthwise_compiled", "winograd", "pointwise_compiled") \
+        if self.path not in ("depthwise_compiled", "winograd", "pointwise_compiled", "indirect") \
                 or (self.has_bias and self.b_static is None):
             return False
         self.act = (int(code), np.float32(p0), np.float32(p1))
+        if self.path == "indirect":
+            self.indirect.act = self.act
         return True
 
     def _depthwise_compiled(self, x, b, out):
@@ -553,6 +593,9 @@ class Conv(_ConvBase):
             return
         if self.path == "pointwise_compiled":
             self._pointwise_compiled(x, out)
+            return
+        if self.path == "indirect":
+            self.indirect(x, out)
             return
         if self.path == "depthwise_compiled":
             self._depthwise_compiled(x, b, out)

@@ -65,19 +65,19 @@ def _fmuladd(builder):
 def _make_micro(rows: int, vectors: int):
     """The micro-kernel for a tile of `rows` x 8*`vectors` outputs.
 
-    micro(wp, w_off, x, x_off, ldx, y, y_off, ldy, k_n, b, b_off, mode):
+    micro(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode):
     y[r * ldy + c] (flat from y_off) = ((mode & 1 ? y : 0) +
-    sum_{k < k_n} wp[w_off + k * rows + r] * x[x_off + k * ldx + c]) (+ b[b_off + r] if mode & 2),
+    sum_{k < k_n} wp[w_off + k * rows + r] * x[x_off + offs[k0 + k] + c]) (+ b[b_off + r] if mode & 2),
     r < rows, c < 8*vectors: the bias is added after the sum, as a GEMM followed by + B.
     Offsets and pitches in elements; the caller keeps every access in bounds.
     """
 
     @intrinsic
-    def micro(typingctx, wp, w_off, x, x_off, ldx, y, y_off, ldy, k_n, b, b_off, mode):
-        sig = types.void(wp, w_off, x, x_off, ldx, y, y_off, ldy, k_n, b, b_off, mode)
+    def micro(typingctx, wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode):
+        sig = types.void(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode)
 
         def codegen(context, builder, signature, args):
-            wp_a, w_off_v, x_a, x_off_v, ldx_v, y_a, y_off_v, ldy_v, k_n_v, b_a, b_off_v, acc_v = args
+            wp_a, w_off_v, x_a, x_off_v, offs_a, k0_v, y_a, y_off_v, ldy_v, k_n_v, b_a, b_off_v, acc_v = args
 
             def data(i, value):
                 return context.make_array(signature.args[i])(context, builder, value).data
@@ -85,8 +85,9 @@ def _make_micro(rows: int, vectors: int):
             c = lambda v: ir.Constant(_I64, v)  # noqa: E731
             wptr = builder.gep(data(0, wp_a), [w_off_v])
             xptr = builder.gep(data(2, x_a), [x_off_v])
-            yptr = builder.gep(data(5, y_a), [y_off_v])
-            bptr = builder.gep(data(9, b_a), [b_off_v])
+            optr = builder.gep(data(4, offs_a), [k0_v])
+            yptr = builder.gep(data(6, y_a), [y_off_v])
+            bptr = builder.gep(data(10, b_a), [b_off_v])
             fma = _fmuladd(builder)
             fn = builder.function
             slots, bias = [], []
@@ -128,7 +129,7 @@ def _make_micro(rows: int, vectors: int):
                 ph = builder.phi(_V8)
                 ph.add_incoming(s, pre_bb)
                 accs.append(ph)
-            xrow = builder.gep(xptr, [builder.mul(k, ldx_v)])
+            xrow = builder.gep(xptr, [builder.load(builder.gep(optr, [k]))])
             xv = [builder.load(builder.bitcast(builder.gep(xrow, [c(8 * v)]), _V8.as_pointer()), align=4)
                   for v in range(vectors)]
             wrow = builder.gep(wptr, [builder.mul(k, c(rows))])
@@ -192,41 +193,42 @@ def pack_weights(w: np.ndarray) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def _tile(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode, rows, wide):
+def _tile(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows, wide):
     """One micro-tile: `rows` (1..MR) rows, 16 (wide) or 8 columns."""
     if wide:
         if rows == 6:
-            _m16_6(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m16_6(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 5:
-            _m16_5(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m16_5(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 4:
-            _m16_4(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m16_4(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 3:
-            _m16_3(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m16_3(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 2:
-            _m16_2(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m16_2(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         else:
-            _m16_1(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m16_1(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
     else:
         if rows == 6:
-            _m8_6(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m8_6(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 5:
-            _m8_5(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m8_5(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 4:
-            _m8_4(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m8_4(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 3:
-            _m8_3(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m8_3(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         elif rows == 2:
-            _m8_2(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m8_2(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
         else:
-            _m8_1(wp, w_off, x, x_off, ldx, y, y_off, ldy, kn, b, m, mode)
+            _m8_1(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
 
 
-_A2, _R2 = types.Array(types.float32, 2, "A"), types.Array(types.float32, 2, "A", readonly=True)
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _F1 = types.Array(types.float32, 1, "C")
+_O1 = types.Array(types.int64, 1, "C", readonly=True)
 _I = types.int64
-_GEMM_SIGS = [types.void(_R1, _R2, _F1, _I, _I, _I, _I, _R1, _F1, _I, types.float32, types.float32)]
+_GEMM_SIGS = [types.void(_R1, _R1, _I, _O1, _F1, _I, _I, _I, _I, _R1, _F1, _I, types.float32, types.float32)]
+_TAIL_OFFS = np.arange(KC, dtype=np.int64) * 8  # rows of the packed tail strip
 
 
 def scratch_size(p_n: int) -> int:
@@ -235,12 +237,20 @@ def scratch_size(p_n: int) -> int:
 
 
 @njit(_GEMM_SIGS, nogil=True, cache=True, error_model="numpy")
-def gemm2d(wp, x, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
-    """Y = act(W @ x + b): x (K, P) float32 with unit-stride rows, W (m_n, K) packed by pack_weights;
-    Y (m_n, p_n) lies in the flat array yf from element y0, rows ldy elements apart;
-    ws: workspace of scratch_size(p_n) floats."""
-    k_n = x.shape[0]
-    ldx = x.strides[0] // 4
+def gemm2d(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
+    """Y = act(W @ X + b), X given by an offset table (indirect GEMM).
+
+    Args:
+        wp: W (m_n, K) packed by pack_weights.
+        xf, x0, offs: X[k, p] = xf[x0 + offs[k] + p] (K = offs.size; p < p_n unit-stride).
+            A matrix with row pitch ld: offs = ld * arange(K). A convolution: one
+            row per (channel, tap), offs = the tap's offset in the padded input, p
+            running over output pixels on the input's row pitch (conv_igemm).
+        yf, y0, ldy: Y[m, p] = yf[y0 + m * ldy + p].
+        b: (m_n,) bias; ws: workspace of scratch_size(p_n) floats.
+        act, a0, a1: activation (epilogue.py codes).
+    """
+    k_n = offs.size
     pb = p_n if p_n <= 64 else max(16, (PB_BYTES // (4 * m_n)) // 16 * 16)
     tail_x = KC * 8  # workspace: the last columns' X strip (KC x 8), then their Y tile (MR x 8)
     for p0 in range(0, p_n, pb):
@@ -253,8 +263,9 @@ def gemm2d(wp, x, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
             mode = (1 if acc else 0) | (2 if k0 + kn == k_n else 0)
             if tail:  # the last < 8 columns, zero-padded to 8, so they take the vector micro-kernel too
                 for k in range(kn):
+                    src = x0 + offs[k0 + k] + vec_end
                     for j in range(8):
-                        ws[k * 8 + j] = x[k0 + k, vec_end + j] if j < tail else 0.0
+                        ws[k * 8 + j] = xf[src + j] if j < tail else 0.0
             for m0 in range(0, m_n, MC):
                 me = min(m_n, m0 + MC)
                 p = p0
@@ -262,7 +273,7 @@ def gemm2d(wp, x, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
                     wide = vec_end - p >= 16
                     for m in range(m0, me, MR):
                         rows = min(MR, m_n - m)
-                        _tile(wp, m * k_n + k0 * rows, x, k0 * ldx + p, ldx, yf, y0 + m * ldy + p, ldy,
+                        _tile(wp, m * k_n + k0 * rows, xf, x0 + p, offs, k0, yf, y0 + m * ldy + p, ldy,
                               kn, b, m, mode, rows, wide)
                     p += 16 if wide else 8
                 if tail:
@@ -272,7 +283,8 @@ def gemm2d(wp, x, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
                             for r in range(rows):
                                 for j in range(tail):
                                     ws[tail_x + r * 8 + j] = yf[y0 + (m + r) * ldy + vec_end + j]
-                        _tile(wp, m * k_n + k0 * rows, ws, 0, 8, ws, tail_x, 8, kn, b, m, mode, rows, False)
+                        _tile(wp, m * k_n + k0 * rows, ws, 0, _TAIL_OFFS, 0, ws, tail_x, 8, kn, b, m, mode, rows,
+                              False)
                         for r in range(rows):
                             for j in range(tail):
                                 yf[y0 + (m + r) * ldy + vec_end + j] = ws[tail_x + r * 8 + j]
@@ -281,17 +293,25 @@ def gemm2d(wp, x, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
                 activate_range(yf, np.uint64(y0 + m * ldy + p0), np.uint64(pe - p0), act, a0, a1)
 
 
+def row_offsets(k_n: int, ld: int) -> np.ndarray:
+    """The offset table of a matrix with K = k_n rows `ld` elements apart (read-only int64)."""
+    offs = np.arange(k_n, dtype=np.int64) * ld
+    offs.flags.writeable = False
+    return offs
+
+
 def gemm_bias_act(wp: np.ndarray, x: np.ndarray, y: np.ndarray, b: np.ndarray, xp: np.ndarray, act: int = 0,
-                  p0: float = 0.0, p1: float = 0.0) -> None:
+                  p0: float = 0.0, p1: float = 0.0, offs: np.ndarray | None = None) -> None:
     """y[n] = act(W @ x[n] + b) for each n, W packed by pack_weights.
 
     Args:
         wp: pack_weights(W), W (M, K) float32, read-only.
-        x: (N, K, P) float32, rows (last axis) unit-stride, any row and image pitch.
-        y: (N, M, P) float32 output, rows unit-stride; must not overlap x.
+        x: (N, K, P) float32, C-contiguous.
+        y: (N, M, P) float32 output, C-contiguous; must not overlap x.
         b: (M,) float32 bias (zeros for none), read-only.
         xp: float32 workspace of at least scratch_size(P) elements (flat, contiguous).
         act, p0, p1: activation code and parameters (compiled/epilogue.py; 0: none).
+        offs: row_offsets(K, P), when the caller keeps one (else built here).
     Raises:
         ValueError: shapes, dtypes or strides that do not match.
     """
@@ -299,13 +319,13 @@ def gemm_bias_act(wp: np.ndarray, x: np.ndarray, y: np.ndarray, b: np.ndarray, x
     m_n = y.shape[1]
     if y.shape != (n_b, m_n, p_n) or wp.size != m_n * k_n or b.shape != (m_n,):
         raise ValueError(f"gemm_bias_act: W {m_n}x{k_n} packed in {wp.size}, x {x.shape}, y {y.shape}, b {b.shape}")
-    if x.dtype != np.float32 or y.dtype != np.float32 or x.strides[2] != 4 or y.strides[2] != 4 \
-            or x.strides[1] % 4 or y.strides[1] % 4:
-        raise ValueError("gemm_bias_act: float32 rows with unit stride expected")
-    yf = y.reshape(-1)
+    if x.dtype != np.float32 or y.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+        raise ValueError("gemm_bias_act: C-contiguous float32 x and y expected")
     if xp.size < scratch_size(p_n) or xp.dtype != np.float32:
         raise ValueError(f"gemm_bias_act: workspace of {xp.size} floats < {scratch_size(p_n)}")
-    if not y.flags.c_contiguous:
-        raise ValueError("gemm_bias_act: y must be C-contiguous")
+    if offs is None:
+        offs = row_offsets(k_n, p_n)
+    xf, yf = x.reshape(-1), y.reshape(-1)
     for n in range(n_b):
-        gemm2d(wp, x[n], yf, n * m_n * p_n, p_n, m_n, p_n, b, xp.reshape(-1), int(act), np.float32(p0), np.float32(p1))
+        gemm2d(wp, xf, n * k_n * p_n, offs, yf, n * m_n * p_n, p_n, m_n, p_n, b, xp.reshape(-1), int(act),
+               np.float32(p0), np.float32(p1))
