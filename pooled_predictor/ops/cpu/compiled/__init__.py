@@ -14,7 +14,7 @@ is imported unless the user set it): an installed, read-only package still
 compiles once per machine, not once per process.
 
 Modules: epilogue.py (activations applied to an output block in cache; GELU;
-erf), gemm.py (packed-weight GEMM with bias and activation fused), depthwise.py (depthwise convolution with bias and activation fused),
+erf), gemm.py (packed-weight GEMM with bias and activation fused), softmax.py (Softmax rows, a vectorized exp), depthwise.py (depthwise convolution with bias and activation fused),
 winograd.py (Winograd F(2x2,3x3) and F(4x4,3x3) transforms), sampling.py
 (GridSample, RoiAlign, DeformConv sampling; imported when such a node is built).
 """
@@ -58,7 +58,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 
-MODULES = ("epilogue", "gemm", "depthwise", "winograd", "sampling")
+MODULES = ("epilogue", "gemm", "softmax", "depthwise", "winograd", "sampling")
 
 
 def load_all() -> float:
