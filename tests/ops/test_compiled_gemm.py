@@ -208,3 +208,15 @@ def test_activation_fused_into_indirect_conv(act):
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
     np.testing.assert_array_equal(ours, Predictor(model, graph_optimization_level="none").run(None, {"x": x})[0])
+
+
+def test_packed_weights_are_shared_by_every_net():
+    """Each thread's Net builds its own kernels: the packed copy of a weight is made once."""
+    w, b = f32(16, 8, 1, 1), f32(16)
+    k1 = conv_kernel("Conv", [f32(1, 8, 5, 5), w, b], {})[0]
+    k2 = conv_kernel("Conv", [f32(2, 8, 7, 3), w, b], {})[0]
+    assert k1.path == k2.path == "pointwise_compiled" and k1.wp is k2.wp
+    w3 = f32(8, 4, 3, 3)
+    k3 = conv_kernel("Conv", [f32(1, 4, 60, 60), w3], {"pads": [1, 1, 1, 1]}, static=(1,))[0]
+    k4 = conv_kernel("Conv", [f32(1, 4, 60, 60), w3], {"pads": [1, 1, 1, 1]}, static=(1,))[0]
+    assert k3.path == "indirect" and k3.indirect.wp is k4.indirect.wp

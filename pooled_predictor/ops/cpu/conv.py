@@ -111,26 +111,33 @@ def _winograd_tile(out_shape) -> int:
     return 4 if WINOGRAD_F4_MIN_SIZE and min(out_shape) >= WINOGRAD_F4_MIN_SIZE else 2
 
 
-_WINOGRAD_WEIGHTS: dict = {}  # id(W) -> (weakref to W, m, U): one transform per Program's weight
+_SHARED_WEIGHTS: dict = {}  # (id(W), tag) -> (weakref to W, its transform): one per Program weight
+
+
+def shared_weights(w: np.ndarray, tag, make):
+    """make(w), computed once per weight array and `tag` and shared read-only by every Net
+    (each thread's Net builds its own kernels over the same weights: a transformed or
+    packed copy per Net would multiply the weights' memory by the number of threads)."""
+    import weakref
+
+    key = (id(w), tag)
+    hit = _SHARED_WEIGHTS.get(key)
+    if hit is not None and hit[0]() is w:
+        return hit[1]
+    value = make(w)
+    try:
+        ref = weakref.ref(w, lambda _, key=key: _SHARED_WEIGHTS.pop(key, None))
+    except TypeError:  # not weak-referenceable: not cached
+        return value
+    _SHARED_WEIGHTS[key] = (ref, value)
+    return value
 
 
 def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     """U = G W G^T, computed once per weight array and tile size, shared read-only by every Net."""
-    import weakref
-
     from .compiled.winograd import transform_weights
 
-    key = (id(w), m)
-    hit = _WINOGRAD_WEIGHTS.get(key)
-    if hit is not None and hit[0]() is w:
-        return hit[1]
-    u = transform_weights(w, m)
-    try:
-        ref = weakref.ref(w, lambda _, key=key: _WINOGRAD_WEIGHTS.pop(key, None))
-    except TypeError:  # not weak-referenceable: not cached
-        return u
-    _WINOGRAD_WEIGHTS[key] = (ref, u)
-    return u
+    return shared_weights(w, ("winograd", m), lambda w: transform_weights(w, m))
 
 
 class _Fill:
@@ -404,7 +411,8 @@ class Conv(_ConvBase):
         from .compiled.gemm import pack_weights, row_offsets, scratch_size
 
         g = self.geo
-        self.wp = pack_weights(self.w_static.reshape(g.out_channels, g.in_channels))
+        self.wp = shared_weights(self.w_static, "packed",
+                                 lambda w: pack_weights(w.reshape(g.out_channels, g.in_channels)))
         self.offs = row_offsets(g.in_channels, self.p)
         self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
                              else np.zeros(g.out_channels, np.float32))

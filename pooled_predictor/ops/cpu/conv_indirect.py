@@ -64,8 +64,13 @@ class IndirectConv2d:
                                 + kw * dw // sw)
         self.offs = np.asarray(offs, np.int64)
         self.offs.flags.writeable = False
-        wm = np.asarray(w, np.float32).reshape(g.group, self.mg, -1)
-        self.wp = [pack_weights(wm[i]) for i in range(g.group)]
+        from .conv import shared_weights
+
+        def pack(w):
+            wm = np.asarray(w, np.float32).reshape(g.group, self.mg, -1)
+            return tuple(pack_weights(wm[i]) for i in range(g.group))
+
+        self.wp = shared_weights(w, ("packed groups", g.group), pack)  # one copy for every Net
         bias = np.zeros(g.out_channels, np.float32) if b is None else np.asarray(b, np.float32).reshape(-1)
         self.b = [_readonly(np.ascontiguousarray(bias[i * self.mg:(i + 1) * self.mg])) for i in range(g.group)]
         self.p_ext = oh * self.wq
