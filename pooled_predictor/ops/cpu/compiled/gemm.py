@@ -170,10 +170,22 @@ def _make_micro(rows: int, vectors: int):
     return micro
 
 
-_M16 = [_make_micro(r, 2) for r in range(1, MR + 1)]
-_M8 = [_make_micro(r, 1) for r in range(1, MR + 1)]
-_m16_1, _m16_2, _m16_3, _m16_4, _m16_5, _m16_6 = _M16
-_m8_1, _m8_2, _m8_3, _m8_4, _m8_5, _m8_6 = _M8
+_ARGS = "wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode"
+
+
+def _dispatch(vectors: int):
+    """A numba function calling the micro-kernel of `rows` (1..MR) rows and 8*`vectors` columns."""
+    micros = {f"micro{r}": _make_micro(r, vectors) for r in range(1, MR + 1)}
+    lines = [f"def tile({_ARGS}, rows):"]
+    for r in range(MR, 0, -1):
+        lines.append(f"    {'if' if r == MR else 'elif'} rows == {r}:" if r > 1 else "    else:")
+        lines.append(f"        micro{r}({_ARGS})")
+    scope = dict(micros)
+    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
+    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["tile"])
+
+
+_tile16, _tile8 = _dispatch(2), _dispatch(1)
 
 
 def pack_weights(w: np.ndarray) -> np.ndarray:
@@ -192,35 +204,13 @@ def pack_weights(w: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _tile(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows, wide):
     """One micro-tile: `rows` (1..MR) rows, 16 (wide) or 8 columns."""
     if wide:
-        if rows == 6:
-            _m16_6(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 5:
-            _m16_5(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 4:
-            _m16_4(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 3:
-            _m16_3(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 2:
-            _m16_2(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        else:
-            _m16_1(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
+        _tile16(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows)
     else:
-        if rows == 6:
-            _m8_6(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 5:
-            _m8_5(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 4:
-            _m8_4(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 3:
-            _m8_3(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        elif rows == 2:
-            _m8_2(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
-        else:
-            _m8_1(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode)
+        _tile8(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows)
 
 
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
