@@ -4,7 +4,10 @@ Shapes and padding follow ops/shapes/conv.py (ConvGeometry). Each kernel picks
 its path at reshape, from shapes only:
 
 Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
-* pointwise -- 1x1 kernel, stride 1, no padding:
+* pointwise_compiled -- 1x1 kernel, stride 1, no padding, group 1, float32, static
+  weights: compiled/gemm.py, Y[n] = act(W @ X[n] + B) with W packed once, the bias
+  and a fused activation applied to each block of Y while it is in cache.
+* pointwise -- 1x1 kernel, stride 1, no padding (the rest):
   Y[n, g] = W[g] @ X[n, g], a GEMM straight from X into Y.
 * depthwise_compiled -- group == C, 2-D float32, static weights, planes of at least
   DEPTHWISE_COMPILED_MIN_PLANE outputs: compiled/depthwise.py, bias and activation fused.
@@ -19,6 +22,10 @@ Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
   (two passes over Y per tap), at every PP-OCR shape.
 * winograd -- stride-1 3x3, group 1, float32, >= 16 channels in and out, static
   weights: Winograd F(2x2,3x3) (or F(4x4,3x3)), compiled/winograd.py.
+* indirect -- other 2-D float32 convolutions with static weights: conv_indirect.py,
+  one GEMM per image and group whose rows are read in place from the stride phases
+  of the padded input through an offset table (compiled/gemm.py), bias and
+  activation fused.
 * im2col -- everything else: zero-pad X into scratch, copy its sliding windows
   (an as_strided view) into cols (N, group, C/group * prod(k), P), then
   Y[n, g] = W[g] @ cols[n, g] (a GEMM batched over n and groups).
@@ -97,32 +104,53 @@ CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT = 32768
 # ... and GEMM rows per group (M/group * kh * kw) of at least this many: with fewer, a
 # tie (16->1 2x2 at 240x320: 0.93 vs 0.92 ms numpy; 16->2: 1.37 vs 1.47-1.54).
 CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS = 8
+# 1x1 convolutions (group 1, float32, static weights) run compiled/gemm.py's packed-weight
+# GEMM with the bias and activation fused into its output blocks (False: numpy's matmul).
+POINTWISE_COMPILED = True
+# Other 2-D convolutions (group 1 or grouped, float32, static weights) that no path above
+# takes run as an indirect GEMM (conv_indirect.py: no column matrix; False: im2col).
+INDIRECT_COMPILED = True
+# ... where it measured faster (single thread, benchmarks/conv_kernels.py): outputs at least this
+# wide (3x3 s1 64ch 56x56: 6.2 ms vs Winograd 7.8, im2col 9.1; at 28x28 and below Winograd wins
+# and im2col ties, since each output row is computed (KW - 1) * dw // sw pixels wider), or
+# few output channels per group, where im2col's GEMM is skinny and its copy dominates (PP-OCR
+# det 64 -> 16, 3x3 at 120x160: 11.4 ms vs im2col 29.3; 32 -> 16 3x3 s2: 12.8 vs 21.4).
+INDIRECT_MIN_WIDTH = 48
+INDIRECT_SKINNY_M = 32
+INDIRECT_SKINNY_MIN_WIDTH = 16
 
 
 def _winograd_tile(out_shape) -> int:
     return 4 if WINOGRAD_F4_MIN_SIZE and min(out_shape) >= WINOGRAD_F4_MIN_SIZE else 2
 
 
-_WINOGRAD_WEIGHTS: dict = {}  # id(W) -> (weakref to W, m, U): one transform per Program's weight
+_SHARED_WEIGHTS: dict = {}  # (id(W), tag) -> (weakref to W, its transform): one per Program weight
+
+
+def shared_weights(w: np.ndarray, tag, make):
+    """make(w), computed once per weight array and `tag` and shared read-only by every Net
+    (each thread's Net builds its own kernels over the same weights: a transformed or
+    packed copy per Net would multiply the weights' memory by the number of threads)."""
+    import weakref
+
+    key = (id(w), tag)
+    hit = _SHARED_WEIGHTS.get(key)
+    if hit is not None and hit[0]() is w:
+        return hit[1]
+    value = make(w)
+    try:
+        ref = weakref.ref(w, lambda _, key=key: _SHARED_WEIGHTS.pop(key, None))
+    except TypeError:  # not weak-referenceable: not cached
+        return value
+    _SHARED_WEIGHTS[key] = (ref, value)
+    return value
 
 
 def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     """U = G W G^T, computed once per weight array and tile size, shared read-only by every Net."""
-    import weakref
-
     from .compiled.winograd import transform_weights
 
-    key = (id(w), m)
-    hit = _WINOGRAD_WEIGHTS.get(key)
-    if hit is not None and hit[0]() is w:
-        return hit[1]
-    u = transform_weights(w, m)
-    try:
-        ref = weakref.ref(w, lambda _, key=key: _WINOGRAD_WEIGHTS.pop(key, None))
-    except TypeError:  # not weak-referenceable: not cached
-        return u
-    _WINOGRAD_WEIGHTS[key] = (ref, u)
-    return u
+    return shared_weights(w, ("winograd", m), lambda w: transform_weights(w, m))
 
 
 class _Fill:
@@ -277,8 +305,13 @@ class Conv(_ConvBase):
                      and not any(g.pads_begin) and g.out_shape == g.in_shape)
         mult = m // c if grp == c else 0
         self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
-        if pointwise:
+        if pointwise and POINTWISE_COMPILED and grp == 1 and self._packed_gemm_fits():
+            self.path = "pointwise_compiled"
+            self._init_pointwise_compiled(ctx)
+        elif pointwise:
             self.path = "pointwise"
+        elif self._indirect_fits(wide_only=True):
+            self._init_indirect(ctx)
         elif self._winograd_fits(ctx):
             self.path = "winograd"
             self._init_winograd(ctx)
@@ -290,10 +323,12 @@ class Conv(_ConvBase):
         elif grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
             self.path = "depthwise"
             self._init_depthwise(ctx, mult)
+        elif self._indirect_fits(wide_only=False):
+            self._init_indirect(ctx)
         else:
             self.path = "im2col"
             self._init_im2col(ctx)
-        if self.path not in ("depthwise", "depthwise_compiled", "winograd"):
+        if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled", "indirect"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
@@ -362,6 +397,47 @@ class Conv(_ConvBase):
                 tiles.append((copy, ones, c_mm, o_mm))
         return fills, tiles
 
+    # ---- pointwise, compiled (float32, group 1, static weights) -------------
+    def _packed_gemm_fits(self) -> bool:
+        """compiled/gemm.py applies: float32, W and B weights (packed once)."""
+        return (compiled.ENABLED and self.dtype == np.float32 and self.w_static is not None
+                and (not self.has_bias or self.b_static is not None))
+
+    def _indirect_fits(self, wide_only: bool) -> bool:
+        """The indirect path applies and measured faster: wide outputs (before Winograd is
+        considered), or few output channels per group (after it)."""
+        g = self.geo
+        if not (INDIRECT_COMPILED and self._packed_gemm_fits() and g.rank == 2 and g.group < g.in_channels):
+            return False
+        ow = g.out_shape[1]
+        if wide_only:
+            return ow >= INDIRECT_MIN_WIDTH
+        return self.mg <= INDIRECT_SKINNY_M and ow >= INDIRECT_SKINNY_MIN_WIDTH
+
+    def _init_indirect(self, ctx):
+        from .conv_indirect import IndirectConv2d
+
+        self.path = "indirect"
+        self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self.b_static, _phase_fills)
+
+    def _init_pointwise_compiled(self, ctx):
+        from .compiled.gemm import pack_weights, row_offsets, scratch_size
+
+        g = self.geo
+        self.wp = shared_weights(self.w_static, "packed",
+                                 lambda w: pack_weights(w.reshape(g.out_channels, g.in_channels)))
+        self.offs = row_offsets(g.in_channels, self.p)
+        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
+                             else np.zeros(g.out_channels, np.float32))
+        self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
+
+    def _pointwise_compiled(self, x, out):
+        from .compiled.gemm import gemm_bias_act
+
+        g = self.geo
+        gemm_bias_act(self.wp, x.reshape(g.batch, g.in_channels, self.p), out.reshape(g.batch, g.out_channels, self.p),
+                      self.b_c, self.ws_ref.array, *self.act, offs=self.offs)
+
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
         g = self.geo
@@ -411,9 +487,12 @@ class Conv(_ConvBase):
 
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
-        if self.path not in ("depthwise_compiled", "winograd") or (self.has_bias and self.b_static is None):
+        if self.path not in ("depthwise_compiled", "winograd", "pointwise_compiled", "indirect") \
+                or (self.has_bias and self.b_static is None):
             return False
         self.act = (int(code), np.float32(p0), np.float32(p1))
+        if self.path == "indirect":
+            self.indirect.act = self.act
         return True
 
     def _depthwise_compiled(self, x, b, out):
@@ -532,6 +611,12 @@ class Conv(_ConvBase):
 
     def __call__(self, x, w, b=None, *, out):
         if self.empty:
+            return
+        if self.path == "pointwise_compiled":
+            self._pointwise_compiled(x, out)
+            return
+        if self.path == "indirect":
+            self.indirect(x, out)
             return
         if self.path == "depthwise_compiled":
             self._depthwise_compiled(x, b, out)

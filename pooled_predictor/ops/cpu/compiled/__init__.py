@@ -14,7 +14,8 @@ is imported unless the user set it): an installed, read-only package still
 compiles once per machine, not once per process.
 
 Modules: epilogue.py (activations applied to an output block in cache; GELU;
-erf), depthwise.py (depthwise convolution with bias and activation fused),
+erf), gemm.py (packed-weight GEMM with bias and activation fused), softmax.py
+(Softmax rows), depthwise.py (depthwise convolution with bias and activation fused),
 winograd.py (Winograd F(2x2,3x3) and F(4x4,3x3) transforms), sampling.py
 (GridSample, RoiAlign, DeformConv sampling; imported when such a node is built),
 pooling.py (2-D MaxPool / AveragePool), sigmoid.py (a vectorized float32 Sigmoid),
@@ -60,7 +61,8 @@ def _configure_cache() -> None:
 _configure_cache()
 
 
-MODULES = ("epilogue", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im", "resize")
+MODULES = ("epilogue", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
+           "resize")
 
 
 def load_all() -> float:

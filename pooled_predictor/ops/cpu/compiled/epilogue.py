@@ -130,3 +130,26 @@ def gelu_erf_inplace(y, sqrt2):
         v = y[i]
         t = erf32(v / sqrt2) + ONE
         y[i] = (v * t) * HALF
+
+
+@njit("void(float32[:, :, ::1], float32[::1], int64, float32, float32)", nogil=True, cache=True,
+      error_model="numpy")
+def bias_activate(y, b, code, p0, p1):
+    """y[n, m, :] = activate(y[n, m, :] + b[m]) in place: a GEMM's epilogue in one pass.
+
+    Args:
+        y: (N, M, P) float32, the GEMM's output (P contiguous; N, M may be strided,
+            e.g. a block of columns of a larger output is not: pass a whole row block).
+        b: (M,) float32 bias.
+        code, p0, p1: activation (NONE: the bias alone).
+    The float32 add rounds as numpy's `y += b` does, then the activation's own
+    operations: the same bits as those two passes.
+    """
+    n_b, m_n, p_n = y.shape
+    for n in range(n_b):
+        for m in range(m_n):
+            row = y[n, m]
+            bv = b[m]
+            for i in range(p_n):
+                row[i] = row[i] + bv
+            activate_range(row, np.uint64(0), np.uint64(p_n), code, p0, p1)

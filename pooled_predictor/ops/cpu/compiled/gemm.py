@@ -1,0 +1,321 @@
+"""Packed-weight GEMM with the bias and activation fused: Y = act(W @ X + b), float32.
+
+    Y[n, m, p] = act(b[m] + sum_k W[m, k] * X[n, k, p])
+
+W is a weight (M, K), packed once at build time into tiles of MR = 6 rows
+stored k-major (pack_weights), and shared read-only by every thread; X is
+(N, K, P) and Y (N, M, P), rows of P contiguous (any row pitch). This is a
+1x1 convolution in NCHW (K input channels, M output channels, P = H * W
+pixels) and the GEMM of a column matrix.
+
+The micro-kernel keeps an MR x 16 block of Y in 12 vector registers
+(<8 x float>, one AVX2 register each) over the k loop: per k, two vector
+loads of X's row, MR broadcasts of packed W and 2 * MR multiply-adds (the
+register blocking of Goto & van de Geijn 2008, "Anatomy of high-performance
+matrix multiplication", and of BLIS's Haswell kernel). numba has no vector
+type, so the micro-kernels are written in LLVM IR (numba.extending.intrinsic),
+one per tile shape (MR rows 1..6, 8 or 16 columns); the loops around them
+are plain numba. Columns left over past a multiple of 8 take a scalar loop.
+
+Blocking: a block of PB columns of Y at a time (its M x PB outputs stay in
+L2 while the activation is applied), K in chunks of KC (the X strip, KC x 16
+floats, stays in L1 across the row tiles; later chunks accumulate onto Y),
+rows in blocks of MC (the packed W block, MC x KC floats, stays in L2).
+Numerically: each output is a sequential multiply-add chain over k in
+float32 (fused where the CPU has FMA, as BLAS's kernels do), then + b[m]
+(added last, as numpy's GEMM followed by + B, so folding an Add into B moves
+few bits): the error of BLAS's sgemm, |error| <= K u sum_k |W X| + O(u^2),
+u = 2^-24 (Higham 2002, sec. 3.5). The activation is epilogue.py's (the numpy
+kernels' operations), applied to each column block of Y while it is in cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from .epilogue import activate_range
+
+MR = 6  # rows of Y per micro-tile (12 accumulators + 2 X vectors + 1 broadcast: 15 of 16 ymm)
+KC = 256  # k chunk: an X strip of KC x 16 floats (16 KiB) stays in L1
+MC = 96  # row block: a packed W block of MC x KC floats (96 KiB) stays in L2
+PB_BYTES = 192 << 10  # a column block of Y (M x PB floats) at most this size, to stay in L2
+
+_F4 = ir.FloatType()
+_I64 = ir.IntType(64)
+_V8 = ir.VectorType(_F4, 8)
+
+
+def _splat(builder, s):
+    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+
+
+def _fmuladd(builder):
+    mod = builder.module
+    fn = mod.globals.get("llvm.fmuladd.v8f32")
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+    return fn
+
+
+def _make_micro(rows: int, vectors: int):
+    """The micro-kernel for a tile of `rows` x 8*`vectors` outputs.
+
+    micro(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode):
+    y[r * ldy + c] (flat from y_off) = ((mode & 1 ? y : 0) +
+    sum_{k < k_n} wp[w_off + k * rows + r] * x[x_off + offs[k0 + k] + c]) (+ b[b_off + r] if mode & 2),
+    r < rows, c < 8*vectors: the bias is added after the sum, as a GEMM followed by + B.
+    Offsets and pitches in elements; the caller keeps every access in bounds.
+    """
+
+    @intrinsic
+    def micro(typingctx, wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode):
+        sig = types.void(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode)
+
+        def codegen(context, builder, signature, args):
+            wp_a, w_off_v, x_a, x_off_v, offs_a, k0_v, y_a, y_off_v, ldy_v, k_n_v, b_a, b_off_v, acc_v = args
+
+            def data(i, value):
+                return context.make_array(signature.args[i])(context, builder, value).data
+
+            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            wptr = builder.gep(data(0, wp_a), [w_off_v])
+            xptr = builder.gep(data(2, x_a), [x_off_v])
+            optr = builder.gep(data(4, offs_a), [k0_v])
+            yptr = builder.gep(data(6, y_a), [y_off_v])
+            bptr = builder.gep(data(10, b_a), [b_off_v])
+            fma = _fmuladd(builder)
+            fn = builder.function
+            slots, bias = [], []
+            for r in range(rows):
+                row = builder.gep(yptr, [builder.mul(ldy_v, c(r))])
+                bv = _splat(builder, builder.load(builder.gep(bptr, [c(r)])))
+                for v in range(vectors):
+                    slots.append(builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()))
+                    bias.append(bv)
+            zero = ir.Constant(_V8, [0.0] * 8)
+            mode = builder.zext(acc_v, _I64) if acc_v.type.width < 64 else acc_v
+            from_y_bb = fn.append_basic_block("from_y")
+            from_0_bb = fn.append_basic_block("from_zero")
+            pre_bb = fn.append_basic_block("pre")
+            loop_bb = fn.append_basic_block("k_loop")
+            done_bb = fn.append_basic_block("k_done")
+            bias_bb = fn.append_basic_block("add_bias")
+            store_bb = fn.append_basic_block("store")
+            load_y = builder.icmp_signed("!=", builder.and_(mode, c(1)), c(0))
+            builder.cbranch(load_y, from_y_bb, from_0_bb)
+            builder.position_at_end(from_y_bb)
+            from_y = [builder.load(s, align=4) for s in slots]
+            builder.branch(pre_bb)
+            builder.position_at_end(from_0_bb)
+            builder.branch(pre_bb)
+            builder.position_at_end(pre_bb)
+            start = []
+            for i in range(len(slots)):
+                ph = builder.phi(_V8)
+                ph.add_incoming(from_y[i], from_y_bb)
+                ph.add_incoming(zero, from_0_bb)
+                start.append(ph)
+            builder.cbranch(builder.icmp_signed(">", k_n_v, c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            k = builder.phi(_I64)
+            k.add_incoming(c(0), pre_bb)
+            accs = []
+            for s in start:
+                ph = builder.phi(_V8)
+                ph.add_incoming(s, pre_bb)
+                accs.append(ph)
+            xrow = builder.gep(xptr, [builder.load(builder.gep(optr, [k]))])
+            xv = [builder.load(builder.bitcast(builder.gep(xrow, [c(8 * v)]), _V8.as_pointer()), align=4)
+                  for v in range(vectors)]
+            wrow = builder.gep(wptr, [builder.mul(k, c(rows))])
+            new = []
+            for r in range(rows):
+                wb = _splat(builder, builder.load(builder.gep(wrow, [c(r)])))
+                for v in range(vectors):
+                    new.append(builder.call(fma, [wb, xv[v], accs[r * vectors + v]]))
+            k1 = builder.add(k, c(1))
+            k.add_incoming(k1, loop_bb)
+            for a, n in zip(accs, new):
+                a.add_incoming(n, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", k1, k_n_v), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for i in range(len(slots)):  # every phi first: LLVM wants them at the top of the block
+                ph = builder.phi(_V8)
+                ph.add_incoming(start[i], pre_bb)
+                ph.add_incoming(new[i], loop_bb)
+                final.append(ph)
+            add_b = builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0))
+            builder.cbranch(add_b, bias_bb, store_bb)
+            builder.position_at_end(bias_bb)
+            biased = [builder.fadd(f, bv) for f, bv in zip(final, bias)]  # B added last, as GEMM + B
+            builder.branch(store_bb)
+            builder.position_at_end(store_bb)
+            for i, s in enumerate(slots):
+                ph = builder.phi(_V8)
+                ph.add_incoming(final[i], done_bb)
+                ph.add_incoming(biased[i], bias_bb)
+                final[i] = ph
+            for ph, s in zip(final, slots):
+                builder.store(ph, s, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_ARGS = "wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode"
+
+
+def _dispatch(vectors: int):
+    """A numba function calling the micro-kernel of `rows` (1..MR) rows and 8*`vectors` columns."""
+    micros = {f"micro{r}": _make_micro(r, vectors) for r in range(1, MR + 1)}
+    lines = [f"def tile({_ARGS}, rows):"]
+    for r in range(MR, 0, -1):
+        lines.append(f"    {'if' if r == MR else 'elif'} rows == {r}:" if r > 1 else "    else:")
+        lines.append(f"        micro{r}({_ARGS})")
+    scope = dict(micros)
+    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
+    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["tile"])
+
+
+_tile16, _tile8 = _dispatch(2), _dispatch(1)
+
+
+def pack_weights(w: np.ndarray) -> np.ndarray:
+    """W (M, K) as tiles of MR rows, each stored k-major: flat float32, read-only.
+
+    Tile t (rows MR*t .. MR*t + r_t, r_t = min(MR, M - MR*t)) starts at MR*t*K;
+    its element (r, k) is at MR*t*K + k*r_t + r.
+    """
+    w = np.asarray(w, np.float32)
+    m, k = w.shape
+    out = np.empty(m * k, np.float32)
+    for t0 in range(0, m, MR):
+        r = min(MR, m - t0)
+        out[t0 * k:(t0 + r) * k] = w[t0:t0 + r].T.reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _tile(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows, wide):
+    """One micro-tile: `rows` (1..MR) rows, 16 (wide) or 8 columns."""
+    if wide:
+        _tile16(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows)
+    else:
+        _tile8(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows)
+
+
+_R1 = types.Array(types.float32, 1, "C", readonly=True)
+_F1 = types.Array(types.float32, 1, "C")
+_O1 = types.Array(types.int64, 1, "C", readonly=True)
+_I = types.int64
+_GEMM_SIGS = [types.void(_R1, _R1, _I, _O1, _F1, _I, _I, _I, _I, _R1, _F1, _I, types.float32, types.float32)]
+_TAIL_OFFS = np.arange(KC, dtype=np.int64) * 8  # rows of the packed tail strip
+
+
+def scratch_size(p_n: int) -> int:
+    """Floats of workspace gemm2d needs (the zero-padded strip of the last < 8 columns and its Y tile)."""
+    return KC * 8 + MR * 8 if p_n % 8 else 0
+
+
+@njit(_GEMM_SIGS, nogil=True, cache=True, error_model="numpy")
+def gemm2d(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
+    """Y = act(W @ X + b), X given by an offset table (indirect GEMM).
+
+    Args:
+        wp: W (m_n, K) packed by pack_weights.
+        xf, x0, offs: X[k, p] = xf[x0 + offs[k] + p] (K = offs.size; p < p_n unit-stride).
+            A matrix with row pitch ld: offs = ld * arange(K). A convolution: one
+            row per (channel, tap), offs = the tap's offset in the padded input, p
+            running over output pixels on the input's row pitch (conv_igemm).
+        yf, y0, ldy: Y[m, p] = yf[y0 + m * ldy + p].
+        b: (m_n,) bias; ws: workspace of scratch_size(p_n) floats.
+        act, a0, a1: activation (epilogue.py codes).
+    """
+    k_n = offs.size
+    pb = p_n if p_n <= 64 else max(16, (PB_BYTES // (4 * m_n)) // 16 * 16)
+    tail_x = KC * 8  # workspace: the last columns' X strip (KC x 8), then their Y tile (MR x 8)
+    for p0 in range(0, p_n, pb):
+        pe = min(p_n, p0 + pb)
+        vec_end = p0 + (pe - p0) // 8 * 8
+        tail = pe - vec_end
+        for k0 in range(0, k_n, KC):
+            kn = min(KC, k_n - k0)
+            acc = k0 > 0
+            mode = (1 if acc else 0) | (2 if k0 + kn == k_n else 0)
+            if tail:  # the last < 8 columns, zero-padded to 8, so they take the vector micro-kernel too
+                for k in range(kn):
+                    src = x0 + offs[k0 + k] + vec_end
+                    for j in range(8):
+                        ws[k * 8 + j] = xf[src + j] if j < tail else 0.0
+            for m0 in range(0, m_n, MC):
+                me = min(m_n, m0 + MC)
+                p = p0
+                while p < vec_end:
+                    wide = vec_end - p >= 16
+                    for m in range(m0, me, MR):
+                        rows = min(MR, m_n - m)
+                        _tile(wp, m * k_n + k0 * rows, xf, x0 + p, offs, k0, yf, y0 + m * ldy + p, ldy,
+                              kn, b, m, mode, rows, wide)
+                    p += 16 if wide else 8
+                if tail:
+                    for m in range(m0, me, MR):
+                        rows = min(MR, m_n - m)
+                        if acc:
+                            for r in range(rows):
+                                for j in range(tail):
+                                    ws[tail_x + r * 8 + j] = yf[y0 + (m + r) * ldy + vec_end + j]
+                        _tile(wp, m * k_n + k0 * rows, ws, 0, _TAIL_OFFS, 0, ws, tail_x, 8, kn, b, m, mode, rows,
+                              False)
+                        for r in range(rows):
+                            for j in range(tail):
+                                yf[y0 + (m + r) * ldy + vec_end + j] = ws[tail_x + r * 8 + j]
+        if act != 0:
+            for m in range(m_n):
+                activate_range(yf, np.uint64(y0 + m * ldy + p0), np.uint64(pe - p0), act, a0, a1)
+
+
+def row_offsets(k_n: int, ld: int) -> np.ndarray:
+    """The offset table of a matrix with K = k_n rows `ld` elements apart (read-only int64)."""
+    offs = np.arange(k_n, dtype=np.int64) * ld
+    offs.flags.writeable = False
+    return offs
+
+
+def gemm_bias_act(wp: np.ndarray, x: np.ndarray, y: np.ndarray, b: np.ndarray, xp: np.ndarray, act: int = 0,
+                  p0: float = 0.0, p1: float = 0.0, offs: np.ndarray | None = None) -> None:
+    """y[n] = act(W @ x[n] + b) for each n, W packed by pack_weights.
+
+    Args:
+        wp: pack_weights(W), W (M, K) float32, read-only.
+        x: (N, K, P) float32, C-contiguous.
+        y: (N, M, P) float32 output, C-contiguous; must not overlap x.
+        b: (M,) float32 bias (zeros for none), read-only.
+        xp: float32 workspace of at least scratch_size(P) elements (flat, contiguous).
+        act, p0, p1: activation code and parameters (compiled/epilogue.py; 0: none).
+        offs: row_offsets(K, P), when the caller keeps one (else built here).
+    Raises:
+        ValueError: shapes, dtypes or strides that do not match.
+    """
+    n_b, k_n, p_n = x.shape
+    m_n = y.shape[1]
+    if y.shape != (n_b, m_n, p_n) or wp.size != m_n * k_n or b.shape != (m_n,):
+        raise ValueError(f"gemm_bias_act: W {m_n}x{k_n} packed in {wp.size}, x {x.shape}, y {y.shape}, b {b.shape}")
+    if x.dtype != np.float32 or y.dtype != np.float32 or not x.flags.c_contiguous or not y.flags.c_contiguous:
+        raise ValueError("gemm_bias_act: C-contiguous float32 x and y expected")
+    if xp.size < scratch_size(p_n) or xp.dtype != np.float32:
+        raise ValueError(f"gemm_bias_act: workspace of {xp.size} floats < {scratch_size(p_n)}")
+    if offs is None:
+        offs = row_offsets(k_n, p_n)
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for n in range(n_b):
+        gemm2d(wp, xf, n * k_n * p_n, offs, yf, n * m_n * p_n, p_n, m_n, p_n, b, xp.reshape(-1), int(act),
+               np.float32(p0), np.float32(p1))

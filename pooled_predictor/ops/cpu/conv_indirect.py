@@ -1,0 +1,118 @@
+"""Indirect-GEMM convolution: 2-D Conv as one GEMM whose X rows are read in place.
+
+Dukhan 2019, "The Indirect Convolution Algorithm": instead of copying every
+window into a column matrix (im2col), the GEMM reads each row of the virtual
+column matrix straight from the (padded) input through a table of offsets.
+
+Row k = (c, kh, kw) of the column matrix, at output pixel p = oh * Wq + ow,
+is padded-X[c, oh * sh + kh * dh, ow * sw + kw * dw]. The padded input is
+split once per call into its sh x sw stride phases, plane (a, b)[i, j] =
+padded-X[a + i * sh, b + j * sw], each (Hq, Wq) with one row pitch Wq, so
+that padded-X[c, oh*sh + kh*dh, ow*sw + kw*dw] = plane(kh*dh % sh, kw*dw % sw)
+[c, oh + kh*dh // sh, ow + kw*dw // sw]: for a fixed k the element sits at a
+constant offset from p, and consecutive p are consecutive floats. That
+offset is the table entry; compiled/gemm.py's micro-kernel then runs on
+16 pixels at a time with W (M, C/group * KH * KW) packed once.
+
+Pixels ow in [OW, Wq) of each row are computed on the way (the plane rows
+are wider than the output by (KW - 1) * dw // sw) and dropped when Y is
+cropped out of the extended output; when Wq == OW the GEMM writes Y directly.
+Workspace (per-Net scratch): the phase planes, N x C x sh*sw x Hq x Wq floats
+(about the padded input's size) plus one row of slack, and, when cropping, one
+image's extended output (M x OH x Wq). Bias and activation are fused into the
+GEMM (compiled/gemm.py); its error is that of a float32 GEMM with K =
+C/group * KH * KW terms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .compiled.gemm import pack_weights, scratch_size
+
+
+class IndirectConv2d:
+    """The indirect path of a Conv kernel (ops/cpu/conv.py): float32, 2-D, static W.
+
+    Args:
+        ctx: the node's OpContext (scratch).
+        geo: its ConvGeometry; w: W (M, C/group, KH, KW); b: B (M,) or None.
+        phase_fills: conv._phase_fills (the zero-padded phase split).
+    """
+
+    def __init__(self, ctx, geo, w, b, phase_fills):
+        g = geo
+        (sh, sw), (dh, dw), (kh_n, kw_n) = g.strides, g.dilations, g.kernel
+        self.geo = g
+        oh, ow = g.out_shape
+        self.hq, self.wq = oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
+        self.phases = [(a, c) for a in range(sh) for c in range(sw)]
+        f = len(self.phases)
+        n, c = g.batch, g.in_channels
+        self.cg, self.mg = c // g.group, g.out_channels // g.group
+        self.plane = self.hq * self.wq
+        self.image = c * f * self.plane
+        self.planes_ref = ctx.scratch((n * self.image + self.wq,), np.float32)
+        self.fills = phase_fills(g, (self.hq, self.wq), self.phases)
+        # offsets of row k = (c, kh, kw) within one group's channels
+        offs = []
+        for ci in range(self.cg):
+            for kh in range(kh_n):
+                for kw in range(kw_n):
+                    phase = self.phases.index((kh * dh % sh, kw * dw % sw))
+                    offs.append(ci * f * self.plane + phase * self.plane + (kh * dh // sh) * self.wq
+                                + kw * dw // sw)
+        self.offs = np.asarray(offs, np.int64)
+        self.offs.flags.writeable = False
+        from .conv import shared_weights
+
+        def pack(w):
+            wm = np.asarray(w, np.float32).reshape(g.group, self.mg, -1)
+            return tuple(pack_weights(wm[i]) for i in range(g.group))
+
+        self.wp = shared_weights(w, ("packed groups", g.group), pack)  # one copy for every Net
+        bias = np.zeros(g.out_channels, np.float32) if b is None else np.asarray(b, np.float32).reshape(-1)
+        self.b = [_readonly(np.ascontiguousarray(bias[i * self.mg:(i + 1) * self.mg])) for i in range(g.group)]
+        self.p_ext = oh * self.wq
+        self.crop = self.wq != ow
+        self.y_ref = ctx.scratch((g.out_channels * self.p_ext,), np.float32) if self.crop else None
+        self.ws_ref = ctx.scratch((max(1, scratch_size(self.p_ext)),), np.float32)
+        self.act = (0, np.float32(0), np.float32(0))
+        self._key = None
+
+    def _views(self, x, planes):
+        key = (x, planes)
+        if self._key is None or any(a is not b for a, b in zip(self._key, key)):
+            view = planes[:self.geo.batch * self.image].reshape(
+                (self.geo.batch, self.geo.in_channels, len(self.phases), self.hq, self.wq))
+            pairs = []
+            for fill in self.fills:
+                pairs += fill.views(x, view)
+            self._pairs, self._key = pairs, key
+        return self._pairs
+
+    def __call__(self, x, out):
+        from .compiled.gemm import gemm2d
+        from .conv import _run_fills
+
+        g = self.geo
+        planes = self.planes_ref.array
+        _run_fills(self._views(x, planes))
+        planes[g.batch * self.image:] = 0.0  # the slack read by the last row's dropped pixels
+        ws = self.ws_ref.array
+        oh, ow = g.out_shape
+        yf = self.y_ref.array if self.crop else out.reshape(-1)
+        f = len(self.phases)
+        for n in range(g.batch):
+            y0 = 0 if self.crop else n * g.out_channels * self.p_ext
+            for gi in range(g.group):
+                gemm2d(self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane, self.offs,
+                       yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext, self.b[gi], ws,
+                       *self.act)
+            if self.crop:
+                np.copyto(out[n], yf.reshape(g.out_channels, oh, self.wq)[:, :, :ow])
+
+
+def _readonly(a):
+    a.flags.writeable = False
+    return a
