@@ -16,9 +16,20 @@ from ._special import erf_float32, erf_workspace_shape
 
 
 # ---- activations -------------------------------------------------------------
+# Relu through compiled/epilogue.py from this many elements (numba's call overhead below, as Sigmoid)
+RELU_COMPILED_MIN = 2048
+
+
 @kernel("Relu", since=(6, 13, 14), inplace=(0,))
 def relu(x, *, out):
-    """Y = max(X, 0)."""
+    """Y = max(X, 0). float32 contiguous: one compiled pass (compiled/epilogue.py, np.maximum's
+    bits: 0.24 vs 0.6 ms per 1M floats in place, measured)."""
+    if (x.dtype == np.float32 and out.dtype == np.float32 and x.size >= RELU_COMPILED_MIN
+            and x.flags.c_contiguous and out.flags.c_contiguous and compiled.ENABLED):
+        from .compiled.epilogue import relu as relu_compiled
+
+        relu_compiled(x.reshape(-1), out.reshape(-1))
+        return
     np.maximum(x, 0, out=out)
 
 
