@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from pooled_predictor.ops.cpu.compiled.softmax import LO, exp32
+from pooled_predictor.ops.cpu.compiled.expf import exp32
 from tests.onnx_helpers import check_node
 
 rng = np.random.default_rng(13)
@@ -18,7 +18,7 @@ def _exp_all(x, y):
 
 
 def test_exp32_within_2_ulp_over_its_range():
-    x = np.linspace(LO, np.float32(88.72), 1 << 24, dtype=np.float32)  # exp(88.7228) overflows float32
+    x = np.linspace(np.float32(-87.3), np.float32(88.72), 1 << 24, dtype=np.float32)  # exp(88.7228) overflows float32
     y = np.empty_like(x)
     _exp_all(x, y)
     ref = np.exp(x.astype(np.float64))
@@ -27,10 +27,11 @@ def test_exp32_within_2_ulp_over_its_range():
 
 
 def test_exp32_special_values():
-    x = np.array([np.nan, np.inf, -np.inf, 100.0, -100.0, 0.0, -0.0, 1.0], np.float32)
+    x = np.array([np.nan, np.inf, -np.inf, 100.0, -110.0, 0.0, -0.0, 1.0, -100.0], np.float32)
     y = np.empty_like(x)
     _exp_all(x, y)
     assert np.isnan(y[0]) and y[1] == np.inf and y[2] == 0.0 and y[3] == np.inf and y[4] == 0.0
+    assert abs(float(y[8]) - np.exp(-100.0)) <= 1.5e-45  # subnormal, rounded once
     assert y[5] == 1.0 and y[6] == 1.0 and abs(y[7] - np.float32(np.e)) <= np.spacing(np.float32(np.e))
 
 

@@ -15,7 +15,7 @@ compiles once per machine, not once per process.
 
 Modules: epilogue.py (activations applied to an output block in cache; GELU;
 erf), gemm.py (packed-weight GEMM with bias and activation fused), softmax.py
-(Softmax rows), depthwise.py (depthwise convolution with bias and activation fused),
+(Softmax rows), expf.py (a vectorizable float32 exp), depthwise.py (depthwise convolution with bias and activation fused),
 winograd.py (Winograd F(2x2,3x3) and F(4x4,3x3) transforms), sampling.py
 (GridSample, RoiAlign, DeformConv sampling; imported when such a node is built),
 pooling.py (2-D MaxPool / AveragePool), sigmoid.py (a vectorized float32 Sigmoid),
@@ -61,7 +61,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 
-MODULES = ("epilogue", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
+MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize")
 
 

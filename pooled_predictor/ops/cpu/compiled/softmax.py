@@ -7,71 +7,15 @@ Softmax made five passes over memory; here each row is read for its maximum,
 then exp(x - max) is written and summed in one loop, then scaled, while the
 row is in cache (a PP-OCR recognizer row is 6625 classes, 26 KiB).
 
-exp32: Cephes' expf (Moshier 1992): n = round(x log2 e); r = x - n ln 2 (ln 2
-in two parts, so r is exact); exp(r) by its degree-7 minimax polynomial on
-[-ln2/2, ln2/2]; times 2^n, as two powers of two built in the exponent bits
-(an LLVM bitcast: numba has no scalar float view). Branch-free, so LLVM vectorizes the loop. Error at
-most 2 ulp against the correctly rounded exp (checked over 2^24 points in
-tests/ops/test_compiled_softmax.py); inputs below -87.3 give 0 (the result
-would be subnormal: softmax's terms that small vanish against the max's 1),
-above 88.7 give +inf, NaN propagates.
+exp32: compiled/expf.py (Cephes' expf, branch-free so the loop vectorizes, within 2 ulp).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic
 
-_f4 = np.float32
-LOG2E = _f4(1.44269504088896341)
-LN2_HI = _f4(0.693359375)
-LN2_LO = _f4(-2.12194440e-4)
-HI = _f4(88.7228391)
-LO = _f4(-87.3365448)  # exp(LO) = the smallest normal float32
-P0, P1, P2, P3, P4, P5 = (_f4(1.9875691500e-4), _f4(1.3981999507e-3), _f4(8.3334519073e-3),
-                          _f4(4.1665795894e-2), _f4(1.6666665459e-1), _f4(5.0000001201e-1))
-ONE, ZERO, MAGIC = _f4(1.0), _f4(0.0), _f4(12582912.0)  # 1.5 * 2^23: adding it rounds to an integer
-
-
-@intrinsic
-def _as_float32(typingctx, bits):
-    """The float32 whose bits are the int32 `bits`."""
-    sig = types.float32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return sig, codegen
-
-
-@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
-def exp32(x):
-    """exp(x) in float32, at most 2 ulp from the correctly rounded value (module docstring)."""
-    if x != x:
-        return x
-    big = x > HI
-    small = x < LO
-    c = HI if big else x
-    c = LO if small else c
-    n = (c * LOG2E + MAGIC) - MAGIC  # round to nearest integer, branch-free
-    r = c - n * LN2_HI
-    r = r - n * LN2_LO
-    rr = r * r
-    p = P0 * r + P1
-    p = p * r + P2
-    p = p * r + P3
-    p = p * r + P4
-    p = p * r + P5
-    p = p * rr + r + ONE
-    k = np.int32(n)
-    h = k >> np.int32(1)  # 2^n as 2^h * 2^(n - h): each factor normal for n in [-126, 128]
-    e1 = _as_float32(np.int32((h + np.int32(127)) << np.int32(23)))
-    e2 = _as_float32(np.int32((k - h + np.int32(127)) << np.int32(23)))
-    v = (p * e1) * e2
-    v = np.float32(np.inf) if big else v
-    return ZERO if small else v
+from .expf import ZERO, exp32
 
 
 @njit("float32(float32[::1], int64)", nogil=True, cache=True, error_model="numpy", inline="always")
