@@ -351,12 +351,19 @@ class Conv(_ConvBase):
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
+        from .compiled import depthwise
+
         g = self.geo
         self.mult = g.out_channels // g.in_channels
-        self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32))
+        self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32).reshape(g.out_channels, -1))
         self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
                              else np.zeros(g.out_channels, np.float32))
-        self.acc_ref = ctx.scratch((g.out_shape[1],), np.float32)
+        (hq, wq), offs = depthwise.geometry(g.in_shape, g.out_shape, g.kernel, g.strides, g.dilations)
+        self.dw_geometry = (_readonly(offs), hq, wq)
+        rows = depthwise.band_rows(g.out_shape[0], wq)
+        self.buf_ref = ctx.scratch((g.strides[0] * g.strides[1] * hq * wq,), np.float32)
+        self.acc_ref = ctx.scratch((rows * wq,), np.float32)
+        self._dw_kernel = depthwise.depthwise_conv2d
 
     # ---- Winograd F(m x m, 3 x 3) (compiled/winograd.py) ------------------
     def _winograd_fits(self, ctx) -> bool:
@@ -404,13 +411,11 @@ class Conv(_ConvBase):
         return True
 
     def _depthwise_compiled(self, x, b, out):
-        from .compiled.depthwise import depthwise_conv2d
-
         g = self.geo
         bias = self.b_c if not self.has_bias or self.b_static is not None else \
             _readonly(np.ascontiguousarray(b, np.float32))
-        depthwise_conv2d(x, self.w_c, bias, out, self.acc_ref.array, g.strides[0], g.strides[1],
-                         g.dilations[0], g.dilations[1], g.pads_begin[0], g.pads_begin[1], self.mult, *self.act)
+        self._dw_kernel(x, self.w_c, bias, out, self.buf_ref.array, self.acc_ref.array, *self.dw_geometry,
+                        g.strides[0], g.strides[1], g.pads_begin[0], g.pads_begin[1], self.mult, *self.act)
 
     # ---- depthwise ---------------------------------------------------------
     def _init_depthwise(self, ctx, mult):
