@@ -158,7 +158,8 @@ def _band(of, acc, buf, wm, offs, base, rows, ow_n, wq, o0, bias):
     if t_n == 9:  # the flat run as one row
         _taps9(acc, buf, wm, offs, base, one, n, wq, np.uint64(0), ZERO)
     else:
-        t2 = t_n - 4 if t_n > 4 and direct else t_n  # taps [t2, t_n): the last pass, row by row
+        direct = direct and t_n > 4
+        t2 = t_n - 4 if direct else t_n  # taps [t2, t_n): the last pass, row by row
         t1 = t2 - 4 * ((t2 - 1) // 4)  # [0, t1): the first pass; [t1, t2): passes of 4
         _first(acc, buf, wm, offs, 0, t1, base, n)
         for t in range(t1, t2, 4):
@@ -172,38 +173,33 @@ def _band(of, acc, buf, wm, offs, base, rows, ow_n, wq, o0, bias):
             of[d + j] = acc[a + j] + bias
 
 
-@njit(types.void(_F1, _F1, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8), nogil=True, cache=True,
+@njit(types.void(_F1, _F1, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8), nogil=True, cache=True,
       error_model="numpy")
-def _split(buf, xf, s0, h, wd, hq, wq, sh, sw, ph, pw):
-    """The plane xf[s0:s0 + h*wd] into its stride phases: X[ih, iw] goes to phase
-    ((ih + ph) % sh, (iw + pw) % sw) at row (ih + ph) // sh < hq, column (iw + pw) // sw < wq."""
-    one, two = np.uint64(1), np.uint64(2)
-    pq = hq * wq
-    for ih in range(h):
-        i = (ih + ph) // sh
-        if i >= hq:
-            continue
-        d0 = (ih + ph) % sh * sw * pq + i * wq
-        src = s0 + ih * wd
+def _split(buf, xf, s0, wd, d0, pq, i0, i1, ih0, sh, sw, pw, wq):
+    """Input rows ih0 + sh*k (k < i1 - i0) of the plane at xf[s0:] into rows i0 + k of one row phase's
+    column phases (buf[d0 + phase*pq:]): X[., iw] goes to column phase (iw + pw) % sw, column
+    (iw + pw) // sw where that is < wq. Unsigned indices; no division in the row loop for sw <= 2."""
+    zero, one, two = np.uint64(0), np.uint64(1), np.uint64(2)
+    n1 = min(wd, wq - pw) if wq > pw else zero  # sw == 1: the columns copied
+    e = (pw % two) * pq + pw // two  # sw == 2: where the even and odd input columns go
+    o = ((pw + one) % two) * pq + (pw + one) // two
+    pairs = min(wd // two, wq - (pw + one) // two) if wq > (pw + one) // two else zero
+    for k in range(i1 - i0):
+        d, s = d0 + (i0 + k) * wq, s0 + (ih0 + k * sh) * wd
         if sw == one:
-            d = d0 + pw
-            for j in range(min(wd, wq - pw) if wq > pw else np.uint64(0)):
-                buf[d + j] = xf[src + j]
+            for j in range(n1):
+                buf[d + pw + j] = xf[s + j]
             continue
-        done = np.uint64(0)
+        done = zero
         if sw == two:  # both column phases in one pass (an interleaved load LLVM vectorizes)
-            e_col, o_col = pw // two, (pw + one) // two
-            e = d0 + (pw % two) * pq + e_col
-            o = d0 + ((pw + one) % two) * pq + o_col
-            done = min(wd // two, wq - o_col) if wq > o_col else np.uint64(0)
-            for j in range(done):
-                buf[e + j] = xf[src + j + j]
-                buf[o + j] = xf[src + j + j + one]
-            done = done + done
+            for j in range(pairs):
+                buf[d + e + j] = xf[s + j + j]
+                buf[d + o + j] = xf[s + j + j + one]
+            done = pairs + pairs
         for iw in range(done, wd):
             j = (iw + pw) // sw
             if j < wq:
-                buf[d0 + ((iw + pw) % sw) * pq + j] = xf[src + iw]
+                buf[d + ((iw + pw) % sw) * pq + j] = xf[s + iw]
 
 
 @njit(types.UniTuple(_i8, 2)(_i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
@@ -247,7 +243,10 @@ def depthwise_conv2d(x, w, b, out, buf, acc, offs, hq, wq, sh, sw, ph, pw, mult,
                     buf[r + j] = ZERO
     for n in range(n_batch):
         for c in range(c_n):
-            _split(buf, xf, u((n * c_n + c) * h * wd), u(h), u(wd), u(hq), u(wq), u(sh), u(sw), u(ph), u(pw))
+            for a in range(sh):
+                i0, i1 = _inside(h, ph, a, sh, hq)
+                _split(buf, xf, u((n * c_n + c) * h * wd), u(wd), u(a * sw * pq), u(pq), u(i0), u(i1),
+                       u(a + sh * i0 - ph), u(sh), u(sw), u(pw), u(wq))
             for m in range(c * mult, c * mult + mult):
                 wm = w[m]
                 for r0 in range(0, oh_n, rows):
@@ -255,3 +254,103 @@ def depthwise_conv2d(x, w, b, out, buf, acc, offs, hq, wq, sh, sw, ph, pw, mult,
                     base, o0 = u(r0 * wq), u(((n * m_n + m) * oh_n + r0) * ow_n)
                     _band(of, acc, buf, wm, offs, base, u(nr), u(ow_n), u(wq), o0, b[m])
                     activate_range(of, o0, u(nr * ow_n), act, p0, p1)
+
+
+# ---- small planes: eight channels at a time (NCHW8c in scratch) ----------------------------------------------
+
+LANES = 8
+SIGNATURE_C8 = types.void(_W4, _R1, _R1, _W4, _F1, _F1, _I1, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _f4, _f4)
+
+
+def geometry_c8(out_hw, kernel, strides, dilations):
+    """(Hp, Wp): the padded input extent the outputs read; the taps' offsets into it (floats, 8 per pixel)."""
+    (oh, ow), (kh, kw), (sh, sw), (dh, dw) = out_hw, kernel, strides, dilations
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    offs = np.array([(i * dh * wp + j * dw) * LANES for i in range(kh) for j in range(kw)], np.int64)
+    return (hp, wp), offs
+
+
+def weights_c8(w: np.ndarray) -> np.ndarray:
+    """(M, 1, KH, KW) -> (M/8, KH*KW, 8) flattened: per block of 8 channels, each tap's 8 weights together."""
+    m = w.shape[0]
+    return np.ascontiguousarray(w.reshape(m // LANES, LANES, -1).transpose(0, 2, 1)).reshape(-1)
+
+
+@njit(types.void(_F1, _F1, _R1, _I1, _u8, _u8, _u8), nogil=True, cache=True, error_model="numpy")
+def _row_c8(row, xp, wg, offs, base, ow_n, step):
+    """row[ow*8 + c] = sum_t wg[t*8 + c] * xp[base + offs[t] + ow*step + c], in tap order (8 lanes = 8 channels)."""
+    t_n = offs.shape[0]
+    lanes = np.uint64(LANES)  # unsigned indices throughout: no wraparound checks, so the lane loop vectorizes
+    if t_n == 9:
+        v0, v1, v2, v3, v4 = wg[0:8], wg[8:16], wg[16:24], wg[24:32], wg[32:40]
+        v5, v6, v7, v8 = wg[40:48], wg[48:56], wg[56:64], wg[64:72]
+        x0, x1, x2 = base + np.uint64(offs[0]), base + np.uint64(offs[1]), base + np.uint64(offs[2])
+        x3, x4, x5 = base + np.uint64(offs[3]), base + np.uint64(offs[4]), base + np.uint64(offs[5])
+        x6, x7, x8 = base + np.uint64(offs[6]), base + np.uint64(offs[7]), base + np.uint64(offs[8])
+        for ow in range(ow_n):
+            r, q = ow * lanes, ow * step
+            for c in range(lanes):
+                row[r + c] = (v0[c] * xp[x0 + q + c] + v1[c] * xp[x1 + q + c] + v2[c] * xp[x2 + q + c]
+                              + v3[c] * xp[x3 + q + c] + v4[c] * xp[x4 + q + c] + v5[c] * xp[x5 + q + c]
+                              + v6[c] * xp[x6 + q + c] + v7[c] * xp[x7 + q + c] + v8[c] * xp[x8 + q + c])
+        return
+    v0 = wg[0:8]
+    x0 = base + np.uint64(offs[0])
+    for ow in range(ow_n):
+        r, q = ow * lanes, ow * step
+        for c in range(lanes):
+            row[r + c] = v0[c] * xp[x0 + q + c]
+    for t in range(1, t_n):
+        xt, vt = base + np.uint64(offs[t]), wg[t * LANES:(t + 1) * LANES]
+        for ow in range(ow_n):
+            r, q = ow * lanes, ow * step
+            for c in range(lanes):
+                row[r + c] = row[r + c] + vt[c] * xp[xt + q + c]
+
+
+@njit(SIGNATURE_C8, nogil=True, cache=True, error_model="numpy")
+def depthwise_conv2d_c8(x, w8, b, out, xp, row, offs, hp, wp, sh, sw, ph, pw, act, p0, p1):
+    """depthwise_conv2d for multiplier 1 and C a multiple of 8, eight channels at a time (small planes).
+
+    A block of 8 channels of X, zero-padded, is transposed into xp (Hp, Wp, 8);
+    each output row is computed for the 8 channels at once (one AVX2 vector a
+    pixel: no short rows, no per-channel overhead), then transposed into Y with
+    B added. Same taps, order and roundings as depthwise_conv2d: same bits.
+
+    Args:
+        x: (N, C, H, W) float32; w8: weights_c8(W); b: (C,); out: (N, C, OH, OW).
+        xp: (>= Hp*Wp*8,) scratch; row: (>= OW*8,) scratch.
+        offs, hp, wp: geometry_c8(); sh, sw / ph, pw: strides, pads_begin.
+        act, p0, p1: activation code and parameters (epilogue.py).
+    """
+    n_batch, c_n, h, wd = x.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    u = np.uint64
+    t_n = offs.shape[0]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    plane_out = oh_n * ow_n
+    ih_n, iw_n = min(h, hp - ph), min(wd, wp - pw)  # the input rows and columns some output reads
+    for r in range(hp):  # the padding, zeroed once per call
+        for q in range(wp):
+            if r < ph or r >= ph + ih_n or q < pw or q >= pw + iw_n:
+                for c in range(LANES):
+                    xp[(r * wp + q) * LANES + c] = ZERO
+    for n in range(n_batch):
+        for g in range(c_n // LANES):
+            for c in range(LANES):
+                src = (n * c_n + g * LANES + c) * h * wd
+                for ih in range(ih_n):
+                    d, s = ((ih + ph) * wp + pw) * LANES + c, src + ih * wd
+                    for iw in range(iw_n):
+                        xp[d + iw * LANES] = xf[s + iw]
+            wg = w8[g * t_n * LANES:(g + 1) * t_n * LANES]
+            ob = (n * c_n + g * LANES) * plane_out
+            for oh in range(oh_n):
+                _row_c8(row, xp, wg, offs, u(oh * sh * wp * LANES), u(ow_n), u(sw * LANES))
+                for c in range(LANES):
+                    bias = b[g * LANES + c]
+                    d = ob + c * plane_out + oh * ow_n
+                    for ow in range(ow_n):
+                        of[d + ow] = row[ow * LANES + c] + bias
+            activate_range(of, u(ob), u(LANES * plane_out), act, p0, p1)
