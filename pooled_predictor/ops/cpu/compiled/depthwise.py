@@ -43,7 +43,7 @@ SIGNATURE = types.void(_W4, _R2, _R1, _W4, _F1, _F1, _I1, _i8, _i8, _i8, _i8, _i
 # Output floats per band (the accumulator): 8 KiB, in L1 with the rows it reads.
 BAND = 2048
 # Output rows at least this long are written straight from the last pass (shorter: through the accumulator).
-ROW_MIN = 16
+ROW_MIN = 32
 
 
 @njit(_i8(_i8, _i8), nogil=True, cache=True, error_model="numpy")
@@ -72,49 +72,49 @@ def geometry(in_hw, out_hw, kernel, strides, dilations):
     return (hq, wq), offs
 
 
-@njit(types.void(_F1, _F1, _R1, _I1, _i8, _i8, _u8, _u8), nogil=True, cache=True, error_model="numpy")
-def _first(acc, buf, wm, offs, t0, t1, base, n):
-    """acc[i] = sum_{t0 <= t < t1} wm[t] * buf[base + offs[t] + i] for i < n, left to right (1 to 4 taps)."""
+@njit(types.void(_F1, _F1, _R1, _i8, _I1, _i8, _i8, _u8, _u8), nogil=True, cache=True, error_model="numpy")
+def _first(acc, buf, wm, wb, offs, t0, t1, base, n):
+    """acc[i] = sum_{t0 <= t < t1} wm[wb + t] * buf[base + offs[t] + i] for i < n, left to right (1 to 4 taps)."""
     k = t1 - t0
-    w0 = wm[t0]
+    w0 = wm[wb + t0]
     x0 = base + np.uint64(offs[t0])
     if k == 1:
         for i in range(n):
             acc[i] = w0 * buf[x0 + i]
     elif k == 2:
-        w1, x1 = wm[t0 + 1], base + np.uint64(offs[t0 + 1])
+        w1, x1 = wm[wb + t0 + 1], base + np.uint64(offs[t0 + 1])
         for i in range(n):
             acc[i] = w0 * buf[x0 + i] + w1 * buf[x1 + i]
     elif k == 3:
-        w1, x1 = wm[t0 + 1], base + np.uint64(offs[t0 + 1])
-        w2, x2 = wm[t0 + 2], base + np.uint64(offs[t0 + 2])
+        w1, x1 = wm[wb + t0 + 1], base + np.uint64(offs[t0 + 1])
+        w2, x2 = wm[wb + t0 + 2], base + np.uint64(offs[t0 + 2])
         for i in range(n):
             acc[i] = w0 * buf[x0 + i] + w1 * buf[x1 + i] + w2 * buf[x2 + i]
     else:
-        w1, x1 = wm[t0 + 1], base + np.uint64(offs[t0 + 1])
-        w2, x2 = wm[t0 + 2], base + np.uint64(offs[t0 + 2])
-        w3, x3 = wm[t0 + 3], base + np.uint64(offs[t0 + 3])
+        w1, x1 = wm[wb + t0 + 1], base + np.uint64(offs[t0 + 1])
+        w2, x2 = wm[wb + t0 + 2], base + np.uint64(offs[t0 + 2])
+        w3, x3 = wm[wb + t0 + 3], base + np.uint64(offs[t0 + 3])
         for i in range(n):
             acc[i] = w0 * buf[x0 + i] + w1 * buf[x1 + i] + w2 * buf[x2 + i] + w3 * buf[x3 + i]
 
 
-@njit(types.void(_F1, _F1, _R1, _I1, _i8, _u8, _u8), nogil=True, cache=True, error_model="numpy")
-def _add4(acc, buf, wm, offs, t0, base, n):
-    """acc[i] += wm[t] * buf[base + offs[t] + i] for the taps t0 .. t0 + 3 in turn, i < n."""
-    w0, x0 = wm[t0], base + np.uint64(offs[t0])
-    w1, x1 = wm[t0 + 1], base + np.uint64(offs[t0 + 1])
-    w2, x2 = wm[t0 + 2], base + np.uint64(offs[t0 + 2])
-    w3, x3 = wm[t0 + 3], base + np.uint64(offs[t0 + 3])
+@njit(types.void(_F1, _F1, _R1, _i8, _I1, _i8, _u8, _u8), nogil=True, cache=True, error_model="numpy")
+def _add4(acc, buf, wm, wb, offs, t0, base, n):
+    """acc[i] += wm[wb + t] * buf[base + offs[t] + i] for the taps t0 .. t0 + 3 in turn, i < n."""
+    w0, x0 = wm[wb + t0], base + np.uint64(offs[t0])
+    w1, x1 = wm[wb + t0 + 1], base + np.uint64(offs[t0 + 1])
+    w2, x2 = wm[wb + t0 + 2], base + np.uint64(offs[t0 + 2])
+    w3, x3 = wm[wb + t0 + 3], base + np.uint64(offs[t0 + 3])
     for i in range(n):
         acc[i] = acc[i] + w0 * buf[x0 + i] + w1 * buf[x1 + i] + w2 * buf[x2 + i] + w3 * buf[x3 + i]
 
 
-@njit(types.void(_F1, _F1, _F1, _R1, _I1, _i8, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True,
+@njit(types.void(_F1, _F1, _F1, _R1, _i8, _I1, _i8, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True,
       error_model="numpy")
-def _last4(of, acc, buf, wm, offs, t0, base, rows, ow_n, wq, o0, bias):
+def _last4(of, acc, buf, wm, wb, offs, t0, base, rows, ow_n, wq, o0, bias):
     """of[o0 + r*ow_n + j] = acc[i] + (the taps t0 .. t0 + 3 in turn at buf[base + offs[t] + i]) + bias,
     i = r*wq + j, for r < rows, j < ow_n: the last pass, row by row, drops the columns past each row's end."""
-    w0, w1, w2, w3 = wm[t0], wm[t0 + 1], wm[t0 + 2], wm[t0 + 3]
+    w0, w1, w2, w3 = wm[wb + t0], wm[wb + t0 + 1], wm[wb + t0 + 2], wm[wb + t0 + 3]
     for r in range(rows):
         d, a = o0 + r * ow_n, r * wq
         x0, x1 = base + a + np.uint64(offs[t0]), base + a + np.uint64(offs[t0 + 1])
@@ -124,10 +124,10 @@ def _last4(of, acc, buf, wm, offs, t0, base, rows, ow_n, wq, o0, bias):
                          + w3 * buf[x3 + j]) + bias
 
 
-@njit(types.void(_F1, _F1, _R1, _I1, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True, error_model="numpy")
-def _taps9(of, buf, wm, offs, base, rows, ow_n, wq, o0, bias):
+@njit(types.void(_F1, _F1, _R1, _i8, _I1, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True, error_model="numpy")
+def _taps9(of, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias):
     """of[o0 + r*ow_n + j] = (the 9 taps in turn at buf[base + offs[t] + r*wq + j]) + bias (3x3, written out)."""
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wm[0], wm[1], wm[2], wm[3], wm[4], wm[5], wm[6], wm[7], wm[8]
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wm[wb + 0], wm[wb + 1], wm[wb + 2], wm[wb + 3], wm[wb + 4], wm[wb + 5], wm[wb + 6], wm[wb + 7], wm[wb + 8]
     for r in range(rows):
         d, a = o0 + r * ow_n, base + r * wq
         x0, x1, x2 = a + np.uint64(offs[0]), a + np.uint64(offs[1]), a + np.uint64(offs[2])
@@ -139,10 +139,10 @@ def _taps9(of, buf, wm, offs, base, rows, ow_n, wq, o0, bias):
                          + w8 * buf[x8 + j]) + bias
 
 
-@njit(types.void(_F1, _F1, _F1, _R1, _I1, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True,
+@njit(types.void(_F1, _F1, _F1, _R1, _i8, _I1, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True,
       error_model="numpy")
-def _band(of, acc, buf, wm, offs, base, rows, ow_n, wq, o0, bias):
-    """of[o0 + r*ow_n + j] = (sum_t wm[t] * buf[base + offs[t] + r*wq + j], in tap order) + bias, r < rows, j < ow_n.
+def _band(of, acc, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias):
+    """of[o0 + r*ow_n + j] = (sum_t wm[wb + t] * buf[base + offs[t] + r*wq + j], in tap order) + bias, r < rows, j < ow_n.
 
     Rows of at least ROW_MIN outputs are written straight from the last pass;
     shorter ones come out of the accumulator, every pass running over the
@@ -152,20 +152,20 @@ def _band(of, acc, buf, wm, offs, base, rows, ow_n, wq, o0, bias):
     t_n = offs.shape[0]
     direct = ow_n >= ROW_MIN
     if t_n == 9 and direct:
-        _taps9(of, buf, wm, offs, base, rows, ow_n, wq, o0, bias)
+        _taps9(of, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias)
         return
     n = (rows - one) * wq + ow_n
     if t_n == 9:  # the flat run as one row
-        _taps9(acc, buf, wm, offs, base, one, n, wq, np.uint64(0), ZERO)
+        _taps9(acc, buf, wm, wb, offs, base, one, n, wq, np.uint64(0), ZERO)
     else:
         direct = direct and t_n > 4
         t2 = t_n - 4 if direct else t_n  # taps [t2, t_n): the last pass, row by row
         t1 = t2 - 4 * ((t2 - 1) // 4)  # [0, t1): the first pass; [t1, t2): passes of 4
-        _first(acc, buf, wm, offs, 0, t1, base, n)
+        _first(acc, buf, wm, wb, offs, 0, t1, base, n)
         for t in range(t1, t2, 4):
-            _add4(acc, buf, wm, offs, t, base, n)
+            _add4(acc, buf, wm, wb, offs, t, base, n)
         if direct:
-            _last4(of, acc, buf, wm, offs, t2, base, rows, ow_n, wq, o0, bias)
+            _last4(of, acc, buf, wm, wb, offs, t2, base, rows, ow_n, wq, o0, bias)
             return
     for r in range(rows):  # crop, + B
         d, a = o0 + r * ow_n, r * wq
@@ -231,6 +231,8 @@ def depthwise_conv2d(x, w, b, out, buf, acc, offs, hq, wq, sh, sw, ph, pw, mult,
     pq = hq * wq
     xf = x.reshape(x.size)
     of = out.reshape(out.size)
+    wf = w.reshape(w.size)
+    t_n = offs.shape[0]
     rows = band_rows(oh_n, wq)
     # the padding: the phase planes' rows and columns no input reaches, zeroed once per call
     for p in range(sh * sw):
@@ -248,10 +250,9 @@ def depthwise_conv2d(x, w, b, out, buf, acc, offs, hq, wq, sh, sw, ph, pw, mult,
                 _split(buf, xf, u((n * c_n + c) * h * wd), u(wd), u(a * sw * pq), u(pq), u(i0), u(i1),
                        u(a + sh * i0 - ph), u(sh), u(sw), u(pw), u(wq))
             for m in range(c * mult, c * mult + mult):
-                wm = w[m]
                 for r0 in range(0, oh_n, rows):
                     nr = min(oh_n - r0, rows)
                     base, o0 = u(r0 * wq), u(((n * m_n + m) * oh_n + r0) * ow_n)
-                    _band(of, acc, buf, wm, offs, base, u(nr), u(ow_n), u(wq), o0, b[m])
+                    _band(of, acc, buf, wf, m * t_n, offs, base, u(nr), u(ow_n), u(wq), o0, b[m])
                     activate_range(of, o0, u(nr * ow_n), act, p0, p1)
 
