@@ -356,7 +356,7 @@ class Conv(_ConvBase):
         self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32).reshape(g.out_channels, -1))
         self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
                              else np.zeros(g.out_channels, np.float32))
-        (hq, wq), offs = depthwise.geometry(g.in_shape, g.out_shape, g.kernel, g.strides, g.dilations)
+        (hq, wq), offs = depthwise.geometry(g.out_shape, g.kernel, g.strides, g.dilations)
         self.dw_geometry = (_readonly(offs), hq, wq)
         rows = depthwise.band_rows(g.out_shape[0], wq)
         self.buf_ref = ctx.scratch((g.strides[0] * g.strides[1] * hq * wq,), np.float32)
