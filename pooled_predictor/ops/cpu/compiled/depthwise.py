@@ -45,9 +45,9 @@ _f4, _i8, _u8 = types.float32, types.int64, types.uint64
 _F1 = types.Array(_f4, 1, "C")
 _R2, _R1 = (types.Array(_f4, d, "C", readonly=True) for d in (2, 1))
 _I1 = types.Array(_i8, 1, "C", readonly=True)
-# x may be a graph input or an arena view (writable); w, b and the tap offsets are shared, read-only
-_W4 = types.Array(_f4, 4, "C")
-SIGNATURE = types.void(_W4, _R2, _R1, _W4, _F1, _F1, _I1, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _f4, _f4)
+# x read-only (a writable array converts; a folded constant is read-only); w, b, the tap offsets shared, read-only
+_W4, _R4 = types.Array(_f4, 4, "C"), types.Array(_f4, 4, "C", readonly=True)
+SIGNATURE = types.void(_R4, _R2, _R1, _W4, _F1, _F1, _I1, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _f4, _f4)
 
 # Output floats per band (the accumulator): 8 KiB, in L1 with the rows it reads.
 BAND = 2048
@@ -182,7 +182,7 @@ def _band(of, acc, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias):
             of[d + j] = acc[a + j] + bias
 
 
-@njit(types.void(_F1, _F1, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8), nogil=True, cache=True,
+@njit(types.void(_F1, _R1, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8), nogil=True, cache=True,
       error_model="numpy")
 def _split(buf, xf, s0, wd, d0, pq, i0, i1, ih0, sh, sw, pw, wq):
     """Input rows ih0 + sh*k (k < i1 - i0) of the plane at xf[s0:] into rows i0 + k of one row phase's
