@@ -6,8 +6,10 @@ its path at reshape, from shapes only:
 Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
 * pointwise -- 1x1 kernel, stride 1, no padding:
   Y[n, g] = W[g] @ X[n, g], a GEMM straight from X into Y.
-* depthwise_compiled -- group == C, 2-D float32, static weights, planes of at least
-  DEPTHWISE_COMPILED_MIN_PLANE outputs: compiled/depthwise.py, bias and activation fused.
+* depthwise_compiled -- group == C (any multiplier), 2-D float32, static weights, any
+  kernel size, stride, dilation and padding (DEPTHWISE_COMPILED_MIN_PLANE and
+  DEPTHWISE_COMPILED_ANY_KERNEL can narrow it): compiled/depthwise.py, the input split
+  into stride phases in scratch, float32 tap passes, bias and activation fused.
 * depthwise -- group == C (one input channel per group, M = C * multiplier,
   multiplier <= DEPTHWISE_MAX_MULTIPLIER):
   the zero-padded input is split into its stride phases, each phase plane
