@@ -81,30 +81,17 @@ def geometry(out_hw, kernel, strides, dilations):
     return (hq, wq), offs
 
 
-@njit(types.void(_F1, _F1, _R1, _i8, _I1, _i8, _i8, _u8, _u8), nogil=True, cache=True, error_model="numpy")
-def _first(acc, buf, wm, wb, offs, t0, t1, base, n):
-    """acc[i] = sum_{t0 <= t < t1} wm[wb + t] * buf[base + offs[t] + i] for i < n, left to right (1 to 4 taps)."""
-    k = t1 - t0
-    w0 = wm[wb + t0]
-    x0 = base + np.uint64(offs[t0])
-    if k == 1:
+@njit(types.void(_F1, _F1, _R1, _i8, _I1, _i8, _u8, _u8, types.boolean), nogil=True, cache=True,
+      error_model="numpy")
+def _add1(acc, buf, wm, wb, offs, t, base, n, first):
+    """acc[i] (= when first, else +=) wm[wb + t] * buf[base + offs[t] + i], i < n: one tap."""
+    w0, x0 = wm[wb + t], base + np.uint64(offs[t])
+    if first:
         for i in range(n):
             acc[i] = w0 * buf[x0 + i]
-    elif k == 2:
-        w1, x1 = wm[wb + t0 + 1], base + np.uint64(offs[t0 + 1])
-        for i in range(n):
-            acc[i] = w0 * buf[x0 + i] + w1 * buf[x1 + i]
-    elif k == 3:
-        w1, x1 = wm[wb + t0 + 1], base + np.uint64(offs[t0 + 1])
-        w2, x2 = wm[wb + t0 + 2], base + np.uint64(offs[t0 + 2])
-        for i in range(n):
-            acc[i] = w0 * buf[x0 + i] + w1 * buf[x1 + i] + w2 * buf[x2 + i]
     else:
-        w1, x1 = wm[wb + t0 + 1], base + np.uint64(offs[t0 + 1])
-        w2, x2 = wm[wb + t0 + 2], base + np.uint64(offs[t0 + 2])
-        w3, x3 = wm[wb + t0 + 3], base + np.uint64(offs[t0 + 3])
         for i in range(n):
-            acc[i] = w0 * buf[x0 + i] + w1 * buf[x1 + i] + w2 * buf[x2 + i] + w3 * buf[x3 + i]
+            acc[i] = acc[i] + w0 * buf[x0 + i]
 
 
 @njit(types.void(_F1, _F1, _R1, _i8, _I1, _i8, _u8, _u8), nogil=True, cache=True, error_model="numpy")
@@ -169,10 +156,14 @@ def _band(of, acc, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias):
     else:
         direct = direct and t_n > 4
         t2 = t_n - 4 if direct else t_n  # taps [t2, t_n): the last pass, row by row
-        t1 = t2 - 4 * ((t2 - 1) // 4)  # [0, t1): the first pass; [t1, t2): passes of 4
-        _first(acc, buf, wm, wb, offs, 0, t1, base, n)
-        for t in range(t1, t2, 4):
+        _add1(acc, buf, wm, wb, offs, 0, base, n, True)  # then passes of 4 (odd squares: 1 + 4k taps)
+        t = 1
+        while t + 4 <= t2:
             _add4(acc, buf, wm, wb, offs, t, base, n)
+            t += 4
+        while t < t2:
+            _add1(acc, buf, wm, wb, offs, t, base, n, False)
+            t += 1
         if direct:
             _last4(of, acc, buf, wm, wb, offs, t2, base, rows, ow_n, wq, o0, bias)
             return
