@@ -22,7 +22,7 @@ activation (epilogue.py) are applied to the band's rows while they are in cache.
 
 Measured (one thread, AMD EPYC, benchmarks/depthwise_kernels.py): MobileNetV2's
 3x3 layers on 112x112 to 28x28 inputs within 0.5x..1.1x of onnxruntime's time
-(stride 2 on 28x28: 1.7x), PP-OCR det's 5x5 ones 0.8x..1.1x; on 14x14 and 7x7
+(stride 2 on 28x28: 1.7x), PP-OCR det's 5x5 ones 0.8x..1.3x; on 14x14 and 7x7
 planes the per-channel and per-row overheads of short rows dominate: 1.8x..4x
 (onnxruntime vectorizes across channels there, NCHWc).
 
