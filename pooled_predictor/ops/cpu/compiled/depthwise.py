@@ -137,39 +137,10 @@ def _taps9(of, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias):
                          + w8 * buf[x8 + j]) + bias
 
 
-@njit(types.void(_F1, _F1, _F1, _R1, _i8, _I1, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True,
-      error_model="numpy")
-def _band(of, acc, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias):
-    """of[o0 + r*ow_n + j] = (sum_t wm[wb + t] * buf[base + offs[t] + r*wq + j], in tap order) + bias, r < rows, j < ow_n.
-
-    Rows of at least ROW_MIN outputs are written straight from the last pass;
-    shorter ones come out of the accumulator, every pass running over the
-    band's flat run (long loops, vectorized) and the crop after.
-    """
-    one = np.uint64(1)
-    t_n = offs.shape[0]
-    direct = ow_n >= ROW_MIN
-    if t_n == 9 and direct:
-        _taps9(of, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias)
-        return
-    n = (rows - one) * wq + ow_n
-    if t_n == 9:  # the flat run as one row
-        _taps9(acc, buf, wm, wb, offs, base, one, n, wq, np.uint64(0), ZERO)
-    else:
-        direct = direct and t_n > 4
-        t2 = t_n - 4 if direct else t_n  # taps [t2, t_n): the last pass, row by row
-        _add1(acc, buf, wm, wb, offs, 0, base, n, True)  # then passes of 4 (odd squares: 1 + 4k taps)
-        t = 1
-        while t + 4 <= t2:
-            _add4(acc, buf, wm, wb, offs, t, base, n)
-            t += 4
-        while t < t2:
-            _add1(acc, buf, wm, wb, offs, t, base, n, False)
-            t += 1
-        if direct:
-            _last4(of, acc, buf, wm, wb, offs, t2, base, rows, ow_n, wq, o0, bias)
-            return
-    for r in range(rows):  # crop, + B
+@njit(types.void(_F1, _F1, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True, error_model="numpy")
+def _crop(of, acc, o0, rows, ow_n, wq, bias):
+    """of[o0 + r*ow_n + j] = acc[r*wq + j] + bias, r < rows, j < ow_n: the band's rows without their tails."""
+    for r in range(rows):
         d, a = o0 + r * ow_n, r * wq
         for j in range(ow_n):
             of[d + j] = acc[a + j] + bias
@@ -236,6 +207,9 @@ def depthwise_conv2d(x, w, b, out, buf, acc, offs, hq, wq, sh, sw, ph, pw, mult,
     wf = w.reshape(w.size)
     t_n = offs.shape[0]
     rows = band_rows(oh_n, wq)
+    # rows of ROW_MIN outputs or more: written by the last pass (3x3: the only one); shorter: through acc
+    direct = ow_n >= ROW_MIN and (t_n == 9 or t_n > 4)
+    t_last = t_n - 4 if direct and t_n != 9 else t_n  # taps [t_last, t_n): the last pass, row by row
     # the padding: the phase planes' rows and columns no input reaches, zeroed once per call
     for p in range(sh * sw):
         i0, i1 = _inside(h, ph, p // sw, sh, hq)
@@ -252,9 +226,30 @@ def depthwise_conv2d(x, w, b, out, buf, acc, offs, hq, wq, sh, sw, ph, pw, mult,
                 _split(buf, xf, u((n * c_n + c) * h * wd), u(wd), u(a * sw * pq), u(pq), u(i0), u(i1),
                        u(a + sh * i0 - ph), u(sh), u(sw), u(pw), u(wq))
             for m in range(c * mult, c * mult + mult):
+                wb, bias = m * t_n, b[m]
                 for r0 in range(0, oh_n, rows):
-                    nr = min(oh_n - r0, rows)
+                    # the band of output rows r0:r0 + nr: the taps in (kh, kw) order, + B, the activation.
+                    # (Here, not in a function of its own: numba counts references to the arrays a
+                    # function passes on, atomic operations at every call, a third of small planes' time.)
+                    nr = u(min(oh_n - r0, rows))
                     base, o0 = u(r0 * wq), u(((n * m_n + m) * oh_n + r0) * ow_n)
-                    _band(of, acc, buf, wf, m * t_n, offs, base, u(nr), u(ow_n), u(wq), o0, b[m])
-                    activate_range(of, o0, u(nr * ow_n), act, p0, p1)
+                    n_flat = (nr - u(1)) * u(wq) + u(ow_n)
+                    if t_n == 9 and direct:
+                        _taps9(of, buf, wf, wb, offs, base, nr, u(ow_n), u(wq), o0, bias)
+                    elif t_n == 9:  # the flat run as one row
+                        _taps9(acc, buf, wf, wb, offs, base, u(1), n_flat, u(wq), u(0), ZERO)
+                    else:
+                        _add1(acc, buf, wf, wb, offs, 0, base, n_flat, True)  # then passes of 4
+                        t = 1
+                        while t + 4 <= t_last:
+                            _add4(acc, buf, wf, wb, offs, t, base, n_flat)
+                            t += 4
+                        while t < t_last:
+                            _add1(acc, buf, wf, wb, offs, t, base, n_flat, False)
+                            t += 1
+                        if direct:
+                            _last4(of, acc, buf, wf, wb, offs, t_last, base, nr, u(ow_n), u(wq), o0, bias)
+                    if not direct:
+                        _crop(of, acc, o0, nr, u(ow_n), u(wq), bias)
+                    activate_range(of, o0, nr * u(ow_n), act, p0, p1)
 
