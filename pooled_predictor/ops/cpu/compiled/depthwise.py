@@ -20,11 +20,13 @@ cropped after. The phase split costs one (for stride 2, de-interleaving) copy
 of X per channel; the border zeros are written once per call. B and the
 activation (epilogue.py) are applied to the band's rows while they are in cache.
 
-Measured (one thread, AMD EPYC, benchmarks/depthwise_kernels.py): MobileNetV2's
-3x3 layers on 112x112 to 28x28 inputs within 0.5x..1.1x of onnxruntime's time
-(stride 2 on 28x28: 1.7x), PP-OCR det's 5x5 ones 0.8x..1.3x; on 14x14 and 7x7
-planes the per-channel and per-row overheads of short rows dominate: 1.8x..4x
-(onnxruntime vectorizes across channels there, NCHWc).
+Measured (one thread, AMD EPYC, benchmarks/depthwise_kernels.py), time over
+onnxruntime's: MobileNetV2's 3x3 layers on 112x112 to 28x28 inputs 0.55x..1.1x
+(stride 2 on 28x28: 1.5x), PP-OCR det's 5x5 ones 0.9x..1.2x, its 3x3 0.6x; all
+17 of MobileNetV2's 1.1x. On 14x14 and 7x7 planes the fixed costs per channel
+and per short row dominate: 1.5x..3.5x (onnxruntime vectorizes across channels
+there, NCHWc; an 8-channel version here, with the transposes to and from it,
+measured only 25% faster on 7x7 and slower on 14x14).
 
 Rounding: every path sums the taps in float32 in (kh, kw) order, one rounding
 per multiply and per add (no FMA contraction), then adds B, as the unfused
