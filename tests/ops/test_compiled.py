@@ -30,14 +30,14 @@ GEOMETRY = [((3, 3), (1, 1), (1, 1), (1, 1, 1, 1)), ((3, 3), (2, 2), (1, 1), (1,
             ((3, 3), (2, 1), (1, 1), (0, 1, 1, 0)), ((3, 3), (1, 1), (2, 2), (2, 2, 2, 2)),
             ((5, 5), (1, 1), (1, 1), (2, 2, 2, 2)), ((5, 5), (2, 2), (1, 1), (2, 1, 2, 3)),
             ((3, 3), (1, 1), (1, 1), (0, 0, 0, 0)), ((2, 4), (1, 2), (1, 3), (1, 0, 0, 2)),
-            ((3, 3), (1, 1), (3, 1), (3, 0, 0, 3))]
+            ((3, 3), (1, 1), (3, 1), (3, 0, 0, 3)), ((7, 7), (1, 1), (1, 1), (3, 3, 3, 3)),
+            ((7, 7), (2, 2), (1, 1), (3, 2, 3, 4)), ((5, 5), (1, 2), (2, 2), (4, 3, 4, 5)),
+            ((3, 3), (3, 3), (1, 1), (1, 1, 1, 1)), ((3, 3), (1, 1), (1, 1), (4, 3, 5, 2)),
+            ((1, 1), (2, 2), (1, 1), (0, 0, 0, 0))]
 SHAPES = [(1, 8, 1, 33, 27), (2, 6, 2, 31, 40)]
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("kernel,strides,dilations,pads", GEOMETRY, ids=lambda v: "-".join(map(str, v)))
-def test_depthwise_against_onnxruntime(kernel, strides, dilations, pads, shape, monkeypatch):
-    monkeypatch.setattr(conv_module, "DEPTHWISE_COMPILED_ANY_KERNEL", True)  # 5x5, 2x4 too
+def _depthwise_case(kernel, strides, dilations, pads, shape):
     n, c, mult, h, w = shape
     inputs = [f32(n, c, h, w), f32(c * mult, 1, *kernel), f32(c * mult)]
     attrs = {"group": c, "strides": list(strides), "dilations": list(dilations), "pads": list(pads),
@@ -48,24 +48,48 @@ def test_depthwise_against_onnxruntime(kernel, strides, dilations, pads, shape, 
     check_node("Conv", inputs[:2], attrs, opset=13, static=(1,))  # no bias
 
 
-def test_small_planes_and_float64_keep_the_numpy_path():
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel,strides,dilations,pads", GEOMETRY, ids=lambda v: "-".join(map(str, v)))
+def test_depthwise_against_onnxruntime(kernel, strides, dilations, pads, shape):
+    _depthwise_case(kernel, strides, dilations, pads, shape)
+
+
+# tiny planes (one output row or column, input smaller than the kernel), many channels
+@pytest.mark.parametrize("kernel,strides,dilations,pads,shape", [
+    ((3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (2, 24, 1, 1, 5)), ((5, 5), (2, 2), (1, 1), (2, 2, 2, 2), (1, 16, 3, 3, 2)),
+    ((7, 7), (1, 1), (1, 1), (3, 3, 3, 3), (1, 40, 1, 7, 7)), ((3, 3), (2, 2), (2, 2), (2, 2, 2, 2), (1, 9, 1, 4, 4))])
+def test_depthwise_small_planes(kernel, strides, dilations, pads, shape):
+    _depthwise_case(kernel, strides, dilations, pads, shape)
+
+
+def test_float64_and_dynamic_weights_keep_the_numpy_path():
     c = 4
     attrs = {"group": c, "pads": [1, 1, 1, 1]}
-    k, _, _ = conv_kernel("Conv", [f32(1, c, 7, 7), f32(c, 1, 3, 3)], attrs)
-    assert k.path == "depthwise"
     x64 = [a.astype(np.float64) for a in (f32(1, c, 20, 20), f32(c, 1, 3, 3))]
     assert conv_kernel("Conv", x64, attrs)[0].path == "depthwise"
-    five = conv_kernel("Conv", [f32(1, c, 20, 20), f32(c, 1, 5, 5)], {"group": c, "pads": [2, 2, 2, 2]})[0]
-    assert five.path == "depthwise"  # by default only 3x3 is compiled (measured faster)
+    assert conv_kernel("Conv", [f32(1, c, 20, 20), f32(c, 1, 3, 3)], attrs, static=())[0].path == "depthwise"
+    assert conv_kernel("Conv", [f32(1, c, 20, 20), f32(c, 1, 5, 5)], attrs)[0].path == "depthwise_compiled"
+
+
+@pytest.mark.parametrize("width", [9, 40])  # rows shorter than ROW_MIN: flat passes; longer: row passes
+def test_every_path_sums_the_taps_in_the_same_order(width):
+    """The written-out 3x3 loop and the passes of 4 taps give the same bits: one 3x3 conv as a
+    3x3 kernel, and as a 3x4 kernel whose last column is zero (adding 0 * x changes no sum)."""
+    c = 5
+    x, w, b = f32(1, c, 9, width), f32(c, 1, 3, 3), f32(c)
+    w4 = np.concatenate([w, np.zeros((c, 1, 3, 1), np.float32)], axis=3)
+    y3 = check_node("Conv", [x, w, b], {"group": c, "pads": [1, 1, 1, 1]}, opset=13, static=(1, 2))[0]
+    y4 = check_node("Conv", [x, w4, b], {"group": c, "pads": [1, 1, 1, 2]}, opset=13, static=(1, 2))[0]
+    np.testing.assert_array_equal(y3, y4)
 
 
 ACTIVATIONS = [("Relu", {}), ("Clip", {"min": -0.5, "max": 0.75}), ("Clip", {"max": 6.0}),
                ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("LeakyRelu", {"alpha": 0.1})]
 
 
-def _conv_act_model(act, params, stride):
+def _conv_act_model(act, params, stride, k=3):
     c = 6
-    w = numpy_helper.from_array(f32(c, 1, 3, 3), "w")
+    w = numpy_helper.from_array(f32(c, 1, k, k), "w")
     b = numpy_helper.from_array(f32(c), "b")
     inits = [w, b]
     act_inputs = ["y"]
@@ -77,7 +101,7 @@ def _conv_act_model(act, params, stride):
             else:
                 act_inputs.append("")
         params = {}
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, pads=[1, 1, 1, 1], strides=[stride] * 2),
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, pads=[k // 2] * 4, strides=[stride] * 2),
              helper.make_node(act, act_inputs, ["z"], **params)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 19, 16])],
                           [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
@@ -86,12 +110,12 @@ def _conv_act_model(act, params, stride):
     return m
 
 
-@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("k,stride", [(3, 1), (3, 2), (5, 1), (7, 2)])
 @pytest.mark.parametrize("act,params", ACTIVATIONS, ids=lambda v: v if isinstance(v, str) else "")
-def test_activation_fused_into_depthwise(act, params, stride):
+def test_activation_fused_into_depthwise(act, params, k, stride):
     import onnxruntime as ort
 
-    model = _conv_act_model(act, dict(params), stride)
+    model = _conv_act_model(act, dict(params), stride, k)
     x = f32(2, 6, 19, 16, scale=2.0)
     p = Predictor(model)
     fused = [st for st in p.program.steps if st.node.op_type == "FusedConv"]

@@ -22,6 +22,7 @@ from pooled_predictor.importers import load_onnx
 from pooled_predictor.ir import Node
 from pooled_predictor.net import Net
 from pooled_predictor.ops.context import OpContext
+from pooled_predictor.ops.cpu import compiled
 from pooled_predictor.ops.cpu import conv as conv_module
 from pooled_predictor.ops.cpu.conv import Conv, ConvTranspose
 from pooled_predictor.ops.shapes import get_rule
@@ -228,8 +229,11 @@ def test_ppocr_like(op, xs, ws, attrs, path, static):
     m = ws[0] if op == "Conv" else ws[1] * attrs.get("group", 1)
     inputs = [f32(*xs), f32(*ws), f32(m)]
     k, _, _ = conv_kernel(op, inputs, attrs, static)
-    # compiled: 2-D float32 with static weights; im2col's convs may take the indirect GEMM instead
-    assert k.path in (path, path + "_compiled") or (path == "im2col" and static and k.path == "indirect")
+    expected = (path, path + "_compiled")  # compiled: 2-D float32 with static weights
+    if static and compiled.ENABLED and op == "Conv" and xs[1] == attrs.get("group", 1) > 1:
+        expected = ("depthwise_compiled",)  # every depthwise conv, any multiplier
+    # im2col's convs may take the indirect GEMM instead
+    assert k.path in expected or (path == "im2col" and static and k.path == "indirect")
     check_node(op, inputs, attrs, opset=13, static=static)
 
 

@@ -9,8 +9,10 @@ Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
   and a fused activation applied to each block of Y while it is in cache.
 * pointwise -- 1x1 kernel, stride 1, no padding (the rest):
   Y[n, g] = W[g] @ X[n, g], a GEMM straight from X into Y.
-* depthwise_compiled -- group == C, 2-D float32, static weights, planes of at least
-  DEPTHWISE_COMPILED_MIN_PLANE outputs: compiled/depthwise.py, bias and activation fused.
+* depthwise_compiled -- group == C (any multiplier), 2-D float32, static weights, any
+  kernel size, stride, dilation and padding (DEPTHWISE_COMPILED_MIN_PLANE and
+  DEPTHWISE_COMPILED_ANY_KERNEL can narrow it): compiled/depthwise.py, the input split
+  into stride phases in scratch, float32 tap passes, bias and activation fused.
 * depthwise -- group == C (one input channel per group, M = C * multiplier,
   multiplier <= DEPTHWISE_MAX_MULTIPLIER):
   the zero-padded input is split into its stride phases, each phase plane
@@ -72,13 +74,11 @@ TILE_BYTES = 4 << 20
 # A grouped conv with one input channel per group and at most this many
 # outputs per group uses the depthwise path; more use im2col + batched GEMM.
 DEPTHWISE_MAX_MULTIPLIER = 4
-# The compiled depthwise kernel checks the taps of border outputs one by one:
-# on planes smaller than this many outputs the numpy path is faster (measured, 7x7).
-DEPTHWISE_COMPILED_MIN_PLANE = 150
-# Its 3x3 loop is written out; other kernel sizes take a row-accumulator loop that
-# measured slower than the numpy path (5x5, 64 x 120x160: 10.2 vs 9.3 ms), so by
-# default only 3x3 kernels are compiled (True: every size, as the tests do).
-DEPTHWISE_COMPILED_ANY_KERNEL = False
+# The compiled depthwise kernel for planes of at least this many outputs (0: every plane;
+# measured faster than the numpy path at every MobileNetV2 / PP-OCR shape, down to 7x7).
+DEPTHWISE_COMPILED_MIN_PLANE = 0
+# ... and every kernel size (False: 3x3 only).
+DEPTHWISE_COMPILED_ANY_KERNEL = True
 # Winograd for stride-1 3x3 convolutions with at least this many input
 # channels (fewer: the transforms cost more than the GEMM saves), while
 # its transformed input and output take at most this many bytes of scratch.
@@ -440,12 +440,19 @@ class Conv(_ConvBase):
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
+        from .compiled import depthwise
+
         g = self.geo
         self.mult = g.out_channels // g.in_channels
-        self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32))
+        self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32).reshape(g.out_channels, -1))
         self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
                              else np.zeros(g.out_channels, np.float32))
-        self.acc_ref = ctx.scratch((g.out_shape[1],), np.float32)
+        (hq, wq), offs = depthwise.geometry(g.out_shape, g.kernel, g.strides, g.dilations)
+        self.dw_geometry = (_readonly(offs), hq, wq)
+        rows = depthwise.band_rows(g.out_shape[0], wq)
+        self.buf_ref = ctx.scratch((g.strides[0] * g.strides[1] * hq * wq,), np.float32)
+        self.acc_ref = ctx.scratch((rows * wq,), np.float32)
+        self._dw_kernel = depthwise.depthwise_conv2d
 
     # ---- Winograd F(m x m, 3 x 3) (compiled/winograd.py) ------------------
     def _winograd_fits(self, ctx) -> bool:
@@ -496,13 +503,11 @@ class Conv(_ConvBase):
         return True
 
     def _depthwise_compiled(self, x, b, out):
-        from .compiled.depthwise import depthwise_conv2d
-
         g = self.geo
         bias = self.b_c if not self.has_bias or self.b_static is not None else \
             _readonly(np.ascontiguousarray(b, np.float32))
-        depthwise_conv2d(x, self.w_c, bias, out, self.acc_ref.array, g.strides[0], g.strides[1],
-                         g.dilations[0], g.dilations[1], g.pads_begin[0], g.pads_begin[1], self.mult, *self.act)
+        self._dw_kernel(x, self.w_c, bias, out, self.buf_ref.array, self.acc_ref.array, *self.dw_geometry,
+                        g.strides[0], g.strides[1], g.pads_begin[0], g.pads_begin[1], self.mult, *self.act)
 
     # ---- depthwise ---------------------------------------------------------
     def _init_depthwise(self, ctx, mult):

@@ -1,0 +1,73 @@
+"""Micro-benchmark: depthwise convolutions of MobileNetV2 and the PP-OCR detector, ours against onnxruntime.
+
+One thread. Each layer's FusedConv as the Net runs it (bias, Clip(0, 6) fused:
+MobileNetV2's ReLU6; the detector's layers without activation), against a
+one-node onnxruntime session (ORT_ENABLE_ALL, its fastest; the Conv alone, the
+activation being nearly free there too). Times as in conv_kernels.py: the
+fastest of several samples of this process's CPU time.
+
+    python benchmarks/depthwise_kernels.py
+
+Prints a table and writes benchmarks/results/depthwise_kernels.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conv_kernels import ROOT, onnxruntime_call, ours, per_call  # noqa: E402
+
+from pooled_predictor.ops.cpu.compiled.epilogue import CLIP, NONE  # noqa: E402
+
+# name, channels, H, W, kernel, stride, layers of the model with this shape
+LAYERS = [
+    ("mv2 32ch 112x112 s1", 32, 112, 112, 3, 1, 1), ("mv2 96ch 112x112 s2", 96, 112, 112, 3, 2, 1),
+    ("mv2 144ch 56x56 s1", 144, 56, 56, 3, 1, 1), ("mv2 144ch 56x56 s2", 144, 56, 56, 3, 2, 1),
+    ("mv2 192ch 28x28 s1", 192, 28, 28, 3, 1, 2), ("mv2 192ch 28x28 s2", 192, 28, 28, 3, 2, 1),
+    ("mv2 384ch 14x14 s1", 384, 14, 14, 3, 1, 4), ("mv2 576ch 14x14 s1", 576, 14, 14, 3, 1, 2),
+    ("mv2 576ch 14x14 s2", 576, 14, 14, 3, 2, 1), ("mv2 960ch 7x7 s1", 960, 7, 7, 3, 1, 3),
+    ("det 5x5 64ch 120x160", 64, 120, 160, 5, 1, 1), ("det 5x5 64ch 60x80", 64, 60, 80, 5, 1, 1),
+    ("det 3x3 32ch 120x160", 32, 120, 160, 3, 1, 1),
+]
+
+
+def main():
+    rng = np.random.default_rng(0)
+    rows = []
+    with threadpool_limits(1):
+        for name, c, h, w, k, s, count in LAYERS:
+            attrs = {"group": c, "pads": [k // 2] * 4, "strides": [s, s], "kernel_shape": [k, k]}
+            inputs = [rng.standard_normal((1, c, h, w)).astype(np.float32),
+                      rng.standard_normal((c, 1, k, k)).astype(np.float32), rng.standard_normal(c).astype(np.float32)]
+            kern, out, call = ours("Conv", inputs, attrs)
+            act = CLIP if name.startswith("mv2") else NONE
+            fused = kern.fuse_activation(act, 0.0, 6.0)
+            t_ours = per_call(call)
+            ref, ort_call = onnxruntime_call("Conv", inputs, attrs, out, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+            t_ort = per_call(ort_call)
+            call()
+            if act == CLIP:
+                ref = np.clip(ref, 0, 6)
+            err = float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
+            rows.append({"name": name, "path": kern.path, "fused_activation": fused, "count": count,
+                         "ours_ms": t_ours * 1e3, "ort_ms": t_ort * 1e3, "ratio": t_ours / t_ort, "max_rel_err": err})
+            print(f"{name:<24} {kern.path:<20} {t_ours * 1e3:8.3f} {t_ort * 1e3:8.3f} {t_ours / t_ort:6.2f}", flush=True)
+    total = {k: sum(r[k] * r["count"] for r in rows if r["name"].startswith("mv2")) for k in ("ours_ms", "ort_ms")}
+    print(f"\nMobileNetV2's 17 depthwise layers: ours {total['ours_ms']:.2f} ms, onnxruntime {total['ort_ms']:.2f} ms "
+          f"(ratio {total['ours_ms'] / total['ort_ms']:.2f})")
+    out = ROOT / "benchmarks" / "results" / "depthwise_kernels.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"command": "python benchmarks/depthwise_kernels.py", "layers": rows,
+                               "mobilenet_v2_total": total}, indent=1))
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
