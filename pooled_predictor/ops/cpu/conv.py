@@ -267,6 +267,12 @@ class _ConvBase:
         self._views = None
         self._scratch = []
 
+    def _bias_vector(self) -> np.ndarray:
+        """B as a flat read-only float32 vector for the compiled paths (zeros without a bias)."""
+        if self.b_static is None:
+            return _readonly(np.zeros(self.geo.out_channels, np.float32))
+        return _readonly(np.ascontiguousarray(self.b_static.reshape(-1)))
+
     def _bias(self, b):
         if not self.has_bias:
             return None
@@ -418,7 +424,7 @@ class Conv(_ConvBase):
         from .conv_indirect import IndirectConv2d
 
         self.path = "indirect"
-        self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self.b_static, _phase_fills)
+        self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self._bias_vector(), _phase_fills)
 
     def _init_pointwise_compiled(self, ctx):
         from .compiled.gemm import pack_weights, row_offsets, scratch_size
@@ -427,16 +433,17 @@ class Conv(_ConvBase):
         self.wp = shared_weights(self.w_static, "packed",
                                  lambda w: pack_weights(w.reshape(g.out_channels, g.in_channels)))
         self.offs = row_offsets(g.in_channels, self.p)
-        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
-                             else np.zeros(g.out_channels, np.float32))
+        self.b_c = self._bias_vector()
         self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
 
     def _pointwise_compiled(self, x, out):
-        from .compiled.gemm import gemm_bias_act
+        from .compiled.gemm import gemm2d
 
         g = self.geo
-        gemm_bias_act(self.wp, x.reshape(g.batch, g.in_channels, self.p), out.reshape(g.batch, g.out_channels, self.p),
-                      self.b_c, self.ws_ref.array, *self.act, offs=self.offs)
+        xf, yf, ws = x.reshape(-1), out.reshape(-1), self.ws_ref.array
+        for n in range(g.batch):  # shapes were fixed at reshape: no per-call checks
+            gemm2d(self.wp, xf, n * g.in_channels * self.p, self.offs, yf, n * g.out_channels * self.p, self.p,
+                   g.out_channels, self.p, self.b_c, ws, *self.act)
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
@@ -445,8 +452,7 @@ class Conv(_ConvBase):
         g = self.geo
         self.mult = g.out_channels // g.in_channels
         self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32).reshape(g.out_channels, -1))
-        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
-                             else np.zeros(g.out_channels, np.float32))
+        self.b_c = self._bias_vector()
         (hq, wq), offs = depthwise.geometry(g.out_shape, g.kernel, g.strides, g.dilations)
         self.dw_geometry = (_readonly(offs), hq, wq)
         rows = depthwise.band_rows(g.out_shape[0], wq)
@@ -473,8 +479,7 @@ class Conv(_ConvBase):
         self.tiles = (math.ceil(g.out_shape[0] / m), math.ceil(g.out_shape[1] / m))
         t = self.tiles[0] * self.tiles[1]  # one image at a time: the transformed data stays in cache
         self.u = _winograd_weights(self.w_static, m)
-        self.b_c = _readonly(np.ascontiguousarray(self.b_static.reshape(-1)) if self.b_static is not None
-                             else np.zeros(g.out_channels, np.float32))
+        self.b_c = self._bias_vector()
         self.v_ref = ctx.scratch((a * a, g.in_channels, t), np.float32)
         self.mb_ref = ctx.scratch((a * a, g.out_channels, t), np.float32)
         self.small_ref = ctx.scratch((3, a, a), np.float32)
@@ -498,8 +503,6 @@ class Conv(_ConvBase):
                 or (self.has_bias and self.b_static is None):
             return False
         self.act = (int(code), np.float32(p0), np.float32(p1))
-        if self.path == "indirect":
-            self.indirect.act = self.act
         return True
 
     def _depthwise_compiled(self, x, b, out):
@@ -621,7 +624,7 @@ class Conv(_ConvBase):
             self._pointwise_compiled(x, out)
             return
         if self.path == "indirect":
-            self.indirect(x, out)
+            self.indirect(x, out, self.act)
             return
         if self.path == "depthwise_compiled":
             self._depthwise_compiled(x, b, out)
@@ -693,8 +696,7 @@ class ConvTranspose(_ConvBase):
             self._scratch.append(self.cols_ref)
         self.w_mat = None if self.w_static is None else self._gemm_weights(self.w_static)
         if self.tile_compiled:
-            self.b_vec = _readonly(self.b_static.reshape(-1)) if self.b_static is not None else \
-                _readonly(np.zeros(g.out_channels, np.float32))
+            self.b_vec = self._bias_vector()
 
     def _tile_views(self, x, out):
         """Per band of input rows: (r0, X's part, the GEMM's output, the same columns as (N, M*k, L))."""

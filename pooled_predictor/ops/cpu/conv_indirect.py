@@ -36,7 +36,8 @@ class IndirectConv2d:
 
     Args:
         ctx: the node's OpContext (scratch).
-        geo: its ConvGeometry; w: W (M, C/group, KH, KW); b: B (M,) or None.
+        geo: its ConvGeometry; w: W (M, C/group, KH, KW); b: B as a flat read-only
+            float32 vector (M,) (zeros without a bias).
         phase_fills: conv._phase_fills (the zero-padded phase split).
     """
 
@@ -71,13 +72,11 @@ class IndirectConv2d:
             return tuple(pack_weights(wm[i]) for i in range(g.group))
 
         self.wp = shared_weights(w, ("packed groups", g.group), pack)  # one copy for every Net
-        bias = np.zeros(g.out_channels, np.float32) if b is None else np.asarray(b, np.float32).reshape(-1)
-        self.b = [_readonly(np.ascontiguousarray(bias[i * self.mg:(i + 1) * self.mg])) for i in range(g.group)]
+        self.b = [b[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]  # contiguous read-only views
         self.p_ext = oh * self.wq
         self.crop = self.wq != ow
         self.y_ref = ctx.scratch((g.out_channels * self.p_ext,), np.float32) if self.crop else None
         self.ws_ref = ctx.scratch((max(1, scratch_size(self.p_ext)),), np.float32)
-        self.act = (0, np.float32(0), np.float32(0))
         self._key = None
 
     def _views(self, x, planes):
@@ -91,7 +90,8 @@ class IndirectConv2d:
             self._pairs, self._key = pairs, key
         return self._pairs
 
-    def __call__(self, x, out):
+    def __call__(self, x, out, act):
+        """out = act(conv(x) + B); act: (code, p0, p1), compiled/epilogue.py's activation."""
         from .compiled.gemm import gemm2d
         from .conv import _run_fills
 
@@ -108,11 +108,6 @@ class IndirectConv2d:
             for gi in range(g.group):
                 gemm2d(self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane, self.offs,
                        yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext, self.b[gi], ws,
-                       *self.act)
+                       *act)
             if self.crop:
                 np.copyto(out[n], yf.reshape(g.out_channels, oh, self.wq)[:, :, :ow])
-
-
-def _readonly(a):
-    a.flags.writeable = False
-    return a

@@ -84,7 +84,7 @@ class Softmax:
         self.red = ctx.scratch(red, ctx.dtype(0))
         # float32 rows along the last axis: one compiled pass per row (compiled/softmax.py)
         self.rows = None
-        if (type(self) is Softmax and compiled.ENABLED and np.dtype(ctx.dtype(0)) == np.float32
+        if (compiled.ENABLED and np.dtype(ctx.dtype(0)) == np.float32
                 and (self.view is not None or self.axis == rank - 1) and int(np.prod(shape)) > 0):
             d = int(np.prod(shape[self.axis:] if self.view is None else shape[axis:], dtype=np.int64))
             self.rows = (int(np.prod(shape, dtype=np.int64)) // d, d)

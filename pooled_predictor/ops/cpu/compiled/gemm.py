@@ -291,7 +291,7 @@ def row_offsets(k_n: int, ld: int) -> np.ndarray:
 
 
 def gemm_bias_act(wp: np.ndarray, x: np.ndarray, y: np.ndarray, b: np.ndarray, xp: np.ndarray, act: int = 0,
-                  p0: float = 0.0, p1: float = 0.0, offs: np.ndarray | None = None) -> None:
+                  p0: float = 0.0, p1: float = 0.0) -> None:
     """y[n] = act(W @ x[n] + b) for each n, W packed by pack_weights.
 
     Args:
@@ -301,7 +301,6 @@ def gemm_bias_act(wp: np.ndarray, x: np.ndarray, y: np.ndarray, b: np.ndarray, x
         b: (M,) float32 bias (zeros for none), read-only.
         xp: float32 workspace of at least scratch_size(P) elements (flat, contiguous).
         act, p0, p1: activation code and parameters (compiled/epilogue.py; 0: none).
-        offs: row_offsets(K, P), when the caller keeps one (else built here).
     Raises:
         ValueError: shapes, dtypes or strides that do not match.
     """
@@ -313,8 +312,7 @@ def gemm_bias_act(wp: np.ndarray, x: np.ndarray, y: np.ndarray, b: np.ndarray, x
         raise ValueError("gemm_bias_act: C-contiguous float32 x and y expected")
     if xp.size < scratch_size(p_n) or xp.dtype != np.float32:
         raise ValueError(f"gemm_bias_act: workspace of {xp.size} floats < {scratch_size(p_n)}")
-    if offs is None:
-        offs = row_offsets(k_n, p_n)
+    offs = row_offsets(k_n, p_n)
     xf, yf = x.reshape(-1), y.reshape(-1)
     for n in range(n_b):
         gemm2d(wp, xf, n * k_n * p_n, offs, yf, n * m_n * p_n, p_n, m_n, p_n, b, xp.reshape(-1), int(act),
