@@ -1,14 +1,17 @@
 """exp in float32 for compiled loops that LLVM can vectorize (numba's math.exp calls libm's expf
 one element at a time; there is no SVML on AMD).
 
-exp32 is Cephes' expf (Moshier, Cephes Math Library): n = round(x log2 e); r = x - n ln 2, with
-ln 2 in two parts (Cody-Waite) so that r is exact; exp(r) by Cephes' degree-7 polynomial on
-|r| <= ln 2 / 2; times 2^n, as two powers of two 2^h * 2^(n - h), h = n >> 1, built from their
-float32 bits (an LLVM bitcast: numba has no scalar float view), so that every factor is normal
-and subnormal results (x down to -103.9) round once. Branch-free (selects), so loops over it
-vectorize (AVX2: 8 lanes).
+exp32 is Cephes' expf (Moshier, Cephes Math Library): n = round(x log2 e), rounded by adding
+1.5 * 2^23 (so n is read from the sum's low bits, with no conversion); r = x - n ln 2, with ln 2
+in two parts (Cody-Waite) so that r is exact; exp(r) by Cephes' degree-7 polynomial on
+|r| <= ln 2 / 2, evaluated by Estrin's scheme with fused multiply-adds (llvm.fmuladd); times 2^n,
+as two powers of two 2^h * 2^(n - h), h = n >> 1, built from their float32 bits in int32
+arithmetic (an LLVM intrinsic: numba has no scalar float view and widens ints to int64), so that
+every factor is normal and subnormal results (x down to -103.9) round once. Branch-free
+(selects), so loops over it vectorize (AVX2: 8 lanes): 1.5 ns an element on this 2 GHz Zen 1
+core (2.05 ns with separate multiplies and adds, int64 exponents and a Horner polynomial).
 
-Error, measured: at most 1 ulp from the correctly rounded exp over 2^24 points of [-87.3, 88.7]
+Error, measured: at most 1.04 ulp from the correctly rounded exp over 2^24 points of [-87.3, 88.7]
 (tests/ops/test_compiled_softmax.py), 2 ulp stated; x < -104 gives 0, x > 88.72 gives +inf,
 NaN propagates. Used by compiled/softmax.py and compiled/sigmoid.py.
 """
@@ -24,6 +27,7 @@ _f4 = np.float32
 LOG2E = _f4(1.44269504088896341)
 LN2_HI = _f4(0.693359375)
 LN2_LO = _f4(-2.12194440e-4)
+NLN2_HI, NLN2_LO = -LN2_HI, -LN2_LO
 HI = _f4(88.7228391)
 LO = _f4(-104.0)  # exp(-104) is below half the smallest subnormal: 0
 P0, P1, P2, P3, P4, P5 = (_f4(1.9875691500e-4), _f4(1.3981999507e-3), _f4(8.3334519073e-3),
@@ -32,37 +36,58 @@ ONE, ZERO, MAGIC = _f4(1.0), _f4(0.0), _f4(12582912.0)  # 1.5 * 2^23: adding it 
 
 
 @intrinsic
-def as_float32(typingctx, bits):
-    """The float32 whose IEEE bits are the int32 `bits` (an LLVM bitcast: vectorizes)."""
-    sig = types.float32(types.int32)
+def fmuladd32(typingctx, a, b, c):
+    """a * b + c in float32, fused where the CPU has FMA (llvm.fmuladd: one rounding there, two
+    elsewhere; either way within the error stated in the module docstring)."""
+    sig = types.float32(types.float32, types.float32, types.float32)
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
+        mod, f4 = builder.module, ir.FloatType()
+        fn = mod.globals.get("llvm.fmuladd.f32")
+        if fn is None:
+            fn = ir.Function(mod, ir.FunctionType(f4, [f4, f4, f4]), "llvm.fmuladd.f32")
+        return builder.call(fn, args)
+    return sig, codegen
 
+
+@intrinsic
+def scale_pow2(typingctx, p, t):
+    """p * 2^n for a float32 p, n given as t = n + MAGIC (an integer in [-151, 128] rounded into
+    MAGIC's low mantissa bits, so that n = bits(t) - bits(MAGIC) with no conversion), as
+    p * 2^h * 2^(n - h), h = n >> 1, both powers built from their float32 bits, so that each
+    factor is a normal number and a subnormal result rounds once. The exponent arithmetic is in
+    int32 (numba would widen it to int64, which costs the vector loop a dozen shuffles). A NaN t
+    (NaN input) gives some finite or infinite factors, and p is NaN then: the result is NaN."""
+    sig = types.float32(types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        p_, t_ = args
+        f4, i4 = ir.FloatType(), ir.IntType(32)
+        magic_bits = int(np.float32(MAGIC).view(np.int32))
+        k = builder.sub(builder.bitcast(t_, i4), ir.Constant(i4, magic_bits))
+        h = builder.ashr(k, ir.Constant(i4, 1))
+        bias = ir.Constant(i4, 127)
+        e1 = builder.bitcast(builder.shl(builder.add(h, bias), ir.Constant(i4, 23)), f4)
+        e2 = builder.bitcast(builder.shl(builder.add(builder.sub(k, h), bias), ir.Constant(i4, 23)), f4)
+        return builder.fmul(builder.fmul(p_, e1), e2)
     return sig, codegen
 
 
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
 def exp32(x):
     """exp(x) in float32, within 2 ulp (module docstring)."""
-    big = x > HI
-    small = x < LO
-    c = HI if big else x
-    c = LO if small else c  # NaN passes both (comparisons false) and stays NaN below
-    n = (c * LOG2E + MAGIC) - MAGIC  # round to the nearest integer, branch-free
-    r = c - n * LN2_HI
-    r = r - n * LN2_LO
-    rr = r * r
-    p = P0 * r + P1
-    p = p * r + P2
-    p = p * r + P3
-    p = p * r + P4
-    p = p * r + P5
-    p = p * rr + r + ONE
-    k = np.int32(n) if n == n else np.int32(0)
-    h = k >> np.int32(1)
-    e1 = as_float32(np.int32((h + np.int32(127)) << np.int32(23)))
-    e2 = as_float32(np.int32((k - h + np.int32(127)) << np.int32(23)))
-    v = (p * e1) * e2
-    v = np.float32(np.inf) if big else v
-    return ZERO if small else v
+    c = LO if x < LO else x  # -inf too; exp(LO) comes out 0 below. NaN stays NaN (comparisons false)
+    big = c > HI
+    c = HI if big else c
+    t = fmuladd32(c, LOG2E, MAGIC)  # n + MAGIC: rounds c log2 e to the nearest integer n
+    n = t - MAGIC
+    r = fmuladd32(n, NLN2_HI, c)  # exact: n * LN2_HI has few bits
+    r = fmuladd32(n, NLN2_LO, r)
+    r2 = r * r  # the polynomial by Estrin's scheme: a shorter dependency chain than Horner's
+    e0 = fmuladd32(P4, r, P5)
+    e1 = fmuladd32(P2, r, P3)
+    e2 = fmuladd32(P0, r, P1)
+    q = fmuladd32(e2, r2 * r2, fmuladd32(e1, r2, e0))
+    p = fmuladd32(q, r2, r) + ONE
+    v = scale_pow2(p, t)
+    return np.float32(np.inf) if big else v
