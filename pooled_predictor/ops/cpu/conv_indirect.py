@@ -7,7 +7,7 @@ column matrix straight from the (padded) input through a table of offsets.
 Row k = (c, kh, kw) of the column matrix, at output pixel p = oh * Wq + ow,
 is padded-X[c, oh * sh + kh * dh, ow * sw + kw * dw]. The padded input is
 split once per call into its sh x sw stride phases, plane (a, b)[i, j] =
-padded-X[a + i * sh, b + j * sw], each (Hq, Wq) with one row pitch Wq, so
+padded-X[a + i * sh, b + j * sw] (compiled/phases.py), each (Hq, Wq) with one row pitch Wq, so
 that padded-X[c, oh*sh + kh*dh, ow*sw + kw*dw] = plane(kh*dh % sh, kw*dw % sw)
 [c, oh + kh*dh // sh, ow + kw*dw // sw]: for a fixed k the element sits at a
 constant offset from p, and consecutive p are consecutive floats. That
@@ -93,11 +93,16 @@ class IndirectConv2d:
     def __call__(self, x, out, act):
         """out = act(conv(x) + B); act: (code, p0, p1), compiled/epilogue.py's activation."""
         from .compiled.gemm import gemm2d
+        from .compiled.phases import split_phases
         from .conv import _run_fills
 
         g = self.geo
         planes = self.planes_ref.array
-        _run_fills(self._views(x, planes))
+        if x.flags.c_contiguous:  # the compiled split (compiled/phases.py), 3x numpy's for stride 2
+            (sh, sw), (ph, pw) = g.strides, g.pads_begin
+            split_phases(x, planes, self.hq, self.wq, sh, sw, ph, pw)
+        else:
+            _run_fills(self._views(x, planes))
         planes[g.batch * self.image:] = 0.0  # the slack read by the last row's dropped pixels
         ws = self.ws_ref.array
         oh, ow = g.out_shape

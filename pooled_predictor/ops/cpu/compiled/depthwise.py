@@ -44,6 +44,8 @@ import numpy as np
 from numba import njit, types
 
 from .epilogue import ZERO, activate_range
+from .phases import inside as _inside
+from .phases import split_rows as _split
 
 _f4, _i8, _u8 = types.float32, types.int64, types.uint64
 _F1 = types.Array(_f4, 1, "C")
@@ -146,44 +148,6 @@ def _crop(of, acc, o0, rows, ow_n, wq, bias):
         d, a = o0 + r * ow_n, r * wq
         for j in range(ow_n):
             of[d + j] = acc[a + j] + bias
-
-
-@njit(types.void(_F1, _R1, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8, _u8), nogil=True, cache=True,
-      error_model="numpy")
-def _split(buf, xf, s0, wd, d0, pq, i0, i1, ih0, sh, sw, pw, wq):
-    """Input rows ih0 + sh*k (k < i1 - i0) of the plane at xf[s0:] into rows i0 + k of one row phase's
-    column phases (buf[d0 + phase*pq:]): X[., iw] goes to column phase (iw + pw) % sw, column
-    (iw + pw) // sw where that is < wq. Unsigned indices; no division in the row loop for sw <= 2."""
-    zero, one, two = np.uint64(0), np.uint64(1), np.uint64(2)
-    n1 = min(wd, wq - pw) if wq > pw else zero  # sw == 1: the columns copied
-    e = (pw % two) * pq + pw // two  # sw == 2: where the even and odd input columns go
-    o = ((pw + one) % two) * pq + (pw + one) // two
-    pairs = min(wd // two, wq - (pw + one) // two) if wq > (pw + one) // two else zero
-    for k in range(i1 - i0):
-        d, s = d0 + (i0 + k) * wq, s0 + (ih0 + k * sh) * wd
-        if sw == one:
-            for j in range(n1):
-                buf[d + pw + j] = xf[s + j]
-            continue
-        done = zero
-        if sw == two:  # both column phases in one pass (an interleaved load LLVM vectorizes)
-            for j in range(pairs):
-                buf[d + e + j] = xf[s + j + j]
-                buf[d + o + j] = xf[s + j + j + one]
-            done = pairs + pairs
-        for iw in range(done, wd):
-            j = (iw + pw) // sw
-            if j < wq:
-                buf[d + ((iw + pw) % sw) * pq + j] = xf[s + iw]
-
-
-@njit(types.UniTuple(_i8, 2)(_i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
-def _inside(size, pad, phase, step, count):
-    """[lo, hi): the j < count whose source index phase + step*j - pad lies in [0, size)."""
-    lo = min(count, max(0, (pad - phase + step - 1) // step))
-    top = size - 1 + pad - phase
-    hi = min(count, top // step + 1) if top >= 0 else 0
-    return lo, max(lo, hi)
 
 
 @njit(SIGNATURE, nogil=True, cache=True, error_model="numpy")
