@@ -171,7 +171,8 @@ INDIRECT = [((2, 5, 23, 29), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
             ((1, 8, 25, 30), (6, 4, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
             ((1, 3, 40, 41), (5, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
             ((1, 2, 19, 27), (3, 2, 4, 2), {"strides": [3, 2], "dilations": [1, 3]}),
-            ((2, 9, 11, 64), (40, 9, 3, 3), {"pads": [0, 1, 0, 1]})]
+            ((2, 9, 11, 64), (40, 9, 3, 3), {"pads": [0, 1, 0, 1]}),
+            ((2, 8, 9, 32), (6, 4, 3, 3), {"pads": [1, 1, 1, 1], "group": 2})]  # row by row: OW % 16 == 0
 
 
 @pytest.mark.parametrize("xs,ws,attrs", INDIRECT, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
@@ -182,6 +183,13 @@ def test_indirect_conv_against_onnxruntime(xs, ws, attrs, bias, monkeypatch):
     k, _, _ = conv_kernel("Conv", inputs, attrs, static=(1, 2))
     assert k.path == "indirect"
     check_node("Conv", inputs, attrs, opset=13, static=(1, 2))
+
+
+def test_indirect_runs_row_by_row_where_output_rows_are_multiples_of_16():
+    k, _, _ = conv_kernel("Conv", [f32(1, 4, 12, 48), f32(8, 4, 3, 3)], {"pads": [1, 1, 1, 1]}, static=(1,))
+    assert k.path == "indirect" and k.indirect.rowwise and k.indirect.y_ref is None  # no cropping copy
+    k, _, _ = conv_kernel("Conv", [f32(1, 4, 12, 50), f32(8, 4, 3, 3)], {"pads": [1, 1, 1, 1]}, static=(1,))
+    assert k.path == "indirect" and k.indirect.crop and not k.indirect.rowwise
 
 
 def test_indirect_is_chosen_where_it_measured_faster():

@@ -283,6 +283,16 @@ def gemm2d(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
                 activate_range(yf, np.uint64(y0 + m * ldy + p0), np.uint64(pe - p0), act, a0, a1)
 
 
+@njit(types.void(_R1, _R1, _I, _O1, _I, _F1, _I, _I, _I, _I, _I, _I, _R1, _F1, _I, types.float32, types.float32),
+      nogil=True, cache=True, error_model="numpy")
+def gemm2d_rows(wp, xf, x0, offs, x_pitch, yf, y0, ldy, y_pitch, rows, m_n, p_n, b, ws, act, a0, a1):
+    """gemm2d over `rows` bands of p_n columns: band r reads X from x0 + r * x_pitch and writes Y
+    from y0 + r * y_pitch (row pitch ldy). A convolution whose input rows are wider than its output
+    rows (the taps' reach) writes each output row straight into Y this way, with no cropping copy."""
+    for r in range(rows):
+        gemm2d(wp, xf, x0 + r * x_pitch, offs, yf, y0 + r * y_pitch, ldy, m_n, p_n, b, ws, act, a0, a1)
+
+
 def row_offsets(k_n: int, ld: int) -> np.ndarray:
     """The offset table of a matrix with K = k_n rows `ld` elements apart (read-only int64)."""
     offs = np.arange(k_n, dtype=np.int64) * ld
