@@ -12,6 +12,11 @@ Mean, whose value the spec leaves undefined (onnxruntime's 0, not numpy's NaN);
 0 for L1, L2 and SumSquare and -inf for LogSum and LogSumExp (log 0).
 Sums and products accumulate in the input's type (integers wrap, as in
 onnxruntime), float16 in float32.
+
+float32 sums and means over trailing axes (ReduceMean axes [2, 3] on NCHW,
+GlobalAveragePool) run compiled when compiled.ENABLED: TrailingSum, through
+compiled/rowreduce.py (one pass per row, block sums in float64); numpy runs
+every other case and is the tested reference.
 """
 
 from __future__ import annotations
@@ -20,6 +25,41 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.reduce import reduce_axes
+from . import compiled
+
+
+class TrailingSum:
+    """Y = scale * sum of X over its trailing axes, compiled (compiled/rowreduce.py's sum_rows).
+
+    X (d0, ..., dk-1, dk, ..., dn-1) float32, C-contiguous, is read as rows = d0*...*dk-1
+    rows of d = dk*...*dn-1 values; Y holds the rows' results in order (any shape of
+    that size: keepdims or not). scale 1/d gives the mean.
+    """
+
+    def __init__(self, shape, first_axis: int, mean: bool):
+        from .compiled.rowreduce import sum_rows
+
+        self.run = sum_rows
+        self.rows = int(np.prod(shape[:first_axis], dtype=np.int64))
+        self.d = int(np.prod(shape[first_axis:], dtype=np.int64))
+        self.scale = 1.0 / self.d if mean else 1.0
+
+    @staticmethod
+    def fits(ctx, axes) -> bool:
+        """float32, the axes X's last ones (at least one value each row), compiled.ENABLED."""
+        shape, n = ctx.shape(0), len(ctx.shape(0))
+        return (compiled.ENABLED and ctx.dtype(0) == np.float32 and len(axes) > 0
+                and tuple(axes) == tuple(range(n - len(axes), n))
+                and int(np.prod(shape[n - len(axes):], dtype=np.int64)) > 0)
+
+    @classmethod
+    def build(cls, ctx, axes, mean: bool):
+        """A TrailingSum for these axes of input 0, or None where numpy runs."""
+        axes = tuple(sorted(axes))
+        return cls(ctx.shape(0), axes[0], mean) if cls.fits(ctx, axes) else None
+
+    def __call__(self, x, out):
+        self.run(np.ascontiguousarray(x).reshape(-1), out.reshape(-1), self.rows, self.d, self.scale)
 
 
 class _Reduce:
@@ -49,7 +89,13 @@ class _Reduce:
 class ReduceMean(_Reduce):
     """Y = mean of X over `axes` (0 over an empty set). Spec: Operators.md#ReduceMean."""
 
+    def setup(self, ctx):
+        self.rows = TrailingSum.build(ctx, self.axes, mean=True)
+
     def reduce(self, x, out):
+        if self.rows is not None:
+            self.rows(x, out)
+            return
         if x.size == 0:
             out.fill(0)
             return
@@ -60,7 +106,13 @@ class ReduceMean(_Reduce):
 class ReduceSum(_Reduce):
     """Y = sum of X over `axes` (axes an input from ReduceSum-13). Spec: Operators.md#ReduceSum."""
 
+    def setup(self, ctx):
+        self.rows = TrailingSum.build(ctx, self.axes, mean=False)
+
     def reduce(self, x, out):
+        if self.rows is not None:
+            self.rows(x, out)
+            return
         np.sum(x, axis=self.axes, keepdims=True, out=out, dtype=self.acc)
 
 

@@ -184,3 +184,48 @@ def pool2d(x, y, bufs, mode, kh, kw, sh, sw, dh, dw, ph, pw, count_h, count_w, c
             a = _rows(xf, xo, uw, bf, upw, ul + upw, mode, i1 - i0, _U(dh * w))
             _columns(bf, a - upw, yf, _U((p * oh_n + oh) * ow_n), uow, mode, kw, usw, udw, count_h[oh], count_w,
                      ulo, uhi)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _tile_row(xr, yr, kw):
+    """yr[o] += sum over j < kw of xr[o*kw + j], o < yr.size (slices: indices from 0, so LLVM
+    sees unit-stride groups and vectorizes them)."""
+    n = yr.size
+    if kw == 1:
+        for o in range(n):
+            yr[o] += xr[o]
+    elif kw == 2:
+        for o in range(n):
+            yr[o] += xr[2 * o] + xr[2 * o + 1]
+    elif kw == 3:
+        for o in range(n):
+            yr[o] += (xr[3 * o] + xr[3 * o + 1]) + xr[3 * o + 2]
+    else:
+        for o in range(n):
+            v = xr[o * kw]
+            for j in range(1, kw):
+                v += xr[o * kw + j]
+            yr[o] += v
+
+
+@njit(types.void(_R4, _W4, _i8, _i8), nogil=True, cache=True, error_model="numpy")
+def average_tiles(x, y, kh, kw):
+    """Y = AveragePool of X over windows that tile it: strides = kernel (kh, kw), dilation 1, no
+    padding, every window inside X (2-D NCHW float32; rows and columns past the last window unread).
+
+    Y[n, c, oh, ow] = (sum over i < kh of (sum over j < kw of X[n, c, oh*kh + i, ow*kw + j])) / (kh*kw):
+    each window row's kw columns summed, the rows added in order, one float32 division.
+    """
+    n_n, c_n, h, w = x.shape
+    oh_n, ow_n = y.shape[2], y.shape[3]
+    count = np.float32(kh * kw)
+    span = ow_n * kw
+    for p in range(n_n * c_n):
+        xp, yp = x[p // c_n, p % c_n], y[p // c_n, p % c_n]
+        for oh in range(oh_n):
+            yr = yp[oh]
+            yr[:] = _ZERO
+            for i in range(kh):
+                _tile_row(xp[oh * kh + i, :span], yr, kw)
+            for o in range(ow_n):
+                yr[o] = yr[o] / count
