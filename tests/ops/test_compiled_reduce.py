@@ -106,7 +106,7 @@ def test_float16_float64_and_empty_rows_keep_numpy():
 # (kernel, shape, extra attributes): leftover rows/columns unread, kernels 1..5 wide,
 # SAME padding that pads nothing, count_include_pad (no window reaches padding)
 TILES = [((3, 2), (1, 160, 3, 80), {}), ((2, 2), (2, 3, 13, 17), {}), ((3, 3), (2, 5, 10, 31), {}),
-         ((4, 5), (1, 3, 9, 21), {}), ((1, 3), (2, 2, 5, 10), {}), ((2, 1), (1, 2, 7, 3), {}),
+         ((4, 5), (1, 3, 9, 21), {}), ((1, 3), (2, 2, 5, 10), {}), ((2, 1), (1, 2, 7, 3), {}), ((2, 2), (2, 2, 4, 39), {}),
          ((2, 2), (1, 2, 8, 12), {"auto_pad": "SAME_UPPER"}), ((2, 2), (1, 2, 8, 12), {"pads": [0, 0, 1, 1]})]
 
 

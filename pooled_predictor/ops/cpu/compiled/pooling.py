@@ -27,7 +27,10 @@ borders may differ, so a border average may differ by an ulp).
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 MAX, AVERAGE = 0, 1
 LOWEST = np.float32(np.finfo(np.float32).min)
@@ -37,6 +40,9 @@ _f4, _i8 = types.float32, types.int64
 _R4 = types.Array(_f4, 4, "C", readonly=True)
 _W4, _W2 = types.Array(_f4, 4, "C"), types.Array(_f4, 2, "C")
 _R1 = types.Array(_f4, 1, "C", readonly=True)
+_W1 = types.Array(_f4, 1, "C")
+_V8, _V16 = ir.VectorType(ir.FloatType(), 8), ir.VectorType(ir.FloatType(), 16)
+_M8 = ir.VectorType(ir.IntType(32), 8)
 
 
 # Helpers without a signature of their own: compiled once, inside pool2d (a cold
@@ -186,46 +192,69 @@ def pool2d(x, y, bufs, mode, kh, kw, sh, sw, dh, dw, ph, pw, count_h, count_w, c
                      ulo, uhi)
 
 
+@intrinsic
+def _pair_means8(typingctx, src, y, y_off, nvec, count):
+    """y[y_off + o] = (src[2o] + src[2o + 1]) / count for o < 8 * nvec: <16 x float> loads split
+    into even and odd lanes (LLVM does not vectorize the stride-2 loads itself). The caller keeps
+    src[: 16 * nvec] and y[y_off : y_off + 8 * nvec] in bounds."""
+    sig = types.void(src, y, y_off, nvec, count)
+
+    def codegen(context, builder, signature, args):
+        src_a, y_a, y_off_v, n_v, count_v = args
+        sptr = builder.bitcast(context.make_array(signature.args[0])(context, builder, src_a).data,
+                               _V16.as_pointer())
+        yptr = builder.bitcast(builder.gep(context.make_array(signature.args[1])(context, builder, y_a).data,
+                                           [y_off_v]), _V8.as_pointer())
+        div = builder.insert_element(ir.Constant(_V8, ir.Undefined), count_v, ir.Constant(ir.IntType(32), 0))
+        div = builder.shuffle_vector(div, ir.Constant(_V8, ir.Undefined), ir.Constant(_M8, [0] * 8))
+        with cgutils.for_range(builder, n_v) as loop:
+            v = builder.load(builder.gep(sptr, [loop.index]), align=4)
+            even = builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(_M8, list(range(0, 16, 2))))
+            odd = builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(_M8, list(range(1, 16, 2))))
+            builder.store(builder.fdiv(builder.fadd(even, odd), div), builder.gep(yptr, [loop.index]), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
-def _tile_row(xr, yr, kw):
-    """yr[o] += sum over j < kw of xr[o*kw + j], o < yr.size (slices: indices from 0, so LLVM
-    sees unit-stride groups and vectorizes them)."""
-    n = yr.size
-    if kw == 1:
-        for o in range(n):
-            yr[o] += xr[o]
-    elif kw == 2:
-        for o in range(n):
-            yr[o] += xr[2 * o] + xr[2 * o + 1]
-    elif kw == 3:
-        for o in range(n):
-            yr[o] += (xr[3 * o] + xr[3 * o + 1]) + xr[3 * o + 2]
-    else:
-        for o in range(n):
-            v = xr[o * kw]
-            for j in range(1, kw):
-                v += xr[o * kw + j]
-            yr[o] += v
+def _window_means(src, y, yo, n, kw, count):
+    """y[yo + o] = (sum over j < kw of src[o*kw + j]) / count, o < n (src: the window rows' sums)."""
+    start = 0
+    if kw == 2:
+        start = n // 8 * 8
+        _pair_means8(src, y, yo, start // 8, count)
+    for o in range(start, n):
+        v = src[o * kw]
+        for j in range(1, kw):
+            v += src[o * kw + j]
+        y[yo + o] = v / count
 
 
-@njit(types.void(_R4, _W4, _i8, _i8), nogil=True, cache=True, error_model="numpy")
-def average_tiles(x, y, kh, kw):
+@njit(types.void(_R4, _W4, _W1, _i8, _i8), nogil=True, cache=True, error_model="numpy")
+def average_tiles(x, y, buf, kh, kw):
     """Y = AveragePool of X over windows that tile it: strides = kernel (kh, kw), dilation 1, no
     padding, every window inside X (2-D NCHW float32; rows and columns past the last window unread).
 
-    Y[n, c, oh, ow] = (sum over i < kh of (sum over j < kw of X[n, c, oh*kh + i, ow*kw + j])) / (kh*kw):
-    each window row's kw columns summed, the rows added in order, one float32 division.
+    Y[n, c, oh, ow] = (sum over j < kw of (sum over i < kh of X[n, c, oh*kh + i, ow*kw + j])) / (kh*kw):
+    the window rows added in order into buf (unit stride: LLVM vectorizes it), then each window's
+    kw columns of buf summed and divided (kw = 2: _pair_means8); buf: at least W floats.
     """
     n_n, c_n, h, w = x.shape
     oh_n, ow_n = y.shape[2], y.shape[3]
     count = np.float32(kh * kw)
     span = ow_n * kw
-    for p in range(n_n * c_n):
-        xp, yp = x[p // c_n, p % c_n], y[p // c_n, p % c_n]
-        for oh in range(oh_n):
-            yr = yp[oh]
-            yr[:] = _ZERO
-            for i in range(kh):
-                _tile_row(xp[oh * kh + i, :span], yr, kw)
-            for o in range(ow_n):
-                yr[o] = yr[o] / count
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for q in range(n_n * c_n * oh_n):   # q = (n*C + c)*OH + oh: input rows from (n*C + c)*H + oh*kh
+        r = ((q // oh_n) * h + (q % oh_n) * kh) * w
+        if kh == 1:
+            _window_means(xf[r:r + span], yf, q * ow_n, ow_n, kw, count)
+            continue
+        x0, x1 = xf[r:r + span], xf[r + w:r + w + span]   # slices: indices from 0, no wraparound tests
+        for k in range(span):
+            buf[k] = x0[k] + x1[k]
+        for i in range(2, kh):
+            xi = xf[r + i * w:r + i * w + span]
+            for k in range(span):
+                buf[k] += xi[k]
+        _window_means(buf, yf, q * ow_n, ow_n, kw, count)
