@@ -1,5 +1,5 @@
-"""Compiled sums over trailing axes (compiled/rowreduce.py: ReduceMean, ReduceSum,
-GlobalAveragePool) and the compiled AveragePool of windows that tile the input
+"""Compiled reductions over trailing axes (compiled/rowreduce.py: ReduceMean, ReduceSum,
+ReduceMax, GlobalAveragePool, GlobalMaxPool) and the compiled AveragePool of windows that tile the input
 (compiled/pooling.py's average_tiles): against onnxruntime over grids (odd sizes,
 batch 2, keepdims, axes, tiny and large planes), against the numpy reference paths
 (compiled.ENABLED=False) and a float64 reference, NaN/inf, and the path each node takes."""
@@ -30,7 +30,7 @@ def ours_both(op, inputs, attrs, opset, static=(), monkeypatch=None):
     return fast, ref
 
 
-# ---- ReduceMean / ReduceSum / GlobalAveragePool ----------------------------------------
+# ---- ReduceMean / ReduceSum / ReduceMax / GlobalAveragePool / GlobalMaxPool ----------------------------------------
 # shapes: rows of 1 value, of fewer than 8, of 8k + r, of several 256-blocks; batch 2
 SHAPES = [(2, 3, 1, 1), (2, 5, 3, 2), (1, 4, 7, 7), (2, 3, 13, 17), (1, 2, 67, 71)]
 # (axes, compiled): trailing sets in any order; the others take numpy
@@ -40,11 +40,11 @@ AXES = [([2, 3], True), ([3, -2], True), ([-1], True), ([1, 2, 3], True), ([0, 1
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("axes,trailing", AXES, ids=lambda v: str(v))
-@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum"])
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceMax"])
 def test_reduce_over_axes_against_onnxruntime_and_numpy(op, axes, trailing, shape, monkeypatch):
     x = f32(*shape, offset=0.5)
     for keepdims in (0, 1):
-        if op == "ReduceMean":   # axes an attribute (13) and an input (18)
+        if op != "ReduceSum":   # axes an attribute (13) and an input (18)
             cases = [([x], {"axes": axes, "keepdims": keepdims}, 13, ()),
                      ([x, np.array(axes, np.int64)], {"keepdims": keepdims}, 18, (1,))]
         else:
@@ -52,18 +52,25 @@ def test_reduce_over_axes_against_onnxruntime_and_numpy(op, axes, trailing, shap
         for inputs, attrs, opset, static in cases:
             check_node(op, inputs, attrs, opset=opset, static=static, rtol=1e-6)
             fast, ref = ours_both(op, inputs, attrs, opset, static, monkeypatch)
-            np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-6)
+            if op == "ReduceMax":
+                np.testing.assert_array_equal(fast, ref)   # a max is exact
+            else:
+                np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-6)
             assert (build(op, inputs, attrs, opset).rows is not None) == trailing
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 13, 17), (1, 1280, 7, 7), (2, 3, 5), (1, 2, 3, 4, 5), (3, 2, 1, 1)],
                          ids=lambda s: "x".join(map(str, s)))
-def test_global_average_pool_against_onnxruntime_and_numpy(shape, monkeypatch):
+def test_global_pools_against_onnxruntime_and_numpy(shape, monkeypatch):
     x = f32(*shape)
-    check_node("GlobalAveragePool", [x], {}, opset=22, rtol=1e-6)
-    fast, ref = ours_both("GlobalAveragePool", [x], {}, 1, monkeypatch=monkeypatch)
-    np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-7)
-    assert build("GlobalAveragePool", [x], {}, 1).rows is not None
+    for op in ("GlobalAveragePool", "GlobalMaxPool"):
+        check_node(op, [x], {}, opset=22, rtol=1e-6)
+        fast, ref = ours_both(op, [x], {}, 1, monkeypatch=monkeypatch)
+        if op == "GlobalMaxPool":
+            np.testing.assert_array_equal(fast, ref)
+        else:
+            np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-7)
+        assert build(op, [x], {}, 1).rows is not None
 
 
 def test_sums_within_the_error_bound_and_no_worse_than_numpy(monkeypatch):
@@ -89,17 +96,30 @@ def test_nan_and_inf_propagate(monkeypatch):
                                              ("ReduceSum", [x, np.array([2, 3], np.int64)], {}, 13, (1,))]:
         check_node(op, inputs, attrs, opset=opset, static=static, rtol=1e-6)
         fast, ref = ours_both(op, inputs, attrs, opset, static, monkeypatch)
-        np.testing.assert_allclose(fast, ref, rtol=1e-6)
+        # sums of 279 values, sum|x| about 220: within a few of its float32 ulps (1.5e-5)
+        np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=19 * U * 220)
         assert np.isnan(fast[0, 0, 0, 0]) and fast[0, 1, 0, 0] == np.inf and fast[1, 2, 0, 0] == -np.inf
         assert np.isnan(fast[1, 0, 0, 0]) and np.isfinite(fast[0, 2, 0, 0])
+    # maxima: NaN wins wherever it is (in the vector part or the last d % 8 values), as np.max
+    for op, inputs, attrs, opset in [("GlobalMaxPool", [x], {}, 1), ("ReduceMax", [x], {"axes": [2, 3]}, 13)]:
+        fast, ref = ours_both(op, inputs, attrs, opset, (), monkeypatch)
+        np.testing.assert_array_equal(fast, ref)
+        assert np.isnan(fast[0, 0, 0, 0]) and fast[0, 1, 0, 0] == np.inf and fast[1, 0, 0, 0] == np.inf
+    y = f32(3, 2, 1, 5)
+    y[0, 0, 0, 4], y[1, 1, 0, 0], y[2, :] = np.nan, np.nan, -np.inf
+    fast, ref = ours_both("GlobalMaxPool", [y], {}, 1, monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(fast, ref)
+    assert np.isnan(fast[0, 0]) and np.isnan(fast[1, 1]) and np.all(fast[2] == -np.inf)
 
 
 def test_float16_float64_and_empty_rows_keep_numpy():
     for dtype in (np.float16, np.float64):
         assert build("ReduceMean", [f32(2, 3, 4).astype(dtype)], {"axes": [2]}, 13).rows is None
+        assert build("GlobalMaxPool", [f32(2, 3, 4).astype(dtype)], {}, 1).rows is None
     assert build("ReduceMean", [f32(2, 3, 0)], {"axes": [2]}, 13).rows is None     # mean of nothing: 0
     check_node("ReduceMean", [f32(2, 3, 0)], {"axes": [2]}, opset=13)
     check_node("ReduceSum", [f32(0, 3, 4), np.array([2], np.int64)], {}, opset=13, static=(1,))
+    check_node("ReduceMax", [f32(0, 3, 4)], {"axes": [2]}, opset=13)
 
 
 # ---- AveragePool whose windows tile the input ----------------------------------------

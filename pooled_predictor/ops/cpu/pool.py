@@ -19,7 +19,8 @@ order (h, then w, then d) wins.
 pass per output row, no workspace planes; AveragePool windows that tile the
 input without overlap their own loop) when compiled.ENABLED; the numpy passes
 above are the tested reference and run every other case. GlobalAveragePool's
-float32 planes are summed compiled as reduce.py's trailing-axes sums.
+and GlobalMaxPool's float32 planes are reduced compiled as reduce.py's
+trailing axes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.pool import AxisWindow, pool_geometry
 from . import compiled
-from .reduce import TrailingSum
+from .reduce import TrailingReduce
 
 
 def _lowest(dtype: np.dtype):
@@ -334,13 +335,13 @@ class LpPool:
 class GlobalAveragePool:
     """Y[n, c] = mean of X[n, c] over all spatial axes (kept as size 1).
 
-    float32 runs compiled (reduce.TrailingSum: one pass per plane, block sums in
+    float32 runs compiled (reduce.TrailingReduce: one pass per plane, block sums in
     float64); numpy's mean otherwise, the tested reference.
     """
 
     def __init__(self, ctx):
         n = len(ctx.shape(0))
-        self.rows = TrailingSum.build(ctx, range(2, n), mean=True) if n > 2 else None
+        self.rows = TrailingReduce.build(ctx, range(2, n), "mean") if n > 2 else None
 
     def __call__(self, x, *, out):
         if self.rows is not None:
@@ -350,9 +351,20 @@ class GlobalAveragePool:
 
 
 @kernel("GlobalMaxPool", since=(1, 22))
-def global_max_pool(x, *, out):
-    """Y[n, c] = max of X[n, c] over all spatial axes (kept as size 1)."""
-    if x.ndim == 2:
-        np.copyto(out, x)
-    else:
-        np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+class GlobalMaxPool:
+    """Y[n, c] = max of X[n, c] over all spatial axes (kept as size 1), NaN propagating.
+
+    float32 runs compiled (reduce.TrailingReduce); numpy's max otherwise, the tested reference.
+    """
+
+    def __init__(self, ctx):
+        n = len(ctx.shape(0))
+        self.rows = TrailingReduce.build(ctx, range(2, n), "max") if n > 2 else None
+
+    def __call__(self, x, *, out):
+        if self.rows is not None:
+            self.rows(x, out)
+        elif x.ndim == 2:
+            np.copyto(out, x)
+        else:
+            np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)

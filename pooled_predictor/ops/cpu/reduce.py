@@ -13,10 +13,11 @@ Mean, whose value the spec leaves undefined (onnxruntime's 0, not numpy's NaN);
 Sums and products accumulate in the input's type (integers wrap, as in
 onnxruntime), float16 in float32.
 
-float32 sums and means over trailing axes (ReduceMean axes [2, 3] on NCHW,
-GlobalAveragePool) run compiled when compiled.ENABLED: TrailingSum, through
-compiled/rowreduce.py (one pass per row, block sums in float64); numpy runs
-every other case and is the tested reference.
+float32 means, sums and maxima over trailing axes (ReduceMean axes [2, 3] on
+NCHW, ReduceSum, ReduceMax; GlobalAveragePool and GlobalMaxPool in pool.py)
+run compiled when compiled.ENABLED: TrailingReduce, through compiled/rowreduce.py
+(one pass per row; sums in 8-lane blocks added in float64); numpy runs every
+other case and is the tested reference.
 """
 
 from __future__ import annotations
@@ -28,21 +29,23 @@ from ..shapes.reduce import reduce_axes
 from . import compiled
 
 
-class TrailingSum:
-    """Y = scale * sum of X over its trailing axes, compiled (compiled/rowreduce.py's sum_rows).
+class TrailingReduce:
+    """Y = the mean, sum or max of X over its trailing axes, compiled (compiled/rowreduce.py).
 
     X (d0, ..., dk-1, dk, ..., dn-1) float32, C-contiguous, is read as rows = d0*...*dk-1
     rows of d = dk*...*dn-1 values; Y holds the rows' results in order (any shape of
-    that size: keepdims or not). scale 1/d gives the mean.
+    that size: keepdims or not). kind: "mean" (sum_rows, scale 1/d), "sum" or "max".
     """
 
-    def __init__(self, shape, first_axis: int, mean: bool):
-        from .compiled.rowreduce import sum_rows
+    def __init__(self, shape, first_axis: int, kind: str):
+        from .compiled.rowreduce import max_rows, sum_rows
 
-        self.run = sum_rows
         self.rows = int(np.prod(shape[:first_axis], dtype=np.int64))
         self.d = int(np.prod(shape[first_axis:], dtype=np.int64))
-        self.scale = 1.0 / self.d if mean else 1.0
+        if kind == "max":
+            self.run, self.args = max_rows, (self.rows, self.d)
+        else:
+            self.run, self.args = sum_rows, (self.rows, self.d, 1.0 / self.d if kind == "mean" else 1.0)
 
     @staticmethod
     def fits(ctx, axes) -> bool:
@@ -53,13 +56,13 @@ class TrailingSum:
                 and int(np.prod(shape[n - len(axes):], dtype=np.int64)) > 0)
 
     @classmethod
-    def build(cls, ctx, axes, mean: bool):
-        """A TrailingSum for these axes of input 0, or None where numpy runs."""
+    def build(cls, ctx, axes, kind: str):
+        """A TrailingReduce for these axes of input 0, or None where numpy runs."""
         axes = tuple(sorted(axes))
-        return cls(ctx.shape(0), axes[0], mean) if cls.fits(ctx, axes) else None
+        return cls(ctx.shape(0), axes[0], kind) if cls.fits(ctx, axes) else None
 
     def __call__(self, x, out):
-        self.run(np.ascontiguousarray(x).reshape(-1), out.reshape(-1), self.rows, self.d, self.scale)
+        self.run(np.ascontiguousarray(x).reshape(-1), out.reshape(-1), *self.args)
 
 
 class _Reduce:
@@ -90,7 +93,7 @@ class ReduceMean(_Reduce):
     """Y = mean of X over `axes` (0 over an empty set). Spec: Operators.md#ReduceMean."""
 
     def setup(self, ctx):
-        self.rows = TrailingSum.build(ctx, self.axes, mean=True)
+        self.rows = TrailingReduce.build(ctx, self.axes, "mean")
 
     def reduce(self, x, out):
         if self.rows is not None:
@@ -107,7 +110,7 @@ class ReduceSum(_Reduce):
     """Y = sum of X over `axes` (axes an input from ReduceSum-13). Spec: Operators.md#ReduceSum."""
 
     def setup(self, ctx):
-        self.rows = TrailingSum.build(ctx, self.axes, mean=False)
+        self.rows = TrailingReduce.build(ctx, self.axes, "sum")
 
     def reduce(self, x, out):
         if self.rows is not None:
@@ -138,7 +141,13 @@ def _extreme(dtype: np.dtype, lowest: bool):
 class ReduceMax(_Reduce):
     """Y = max of X over `axes` (bool from ReduceMax-20, False < True). Spec: Operators.md#ReduceMax."""
 
+    def setup(self, ctx):
+        self.rows = TrailingReduce.build(ctx, self.axes, "max")
+
     def reduce(self, x, out):
+        if self.rows is not None:
+            self.rows(x, out)
+            return
         if x.size == 0:
             out.fill(_extreme(x.dtype, lowest=True))
             return
