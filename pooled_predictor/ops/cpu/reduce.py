@@ -62,7 +62,7 @@ class TrailingReduce:
         return cls(ctx.shape(0), axes[0], kind) if cls.fits(ctx, axes) else None
 
     def __call__(self, x, out):
-        self.run(np.ascontiguousarray(x).reshape(-1), out.reshape(-1), *self.args)
+        self.run(x.reshape(-1), out.reshape(-1), *self.args)   # a view; a copy only if X were not contiguous
 
 
 class _Reduce:
