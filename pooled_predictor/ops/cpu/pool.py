@@ -331,35 +331,18 @@ class LpPool:
             np.power(out, 1.0 / self.p, out=out)
 
 
-@kernel("GlobalAveragePool", since=(1, 22))
-class GlobalAveragePool:
-    """Y[n, c] = mean of X[n, c] over all spatial axes (kept as size 1).
+class _GlobalPool:
+    """Y[n, c] = the reduction of X[n, c] over all spatial axes (kept as size 1).
 
-    float32 runs compiled (reduce.TrailingReduce: one pass per plane, block sums in
-    float64); numpy's mean otherwise, the tested reference.
+    float32 runs compiled (reduce.TrailingReduce: one pass per plane); `numpy` otherwise,
+    the tested reference.
     """
+
+    kind = ""
 
     def __init__(self, ctx):
         n = len(ctx.shape(0))
-        self.rows = TrailingReduce.build(ctx, range(2, n), "mean") if n > 2 else None
-
-    def __call__(self, x, *, out):
-        if self.rows is not None:
-            self.rows(x, out)
-        else:
-            np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
-
-
-@kernel("GlobalMaxPool", since=(1, 22))
-class GlobalMaxPool:
-    """Y[n, c] = max of X[n, c] over all spatial axes (kept as size 1), NaN propagating.
-
-    float32 runs compiled (reduce.TrailingReduce); numpy's max otherwise, the tested reference.
-    """
-
-    def __init__(self, ctx):
-        n = len(ctx.shape(0))
-        self.rows = TrailingReduce.build(ctx, range(2, n), "max") if n > 2 else None
+        self.rows = TrailingReduce.build(ctx, range(2, n), self.kind) if n > 2 else None
 
     def __call__(self, x, *, out):
         if self.rows is not None:
@@ -367,4 +350,27 @@ class GlobalMaxPool:
         elif x.ndim == 2:
             np.copyto(out, x)
         else:
-            np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+            self.numpy(x, out)
+
+
+@kernel("GlobalAveragePool", since=(1, 22))
+class GlobalAveragePool(_GlobalPool):
+    """Y[n, c] = mean of X[n, c] over all spatial axes (kept as size 1); sums of float32 planes
+    in 8-lane blocks added in float64 (compiled/rowreduce.py)."""
+
+    kind = "mean"
+
+    @staticmethod
+    def numpy(x, out):
+        np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+
+
+@kernel("GlobalMaxPool", since=(1, 22))
+class GlobalMaxPool(_GlobalPool):
+    """Y[n, c] = max of X[n, c] over all spatial axes (kept as size 1), NaN propagating."""
+
+    kind = "max"
+
+    @staticmethod
+    def numpy(x, out):
+        np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
