@@ -145,8 +145,9 @@ class _CompiledPool2d:
 class _AverageTiles:
     """2-D float32 AveragePool whose windows tile the input (strides = kernel, dilation 1, no
     window reaching the padding), through compiled/pooling.py's average_tiles: one row buffer,
-    no count tables (PP-OCR rec's AveragePool kernel [3, 2] strides [3, 2] on 160x3x80:
-    0.010 ms vs 0.060 numpy, onnxruntime 0.021; 2x2 s2 on 64x56x56: 0.076 vs 0.15 ms, 0.09)."""
+    no count tables. One thread (benchmarks/node_kernels.py): PP-OCR rec's kernel [3, 2]
+    strides [3, 2] on 160x3x80 0.011 ms (numpy 0.069, onnxruntime 0.026); 2x2 s2 on
+    64x56x56 0.080 ms (0.175, 0.092)."""
 
     def __init__(self, ctx, geometry: list[AxisWindow]):
         from .compiled.pooling import average_tiles
