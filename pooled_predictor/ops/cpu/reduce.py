@@ -66,19 +66,28 @@ class TrailingReduce:
 
 
 class _Reduce:
-    """Reduce X over the axes resolved at reshape; writes the keepdims shape of `out`."""
+    """Reduce X over the axes resolved at reshape; writes the keepdims shape of `out`.
+
+    Subclasses with a `trailing` kind ("mean", "sum", "max") run TrailingReduce where it fits.
+    """
+
+    trailing = None
 
     def __init__(self, ctx, *, axes=None, keepdims=1, noop_with_empty_axes=0):
         self.axes = reduce_axes(ctx)
         dtype = np.dtype(ctx.dtype(0))
         self.acc = np.dtype(np.float32) if dtype == np.float16 else dtype
         self.keep_shape = tuple(1 if i in self.axes else d for i, d in enumerate(ctx.shape(0)))
+        self.rows = TrailingReduce.build(ctx, self.axes, self.trailing) if self.trailing else None
         self.setup(ctx)
 
     def setup(self, ctx):
         """Ask for workspace (subclasses that need a temporary of X's shape)."""
 
     def __call__(self, x, axes=None, *, out):
+        if self.rows is not None:
+            self.rows(x, out)
+            return
         if not self.axes:
             np.copyto(out, x.reshape(out.shape))
             return
@@ -92,13 +101,9 @@ class _Reduce:
 class ReduceMean(_Reduce):
     """Y = mean of X over `axes` (0 over an empty set). Spec: Operators.md#ReduceMean."""
 
-    def setup(self, ctx):
-        self.rows = TrailingReduce.build(ctx, self.axes, "mean")
+    trailing = "mean"
 
     def reduce(self, x, out):
-        if self.rows is not None:
-            self.rows(x, out)
-            return
         if x.size == 0:
             out.fill(0)
             return
@@ -109,13 +114,9 @@ class ReduceMean(_Reduce):
 class ReduceSum(_Reduce):
     """Y = sum of X over `axes` (axes an input from ReduceSum-13). Spec: Operators.md#ReduceSum."""
 
-    def setup(self, ctx):
-        self.rows = TrailingReduce.build(ctx, self.axes, "sum")
+    trailing = "sum"
 
     def reduce(self, x, out):
-        if self.rows is not None:
-            self.rows(x, out)
-            return
         np.sum(x, axis=self.axes, keepdims=True, out=out, dtype=self.acc)
 
 
@@ -141,13 +142,9 @@ def _extreme(dtype: np.dtype, lowest: bool):
 class ReduceMax(_Reduce):
     """Y = max of X over `axes` (bool from ReduceMax-20, False < True). Spec: Operators.md#ReduceMax."""
 
-    def setup(self, ctx):
-        self.rows = TrailingReduce.build(ctx, self.axes, "max")
+    trailing = "max"
 
     def reduce(self, x, out):
-        if self.rows is not None:
-            self.rows(x, out)
-            return
         if x.size == 0:
             out.fill(_extreme(x.dtype, lowest=True))
             return
