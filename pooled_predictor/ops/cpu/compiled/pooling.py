@@ -247,12 +247,14 @@ def average_tiles(x, y, buf, kh, kw):
     xf, yf = x.reshape(-1), y.reshape(-1)
     for q in range(n_n * c_n * oh_n):   # q = (n*C + c)*OH + oh: input rows from (n*C + c)*H + oh*kh
         r = ((q // oh_n) * h + (q % oh_n) * kh) * w
-        if kh == 1:
-            _window_means(xf[r:r + span], yf, q * ow_n, ow_n, kw, count)
-            continue
-        x0, x1 = xf[r:r + span], xf[r + w:r + w + span]   # slices: indices from 0, no wraparound tests
-        for k in range(span):
-            buf[k] = x0[k] + x1[k]
+        x0 = xf[r:r + span]   # row slices: indices from 0, no wraparound tests (vectorizes)
+        if kh == 1:   # copied, so that _window_means compiles for one array type
+            for k in range(span):
+                buf[k] = x0[k]
+        else:
+            x1 = xf[r + w:r + w + span]
+            for k in range(span):
+                buf[k] = x0[k] + x1[k]
         for i in range(2, kh):
             xi = xf[r + i * w:r + i * w + span]
             for k in range(span):
