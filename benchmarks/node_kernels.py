@@ -1,7 +1,8 @@
 """Micro-benchmark: one node of ours (compiled kernels on and off) against onnxruntime, one thread.
 
-The pooling, Resize, ConvTranspose and Sigmoid nodes of the PP-OCR detector at
-480x640 (and a few common pooling shapes of the zoo's image classifiers). Ours:
+The pooling, Resize, ConvTranspose, Sigmoid, GlobalAveragePool and ReduceMean nodes
+of the PP-OCR detector at 480x640 and recognizer at 48x320, with their shapes from
+the models (and a few common pooling shapes of the zoo's image classifiers). Ours:
 the kernel built as a Net builds it (weights static, scratch preallocated),
 once with compiled kernels (compiled.ENABLED) and once with the numpy
 reference paths; onnxruntime: a one-node session, intra_op_num_threads=1,
@@ -39,6 +40,7 @@ OPSET = 17
 _f = np.float32
 _UP2 = np.array([1, 1, 2, 2], _f)
 _UP8 = np.array([1, 1, 8, 8], _f)
+_HW = {"axes": [2, 3], "keepdims": 1}   # PP-OCR's ReduceMean over H, W (opset 17: axes an attribute)
 _NEAREST = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
 
 # name, op, input shapes (None: an absent input; arrays: static values), attributes
@@ -65,6 +67,26 @@ CASES = [
      {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}),
     ("det Sigmoid 1x480x640", "Sigmoid", [(1, 1, 480, 640)], {}),
     ("det GlobalAveragePool 64x120x160", "GlobalAveragePool", [(1, 64, 120, 160)], {}),
+    ("det GlobalAveragePool 64x60x80", "GlobalAveragePool", [(1, 64, 60, 80)], {}),
+    ("det GlobalAveragePool 64x30x40", "GlobalAveragePool", [(1, 64, 30, 40)], {}),
+    ("det GlobalAveragePool 64x15x20", "GlobalAveragePool", [(1, 64, 15, 20)], {}),
+    ("det GlobalAveragePool 16x120x160", "GlobalAveragePool", [(1, 16, 120, 160)], {}),
+    ("det GlobalAveragePool 16x60x80", "GlobalAveragePool", [(1, 16, 60, 80)], {}),
+    ("det GlobalAveragePool 16x30x40", "GlobalAveragePool", [(1, 16, 30, 40)], {}),
+    ("det GlobalAveragePool 16x15x20", "GlobalAveragePool", [(1, 16, 15, 20)], {}),
+    ("det ReduceMean [2,3] 32x120x160", "ReduceMean", [(1, 32, 120, 160)], _HW),
+    ("det ReduceMean [2,3] 48x60x80", "ReduceMean", [(1, 48, 60, 80)], _HW),
+    ("det ReduceMean [2,3] 64x30x40 (x2)", "ReduceMean", [(1, 64, 30, 40)], _HW),
+    ("det ReduceMean [2,3] 160x15x20", "ReduceMean", [(1, 160, 15, 20)], _HW),
+    ("rec ReduceMean [2,3] 48x12x80", "ReduceMean", [(1, 48, 12, 80)], _HW),
+    ("rec ReduceMean [2,3] 96x6x80", "ReduceMean", [(1, 96, 6, 80)], _HW),
+    ("rec ReduceMean [2,3] 160x3x80", "ReduceMean", [(1, 160, 3, 80)], _HW),
+    ("rec AveragePool.0 k3x2 s3x2 160x3x80", "AveragePool", [(1, 160, 3, 80)],
+     {"kernel_shape": [3, 2], "strides": [3, 2], "pads": [0, 0, 0, 0]}),
+    ("AveragePool 2x2 s2 64x56x56", "AveragePool", [(1, 64, 56, 56)], {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ("MobileNetV2 GlobalAveragePool 1280x7x7", "GlobalAveragePool", [(1, 1280, 7, 7)], {}),
+    ("GlobalMaxPool 1280x7x7", "GlobalMaxPool", [(1, 1280, 7, 7)], {}),
+    ("ReduceMax [2,3] 160x15x20", "ReduceMax", [(1, 160, 15, 20)], _HW),
     # no compiled path (numpy at the memory limit): for comparison with onnxruntime
     ("det Concat 2x 16x240x320", "Concat", [(1, 16, 240, 320), (1, 16, 240, 320)], {"axis": 1}),
     ("det Add 64x120x160", "Add", [(1, 64, 120, 160), (1, 64, 120, 160)], {}),

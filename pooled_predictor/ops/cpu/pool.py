@@ -16,8 +16,11 @@ where X equals Y, so that, as in onnxruntime, the first maximum in window
 order (h, then w, then d) wins.
 
 2-D float32 MaxPool and AveragePool run compiled (compiled/pooling.py: one
-pass per output row, no workspace planes) when compiled.ENABLED; the numpy
-passes above are the tested reference and run every other case.
+pass per output row, no workspace planes; AveragePool windows that tile the
+input without overlap their own loop) when compiled.ENABLED; the numpy passes
+above are the tested reference and run every other case. GlobalAveragePool's
+and GlobalMaxPool's float32 planes are reduced compiled as reduce.py's
+trailing axes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.pool import AxisWindow, pool_geometry
 from . import compiled
+from .reduce import TrailingReduce
 
 
 def _lowest(dtype: np.dtype):
@@ -136,6 +140,30 @@ class _CompiledPool2d:
     def __call__(self, x, out):
         """Y into out (C-contiguous, as every blob; X is, unless a caller passes a view)."""
         self.run(np.ascontiguousarray(x), out, self.bufs.array, *self.args, *self.counts, *self.cols)
+
+
+class _AverageTiles:
+    """2-D float32 AveragePool whose windows tile the input (strides = kernel, dilation 1, no
+    window reaching the padding), through compiled/pooling.py's average_tiles: one row buffer,
+    no count tables. One thread (benchmarks/node_kernels.py): PP-OCR rec's kernel [3, 2]
+    strides [3, 2] on 160x3x80 0.011 ms (numpy 0.069, onnxruntime 0.026); 2x2 s2 on
+    64x56x56 0.080 ms (0.175, 0.092)."""
+
+    def __init__(self, ctx, geometry: list[AxisWindow]):
+        from .compiled.pooling import average_tiles
+
+        self.run = average_tiles
+        self.kernel = tuple(g.kernel for g in geometry)
+        self.buf = ctx.scratch((geometry[1].size,), np.float32)
+
+    @staticmethod
+    def fits(ctx, geometry) -> bool:
+        return (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32
+                and all(g.stride == g.kernel and (g.dilation == 1 or g.kernel == 1) and g.head == 0
+                        and g.out * g.kernel <= g.size for g in geometry))
+
+    def __call__(self, x, out):
+        self.run(np.ascontiguousarray(x), out, self.buf.array, *self.kernel)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -248,8 +276,12 @@ class AveragePool:
     def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
                  dilations=None, pads=None, strides=None):
         geometry = pool_geometry(ctx)
-        self.compiled = _CompiledPool2d(ctx, geometry, 1, bool(int(count_include_pad))) \
-            if _CompiledPool2d.fits(ctx, geometry, average=True) else None
+        if _AverageTiles.fits(ctx, geometry):
+            self.compiled = _AverageTiles(ctx, geometry)
+        elif _CompiledPool2d.fits(ctx, geometry, average=True):
+            self.compiled = _CompiledPool2d(ctx, geometry, 1, bool(int(count_include_pad)))
+        else:
+            self.compiled = None
         self.sum = None if self.compiled else _SeparablePool(ctx, geometry, np.add, 0)
         counts = np.ones((1, 1) + (1,) * len(geometry), np.int64)
         for i, g in enumerate(geometry):
@@ -300,16 +332,46 @@ class LpPool:
             np.power(out, 1.0 / self.p, out=out)
 
 
+class _GlobalPool:
+    """Y[n, c] = the reduction of X[n, c] over all spatial axes (kept as size 1).
+
+    float32 runs compiled (reduce.TrailingReduce: one pass per plane); `numpy` otherwise,
+    the tested reference.
+    """
+
+    kind = ""
+
+    def __init__(self, ctx):
+        n = len(ctx.shape(0))
+        self.rows = TrailingReduce.build(ctx, range(2, n), self.kind) if n > 2 else None
+
+    def __call__(self, x, *, out):
+        if self.rows is not None:
+            self.rows(x, out)
+        elif x.ndim == 2:
+            np.copyto(out, x)
+        else:
+            self.numpy(x, out)
+
+
 @kernel("GlobalAveragePool", since=(1, 22))
-def global_average_pool(x, *, out):
-    """Y[n, c] = mean of X[n, c] over all spatial axes (kept as size 1)."""
-    np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+class GlobalAveragePool(_GlobalPool):
+    """Y[n, c] = mean of X[n, c] over all spatial axes (kept as size 1); sums of float32 planes
+    in 8-lane blocks added in float64 (compiled/rowreduce.py)."""
+
+    kind = "mean"
+
+    @staticmethod
+    def numpy(x, out):
+        np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
 
 
 @kernel("GlobalMaxPool", since=(1, 22))
-def global_max_pool(x, *, out):
-    """Y[n, c] = max of X[n, c] over all spatial axes (kept as size 1)."""
-    if x.ndim == 2:
-        np.copyto(out, x)
-    else:
+class GlobalMaxPool(_GlobalPool):
+    """Y[n, c] = max of X[n, c] over all spatial axes (kept as size 1), NaN propagating."""
+
+    kind = "max"
+
+    @staticmethod
+    def numpy(x, out):
         np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)

@@ -12,6 +12,12 @@ Mean, whose value the spec leaves undefined (onnxruntime's 0, not numpy's NaN);
 0 for L1, L2 and SumSquare and -inf for LogSum and LogSumExp (log 0).
 Sums and products accumulate in the input's type (integers wrap, as in
 onnxruntime), float16 in float32.
+
+float32 means, sums and maxima over trailing axes (ReduceMean axes [2, 3] on
+NCHW, ReduceSum, ReduceMax; GlobalAveragePool and GlobalMaxPool in pool.py)
+run compiled when compiled.ENABLED: TrailingReduce, through compiled/rowreduce.py
+(one pass per row; sums in 8-lane blocks added in float64); numpy runs every
+other case and is the tested reference.
 """
 
 from __future__ import annotations
@@ -20,22 +26,68 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.reduce import reduce_axes
+from . import compiled
+
+
+class TrailingReduce:
+    """Y = the mean, sum or max of X over its trailing axes, compiled (compiled/rowreduce.py).
+
+    X (d0, ..., dk-1, dk, ..., dn-1) float32, C-contiguous, is read as rows = d0*...*dk-1
+    rows of d = dk*...*dn-1 values; Y holds the rows' results in order (any shape of
+    that size: keepdims or not). kind: "mean" (sum_rows, scale 1/d), "sum" or "max".
+    """
+
+    def __init__(self, shape, first_axis: int, kind: str):
+        from .compiled.rowreduce import max_rows, sum_rows
+
+        self.rows = int(np.prod(shape[:first_axis], dtype=np.int64))
+        self.d = int(np.prod(shape[first_axis:], dtype=np.int64))
+        if kind == "max":
+            self.run, self.args = max_rows, (self.rows, self.d)
+        else:
+            self.run, self.args = sum_rows, (self.rows, self.d, 1.0 / self.d if kind == "mean" else 1.0)
+
+    @staticmethod
+    def fits(ctx, axes) -> bool:
+        """float32, the axes X's last ones (at least one value each row), compiled.ENABLED."""
+        shape, n = ctx.shape(0), len(ctx.shape(0))
+        return (compiled.ENABLED and ctx.dtype(0) == np.float32 and len(axes) > 0
+                and tuple(axes) == tuple(range(n - len(axes), n))
+                and int(np.prod(shape[n - len(axes):], dtype=np.int64)) > 0)
+
+    @classmethod
+    def build(cls, ctx, axes, kind: str):
+        """A TrailingReduce for these axes of input 0, or None where numpy runs."""
+        axes = tuple(sorted(axes))
+        return cls(ctx.shape(0), axes[0], kind) if cls.fits(ctx, axes) else None
+
+    def __call__(self, x, out):
+        self.run(x.reshape(-1), out.reshape(-1), *self.args)   # a view; a copy only if X were not contiguous
 
 
 class _Reduce:
-    """Reduce X over the axes resolved at reshape; writes the keepdims shape of `out`."""
+    """Reduce X over the axes resolved at reshape; writes the keepdims shape of `out`.
+
+    Subclasses with a `trailing` kind ("mean", "sum", "max") run TrailingReduce where it fits.
+    """
+
+    trailing = None
 
     def __init__(self, ctx, *, axes=None, keepdims=1, noop_with_empty_axes=0):
         self.axes = reduce_axes(ctx)
         dtype = np.dtype(ctx.dtype(0))
         self.acc = np.dtype(np.float32) if dtype == np.float16 else dtype
         self.keep_shape = tuple(1 if i in self.axes else d for i, d in enumerate(ctx.shape(0)))
+        self.rows = TrailingReduce.build(ctx, self.axes, self.trailing) if self.trailing else None
         self.setup(ctx)
 
     def setup(self, ctx):
         """Ask for workspace (subclasses that need a temporary of X's shape)."""
 
     def __call__(self, x, axes=None, *, out):
+        if self.rows is not None:
+            self.rows(x, out)
+            return
         if not self.axes:
             np.copyto(out, x.reshape(out.shape))
             return
@@ -49,6 +101,8 @@ class _Reduce:
 class ReduceMean(_Reduce):
     """Y = mean of X over `axes` (0 over an empty set). Spec: Operators.md#ReduceMean."""
 
+    trailing = "mean"
+
     def reduce(self, x, out):
         if x.size == 0:
             out.fill(0)
@@ -59,6 +113,8 @@ class ReduceMean(_Reduce):
 @kernel("ReduceSum", since=(1, 11, 13))
 class ReduceSum(_Reduce):
     """Y = sum of X over `axes` (axes an input from ReduceSum-13). Spec: Operators.md#ReduceSum."""
+
+    trailing = "sum"
 
     def reduce(self, x, out):
         np.sum(x, axis=self.axes, keepdims=True, out=out, dtype=self.acc)
@@ -85,6 +141,8 @@ def _extreme(dtype: np.dtype, lowest: bool):
 @kernel("ReduceMax", since=(1, 11, 12, 13, 18, 20))
 class ReduceMax(_Reduce):
     """Y = max of X over `axes` (bool from ReduceMax-20, False < True). Spec: Operators.md#ReduceMax."""
+
+    trailing = "max"
 
     def reduce(self, x, out):
         if x.size == 0:

@@ -24,7 +24,8 @@ convolution with bias and activation fused), winograd.py (Winograd F(2x2,3x3) an
 F(4x4,3x3) transforms), sampling.py (GridSample, RoiAlign, DeformConv sampling;
 imported when such a node is built), pooling.py (2-D MaxPool / AveragePool),
 sigmoid.py (a vectorized float32 Sigmoid), col2im.py (ConvTranspose's tile
-scatter), resize.py (nearest and bilinear Resize).
+scatter), resize.py (nearest and bilinear Resize), rowreduce.py (sums and means
+over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool).
 """
 
 
@@ -67,7 +68,7 @@ _configure_cache()
 
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
-           "resize")
+           "resize", "rowreduce")
 
 
 def load_all() -> float:

@@ -27,7 +27,10 @@ borders may differ, so a border average may differ by an ulp).
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 MAX, AVERAGE = 0, 1
 LOWEST = np.float32(np.finfo(np.float32).min)
@@ -37,6 +40,9 @@ _f4, _i8 = types.float32, types.int64
 _R4 = types.Array(_f4, 4, "C", readonly=True)
 _W4, _W2 = types.Array(_f4, 4, "C"), types.Array(_f4, 2, "C")
 _R1 = types.Array(_f4, 1, "C", readonly=True)
+_W1 = types.Array(_f4, 1, "C")
+_V8, _V16 = ir.VectorType(ir.FloatType(), 8), ir.VectorType(ir.FloatType(), 16)
+_M8 = ir.VectorType(ir.IntType(32), 8)
 
 
 # Helpers without a signature of their own: compiled once, inside pool2d (a cold
@@ -184,3 +190,73 @@ def pool2d(x, y, bufs, mode, kh, kw, sh, sw, dh, dw, ph, pw, count_h, count_w, c
             a = _rows(xf, xo, uw, bf, upw, ul + upw, mode, i1 - i0, _U(dh * w))
             _columns(bf, a - upw, yf, _U((p * oh_n + oh) * ow_n), uow, mode, kw, usw, udw, count_h[oh], count_w,
                      ulo, uhi)
+
+
+@intrinsic
+def _pair_means8(typingctx, src, y, y_off, nvec, count):
+    """y[y_off + o] = (src[2o] + src[2o + 1]) / count for o < 8 * nvec: <16 x float> loads split
+    into even and odd lanes (LLVM does not vectorize the stride-2 loads itself). The caller keeps
+    src[: 16 * nvec] and y[y_off : y_off + 8 * nvec] in bounds."""
+    sig = types.void(src, y, y_off, nvec, count)
+
+    def codegen(context, builder, signature, args):
+        src_a, y_a, y_off_v, n_v, count_v = args
+        sptr = builder.bitcast(context.make_array(signature.args[0])(context, builder, src_a).data,
+                               _V16.as_pointer())
+        yptr = builder.bitcast(builder.gep(context.make_array(signature.args[1])(context, builder, y_a).data,
+                                           [y_off_v]), _V8.as_pointer())
+        div = builder.insert_element(ir.Constant(_V8, ir.Undefined), count_v, ir.Constant(ir.IntType(32), 0))
+        div = builder.shuffle_vector(div, ir.Constant(_V8, ir.Undefined), ir.Constant(_M8, [0] * 8))
+        with cgutils.for_range(builder, n_v) as loop:
+            v = builder.load(builder.gep(sptr, [loop.index]), align=4)
+            even = builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(_M8, list(range(0, 16, 2))))
+            odd = builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(_M8, list(range(1, 16, 2))))
+            builder.store(builder.fdiv(builder.fadd(even, odd), div), builder.gep(yptr, [loop.index]), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _window_means(src, y, yo, n, kw, count):
+    """y[yo + o] = (sum over j < kw of src[o*kw + j]) / count, o < n (src: the window rows' sums)."""
+    start = 0
+    if kw == 2:
+        start = n // 8 * 8
+        _pair_means8(src, y, yo, start // 8, count)
+    for o in range(start, n):
+        v = src[o * kw]
+        for j in range(1, kw):
+            v += src[o * kw + j]
+        y[yo + o] = v / count
+
+
+@njit(types.void(_R4, _W4, _W1, _i8, _i8), nogil=True, cache=True, error_model="numpy")
+def average_tiles(x, y, buf, kh, kw):
+    """Y = AveragePool of X over windows that tile it: strides = kernel (kh, kw), dilation 1, no
+    padding, every window inside X (2-D NCHW float32; rows and columns past the last window unread).
+
+    Y[n, c, oh, ow] = (sum over j < kw of (sum over i < kh of X[n, c, oh*kh + i, ow*kw + j])) / (kh*kw):
+    the window rows added in order into buf (unit stride: LLVM vectorizes it), then each window's
+    kw columns of buf summed and divided (kw = 2: _pair_means8); buf: at least W floats.
+    """
+    n_n, c_n, h, w = x.shape
+    oh_n, ow_n = y.shape[2], y.shape[3]
+    count = np.float32(kh * kw)
+    span = ow_n * kw
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for q in range(n_n * c_n * oh_n):   # q = (n*C + c)*OH + oh: input rows from (n*C + c)*H + oh*kh
+        r = ((q // oh_n) * h + (q % oh_n) * kh) * w
+        x0 = xf[r:r + span]   # row slices: indices from 0, no wraparound tests (vectorizes)
+        if kh == 1:   # copied, so that _window_means compiles for one array type
+            for k in range(span):
+                buf[k] = x0[k]
+        else:
+            x1 = xf[r + w:r + w + span]
+            for k in range(span):
+                buf[k] = x0[k] + x1[k]
+        for i in range(2, kh):
+            xi = xf[r + i * w:r + i * w + span]
+            for k in range(span):
+                buf[k] += xi[k]
+        _window_means(buf, yf, q * ow_n, ow_n, kw, count)
