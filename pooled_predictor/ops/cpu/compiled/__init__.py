@@ -25,7 +25,8 @@ F(4x4,3x3) transforms), sampling.py (GridSample, RoiAlign, DeformConv sampling;
 imported when such a node is built), pooling.py (2-D MaxPool / AveragePool),
 sigmoid.py (a vectorized float32 Sigmoid), col2im.py (ConvTranspose's tile
 scatter), resize.py (nearest and bilinear Resize), rowreduce.py (sums and means
-over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool).
+over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), phases.py (the
+stride-phase split of a padded input, for the indirect and depthwise convolutions).
 """
 
 
@@ -68,7 +69,7 @@ _configure_cache()
 
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
-           "resize", "rowreduce")
+           "resize", "rowreduce", "phases")
 
 
 def load_all() -> float:
