@@ -35,6 +35,7 @@ from .cleanup import eliminate_dead_nodes, eliminate_identity
 from .conv_bn import fold_conv_add, fold_conv_bn, fold_conv_mul
 from .fc_fuse import fuse_matmul_add
 from .fold import constant_folding, shape_folding
+from .conv_sum import fuse_conv_sum
 from .fuse_activation import fuse_conv_activation, fuse_gemm_activation
 from .gelu import fuse_gelu
 from .hard_swish import fuse_hard_swish
@@ -63,6 +64,8 @@ _PIPELINE = [
          "x * 0.5 * (1 + erf(x / sqrt 2)) -> Gelu"),
     Pass("fuse_hard_swish", "extended", fuse_hard_swish,
          "x * HardSigmoid(x; 1/6, 1/2) -> HardSwish"),
+    Pass("fuse_conv_sum", "extended", fuse_conv_sum,
+         "Conv + Add (a same-shape tensor: a residual) + activation -> FusedConv with a sum input"),
     Pass("fuse_conv_activation", "extended", fuse_conv_activation,
          "Conv + Relu/Clip/Sigmoid/HardSigmoid/HardSwish/LeakyRelu -> FusedConv"),
     Pass("fuse_gemm_activation", "extended", fuse_gemm_activation,

@@ -147,7 +147,7 @@ ZOO_SIZES = {"alexnet": 227, "googlenet": 64, "resnet50": 64, "mobilenet_v2": 64
 ZOO_FIRES = {
     "alexnet": {"Dropout removed": 2, "Conv+Relu fused": 5, "Gemm+Relu fused": 2},
     "googlenet": {"Dropout removed": 1, "Conv+Relu fused": 57},
-    "resnet50": {"BatchNormalization folded into Conv": 53, "Conv+Relu fused": 33},
+    "resnet50": {"BatchNormalization folded into Conv": 53, "Conv+Add+Relu fused": 16, "Conv+Relu fused": 33},
     "mobilenet_v2": {"Dropout removed": 1, "BatchNormalization folded into Conv": 52, "Conv+Clip fused": 35},
     "squeezenet1_1": {"Dropout removed": 1, "Conv+Relu fused": 26},
     "vgg16": {"Dropout removed": 2, "Conv+Relu fused": 13, "Gemm+Relu fused": 2},

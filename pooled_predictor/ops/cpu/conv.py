@@ -436,14 +436,18 @@ class Conv(_ConvBase):
         self.b_c = self._bias_vector()
         self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
 
-    def _pointwise_compiled(self, x, out):
-        from .compiled.gemm import gemm2d
+    def _pointwise_compiled(self, x, out, z=None):
+        from .compiled.gemm import gemm2d, gemm2d_sum
 
         g = self.geo
         xf, yf, ws = x.reshape(-1), out.reshape(-1), self.ws_ref.array
         for n in range(g.batch):  # shapes were fixed at reshape: no per-call checks
-            gemm2d(self.wp, xf, n * g.in_channels * self.p, self.offs, yf, n * g.out_channels * self.p, self.p,
-                   g.out_channels, self.p, self.b_c, ws, *self.act)
+            if z is None:
+                gemm2d(self.wp, xf, n * g.in_channels * self.p, self.offs, yf, n * g.out_channels * self.p,
+                       self.p, g.out_channels, self.p, self.b_c, ws, *self.act)
+            else:
+                gemm2d_sum(self.wp, xf, n * g.in_channels * self.p, self.offs, yf, n * g.out_channels * self.p,
+                           self.p, g.out_channels, self.p, self.b_c, ws, *self.act, z.reshape(-1))
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
@@ -496,6 +500,18 @@ class Conv(_ConvBase):
             np.matmul(self.u, v, out=mb)  # one GEMM per transform position, all tiles at once
             output_transform(mb, out[n:n + 1], self.b_c, small[2], self.tiles[0], self.tiles[1], self.wino_m,
                              *self.act)
+
+    def fuse_sum(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
+        """Add a same-shape Z and then apply activation `code` inside the kernel (FusedConv's sum
+        input, run by `run_sum`); False: this path cannot (the caller adds Z and activates after)."""
+        if self.path != "pointwise_compiled" or (self.has_bias and self.b_static is None):
+            return False
+        self.act = (int(code), np.float32(p0), np.float32(p1))
+        return True
+
+    def run_sum(self, x, z, out):
+        """out = act((conv(x) + B) + z) after fuse_sum: z C-contiguous, of out's shape and dtype."""
+        self._pointwise_compiled(x, out, np.ascontiguousarray(z))
 
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""

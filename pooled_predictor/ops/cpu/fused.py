@@ -109,10 +109,13 @@ class Activation:
 
 @kernel("FusedConv", since=1, domain=DOMAIN, check=_check)
 class FusedConv:
-    """Y = activation(X (*) W + B): the Conv kernel class, then the activation in place on Y.
+    """Y = activation(X (*) W + B [+ Z]): the Conv kernel class, then the activation in place on Y.
 
     Shapes: X (N, C, D1, ..., Dn), W (M, C / group, k1, ..., kn), B (M,),
-    Y (N, M, O1, ..., On), as ONNX Conv (ops/cpu/conv.py).
+    Y (N, M, O1, ..., On), as ONNX Conv (ops/cpu/conv.py); Z (the sum input of
+    passes/conv_sum.py, onnxruntime's FusedConv "sum"), when given, Y's shape:
+    added after the bias and before the activation, as the Add node it replaces
+    did (inside the compiled 1x1 GEMM's output blocks; else one numpy add).
     """
 
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None,
@@ -121,12 +124,25 @@ class FusedConv:
                          kernel_shape=kernel_shape, pads=pads, strides=strides)
         name = activation.decode() if isinstance(activation, bytes) else activation
         self.act = None
-        if name not in CODES or not self.conv.fuse_activation(
-                CODES[name], *_compiled_params(name, [float(v) for v in activation_params])):
+        self.sum_fused = False
+        params = [float(v) for v in activation_params]
+        if ctx.has_input(3):  # the activation must follow + Z: fused only where the kernel adds Z too
+            self.sum_fused = name in CODES and self.conv.fuse_sum(CODES[name], *_compiled_params(name, params))
+            if not self.sum_fused:
+                self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
+            return
+        if name not in CODES or not self.conv.fuse_activation(CODES[name], *_compiled_params(name, params)):
             self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
 
-    def __call__(self, x, w, b=None, *, out):
-        self.conv(x, w, b, out=out)
+    def __call__(self, x, w, b=None, z=None, *, out):
+        if z is not None:
+            if self.sum_fused:
+                self.conv.run_sum(x, z, out)
+                return
+            self.conv(x, w, b, out=out)
+            np.add(out, z, out=out)
+        else:
+            self.conv(x, w, b, out=out)
         if self.act is not None:
             self.act.apply(out)
 

@@ -3,7 +3,9 @@
 The graph passes (pooled_predictor/passes) emit these ops; a graph that uses
 them imports the domain (graph.opset["pooled_predictor"] = 1).
 
-    FusedConv(X, W [, B])  = activation(Conv(X, W, B))    attributes: Conv's + activation, activation_params
+    FusedConv(X, W [, B [, Z]])  = activation(Conv(X, W, B) + Z)   attributes: Conv's + activation,
+                                                                    activation_params; Z ("sum", as
+                                                                    onnxruntime's): Y's shape
     FusedGemm(A, B [, C])  = activation(Gemm(A, B, C))    attributes: Gemm's + activation, activation_params
     Gelu(X)                = ONNX Gelu-20 (approximate "none" | "tanh"), for models below opset 20
     HardSwish(X)           = ONNX HardSwish-14, for models below opset 14
@@ -58,12 +60,19 @@ def _check_float(ctx, what: str):
 
 @shape_rule("FusedConv", domain=DOMAIN)
 def fused_conv(ctx):
-    """Y as Conv's (ops/shapes/conv.py); the activation keeps the shape."""
+    """Y as Conv's (ops/shapes/conv.py); the activation keeps the shape; Z, when given, has Y's shape
+    and dtype."""
     reason = activation_problem(ctx.attrs)
     if reason:
         raise ctx.error(reason)
     _check_float(ctx, "FusedConv")
-    return _conv_rule(ctx)
+    out = _conv_rule(ctx)
+    if ctx.has_input(3):
+        (shape, dtype), = out
+        if tuple(ctx.shape(3)) != tuple(shape) or np.dtype(ctx.dtype(3)) != np.dtype(dtype):
+            raise ctx.error(f"the sum input Z is {np.dtype(ctx.dtype(3))}{list(ctx.shape(3))}, "
+                            f"Y is {np.dtype(dtype)}{list(shape)}: they must agree")
+    return out
 
 
 @shape_rule("FusedGemm", domain=DOMAIN)

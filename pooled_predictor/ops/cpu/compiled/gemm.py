@@ -65,19 +65,20 @@ def _fmuladd(builder):
 def _make_micro(rows: int, vectors: int):
     """The micro-kernel for a tile of `rows` x 8*`vectors` outputs.
 
-    micro(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode):
+    micro(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode, z):
     y[r * ldy + c] (flat from y_off) = ((mode & 1 ? y : 0) +
-    sum_{k < k_n} wp[w_off + k * rows + r] * x[x_off + offs[k0 + k] + c]) (+ b[b_off + r] if mode & 2),
-    r < rows, c < 8*vectors: the bias is added after the sum, as a GEMM followed by + B.
+    sum_{k < k_n} wp[w_off + k * rows + r] * x[x_off + offs[k0 + k] + c]) (+ b[b_off + r] if mode & 2)
+    (+ z[y_off + r * ldy + c] if mode & 6 == 6), r < rows, c < 8*vectors: the bias is added after the
+    sum, as a GEMM followed by + B, and the sum input Z (same layout as Y) after the bias, as an Add.
     Offsets and pitches in elements; the caller keeps every access in bounds.
     """
 
     @intrinsic
-    def micro(typingctx, wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode):
-        sig = types.void(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode)
+    def micro(typingctx, wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode, z):
+        sig = types.void(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode, z)
 
         def codegen(context, builder, signature, args):
-            wp_a, w_off_v, x_a, x_off_v, offs_a, k0_v, y_a, y_off_v, ldy_v, k_n_v, b_a, b_off_v, acc_v = args
+            wp_a, w_off_v, x_a, x_off_v, offs_a, k0_v, y_a, y_off_v, ldy_v, k_n_v, b_a, b_off_v, acc_v, z_a = args
 
             def data(i, value):
                 return context.make_array(signature.args[i])(context, builder, value).data
@@ -88,14 +89,17 @@ def _make_micro(rows: int, vectors: int):
             optr = builder.gep(data(4, offs_a), [k0_v])
             yptr = builder.gep(data(6, y_a), [y_off_v])
             bptr = builder.gep(data(10, b_a), [b_off_v])
+            zptr = builder.gep(data(13, z_a), [y_off_v])
             fma = _fmuladd(builder)
             fn = builder.function
-            slots, bias = [], []
+            slots, bias, zslots = [], [], []
             for r in range(rows):
                 row = builder.gep(yptr, [builder.mul(ldy_v, c(r))])
+                zrow = builder.gep(zptr, [builder.mul(ldy_v, c(r))])
                 bv = _splat(builder, builder.load(builder.gep(bptr, [c(r)])))
                 for v in range(vectors):
                     slots.append(builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()))
+                    zslots.append(builder.bitcast(builder.gep(zrow, [c(8 * v)]), _V8.as_pointer()))
                     bias.append(bv)
             zero = ir.Constant(_V8, [0.0] * 8)
             mode = builder.zext(acc_v, _I64) if acc_v.type.width < 64 else acc_v
@@ -105,6 +109,7 @@ def _make_micro(rows: int, vectors: int):
             loop_bb = fn.append_basic_block("k_loop")
             done_bb = fn.append_basic_block("k_done")
             bias_bb = fn.append_basic_block("add_bias")
+            sum_bb = fn.append_basic_block("add_sum")
             store_bb = fn.append_basic_block("store")
             load_y = builder.icmp_signed("!=", builder.and_(mode, c(1)), c(0))
             builder.cbranch(load_y, from_y_bb, from_0_bb)
@@ -154,12 +159,17 @@ def _make_micro(rows: int, vectors: int):
             builder.cbranch(add_b, bias_bb, store_bb)
             builder.position_at_end(bias_bb)
             biased = [builder.fadd(f, bv) for f, bv in zip(final, bias)]  # B added last, as GEMM + B
+            add_z = builder.icmp_signed("!=", builder.and_(mode, c(4)), c(0))
+            builder.cbranch(add_z, sum_bb, store_bb)
+            builder.position_at_end(sum_bb)
+            summed = [builder.fadd(f, builder.load(zs, align=4)) for f, zs in zip(biased, zslots)]  # then + Z
             builder.branch(store_bb)
             builder.position_at_end(store_bb)
             for i, s in enumerate(slots):
                 ph = builder.phi(_V8)
                 ph.add_incoming(final[i], done_bb)
                 ph.add_incoming(biased[i], bias_bb)
+                ph.add_incoming(summed[i], sum_bb)
                 final[i] = ph
             for ph, s in zip(final, slots):
                 builder.store(ph, s, align=4)
@@ -170,7 +180,7 @@ def _make_micro(rows: int, vectors: int):
     return micro
 
 
-_ARGS = "wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode"
+_ARGS = "wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, z"
 
 
 def _dispatch(vectors: int):
@@ -205,12 +215,12 @@ def pack_weights(w: np.ndarray) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _tile(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows, wide):
+def _tile(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows, wide, z):
     """One micro-tile: `rows` (1..MR) rows, 16 (wide) or 8 columns."""
     if wide:
-        _tile16(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows)
+        _tile16(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, z, rows)
     else:
-        _tile8(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, rows)
+        _tile8(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, z, rows)
 
 
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
@@ -224,6 +234,55 @@ _TAIL_OFFS = np.arange(KC, dtype=np.int64) * 8  # rows of the packed tail strip
 def scratch_size(p_n: int) -> int:
     """Floats of workspace gemm2d needs (the zero-padded strip of the last < 8 columns and its Y tile)."""
     return KC * 8 + MR * 8 if p_n % 8 else 0
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _gemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1, zf, has_z):
+    """gemm2d, with Y += Z (same layout as Y) after the bias when has_z (gemm2d_sum)."""
+    k_n = offs.size
+    pb = p_n if p_n <= 64 else max(16, (PB_BYTES // (4 * m_n)) // 16 * 16)
+    tail_x = KC * 8  # workspace: the last columns' X strip (KC x 8), then their Y tile (MR x 8)
+    for p0 in range(0, p_n, pb):
+        pe = min(p_n, p0 + pb)
+        vec_end = p0 + (pe - p0) // 8 * 8
+        tail = pe - vec_end
+        for k0 in range(0, k_n, KC):
+            kn = min(KC, k_n - k0)
+            acc = k0 > 0
+            last = k0 + kn == k_n
+            mode = (1 if acc else 0) | (2 if last else 0) | (4 if last and has_z else 0)
+            if tail:  # the last < 8 columns, zero-padded to 8, so they take the vector micro-kernel too
+                for k in range(kn):
+                    src = x0 + offs[k0 + k] + vec_end
+                    for j in range(8):
+                        ws[k * 8 + j] = xf[src + j] if j < tail else 0.0
+            for m0 in range(0, m_n, MC):
+                me = min(m_n, m0 + MC)
+                p = p0
+                while p < vec_end:
+                    wide = vec_end - p >= 16
+                    for m in range(m0, me, MR):
+                        rows = min(MR, m_n - m)
+                        _tile(wp, m * k_n + k0 * rows, xf, x0 + p, offs, k0, yf, y0 + m * ldy + p, ldy,
+                              kn, b, m, mode, rows, wide, zf)
+                    p += 16 if wide else 8
+                if tail:
+                    for m in range(m0, me, MR):
+                        rows = min(MR, m_n - m)
+                        if acc:
+                            for r in range(rows):
+                                for j in range(tail):
+                                    ws[tail_x + r * 8 + j] = yf[y0 + (m + r) * ldy + vec_end + j]
+                        _tile(wp, m * k_n + k0 * rows, ws, 0, _TAIL_OFFS, 0, ws, tail_x, 8, kn, b, m, mode & 3, rows,
+                              False, zf)
+                        for r in range(rows):
+                            for j in range(tail):
+                                o = y0 + (m + r) * ldy + vec_end + j
+                                yf[o] = ws[tail_x + r * 8 + j] + zf[o] if mode & 4 else ws[tail_x + r * 8 + j]
+        if act != 0:
+            for m in range(m_n):
+                activate_range(yf, np.uint64(y0 + m * ldy + p0), np.uint64(pe - p0), act, a0, a1)
+
 
 
 @njit(_GEMM_SIGS, nogil=True, cache=True, error_model="numpy")
@@ -240,47 +299,17 @@ def gemm2d(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
         b: (m_n,) bias; ws: workspace of scratch_size(p_n) floats.
         act, a0, a1: activation (epilogue.py codes).
     """
-    k_n = offs.size
-    pb = p_n if p_n <= 64 else max(16, (PB_BYTES // (4 * m_n)) // 16 * 16)
-    tail_x = KC * 8  # workspace: the last columns' X strip (KC x 8), then their Y tile (MR x 8)
-    for p0 in range(0, p_n, pb):
-        pe = min(p_n, p0 + pb)
-        vec_end = p0 + (pe - p0) // 8 * 8
-        tail = pe - vec_end
-        for k0 in range(0, k_n, KC):
-            kn = min(KC, k_n - k0)
-            acc = k0 > 0
-            mode = (1 if acc else 0) | (2 if k0 + kn == k_n else 0)
-            if tail:  # the last < 8 columns, zero-padded to 8, so they take the vector micro-kernel too
-                for k in range(kn):
-                    src = x0 + offs[k0 + k] + vec_end
-                    for j in range(8):
-                        ws[k * 8 + j] = xf[src + j] if j < tail else 0.0
-            for m0 in range(0, m_n, MC):
-                me = min(m_n, m0 + MC)
-                p = p0
-                while p < vec_end:
-                    wide = vec_end - p >= 16
-                    for m in range(m0, me, MR):
-                        rows = min(MR, m_n - m)
-                        _tile(wp, m * k_n + k0 * rows, xf, x0 + p, offs, k0, yf, y0 + m * ldy + p, ldy,
-                              kn, b, m, mode, rows, wide)
-                    p += 16 if wide else 8
-                if tail:
-                    for m in range(m0, me, MR):
-                        rows = min(MR, m_n - m)
-                        if acc:
-                            for r in range(rows):
-                                for j in range(tail):
-                                    ws[tail_x + r * 8 + j] = yf[y0 + (m + r) * ldy + vec_end + j]
-                        _tile(wp, m * k_n + k0 * rows, ws, 0, _TAIL_OFFS, 0, ws, tail_x, 8, kn, b, m, mode, rows,
-                              False)
-                        for r in range(rows):
-                            for j in range(tail):
-                                yf[y0 + (m + r) * ldy + vec_end + j] = ws[tail_x + r * 8 + j]
-        if act != 0:
-            for m in range(m_n):
-                activate_range(yf, np.uint64(y0 + m * ldy + p0), np.uint64(pe - p0), act, a0, a1)
+    _gemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1, b, False)
+
+
+@njit(types.void(_R1, _R1, _I, _O1, _F1, _I, _I, _I, _I, _R1, _F1, _I, types.float32, types.float32, _R1),
+      nogil=True, cache=True, error_model="numpy")
+def gemm2d_sum(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1, zf):
+    """Y = act((W @ X + b) + Z): gemm2d with a sum input Z laid out as Y (Z[m, p] = zf[y0 + m * ldy + p]),
+    added to each output block after the bias, in registers, before the activation (a residual
+    connection; onnxruntime's FusedConv "sum"). The same roundings as the GEMM, then + Z, then the
+    activation as separate ops would do them."""
+    _gemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1, zf, True)
 
 
 @njit(types.void(_R1, _R1, _I, _O1, _I, _F1, _I, _I, _I, _I, _I, _I, _R1, _F1, _I, types.float32, types.float32),
