@@ -1,6 +1,7 @@
 """Conv + Add of another tensor + activation -> one FusedConv with a sum input (a residual connection).
 
     act(Conv(x, W, b) + z)  ->  FusedConv(x, W, b, z; activation=act, activation_params=p)
+    Conv(x, W, b) + z       ->  FusedConv(x, W, b, z; activation=Identity)   (no activation follows)
 
 onnxruntime's FusedConv takes the same fourth input Z ("sum"), as ResNet's
 bottlenecks need it: the last 1x1 conv of a block, the shortcut added, Relu.
@@ -15,7 +16,8 @@ Fires when the Add's other input z has exactly the conv output's shape
 (shape inference, with symbolic dims probed: a z that broadcasts does not
 fuse) and dtype, the Conv has a bias input, and the conv output and the Add
 output are read only by the Add and the activation (and are no graph outputs).
-Activations: those of fuse_activation.ACTIVATIONS, with their parameters.
+Activations: those of fuse_activation.ACTIVATIONS, with their parameters; a
+sum that one of them reads alone is fused with it, never without it.
 """
 
 from __future__ import annotations
@@ -49,10 +51,29 @@ def _same_shape(m: Match) -> bool:
     return sy is not None and sy == sz and dy is not None and dy == dz and dy.kind == "f"
 
 
+def _fuse_bare_sum(m: Match, rw: Rewriter):
+    """Conv(x, W, b) + z = FusedConv(x, W, b, z; activation=Identity)"""
+    conv = m.node("conv")
+    attrs = dict(conv.attrs, activation="Identity", activation_params=[])
+    rw.use_domain(DOMAIN, DOMAIN_VERSION)
+    return [Node("FusedConv", [m.value("x"), m.value("W"), m.value("B"), m.value("z")], [m.root.outputs[0]],
+                 attrs, DOMAIN, conv.name)]
+
+
+def _bare(m: Match) -> bool:
+    """A same-shape sum that no activation follows (else the rule with the activation takes it)."""
+    if not _same_shape(m):
+        return False
+    s = m.root.outputs[0]
+    readers = [n for n in m.graph.nodes if s in n.inputs]
+    return not (len(readers) == 1 and readers[0].op_type in ACTIVATIONS and s not in m.graph.output_names)
+
+
 def _rules() -> list[Rule]:
     conv = Pat("Conv", (Var("x"), Var("W"), Var("B")), name="conv")
     add = Pat("Add", (conv, Var("z")), name="add", commutative=True)
-    rules = []
+    rules = [Rule("Conv+Add fused", Pat("Add", (conv, Var("z")), name="add", commutative=True), _fuse_bare_sum,
+                  where=_bare, doc=_fuse_bare_sum.__doc__)]
     for op, (extra, _) in ACTIVATIONS.items():
         for d in (("", DOMAIN) if op == "HardSwish" else ("",)):
             rules.append(Rule(f"Conv+Add+{op} fused", Pat(op, (add,) + extra, name="act", domain=d), _fuse_sum,

@@ -74,9 +74,14 @@ def test_residual_tails_keep_the_bits(hw):
     np.testing.assert_array_equal(bits(model, f, ())[1][0], bits(model, f, ("fuse_conv_sum",))[1][0])
 
 
-def test_not_fused_without_an_activation_after_the_add():
-    model, inputs = residual(1, None)
-    check_pass(model, feeds(inputs), "fuse_conv_sum", fires=False)
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_residual_without_activation_fuses_with_identity(kernel):
+    model, inputs = residual(kernel, None)
+    f = feeds(inputs)
+    after, _ = check_pass(model, f, "fuse_conv_sum", fires=True)
+    fused = [n for n in after.nodes if n.op_type == "FusedConv"]
+    assert len(fused) == 1 and fused[0].attrs["activation"] == "Identity" and "Add" not in ops(after)
+    np.testing.assert_array_equal(bits(model, f, ())[1][0], bits(model, f, ("fuse_conv_sum",))[1][0])
 
 
 def test_not_fused_when_z_broadcasts():
@@ -84,8 +89,15 @@ def test_not_fused_when_z_broadcasts():
     check_pass(model, feeds(inputs), "fuse_conv_sum", fires=False)
 
 
-def test_not_fused_when_the_sum_is_read_elsewhere():
-    model, inputs = residual(1, "Relu", extra_outputs=["s"])
+def test_sum_read_elsewhere_fuses_without_the_activation():
+    model, inputs = residual(1, "Relu", extra_outputs=["s"])  # s is also a graph output
+    after, _ = check_pass(model, feeds(inputs), "fuse_conv_sum", fires=True)
+    assert ops(after) == ["pooled_predictor.FusedConv", "Relu"]
+    assert after.nodes[0].attrs["activation"] == "Identity" and after.nodes[0].outputs == ["s"]
+
+
+def test_not_fused_when_the_conv_output_is_read_elsewhere():
+    model, inputs = residual(1, "Relu", extra_outputs=["c"])
     check_pass(model, feeds(inputs), "fuse_conv_sum", fires=False)
 
 

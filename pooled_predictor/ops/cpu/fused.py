@@ -24,7 +24,7 @@ from .activation import HardSwish as _OnnxHardSwish
 from .activation import _gelu_check, hard_swish_into, leaky_relu_into
 from .elementwise import hard_sigmoid, relu, sigmoid
 from ._special import CHUNK, erf_float32, erf_workspace_shape
-from .compiled.epilogue import CODES
+from .compiled.epilogue import CODES, NONE
 from .conv import Conv
 from . import compiled
 from .gemm import Gemm
@@ -126,10 +126,13 @@ class FusedConv:
         self.act = None
         self.sum_fused = False
         params = [float(v) for v in activation_params]
+        code = NONE if name == "Identity" else CODES.get(name)
         if ctx.has_input(3):  # the activation must follow + Z: fused only where the kernel adds Z too
-            self.sum_fused = name in CODES and self.conv.fuse_sum(CODES[name], *_compiled_params(name, params))
-            if not self.sum_fused:
+            self.sum_fused = code is not None and self.conv.fuse_sum(code, *_compiled_params(name, params))
+            if not self.sum_fused and name != "Identity":
                 self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
+            return
+        if name == "Identity":
             return
         if name not in CODES or not self.conv.fuse_activation(CODES[name], *_compiled_params(name, params)):
             self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])

@@ -19,6 +19,7 @@ parameters, in this order (the names and order onnxruntime's FusedConv uses):
     LeakyRelu    [alpha]
     HardSigmoid  [alpha, beta]
     Clip         [min, max]   (-inf / +inf: that bound absent, as Clip-11's absent input)
+    Identity     []           (none: a FusedConv that only adds its sum input Z)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ DOMAIN_VERSION = 1
 
 # activation -> number of activation_params it takes
 ACTIVATIONS: dict[str, int] = {
-    "Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2,
+    "Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2, "Identity": 0,
 }
 
 

@@ -89,17 +89,14 @@ def _make_micro(rows: int, vectors: int):
             optr = builder.gep(data(4, offs_a), [k0_v])
             yptr = builder.gep(data(6, y_a), [y_off_v])
             bptr = builder.gep(data(10, b_a), [b_off_v])
-            zptr = builder.gep(data(13, z_a), [y_off_v])
             fma = _fmuladd(builder)
             fn = builder.function
-            slots, bias, zslots = [], [], []
+            slots, bias = [], []
             for r in range(rows):
                 row = builder.gep(yptr, [builder.mul(ldy_v, c(r))])
-                zrow = builder.gep(zptr, [builder.mul(ldy_v, c(r))])
                 bv = _splat(builder, builder.load(builder.gep(bptr, [c(r)])))
                 for v in range(vectors):
                     slots.append(builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()))
-                    zslots.append(builder.bitcast(builder.gep(zrow, [c(8 * v)]), _V8.as_pointer()))
                     bias.append(bv)
             zero = ir.Constant(_V8, [0.0] * 8)
             mode = builder.zext(acc_v, _I64) if acc_v.type.width < 64 else acc_v
@@ -162,6 +159,9 @@ def _make_micro(rows: int, vectors: int):
             add_z = builder.icmp_signed("!=", builder.and_(mode, c(4)), c(0))
             builder.cbranch(add_z, sum_bb, store_bb)
             builder.position_at_end(sum_bb)
+            zptr = builder.gep(data(13, z_a), [y_off_v])  # Z's addresses computed here only, off the k loop's registers
+            zslots = [builder.bitcast(builder.gep(zptr, [builder.add(builder.mul(ldy_v, c(r)), c(8 * v))]),
+                                      _V8.as_pointer()) for r in range(rows) for v in range(vectors)]
             summed = [builder.fadd(f, builder.load(zs, align=4)) for f, zs in zip(biased, zslots)]  # then + Z
             builder.branch(store_bb)
             builder.position_at_end(store_bb)
