@@ -1,13 +1,106 @@
-"""Matrix-product CPU kernels: MatMul (numpy.matmul semantics, BLAS GEMM)."""
+"""Matrix-product CPU kernels: MatMul (numpy.matmul semantics) and our MatMulAdd (MatMul + bias).
+
+Two paths, chosen once when the kernel is built:
+
+* numpy -- np.matmul into Y (OpenBLAS sgemm per batch), then + C in place for
+  MatMulAdd. Every dtype, every broadcast; the tested reference.
+* compiled (float32, B a 2-D weight, A C-contiguous at call) -- A's batch dims
+  collapse into rows, A (R, K) @ B (K, N) with Y rows of N contiguous: A is
+  packed into per-Net scratch and gemm.py's packed GEMM runs with B where it
+  packed once into panels, MatMulAdd's bias added as one more k row
+  (compiled/matmul.py). For the skinny products of CTC heads and small
+  transformers, where packing A is cheap and OpenBLAS's packing of B per call
+  is not: PP-OCR rec's (1, 40, 80) @ (80, 6906) + c, 1.20 ms against
+  OpenBLAS's 1.30 + 0.05 for the Add (one thread; benchmarks/node_kernels.py).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..registry import kernel
+from ..shapes.fused import DOMAIN
+from . import compiled
+
+# The compiled path where it measured faster than OpenBLAS (benchmarks/node_kernels.py):
+# A's rows few (A is packed per call; at 256 rows OpenBLAS's own blocking wins by ~10%)
+# and the product large enough that one dispatch (~8 us) does not dominate it. Small
+# products count too: inside a model that runs no large BLAS GEMM, OpenBLAS's small
+# ones run ~2.5x slower than in a warm micro-benchmark (PP-OCR rec's (40, 160) @
+# (160, 80): 0.087 ms in-model against 0.034 after one 512^3 GEMM; ours 0.038 either way).
+COMPILED_MAX_ROWS = 128
+COMPILED_MIN_FLOPS = 1 << 18
+
+
+class _MatMul:
+    """Y = A @ B (+ C): shared by MatMul (no C) and MatMulAdd (C a bias over Y's last axis)."""
+
+    def __init__(self, ctx, bias: bool):
+        self.bias = bias
+        self.fast = False
+        if not compiled.ENABLED or not ctx.is_static(1):
+            return
+        a_shape, b = ctx.shape(0), ctx.value(1)
+        c = ctx.value(2) if bias and ctx.is_static(2) else None
+        if (np.dtype(ctx.dtype(0)) != np.float32 or b.dtype != np.float32 or b.ndim != 2 or len(a_shape) < 1
+                or (bias and (c is None or c.dtype != np.float32 or c.size not in (1, b.shape[1])))):
+            return
+        k_n, n_n = b.shape
+        rows = int(np.prod(a_shape[:-1], dtype=np.int64))
+        if k_n == 0 or n_n == 0 or rows == 0 or rows > COMPILED_MAX_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
+            return
+        from .compiled.gemm import row_offsets, scratch_size
+        from .compiled.matmul import PANEL, pack_right
+        from .conv import shared_weights
+
+        self.fast = True
+        self.rows, self.k_n, self.n_n = rows, k_n, n_n
+        if c is None:
+            self.x = shared_weights(b, "matmul_panels", lambda b: pack_right(b, None))
+        else:
+            cb = np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
+            self.x = shared_weights(c, ("matmul_panels", id(b)), lambda _: pack_right(b, cb))
+        kk = k_n + (c is not None)
+        self.offs = row_offsets(kk, PANEL)
+        self.zeros = np.zeros(rows, np.float32)
+        self.zeros.flags.writeable = False
+        self.ap_ref = ctx.scratch((rows * kk,), np.float32)
+        self.ws_ref = ctx.scratch((max(1, scratch_size(n_n)),), np.float32)
+
+    def __call__(self, a, b, c=None, *, out):
+        if self.fast and a.flags.c_contiguous and out.flags.c_contiguous:
+            from .compiled.matmul import matmul_const
+
+            matmul_const(a.reshape(-1), self.rows, self.k_n, self.bias, self.ap_ref.array, self.x, self.offs,
+                         out.reshape(-1), self.n_n, self.zeros, self.ws_ref.array)
+            return
+        np.matmul(a, b, out=out)
+        if self.bias:
+            np.add(out, c, out=out)
 
 
 @kernel("MatMul", since=(1, 9, 13))
-def matmul(a, b, *, out):
-    """Y = A @ B with numpy.matmul's broadcasting of batch dimensions (ONNX MatMul)."""
-    np.matmul(a, b, out=out)
+class MatMul(_MatMul):
+    """Y = A @ B with numpy.matmul's broadcasting of batch dimensions (ONNX MatMul-1/-9/-13).
+
+    Shapes: A (..., M, K), B (..., K, N) (1-D operands promoted and squeezed as
+    numpy.matmul does), Y the broadcast batch dims + (M, N). Paths: module docstring.
+    Spec: Operators.md#MatMul.
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx, bias=False)
+
+
+@kernel("MatMulAdd", since=1, domain=DOMAIN)
+class MatMulAdd(_MatMul):
+    """Y = MatMul(A, B) + C, C a bias broadcast over Y's last axis (passes/fc_fuse.py emits it).
+
+    Shapes: A (..., M, K) of rank >= 2, B (K, N), C (N,), (1, N), (1,), (1, 1) or
+    (); Y (..., M, N). The same bits as the MatMul and Add nodes it replaces on
+    the numpy path; the compiled path adds C in the product's last rounding
+    (compiled/matmul.py), as a GEMM followed by + C does.
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx, bias=True)
