@@ -6,8 +6,8 @@ Two paths, chosen once when the kernel is built:
   MatMulAdd. Every dtype, every broadcast; the tested reference.
 * compiled (float32, B a 2-D weight, A C-contiguous at call) -- A's batch dims
   collapse into rows, A (R, K) @ B (K, N) with Y rows of N contiguous: A is
-  packed into per-Net scratch and gemm.py's packed GEMM runs with B where it
-  packed once into panels, MatMulAdd's bias added as one more k row
+  packed into per-Net scratch per call, B once into panels of 16 columns, and
+  gemm.py's packed GEMM runs over them, MatMulAdd's bias added as one more k row
   (compiled/matmul.py). For the skinny products of CTC heads and small
   transformers, where packing A is cheap and OpenBLAS's packing of B per call
   is not: PP-OCR rec's (1, 40, 80) @ (80, 6906) + c, 1.20 ms against

@@ -1,0 +1,110 @@
+"""MatMul with a constant 2-D B and MatMulAdd (MatMul + bias) on the compiled path (compiled/matmul.py)
+against onnxruntime: row tiles 1..MR and several, K of one step and past a k chunk (KC), N with
+tails past 8 and 16 (the last panel), broadcast batch dims; the numpy path for comparison."""
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from pooled_predictor.ir import Node
+from pooled_predictor.ops.context import OpContext
+from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu import matmul as matmul_module
+from pooled_predictor.ops.cpu.compiled.gemm import KC, MR
+from pooled_predictor.ops.shapes.fused import DOMAIN
+from tests.onnx_helpers import assert_close, make_node_model, run_ort, run_ours
+
+rng = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def every_size_compiled(monkeypatch):
+    """Small products take the compiled path too (the size threshold is a speed choice only)."""
+    monkeypatch.setattr(matmul_module, "COMPILED_MIN_FLOPS", 0)
+
+
+def f32(*shape):
+    return (rng.standard_normal(shape) * 3).astype(np.float32)
+
+
+def _mm_add_model(a, b, c, bias_first=False):
+    """MatMul(a, B) + c with B and c initializers: onnxruntime's reference for MatMulAdd."""
+    nodes = [helper.make_node("MatMul", ["a", "B"], ["m"]),
+             helper.make_node("Add", ["c", "m"] if bias_first else ["m", "c"], ["y"])]
+    graph = helper.make_graph(nodes, "mm_add", [helper.make_tensor_value_info("a", 1, a.shape)],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(b, "B"), numpy_helper.from_array(c, "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _kernel(op, a, b, c=None):
+    """Our kernel class as a Net builds it (B and c static), its output array and a call."""
+    inputs = [a, b] + ([] if c is None else [c])
+    node = Node(op, [f"in{i}" for i in range(len(inputs))], ["out0"], {}, DOMAIN if c is not None else "", "t")
+    ctx = OpContext(node, 1 if c is not None else 13, [x.shape for x in inputs], [x.dtype for x in inputs],
+                    [None] + inputs[1:], "cpu", None)
+    k = (matmul_module.MatMulAdd if c is not None else matmul_module.MatMul)(ctx)
+    shape = np.matmul(np.zeros(a.shape, np.float32), np.zeros(b.shape, np.float32)).shape
+    out = np.full(shape, np.nan, np.float32)
+    return k, out, (lambda: k(*inputs, out=out))
+
+
+SHAPES = [((1, 3), (3, 5)), ((MR, 1), (1, 16)), ((5, 7), (7, 13)), ((1, 40, 80), (80, 37)),
+          ((2, 3, 13, 20), (20, 100)), ((7,), (7, 24)), ((2, 9, KC + 3), (KC + 3, 21)), ((128, 16), (16, 8))]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", SHAPES, ids=str)
+@pytest.mark.parametrize("enabled", [True, False], ids=["compiled", "numpy"])
+def test_matmul_constant_b(a_shape, b_shape, enabled, monkeypatch):
+    monkeypatch.setattr(compiled, "ENABLED", enabled)
+    a, b = f32(*a_shape), f32(*b_shape)
+    k, out, call = _kernel("MatMul", a, b)
+    assert k.fast == enabled
+    model = make_node_model("MatMul", [a, b], opset=13, static=(1,))
+    call()
+    assert_close(out, run_ort(model, {"in0": a})[0], 1e-5, "MatMul")
+    assert_close(run_ours(model, {"in0": a})[0], out, 0.0, "MatMul through a Net")
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [s for s in SHAPES if len(s[0]) >= 2], ids=str)
+@pytest.mark.parametrize("bias", ["N", "1N", "1", "11", "scalar"])
+@pytest.mark.parametrize("enabled", [True, False], ids=["compiled", "numpy"])
+def test_matmul_add_against_onnxruntime(a_shape, b_shape, bias, enabled, monkeypatch):
+    monkeypatch.setattr(compiled, "ENABLED", enabled)
+    n = b_shape[1]
+    c_shape = {"N": (n,), "1N": (1, n), "1": (1,), "11": (1, 1), "scalar": ()}[bias]
+    a, b, c = f32(*a_shape), f32(*b_shape), f32(*c_shape)
+    k, out, call = _kernel("MatMulAdd", a, b, c)
+    assert k.fast == enabled
+    call()
+    assert_close(out, run_ort(_mm_add_model(a, b, c, bias_first=bias == "1N"), {"a": a})[0], 1e-5, "MatMulAdd")
+    model = make_node_model("MatMulAdd", [a, b, c], static=(1, 2), domain=DOMAIN)
+    assert_close(run_ours(model, {"in0": a})[0], out, 0.0, "MatMulAdd through a Net")
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((1, 40, 80), (80, 37)), ((2, 9, KC + 3), (KC + 3, 21))], ids=str)
+def test_bias_row_rounds_as_matmul_then_add(a_shape, b_shape):
+    """The bias as one more k row: fma(1, c, s) = round(s + c), bit for bit the compiled MatMul then + c."""
+    a, b, c = f32(*a_shape), f32(*b_shape), f32(b_shape[1])
+    _, y_add, call_add = _kernel("MatMulAdd", a, b, c)
+    _, y_mm, call_mm = _kernel("MatMul", a, b)
+    call_add()
+    call_mm()
+    assert np.array_equal(y_add, y_mm + c)
+
+
+def test_non_contiguous_a_takes_the_numpy_path():
+    a_full, b = f32(2, 5, 16), f32(8, 24)
+    a = a_full[:, :, ::2]
+    k, out, call = _kernel("MatMul", np.ascontiguousarray(a), b)
+    k(a, b, out=out)
+    assert_close(out, a @ b, 1e-5, "strided A")
+
+
+def test_batched_b_or_float64_takes_the_numpy_path():
+    k, _, _ = _kernel("MatMul", f32(2, 3, 4), f32(2, 4, 5))
+    assert not k.fast
+    k, _, _ = _kernel("MatMul", f32(3, 4).astype(np.float64), f32(4, 5).astype(np.float64))
+    assert not k.fast
