@@ -69,9 +69,9 @@ class _MatMul:
 
     def __call__(self, a, b, c=None, *, out):
         if self.fast and a.flags.c_contiguous and out.flags.c_contiguous:
-            from .compiled.matmul import matmul_const
+            from .compiled.matmul import PANEL, matmul_const
 
-            matmul_const(a.reshape(-1), self.rows, self.k_n, self.bias, self.ap_ref.array, self.x, self.offs,
+            matmul_const(a.reshape(-1), self.rows, self.k_n, self.bias, self.ap_ref.array, self.x, PANEL, self.offs,
                          out.reshape(-1), self.n_n, self.zeros, self.ws_ref.array)
             return
         np.matmul(a, b, out=out)

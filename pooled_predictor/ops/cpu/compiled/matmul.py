@@ -50,36 +50,37 @@ def pack_rows(af, rows, k_n, lda, ones, dst):
 PANEL = 16  # columns of B per packed panel: one micro-tile's width
 
 
-def pack_right(b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
-    """X for matmul_const: [B; c] (K' = K + (c given) rows, N columns) packed in panels of PANEL
-    columns, each panel K' x PANEL k-major (the last one zero-padded), so that a micro-tile's
+def pack_right(b: np.ndarray, c: np.ndarray | None, panel: int = 0) -> np.ndarray:
+    """X for matmul_const: [B; c] (K' = K + (c given) rows, N columns) packed in panels of `panel`
+    (default PANEL) columns, each panel K' x PANEL k-major (the last one zero-padded), so that a micro-tile's
     strip of X is contiguous (B used in place has rows N floats apart: one page per k row).
-    Flat float32, read-only; panel j starts at j * K' * PANEL."""
+    Flat float32, read-only; panel j starts at j * K' * panel."""
     x = np.asarray(b, np.float32)
     if c is not None:
         x = np.concatenate([x, np.asarray(c, np.float32).reshape(1, -1)], axis=0)
     kk, n = x.shape
-    panels = -(-n // PANEL)
-    out = np.zeros((panels, kk, PANEL), np.float32)
-    padded = np.zeros((kk, panels * PANEL), np.float32)
+    panel = panel or PANEL
+    panels = -(-n // panel)
+    out = np.zeros((panels, kk, panel), np.float32)
+    padded = np.zeros((kk, panels * panel), np.float32)
     padded[:, :n] = x
-    out[...] = padded.reshape(kk, panels, PANEL).transpose(1, 0, 2)
+    out[...] = padded.reshape(kk, panels, panel).transpose(1, 0, 2)
     out = out.reshape(-1)
     out.flags.writeable = False
     return out
 
 
 _O1 = types.Array(types.int64, 1, "C", readonly=True)
-_MM_SIGS = [types.void(a, _I, _I, types.boolean, _F1, _R1, _O1, _F1, _I, _R1, _F1) for a in (_R1, _F1)]
+_MM_SIGS = [types.void(a, _I, _I, types.boolean, _F1, _R1, _I, _O1, _F1, _I, _R1, _F1) for a in (_R1, _F1)]
 
 
 @njit(_MM_SIGS, nogil=True, cache=True, error_model="numpy")
-def matmul_const(af, rows, k_n, bias, ap, xp, offs, yf, n_n, zeros, ws):
+def matmul_const(af, rows, k_n, bias, ap, xp, panel, offs, yf, n_n, zeros, ws):
     """Y (rows, n_n) = A @ B (+ c when `bias`): A = af (rows, k_n) C-contiguous, packed into ap
-    (rows * (k_n + bias) floats); xp = pack_right(B, c); offs = PANEL * arange(k_n + bias);
+    (rows * (k_n + bias) floats); xp = pack_right(B, c, panel); offs = panel * arange(k_n + bias);
     zeros: rows zeros (gemm2d's row bias); ws: gemm.scratch_size(n_n) floats."""
     pack_rows(af, rows, k_n, k_n, bias, ap)
     kk = k_n + (1 if bias else 0)
     f0 = np.float32(0.0)
-    for j0 in range(0, n_n, PANEL):
-        gemm2d(ap, xp, j0 * kk, offs, yf, j0, n_n, rows, min(PANEL, n_n - j0), zeros, ws, 0, f0, f0)
+    for j0 in range(0, n_n, panel):
+        gemm2d(ap, xp, j0 * kk, offs, yf, j0, n_n, rows, min(panel, n_n - j0), zeros, ws, 0, f0, f0)
