@@ -49,8 +49,7 @@ class _MatMul:
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
         if k_n == 0 or n_n == 0 or rows == 0 or rows > COMPILED_MAX_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
             return
-        from .compiled.gemm import row_offsets, scratch_size
-        from .compiled.matmul import PANEL, pack_right
+        from .compiled.matmul import pack_right, scratch_size
         from .conv import shared_weights
 
         self.fast = True
@@ -60,19 +59,14 @@ class _MatMul:
         else:
             cb = np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
             self.x = shared_weights(c, ("matmul_panels", id(b)), lambda _: pack_right(b, cb))
-        kk = k_n + (c is not None)
-        self.offs = row_offsets(kk, PANEL)
-        self.zeros = np.zeros(rows, np.float32)
-        self.zeros.flags.writeable = False
-        self.ap_ref = ctx.scratch((rows * kk,), np.float32)
-        self.ws_ref = ctx.scratch((max(1, scratch_size(n_n)),), np.float32)
+        self.ws_ref = ctx.scratch((scratch_size(),), np.float32)
 
     def __call__(self, a, b, c=None, *, out):
         if self.fast and a.flags.c_contiguous and out.flags.c_contiguous:
-            from .compiled.matmul import PANEL, matmul_const
+            from .compiled.matmul import matmul_const
 
-            matmul_const(a.reshape(-1), self.rows, self.k_n, self.bias, self.ap_ref.array, self.x, PANEL, self.offs,
-                         out.reshape(-1), self.n_n, self.zeros, self.ws_ref.array)
+            matmul_const(a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1), self.n_n,
+                         self.ws_ref.array)
             return
         np.matmul(a, b, out=out)
         if self.bias:

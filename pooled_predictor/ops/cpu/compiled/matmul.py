@@ -1,65 +1,54 @@
-"""MatMul with a constant right operand on gemm.py's packed GEMM, the bias fused as one more k row.
+"""MatMul with a constant right operand, the bias fused: a packed-panel GEMM, float32.
 
     Y[r, n] = sum_k A[r, k] B[k, n] (+ c[n])        A (R, K) fed, B (K, N) and c (N,) weights
 
-gemm2d computes Y = W @ X with W packed (pack_weights' layout) and X rows of
-unit stride, so the roles are: W := A (R x K, small: a transformer's or a CTC
-head's tokens x features), packed per call into per-Net scratch by pack_rows
-below; X := B, packed once into panels of 16 columns (pack_right), one
-gemm2d call per panel (matmul_const). The
-bias is per column n of Y, while gemm2d's own bias is per row, so it rides in
-the product instead:
+B (with c appended as row K) is packed once into panels of PANEL = 16 columns,
+each K' x 16 and k-major (pack_right), shared read-only by every thread; A is
+read where it lies. Per panel, every tile of MR = 6 rows of A runs a micro-kernel
+that keeps the 6 x 16 block of Y in 12 vector registers over k: two vector loads
+of the panel's row, one broadcast per row of A, twelve multiply-adds (gemm.py's
+register blocking, Goto & van de Geijn 2008; MLAS's SGEMM kernels also read A in
+place and B packed in 16-column panels). The micro-kernels are LLVM IR (numba
+intrinsics), one per tile height 1..6; the last, partial panel (zero-padded)
+goes through a 6 x 16 scratch tile.
 
-    [A 1] @ [B; c] = A @ B + c
-
-one more k step whose multiply-add is fma(1, c[n], s) = round(s + c[n]), the
-same rounding as a GEMM followed by + c (ONNX MatMul then Add): no accuracy
-moves, and the separate pass over Y is gone. Error: gemm.py's (BLAS sgemm's),
+Numerically: each output is a sequential multiply-add chain over k in float32
+(fused: FMA), then + c[n] (rounded once: round(s + c), the same as a GEMM
+followed by + c, i.e. ONNX MatMul then Add). Error: BLAS sgemm's,
 |error| <= K u sum_k |A B| + O(u^2), u = 2^-24 (Higham 2002, sec. 3.5).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
+from numba.extending import intrinsic
 
-from .gemm import MR, gemm2d
+from .gemm import MR
 
+_F4 = ir.FloatType()
+_I64 = ir.IntType(64)
+_V8 = ir.VectorType(_F4, 8)
 _F1 = types.Array(types.float32, 1, "C")
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _I = types.int64
 
 
-@njit([types.void(_R1, _I, _I, _I, types.boolean, _F1), types.void(_F1, _I, _I, _I, types.boolean, _F1)],
-      nogil=True, cache=True, error_model="numpy")
-def pack_rows(af, rows, k_n, lda, ones, dst):
-    """A (rows, k_n) = af[r * lda + k], with a column of ones appended when `ones`, packed as
-    gemm.pack_weights packs W (tiles of MR rows, each k-major) into dst[: rows * (k_n + ones)]."""
-    kk = k_n + (1 if ones else 0)
-    for t0 in range(0, rows, MR):
-        r_t = min(MR, rows - t0)
-        base = t0 * kk
-        for r in range(r_t):
-            src = (t0 + r) * lda
-            for k in range(k_n):
-                dst[base + k * r_t + r] = af[src + k]
-            if ones:
-                dst[base + k_n * r_t + r] = 1.0
-
-
 PANEL = 16  # columns of B per packed panel: one micro-tile's width
+NB_BYTES = 96 << 10  # a block of panels (K' x NB floats) this size stays in L2 across the row tiles
 
 
-def pack_right(b: np.ndarray, c: np.ndarray | None, panel: int = 0) -> np.ndarray:
-    """X for matmul_const: [B; c] (K' = K + (c given) rows, N columns) packed in panels of `panel`
-    (default PANEL) columns, each panel K' x PANEL k-major (the last one zero-padded), so that a micro-tile's
-    strip of X is contiguous (B used in place has rows N floats apart: one page per k row).
-    Flat float32, read-only; panel j starts at j * K' * panel."""
+def pack_right(b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+    """X for matmul_const: [B; c] (K' = K + (c given) rows, N columns) packed in panels of PANEL
+    columns, each panel K' x PANEL k-major (the last one zero-padded), so that a micro-tile's
+    strip of X is contiguous (B as it lies has rows N floats apart: one page per k row).
+    Flat float32, read-only; panel j starts at j * K' * PANEL."""
     x = np.asarray(b, np.float32)
     if c is not None:
         x = np.concatenate([x, np.asarray(c, np.float32).reshape(1, -1)], axis=0)
     kk, n = x.shape
-    panel = panel or PANEL
+    panel = PANEL
     panels = -(-n // panel)
     out = np.zeros((panels, kk, panel), np.float32)
     padded = np.zeros((kk, panels * panel), np.float32)
@@ -70,17 +59,179 @@ def pack_right(b: np.ndarray, c: np.ndarray | None, panel: int = 0) -> np.ndarra
     return out
 
 
-_O1 = types.Array(types.int64, 1, "C", readonly=True)
-_MM_SIGS = [types.void(a, _I, _I, types.boolean, _F1, _R1, _I, _O1, _F1, _I, _R1, _F1) for a in (_R1, _F1)]
+def _make_panel_micro(rows: int):
+    """The micro-kernel for `rows` (1..MR) x PANEL outputs over one packed panel of X.
+
+    micro(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy):
+    y[y_off + r * ldy + c] = sum_{k < k_n} a[a_off + r * lda + k] * xp[x_off + k * PANEL + c]
+    (a sequential multiply-add chain over k, from 0), then + xp[x_off + k_n * PANEL + c] (the
+    panel's bias row) when `bias`, r < rows, c < PANEL. The register blocking of gemm.py's
+    micro-kernels (2 * rows accumulators, X's row in two vectors, a broadcast per row), with A
+    read where it lies (rows lda apart, as MLAS's SGEMM kernels read A) instead of packed, X's
+    rows at a fixed pitch (no offset table), k unrolled by two.
+    """
+
+    @intrinsic
+    def micro(typingctx, a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
+        sig = types.void(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+
+        def codegen(context, builder, signature, args):
+            a_a, a_off_v, lda_v, xp_a, x_off_v, k_n_v, bias_v, y_a, y_off_v, ldy_v, pf_v = args
+
+            def data(i, value):
+                return context.make_array(signature.args[i])(context, builder, value).data
+
+            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            aptr = builder.gep(data(0, a_a), [a_off_v])
+            arows = [builder.gep(aptr, [builder.mul(lda_v, c(r))]) for r in range(rows)]
+            xptr = builder.gep(data(3, xp_a), [x_off_v])
+            yptr = builder.gep(data(7, y_a), [y_off_v])
+            fma = builder.module.globals.get("llvm.fmuladd.v8f32") or ir.Function(
+                builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+            fn = builder.function
+
+            def xrow(k):
+                row = builder.gep(xptr, [builder.mul(k, c(PANEL))])
+                return [builder.load(builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()), align=4)
+                        for v in range(PANEL // 8)]
+
+            i8p = ir.IntType(8).as_pointer()
+            prefetch = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
+            pfptr = builder.gep(xptr, [pf_v])
+            i32 = lambda v: ir.Constant(ir.IntType(32), v)  # noqa: E731
+
+            def step(accs, k):
+                # one line of the panel pf floats ahead (the next panel's row k), read to L1
+                builder.call(prefetch, [builder.bitcast(builder.gep(pfptr, [builder.mul(k, c(PANEL))]), i8p),
+                                        i32(0), i32(3), i32(1)])
+                xv = xrow(k)
+                out = []
+                for r in range(rows):
+                    s = builder.load(builder.gep(arows[r], [k]))
+                    splat = builder.shuffle_vector(
+                        builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(ir.IntType(32), 0)),
+                        ir.Constant(_V8, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+                    for v in range(PANEL // 8):
+                        out.append(builder.call(fma, [splat, xv[v], accs[r * (PANEL // 8) + v]]))
+                return out
+
+            n_acc = rows * (PANEL // 8)
+            zero = ir.Constant(_V8, [0.0] * 8)
+            entry = builder.block
+            pairs_bb, tail_bb = fn.append_basic_block("pairs"), fn.append_basic_block("tail")
+            last_bb, done_bb = fn.append_basic_block("last"), fn.append_basic_block("done")
+            bias_bb, store_bb = fn.append_basic_block("add_bias"), fn.append_basic_block("store")
+            builder.cbranch(builder.icmp_signed(">=", k_n_v, c(2)), pairs_bb, tail_bb)
+            builder.position_at_end(pairs_bb)  # k, k + 1 per trip while k + 1 < k_n
+            k = builder.phi(_I64)
+            accs = [builder.phi(_V8) for _ in range(n_acc)]
+            k.add_incoming(c(0), entry)
+            for a in accs:
+                a.add_incoming(zero, entry)
+            new = step(step(accs, k), builder.add(k, c(1)))
+            k2 = builder.add(k, c(2))
+            k.add_incoming(k2, pairs_bb)
+            for a, n in zip(accs, new):
+                a.add_incoming(n, pairs_bb)
+            builder.cbranch(builder.icmp_signed("<", builder.add(k2, c(1)), k_n_v), pairs_bb, tail_bb)
+            builder.position_at_end(tail_bb)  # an odd last k
+            kt = builder.phi(_I64)
+            kt.add_incoming(c(0), entry)
+            kt.add_incoming(k2, pairs_bb)
+            at = []
+            for n in new:
+                ph = builder.phi(_V8)
+                ph.add_incoming(zero, entry)
+                ph.add_incoming(n, pairs_bb)
+                at.append(ph)
+            builder.cbranch(builder.icmp_signed("<", kt, k_n_v), last_bb, done_bb)
+            builder.position_at_end(last_bb)
+            al = step(at, kt)
+            builder.branch(done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for t, l in zip(at, al):  # every phi first: LLVM wants them at the top of the block
+                ph = builder.phi(_V8)
+                ph.add_incoming(t, tail_bb)
+                ph.add_incoming(l, last_bb)
+                final.append(ph)
+            on = builder.icmp_signed("!=", builder.zext(bias_v, _I64) if bias_v.type.width < 64 else bias_v, c(0))
+            builder.cbranch(on, bias_bb, store_bb)
+            builder.position_at_end(bias_bb)  # + c after the sum: round(s + c), as MatMul then Add
+            bv = xrow(k_n_v)
+            biased = [builder.fadd(f, bv[i % (PANEL // 8)]) for i, f in enumerate(final)]
+            builder.branch(store_bb)
+            builder.position_at_end(store_bb)
+            out = []
+            for f, b in zip(final, biased):
+                ph = builder.phi(_V8)
+                ph.add_incoming(f, done_bb)
+                ph.add_incoming(b, bias_bb)
+                out.append(ph)
+            for r in range(rows):
+                row = builder.gep(yptr, [builder.mul(ldy_v, c(r))])
+                for v in range(PANEL // 8):
+                    builder.store(out[r * (PANEL // 8) + v],
+                                  builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_m1, _m2, _m3, _m4, _m5, _m6 = (_make_panel_micro(r) for r in range(1, MR + 1))
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _panel_tile(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, rows):
+    """One micro-tile of `rows` (1..MR) rows."""
+    if rows == 6:
+        _m6(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 5:
+        _m5(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 4:
+        _m4(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 3:
+        _m3(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 2:
+        _m2(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    else:
+        _m1(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+
+
+def scratch_size() -> int:
+    """Floats of workspace matmul_const needs: the Y tile of the last, partial panel."""
+    return MR * PANEL
+
+
+_MM_SIGS = [types.void(a, _I, _I, types.boolean, _R1, _F1, _I, _F1) for a in (_R1, _F1)]
 
 
 @njit(_MM_SIGS, nogil=True, cache=True, error_model="numpy")
-def matmul_const(af, rows, k_n, bias, ap, xp, panel, offs, yf, n_n, zeros, ws):
-    """Y (rows, n_n) = A @ B (+ c when `bias`): A = af (rows, k_n) C-contiguous, packed into ap
-    (rows * (k_n + bias) floats); xp = pack_right(B, c, panel); offs = panel * arange(k_n + bias);
-    zeros: rows zeros (gemm2d's row bias); ws: gemm.scratch_size(n_n) floats."""
-    pack_rows(af, rows, k_n, k_n, bias, ap)
+def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
+    """Y (rows, n_n) = A @ B (+ c when `bias`), A = af (rows, k_n) C-contiguous.
+
+    xp = pack_right(B, c); yf: Y flat, rows n_n apart; ws: scratch_size() floats.
+    Panel by panel, every row tile of A over it (A, R x K floats, stays in L1 or L2;
+    the panel, K' x PANEL, in L1); the last, partial panel into ws, then its valid
+    columns into Y.
+    """
     kk = k_n + (1 if bias else 0)
-    f0 = np.float32(0.0)
-    for j0 in range(0, n_n, panel):
-        gemm2d(ap, xp, j0 * kk, offs, yf, j0, n_n, rows, min(panel, n_n - j0), zeros, ws, 0, f0, f0)
+    full = n_n // PANEL * PANEL
+    ahead = PANEL * kk  # the first row tile prefetches the next panel, the others their own rows
+    nb = max(PANEL, NB_BYTES // (4 * kk) // PANEL * PANEL)
+    for b0 in range(0, full, nb):
+        be = min(full, b0 + nb)
+        for m in range(0, rows, MR):
+            for j0 in range(b0, be, PANEL):
+                _panel_tile(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
+                            ahead if m == 0 else 0, min(MR, rows - m))
+    if full < n_n:
+        for m in range(0, rows, MR):
+            r_t = min(MR, rows - m)
+            _panel_tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL, 0, r_t)
+            for r in range(r_t):
+                for j in range(n_n - full):
+                    yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]
