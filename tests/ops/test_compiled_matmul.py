@@ -1,6 +1,6 @@
 """MatMul with a constant 2-D B and MatMulAdd (MatMul + bias) on the compiled path (compiled/matmul.py)
-against onnxruntime: row tiles 1..MR and several, K of one step and past a k chunk (KC), N with
-tails past 8 and 16 (the last panel), broadcast batch dims; the numpy path for comparison."""
+against onnxruntime: row tiles 1..MR and several, K from 1 to 3000, N with tails past 8 and 16 (the
+last panel) and several blocks of panels, broadcast batch dims, every bias shape; the numpy path too."""
 
 import numpy as np
 import pytest
@@ -19,8 +19,9 @@ rng = np.random.default_rng(11)
 
 @pytest.fixture(autouse=True)
 def every_size_compiled(monkeypatch):
-    """Small products take the compiled path too (the size threshold is a speed choice only)."""
+    """Small products and single rows take the compiled path too (the thresholds are speed choices only)."""
     monkeypatch.setattr(matmul_module, "COMPILED_MIN_FLOPS", 0)
+    monkeypatch.setattr(matmul_module, "COMPILED_MIN_ROWS", 1)
 
 
 def f32(*shape):
@@ -51,8 +52,12 @@ def _kernel(op, a, b, c=None):
     return k, out, (lambda: k(*inputs, out=out))
 
 
+# rows: every tile height 1..MR (alone and after full tiles); K: 1, odd and even (the k loop
+# runs in pairs), past gemm.KC; N: below one panel, on and past panel edges, several blocks of
+# panels (PANEL * K' floats per panel, blocks of NB_BYTES), the last panel partial or full
 SHAPES = [((1, 3), (3, 5)), ((MR, 1), (1, 16)), ((5, 7), (7, 13)), ((1, 40, 80), (80, 37)),
-          ((2, 3, 13, 20), (20, 100)), ((7,), (7, 24)), ((2, 9, KC + 3), (KC + 3, 21)), ((128, 16), (16, 8))]
+          ((2, 3, 13, 20), (20, 100)), ((7,), (7, 24)), ((2, 9, KC + 3), (KC + 3, 21)), ((128, 16), (16, 8)),
+          ((3, 20), (20, 40)), ((2, 2, 90), (90, 700)), ((4, 3000), (3000, 40))]
 
 
 @pytest.mark.parametrize("a_shape,b_shape", SHAPES, ids=str)

@@ -5,13 +5,13 @@ Two paths, chosen once when the kernel is built:
 * numpy -- np.matmul into Y (OpenBLAS sgemm per batch), then + C in place for
   MatMulAdd. Every dtype, every broadcast; the tested reference.
 * compiled (float32, B a 2-D weight, A C-contiguous at call) -- A's batch dims
-  collapse into rows, A (R, K) @ B (K, N) with Y rows of N contiguous: A is
-  packed into per-Net scratch per call, B once into panels of 16 columns, and
-  gemm.py's packed GEMM runs over them, MatMulAdd's bias added as one more k row
-  (compiled/matmul.py). For the skinny products of CTC heads and small
-  transformers, where packing A is cheap and OpenBLAS's packing of B per call
-  is not: PP-OCR rec's (1, 40, 80) @ (80, 6906) + c, 1.20 ms against
-  OpenBLAS's 1.30 + 0.05 for the Add (one thread; benchmarks/node_kernels.py).
+  collapse into rows, A (R, K) @ B (K, N) with Y rows of N contiguous:
+  compiled/matmul.py's packed-panel GEMM, B (and MatMulAdd's bias, as one
+  more row) packed once into 16-column panels shared by every thread, A read
+  where it lies, the bias added after the sum. Nothing allocated per call
+  (the last panel's tile is per-Net scratch). PP-OCR rec's (1, 40, 80) @
+  (80, 6906) + c: 1.19-1.21 ms, onnxruntime's MatMul 1.18-1.21 plus its Add,
+  OpenBLAS 1.57-1.66 (one thread; benchmarks/node_kernels.py).
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import compiled
 
-# The compiled path where it measured faster than OpenBLAS (benchmarks/node_kernels.py):
-# A's rows few (A is packed per call; at 256 rows OpenBLAS's own blocking wins by ~10%)
-# and the product large enough that one dispatch (~8 us) does not dominate it. Small
-# products count too: inside a model that runs no large BLAS GEMM, OpenBLAS's small
-# ones run ~2.5x slower than in a warm micro-benchmark (PP-OCR rec's (40, 160) @
-# (160, 80): 0.087 ms in-model against 0.034 after one 512^3 GEMM; ours 0.038 either way).
-COMPILED_MAX_ROWS = 128
-COMPILED_MIN_FLOPS = 1 << 18
+# The compiled path where it measured at least as fast as OpenBLAS (one thread, OpenBLAS
+# warmed by a large GEMM first; rows 2 to 1024, K 64 to 1280, N 64 to 6906): A of at least
+# 2 rows (one row is a GEMV: the micro-kernel's 2 multiply-add chains cannot hide their
+# latency, 0.19 ms against OpenBLAS's 0.14 at 1280 x 1000; 2 or 3 rows: 0.3x OpenBLAS's
+# time) and a product large enough that one call (~4 us) does not dominate it (8 x 64 @
+# 64 x 64: 0.93x). Inside a model that runs no large BLAS GEMM, OpenBLAS's small products
+# run ~2.5x slower than warmed (PP-OCR rec's (40, 160) @ (160, 80): 0.087 ms in-model
+# against 0.034 warmed; ours 0.028 either way).
+COMPILED_MIN_ROWS = 2
+COMPILED_MIN_FLOPS = 1 << 16
 
 
 class _MatMul:
@@ -47,12 +49,12 @@ class _MatMul:
             return
         k_n, n_n = b.shape
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
-        if k_n == 0 or n_n == 0 or rows == 0 or rows > COMPILED_MAX_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
+        if k_n == 0 or n_n == 0 or rows < COMPILED_MIN_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
             return
-        from .compiled.matmul import pack_right, scratch_size
+        from .compiled.matmul import matmul_const, pack_right, scratch_size
         from .conv import shared_weights
 
-        self.fast = True
+        self.fast, self.run = True, matmul_const
         self.rows, self.k_n, self.n_n = rows, k_n, n_n
         if c is None:
             self.x = shared_weights(b, "matmul_panels", lambda b: pack_right(b, None))
@@ -63,10 +65,8 @@ class _MatMul:
 
     def __call__(self, a, b, c=None, *, out):
         if self.fast and a.flags.c_contiguous and out.flags.c_contiguous:
-            from .compiled.matmul import matmul_const
-
-            matmul_const(a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1), self.n_n,
-                         self.ws_ref.array)
+            self.run(a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1), self.n_n,
+                     self.ws_ref.array)
             return
         np.matmul(a, b, out=out)
         if self.bias:

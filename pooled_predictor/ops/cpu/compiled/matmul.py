@@ -206,22 +206,22 @@ def scratch_size() -> int:
     return MR * PANEL
 
 
-_MM_SIGS = [types.void(a, _I, _I, types.boolean, _R1, _F1, _I, _F1) for a in (_R1, _F1)]
+_MM_SIG = types.void(_R1, _I, _I, types.boolean, _R1, _F1, _I, _F1)
 
 
-@njit(_MM_SIGS, nogil=True, cache=True, error_model="numpy")
+@njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
 def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
     """Y (rows, n_n) = A @ B (+ c when `bias`), A = af (rows, k_n) C-contiguous.
 
     xp = pack_right(B, c); yf: Y flat, rows n_n apart; ws: scratch_size() floats.
-    Panel by panel, every row tile of A over it (A, R x K floats, stays in L1 or L2;
-    the panel, K' x PANEL, in L1); the last, partial panel into ws, then its valid
-    columns into Y.
+    In blocks of panels that stay in L2, every row tile of A over each panel of the
+    block (the tile's rows of A stay in L1); the first row tile prefetches the next
+    panel. The last, partial panel goes into ws, then its valid columns into Y.
     """
     kk = k_n + (1 if bias else 0)
-    full = n_n // PANEL * PANEL
-    ahead = PANEL * kk  # the first row tile prefetches the next panel, the others their own rows
+    ahead = PANEL * kk
     nb = max(PANEL, NB_BYTES // (4 * kk) // PANEL * PANEL)
+    full = n_n // PANEL * PANEL
     for b0 in range(0, full, nb):
         be = min(full, b0 + nb)
         for m in range(0, rows, MR):
