@@ -66,7 +66,7 @@ def test_matmul_constant_b(a_shape, b_shape, enabled, monkeypatch):
     monkeypatch.setattr(compiled, "ENABLED", enabled)
     a, b = f32(*a_shape), f32(*b_shape)
     k, out, call = _kernel("MatMul", a, b)
-    assert k.fast == enabled
+    assert (k.fast is not None) == enabled
     model = make_node_model("MatMul", [a, b], opset=13, static=(1,))
     call()
     assert_close(out, run_ort(model, {"in0": a})[0], 1e-5, "MatMul")
@@ -82,7 +82,7 @@ def test_matmul_add_against_onnxruntime(a_shape, b_shape, bias, enabled, monkeyp
     c_shape = {"N": (n,), "1N": (1, n), "1": (1,), "11": (1, 1), "scalar": ()}[bias]
     a, b, c = f32(*a_shape), f32(*b_shape), f32(*c_shape)
     k, out, call = _kernel("MatMulAdd", a, b, c)
-    assert k.fast == enabled
+    assert (k.fast is not None) == enabled
     call()
     assert_close(out, run_ort(_mm_add_model(a, b, c, bias_first=bias == "1N"), {"a": a})[0], 1e-5, "MatMulAdd")
     model = make_node_model("MatMulAdd", [a, b, c], static=(1, 2), domain=DOMAIN)
@@ -110,6 +110,32 @@ def test_non_contiguous_a_takes_the_numpy_path():
 
 def test_batched_b_or_float64_takes_the_numpy_path():
     k, _, _ = _kernel("MatMul", f32(2, 3, 4), f32(2, 4, 5))
-    assert not k.fast
+    assert k.fast is None
     k, _, _ = _kernel("MatMul", f32(3, 4).astype(np.float64), f32(4, 5).astype(np.float64))
-    assert not k.fast
+    assert k.fast is None
+
+
+def _gemm(a, b, c, attrs):
+    from pooled_predictor.ops.cpu.gemm import Gemm
+
+    inputs = [a, b] + ([] if c is None else [c])
+    node = Node("Gemm", [f"in{i}" for i in range(len(inputs))], ["out0"], dict(attrs), "", "g")
+    ctx = OpContext(node, 13, [x.shape for x in inputs], [x.dtype for x in inputs], [None] + inputs[1:], "cpu", None)
+    return Gemm(ctx, **attrs)
+
+
+@pytest.mark.parametrize("m,k,n", [(5, 7, 13), (40, 80, 37), (2, 300, 700)], ids=str)
+@pytest.mark.parametrize("c_shape", [None, "N", "1N", "11", "MN", "M1"])
+@pytest.mark.parametrize("attrs", [{}, {"transB": 1}, {"beta": 2.0}, {"transA": 1}, {"alpha": 0.5}], ids=str)
+def test_gemm_with_weight_b_against_onnxruntime(m, k, n, c_shape, attrs):
+    """Gemm (fc_fuse's MatMul + Add) on the compiled product where it means the same: B a weight, no
+    transA, alpha 1, C absent or a bias of N with beta 1; every other case on the numpy path."""
+    a = f32(k, m) if attrs.get("transA") else f32(m, k)
+    b = f32(n, k) if attrs.get("transB") else f32(k, n)
+    c = None if c_shape is None else f32(*{"N": (n,), "1N": (1, n), "11": (1, 1), "MN": (m, n), "M1": (m, 1)}[c_shape])
+    fast = (not attrs.get("transA") and attrs.get("alpha", 1.0) == 1.0
+            and (c is None or (attrs.get("beta", 1.0) == 1.0 and c_shape in ("N", "1N", "11"))))
+    assert (_gemm(a, b, c, attrs).fast is not None) == fast
+    inputs = [a, b] + ([] if c is None else [c])
+    model = make_node_model("Gemm", inputs, attrs, opset=13, static=tuple(range(1, len(inputs))))
+    assert_close(run_ours(model, {"in0": a})[0], run_ort(model, {"in0": a})[0], 1e-5, "Gemm")

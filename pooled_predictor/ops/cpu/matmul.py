@@ -34,39 +34,71 @@ COMPILED_MIN_ROWS = 2
 COMPILED_MIN_FLOPS = 1 << 16
 
 
+def BIAS_SHAPES(n: int) -> tuple:  # noqa: N802 -- a table, computed
+    """The shapes of a bias over a last axis of n: added to Y (..., n) it is one value per column."""
+    return ((n,), (1, n), (1,), (1, 1), ())
+
+
+class ConstRightProduct:
+    """Y = A @ B (+ c) on the compiled path (compiled/matmul.py), B a 2-D float32 weight.
+
+    Built by `build` when the path applies; calling it runs the product into `out`
+    and returns True, or returns False (nothing written) when A or Y is not
+    C-contiguous at that call, for the caller's numpy path.
+    """
+
+    __slots__ = ("rows", "k_n", "n_n", "bias", "x", "ws_ref", "run")
+
+    @classmethod
+    def build(cls, ctx, a_shape, a_dtype, b, c=None, trans_b=False):
+        """The product for A of `a_shape` (..., K) and B (K, N) (B.T when trans_b), c a bias
+        of N ((N,), (1, N), (1,), (1, 1) or ()) or None; None where the path does not apply.
+
+        B's panels (with c) are computed once per weight and shared by every Net.
+        """
+        if not compiled.ENABLED or b is None or b.ndim != 2 or len(a_shape) < 1:
+            return None
+        bt = b.T if trans_b else b
+        k_n, n_n = bt.shape
+        if (np.dtype(a_dtype) != np.float32 or b.dtype != np.float32
+                or (c is not None and (c.dtype != np.float32 or tuple(c.shape) not in BIAS_SHAPES(n_n)))):
+            return None
+        rows = int(np.prod(a_shape[:-1], dtype=np.int64))
+        if k_n == 0 or n_n == 0 or rows < COMPILED_MIN_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
+            return None
+        from .compiled.matmul import matmul_const, pack_right, scratch_size
+        from .conv import shared_weights
+
+        self = cls()
+        self.rows, self.k_n, self.n_n, self.bias, self.run = rows, k_n, n_n, c is not None, matmul_const
+        if c is None:
+            self.x = shared_weights(b, ("matmul_panels", trans_b), lambda _: pack_right(bt, None))
+        else:
+            cb = np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
+            self.x = shared_weights(c, ("matmul_panels", id(b), trans_b), lambda _: pack_right(bt, cb))
+        self.ws_ref = ctx.scratch((scratch_size(),), np.float32)
+        return self
+
+    def __call__(self, a, out) -> bool:
+        if not (a.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        self.run(a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1), self.n_n,
+                 self.ws_ref.array)
+        return True
+
+
 class _MatMul:
     """Y = A @ B (+ C): shared by MatMul (no C) and MatMulAdd (C a bias over Y's last axis)."""
 
     def __init__(self, ctx, bias: bool):
         self.bias = bias
-        self.fast = False
-        if not compiled.ENABLED or not ctx.is_static(1):
-            return
-        a_shape, b = ctx.shape(0), ctx.value(1)
-        c = ctx.value(2) if bias and ctx.is_static(2) else None
-        if (np.dtype(ctx.dtype(0)) != np.float32 or b.dtype != np.float32 or b.ndim != 2 or len(a_shape) < 1
-                or (bias and (c is None or c.dtype != np.float32 or c.size not in (1, b.shape[1])))):
-            return
-        k_n, n_n = b.shape
-        rows = int(np.prod(a_shape[:-1], dtype=np.int64))
-        if k_n == 0 or n_n == 0 or rows < COMPILED_MIN_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
-            return
-        from .compiled.matmul import matmul_const, pack_right, scratch_size
-        from .conv import shared_weights
-
-        self.fast, self.run = True, matmul_const
-        self.rows, self.k_n, self.n_n = rows, k_n, n_n
-        if c is None:
-            self.x = shared_weights(b, "matmul_panels", lambda b: pack_right(b, None))
-        else:
-            cb = np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
-            self.x = shared_weights(c, ("matmul_panels", id(b)), lambda _: pack_right(b, cb))
-        self.ws_ref = ctx.scratch((scratch_size(),), np.float32)
+        self.fast = None
+        if ctx.is_static(1) and (not bias or ctx.is_static(2)):
+            self.fast = ConstRightProduct.build(ctx, ctx.shape(0), ctx.dtype(0), ctx.value(1),
+                                                ctx.value(2) if bias else None)
 
     def __call__(self, a, b, c=None, *, out):
-        if self.fast and a.flags.c_contiguous and out.flags.c_contiguous:
-            self.run(a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1), self.n_n,
-                     self.ws_ref.array)
+        if self.fast is not None and self.fast(a, out):
             return
         np.matmul(a, b, out=out)
         if self.bias:
