@@ -35,7 +35,7 @@ _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _I = types.int64
 
 
-PANEL = 16  # columns of B per packed panel: one micro-tile's width
+PANEL = 16  # columns of B per packed panel: one micro-tile's width (two <8 x float> vectors)
 NB_BYTES = 96 << 10  # a block of panels (K' x NB floats) this size stays in L2 across the row tiles
 
 
@@ -59,16 +59,116 @@ def pack_right(b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
     return out
 
 
+def _c(v: int):
+    return ir.Constant(_I64, v)
+
+
+def vload(builder, ptr, v: int = 0):
+    """The <8 x float> at ptr + 8 * v (unaligned)."""
+    return builder.load(builder.bitcast(builder.gep(ptr, [_c(8 * v)]), _V8.as_pointer()), align=4)
+
+
+def vstore(builder, value, ptr, v: int = 0):
+    """Store <8 x float> at ptr + 8 * v (unaligned)."""
+    builder.store(value, builder.bitcast(builder.gep(ptr, [_c(8 * v)]), _V8.as_pointer()), align=4)
+
+
+def splat(builder, s):
+    """<8 x float> with every lane s."""
+    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+
+
+def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None) -> list:
+    """Emit acc[r][v] = sum_{k < k_n} arows[r][k] * xptr[k * ldx + 8 v .. + 8] (v < 2): a sequential
+    multiply-add chain over k (llvm.fmuladd: FMA) for r < rows, k unrolled by two. Returns the
+    2 * rows accumulators (row-major), the builder positioned after the loop.
+
+    The register blocking of gemm.py's micro-kernels (2 * rows accumulators, X's row in two
+    vectors, one broadcast per row; Goto & van de Geijn 2008). prefetch_at: a pointer whose
+    line k * ldx floats on is prefetched at step k (the next block of X), or None.
+    """
+    fma = builder.module.globals.get("llvm.fmuladd.v8f32") or ir.Function(
+        builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    prefetch = None
+    if prefetch_at is not None:
+        prefetch = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+    fn = builder.function
+
+    def step(accs, k):
+        row = builder.gep(xptr, [builder.mul(k, ldx)])
+        if prefetch is not None:  # read, high locality, data cache
+            builder.call(prefetch, [builder.bitcast(builder.gep(prefetch_at, [builder.mul(k, ldx)]), i8p),
+                                    ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        xv = [vload(builder, row, v) for v in range(2)]
+        out = []
+        for r in range(rows):
+            w = splat(builder, builder.load(builder.gep(arows[r], [k])))
+            out += [builder.call(fma, [w, xv[v], accs[2 * r + v]]) for v in range(2)]
+        return out
+
+    zero = ir.Constant(_V8, [0.0] * 8)
+    entry = builder.block
+    pairs_bb, tail_bb = fn.append_basic_block("pairs"), fn.append_basic_block("tail")
+    last_bb, done_bb = fn.append_basic_block("last"), fn.append_basic_block("done")
+    builder.cbranch(builder.icmp_signed(">=", k_n, _c(2)), pairs_bb, tail_bb)
+    builder.position_at_end(pairs_bb)  # k, k + 1 per trip while k + 1 < k_n
+    k = builder.phi(_I64)
+    accs = [builder.phi(_V8) for _ in range(2 * rows)]
+    k.add_incoming(_c(0), entry)
+    for a in accs:
+        a.add_incoming(zero, entry)
+    new = step(step(accs, k), builder.add(k, _c(1)))
+    k2 = builder.add(k, _c(2))
+    k.add_incoming(k2, pairs_bb)
+    for a, n in zip(accs, new):
+        a.add_incoming(n, pairs_bb)
+    builder.cbranch(builder.icmp_signed("<", builder.add(k2, _c(1)), k_n), pairs_bb, tail_bb)
+    builder.position_at_end(tail_bb)  # an odd last k
+    kt = builder.phi(_I64)
+    kt.add_incoming(_c(0), entry)
+    kt.add_incoming(k2, pairs_bb)
+    at = []
+    for n in new:
+        ph = builder.phi(_V8)
+        ph.add_incoming(zero, entry)
+        ph.add_incoming(n, pairs_bb)
+        at.append(ph)
+    builder.cbranch(builder.icmp_signed("<", kt, k_n), last_bb, done_bb)
+    builder.position_at_end(last_bb)
+    al = step(at, kt)
+    builder.branch(done_bb)
+    builder.position_at_end(done_bb)
+    final = []
+    for t, l in zip(at, al):  # every phi first: LLVM wants them at the top of the block
+        ph = builder.phi(_V8)
+        ph.add_incoming(t, tail_bb)
+        ph.add_incoming(l, last_bb)
+        final.append(ph)
+    return final
+
+
+def flag(builder, value):
+    """An i1 that is true when the boolean or integer `value` is nonzero."""
+    return builder.icmp_signed("!=", value, ir.Constant(value.type, 0))
+
+
+def array_data(context, builder, signature, args, i):
+    """The data pointer of array argument i of an intrinsic."""
+    return context.make_array(signature.args[i])(context, builder, args[i]).data
+
+
 def _make_panel_micro(rows: int):
     """The micro-kernel for `rows` (1..MR) x PANEL outputs over one packed panel of X.
 
-    micro(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy):
+    micro(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
     y[y_off + r * ldy + c] = sum_{k < k_n} a[a_off + r * lda + k] * xp[x_off + k * PANEL + c]
-    (a sequential multiply-add chain over k, from 0), then + xp[x_off + k_n * PANEL + c] (the
-    panel's bias row) when `bias`, r < rows, c < PANEL. The register blocking of gemm.py's
-    micro-kernels (2 * rows accumulators, X's row in two vectors, a broadcast per row), with A
-    read where it lies (rows lda apart, as MLAS's SGEMM kernels read A) instead of packed, X's
-    rows at a fixed pitch (no offset table), k unrolled by two.
+    (k_loop), then + xp[x_off + k_n * PANEL + c] (the panel's bias row) when `bias`, r < rows,
+    c < PANEL; the line pf floats on from each row of the panel is prefetched. A is read where
+    it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a fixed pitch.
     """
 
     @intrinsic
@@ -76,91 +176,20 @@ def _make_panel_micro(rows: int):
         sig = types.void(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
 
         def codegen(context, builder, signature, args):
-            a_a, a_off_v, lda_v, xp_a, x_off_v, k_n_v, bias_v, y_a, y_off_v, ldy_v, pf_v = args
-
-            def data(i, value):
-                return context.make_array(signature.args[i])(context, builder, value).data
-
-            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
-            aptr = builder.gep(data(0, a_a), [a_off_v])
-            arows = [builder.gep(aptr, [builder.mul(lda_v, c(r))]) for r in range(rows)]
-            xptr = builder.gep(data(3, xp_a), [x_off_v])
-            yptr = builder.gep(data(7, y_a), [y_off_v])
-            fma = builder.module.globals.get("llvm.fmuladd.v8f32") or ir.Function(
-                builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
-            fn = builder.function
-
-            def xrow(k):
-                row = builder.gep(xptr, [builder.mul(k, c(PANEL))])
-                return [builder.load(builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()), align=4)
-                        for v in range(PANEL // 8)]
-
-            i8p = ir.IntType(8).as_pointer()
-            prefetch = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
-                builder.module, ir.FunctionType(ir.VoidType(), [i8p] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
-            pfptr = builder.gep(xptr, [pf_v])
-            i32 = lambda v: ir.Constant(ir.IntType(32), v)  # noqa: E731
-
-            def step(accs, k):
-                # one line of the panel pf floats ahead (the next panel's row k), read to L1
-                builder.call(prefetch, [builder.bitcast(builder.gep(pfptr, [builder.mul(k, c(PANEL))]), i8p),
-                                        i32(0), i32(3), i32(1)])
-                xv = xrow(k)
-                out = []
-                for r in range(rows):
-                    s = builder.load(builder.gep(arows[r], [k]))
-                    splat = builder.shuffle_vector(
-                        builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(ir.IntType(32), 0)),
-                        ir.Constant(_V8, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
-                    for v in range(PANEL // 8):
-                        out.append(builder.call(fma, [splat, xv[v], accs[r * (PANEL // 8) + v]]))
-                return out
-
-            n_acc = rows * (PANEL // 8)
-            zero = ir.Constant(_V8, [0.0] * 8)
-            entry = builder.block
-            pairs_bb, tail_bb = fn.append_basic_block("pairs"), fn.append_basic_block("tail")
-            last_bb, done_bb = fn.append_basic_block("last"), fn.append_basic_block("done")
-            bias_bb, store_bb = fn.append_basic_block("add_bias"), fn.append_basic_block("store")
-            builder.cbranch(builder.icmp_signed(">=", k_n_v, c(2)), pairs_bb, tail_bb)
-            builder.position_at_end(pairs_bb)  # k, k + 1 per trip while k + 1 < k_n
-            k = builder.phi(_I64)
-            accs = [builder.phi(_V8) for _ in range(n_acc)]
-            k.add_incoming(c(0), entry)
-            for a in accs:
-                a.add_incoming(zero, entry)
-            new = step(step(accs, k), builder.add(k, c(1)))
-            k2 = builder.add(k, c(2))
-            k.add_incoming(k2, pairs_bb)
-            for a, n in zip(accs, new):
-                a.add_incoming(n, pairs_bb)
-            builder.cbranch(builder.icmp_signed("<", builder.add(k2, c(1)), k_n_v), pairs_bb, tail_bb)
-            builder.position_at_end(tail_bb)  # an odd last k
-            kt = builder.phi(_I64)
-            kt.add_incoming(c(0), entry)
-            kt.add_incoming(k2, pairs_bb)
-            at = []
-            for n in new:
-                ph = builder.phi(_V8)
-                ph.add_incoming(zero, entry)
-                ph.add_incoming(n, pairs_bb)
-                at.append(ph)
-            builder.cbranch(builder.icmp_signed("<", kt, k_n_v), last_bb, done_bb)
-            builder.position_at_end(last_bb)
-            al = step(at, kt)
-            builder.branch(done_bb)
-            builder.position_at_end(done_bb)
-            final = []
-            for t, l in zip(at, al):  # every phi first: LLVM wants them at the top of the block
-                ph = builder.phi(_V8)
-                ph.add_incoming(t, tail_bb)
-                ph.add_incoming(l, last_bb)
-                final.append(ph)
-            on = builder.icmp_signed("!=", builder.zext(bias_v, _I64) if bias_v.type.width < 64 else bias_v, c(0))
-            builder.cbranch(on, bias_bb, store_bb)
+            _, a_off_v, lda_v, _, x_off_v, k_n_v, bias_v, _, y_off_v, ldy_v, pf_v = args
+            aptr = builder.gep(array_data(context, builder, signature, args, 0), [a_off_v])
+            arows = [builder.gep(aptr, [builder.mul(lda_v, _c(r))]) for r in range(rows)]
+            xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
+            yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
+            final = k_loop(builder, rows, arows, xptr, _c(PANEL), k_n_v, builder.gep(xptr, [pf_v]))
+            done_bb = builder.block
+            bias_bb = builder.function.append_basic_block("add_bias")
+            store_bb = builder.function.append_basic_block("store")
+            builder.cbranch(flag(builder, bias_v), bias_bb, store_bb)
             builder.position_at_end(bias_bb)  # + c after the sum: round(s + c), as MatMul then Add
-            bv = xrow(k_n_v)
-            biased = [builder.fadd(f, bv[i % (PANEL // 8)]) for i, f in enumerate(final)]
+            brow = builder.gep(xptr, [builder.mul(k_n_v, _c(PANEL))])
+            bv = [vload(builder, brow, v) for v in range(2)]
+            biased = [builder.fadd(f, bv[i % 2]) for i, f in enumerate(final)]
             builder.branch(store_bb)
             builder.position_at_end(store_bb)
             out = []
@@ -170,10 +199,9 @@ def _make_panel_micro(rows: int):
                 ph.add_incoming(b, bias_bb)
                 out.append(ph)
             for r in range(rows):
-                row = builder.gep(yptr, [builder.mul(ldy_v, c(r))])
-                for v in range(PANEL // 8):
-                    builder.store(out[r * (PANEL // 8) + v],
-                                  builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()), align=4)
+                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
+                for v in range(2):
+                    vstore(builder, out[2 * r + v], row, v)
             return context.get_dummy_value()
 
         return sig, codegen
