@@ -20,7 +20,9 @@ convolution with bias and activation fused), winograd.py (Winograd F(2x2,3x3) an
 F(4x4,3x3) transforms), sampling.py (GridSample, RoiAlign, DeformConv sampling;
 imported when such a node is built), pooling.py (2-D MaxPool / AveragePool),
 sigmoid.py (a vectorized float32 Sigmoid), col2im.py (ConvTranspose's tile
-scatter), resize.py (nearest and bilinear Resize).
+scatter; for kernel width 2 the GEMM and the scatter in one pass), resize.py
+(nearest and bilinear Resize), matmul.py (MatMul / Gemm with a weight as right
+operand: packed panels, A read in place, the bias fused).
 """
 
 

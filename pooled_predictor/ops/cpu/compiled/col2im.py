@@ -25,7 +25,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .matmul import array_data, flag, k_loop, splat, vstore
+from .matmul import add_if, array_data, flag, k_loop, splat, vstore
 
 _f4, _i8, _U = types.float32, types.int64, types.uint64
 _R3 = types.Array(_f4, 3, "C", readonly=True)
@@ -88,7 +88,6 @@ def _make_pair_micro(pairs: int):
     """micro(wt, w_off, ldw, x, x_off, ldx, k_n, y, yo0, yo1, yo2, b0, b1, b2, has_bias):
     for pair p < pairs (GEMM rows 2p, 2p + 1 from wt[w_off + r * ldw + k], k < k_n) and
     input columns x[x_off + k * ldx + j], j < 16: y[yo_p + 2j + c] = sum_k (+ b_p)."""
-    v8 = ir.VectorType(ir.FloatType(), 8)
     lo_mask = ir.Constant(ir.VectorType(ir.IntType(32), 8), [0, 8, 1, 9, 2, 10, 3, 11])
     hi_mask = ir.Constant(ir.VectorType(ir.IntType(32), 8), [4, 12, 5, 13, 6, 14, 7, 15])
     c = lambda v: ir.Constant(ir.IntType(64), v)  # noqa: E731
@@ -104,21 +103,9 @@ def _make_pair_micro(pairs: int):
             xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
             ydata = array_data(context, builder, signature, args, 7)
             final = k_loop(builder, 2 * pairs, rows, xptr, ldx_v, k_n_v)
-            done_bb = builder.block
-            bias_bb = builder.function.append_basic_block("add_bias")
-            store_bb = builder.function.append_basic_block("store")
-            builder.cbranch(flag(builder, hb_v), bias_bb, store_bb)
-            builder.position_at_end(bias_bb)  # + B[m] after the sum, as the GEMM then the scatter's + B
-            bvs = [splat(builder, bv) for bv in (b0_v, b1_v, b2_v)[:pairs]]
-            biased = [builder.fadd(f, bvs[i // 4]) for i, f in enumerate(final)]
-            builder.branch(store_bb)
-            builder.position_at_end(store_bb)
-            out = []
-            for f, b in zip(final, biased):
-                ph = builder.phi(v8)
-                ph.add_incoming(f, done_bb)
-                ph.add_incoming(b, bias_bb)
-                out.append(ph)
+            bvals = (b0_v, b1_v, b2_v)[:pairs]  # + B[m] after the sum, as the GEMM then the scatter's + B
+            out = add_if(builder, final, flag(builder, hb_v), lambda: [splat(builder, bvals[i // 4])
+                                                                      for i in range(len(final))])
             for p, yo in enumerate((yo0_v, yo1_v, yo2_v)[:pairs]):
                 yptr = builder.gep(ydata, [yo])
                 for v in range(2):  # columns 8v .. 8v + 7 of taps c = 0 (row 2p) and c = 1 (row 2p + 1)

@@ -151,6 +151,26 @@ def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None) -> list:
     return final
 
 
+def add_if(builder, values, on, addends) -> list:
+    """Emit values[i] + addends()[i] when the i1 `on` holds (addends() emits its loads in that
+    branch only), else values; returns the merged <8 x float> values."""
+    fn = builder.function
+    from_bb, add_bb, merge_bb = builder.block, fn.append_basic_block("add"), fn.append_basic_block("merge")
+    builder.cbranch(on, add_bb, merge_bb)
+    builder.position_at_end(add_bb)
+    added = [builder.fadd(v, a) for v, a in zip(values, addends())]
+    add_end = builder.block
+    builder.branch(merge_bb)
+    builder.position_at_end(merge_bb)
+    out = []
+    for v, a in zip(values, added):
+        ph = builder.phi(_V8)
+        ph.add_incoming(v, from_bb)
+        ph.add_incoming(a, add_end)
+        out.append(ph)
+    return out
+
+
 def flag(builder, value):
     """An i1 that is true when the boolean or integer `value` is nonzero."""
     return builder.icmp_signed("!=", value, ir.Constant(value.type, 0))
@@ -182,22 +202,11 @@ def _make_panel_micro(rows: int):
             xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
             yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
             final = k_loop(builder, rows, arows, xptr, _c(PANEL), k_n_v, builder.gep(xptr, [pf_v]))
-            done_bb = builder.block
-            bias_bb = builder.function.append_basic_block("add_bias")
-            store_bb = builder.function.append_basic_block("store")
-            builder.cbranch(flag(builder, bias_v), bias_bb, store_bb)
-            builder.position_at_end(bias_bb)  # + c after the sum: round(s + c), as MatMul then Add
-            brow = builder.gep(xptr, [builder.mul(k_n_v, _c(PANEL))])
-            bv = [vload(builder, brow, v) for v in range(2)]
-            biased = [builder.fadd(f, bv[i % 2]) for i, f in enumerate(final)]
-            builder.branch(store_bb)
-            builder.position_at_end(store_bb)
-            out = []
-            for f, b in zip(final, biased):
-                ph = builder.phi(_V8)
-                ph.add_incoming(f, done_bb)
-                ph.add_incoming(b, bias_bb)
-                out.append(ph)
+            def bias_row():  # + c after the sum: round(s + c), as MatMul then Add
+                brow = builder.gep(xptr, [builder.mul(k_n_v, _c(PANEL))])
+                return [vload(builder, brow, i % 2) for i in range(len(final))]
+
+            out = add_if(builder, final, flag(builder, bias_v), bias_row)
             for r in range(rows):
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 for v in range(2):
