@@ -25,7 +25,6 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .gemm import MR
 
 _F4 = ir.FloatType()
 _I64 = ir.IntType(64)
@@ -35,6 +34,7 @@ _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _I = types.int64
 
 
+MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast, 15 of 16 ymm (as gemm.py)
 PANEL = 16  # columns of B per packed panel: one micro-tile's width (two <8 x float> vectors)
 NB_BYTES = 96 << 10  # a block of panels (K' x NB floats) this size stays in L2 across the row tiles
 
