@@ -34,3 +34,19 @@ def test_fused_tile_needs_static_weights_width_2_and_one_group():
     assert not build("ConvTranspose", [x, f32(4, 1, 2, 2)], dict(stride2, group=2)).tile_fused
     assert not build("ConvTranspose", [f32(1, 4, 3, 15), f32(4, 2, 2, 2)], stride2).tile_fused  # W < 16
     check_node("ConvTranspose", [x, f32(4, 2, 2, 2), f32(2)], stride2, opset=13, static=())  # fed W: numpy
+
+
+def test_fused_tile_takes_strided_arrays():
+    """Not a Net's blobs: X and Y strided views (copied through contiguous arrays)."""
+    x_full, w, b = f32(1, 4, 3, 40), f32(4, 3, 2, 2), f32(3)
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    x = x_full[:, :, :, ::2]
+    kern = build("ConvTranspose", [np.ascontiguousarray(x), w, b], attrs)
+    assert kern.tile_fused
+    out_full = np.zeros((1, 3, 6, 80), np.float32)
+    out = out_full[:, :, :, ::2]
+    kern(x, w, b, out=out)
+    ref = np.zeros((1, 3, 6, 40), np.float32)
+    kern(np.ascontiguousarray(x), w, b, out=ref)
+    np.testing.assert_array_equal(out, ref)
+    check_node("ConvTranspose", [np.ascontiguousarray(x), w, b], attrs, opset=13, static=(1, 2))

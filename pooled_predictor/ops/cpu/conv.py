@@ -781,10 +781,17 @@ class ConvTranspose(_ConvBase):
     def __call__(self, x, w, b=None, *, out):
         if self.empty:
             return
-        if self.tile_fused and x.flags.c_contiguous and out.flags.c_contiguous:
+        if self.tile_fused:  # (no column scratch on this path; a Net's X and Y are contiguous blobs)
             from .compiled.col2im import tile_gemm_scatter_w2
 
-            tile_gemm_scatter_w2(self.w_mat, x, out, self.b_vec, self.has_bias, self.geo.kernel[0])
+            if out.flags.c_contiguous:
+                tile_gemm_scatter_w2(self.w_mat, np.ascontiguousarray(x), out, self.b_vec, self.has_bias,
+                                     self.geo.kernel[0])
+            else:
+                y = np.empty(out.shape, out.dtype)
+                tile_gemm_scatter_w2(self.w_mat, np.ascontiguousarray(x), y, self.b_vec, self.has_bias,
+                                     self.geo.kernel[0])
+                np.copyto(out, y)
             return
         w_mat = self.w_mat if self.w_mat is not None else self._gemm_weights(w)
         bias = self._bias(b)
