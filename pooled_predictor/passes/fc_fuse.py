@@ -10,7 +10,8 @@ weight that broadcasts as a bias over the last dimension: shape (N,), (1, N),
 same BLAS product and the same addition. A batched MatMul (A of rank >= 3, as
 a transformer's or a CTC head's (N, T, C) @ W) becomes MatMulAdd, Paddle's fc
 with in_num_col_dims = rank - 1: MatMul then + c in one kernel (on its
-compiled path the bias rides in the product: ops/cpu/compiled/matmul.py).
+compiled path c is added to each output block in registers after its sum,
+the same rounding as the Add: ops/cpu/compiled/matmul.py).
 """
 
 from __future__ import annotations

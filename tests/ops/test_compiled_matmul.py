@@ -91,7 +91,7 @@ def test_matmul_add_against_onnxruntime(a_shape, b_shape, bias, enabled, monkeyp
 
 @pytest.mark.parametrize("a_shape,b_shape", [((1, 40, 80), (80, 37)), ((2, 9, KC + 3), (KC + 3, 21))], ids=str)
 def test_bias_row_rounds_as_matmul_then_add(a_shape, b_shape):
-    """The bias as one more k row: fma(1, c, s) = round(s + c), bit for bit the compiled MatMul then + c."""
+    """The bias added in registers after the sum, round(s + c): bit for bit the compiled MatMul then + c."""
     a, b, c = f32(*a_shape), f32(*b_shape), f32(b_shape[1])
     _, y_add, call_add = _kernel("MatMulAdd", a, b, c)
     _, y_mm, call_mm = _kernel("MatMul", a, b)
