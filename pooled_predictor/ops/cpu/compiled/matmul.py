@@ -25,14 +25,12 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-
 _F4 = ir.FloatType()
 _I64 = ir.IntType(64)
 _V8 = ir.VectorType(_F4, 8)
 _F1 = types.Array(types.float32, 1, "C")
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _I = types.int64
-
 
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast, 15 of 16 ymm (as gemm.py)
 PANEL = 16  # columns of B per packed panel: one micro-tile's width (two <8 x float> vectors)
@@ -48,13 +46,10 @@ def pack_right(b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
     if c is not None:
         x = np.concatenate([x, np.asarray(c, np.float32).reshape(1, -1)], axis=0)
     kk, n = x.shape
-    panel = PANEL
-    panels = -(-n // panel)
-    out = np.zeros((panels, kk, panel), np.float32)
-    padded = np.zeros((kk, panels * panel), np.float32)
+    panels = -(-n // PANEL)
+    padded = np.zeros((kk, panels * PANEL), np.float32)
     padded[:, :n] = x
-    out[...] = padded.reshape(kk, panels, panel).transpose(1, 0, 2)
-    out = out.reshape(-1)
+    out = np.ascontiguousarray(padded.reshape(kk, panels, PANEL).transpose(1, 0, 2)).reshape(-1)
     out.flags.writeable = False
     return out
 
@@ -202,6 +197,7 @@ def _make_panel_micro(rows: int):
             xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
             yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
             final = k_loop(builder, rows, arows, xptr, _c(PANEL), k_n_v, builder.gep(xptr, [pf_v]))
+
             def bias_row():  # + c after the sum: round(s + c), as MatMul then Add
                 brow = builder.gep(xptr, [builder.mul(k_n_v, _c(PANEL))])
                 return [vload(builder, brow, i % 2) for i in range(len(final))]
