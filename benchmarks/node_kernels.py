@@ -2,7 +2,9 @@
 
 The pooling, Resize, ConvTranspose, Sigmoid, GlobalAveragePool and ReduceMean nodes
 of the PP-OCR detector at 480x640 and recognizer at 48x320, with their shapes from
-the models (and a few common pooling shapes of the zoo's image classifiers). Ours:
+the models (and a few common pooling shapes of the zoo's image classifiers), and
+the recognizer's MatMul + bias Add pairs at 48x320 (ours: one MatMulAdd node;
+onnxruntime: the MatMul and Add nodes, which it keeps apart for a 3-D A). Ours:
 the kernel built as a Net builds it (weights static, scratch preallocated),
 once with compiled kernels (compiled.ENABLED) and once with the numpy
 reference paths; onnxruntime: a one-node session, intra_op_num_threads=1,
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from onnx import helper, numpy_helper
 from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +36,7 @@ from pooled_predictor.ops import registry  # noqa: E402
 from pooled_predictor.ops.context import OpContext  # noqa: E402
 from pooled_predictor.ops.cpu import compiled  # noqa: E402
 from pooled_predictor.ops.shapes import get_rule  # noqa: E402
+from pooled_predictor.ops.shapes.fused import DOMAIN  # noqa: E402
 from tests.onnx_helpers import make_node_model  # noqa: E402
 
 ort.set_default_logger_severity(3)
@@ -65,6 +69,10 @@ CASES = [
     ("det Resize x2 nearest 16x60x80", "Resize", [(1, 16, 60, 80), None, _UP2], _NEAREST),
     ("Resize x2 linear half_pixel 64x60x80", "Resize", [(1, 64, 60, 80), None, _UP2],
      {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}),
+    ("rec MatMul 40x80 @ 80x6906", "MatMul", [(1, 40, 80), (80, 6906)], {}),
+    ("rec MatMul+Add 40x80 @ 80x6906 + 6906", "MatMulAdd", [(1, 40, 80), (80, 6906), (6906,)], {}),
+    ("rec MatMul 40x160 @ 160x80", "MatMul", [(1, 40, 160), (160, 80)], {}),
+    ("rec MatMul+Add 40x160 @ 160x80 + 80", "MatMulAdd", [(1, 40, 160), (160, 80), (80,)], {}),
     ("det Sigmoid 1x480x640", "Sigmoid", [(1, 1, 480, 640)], {}),
     ("det GlobalAveragePool 64x120x160", "GlobalAveragePool", [(1, 64, 120, 160)], {}),
     ("det GlobalAveragePool 64x60x80", "GlobalAveragePool", [(1, 64, 60, 80)], {}),
@@ -95,6 +103,17 @@ CASES = [
 
 
 _DYNAMIC = ("Concat", "Add")  # every input fed at run time
+_DOMAIN = {"MatMulAdd": DOMAIN}  # our fused ops; onnxruntime runs the nodes they replace (_ort_model)
+
+
+def _ort_model(op, inputs, attrs, static):
+    if op != "MatMulAdd":
+        return make_node_model(op, inputs, attrs, opset=OPSET, static=static)
+    nodes = [helper.make_node("MatMul", ["in0", "in1"], ["mm"]), helper.make_node("Add", ["mm", "in2"], ["out0"])]
+    graph = helper.make_graph(nodes, "matmul_add", [helper.make_tensor_value_info("in0", 1, inputs[0].shape)],
+                              [helper.make_empty_tensor_value_info("out0")],
+                              [numpy_helper.from_array(inputs[1], "in1"), numpy_helper.from_array(inputs[2], "in2")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8)
 
 
 def _inputs(shapes, rng):
@@ -106,11 +125,11 @@ def ours(op, inputs, attrs):
     """Our kernel for the node, built as the Net builds it (inputs 1.. static), and a call closure."""
     names = ["" if a is None else f"in{i}" for i, a in enumerate(inputs)]
     node = Node(op, names, ["out0"], dict(attrs), "", "bench")
-    kdef = registry.lookup(op, "", OPSET, "cpu")
+    kdef = registry.lookup(op, _DOMAIN.get(op, ""), OPSET, "cpu")
     values = [None] * len(inputs) if op in _DYNAMIC else [None] + list(inputs[1:])
     ctx = OpContext(node, kdef.since, [None if a is None else a.shape for a in inputs],
                     [None if a is None else a.dtype for a in inputs], values, "cpu", None)
-    (shape, dtype) = get_rule(op)(ctx)[0]
+    (shape, dtype) = get_rule(op, _DOMAIN.get(op, ""))(ctx)[0]
     ctx.out_shapes, ctx.out_dtypes = [shape], [dtype]
     out = np.empty(shape, dtype)
     if kdef.is_class:
@@ -121,7 +140,7 @@ def ours(op, inputs, attrs):
 
 def onnxruntime_call(op, inputs, attrs, out):
     static = () if op in _DYNAMIC else tuple(i for i in range(1, len(inputs)) if inputs[i] is not None)
-    model = make_node_model(op, inputs, attrs, opset=OPSET, static=static)
+    model = _ort_model(op, inputs, attrs, static)
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])

@@ -15,7 +15,7 @@ Modules, one per rewrite family:
     cleanup.py          eliminate_identity (Identity, inference Dropout), eliminate_dead_nodes
     fold.py             constant_folding, shape_folding
     conv_bn.py          fold_conv_bn, fold_conv_add, fold_conv_mul
-    fc_fuse.py          fuse_matmul_add (MatMul + Add -> Gemm)
+    fc_fuse.py          fuse_matmul_add (MatMul + Add -> Gemm, or MatMulAdd when batched)
     gelu.py             fuse_gelu (erf form -> Gelu)
     hard_swish.py       fuse_hard_swish (x * HardSigmoid(x) -> HardSwish)
     fuse_activation.py  fuse_conv_activation, fuse_gemm_activation (-> FusedConv, FusedGemm)

@@ -8,7 +8,7 @@ Levels mean what onnxruntime's graph_optimization_level means:
               Conv+BatchNormalization/Add/Mul folding, dead-node elimination
     extended  basic + fusions, most into our own domain's kernels
               (FusedConv, FusedGemm, Gelu and HardSwish below their ONNX
-              opsets): MatMul+Add -> Gemm, GELU, HardSwish, Conv/Gemm + activation
+              opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, HardSwish, Conv/Gemm + activation
     all       extended + layout-independent extras (Transpose pairs composed)
 
 A pass runs when its level is at most the chosen one, or when it is named in
@@ -59,7 +59,7 @@ _PIPELINE = [
     Pass("fold_conv_bn", "basic", fold_conv_bn,
          "BatchNormalization after Conv folded into W and b"),
     Pass("fuse_matmul_add", "extended", fuse_matmul_add,
-         "2-D MatMul + bias Add -> Gemm (Paddle fc_fuse)"),
+         "MatMul + bias Add -> Gemm (2-D) or MatMulAdd (batched) (Paddle fc_fuse)"),
     Pass("fuse_gelu", "extended", fuse_gelu,
          "x * 0.5 * (1 + erf(x / sqrt 2)) -> Gelu"),
     Pass("fuse_hard_swish", "extended", fuse_hard_swish,

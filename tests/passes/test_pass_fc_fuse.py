@@ -1,4 +1,4 @@
-"""fuse_matmul_add: MatMul(A 2-D, W 2-D weight) + bias over the last dim -> Gemm."""
+"""fuse_matmul_add: MatMul(A, W 2-D weight) + bias over the last dim -> Gemm (A 2-D) or MatMulAdd (A batched)."""
 
 import pytest
 from onnx import helper
@@ -51,8 +51,17 @@ def test_bias_that_is_not_over_the_last_dim(bias_shape):
     check_pass(mm_add(bias_shape), feeds(), "fuse_matmul_add", fires=False)
 
 
-def test_batched_matmul_is_left_alone():
-    check_pass(mm_add((N,), a_shape=(2, 3, K)), feeds((2, 3, K)), "fuse_matmul_add", fires=False)
+@pytest.mark.parametrize("bias_shape", [(N,), (1, N), ()], ids=str)
+@pytest.mark.parametrize("a_shape", [(2, 3, K), (2, 1, 3, K)], ids=str)
+def test_batched_matmul_add_becomes_matmul_add(a_shape, bias_shape):
+    after, _ = check_pass(mm_add(bias_shape, a_shape=a_shape, bias_first=len(bias_shape) == 2), feeds(a_shape),
+                          "fuse_matmul_add", fires=True)
+    assert ops(after) == ["pooled_predictor.MatMulAdd"]
+    assert after.nodes[0].inputs == ["a", "W", "b"]
+
+
+def test_batched_bias_over_rows_is_left_alone():
+    check_pass(mm_add((3, N), a_shape=(2, 3, K)), feeds((2, 3, K)), "fuse_matmul_add", fires=False)
 
 
 def test_unknown_rank_is_left_alone():

@@ -30,7 +30,7 @@ DET_CHANGES = {"Identity removed": 147, "Add folded into Conv bias": 75, "Add fo
 REC_CHANGES = {"Identity removed": 58, "Cast folded": 39, "Mul folded": 39, "Transpose pairs composed": 1,
                "BatchNormalization folded into Conv": 2, "Add folded into Conv bias": 33,
                "Gelu (erf form) fused": 10, "HardSigmoid*x -> HardSwish": 2, "Conv+Add fused": 7,
-               "Conv+Relu fused": 3, "Conv+HardSigmoid fused": 3}
+               "Conv+Relu fused": 3, "Conv+HardSigmoid fused": 3, "MatMul+Add -> MatMulAdd": 2}
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +75,11 @@ def test_what_fires_on_the_recognizer(rec):
     g, (opt, report) = rec
     changes = {k: v for k, v in report.changes().items() if k != "unread weights dropped"}
     assert changes == REC_CHANGES
-    assert (report.nodes_before, report.nodes_after) == (297, 69)
+    assert (report.nodes_before, report.nodes_after) == (297, 67)
     assert opt.opset == {"": 11, "pooled_predictor": 1}
-    # the BatchNormalizations after Squeeze(Conv) stay; MatMuls are 3-D (N, T, C) @ W: no Gemm
-    assert report.after["BatchNormalization"] == 2 and report.after["MatMul"] == 2
+    # the BatchNormalizations after Squeeze(Conv) stay; MatMuls are 3-D (N, T, C) @ W: MatMulAdd, no Gemm
+    assert report.after["BatchNormalization"] == 2 and report.after["pooled_predictor.MatMulAdd"] == 2
+    assert report.after["MatMul"] == 0
 
 
 @pytest.mark.parametrize("shape", [(1, 192, 384), (2, 320, 320), (1, 640, 480)])

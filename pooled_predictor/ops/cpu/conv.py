@@ -39,7 +39,10 @@ ConvTranspose, X (N, C, *in), W (C, M/group, *k):
     each tap is one strided copy into Y (bias fused); 2-D float32 with
     compiled.ENABLED: compiled/col2im.py writes each Y row once, interleaving
     its taps, GEMM columns in L2-sized bands (PP-OCR det 16->16 at 120x160:
-    3.4 -> 2.3 ms, measured; thresholds below);
+    3.4 -> 2.3 ms, measured; thresholds below); kernel (kh, 2), group 1, W a
+    weight: compiled/col2im.py's tile_gemm_scatter_w2 computes each 16-pixel
+    strip of columns in registers and writes its Y rows directly, no column
+    buffer (the same strip 1.35 ms, onnxruntime 2.1);
   - col2im -- Y = B, then Y[o = s*i + k*d - pad_begin] += cols[k, i], one
     strided add per kernel tap.
 
@@ -104,6 +107,10 @@ CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT = 32768
 # ... and GEMM rows per group (M/group * kh * kw) of at least this many: with fewer, a
 # tie (16->1 2x2 at 240x320: 0.93 vs 0.92 ms numpy; 16->2: 1.37 vs 1.47-1.54).
 CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS = 8
+# ConvTranspose with kernel (kh, 2) = strides (2x2 stride-2 upsampling), group 1, static W:
+# the GEMM and the scatter in one compiled pass (compiled/col2im.py) from this input width
+# (narrower: mostly its scalar column tail; the tile path above instead).
+CONV_TRANSPOSE_FUSED_MIN_WIDTH = 16
 # 1x1 convolutions (group 1, float32, static weights) run compiled/gemm.py's packed-weight
 # GEMM with the bias and activation fused into its output blocks (False: numpy's matmul).
 POINTWISE_COMPILED = True
@@ -696,11 +703,17 @@ class ConvTranspose(_ConvBase):
         # Columns for a band of input rows (first spatial axis) at a time.
         self.rest = math.prod(g.in_shape[1:])
         self.bands = [(0, g.in_shape[0])]
+        # kernel width 2 (2x2 stride 2 upsampling): the GEMM and the scatter in one compiled pass
+        self.tile_fused = (
+            compiled.ENABLED and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
+            and g.kernel[1] == 2 and grp == 1 and g.in_shape[1] >= CONV_TRANSPOSE_FUSED_MIN_WIDTH
+            and self.w_static is not None and (not self.has_bias or self.b_static is not None))
         self.tile_compiled = (
             compiled.ENABLED and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
+            and not self.tile_fused
             and n * g.out_channels * math.prod(g.out_shape) >= CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT
             and self.mg * self.taps >= CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS)
-        if self.path != "gemm":
+        if self.path != "gemm" and not self.tile_fused:
             rows = self.mg * self.taps
             row_bytes = n * grp * rows * self.rest * self.dtype.itemsize
             if self.tile_compiled:  # columns kept in L2 between the GEMM and the scatter
@@ -711,8 +724,10 @@ class ConvTranspose(_ConvBase):
             self.cols_ref = ctx.scratch((n, grp, rows, self.bands[0][1] * self.rest), self.dtype)
             self._scratch.append(self.cols_ref)
         self.w_mat = None if self.w_static is None else self._gemm_weights(self.w_static)
-        if self.tile_compiled:
+        if self.tile_compiled or self.tile_fused:
             self.b_vec = self._bias_vector()
+        if self.tile_fused:
+            self.w_mat = _readonly(self.w_mat)
 
     def _tile_views(self, x, out):
         """Per band of input rows: (r0, X's part, the GEMM's output, the same columns as (N, M*k, L))."""
@@ -781,6 +796,18 @@ class ConvTranspose(_ConvBase):
 
     def __call__(self, x, w, b=None, *, out):
         if self.empty:
+            return
+        if self.tile_fused:  # (no column scratch on this path; a Net's X and Y are contiguous blobs)
+            from .compiled.col2im import tile_gemm_scatter_w2
+
+            if out.flags.c_contiguous:
+                tile_gemm_scatter_w2(self.w_mat, np.ascontiguousarray(x), out, self.b_vec, self.has_bias,
+                                     self.geo.kernel[0])
+            else:
+                y = np.empty(out.shape, out.dtype)
+                tile_gemm_scatter_w2(self.w_mat, np.ascontiguousarray(x), y, self.b_vec, self.has_bias,
+                                     self.geo.kernel[0])
+                np.copyto(out, y)
             return
         w_mat = self.w_mat if self.w_mat is not None else self._gemm_weights(w)
         bias = self._bias(b)

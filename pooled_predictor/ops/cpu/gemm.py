@@ -16,7 +16,9 @@ class Gemm:
     unidirectionally to (M, N); Y is (M, N). The transposes are strided views
     handed to BLAS (no copy); the product is written straight into Y, then
     scaled and shifted in place. beta * C is computed once at reshape when C is
-    a weight, else per call into workspace of C's shape. Integer types (which
+    a weight, else per call into workspace of C's shape. float32 with B a weight,
+    no transA, alpha 1 and C absent or (beta 1) a weight bias over N: the compiled
+    product of ops/cpu/matmul.py instead (C added after the sum, as here). Integer types (which
     onnxruntime lacks): alpha * A'B' and beta * C are each computed in double
     and truncated toward zero.
     Spec: Operators.md#Gemm.
@@ -35,8 +37,18 @@ class Gemm:
                 self.c_scaled = np.multiply(c, self.beta, dtype=np.float64).astype(dtype)
             else:
                 self.c_buffer = ctx.scratch(ctx.shape(2), dtype)
+        self.fast = None
+        if (not self.trans_a and self.alpha == 1.0 and ctx.is_static(1)
+                and (not self.use_c or (self.beta == 1.0 and ctx.is_static(2)))):
+            # B a weight, C absent or a weight bias of N: the compiled product (ops/cpu/matmul.py)
+            from .matmul import ConstRightProduct
+
+            c = np.asarray(ctx.value(2)) if self.use_c else None
+            self.fast = ConstRightProduct.build(ctx, ctx.shape(0), dtype, ctx.value(1), c, self.trans_b)
 
     def __call__(self, a, b, c=None, *, out):
+        if self.fast is not None and self.fast(a, out):
+            return
         np.matmul(a.T if self.trans_a else a, b.T if self.trans_b else b, out=out)
         if self.alpha != 1.0:
             np.multiply(out, self.alpha, out=out, casting="unsafe")

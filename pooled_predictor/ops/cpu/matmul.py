@@ -1,13 +1,132 @@
-"""Matrix-product CPU kernels: MatMul (numpy.matmul semantics, BLAS GEMM)."""
+"""Matrix-product CPU kernels: MatMul (numpy.matmul semantics) and our MatMulAdd (MatMul + bias).
+
+Two paths, chosen once when the kernel is built:
+
+* numpy -- np.matmul into Y (OpenBLAS sgemm per batch), then + C in place for
+  MatMulAdd. Every dtype, every broadcast; the tested reference.
+* compiled (float32, B a 2-D weight, A C-contiguous at call) -- A's batch dims
+  collapse into rows, A (R, K) @ B (K, N) with Y rows of N contiguous:
+  compiled/matmul.py's packed-panel GEMM, B (and MatMulAdd's bias, as one
+  more row) packed once into 16-column panels shared by every thread, A read
+  where it lies, the bias added after the sum. Nothing allocated per call
+  (the last panel's tile is per-Net scratch). PP-OCR rec's (1, 40, 80) @
+  (80, 6906) + c: 1.19-1.21 ms, onnxruntime's MatMul 1.18-1.21 plus its Add,
+  OpenBLAS 1.57-1.66 (one thread; benchmarks/node_kernels.py).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..registry import kernel
+from ..shapes.fused import DOMAIN
+from . import compiled
+
+# The compiled path where it measured at least as fast as OpenBLAS (one thread, OpenBLAS
+# warmed by a large GEMM first; rows 2 to 1024, K 64 to 1280, N 64 to 6906): A of at least
+# 2 rows (one row is a GEMV: the micro-kernel's 2 multiply-add chains cannot hide their
+# latency, 0.19 ms against OpenBLAS's 0.14 at 1280 x 1000; 2 or 3 rows: 0.3x OpenBLAS's
+# time) and a product large enough that one call (~4 us) does not dominate it (8 x 64 @
+# 64 x 64: 0.93x). Inside a model that runs no large BLAS GEMM, OpenBLAS's small products
+# run ~2.5x slower than warmed (PP-OCR rec's (40, 160) @ (160, 80): 0.087 ms in-model
+# against 0.034 warmed; ours 0.028 either way).
+COMPILED_MIN_ROWS = 2
+COMPILED_MIN_FLOPS = 1 << 16
+
+
+def BIAS_SHAPES(n: int) -> tuple:  # noqa: N802 -- a table, computed
+    """The shapes of a bias over a last axis of n: added to Y (..., n) it is one value per column."""
+    return ((n,), (1, n), (1,), (1, 1), ())
+
+
+class ConstRightProduct:
+    """Y = A @ B (+ c) on the compiled path (compiled/matmul.py), B a 2-D float32 weight.
+
+    Built by `build` when the path applies; calling it runs the product into `out`
+    and returns True, or returns False (nothing written) when A or Y is not
+    C-contiguous at that call, for the caller's numpy path.
+    """
+
+    __slots__ = ("rows", "k_n", "n_n", "bias", "x", "ws_ref", "run")
+
+    @classmethod
+    def build(cls, ctx, a_shape, a_dtype, b, c=None, trans_b=False):
+        """The product for A of `a_shape` (..., K) and B (K, N) (B.T when trans_b), c a bias
+        of N ((N,), (1, N), (1,), (1, 1) or ()) or None; None where the path does not apply.
+
+        B's panels (with c) are computed once per weight and shared by every Net.
+        """
+        if not compiled.ENABLED or b is None or b.ndim != 2 or len(a_shape) < 1:
+            return None
+        bt = b.T if trans_b else b
+        k_n, n_n = bt.shape
+        if (np.dtype(a_dtype) != np.float32 or b.dtype != np.float32
+                or (c is not None and (c.dtype != np.float32 or tuple(c.shape) not in BIAS_SHAPES(n_n)))):
+            return None
+        rows = int(np.prod(a_shape[:-1], dtype=np.int64))
+        if k_n == 0 or n_n == 0 or rows < COMPILED_MIN_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
+            return None
+        from .compiled.matmul import matmul_const, pack_right, scratch_size
+        from .conv import shared_weights
+
+        self = cls()
+        self.rows, self.k_n, self.n_n, self.bias, self.run = rows, k_n, n_n, c is not None, matmul_const
+        if c is None:
+            self.x = shared_weights(b, ("matmul_panels", trans_b), lambda _: pack_right(bt, None))
+        else:
+            cb = np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
+            self.x = shared_weights(c, ("matmul_panels", id(b), trans_b), lambda _: pack_right(bt, cb))
+        self.ws_ref = ctx.scratch((scratch_size(),), np.float32)
+        return self
+
+    def __call__(self, a, out) -> bool:
+        if not (a.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        self.run(a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1), self.n_n,
+                 self.ws_ref.array)
+        return True
+
+
+class _MatMul:
+    """Y = A @ B (+ C): shared by MatMul (no C) and MatMulAdd (C a bias over Y's last axis)."""
+
+    def __init__(self, ctx, bias: bool):
+        self.bias = bias
+        self.fast = None
+        if ctx.is_static(1) and (not bias or ctx.is_static(2)):
+            self.fast = ConstRightProduct.build(ctx, ctx.shape(0), ctx.dtype(0), ctx.value(1),
+                                                ctx.value(2) if bias else None)
+
+    def __call__(self, a, b, c=None, *, out):
+        if self.fast is not None and self.fast(a, out):
+            return
+        np.matmul(a, b, out=out)
+        if self.bias:
+            np.add(out, c, out=out)
 
 
 @kernel("MatMul", since=(1, 9, 13))
-def matmul(a, b, *, out):
-    """Y = A @ B with numpy.matmul's broadcasting of batch dimensions (ONNX MatMul)."""
-    np.matmul(a, b, out=out)
+class MatMul(_MatMul):
+    """Y = A @ B with numpy.matmul's broadcasting of batch dimensions (ONNX MatMul-1/-9/-13).
+
+    Shapes: A (..., M, K), B (..., K, N) (1-D operands promoted and squeezed as
+    numpy.matmul does), Y the broadcast batch dims + (M, N). Paths: module docstring.
+    Spec: Operators.md#MatMul.
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx, bias=False)
+
+
+@kernel("MatMulAdd", since=1, domain=DOMAIN)
+class MatMulAdd(_MatMul):
+    """Y = MatMul(A, B) + C, C a bias broadcast over Y's last axis (passes/fc_fuse.py emits it).
+
+    Shapes: A (..., M, K) of rank >= 2, B (K, N), C (N,), (1, N), (1,), (1, 1) or
+    (); Y (..., M, N). The same bits as the MatMul and Add nodes it replaces on
+    the numpy path; the compiled path adds C in the product's last rounding
+    (compiled/matmul.py), as a GEMM followed by + C does.
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx, bias=True)

@@ -7,6 +7,7 @@ them imports the domain (graph.opset["pooled_predictor"] = 1).
                                                                     activation_params; Z ("sum", as
                                                                     onnxruntime's): Y's shape
     FusedGemm(A, B [, C])  = activation(Gemm(A, B, C))    attributes: Gemm's + activation, activation_params
+    MatMulAdd(A, B, C)     = MatMul(A, B) + C, B (K, N), C a bias over the last axis (N,), (1, N), (1,), (1, 1), ()
     Gelu(X)                = ONNX Gelu-20 (approximate "none" | "tanh"), for models below opset 20
     HardSwish(X)           = ONNX HardSwish-14, for models below opset 14
 
@@ -29,6 +30,7 @@ import numpy as np
 from . import shape_rule
 from .conv import conv as _conv_rule
 from .gemm import gemm as _gemm_rule
+from .matmul import matmul_shape as _matmul_shape
 
 DOMAIN = "pooled_predictor"
 DOMAIN_VERSION = 1
@@ -84,6 +86,17 @@ def fused_gemm(ctx):
         raise ctx.error(reason)
     _check_float(ctx, "FusedGemm")
     return _gemm_rule(ctx)
+
+
+@shape_rule("MatMulAdd", domain=DOMAIN)
+def matmul_add(ctx):
+    """Y as MatMul's (ops/shapes/matmul.py), A of rank >= 2 and B (K, N); C must broadcast as a bias of N."""
+    a, b, c = tuple(ctx.shape(0)), tuple(ctx.shape(1)), tuple(ctx.shape(2))
+    if len(a) < 2 or len(b) != 2:
+        raise ctx.error(f"MatMulAdd takes A of rank >= 2 and a 2-D B, got {a} @ {b}")
+    if c not in ((b[1],), (1, b[1]), (1,), (1, 1), ()):
+        raise ctx.error(f"C {c} is not a bias of N = {b[1]}")
+    return [(_matmul_shape(ctx, a, b), ctx.dtype(0))]
 
 
 @shape_rule("Gelu", "HardSwish", domain=DOMAIN)

@@ -24,8 +24,10 @@ convolution with bias and activation fused), winograd.py (Winograd F(2x2,3x3) an
 F(4x4,3x3) transforms), sampling.py (GridSample, RoiAlign, DeformConv sampling;
 imported when such a node is built), pooling.py (2-D MaxPool / AveragePool),
 sigmoid.py (a vectorized float32 Sigmoid), col2im.py (ConvTranspose's tile
-scatter), resize.py (nearest and bilinear Resize), rowreduce.py (sums and means
-over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), phases.py (the
+scatter; for kernel width 2 the GEMM and the scatter in one pass), resize.py
+(nearest and bilinear Resize), matmul.py (MatMul / Gemm with a weight as right
+operand: packed panels, A read in place, the bias fused), rowreduce.py (sums and
+means over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), phases.py (the
 stride-phase split of a padded input, for the indirect and depthwise convolutions).
 """
 
@@ -69,7 +71,7 @@ _configure_cache()
 
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
-           "resize", "rowreduce", "phases")
+           "resize", "rowreduce", "phases", "matmul")
 
 
 def load_all() -> float:

@@ -1,0 +1,270 @@
+"""MatMul with a constant right operand, the bias fused: a packed-panel GEMM, float32.
+
+    Y[r, n] = sum_k A[r, k] B[k, n] (+ c[n])        A (R, K) fed, B (K, N) and c (N,) weights
+
+B (with c appended as row K) is packed once into panels of PANEL = 16 columns,
+each K' x 16 and k-major (pack_right), shared read-only by every thread; A is
+read where it lies. Per panel, every tile of MR = 6 rows of A runs a micro-kernel
+that keeps the 6 x 16 block of Y in 12 vector registers over k: two vector loads
+of the panel's row, one broadcast per row of A, twelve multiply-adds (gemm.py's
+register blocking, Goto & van de Geijn 2008; MLAS's SGEMM kernels also read A in
+place and B packed in 16-column panels). The micro-kernels are LLVM IR (numba
+intrinsics), one per tile height 1..6; the last, partial panel (zero-padded)
+goes through a 6 x 16 scratch tile.
+
+Numerically: each output is a sequential multiply-add chain over k in float32
+(fused: FMA), then + c[n] (rounded once: round(s + c), the same as a GEMM
+followed by + c, i.e. ONNX MatMul then Add). Error: BLAS sgemm's,
+|error| <= K u sum_k |A B| + O(u^2), u = 2^-24 (Higham 2002, sec. 3.5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+_F4 = ir.FloatType()
+_I64 = ir.IntType(64)
+_V8 = ir.VectorType(_F4, 8)
+_F1 = types.Array(types.float32, 1, "C")
+_R1 = types.Array(types.float32, 1, "C", readonly=True)
+_I = types.int64
+
+MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast, 15 of 16 ymm (as gemm.py)
+PANEL = 16  # columns of B per packed panel: one micro-tile's width (two <8 x float> vectors)
+NB_BYTES = 96 << 10  # a block of panels (K' x NB floats) this size stays in L2 across the row tiles
+
+
+def pack_right(b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+    """X for matmul_const: [B; c] (K' = K + (c given) rows, N columns) packed in panels of PANEL
+    columns, each panel K' x PANEL k-major (the last one zero-padded), so that a micro-tile's
+    strip of X is contiguous (B as it lies has rows N floats apart: one page per k row).
+    Flat float32, read-only; panel j starts at j * K' * PANEL."""
+    x = np.asarray(b, np.float32)
+    if c is not None:
+        x = np.concatenate([x, np.asarray(c, np.float32).reshape(1, -1)], axis=0)
+    kk, n = x.shape
+    panels = -(-n // PANEL)
+    padded = np.zeros((kk, panels * PANEL), np.float32)
+    padded[:, :n] = x
+    out = np.ascontiguousarray(padded.reshape(kk, panels, PANEL).transpose(1, 0, 2)).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def _c(v: int):
+    return ir.Constant(_I64, v)
+
+
+def vload(builder, ptr, v: int = 0):
+    """The <8 x float> at ptr + 8 * v (unaligned)."""
+    return builder.load(builder.bitcast(builder.gep(ptr, [_c(8 * v)]), _V8.as_pointer()), align=4)
+
+
+def vstore(builder, value, ptr, v: int = 0):
+    """Store <8 x float> at ptr + 8 * v (unaligned)."""
+    builder.store(value, builder.bitcast(builder.gep(ptr, [_c(8 * v)]), _V8.as_pointer()), align=4)
+
+
+def splat(builder, s):
+    """<8 x float> with every lane s."""
+    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+
+
+def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None) -> list:
+    """Emit acc[r][v] = sum_{k < k_n} arows[r][k] * xptr[k * ldx + 8 v .. + 8] (v < 2): a sequential
+    multiply-add chain over k (llvm.fmuladd: FMA) for r < rows, k unrolled by two. Returns the
+    2 * rows accumulators (row-major), the builder positioned after the loop.
+
+    The register blocking of gemm.py's micro-kernels (2 * rows accumulators, X's row in two
+    vectors, one broadcast per row; Goto & van de Geijn 2008). prefetch_at: a pointer whose
+    line k * ldx floats on is prefetched at step k (the next block of X), or None.
+    """
+    fma = builder.module.globals.get("llvm.fmuladd.v8f32") or ir.Function(
+        builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    prefetch = None
+    if prefetch_at is not None:
+        prefetch = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+    fn = builder.function
+
+    def step(accs, k):
+        row = builder.gep(xptr, [builder.mul(k, ldx)])
+        if prefetch is not None:  # read, high locality, data cache
+            builder.call(prefetch, [builder.bitcast(builder.gep(prefetch_at, [builder.mul(k, ldx)]), i8p),
+                                    ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        xv = [vload(builder, row, v) for v in range(2)]
+        out = []
+        for r in range(rows):
+            w = splat(builder, builder.load(builder.gep(arows[r], [k])))
+            out += [builder.call(fma, [w, xv[v], accs[2 * r + v]]) for v in range(2)]
+        return out
+
+    zero = ir.Constant(_V8, [0.0] * 8)
+    entry = builder.block
+    pairs_bb, tail_bb = fn.append_basic_block("pairs"), fn.append_basic_block("tail")
+    last_bb, done_bb = fn.append_basic_block("last"), fn.append_basic_block("done")
+    builder.cbranch(builder.icmp_signed(">=", k_n, _c(2)), pairs_bb, tail_bb)
+    builder.position_at_end(pairs_bb)  # k, k + 1 per trip while k + 1 < k_n
+    k = builder.phi(_I64)
+    accs = [builder.phi(_V8) for _ in range(2 * rows)]
+    k.add_incoming(_c(0), entry)
+    for a in accs:
+        a.add_incoming(zero, entry)
+    new = step(step(accs, k), builder.add(k, _c(1)))
+    k2 = builder.add(k, _c(2))
+    k.add_incoming(k2, pairs_bb)
+    for a, n in zip(accs, new):
+        a.add_incoming(n, pairs_bb)
+    builder.cbranch(builder.icmp_signed("<", builder.add(k2, _c(1)), k_n), pairs_bb, tail_bb)
+    builder.position_at_end(tail_bb)  # an odd last k
+    kt = builder.phi(_I64)
+    kt.add_incoming(_c(0), entry)
+    kt.add_incoming(k2, pairs_bb)
+    at = []
+    for n in new:
+        ph = builder.phi(_V8)
+        ph.add_incoming(zero, entry)
+        ph.add_incoming(n, pairs_bb)
+        at.append(ph)
+    builder.cbranch(builder.icmp_signed("<", kt, k_n), last_bb, done_bb)
+    builder.position_at_end(last_bb)
+    al = step(at, kt)
+    builder.branch(done_bb)
+    builder.position_at_end(done_bb)
+    final = []
+    for t, l in zip(at, al):  # every phi first: LLVM wants them at the top of the block
+        ph = builder.phi(_V8)
+        ph.add_incoming(t, tail_bb)
+        ph.add_incoming(l, last_bb)
+        final.append(ph)
+    return final
+
+
+def add_if(builder, values, on, addends) -> list:
+    """Emit values[i] + addends()[i] when the i1 `on` holds (addends() emits its loads in that
+    branch only), else values; returns the merged <8 x float> values."""
+    fn = builder.function
+    from_bb, add_bb, merge_bb = builder.block, fn.append_basic_block("add"), fn.append_basic_block("merge")
+    builder.cbranch(on, add_bb, merge_bb)
+    builder.position_at_end(add_bb)
+    added = [builder.fadd(v, a) for v, a in zip(values, addends())]
+    add_end = builder.block
+    builder.branch(merge_bb)
+    builder.position_at_end(merge_bb)
+    out = []
+    for v, a in zip(values, added):
+        ph = builder.phi(_V8)
+        ph.add_incoming(v, from_bb)
+        ph.add_incoming(a, add_end)
+        out.append(ph)
+    return out
+
+
+def flag(builder, value):
+    """An i1 that is true when the boolean or integer `value` is nonzero."""
+    return builder.icmp_signed("!=", value, ir.Constant(value.type, 0))
+
+
+def array_data(context, builder, signature, args, i):
+    """The data pointer of array argument i of an intrinsic."""
+    return context.make_array(signature.args[i])(context, builder, args[i]).data
+
+
+def _make_panel_micro(rows: int):
+    """The micro-kernel for `rows` (1..MR) x PANEL outputs over one packed panel of X.
+
+    micro(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
+    y[y_off + r * ldy + c] = sum_{k < k_n} a[a_off + r * lda + k] * xp[x_off + k * PANEL + c]
+    (k_loop), then + xp[x_off + k_n * PANEL + c] (the panel's bias row) when `bias`, r < rows,
+    c < PANEL; the line pf floats on from each row of the panel is prefetched. A is read where
+    it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a fixed pitch.
+    """
+
+    @intrinsic
+    def micro(typingctx, a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
+        sig = types.void(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+
+        def codegen(context, builder, signature, args):
+            _, a_off_v, lda_v, _, x_off_v, k_n_v, bias_v, _, y_off_v, ldy_v, pf_v = args
+            aptr = builder.gep(array_data(context, builder, signature, args, 0), [a_off_v])
+            arows = [builder.gep(aptr, [builder.mul(lda_v, _c(r))]) for r in range(rows)]
+            xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
+            yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
+            final = k_loop(builder, rows, arows, xptr, _c(PANEL), k_n_v, builder.gep(xptr, [pf_v]))
+
+            def bias_row():  # + c after the sum: round(s + c), as MatMul then Add
+                brow = builder.gep(xptr, [builder.mul(k_n_v, _c(PANEL))])
+                return [vload(builder, brow, i % 2) for i in range(len(final))]
+
+            out = add_if(builder, final, flag(builder, bias_v), bias_row)
+            for r in range(rows):
+                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
+                for v in range(2):
+                    vstore(builder, out[2 * r + v], row, v)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_m1, _m2, _m3, _m4, _m5, _m6 = (_make_panel_micro(r) for r in range(1, MR + 1))
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _panel_tile(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, rows):
+    """One micro-tile of `rows` (1..MR) rows."""
+    if rows == 6:
+        _m6(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 5:
+        _m5(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 4:
+        _m4(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 3:
+        _m3(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    elif rows == 2:
+        _m2(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    else:
+        _m1(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+
+
+def scratch_size() -> int:
+    """Floats of workspace matmul_const needs: the Y tile of the last, partial panel."""
+    return MR * PANEL
+
+
+_MM_SIG = types.void(_R1, _I, _I, types.boolean, _R1, _F1, _I, _F1)
+
+
+@njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
+    """Y (rows, n_n) = A @ B (+ c when `bias`), A = af (rows, k_n) C-contiguous.
+
+    xp = pack_right(B, c); yf: Y flat, rows n_n apart; ws: scratch_size() floats.
+    In blocks of panels that stay in L2, every row tile of A over each panel of the
+    block (the tile's rows of A stay in L1); the first row tile prefetches the next
+    panel. The last, partial panel goes into ws, then its valid columns into Y.
+    """
+    kk = k_n + (1 if bias else 0)
+    ahead = PANEL * kk
+    nb = max(PANEL, NB_BYTES // (4 * kk) // PANEL * PANEL)
+    full = n_n // PANEL * PANEL
+    for b0 in range(0, full, nb):
+        be = min(full, b0 + nb)
+        for m in range(0, rows, MR):
+            for j0 in range(b0, be, PANEL):
+                _panel_tile(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
+                            ahead if m == 0 else 0, min(MR, rows - m))
+    if full < n_n:
+        for m in range(0, rows, MR):
+            r_t = min(MR, rows - m)
+            _panel_tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL, 0, r_t)
+            for r in range(r_t):
+                for j in range(n_n - full):
+                    yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]

@@ -1,0 +1,141 @@
+"""MatMul with a constant 2-D B and MatMulAdd (MatMul + bias) on the compiled path (compiled/matmul.py)
+against onnxruntime: row tiles 1..MR and several, K from 1 to 3000, N with tails past 8 and 16 (the
+last panel) and several blocks of panels, broadcast batch dims, every bias shape; the numpy path too."""
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from pooled_predictor.ir import Node
+from pooled_predictor.ops.context import OpContext
+from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu import matmul as matmul_module
+from pooled_predictor.ops.cpu.compiled.gemm import KC, MR
+from pooled_predictor.ops.shapes.fused import DOMAIN
+from tests.onnx_helpers import assert_close, make_node_model, run_ort, run_ours
+
+rng = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def every_size_compiled(monkeypatch):
+    """Small products and single rows take the compiled path too (the thresholds are speed choices only)."""
+    monkeypatch.setattr(matmul_module, "COMPILED_MIN_FLOPS", 0)
+    monkeypatch.setattr(matmul_module, "COMPILED_MIN_ROWS", 1)
+
+
+def f32(*shape):
+    return (rng.standard_normal(shape) * 3).astype(np.float32)
+
+
+def _mm_add_model(a, b, c, bias_first=False):
+    """MatMul(a, B) + c with B and c initializers: onnxruntime's reference for MatMulAdd."""
+    nodes = [helper.make_node("MatMul", ["a", "B"], ["m"]),
+             helper.make_node("Add", ["c", "m"] if bias_first else ["m", "c"], ["y"])]
+    graph = helper.make_graph(nodes, "mm_add", [helper.make_tensor_value_info("a", 1, a.shape)],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(b, "B"), numpy_helper.from_array(c, "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _kernel(op, a, b, c=None):
+    """Our kernel class as a Net builds it (B and c static), its output array and a call."""
+    inputs = [a, b] + ([] if c is None else [c])
+    node = Node(op, [f"in{i}" for i in range(len(inputs))], ["out0"], {}, DOMAIN if c is not None else "", "t")
+    ctx = OpContext(node, 1 if c is not None else 13, [x.shape for x in inputs], [x.dtype for x in inputs],
+                    [None] + inputs[1:], "cpu", None)
+    k = (matmul_module.MatMulAdd if c is not None else matmul_module.MatMul)(ctx)
+    shape = np.matmul(np.zeros(a.shape, np.float32), np.zeros(b.shape, np.float32)).shape
+    out = np.full(shape, np.nan, np.float32)
+    return k, out, (lambda: k(*inputs, out=out))
+
+
+# rows: every tile height 1..MR (alone and after full tiles); K: 1, odd and even (the k loop
+# runs in pairs), past gemm.KC; N: below one panel, on and past panel edges, several blocks of
+# panels (PANEL * K' floats per panel, blocks of NB_BYTES), the last panel partial or full
+SHAPES = [((1, 3), (3, 5)), ((MR, 1), (1, 16)), ((5, 7), (7, 13)), ((1, 40, 80), (80, 37)),
+          ((2, 3, 13, 20), (20, 100)), ((7,), (7, 24)), ((2, 9, KC + 3), (KC + 3, 21)), ((128, 16), (16, 8)),
+          ((3, 20), (20, 40)), ((2, 2, 90), (90, 700)), ((4, 3000), (3000, 40))]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", SHAPES, ids=str)
+@pytest.mark.parametrize("enabled", [True, False], ids=["compiled", "numpy"])
+def test_matmul_constant_b(a_shape, b_shape, enabled, monkeypatch):
+    monkeypatch.setattr(compiled, "ENABLED", enabled)
+    a, b = f32(*a_shape), f32(*b_shape)
+    k, out, call = _kernel("MatMul", a, b)
+    assert (k.fast is not None) == enabled
+    model = make_node_model("MatMul", [a, b], opset=13, static=(1,))
+    call()
+    assert_close(out, run_ort(model, {"in0": a})[0], 1e-5, "MatMul")
+    assert_close(run_ours(model, {"in0": a})[0], out, 0.0, "MatMul through a Net")
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [s for s in SHAPES if len(s[0]) >= 2], ids=str)
+@pytest.mark.parametrize("bias", ["N", "1N", "1", "11", "scalar"])
+@pytest.mark.parametrize("enabled", [True, False], ids=["compiled", "numpy"])
+def test_matmul_add_against_onnxruntime(a_shape, b_shape, bias, enabled, monkeypatch):
+    monkeypatch.setattr(compiled, "ENABLED", enabled)
+    n = b_shape[1]
+    c_shape = {"N": (n,), "1N": (1, n), "1": (1,), "11": (1, 1), "scalar": ()}[bias]
+    a, b, c = f32(*a_shape), f32(*b_shape), f32(*c_shape)
+    k, out, call = _kernel("MatMulAdd", a, b, c)
+    assert (k.fast is not None) == enabled
+    call()
+    assert_close(out, run_ort(_mm_add_model(a, b, c, bias_first=bias == "1N"), {"a": a})[0], 1e-5, "MatMulAdd")
+    model = make_node_model("MatMulAdd", [a, b, c], static=(1, 2), domain=DOMAIN)
+    assert_close(run_ours(model, {"in0": a})[0], out, 0.0, "MatMulAdd through a Net")
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((1, 40, 80), (80, 37)), ((2, 9, KC + 3), (KC + 3, 21))], ids=str)
+def test_bias_row_rounds_as_matmul_then_add(a_shape, b_shape):
+    """The bias added in registers after the sum, round(s + c): bit for bit the compiled MatMul then + c."""
+    a, b, c = f32(*a_shape), f32(*b_shape), f32(b_shape[1])
+    _, y_add, call_add = _kernel("MatMulAdd", a, b, c)
+    _, y_mm, call_mm = _kernel("MatMul", a, b)
+    call_add()
+    call_mm()
+    assert np.array_equal(y_add, y_mm + c)
+
+
+def test_non_contiguous_a_takes_the_numpy_path():
+    a_full, b = f32(2, 5, 16), f32(8, 24)
+    a = a_full[:, :, ::2]
+    k, out, call = _kernel("MatMul", np.ascontiguousarray(a), b)
+    k(a, b, out=out)
+    assert_close(out, a @ b, 1e-5, "strided A")
+
+
+def test_batched_b_or_float64_takes_the_numpy_path():
+    k, _, _ = _kernel("MatMul", f32(2, 3, 4), f32(2, 4, 5))
+    assert k.fast is None
+    k, _, _ = _kernel("MatMul", f32(3, 4).astype(np.float64), f32(4, 5).astype(np.float64))
+    assert k.fast is None
+
+
+def _gemm(a, b, c, attrs):
+    from pooled_predictor.ops.cpu.gemm import Gemm
+
+    inputs = [a, b] + ([] if c is None else [c])
+    node = Node("Gemm", [f"in{i}" for i in range(len(inputs))], ["out0"], dict(attrs), "", "g")
+    ctx = OpContext(node, 13, [x.shape for x in inputs], [x.dtype for x in inputs], [None] + inputs[1:], "cpu", None)
+    return Gemm(ctx, **attrs)
+
+
+@pytest.mark.parametrize("m,k,n", [(5, 7, 13), (40, 80, 37), (2, 300, 700)], ids=str)
+@pytest.mark.parametrize("c_shape", [None, "N", "1N", "11", "MN", "M1"])
+@pytest.mark.parametrize("attrs", [{}, {"transB": 1}, {"beta": 2.0}, {"transA": 1}, {"alpha": 0.5}], ids=str)
+def test_gemm_with_weight_b_against_onnxruntime(m, k, n, c_shape, attrs):
+    """Gemm (fc_fuse's MatMul + Add) on the compiled product where it means the same: B a weight, no
+    transA, alpha 1, C absent or a bias of N with beta 1; every other case on the numpy path."""
+    a = f32(k, m) if attrs.get("transA") else f32(m, k)
+    b = f32(n, k) if attrs.get("transB") else f32(k, n)
+    c = None if c_shape is None else f32(*{"N": (n,), "1N": (1, n), "11": (1, 1), "MN": (m, n), "M1": (m, 1)}[c_shape])
+    fast = (not attrs.get("transA") and attrs.get("alpha", 1.0) == 1.0
+            and (c is None or (attrs.get("beta", 1.0) == 1.0 and c_shape in ("N", "1N", "11"))))
+    assert (_gemm(a, b, c, attrs).fast is not None) == fast
+    inputs = [a, b] + ([] if c is None else [c])
+    model = make_node_model("Gemm", inputs, attrs, opset=13, static=tuple(range(1, len(inputs))))
+    assert_close(run_ours(model, {"in0": a})[0], run_ort(model, {"in0": a})[0], 1e-5, "Gemm")
