@@ -19,6 +19,7 @@ Modules, one per rewrite family:
     gelu.py             fuse_gelu (erf form -> Gelu)
     hard_swish.py       fuse_hard_swish (x * HardSigmoid(x) -> HardSwish)
     fuse_activation.py  fuse_conv_activation, fuse_gemm_activation (-> FusedConv, FusedGemm)
+    conv_sum.py         fuse_conv_sum (Conv + same-shape Add [+ activation] -> FusedConv with a sum input)
     transpose.py        compose_transposes
 
 Layering: passes work on the IR (ir.py); analysis.py alone also uses the
