@@ -18,7 +18,6 @@ Prints a table (ms per call) and writes benchmarks/results/node_kernels.json.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import write_results  # noqa: E402
 from benchmarks.conv_kernels import per_call  # noqa: E402
 from pooled_predictor.ir import Node  # noqa: E402
 from pooled_predictor.ops import registry  # noqa: E402
@@ -176,8 +176,7 @@ def main():
                          "ort_ms": t_ort, "max_rel_err": err})
             print(f"{name:<46} {times['compiled']:9.3f} {times['numpy']:8.3f} {t_ort:8.3f} "
                   f"{times['compiled'] / t_ort:6.2f} {err:16.2e}", flush=True)
-    out = ROOT / "benchmarks" / "results" / "node_kernels.json"
-    out.write_text(json.dumps({"command": "python benchmarks/node_kernels.py", "cases": rows}, indent=1))
+    out = write_results("node_kernels", rows)  # with the machine, the versions and the command
     print(f"\nwrote {out.relative_to(ROOT)}")
 
 

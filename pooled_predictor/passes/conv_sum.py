@@ -72,12 +72,12 @@ def _bare(m: Match) -> bool:
 def _rules() -> list[Rule]:
     conv = Pat("Conv", (Var("x"), Var("W"), Var("B")), name="conv")
     add = Pat("Add", (conv, Var("z")), name="add", commutative=True)
-    rules = [Rule("Conv+Add fused", Pat("Add", (conv, Var("z")), name="add", commutative=True), _fuse_bare_sum,
-                  where=_bare, doc=_fuse_bare_sum.__doc__)]
+    rules = [Rule("Conv+Add fused", add, _fuse_bare_sum, where=_bare, doc=_fuse_bare_sum.__doc__)]
     for op, (extra, _) in ACTIVATIONS.items():
         for d in (("", DOMAIN) if op == "HardSwish" else ("",)):
             rules.append(Rule(f"Conv+Add+{op} fused", Pat(op, (add,) + extra, name="act", domain=d), _fuse_sum,
-                              where=_same_shape, doc=f"{op}(Conv(x, W, b) + z) = FusedConv(x, W, b, z; activation={op})"))
+                              where=_same_shape,
+                              doc=f"{op}(Conv(x, W, b) + z) = FusedConv(x, W, b, z; activation={op})"))
     return rules
 
 

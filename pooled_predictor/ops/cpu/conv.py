@@ -434,7 +434,9 @@ class Conv(_ConvBase):
         self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self._bias_vector(), _phase_fills)
 
     def _init_pointwise_compiled(self, ctx):
-        from .compiled.gemm import pack_weights, row_offsets, scratch_size
+        from .compiled.gemm import gemm2d, gemm2d_sum, pack_weights, row_offsets, scratch_size
+
+        self._gemm2d, self._gemm2d_sum = gemm2d, gemm2d_sum  # bound once, not imported per call
 
         g = self.geo
         self.wp = shared_weights(self.w_static, "packed",
@@ -444,17 +446,16 @@ class Conv(_ConvBase):
         self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
 
     def _pointwise_compiled(self, x, out, z=None):
-        from .compiled.gemm import gemm2d, gemm2d_sum
-
         g = self.geo
         xf, yf, ws = x.reshape(-1), out.reshape(-1), self.ws_ref.array
         for n in range(g.batch):  # shapes were fixed at reshape: no per-call checks
+            x0, y0 = n * g.in_channels * self.p, n * g.out_channels * self.p
             if z is None:
-                gemm2d(self.wp, xf, n * g.in_channels * self.p, self.offs, yf, n * g.out_channels * self.p,
-                       self.p, g.out_channels, self.p, self.b_c, ws, *self.act)
+                self._gemm2d(self.wp, xf, x0, self.offs, yf, y0, self.p, g.out_channels, self.p, self.b_c, ws,
+                             *self.act)
             else:
-                gemm2d_sum(self.wp, xf, n * g.in_channels * self.p, self.offs, yf, n * g.out_channels * self.p,
-                           self.p, g.out_channels, self.p, self.b_c, ws, *self.act, z.reshape(-1))
+                self._gemm2d_sum(self.wp, xf, x0, self.offs, yf, y0, self.p, g.out_channels, self.p, self.b_c, ws,
+                                 *self.act, z.reshape(-1))
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):

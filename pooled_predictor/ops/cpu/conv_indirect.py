@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compiled.gemm import pack_weights, scratch_size
+from .compiled.gemm import gemm2d, gemm2d_rows, pack_weights, scratch_size
+from .compiled.phases import split_phases
 
 
 class IndirectConv2d:
@@ -99,16 +100,14 @@ class IndirectConv2d:
 
     def __call__(self, x, out, act):
         """out = act(conv(x) + B); act: (code, p0, p1), compiled/epilogue.py's activation."""
-        from .compiled.gemm import gemm2d, gemm2d_rows
-        from .compiled.phases import split_phases
-        from .conv import _run_fills
-
         g = self.geo
         planes = self.planes_ref.array
         if x.flags.c_contiguous:  # the compiled split (compiled/phases.py), 3x numpy's for stride 2
             (sh, sw), (ph, pw) = g.strides, g.pads_begin
             split_phases(x, planes, self.hq, self.wq, sh, sw, ph, pw)
         else:
+            from .conv import _run_fills  # (conv.py imports this module)
+
             _run_fills(self._views(x, planes))
         planes[g.batch * self.image:] = 0.0  # the slack read by the last row's dropped pixels
         ws = self.ws_ref.array
