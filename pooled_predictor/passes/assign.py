@@ -9,8 +9,11 @@ device as a type, type_target_cast_pass / io_copy). Runs when shapes are known
   always one;
 * nodes are visited in order; each takes the candidate of least cost, where
   cost = kernel.preference + TRANSFORM_COST x (inputs not already available in
-  the layout the candidate reads them in) -- a greedy walk that keeps a value
-  in the layout its producer wrote as long as consumers agree;
+  the layout the candidate reads them in + outputs it would write in a layout
+  that some consumer, or the graph's output, cannot read: the transform back,
+  seen one step ahead) -- a greedy walk that keeps a value in the layout its
+  producer wrote as long as consumers agree, and starts a run of another layout
+  only where its gain pays for the transforms in and out;
 * a value named v is always its ONNX-layout (NCHW) self; a copy in layout L is
   the value "v@L". A producer writing L writes v@L; a transform producing
   v (or v@M) is inserted right before the first consumer that needs it, and
@@ -89,6 +92,19 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
         return Assignment([c[0] for c in choices], list(nodes))
     avail: dict[str, list[str]] = {}  # value -> layouts it is (or will be) stored in, first = producer's
     result = Assignment([], [], changed=False)
+    readable: dict[str, set] = {}  # value -> layouts every one of its consumers has a kernel reading
+    for node, cands in zip(nodes, choices):
+        for j, v in enumerate(node.inputs):
+            if v:
+                can = {k.input_layout(j) for k in cands}
+                readable[v] = can if v not in readable else readable[v] & can
+    final = set(outputs)
+
+    def back(v: str, layout: str) -> int:
+        """1 when `v` written in `layout` needs a transform for a consumer or as a graph output."""
+        if not v or layout == DEFAULT_LAYOUT:
+            return 0
+        return int(v in final or layout not in readable.get(v, {layout}))
 
     def layouts_of(v):
         return avail.get(v, [DEFAULT_LAYOUT])
@@ -98,7 +114,8 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
             missing = sum(1 for j, v in enumerate(node.inputs)
                           if v and v not in static and k.input_layout(j) is not None
                           and k.input_layout(j) not in layouts_of(v))
-            return k.preference + TRANSFORM_COST * missing
+            out_back = sum(back(o, k.output_layout(j)) for j, o in enumerate(node.outputs))
+            return k.preference + TRANSFORM_COST * (missing + out_back)
 
         best = min(cands, key=cost)  # min keeps the first (default) kernel on ties
         inputs = list(node.inputs)

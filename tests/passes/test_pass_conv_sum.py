@@ -48,8 +48,10 @@ def bits(model, f, disabled):
 @pytest.mark.parametrize("act", ["Relu", "Clip", "LeakyRelu"])
 @pytest.mark.parametrize("z_from_conv", [False, True])
 def test_residual_fuses_and_keeps_the_bits(kernel, act, z_from_conv, monkeypatch):
+    from pooled_predictor.ops.cpu import conv_nchwc
     from pooled_predictor.ops.cpu.compiled import gemm
 
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)  # the NCHW kernel's paths (tests/ops/test_nchwc.py: NCHW8c)
     calls = []
     inner = gemm.gemm2d_sum
     monkeypatch.setattr(gemm, "gemm2d_sum", lambda *a: calls.append(1) or inner(*a))

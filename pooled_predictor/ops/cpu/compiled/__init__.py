@@ -71,7 +71,7 @@ _configure_cache()
 
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
-           "resize", "rowreduce", "phases", "matmul")
+           "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "reorder", "blocked")
 
 
 def load_all() -> float:

@@ -1,0 +1,226 @@
+"""Element-wise ops and spatial means in the blocked layout NCHW8c, so conv chains stay blocked.
+
+A convolution chain that leaves NCHW8c for an activation, a residual Add, a
+squeeze-and-excitation Mul or its GlobalAveragePool pays two layout
+transforms (passes/assign.py counts them): onnxruntime's NchwcTransformer
+keeps these ops in the blocked layout for the same reason. Here:
+
+* element-wise activations (Relu, Sigmoid, HardSigmoid, HardSwish, Clip,
+  LeakyRelu, Tanh, Gelu) run their NCHW kernels unchanged over the
+  blocked array: with C % 8 == 0 there are no padding channels, so the
+  blocked array holds exactly X's elements;
+* Add, Sub, Mul whose inputs are 4-D with the same C (a multiple of 8),
+  broadcasting over N, H, W only, or one-element constants: numpy's
+  broadcasting over the blocked arrays (N, C/8, H, W, 8) pairs the same
+  elements as over NCHW;
+* GlobalAveragePool and ReduceMean over axes [2, 3] with keepdims: the mean
+  of each (block, lane) over the H x W pixels (compiled/blocked.py).
+
+Each is the NCHW kernel's implementation registered again under layout
+"NCHW8c" (ops/registry.py) with a `supports(ctx)` that checks the shapes;
+class kernels get a context whose shapes are the physical (blocked) ones,
+for their workspace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import registry
+from ..layouts import physical_shape
+from ..registry import DEFAULT_LAYOUT, kernel
+from ..shapes.fused import DOMAIN
+from . import activation, elementwise, fused, math as _math, pool, reduce, resize, tensor  # noqa: F401  (theirs first)
+from . import compiled
+from . import conv_nchwc
+from .conv_nchwc import LAYOUT, PREFERENCE
+
+BLOCK = 8
+UNARY = [("", "Relu"), ("", "Sigmoid"), ("", "HardSigmoid"), ("", "HardSwish"), ("", "Clip"), ("", "LeakyRelu"),
+         ("", "Tanh"), ("", "Gelu"), (DOMAIN, "Gelu"), (DOMAIN, "HardSwish")]
+BINARY = [("", "Add"), ("", "Sub"), ("", "Mul")]
+MAX_CONCAT_INPUTS = 64  # inputs a blocked Concat takes (each declared NCHW8c)
+
+
+def _blockable(shape) -> bool:
+    return len(shape) == 4 and shape[1] % BLOCK == 0 and shape[1] > 0
+
+
+def _on() -> bool:
+    return conv_nchwc.ENABLED and compiled.ENABLED
+
+
+def _unary_supported(ctx) -> bool:
+    return _on() and np.dtype(ctx.dtype(0)) == np.float32 and _blockable(ctx.shape(0))
+
+
+def _binary_supported(ctx) -> bool:
+    if not _on() or np.dtype(ctx.dtype(0)) != np.float32:
+        return False
+    channels = set()
+    for i in range(2):
+        shape = tuple(ctx.shape(i))
+        if ctx.is_static(i):  # read as stored: only a one-element constant broadcasts the same way
+            if int(np.prod(shape)) != 1:
+                return False
+            continue
+        if not _blockable(shape):
+            return False
+        channels.add(shape[1])
+    return len(channels) == 1
+
+
+class _PhysicalContext:
+    """An OpContext whose input and output shapes are the physical NCHW8c ones (for workspace)."""
+
+    def __init__(self, ctx, blocked_inputs):
+        self._ctx, self._blocked = ctx, set(blocked_inputs)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def shape(self, i):
+        s = self._ctx.shape(i)
+        return physical_shape(s, LAYOUT) if i in self._blocked and not self._ctx.is_static(i) else s
+
+    @property
+    def out_shapes(self):
+        return [physical_shape(s, LAYOUT) for s in self._ctx.out_shapes]
+
+
+def _physical_class(impl, blocked_inputs):
+    """A kernel class running `impl` built over physical shapes."""
+
+    class Blocked:
+        def __init__(self, ctx, **attrs):
+            self.inner = impl(_PhysicalContext(ctx, blocked_inputs), **attrs)
+
+        def __call__(self, *args, **kwargs):
+            return self.inner(*args, **kwargs)
+
+    Blocked.__name__ = Blocked.__qualname__ = f"{impl.__name__}NCHWc"
+    Blocked.__doc__ = f"{impl.__name__} over NCHW8c arrays (ops/cpu/blocked.py)."
+    return Blocked
+
+
+def _register_again(domain: str, op: str, n_inputs: int, supports) -> None:
+    """Register every version of op's NCHW cpu kernel under NCHW8c."""
+    table = registry._KERNELS.get((domain, op, "cpu", DEFAULT_LAYOUT), {})
+    blocked = tuple(range(n_inputs))
+    for version, k in sorted(table.items()):
+        impl = _physical_class(k.impl, blocked) if k.is_class else k.impl
+        kernel(op, since=version, domain=domain, inplace=k.inplace, check=k.check, layout=LAYOUT,
+               input_layouts=(LAYOUT,) * n_inputs, output_layouts=(LAYOUT,), preference=PREFERENCE,
+               supports=supports)(impl)
+
+
+for _domain, _op in UNARY:
+    _register_again(_domain, _op, 1, _unary_supported)
+for _domain, _op in BINARY:
+    _register_again(_domain, _op, 2, _binary_supported)
+
+
+# ---- spatial means ---------------------------------------------------------------
+def _mean_axes(ctx):
+    """ReduceMean's axes (attribute, or the static input from ReduceMean-18), or None if unknown."""
+    axes = ctx.attr("axes")
+    if axes is None and ctx.has_input(1):
+        if not ctx.is_static(1):
+            return None
+        axes = [int(a) for a in np.asarray(ctx.value(1)).reshape(-1)]
+    return None if axes is None else sorted(int(a) % 4 for a in axes)
+
+
+def _mean_supported(ctx) -> bool:
+    if not (_unary_supported(ctx)):
+        return False
+    if ctx.node.op_type == "GlobalAveragePool":
+        return True
+    return _mean_axes(ctx) == [2, 3] and int(ctx.attr("keepdims", 1)) == 1
+
+
+class SpatialMean:
+    """Y = mean of X over H, W; X (N, C/8, H, W, 8) NCHW8c float32, Y (N, C/8, 1, 1, 8).
+
+    GlobalAveragePool (ONNX GlobalAveragePool-1/-22) and ReduceMean axes [2, 3],
+    keepdims 1, in NCHW8c: compiled/blocked.py (float64 sums, one rounding).
+    """
+
+    def __init__(self, ctx, **attrs):
+        from .compiled.blocked import pixel_mean
+
+        n, c, h, w = ctx.shape(0)
+        self.rows, self.pixels = n * c // BLOCK, h * w
+        self.scale = 1.0 / max(1, self.pixels)  # sum_rows' scale for a mean (ops/cpu/reduce.py, pool.py)
+        self._mean = pixel_mean
+        self.acc = ctx.scratch((128,), np.float32)
+        self.tot = ctx.scratch((8,), np.float64)
+
+    def __call__(self, x, *rest, out):
+        self._mean(x.reshape(-1), out.reshape(-1), self.rows, self.pixels, self.scale, self.acc.array,
+                   self.tot.array)
+
+
+_MEAN = dict(layout=LAYOUT, output_layouts=(LAYOUT,), preference=PREFERENCE, supports=_mean_supported)
+kernel("GlobalAveragePool", since=(1, 22), input_layouts=(LAYOUT,), **_MEAN)(SpatialMean)
+kernel("ReduceMean", since=(1, 11, 13, 18), input_layouts=(LAYOUT, None),
+       check=registry._KERNELS[("", "ReduceMean", "cpu", DEFAULT_LAYOUT)][13].check, **_MEAN)(SpatialMean)
+
+
+# ---- Concat over channels, nearest Resize over H, W --------------------------------
+def _concat_supported(ctx) -> bool:
+    if not _on() or not 1 <= ctx.num_inputs <= MAX_CONCAT_INPUTS or int(ctx.attr("axis", 1)) % 4 != 1:
+        return False
+    return all(ctx.has_input(i) and not ctx.is_static(i) and _blockable(ctx.shape(i))
+               and np.dtype(ctx.dtype(i)) == np.float32 for i in range(ctx.num_inputs))
+
+
+def concat_blocks(*inputs, out, axis):
+    """Concat along C of NCHW8c inputs whose C are multiples of 8: their blocks, in order (axis 1 of
+    the physical arrays). ONNX Concat-4/-11/-13."""
+    np.concatenate(inputs, axis=1, out=out)
+
+
+for _v in (4, 11, 13):
+    kernel("Concat", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,) * MAX_CONCAT_INPUTS, output_layouts=(LAYOUT,), preference=PREFERENCE,
+           supports=_concat_supported)(concat_blocks)
+
+
+def _nearest_plan(ctx):
+    """(ih, iw) of a nearest Resize over H, W only (ops/cpu/resize.py's tables), else None."""
+    from .resize import Resize
+
+    try:
+        inner = Resize(ctx, **ctx.attrs)
+    except Exception:
+        return None
+    c = inner.compiled
+    if inner.copy or c is None or c[0] != "nearest" or inner.out_shape[:2] != inner.in_shape[:2]:
+        return None
+    return c[2][0], c[2][1]
+
+
+def _resize_supported(ctx) -> bool:
+    return _unary_supported(ctx) and _nearest_plan(ctx) is not None
+
+
+class ResizeNearest:
+    """ONNX Resize, mode "nearest", over H and W of NCHW8c X (N, C/8, H, W, 8): the NCHW kernel's
+    index tables (ops/cpu/resize.py, every coordinate and nearest mode), one vector copy per pixel."""
+
+    def __init__(self, ctx, **attrs):
+        from .compiled.blocked import nearest
+
+        self.ih, self.iw = _nearest_plan(ctx)
+        n, c, self.h, self.w = ctx.shape(0)
+        self.rows = n * c // BLOCK
+        self._nearest = nearest
+
+    def __call__(self, x, *rest, out):
+        self._nearest(x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h, self.w)
+
+
+for _v in (10, 11, 13, 18, 19):
+    kernel("Resize", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,), output_layouts=(LAYOUT,),
+           preference=PREFERENCE, supports=_resize_supported,
+           check=registry._KERNELS[("", "Resize", "cpu", DEFAULT_LAYOUT)][_v].check)(ResizeNearest)

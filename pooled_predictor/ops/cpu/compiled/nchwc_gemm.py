@@ -1,0 +1,257 @@
+"""Pointwise (1x1) convolution in the blocked layout NCHW8c, bias, sum input and activation fused.
+
+    Y[n, m, p] = act(b[m] + sum_k W[m, k] * X[n, k, p] (+ Z[n, m, p]))
+
+with X, Y and Z stored NCHW8c (ops/layouts.py): channel c of pixel p at
+((c // 8) * P + p) * 8 + c % 8 of an image, P = H * W. This is ONNX Conv
+with a 1x1 kernel, group 1 (and any stride, through the pixel pitch), and
+onnxruntime's NCHWc pointwise convolution (MLAS's MlasConvPointwise): in
+this layout the eight output channels of a block are one AVX2 vector, so
+the micro-kernel keeps a tile of RP pixels x 16 output channels (two
+blocks) in 12 vector registers over the k loop: per input channel k, two
+vector loads of packed W (16 output channels, contiguous), RP broadcasts of
+X[k, p] (8 floats apart: one pixel's block) and 2 * RP multiply-adds -- the
+register blocking of compiled/gemm.py with the roles of X and W swapped
+(Goto & van de Geijn 2008). Output channels in blocks of 8 and pixels one
+at a time, so there are no tails: M % 8 == 0 and K % 8 == 0 (the kernel's
+supports() checks), any number of pixels.
+
+Blocking: a block of pixels at a time (its M x PB outputs stay in L2 while
+the activation is applied), K in chunks of KC (later chunks accumulate onto
+Y), and for each 16 output channels the packed W panel (KC x 16 floats,
+16 KiB) stays in L1 across the block's pixel tiles.
+
+Numerically: each output is a sequential multiply-add chain over k in
+float32 (fused where the CPU has FMA), then + b[m], then + Z, then the
+activation (epilogue.py): the operations and order of the NCHW kernel
+(compiled/gemm.py), so the two layouts give the same bits; |error| <=
+K u sum_k |W X| + O(u^2), u = 2^-24 (Higham 2002, sec. 3.5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from .epilogue import activate_range
+from .gemm import _F4, _I64, _V8, _fmuladd, _splat
+
+BLOCK = 8  # channels per block (one AVX2 vector of float32)
+RP = 6  # pixels per micro-tile (12 accumulators + 2 W vectors + 1 broadcast: 15 of 16 ymm)
+NV = 2  # output blocks per micro-tile (16 channels)
+KC = 256  # k chunk: the packed W panel, KC x 16 floats (16 KiB), stays in L1
+PB_BYTES = 192 << 10  # a pixel block of Y (M x PB floats) at most this size, to stay in L2
+
+
+def _make_micro(rows: int, vectors: int):
+    """The micro-kernel for `rows` pixels x `vectors` output blocks of 8 channels.
+
+    micro(wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, k_n, b, b_off, mode, z):
+    y[y_off + v * ldb + 8 r + l] = ((mode & 1 ? y : 0)
+        + sum_{k < k_n} x[x_off + offs[k0 + k] + r * ldx] * wp[w_off + k * 8 * vectors + 8 v + l])
+        (+ b[b_off + 8 v + l] if mode & 2) (+ z[same index as y] if mode & 6 == 6),
+    r < rows, v < vectors, l < 8. Offsets and pitches in elements; the caller keeps every access in bounds.
+    """
+
+    @intrinsic
+    def micro(typingctx, wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, k_n, b, b_off, mode, z):
+        sig = types.void(wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, k_n, b, b_off, mode, z)
+
+        def codegen(context, builder, signature, args):
+            (wp_a, w_off_v, x_a, x_off_v, offs_a, k0_v, ldx_v, y_a, y_off_v, ldb_v, k_n_v, b_a, b_off_v,
+             mode_v, z_a) = args
+
+            def data(i, value):
+                return context.make_array(signature.args[i])(context, builder, value).data
+
+            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            wptr = builder.gep(data(0, wp_a), [w_off_v])
+            xptr = builder.gep(data(2, x_a), [x_off_v])
+            optr = builder.gep(data(4, offs_a), [k0_v])
+            yptr = builder.gep(data(7, y_a), [y_off_v])
+            bptr = builder.gep(data(11, b_a), [b_off_v])
+            xrows = [builder.gep(xptr, [builder.mul(ldx_v, c(r))]) for r in range(rows)]
+            fma = _fmuladd(builder)
+            fn = builder.function
+            bias = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
+                    for v in range(vectors)]
+            slots = []
+            for r in range(rows):
+                for v in range(vectors):
+                    at = builder.add(builder.mul(ldb_v, c(v)), c(8 * r))
+                    slots.append(builder.bitcast(builder.gep(yptr, [at]), _V8.as_pointer()))
+            zero = ir.Constant(_V8, [0.0] * 8)
+            mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
+            from_y_bb = fn.append_basic_block("from_y")
+            from_0_bb = fn.append_basic_block("from_zero")
+            pre_bb = fn.append_basic_block("pre")
+            loop_bb = fn.append_basic_block("k_loop")
+            done_bb = fn.append_basic_block("k_done")
+            bias_bb = fn.append_basic_block("add_bias")
+            sum_bb = fn.append_basic_block("add_sum")
+            store_bb = fn.append_basic_block("store")
+            builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(1)), c(0)), from_y_bb, from_0_bb)
+            builder.position_at_end(from_y_bb)
+            from_y = [builder.load(s, align=4) for s in slots]
+            builder.branch(pre_bb)
+            builder.position_at_end(from_0_bb)
+            builder.branch(pre_bb)
+            builder.position_at_end(pre_bb)
+            start = []
+            for i in range(len(slots)):
+                ph = builder.phi(_V8)
+                ph.add_incoming(from_y[i], from_y_bb)
+                ph.add_incoming(zero, from_0_bb)
+                start.append(ph)
+            builder.cbranch(builder.icmp_signed(">", k_n_v, c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            k = builder.phi(_I64)
+            k.add_incoming(c(0), pre_bb)
+            accs = []
+            for s in start:
+                ph = builder.phi(_V8)
+                ph.add_incoming(s, pre_bb)
+                accs.append(ph)
+            xo = builder.load(builder.gep(optr, [k]))
+            wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
+            wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
+                  for v in range(vectors)]
+            new = []
+            for r in range(rows):
+                xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
+                for v in range(vectors):
+                    new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
+            k1 = builder.add(k, c(1))
+            k.add_incoming(k1, loop_bb)
+            for a, n in zip(accs, new):
+                a.add_incoming(n, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", k1, k_n_v), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for i in range(len(slots)):
+                ph = builder.phi(_V8)
+                ph.add_incoming(start[i], pre_bb)
+                ph.add_incoming(new[i], loop_bb)
+                final.append(ph)
+            builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0)), bias_bb, store_bb)
+            builder.position_at_end(bias_bb)
+            biased = [builder.fadd(f, bias[i % vectors]) for i, f in enumerate(final)]  # B after the sum
+            builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(4)), c(0)), sum_bb, store_bb)
+            builder.position_at_end(sum_bb)
+            zptr = builder.gep(data(14, z_a), [y_off_v])
+            summed = []
+            for r in range(rows):
+                for v in range(vectors):
+                    at = builder.add(builder.mul(ldb_v, c(v)), c(8 * r))
+                    zv = builder.load(builder.bitcast(builder.gep(zptr, [at]), _V8.as_pointer()), align=4)
+                    summed.append(builder.fadd(biased[r * vectors + v], zv))  # then + Z
+            builder.branch(store_bb)
+            builder.position_at_end(store_bb)
+            out = []
+            for i in range(len(slots)):  # every phi first: LLVM wants them at the top of the block
+                ph = builder.phi(_V8)
+                ph.add_incoming(final[i], done_bb)
+                ph.add_incoming(biased[i], bias_bb)
+                ph.add_incoming(summed[i], sum_bb)
+                out.append(ph)
+            for ph, s in zip(out, slots):
+                builder.store(ph, s, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_ARGS = "wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, kn, b, b_off, mode, z"
+
+
+def _dispatch(vectors: int):
+    """A numba function calling the micro-kernel of `rows` (1..RP) pixels and `vectors` blocks."""
+    micros = {f"micro{r}": _make_micro(r, vectors) for r in range(1, RP + 1)}
+    lines = [f"def tile({_ARGS}, rows):"]
+    for r in range(RP, 0, -1):
+        lines.append(f"    {'if' if r == RP else 'elif'} rows == {r}:" if r > 1 else "    else:")
+        lines.append(f"        micro{r}({_ARGS})")
+    scope = dict(micros)
+    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
+    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["tile"])
+
+
+_tile2, _tile1 = _dispatch(2), _dispatch(1)
+
+
+def pack_weights(w: np.ndarray) -> np.ndarray:
+    """W (M, K), M % 8 == 0, as panels of 16 output channels (8 for a last odd block), each k-major.
+
+    Panel t (output channels 16 t .. 16 t + v_t, v_t = min(16, M - 16 t)) starts at 16 t K;
+    its element (k, j) is at 16 t K + k v_t + j. Flat float32, read-only.
+    """
+    w = np.asarray(w, np.float32)
+    m, k = w.shape
+    if m % BLOCK:
+        raise ValueError(f"pack_weights: {m} output channels, not a multiple of {BLOCK}")
+    out = np.empty(m * k, np.float32)
+    for t0 in range(0, m, NV * BLOCK):
+        v = min(NV * BLOCK, m - t0)
+        out[t0 * k:(t0 + v) * k] = w[t0:t0 + v].T.reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def channel_offsets(k_n: int, plane: int) -> np.ndarray:
+    """offs[k] = (k // 8) * plane * 8 + k % 8: input channel k of pixel 0 in an NCHW8c image of
+    `plane` pixels (read-only int64)."""
+    k = np.arange(k_n, dtype=np.int64)
+    offs = (k // BLOCK) * plane * BLOCK + k % BLOCK
+    offs.flags.writeable = False
+    return offs
+
+
+_R1 = types.Array(types.float32, 1, "C", readonly=True)
+_F1 = types.Array(types.float32, 1, "C")
+_O1 = types.Array(types.int64, 1, "C", readonly=True)
+_I = types.int64
+_f4 = types.float32
+
+
+@njit(types.void(_R1, _R1, _I, _O1, _I, _F1, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
+      nogil=True, cache=True, error_model="numpy")
+def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_z):
+    """Y = act(W @ X + b (+ Z)) over p_n pixels in NCHW8c.
+
+    Args:
+        wp: W (m_n, K) packed by pack_weights (m_n % 8 == 0).
+        xf, x0, offs, ldx: X[k, p] = xf[x0 + offs[k] + p * ldx] (K = offs.size): for an NCHW8c
+            image of P pixels, offs = channel_offsets(K, P) and ldx = 8 (8 * stride along a row
+            of a strided 1x1 convolution).
+        yf, y0, ldb: Y[m, p] = yf[y0 + (m // 8) * ldb + p * 8 + m % 8] (ldb = 8 * OH * OW).
+        b: (m_n,) bias (zeros for none).
+        act, a0, a1: activation (epilogue.py codes), after the bias and Z.
+        zf, has_z: the sum input Z, laid out as Y, added after the bias when has_z.
+    """
+    k_n = offs.size
+    pb = max(RP, (PB_BYTES // (4 * m_n)) // RP * RP)
+    for p0 in range(0, p_n, pb):
+        pe = min(p_n, p0 + pb)
+        for k0 in range(0, k_n, KC):
+            kn = min(KC, k_n - k0)
+            last = k0 + kn == k_n
+            mode = (1 if k0 > 0 else 0) | (2 if last else 0) | (4 if last and has_z else 0)
+            for m0 in range(0, m_n, NV * BLOCK):
+                wide = m_n - m0 >= NV * BLOCK
+                w_off = m0 * k_n + k0 * (NV * BLOCK if wide else BLOCK)
+                y_blk = y0 + (m0 // BLOCK) * ldb
+                for p in range(p0, pe, RP):
+                    rows = min(RP, pe - p)
+                    if wide:
+                        _tile2(wp, w_off, xf, x0 + p * ldx, offs, k0, ldx, yf, y_blk + p * BLOCK, ldb, kn, b, m0,
+                               mode, zf, rows)
+                    else:
+                        _tile1(wp, w_off, xf, x0 + p * ldx, offs, k0, ldx, yf, y_blk + p * BLOCK, ldb, kn, b, m0,
+                               mode, zf, rows)
+        if act != 0:
+            for mb in range(m_n // BLOCK):
+                activate_range(yf, np.uint64(y0 + mb * ldb + p0 * BLOCK), np.uint64((pe - p0) * BLOCK), act, a0, a1)

@@ -1,0 +1,148 @@
+"""Conv and FusedConv in the blocked layout NCHW8c: kernel types the layout-assignment pass may choose.
+
+onnxruntime (MLAS's NCHWc kernels, its NchwcTransformer) and oneDNN keep
+whole convolution chains in a channel-blocked layout: eight channels of a
+pixel are one AVX2 vector, so a pointwise conv's output block and a
+depthwise conv's taps are vector operations whatever the plane size. These
+kernels are registered under layout "NCHW8c" (ops/registry.py) with
+`supports(ctx)` saying where they apply; passes/assign.py takes them when
+the chain's gain pays for the LayoutTransform nodes in and out (ops/layouts.py,
+compiled/reorder.py), and graph inputs and outputs keep ONNX's NCHW.
+
+Where they apply (`blocked_kind`): 2-D float32 convolutions with static W
+(and B), C and M multiples of 8 (no padding channels, so any activation may
+run over the whole blocked array), and
+  * pointwise: 1x1 kernel, group 1, stride 1, no padding (compiled/nchwc_gemm.py:
+    the same operations as the NCHW GEMM, so the same bits).
+Shapes: X (N, C/8, H, W, 8), W (M, C, 1, 1) as ONNX gives it, B (M,),
+Z (FusedConv's sum input) and Y (N, M/8, OH, OW, 8).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from ..layouts import physical_shape
+from ..registry import kernel
+from ..shapes.conv import conv_geometry
+from ..shapes.fused import DOMAIN
+from . import compiled
+from .compiled.epilogue import CODES, NONE
+
+LAYOUT = "NCHW8c"
+BLOCK = 8
+# Below the default kernel's 0 by more than two transforms' cost (passes/assign.py TRANSFORM_COST):
+# a chain of two blocked convolutions pays for its way in and out.
+PREFERENCE = -2
+# POOLED_PREDICTOR_NCHWC=0 keeps every convolution in NCHW (A/B measurements, a suspected kernel bug)
+ENABLED = os.environ.get("POOLED_PREDICTOR_NCHWC", "1") != "0"
+
+
+def blocked_kind(ctx) -> str | None:
+    """"pointwise" when an NCHW8c kernel here implements this Conv/FusedConv node at its
+    shapes, else None (the node keeps its NCHW kernel)."""
+    if not (ENABLED and compiled.ENABLED) or np.dtype(ctx.dtype(0)) != np.float32 or len(ctx.shape(0)) != 4:
+        return None
+    if not ctx.is_static(1) or (ctx.has_input(2) and not ctx.is_static(2)):
+        return None
+    try:
+        g = conv_geometry(ctx)
+    except Exception:  # the NCHW kernel reports the node's shape errors
+        return None
+    if g.in_channels % BLOCK or g.out_channels % BLOCK or g.batch * math.prod(g.out_shape) == 0:
+        return None
+    if (g.group == 1 and g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin)
+            and not any(g.pads_end)):
+        return "pointwise"
+    return None
+
+
+def _supported(ctx) -> bool:
+    return blocked_kind(ctx) is not None
+
+
+class _BlockedConv:
+    """The shared part: geometry, packed weights, the compiled call (act fused where it can be)."""
+
+    def __init__(self, ctx):
+        from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc, pack_weights
+        from .conv import _readonly, shared_weights
+
+        g = self.geo = conv_geometry(ctx)
+        self.kind = blocked_kind(ctx)
+        if self.kind is None:
+            raise ctx.error(f"no {LAYOUT} kernel for this Conv (group {g.group}, kernel {g.kernel}, "
+                            f"{g.in_channels} -> {g.out_channels} channels)")
+        self.p = math.prod(g.out_shape)
+        m, c = g.out_channels, g.in_channels
+        w = np.asarray(ctx.value(1))
+        self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(w.reshape(m, c)))
+        self.offs = channel_offsets(c, self.p)
+        b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
+        self.b = _readonly(np.ascontiguousarray(b))
+        self._gemm = gemm_nchwc
+        self.act = (NONE, np.float32(0), np.float32(0))
+
+    def run(self, x, out, z=None):
+        """out = act(conv(x) + B (+ z)), every array NCHW8c and C-contiguous."""
+        g, p = self.geo, self.p
+        xf, yf = x.reshape(-1), out.reshape(-1)
+        zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
+        c, m = g.in_channels, g.out_channels
+        for n in range(g.batch):
+            self._gemm(self.wp, xf, n * c * p, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
+                       *self.act, zf, z is not None)  # Z indexed as Y
+
+
+_LAYOUTS = dict(layout=LAYOUT, output_layouts=(LAYOUT,), preference=PREFERENCE, supports=_supported)
+
+
+@kernel("Conv", since=(1, 11, 22), input_layouts=(LAYOUT, None, None), **_LAYOUTS)
+class ConvNCHWc(_BlockedConv):
+    """ONNX Conv (Conv-1/-11/-22) in NCHW8c: Y = X (*) W + B; see the module docstring for where."""
+
+    def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+                 strides=None):
+        super().__init__(ctx)
+
+    def __call__(self, x, w, b=None, *, out):
+        self.run(x, out)
+
+
+def _fused_check(attrs, version):
+    from .fused import _check
+
+    return _check(attrs, version)
+
+
+@kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(LAYOUT, None, None, LAYOUT),
+        **_LAYOUTS)
+class FusedConvNCHWc(_BlockedConv):
+    """Our FusedConv (ops/shapes/fused.py) in NCHW8c: Y = act(X (*) W + B (+ Z)).
+
+    The activations of compiled/epilogue.py run inside the kernel on each block of Y while it
+    is in cache, after the bias and Z; any other (Sigmoid, Gelu...) runs after, in place over
+    the blocked Y (C % 8 == 0: no padding channels for it to touch).
+    """
+
+    def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, pads=None, strides=None):
+        from .fused import Activation, _compiled_params
+
+        super().__init__(ctx)
+        name = activation.decode() if isinstance(activation, bytes) else activation
+        params = [float(v) for v in activation_params]
+        self.after = None
+        if name in CODES:
+            self.act = (CODES[name], *_compiled_params(name, params))
+        elif name != "Identity":
+            self.after = Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT),
+                                    ctx.out_dtypes[0])
+
+    def __call__(self, x, w, b=None, z=None, *, out):
+        self.run(x, out, z)
+        if self.after is not None:
+            self.after.apply(out)

@@ -1,0 +1,182 @@
+"""NCHW8c kernel types: the pointwise GEMM (compiled/nchwc_gemm.py), the reorders (compiled/reorder.py),
+and whole chains the layout-assignment pass keeps blocked (ops/cpu/conv_nchwc.py, ops/cpu/blocked.py),
+against the NCHW kernels and onnxruntime."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.net import Net, Optimization
+from pooled_predictor.ops.cpu import conv_nchwc
+from pooled_predictor.ops.cpu.compiled import epilogue
+from pooled_predictor.ops.cpu.compiled import gemm as nchw_gemm
+from pooled_predictor.ops.cpu.compiled.nchwc_gemm import KC, channel_offsets, gemm_nchwc, pack_weights
+from pooled_predictor.ops.cpu.compiled.reorder import from_blocked, to_blocked
+from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape, transform
+from pooled_predictor.passes import optimize
+from pooled_predictor.program import Program
+from tests.onnx_helpers import run_ort
+
+rng = np.random.default_rng(12)
+L = "NCHW8c"
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def blocked(x):
+    out = np.empty(physical_shape(x.shape, L), np.float32)
+    transform(x, "NCHW", L, out)
+    return out
+
+
+def unblocked(x, shape):
+    out = np.empty(shape, np.float32)
+    transform(x, L, "NCHW", out)
+    return out
+
+
+# K: one block, a KC chunk boundary crossed; M: one 8-block (the 1-vector tile), 16s, an odd block count;
+# P: every pixel-tile size 1..6 and several tiles
+@pytest.mark.parametrize("k", [8, 24, KC + 8])
+@pytest.mark.parametrize("m", [8, 16, 40])
+@pytest.mark.parametrize("p", [1, 5, 6, 7, 13, 50])
+@pytest.mark.parametrize("z, act", [(False, epilogue.NONE), (True, epilogue.CLIP), (False, epilogue.RELU)])
+def test_pointwise_gemm_gives_the_nchw_gemms_bits(k, m, p, z, act):
+    """The same multiply-add chains, bias, Z and activation as compiled/gemm.py: bit for bit."""
+    w, x, b, zz = f32(m, k), f32(1, k, p, 1), f32(m), f32(1, m, p, 1)
+    a0, a1 = np.float32(-0.5), np.float32(0.75)
+    ref = np.empty((1, m, p, 1), np.float32)
+    ws = np.empty(max(1, nchw_gemm.scratch_size(p)), np.float32)
+    args = (nchw_gemm.pack_weights(w), x.reshape(-1), 0, nchw_gemm.row_offsets(k, p), ref.reshape(-1), 0, p, m, p, b,
+            ws, act, a0, a1)
+    if z:
+        nchw_gemm.gemm2d_sum(*args, zz.reshape(-1))
+    else:
+        nchw_gemm.gemm2d(*args)
+    xb, zb = blocked(x), blocked(zz)
+    yb = np.full(physical_shape(ref.shape, L), np.nan, np.float32)
+    gemm_nchwc(pack_weights(w), xb.reshape(-1), 0, channel_offsets(k, p), 8, yb.reshape(-1), 0, 8 * p, m, p, b,
+               act, a0, a1, zb.reshape(-1), z)
+    np.testing.assert_array_equal(unblocked(yb, ref.shape), ref)
+
+
+def test_pack_refuses_output_channels_off_the_block():
+    with pytest.raises(ValueError, match="multiple of 8"):
+        pack_weights(f32(12, 8))
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8, 8), (2, 19, 13, 11), (2, 16, 3, 5), (1, 24, 1, 1), (2, 5, 7)])
+def test_reorders_round_trip_and_match_numpy(shape):
+    x = f32(*shape)
+    n, c = shape[0], shape[1]
+    p = int(np.prod(shape[2:]))
+    got = np.full(physical_shape(shape, L), np.nan, np.float32)
+    to_blocked(x.reshape(-1), got.reshape(-1), n, c, p, 8)
+    ref = np.zeros(physical_shape(shape, L), np.float32)
+    for cb in range(ref.shape[1]):  # the definition, block by block (padding channels zero)
+        part = x[:, cb * 8:cb * 8 + 8]
+        ref[:, cb, ..., :part.shape[1]] = np.moveaxis(part, 1, -1)
+    np.testing.assert_array_equal(got, ref)
+    back = np.full(shape, np.nan, np.float32)
+    from_blocked(got.reshape(-1), back.reshape(-1), n, c, p, 8)
+    np.testing.assert_array_equal(back, x)
+
+
+# ---- chains kept blocked by the assignment pass ----------------------------------------
+def _w(name, *shape):
+    return numpy_helper.from_array(f32(*shape) * np.float32(0.3), name)
+
+
+def _chain_model(c=16, h=9, w=7, n=2):
+    """1x1 Conv -> Relu -> 1x1 FusedConv-to-be (+ residual) -> squeeze-and-excitation (GAP, 1x1, HardSigmoid,
+    Mul) -> ReduceMean branch (Sub) -> Concat with a blocked branch -> nearest Resize x2 -> Sigmoid -> 1x1 Conv."""
+    inits = [_w("w1", 2 * c, c, 1, 1), _w("b1", 2 * c), _w("w2", c, 2 * c, 1, 1), _w("b2", c),
+             _w("w3", c, c, 1, 1), _w("w4", c, c, 1, 1), _w("b4", c), _w("w5", 8, 2 * c, 1, 1),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+             numpy_helper.from_array(np.array([], np.float32), "roi")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             helper.make_node("Add", ["c2", "x"], ["s1"]),                  # -> FusedConv with Z
+             helper.make_node("Relu", ["s1"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+             helper.make_node("Conv", ["g", "w3"], ["e1"]),
+             helper.make_node("HardSigmoid", ["e1"], ["e2"]),
+             helper.make_node("Mul", ["r2", "e2"], ["se"]),                 # broadcast over H, W
+             helper.make_node("ReduceMean", ["se"], ["rm"], axes=[2, 3], keepdims=1),
+             helper.make_node("Sub", ["se", "rm"], ["d"]),
+             helper.make_node("Conv", ["d", "w4", "b4"], ["c4"]),
+             helper.make_node("Concat", ["c4", "se"], ["cat"], axis=1),
+             helper.make_node("Resize", ["cat", "roi", "scales"], ["up"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             helper.make_node("Sigmoid", ["up"], ["sg"]),
+             helper.make_node("Conv", ["sg", "w5"], ["y"])]
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def _program(model, passes):
+    graph = load_onnx(model)
+    if passes:
+        graph = optimize(graph, "all")[0]
+    return Program(graph)
+
+
+@pytest.mark.parametrize("n, passes", [(1, True), (2, True), (2, False)])
+@pytest.mark.parametrize("optimization", [Optimization.NONE, Optimization.MEMORY])
+def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
+    model = _chain_model(n=n)
+    x = f32(n, 16, 9, 7)
+    net = Net(_program(model, passes), optimization=optimization)
+    net.forward(x)
+    ran = [(node.op_type, any("@" in o for o in node.outputs)) for node in net._run_nodes]
+    transforms = [op for op, _ in ran if op == TRANSFORM_OP]
+    assert len(transforms) == 2, ran  # the graph input in, the graph output back: nothing between
+    blocked_ops = {op for op, b in ran if b and op != TRANSFORM_OP}
+    fused = {"FusedConv"} if passes else {"Add", "Relu"}
+    assert {"GlobalAveragePool", "Mul", "ReduceMean", "Sub", "Concat", "Resize", "Sigmoid", "Conv"} | fused \
+        <= blocked_ops, ran
+    ref = run_ort(model, {"x": x})[0]
+    got = net.blob_by_name("y")
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    if optimization is Optimization.MEMORY:
+        none = Net(_program(model, passes), optimization=Optimization.NONE)
+        none.forward(x)
+        np.testing.assert_array_equal(got, none.blob_by_name("y"))  # MEMORY bit-identical to NONE
+        plan = net.memory_plan
+        assert plan.arena_bytes <= plan.lower_bound_bytes + 64 * len(ran)
+
+
+def test_off_block_channels_and_disabled_switch_keep_nchw(monkeypatch):
+    model = _chain_model(c=10)  # 10 and 20 channels: no value the chain could block
+    x = f32(2, 10, 9, 7)
+    net = Net(Program(load_onnx(model)))
+    net.forward(x)
+    assert not any("@" in o for node in net._run_nodes for o in node.outputs)
+    np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    model = _chain_model()
+    net = Net(Program(load_onnx(model)))
+    net.forward(f32(2, 16, 9, 7))
+    assert not any(node.op_type == TRANSFORM_OP for node in net._run_nodes)
+
+
+@pytest.mark.parametrize("pixels", [1, 7, 8, 9, 63, 255, 256, 257, 600, 8 * 33 + 5])
+def test_pixel_mean_gives_the_nchw_row_sums_bits(pixels):
+    from pooled_predictor.ops.cpu.compiled.blocked import pixel_mean
+    from pooled_predictor.ops.cpu.compiled.rowreduce import sum_rows
+
+    x = f32(2, 16, pixels, 1) * np.float32(10) + np.float32(3)
+    ref = np.empty(32, np.float32)
+    sum_rows(x.reshape(-1), ref, 32, pixels, 1.0 / pixels)
+    got = np.empty(32, np.float32)
+    pixel_mean(blocked(x).reshape(-1), got, 4, pixels, 1.0 / pixels, np.empty(128, np.float32),
+               np.empty(8, np.float64))
+    np.testing.assert_array_equal(got, ref)
