@@ -107,7 +107,7 @@ def _chain_model(c=16, h=9, w=7, n=2):
              helper.make_node("HardSigmoid", ["e1"], ["e2"]),
              helper.make_node("Mul", ["r2", "e2"], ["se"]),                 # broadcast over H, W
              helper.make_node("ReduceMean", ["se"], ["rm"], axes=[2, 3], keepdims=1),
-             helper.make_node("Sub", ["se", "rm"], ["d"]),
+             helper.make_node("Sub", ["rm", "se"], ["d"]),                 # the vector first: s - x
              helper.make_node("Conv", ["d", "w4", "b4"], ["c4"]),
              helper.make_node("Concat", ["c4", "se"], ["cat"], axis=1),
              helper.make_node("Resize", ["cat", "roi", "scales"], ["up"], mode="nearest",

@@ -13,8 +13,11 @@ Where they apply (`blocked_kind`): 2-D float32 convolutions with static W
 (and B), C and M multiples of 8 (no padding channels, so any activation may
 run over the whole blocked array), and
   * pointwise: 1x1 kernel, group 1, stride 1, no padding (compiled/nchwc_gemm.py:
-    the same operations as the NCHW GEMM, so the same bits).
-Shapes: X (N, C/8, H, W, 8), W (M, C, 1, 1) as ONNX gives it, B (M,),
+    the same operations as the NCHW GEMM, so the same bits);
+  * depthwise: group == C == M, any kernel, strides, dilations and pads
+    (compiled/nchwc_depthwise.py: the taps in the NCHW kernel's order and
+    roundings, so the same bits).
+Shapes: X (N, C/8, H, W, 8), W (M, C/group, KH, KW) as ONNX gives it, B (M,),
 Z (FusedConv's sum input) and Y (N, M/8, OH, OW, 8).
 """
 
@@ -42,7 +45,7 @@ ENABLED = os.environ.get("POOLED_PREDICTOR_NCHWC", "1") != "0"
 
 
 def blocked_kind(ctx) -> str | None:
-    """"pointwise" when an NCHW8c kernel here implements this Conv/FusedConv node at its
+    """"pointwise" or "depthwise" when an NCHW8c kernel here implements this Conv/FusedConv node at its
     shapes, else None (the node keeps its NCHW kernel)."""
     if not (ENABLED and compiled.ENABLED) or np.dtype(ctx.dtype(0)) != np.float32 or len(ctx.shape(0)) != 4:
         return None
@@ -57,6 +60,8 @@ def blocked_kind(ctx) -> str | None:
     if (g.group == 1 and g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin)
             and not any(g.pads_end)):
         return "pointwise"
+    if g.group == g.in_channels == g.out_channels:
+        return "depthwise"
     return None
 
 
@@ -68,7 +73,6 @@ class _BlockedConv:
     """The shared part: geometry, packed weights, the compiled call (act fused where it can be)."""
 
     def __init__(self, ctx):
-        from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc, pack_weights
         from .conv import _readonly, shared_weights
 
         g = self.geo = conv_geometry(ctx)
@@ -79,15 +83,28 @@ class _BlockedConv:
         self.p = math.prod(g.out_shape)
         m, c = g.out_channels, g.in_channels
         w = np.asarray(ctx.value(1))
-        self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(w.reshape(m, c)))
-        self.offs = channel_offsets(c, self.p)
+        if self.kind == "pointwise":
+            from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc, pack_weights
+
+            self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(w.reshape(m, c)))
+            self.offs = channel_offsets(c, self.p)
+            self._gemm = gemm_nchwc
+        else:
+            from .compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
+
+            self.wp = shared_weights(w, ("depthwise", LAYOUT), lambda w: pack_depthwise(np.asarray(w, np.float32)))
+            (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
+            self.dw_args = (kh, kw, sh, sw, dh, dw, ph, pw)
+            self._dw = depthwise_nchwc
         b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
         self.b = _readonly(np.ascontiguousarray(b))
-        self._gemm = gemm_nchwc
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def run(self, x, out, z=None):
-        """out = act(conv(x) + B (+ z)), every array NCHW8c and C-contiguous."""
+        """out = act(conv(x) + B (+ z)), every array NCHW8c and C-contiguous (z: pointwise only)."""
+        if self.kind == "depthwise":
+            self._dw(x, self.wp, self.b, out, *self.dw_args, *self.act)
+            return
         g, p = self.geo, self.p
         xf, yf = x.reshape(-1), out.reshape(-1)
         zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
@@ -136,13 +153,20 @@ class FusedConvNCHWc(_BlockedConv):
         name = activation.decode() if isinstance(activation, bytes) else activation
         params = [float(v) for v in activation_params]
         self.after = None
-        if name in CODES:
+        # Z inside the kernel only for the GEMM; the depthwise conv adds it after, then activates
+        # (the NCHW FusedConv's order for its other paths: the same bits)
+        self.z_inside = self.kind == "pointwise"
+        if name in CODES and (self.z_inside or not ctx.has_input(3)):
             self.act = (CODES[name], *_compiled_params(name, params))
         elif name != "Identity":
             self.after = Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT),
                                     ctx.out_dtypes[0])
 
     def __call__(self, x, w, b=None, z=None, *, out):
-        self.run(x, out, z)
+        if z is not None and not self.z_inside:
+            self.run(x, out)
+            np.add(out, z, out=out)
+        else:
+            self.run(x, out, z)
         if self.after is not None:
             self.after.apply(out)

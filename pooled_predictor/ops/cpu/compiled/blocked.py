@@ -19,7 +19,12 @@ nearest (Resize mode "nearest" over H and W, the index tables of ops/cpu/resize.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir  # noqa: F401
 from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_V8 = ir.VectorType(ir.FloatType(), 8)
 
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _F1 = types.Array(types.float32, 1, "C")
@@ -28,13 +33,48 @@ _F1 = types.Array(types.float32, 1, "C")
 _D1 = types.Array(types.float64, 1, "C")
 
 
+@intrinsic
+def _block_sums(typingctx, x, off, nvec, dst):
+    """dst[0:8] = the sums, per channel lane, of nvec 8-pixel vectors from x[off] (pixel-major, 8 channels
+    a pixel), in rowreduce's order: vector j's pixel i into E[i] (j even) or O[i] (j odd), <8 x float>
+    over the channels, then a_i = E_i + O_i and ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))."""
+    sig = types.void(x, off, nvec, dst)
+
+    def codegen(context, builder, signature, args):
+        x_a, off_v, n_v, d_a = args
+        xp = builder.bitcast(builder.gep(context.make_array(signature.args[0])(context, builder, x_a).data,
+                                         [off_v]), _V8.as_pointer())
+        dp = builder.bitcast(context.make_array(signature.args[3])(context, builder, d_a).data, _V8.as_pointer())
+        zero = ir.Constant(_V8, [0.0] * 8)
+        acc = [cgutils.alloca_once_value(builder, zero) for _ in range(16)]  # E[0..7], O[0..7]
+        c = lambda v: ir.Constant(n_v.type, v)  # noqa: E731
+
+        def add(a, at):
+            builder.store(builder.fadd(builder.load(a), builder.load(builder.gep(xp, [at]), align=4)), a)
+
+        with cgutils.for_range(builder, builder.lshr(n_v, c(1))) as loop:
+            first = builder.mul(loop.index, c(16))  # pixel 16 j: vector 2 j, then vector 2 j + 1
+            for i in range(16):
+                add(acc[i], builder.add(first, c(i)))
+        with builder.if_then(builder.trunc(n_v, ir.IntType(1))):
+            last = builder.mul(builder.sub(n_v, c(1)), c(8))
+            for i in range(8):
+                add(acc[i], builder.add(last, c(i)))
+        a = [builder.fadd(builder.load(acc[i]), builder.load(acc[8 + i])) for i in range(8)]
+        total = builder.fadd(builder.fadd(builder.fadd(a[0], a[4]), builder.fadd(a[2], a[6])),
+                             builder.fadd(builder.fadd(a[1], a[5]), builder.fadd(a[3], a[7])))
+        builder.store(total, dp, align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(types.void(_R1, _F1, types.int64, types.int64, types.float64, _F1, _D1), nogil=True, cache=True,
       error_model="numpy")
 def pixel_mean(x, out, rows, p_n, scale, acc, tot):
     """out[r*8 + l] = float32(scale * sum_p x[(r*p_n + p)*8 + l]), r < rows, l < 8, in sum_rows' order.
 
-    acc: (128,) float32 workspace (the even and odd accumulators, 8 pixel offsets x 8 channels);
-    tot: (8,) float64 workspace.
+    acc: (>= 8,) float32 workspace (a block's sums); tot: (8,) float64 workspace.
     """
     n8 = p_n // 8 * 8
     for r in range(rows):
@@ -42,29 +82,9 @@ def pixel_mean(x, out, rows, p_n, scale, acc, tot):
         for lane in range(8):
             tot[lane] = 0.0
         for b0 in range(0, n8, 256):
-            nvec = min(256, n8 - b0) // 8
-            for q in range(128):
-                acc[q] = 0.0
-            for j in range(nvec // 2):
-                e = base + (b0 + 16 * j) * 8  # vector 2j (8 pixels x 8 channels), then vector 2j + 1
-                for q in range(64):
-                    acc[q] += x[e + q]
-                for q in range(64):
-                    acc[64 + q] += x[e + 64 + q]
-            if nvec & 1:
-                e = base + (b0 + 8 * (nvec - 1)) * 8
-                for q in range(64):
-                    acc[q] += x[e + q]
+            _block_sums(x, base + b0 * 8, min(256, n8 - b0) // 8, acc)
             for lane in range(8):
-                a0 = acc[lane] + acc[64 + lane]
-                a1 = acc[8 + lane] + acc[72 + lane]
-                a2 = acc[16 + lane] + acc[80 + lane]
-                a3 = acc[24 + lane] + acc[88 + lane]
-                a4 = acc[32 + lane] + acc[96 + lane]
-                a5 = acc[40 + lane] + acc[104 + lane]
-                a6 = acc[48 + lane] + acc[112 + lane]
-                a7 = acc[56 + lane] + acc[120 + lane]
-                tot[lane] += np.float64(((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)))
+                tot[lane] += np.float64(acc[lane])
         for p in range(n8, p_n):
             for lane in range(8):
                 tot[lane] += np.float64(x[base + p * 8 + lane])
@@ -80,12 +100,69 @@ _I1 = types.Array(types.int64, 1, "C", readonly=True)
 def nearest(x, out, ih, iw, rows, h, w):
     """out (rows, OH, OW, 8) flat = x (rows, h, w, 8) flat at rows ih (OH,) and columns iw (OW,)."""
     oh_n, ow_n = ih.size, iw.size
+    row = ow_n * 8
     for r in range(rows):
         for oh in range(oh_n):
             src = (r * h + ih[oh]) * w * 8
-            dst = (r * oh_n + oh) * ow_n * 8
+            dst = (r * oh_n + oh) * row
+            if oh > 0 and ih[oh] == ih[oh - 1]:  # a repeated row (upsampling): copy the one just written
+                out[dst:dst + row] = out[dst - row:dst]
+                continue
             for ow in range(ow_n):
                 s = src + iw[ow] * 8
                 d = dst + ow * 8
                 for lane in range(8):
                     out[d + lane] = x[s + lane]
+
+
+ADD, SUB, MUL, RSUB = 0, 1, 2, 3  # RSUB: s - x
+
+
+def _make_rows(op: int):
+    """An intrinsic rows(x, s, out, off, s_off, n): out[off + 8p + l] = x[off + 8p + l] (op) s[s_off + l],
+    p < n, l < 8, one <8 x float> operation per pixel (numba's SLP vectorizer left it scalar)."""
+
+    @intrinsic
+    def rows(typingctx, x, s, out, off, s_off, n):
+        sig = types.void(x, s, out, off, s_off, n)
+
+        def codegen(context, builder, signature, args):
+            x_a, s_a, o_a, off_v, s_off_v, n_v = args
+
+            def ptr(i, a, at):
+                data = context.make_array(signature.args[i])(context, builder, a).data
+                return builder.bitcast(builder.gep(data, [at]), _V8.as_pointer())
+
+            xp, op_, sv = ptr(0, x_a, off_v), ptr(2, o_a, off_v), builder.load(ptr(1, s_a, s_off_v), align=4)
+            with cgutils.for_range(builder, n_v) as loop:
+                v = builder.load(builder.gep(xp, [loop.index]), align=4)
+                r = (builder.fadd(v, sv) if op == ADD else builder.fsub(v, sv) if op == SUB
+                     else builder.fmul(v, sv) if op == MUL else builder.fsub(sv, v))
+                builder.store(r, builder.gep(op_, [loop.index]), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return rows
+
+
+_ROWS = [_make_rows(op) for op in (ADD, SUB, MUL, RSUB)]
+_add_rows, _sub_rows, _mul_rows, _rsub_rows = _ROWS
+
+
+@njit(types.void(_R1, _R1, _F1, types.int64, types.int64, types.int64, types.int64), nogil=True, cache=True,
+      error_model="numpy")
+def channel_op(x, s, out, rows, p_n, s_rows, op):
+    """out[r, p, l] = x[r, p, l] (op) s[r % s_rows, l]: an NCHW8c array (rows, P, 8) with a per-channel
+    vector (N or 1, C/8, 1, 1, 8), e.g. a squeeze-and-excitation scale. One float32 operation per element,
+    as numpy's broadcast (op: ADD, SUB, MUL, RSUB = s - x)."""
+    for r in range(rows):
+        so, b = (r % s_rows) * 8, r * p_n * 8
+        if op == MUL:
+            _mul_rows(x, s, out, b, so, p_n)
+        elif op == ADD:
+            _add_rows(x, s, out, b, so, p_n)
+        elif op == SUB:
+            _sub_rows(x, s, out, b, so, p_n)
+        else:
+            _rsub_rows(x, s, out, b, so, p_n)
