@@ -6,6 +6,11 @@ one-node onnxruntime session (ORT_ENABLE_ALL, its fastest; the Conv alone, the
 activation being nearly free there too). Times as in conv_kernels.py: the
 fastest of several samples of this process's CPU time.
 
+The NCHW8c column is compiled/nchwc_depthwise.py on an input already in
+NCHW8c, writing NCHW8c (the layout transforms not counted: a blocked chain
+stays blocked); onnxruntime's ORT_ENABLE_ALL session does count its own
+reorders to and from NCHWc around its one node.
+
     python benchmarks/depthwise_kernels.py
 
 Prints a table and writes benchmarks/results/depthwise_kernels.json.
@@ -25,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_kernels import ROOT, onnxruntime_call, ours, per_call  # noqa: E402
 
 from pooled_predictor.ops.cpu.compiled.epilogue import CLIP, NONE  # noqa: E402
+from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise  # noqa: E402
+from pooled_predictor.ops.layouts import physical_shape, transform  # noqa: E402
 
 # name, channels, H, W, kernel, stride, layers of the model with this shape
 LAYERS = [
@@ -36,6 +43,21 @@ LAYERS = [
     ("det 5x5 64ch 120x160", 64, 120, 160, 5, 1, 1), ("det 5x5 64ch 60x80", 64, 60, 80, 5, 1, 1),
     ("det 3x3 32ch 120x160", 32, 120, 160, 3, 1, 1),
 ]
+
+
+def nchw8c(inputs, out, k, s, act, ref):
+    """Seconds per call of depthwise_nchwc on the input already in NCHW8c, and its error against `ref`."""
+    x, w, b = inputs
+    xb = np.empty(physical_shape(x.shape, "NCHW8c"), np.float32)
+    transform(x, "NCHW", "NCHW8c", xb)
+    yb = np.empty(physical_shape(out.shape, "NCHW8c"), np.float32)
+    wp, p = pack_depthwise(w), k // 2
+    call = lambda: depthwise_nchwc(xb, wp, b, yb, k, k, s, s, 1, 1, p, p, act,  # noqa: E731
+                                   np.float32(0.0), np.float32(6.0))
+    t = per_call(call)
+    y = np.empty_like(out)
+    transform(yb, "NCHW8c", "NCHW", y)
+    return t, float(np.abs(y - ref).max() / max(1.0, float(np.abs(ref).max())))
 
 
 def main():
@@ -56,12 +78,17 @@ def main():
             if act == CLIP:
                 ref = np.clip(ref, 0, 6)
             err = float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
+            t_c, err_c = nchw8c(inputs, out, k, s, act, ref)
             rows.append({"name": name, "path": kern.path, "fused_activation": fused, "count": count,
-                         "ours_ms": t_ours * 1e3, "ort_ms": t_ort * 1e3, "ratio": t_ours / t_ort, "max_rel_err": err})
-            print(f"{name:<24} {kern.path:<20} {t_ours * 1e3:8.3f} {t_ort * 1e3:8.3f} {t_ours / t_ort:6.2f}", flush=True)
-    total = {k: sum(r[k] * r["count"] for r in rows if r["name"].startswith("mv2")) for k in ("ours_ms", "ort_ms")}
-    print(f"\nMobileNetV2's 17 depthwise layers: ours {total['ours_ms']:.2f} ms, onnxruntime {total['ort_ms']:.2f} ms "
-          f"(ratio {total['ours_ms'] / total['ort_ms']:.2f})")
+                         "ours_ms": t_ours * 1e3, "ort_ms": t_ort * 1e3, "ratio": t_ours / t_ort, "max_rel_err": err,
+                         "nchw8c_ms": t_c * 1e3, "nchw8c_ratio": t_c / t_ort, "nchw8c_max_rel_err": err_c})
+            print(f"{name:<24} {kern.path:<20} {t_ours * 1e3:8.3f} {t_c * 1e3:8.3f} {t_ort * 1e3:8.3f} "
+                  f"{t_ours / t_ort:6.2f} {t_c / t_ort:6.2f}", flush=True)
+    total = {k: sum(r[k] * r["count"] for r in rows if r["name"].startswith("mv2"))
+             for k in ("ours_ms", "nchw8c_ms", "ort_ms")}
+    print(f"\nMobileNetV2's 17 depthwise layers: ours {total['ours_ms']:.2f} ms, ours NCHW8c "
+          f"{total['nchw8c_ms']:.2f} ms, onnxruntime {total['ort_ms']:.2f} ms (ratios "
+          f"{total['ours_ms'] / total['ort_ms']:.2f}, {total['nchw8c_ms'] / total['ort_ms']:.2f})")
     out = ROOT / "benchmarks" / "results" / "depthwise_kernels.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"command": "python benchmarks/depthwise_kernels.py", "layers": rows,

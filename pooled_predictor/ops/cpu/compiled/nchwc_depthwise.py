@@ -1,0 +1,240 @@
+"""Depthwise 2-D convolution in the blocked layout NCHW8c, bias and activation fused (float32).
+
+    Y[n, c, oh, ow] = act(B[c] + sum_{i, j} W[c, 0, i, j] * X[n, c, oh*sh + i*dh - ph, ow*sw + j*dw - pw])
+
+(ONNX Conv, section "Conv", with group == C == M; X out of range reads 0.)
+X and Y are stored NCHW8c (ops/layouts.py): physical (N, C/8, H, W, 8), the 8
+channels of a block contiguous, so one <8 x float> vector (one AVX2 register)
+holds one pixel of 8 channels, and a depthwise conv is vector arithmetic
+with no shuffles: MLAS's NCHWc depthwise kernel (onnxruntime,
+MlasConvDepthwiseFloatKernel) does the same. W is packed once (pack_depthwise)
+as (C/8, KH*KW, 8): one weight vector per tap.
+
+The micro-kernel (LLVM IR through numba.extending.intrinsic, as compiled/gemm.py)
+computes a tile of RW consecutive output pixels of one output row: RW vector
+accumulators stay in registers over all the taps; per tap, one weight-vector
+load and RW input-vector loads and multiply-adds (llvm.fmuladd.v8f32). The
+taps off the top or bottom of the input are skipped by handing it the valid
+kernel rows; interior pixels (every column tap in range) go in tiles of up to
+RW, each border pixel alone (RW = 1) with its valid kernel columns, so every
+output takes the vector path, and one whose whole window is padding gets B.
+B is added after the taps; the activation (epilogue.activate_range) is
+applied to each output row (OW*8 floats) while it is in cache. No scratch.
+
+Numerics: each output is a sequential float32 chain of multiply-adds over its
+in-range taps in (kh, kw) order (fused where the CPU has FMA, as the GEMM and
+MLAS do), then + B: the error of a sequential sum of KH*KW products,
+|error| <= KH*KW * 2^-24 * sum|W * X| + O(2^-48) (Higham, Accuracy and
+Stability of Numerical Algorithms, 2nd ed., 4.2). The bits may differ from the
+NCHW kernel (depthwise.py: no contraction) by that bound.
+
+Measured (one thread, AMD EPYC, benchmarks/depthwise_kernels.py, input
+already NCHW8c): see MEASURED below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from .epilogue import activate_range
+from .gemm import _fmuladd
+
+BLOCK = 8  # channels per block: one AVX2 vector
+RW = 8  # output pixels per micro-tile (RW accumulators + 1 weight vector of the 16 ymm registers)
+
+_V8 = ir.VectorType(ir.FloatType(), 8)
+_I64 = ir.IntType(64)
+
+
+def pack_depthwise(w: np.ndarray) -> np.ndarray:
+    """W (M, 1, KH, KW) float32 -> (M/8, KH*KW, 8), read-only: [cb, kh*KW + kw, l] = W[cb*8 + l, 0, kh, kw].
+
+    Args:
+        w: ONNX Conv weight of a depthwise conv (group == C == M), M a multiple of 8.
+    Raises:
+        ValueError: not (M, 1, KH, KW) or M not a multiple of 8.
+    """
+    w = np.asarray(w, np.float32)
+    if w.ndim != 4 or w.shape[1] != 1 or w.shape[0] % BLOCK:
+        raise ValueError(f"pack_depthwise: (M, 1, KH, KW) with M % 8 == 0 expected, got {w.shape}")
+    m, _, kh, kw = w.shape
+    out = np.ascontiguousarray(w.reshape(m // BLOCK, BLOCK, kh * kw).transpose(0, 2, 1))
+    out.flags.writeable = False
+    return out
+
+
+def _make_micro(width: int):
+    """The micro-kernel of a tile of `width` output pixels (8 channels each).
+
+    micro(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix):
+    y[y_off + 8r : +8] = sum over taps (i < rows, j < cols) in order of
+    w[w_off + i*w_row + 8j : +8] * x[x_off + i*x_row + j*x_col + r*x_pix : +8], then + b[b_off : +8],
+    for r < width (flat offsets in floats into the arrays' data). rows * cols == 0: y = b.
+    """
+
+    @intrinsic
+    def micro(typingctx, x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix):
+        sig = types.void(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix)
+
+        def codegen(context, builder, signature, args):
+            xa, xo, wa, wo, ba, bo, ya, yo, rows_v, cols_v, xcol, xrow, wrow, xpix = args
+
+            def data(i, value):
+                return context.make_array(signature.args[i])(context, builder, value).data
+
+            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            vec = lambda p: builder.bitcast(p, _V8.as_pointer())  # noqa: E731
+            xptr, wptr = builder.gep(data(0, xa), [xo]), builder.gep(data(2, wa), [wo])
+            bvec = builder.load(vec(builder.gep(data(4, ba), [bo])), align=4)
+            yptr = builder.gep(data(6, ya), [yo])
+            fma = _fmuladd(builder)
+            fn = builder.function
+            n_taps = builder.mul(rows_v, cols_v)
+            # wrapping to the next kernel row: x and w move by a row less the (cols - 1) column steps taken
+            cols1 = builder.sub(cols_v, c(1))
+            x_wrap = builder.sub(xrow, builder.mul(cols1, xcol))
+            w_wrap = builder.sub(wrow, builder.mul(cols1, c(8)))
+            entry = builder.block
+            loop_bb = fn.append_basic_block("taps")
+            done_bb = fn.append_basic_block("taps_done")
+            zero = ir.Constant(_V8, [0.0] * 8)
+            builder.cbranch(builder.icmp_signed(">", n_taps, c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            t, j = builder.phi(_I64), builder.phi(_I64)
+            xp, wp = builder.phi(_I64), builder.phi(_I64)
+            accs = [builder.phi(_V8) for _ in range(width)]
+            for p, v in ((t, c(0)), (j, c(0)), (xp, c(0)), (wp, c(0))):
+                p.add_incoming(v, entry)
+            for a in accs:
+                a.add_incoming(zero, entry)
+            wv = builder.load(vec(builder.gep(wptr, [wp])), align=4)
+            xbase = builder.gep(xptr, [xp])
+            new = []
+            for r in range(width):
+                xv = builder.load(vec(builder.gep(xbase, [builder.mul(xpix, c(r))])), align=4)
+                new.append(builder.call(fma, [wv, xv, accs[r]]))
+            t1, j1 = builder.add(t, c(1)), builder.add(j, c(1))
+            wrap = builder.icmp_signed("==", j1, cols_v)
+            j.add_incoming(builder.select(wrap, c(0), j1), loop_bb)
+            xp.add_incoming(builder.add(xp, builder.select(wrap, x_wrap, xcol)), loop_bb)
+            wp.add_incoming(builder.add(wp, builder.select(wrap, w_wrap, c(8))), loop_bb)
+            t.add_incoming(t1, loop_bb)
+            for a, v in zip(accs, new):
+                a.add_incoming(v, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", t1, n_taps), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for r in range(width):  # every phi first: LLVM wants them at the top of the block
+                ph = builder.phi(_V8)
+                ph.add_incoming(zero, entry)
+                ph.add_incoming(new[r], loop_bb)
+                final.append(ph)
+            for r, ph in enumerate(final):  # B added after the taps
+                builder.store(builder.fadd(ph, bvec), vec(builder.gep(yptr, [c(8 * r)])), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_ARGS = "x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix"
+
+
+def _dispatch(widest: int):
+    """A numba function calling the micro-kernel of `width` (1..widest) pixels."""
+    scope = {f"micro{r}": _make_micro(r) for r in range(1, widest + 1)}
+    lines = [f"def tile({_ARGS}, width):"]
+    for r in range(widest, 0, -1):
+        lines.append(f"    {'if' if r == widest else 'elif'} width == {r}:" if r > 1 else "    else:")
+        lines.append(f"        micro{r}({_ARGS})")
+    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
+    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["tile"])
+
+
+_tile = _dispatch(RW)
+
+_f4, _i8 = types.float32, types.int64
+_R5, _W5 = types.Array(_f4, 5, "C", readonly=True), types.Array(_f4, 5, "C")
+_R3, _R1 = types.Array(_f4, 3, "C", readonly=True), types.Array(_f4, 1, "C", readonly=True)
+SIGNATURE = types.void(_R5, _R3, _R1, _W5, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _i8, _f4, _f4)
+
+
+@njit(_i8(_i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
+def _first_tap(o, s, d, p):
+    """The first kernel index k with o*s + k*d - p >= 0."""
+    start = o * s - p
+    return 0 if start >= 0 else (-start + d - 1) // d
+
+
+@njit(_i8(_i8, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
+def _end_tap(o, s, d, p, size, k):
+    """One past the last kernel index k' < k with o*s + k'*d - p < size (at most k)."""
+    start = o * s - p
+    if start >= size:
+        return 0
+    return min(k, (size - start + d - 1) // d)
+
+
+@njit(SIGNATURE, nogil=True, cache=True, error_model="numpy")
+def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
+    """out = act(depthwise_conv(x, W) + b), NCHW8c in and out.
+
+    Args:
+        x: (N, CB, H, W, 8) float32, C-contiguous (read-only view is fine).
+        wp: (CB, KH*KW, 8) float32, pack_depthwise(W).
+        b: (CB*8,) float32 bias (zeros when the node has none).
+        out: (N, CB, OH, OW, 8) float32, C-contiguous; OH, OW define the end padding.
+        kh, kw / sh, sw / dh, dw / ph, pw: kernel size, strides, dilations, pads_begin (rows, columns).
+        act, p0, p1: activation code and parameters (epilogue.py).
+    """
+    n_b, cb_n, h, wd = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    of = out.reshape(out.size)
+    x_col, x_row, x_pix, w_row = dw * 8, dh * wd * 8, sw * 8, kw * 8
+    row_len = ow_n * 8
+    # interior columns: every kernel column in range
+    ow_lo = (pw + sw - 1) // sw
+    ow_hi = min(ow_n, (wd - 1 + pw - (kw - 1) * dw) // sw + 1)
+    if ow_hi < ow_lo:
+        ow_hi = ow_lo
+    u = np.uint64
+    for n in range(n_b):
+        for cb in range(cb_n):
+            x_plane = ((n * cb_n + cb) * h) * wd * 8
+            y_plane = ((n * cb_n + cb) * oh_n) * row_len
+            w0, b0 = cb * kh * kw * 8, cb * 8
+            for oh in range(oh_n):
+                i0 = _first_tap(oh, sh, dh, ph)
+                i1 = _end_tap(oh, sh, dh, ph, h, kh)
+                rows = max(0, i1 - i0)
+                ih = oh * sh + i0 * dh - ph
+                x_r = x_plane + ih * wd * 8 if rows else x_plane
+                y_r = y_plane + oh * row_len
+                w_r = w0 + i0 * w_row
+                for ow in range(min(ow_lo, ow_n)):  # left border, one pixel at a time
+                    j0 = _first_tap(ow, sw, dw, pw)
+                    j1 = _end_tap(ow, sw, dw, pw, wd, kw)
+                    cols = max(0, j1 - j0)
+                    iw = ow * sw + j0 * dw - pw if cols and rows else 0
+                    _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
+                          x_col, x_row, w_row, x_pix, 1)
+                ow = ow_lo
+                while ow < ow_hi:  # interior, tiles of RW
+                    width = min(RW, ow_hi - ow)
+                    iw = ow * sw - pw if rows else 0
+                    _tile(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
+                          x_col, x_row, w_row, x_pix, width)
+                    ow += width
+                for ow in range(ow_hi, ow_n):  # right border
+                    j0 = _first_tap(ow, sw, dw, pw)
+                    j1 = _end_tap(ow, sw, dw, pw, wd, kw)
+                    cols = max(0, j1 - j0)
+                    iw = ow * sw + j0 * dw - pw if cols and rows else 0
+                    _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
+                          x_col, x_row, w_row, x_pix, 1)
+                if act != 0:
+                    activate_range(of, u(y_r), u(row_len), act, p0, p1)
