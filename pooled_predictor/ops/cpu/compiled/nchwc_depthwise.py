@@ -71,18 +71,18 @@ def _make_micro(width: int, unroll: int = 0):
     """The micro-kernel of a tile of `width` output pixels (8 channels each); with `unroll`, the
     variant whose kernel rows have `unroll` columns (== cols), written out (no column loop).
 
-    micro(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix):
-    y[y_off + 8r : +8] = sum over taps (i < rows, j < cols) in order of
+    micro(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix):
+    y[y_off + r*y_pix : +8] = sum over taps (i < rows, j < cols) in order of
     w[w_off + i*w_row + 8j : +8] * x[x_off + i*x_row + j*x_col + r*x_pix : +8], then + b[b_off : +8],
     for r < width (flat offsets in floats into the arrays' data). rows * cols == 0: y = b.
     """
 
     @intrinsic
-    def micro(typingctx, x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix):
-        sig = types.void(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix)
+    def micro(typingctx, x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix):
+        sig = types.void(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix)
 
         def codegen(context, builder, signature, args):
-            xa, xo, wa, wo, ba, bo, ya, yo, rows_v, cols_v, xcol, xrow, wrow, xpix = args
+            xa, xo, wa, wo, ba, bo, ya, yo, rows_v, cols_v, xcol, xrow, wrow, xpix, ypix = args
 
             def data(i, value):
                 return context.make_array(signature.args[i])(context, builder, value).data
@@ -141,7 +141,7 @@ def _make_micro(width: int, unroll: int = 0):
                 ph.add_incoming(new[r], loop_bb)
                 final.append(ph)
             for r, ph in enumerate(final):  # B added after the taps
-                builder.store(builder.fadd(ph, bvec), vec(builder.gep(yptr, [c(8 * r)])), align=4)
+                builder.store(builder.fadd(ph, bvec), vec(builder.gep(yptr, [builder.mul(ypix, c(r))])), align=4)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -149,7 +149,7 @@ def _make_micro(width: int, unroll: int = 0):
     return micro
 
 
-_ARGS = "x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix"
+_ARGS = "x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix"
 
 
 def _dispatch(widest: int, unroll: int = 0):
@@ -210,19 +210,40 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
     # interior columns: every kernel column in range
     ow_lo = (pw + sw - 1) // sw
     ow_hi = min(ow_n, (wd - 1 + pw - (kw - 1) * dw) // sw + 1)
-    if ow_hi < ow_lo:
-        ow_hi = ow_lo
+    n_left = min(ow_lo, ow_n)  # left border columns [0, n_left), right ones [ow_hi, ow_n)
+    if ow_hi < n_left:
+        ow_hi = n_left
     # the interior in n_tiles tiles of nearly equal widths (at most RW): t_width, the first t_wider one more
     # (divisions here, once: a 64-bit idiv per tile cost 40 ns per output row)
-    n_tiles = (ow_hi - ow_lo + RW - 1) // RW
+    n_tiles = max(0, (ow_hi - ow_lo + RW - 1) // RW)
     t_width = (ow_hi - ow_lo) // n_tiles if n_tiles else 0
     t_wider = (ow_hi - ow_lo) - t_width * n_tiles
+    # interior rows: every kernel row in range
+    oh_lo = min(oh_n, (ph + sh - 1) // sh)
+    oh_hi = min(oh_n, (h - 1 + ph - (kh - 1) * dh) // sh + 1)
+    if oh_hi < oh_lo:
+        oh_hi = oh_lo
+    x_down = sh * wd * 8  # x's step from one output row to the next
     u = np.uint64
     for n in range(n_b):
         for cb in range(cb_n):
             x_plane = ((n * cb_n + cb) * h) * wd * 8
             y_plane = ((n * cb_n + cb) * oh_n) * row_len
             w0, b0 = cb * kh * kw * 8, cb * 8
+            # the border columns of the interior rows first, as tiles of pixels down a column: RW independent
+            # chains of multiply-adds (a pixel at a time, its one chain's latency would bound it)
+            for k in range(n_left + ow_n - ow_hi):
+                ow = k if k < n_left else ow_hi + k - n_left
+                j0 = _first_tap(ow, sw, dw, pw)
+                j1 = _end_tap(ow, sw, dw, pw, wd, kw)
+                cols = max(0, j1 - j0)
+                iw = ow * sw + j0 * dw - pw if cols else 0
+                oh = oh_lo
+                while oh < oh_hi:
+                    width = min(RW, oh_hi - oh)
+                    _tile(x, x_plane + (oh * sh - ph) * wd * 8 + iw * 8, wp, w0 + j0 * 8, b, b0, of,
+                          y_plane + oh * row_len + ow * 8, kh, cols, x_col, x_row, w_row, x_down, row_len, width)
+                    oh += width
             act_row = 0  # the first output row not yet activated
             for oh in range(oh_n):
                 i0 = _first_tap(oh, sh, dh, ph)
@@ -232,31 +253,32 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 x_r = x_plane + ih * wd * 8 if rows else x_plane
                 y_r = y_plane + oh * row_len
                 w_r = w0 + i0 * w_row
-                for ow in range(min(ow_lo, ow_n)):  # left border, one pixel at a time
+                edge = oh < oh_lo or oh >= oh_hi  # the border pixels of this row not done above
+                for ow in range(n_left if edge else 0):  # left border, one pixel at a time
                     j0 = _first_tap(ow, sw, dw, pw)
                     j1 = _end_tap(ow, sw, dw, pw, wd, kw)
                     cols = max(0, j1 - j0)
                     iw = ow * sw + j0 * dw - pw if cols and rows else 0
                     _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
-                          x_col, x_row, w_row, x_pix, 1)
+                          x_col, x_row, w_row, x_pix, 8, 1)
                 ow = ow_lo
                 for t in range(n_tiles):  # interior
                     width = t_width + 1 if t < t_wider else t_width
                     iw = ow * sw - pw if rows else 0
                     if kw == 3:
                         _tile3(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                               x_col, x_row, w_row, x_pix, width)
+                               x_col, x_row, w_row, x_pix, 8, width)
                     else:
                         _tile(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                              x_col, x_row, w_row, x_pix, width)
+                              x_col, x_row, w_row, x_pix, 8, width)
                     ow += width
-                for ow in range(ow_hi, ow_n):  # right border
+                for ow in range(ow_hi if edge else ow_n, ow_n):  # right border
                     j0 = _first_tap(ow, sw, dw, pw)
                     j1 = _end_tap(ow, sw, dw, pw, wd, kw)
                     cols = max(0, j1 - j0)
                     iw = ow * sw + j0 * dw - pw if cols and rows else 0
                     _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
-                          x_col, x_row, w_row, x_pix, 1)
+                          x_col, x_row, w_row, x_pix, 8, 1)
                 if act != 0 and (oh + 1 == oh_n or (oh + 1 - act_row) * row_len >= ACT_BLOCK):
                     # the rows since act_row, while in cache (once per plane on small planes: a call per row costs)
                     activate_range(of, u(y_plane + act_row * row_len), u((oh + 1 - act_row) * row_len), act, p0, p1)
