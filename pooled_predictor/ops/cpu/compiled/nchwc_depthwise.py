@@ -164,7 +164,8 @@ def _dispatch(widest: int, unroll: int = 0):
 
 
 _tile = _dispatch(RW)
-_tile3 = _dispatch(RW, 3)  # interior tiles of 3-column kernels (3x3): the columns written out
+_tile3 = _dispatch(RW, 3)  # interior tiles of 3- and 5-column kernels (3x3, 5x5): the columns written out
+_tile5 = _dispatch(RW, 5)
 
 _f4, _i8 = types.float32, types.int64
 _R5, _W5 = types.Array(_f4, 5, "C", readonly=True), types.Array(_f4, 5, "C")
@@ -267,6 +268,9 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                     iw = ow * sw - pw if rows else 0
                     if kw == 3:
                         _tile3(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
+                               x_col, x_row, w_row, x_pix, 8, width)
+                    elif kw == 5:
+                        _tile5(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
                                x_col, x_row, w_row, x_pix, 8, width)
                     else:
                         _tile(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
