@@ -99,8 +99,12 @@ ACTS = [(ep.RELU, 0.0, 0.0, lambda y: np.maximum(y, 0)),
 @pytest.mark.parametrize("act,p0,p1,formula", ACTS)
 @pytest.mark.parametrize("hw,pads", [((14, 14), (1, 1, 1, 1)), ((60, 9), (2, 0, 1, 2))])
 def test_activation_after_bias(act, p0, p1, formula, hw, pads):
-    # 60 rows of 8 x 9 outputs: the activation is applied over several blocks of rows
     x, w, b = case(24, hw, (3, 3), (1, 1), (1, 1), pads)
+    x[1, 5, 4, 3] = np.nan  # passes through every activation, as in numpy
     out_hw = (out_size(hw[0], 3, 1, 1, pads[0], pads[2]), out_size(hw[1], 3, 1, 1, pads[1], pads[3]))
     got = ours(x, w, b, (1, 1), (1, 1), pads, out_hw, act, p0, p1)
     assert_close(got, formula(reference(x, w, b, (1, 1), (1, 1), pads)), 1e-5, f"activation {act}")
+    # fused in registers, the same bits as epilogue's activation applied to the unfused output
+    plain = ours(x, w, b, (1, 1), (1, 1), pads, out_hw).reshape(-1)
+    ep.activate_inplace(plain, act, p0, p1)
+    np.testing.assert_array_equal(got, plain.reshape(got.shape))

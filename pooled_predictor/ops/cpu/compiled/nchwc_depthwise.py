@@ -39,11 +39,10 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .epilogue import activate_range
-from .gemm import _fmuladd
+from . import epilogue as ep
+from .gemm import _fmuladd, _splat
 
 BLOCK = 8  # channels per block: one AVX2 vector
-ACT_BLOCK = 2048  # outputs (8 KiB) activated at a time, in L1
 RW = 8  # output pixels per micro-tile (RW accumulators + 1 weight vector of the 16 ymm registers)
 
 _V8 = ir.VectorType(ir.FloatType(), 8)
@@ -67,22 +66,68 @@ def pack_depthwise(w: np.ndarray) -> np.ndarray:
     return out
 
 
+def _activate(builder, vals, code, p0, p1):
+    """epilogue.activate on each <8 x float> of vals, by the runtime activation code: the same float32
+    operations in the same order (fmul, fadd apart: no contraction; compares false on NaN), so the
+    same bits as epilogue.activate_range on the stored row, without its pass over memory."""
+    fn = builder.function
+    f = lambda v: ir.Constant(_V8, [float(v)] * 8)  # noqa: E731
+    zero, one, sixth, half = f(0.0), f(1.0), f(ep.SIXTH), f(ep.HALF)
+    a, b = _splat(builder, p0), _splat(builder, p1)
+
+    def lt(x, y, then, other):  # x < y ? then : other
+        return builder.select(builder.fcmp_ordered("<", x, y), then, other)
+
+    def clamp01(t):
+        t = lt(t, zero, zero, t)
+        return lt(one, t, one, t)
+
+    rules = {
+        ep.RELU: lambda v: lt(builder.fadd(v, zero), zero, zero, builder.fadd(v, zero)),
+        ep.CLIP: lambda v: lt(b, lt(v, a, a, v), b, lt(v, a, a, v)),
+        ep.HARD_SIGMOID: lambda v: clamp01(builder.fadd(builder.fmul(v, a), b)),
+        ep.HARD_SWISH: lambda v: builder.fmul(v, clamp01(builder.fadd(builder.fmul(v, sixth), half))),
+        ep.LEAKY_RELU: lambda v: builder.select(builder.fcmp_ordered(">=", v, zero), v, builder.fmul(v, a)),
+    }
+    start = builder.block
+    merge = fn.append_basic_block("act_done")
+    switch = builder.switch(code, merge)
+    results = []
+    for k, rule in rules.items():
+        bb = fn.append_basic_block(f"act{k}")
+        switch.add_case(ir.Constant(code.type, k), bb)
+        builder.position_at_end(bb)
+        results.append(([rule(v) for v in vals], builder.block))
+        builder.branch(merge)
+    builder.position_at_end(merge)
+    out = []
+    for i, v in enumerate(vals):
+        ph = builder.phi(_V8)
+        ph.add_incoming(v, start)
+        for res, bb in results:
+            ph.add_incoming(res[i], bb)
+        out.append(ph)
+    return out
+
+
 def _make_micro(width: int, unroll: int = 0):
     """The micro-kernel of a tile of `width` output pixels (8 channels each); with `unroll`, the
     variant whose kernel rows have `unroll` columns (== cols), written out (no column loop).
 
-    micro(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix):
+    micro(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix, act, p0, p1):
     y[y_off + r*y_pix : +8] = sum over taps (i < rows, j < cols) in order of
     w[w_off + i*w_row + 8j : +8] * x[x_off + i*x_row + j*x_col + r*x_pix : +8], then + b[b_off : +8],
     for r < width (flat offsets in floats into the arrays' data). rows * cols == 0: y = b.
     """
 
     @intrinsic
-    def micro(typingctx, x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix):
-        sig = types.void(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix)
+    def micro(typingctx, x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix,
+              act, p0, p1):
+        sig = types.void(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix,
+                         act, p0, p1)
 
         def codegen(context, builder, signature, args):
-            xa, xo, wa, wo, ba, bo, ya, yo, rows_v, cols_v, xcol, xrow, wrow, xpix, ypix = args
+            xa, xo, wa, wo, ba, bo, ya, yo, rows_v, cols_v, xcol, xrow, wrow, xpix, ypix, act_v, p0_v, p1_v = args
 
             def data(i, value):
                 return context.make_array(signature.args[i])(context, builder, value).data
@@ -140,8 +185,9 @@ def _make_micro(width: int, unroll: int = 0):
                 ph.add_incoming(zero, entry)
                 ph.add_incoming(new[r], loop_bb)
                 final.append(ph)
-            for r, ph in enumerate(final):  # B added after the taps
-                builder.store(builder.fadd(ph, bvec), vec(builder.gep(yptr, [builder.mul(ypix, c(r))])), align=4)
+            out = _activate(builder, [builder.fadd(ph, bvec) for ph in final], act_v, p0_v, p1_v)  # B, then act
+            for r, v in enumerate(out):
+                builder.store(v, vec(builder.gep(yptr, [builder.mul(ypix, c(r))])), align=4)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -149,7 +195,7 @@ def _make_micro(width: int, unroll: int = 0):
     return micro
 
 
-_ARGS = "x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix"
+_ARGS = "x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix, act, p0, p1"
 
 
 def _dispatch(widest: int, unroll: int = 0):
@@ -225,7 +271,6 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
     if oh_hi < oh_lo:
         oh_hi = oh_lo
     x_down = sh * wd * 8  # x's step from one output row to the next
-    u = np.uint64
     for n in range(n_b):
         for cb in range(cb_n):
             x_plane = ((n * cb_n + cb) * h) * wd * 8
@@ -243,9 +288,8 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 while oh < oh_hi:
                     width = min(RW, oh_hi - oh)
                     _tile(x, x_plane + (oh * sh - ph) * wd * 8 + iw * 8, wp, w0 + j0 * 8, b, b0, of,
-                          y_plane + oh * row_len + ow * 8, kh, cols, x_col, x_row, w_row, x_down, row_len, width)
+                          y_plane + oh * row_len + ow * 8, kh, cols, x_col, x_row, w_row, x_down, row_len, act, p0, p1, width)
                     oh += width
-            act_row = 0  # the first output row not yet activated
             for oh in range(oh_n):
                 i0 = _first_tap(oh, sh, dh, ph)
                 i1 = _end_tap(oh, sh, dh, ph, h, kh)
@@ -261,20 +305,20 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                     cols = max(0, j1 - j0)
                     iw = ow * sw + j0 * dw - pw if cols and rows else 0
                     _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
-                          x_col, x_row, w_row, x_pix, 8, 1)
+                          x_col, x_row, w_row, x_pix, 8, act, p0, p1, 1)
                 ow = ow_lo
                 for t in range(n_tiles):  # interior
                     width = t_width + 1 if t < t_wider else t_width
                     iw = ow * sw - pw if rows else 0
                     if kw == 3:
                         _tile3(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                               x_col, x_row, w_row, x_pix, 8, width)
+                               x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
                     elif kw == 5:
                         _tile5(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                               x_col, x_row, w_row, x_pix, 8, width)
+                               x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
                     else:
                         _tile(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                              x_col, x_row, w_row, x_pix, 8, width)
+                              x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
                     ow += width
                 for ow in range(ow_hi if edge else ow_n, ow_n):  # right border
                     j0 = _first_tap(ow, sw, dw, pw)
@@ -282,8 +326,4 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                     cols = max(0, j1 - j0)
                     iw = ow * sw + j0 * dw - pw if cols and rows else 0
                     _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
-                          x_col, x_row, w_row, x_pix, 8, 1)
-                if act != 0 and (oh + 1 == oh_n or (oh + 1 - act_row) * row_len >= ACT_BLOCK):
-                    # the rows since act_row, while in cache (once per plane on small planes: a call per row costs)
-                    activate_range(of, u(y_plane + act_row * row_len), u((oh + 1 - act_row) * row_len), act, p0, p1)
-                    act_row = oh + 1
+                          x_col, x_row, w_row, x_pix, 8, act, p0, p1, 1)
