@@ -110,9 +110,12 @@ def _activate(builder, vals, code, p0, p1):
     return out
 
 
-def _make_micro(width: int, unroll: int = 0):
+def _make_micro(width: int, unroll: int = 0, shared: bool = False):
     """The micro-kernel of a tile of `width` output pixels (8 channels each); with `unroll`, the
-    variant whose kernel rows have `unroll` columns (== cols), written out (no column loop).
+    variant whose kernel rows have `unroll` columns (== cols), written out (no column loop); with
+    `shared` too, the variant for x_col == x_pix (stride == dilation along W: pixel r's tap j reads
+    pixel r + j's input), which loads each input vector of a kernel row once for all its taps
+    (width + unroll - 1 loads, not width * unroll).
 
     micro(x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix, act, p0, p1):
     y[y_off + r*y_pix : +8] = sum over taps (i < rows, j < cols) in order of
@@ -159,11 +162,21 @@ def _make_micro(width: int, unroll: int = 0):
             for a in accs:
                 a.add_incoming(zero, entry)
             new = accs
+            xrow_ptr = builder.gep(xptr, [xp])
+            loaded = {}  # shared: input vector q of the kernel row, q = r + j
+
+            def x_at(r, jj):
+                if shared:
+                    if r + jj not in loaded:
+                        loaded[r + jj] = builder.load(vec(builder.gep(xrow_ptr, [builder.mul(xpix, c(r + jj))])),
+                                                      align=4)
+                    return loaded[r + jj]
+                off = builder.add(builder.mul(xcol, c(jj)), builder.mul(xpix, c(r)))
+                return builder.load(vec(builder.gep(xrow_ptr, [off])), align=4)
+
             for jj in range(max(1, unroll)):  # the taps of this iteration, in (kh, kw) order
                 wv = builder.load(vec(builder.gep(wptr, [builder.add(wp, c(8 * jj))])), align=4)
-                xbase = builder.gep(xptr, [builder.add(xp, builder.mul(xcol, c(jj)))])
-                new = [builder.call(fma, [wv, builder.load(vec(builder.gep(xbase, [builder.mul(xpix, c(r))])),
-                                                           align=4), new[r]]) for r in range(width)]
+                new = [builder.call(fma, [wv, x_at(r, jj), new[r]]) for r in range(width)]
             t1, j1 = builder.add(t, c(1)), builder.add(j, c(1))
             if unroll:  # the next kernel row
                 j.add_incoming(c(0), loop_bb)
@@ -198,9 +211,9 @@ def _make_micro(width: int, unroll: int = 0):
 _ARGS = "x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix, act, p0, p1"
 
 
-def _dispatch(widest: int, unroll: int = 0):
+def _dispatch(widest: int, unroll: int = 0, shared: bool = False):
     """A numba function calling the micro-kernel of `width` (1..widest) pixels."""
-    scope = {f"micro{r}": _make_micro(r, unroll) for r in range(1, widest + 1)}
+    scope = {f"micro{r}": _make_micro(r, unroll, shared) for r in range(1, widest + 1)}
     lines = [f"def tile({_ARGS}, width):"]
     for r in range(widest, 0, -1):
         lines.append(f"    {'if' if r == widest else 'elif'} width == {r}:" if r > 1 else "    else:")
@@ -212,6 +225,7 @@ def _dispatch(widest: int, unroll: int = 0):
 _tile = _dispatch(RW)
 _tile3 = _dispatch(RW, 3)  # interior tiles of 3- and 5-column kernels (3x3, 5x5): the columns written out
 _tile5 = _dispatch(RW, 5)
+_tile3s, _tile5s = _dispatch(RW, 3, True), _dispatch(RW, 5, True)  # and stride == dilation along W
 
 _f4, _i8 = types.float32, types.int64
 _R5, _W5 = types.Array(_f4, 5, "C", readonly=True), types.Array(_f4, 5, "C")
@@ -310,7 +324,13 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 for t in range(n_tiles):  # interior
                     width = t_width + 1 if t < t_wider else t_width
                     iw = ow * sw - pw if rows else 0
-                    if kw == 3:
+                    if kw == 3 and sw == dw:
+                        _tile3s(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
+                                x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
+                    elif kw == 5 and sw == dw:
+                        _tile5s(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
+                                x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
+                    elif kw == 3:
                         _tile3(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
                                x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
                     elif kw == 5:
