@@ -223,6 +223,7 @@ def _dispatch(widest: int, unroll: int = 0, shared: bool = False):
 
 
 _tile = _dispatch(RW)
+_pixel = _make_micro(1)  # the border pixels of the top and bottom rows
 _tile3 = _dispatch(RW, 3)  # interior tiles of 3- and 5-column kernels (3x3, 5x5): the columns written out
 _tile5 = _dispatch(RW, 5)
 _tile3s, _tile5s = _dispatch(RW, 3, True), _dispatch(RW, 5, True)  # and stride == dilation along W
@@ -301,8 +302,9 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 oh = oh_lo
                 while oh < oh_hi:
                     width = min(RW, oh_hi - oh)
-                    _tile(x, x_plane + (oh * sh - ph) * wd * 8 + iw * 8, wp, w0 + j0 * 8, b, b0, of,
-                          y_plane + oh * row_len + ow * 8, kh, cols, x_col, x_row, w_row, x_down, row_len, act, p0, p1, width)
+                    _tile(x, x_plane + ((oh * sh - ph) * wd + iw) * 8, wp, w0 + j0 * 8, b, b0, of,
+                          y_plane + oh * row_len + ow * 8, kh, cols, x_col, x_row, w_row, x_down, row_len,
+                          act, p0, p1, width)
                     oh += width
             for oh in range(oh_n):
                 i0 = _first_tap(oh, sh, dh, ph)
@@ -313,13 +315,14 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 y_r = y_plane + oh * row_len
                 w_r = w0 + i0 * w_row
                 edge = oh < oh_lo or oh >= oh_hi  # the border pixels of this row not done above
-                for ow in range(n_left if edge else 0):  # left border, one pixel at a time
+                for k in range(n_left + ow_n - ow_hi if edge else 0):  # its border pixels, one at a time
+                    ow = k if k < n_left else ow_hi + k - n_left
                     j0 = _first_tap(ow, sw, dw, pw)
                     j1 = _end_tap(ow, sw, dw, pw, wd, kw)
                     cols = max(0, j1 - j0)
                     iw = ow * sw + j0 * dw - pw if cols and rows else 0
-                    _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
-                          x_col, x_row, w_row, x_pix, 8, act, p0, p1, 1)
+                    _pixel(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
+                           x_col, x_row, w_row, x_pix, 8, act, p0, p1)
                 ow = ow_lo
                 for t in range(n_tiles):  # interior
                     width = t_width + 1 if t < t_wider else t_width
@@ -340,10 +343,3 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                         _tile(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
                               x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
                     ow += width
-                for ow in range(ow_hi if edge else ow_n, ow_n):  # right border
-                    j0 = _first_tap(ow, sw, dw, pw)
-                    j1 = _end_tap(ow, sw, dw, pw, wd, kw)
-                    cols = max(0, j1 - j0)
-                    iw = ow * sw + j0 * dw - pw if cols and rows else 0
-                    _tile(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
-                          x_col, x_row, w_row, x_pix, 8, act, p0, p1, 1)
