@@ -27,12 +27,11 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_kernels import ROOT, onnxruntime_call, ours, per_call  # noqa: E402
-
-from onnx import helper, numpy_helper, TensorProto  # noqa: E402
 
 from pooled_predictor.ops.cpu.compiled.epilogue import CLIP, NONE  # noqa: E402
 from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise  # noqa: E402
@@ -90,7 +89,8 @@ def ort_in_chain(inputs, attrs, t_one):
 def main():
     rng = np.random.default_rng(0)
     rows = []
-    print(f"{'layer':<24} {'path (NCHW)':<20} {'NCHW ms':>8} {'NCHW8c':>8} {'ort ms':>8} {'chain':>8} {'ratio':>6} {'8c/ort':>6} {'8c/chn':>7}")
+    print(f"{'layer':<24} {'path (NCHW)':<20} {'NCHW ms':>8} {'NCHW8c':>8} {'ort ms':>8} {'chain':>8} "
+          f"{'ratio':>6} {'8c/ort':>6} {'8c/chn':>7}")
     with threadpool_limits(1):
         for name, c, h, w, k, s, count in LAYERS:
             attrs = {"group": c, "pads": [k // 2] * 4, "strides": [s, s], "kernel_shape": [k, k]}

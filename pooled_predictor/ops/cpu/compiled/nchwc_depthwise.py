@@ -95,9 +95,17 @@ def _activate(builder, vals, code, p0, p1):
         t = lt(t, zero, zero, t)
         return lt(one, t, one, t)
 
+    def relu(v):
+        t = builder.fadd(v, zero)  # -0 -> +0, as epilogue does
+        return lt(t, zero, zero, t)
+
+    def clip(v):
+        t = lt(v, a, a, v)
+        return lt(b, t, b, t)
+
     rules = {
-        ep.RELU: lambda v: lt(builder.fadd(v, zero), zero, zero, builder.fadd(v, zero)),
-        ep.CLIP: lambda v: lt(b, lt(v, a, a, v), b, lt(v, a, a, v)),
+        ep.RELU: relu,
+        ep.CLIP: clip,
         ep.HARD_SIGMOID: lambda v: clamp01(builder.fadd(builder.fmul(v, a), b)),
         ep.HARD_SWISH: lambda v: builder.fmul(v, clamp01(builder.fadd(builder.fmul(v, sixth), half))),
         ep.LEAKY_RELU: lambda v: builder.select(builder.fcmp_ordered(">=", v, zero), v, builder.fmul(v, a)),
