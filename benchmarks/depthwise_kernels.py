@@ -6,6 +6,14 @@ one-node onnxruntime session (ORT_ENABLE_ALL, its fastest; the Conv alone, the
 activation being nearly free there too). Times as in conv_kernels.py: the
 fastest of several samples of this process's CPU time.
 
+The NCHW8c column is compiled/nchwc_depthwise.py on an input already in
+NCHW8c, writing NCHW8c (the layout transforms not counted: a blocked chain
+stays blocked); onnxruntime's ORT_ENABLE_ALL session does count its own
+reorders to and from NCHWc around its one node, so for the stride-1 layers
+"ort chain" also gives onnxruntime's time for the conv inside a blocked chain:
+the time of two such convs in a row less that of one (ORT keeps NCHWc between
+them; one reorder each way in both).
+
     python benchmarks/depthwise_kernels.py
 
 Prints a table and writes benchmarks/results/depthwise_kernels.json.
@@ -19,12 +27,15 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_kernels import ROOT, onnxruntime_call, ours, per_call  # noqa: E402
 
 from pooled_predictor.ops.cpu.compiled.epilogue import CLIP, NONE  # noqa: E402
+from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise  # noqa: E402
+from pooled_predictor.ops.layouts import physical_shape, transform  # noqa: E402
 
 # name, channels, H, W, kernel, stride, layers of the model with this shape
 LAYERS = [
@@ -38,9 +49,48 @@ LAYERS = [
 ]
 
 
+def nchw8c(inputs, out, k, s, act, ref):
+    """Seconds per call of depthwise_nchwc on the input already in NCHW8c, and its error against `ref`."""
+    x, w, b = inputs
+    xb = np.empty(physical_shape(x.shape, "NCHW8c"), np.float32)
+    transform(x, "NCHW", "NCHW8c", xb)
+    yb = np.empty(physical_shape(out.shape, "NCHW8c"), np.float32)
+    wp, p = pack_depthwise(w), k // 2
+    # Python floats for p0, p1: numba's dispatcher takes np.float32 scalars 2 us slower
+    call = lambda: depthwise_nchwc(xb, wp, b, yb, k, k, s, s, 1, 1, p, p, act, 0.0, 6.0)  # noqa: E731
+    t = per_call(call)
+    y = np.empty_like(out)
+    transform(yb, "NCHW8c", "NCHW", y)
+    return t, float(np.abs(y - ref).max() / max(1.0, float(np.abs(ref).max())))
+
+
+def ort_in_chain(inputs, attrs, t_one):
+    """Seconds of one conv inside onnxruntime's blocked chain: two of them in a row less one (stride 1)."""
+    x, w, b = inputs
+    w2 = np.ascontiguousarray(w[::-1])
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (w2, "w2"))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["mid"], **attrs),
+             helper.make_node("Conv", ["mid", "w2", "b"], ["y"], **attrs)]
+    graph = helper.make_graph(nodes, "dw2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = min(model.ir_version, 10)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    io = sess.io_binding()
+    io.bind_cpu_input("x", x)
+    y = np.empty_like(x)
+    io.bind_output("y", "cpu", 0, np.float32, y.shape, y.ctypes.data)
+    return per_call(lambda: sess.run_with_iobinding(io)) - t_one
+
+
 def main():
     rng = np.random.default_rng(0)
     rows = []
+    print(f"{'layer':<24} {'path (NCHW)':<20} {'NCHW ms':>8} {'NCHW8c':>8} {'ort ms':>8} {'chain':>8} "
+          f"{'ratio':>6} {'8c/ort':>6} {'8c/chn':>7}")
     with threadpool_limits(1):
         for name, c, h, w, k, s, count in LAYERS:
             attrs = {"group": c, "pads": [k // 2] * 4, "strides": [s, s], "kernel_shape": [k, k]}
@@ -56,12 +106,19 @@ def main():
             if act == CLIP:
                 ref = np.clip(ref, 0, 6)
             err = float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
+            t_c, err_c = nchw8c(inputs, out, k, s, act, ref)
+            t_chain = ort_in_chain(inputs, attrs, t_ort) if s == 1 else float("nan")
             rows.append({"name": name, "path": kern.path, "fused_activation": fused, "count": count,
-                         "ours_ms": t_ours * 1e3, "ort_ms": t_ort * 1e3, "ratio": t_ours / t_ort, "max_rel_err": err})
-            print(f"{name:<24} {kern.path:<20} {t_ours * 1e3:8.3f} {t_ort * 1e3:8.3f} {t_ours / t_ort:6.2f}", flush=True)
-    total = {k: sum(r[k] * r["count"] for r in rows if r["name"].startswith("mv2")) for k in ("ours_ms", "ort_ms")}
-    print(f"\nMobileNetV2's 17 depthwise layers: ours {total['ours_ms']:.2f} ms, onnxruntime {total['ort_ms']:.2f} ms "
-          f"(ratio {total['ours_ms'] / total['ort_ms']:.2f})")
+                         "ours_ms": t_ours * 1e3, "ort_ms": t_ort * 1e3, "ratio": t_ours / t_ort, "max_rel_err": err,
+                         "nchw8c_ms": t_c * 1e3, "nchw8c_ratio": t_c / t_ort, "nchw8c_max_rel_err": err_c,
+                         "ort_chain_ms": t_chain * 1e3 if s == 1 else None})
+            print(f"{name:<24} {kern.path:<20} {t_ours * 1e3:8.3f} {t_c * 1e3:8.3f} {t_ort * 1e3:8.3f} "
+                  f"{t_chain * 1e3:8.3f} {t_ours / t_ort:6.2f} {t_c / t_ort:6.2f} {t_c / t_chain:7.2f}", flush=True)
+    total = {k: sum(r[k] * r["count"] for r in rows if r["name"].startswith("mv2"))
+             for k in ("ours_ms", "nchw8c_ms", "ort_ms")}
+    print(f"\nMobileNetV2's 17 depthwise layers: ours {total['ours_ms']:.2f} ms, ours NCHW8c "
+          f"{total['nchw8c_ms']:.2f} ms, onnxruntime {total['ort_ms']:.2f} ms (ratios "
+          f"{total['ours_ms'] / total['ort_ms']:.2f}, {total['nchw8c_ms'] / total['ort_ms']:.2f})")
     out = ROOT / "benchmarks" / "results" / "depthwise_kernels.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"command": "python benchmarks/depthwise_kernels.py", "layers": rows,
