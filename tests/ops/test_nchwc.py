@@ -91,15 +91,17 @@ def _w(name, *shape):
 
 
 def _chain_model(c=16, h=9, w=7, n=2):
-    """1x1 Conv -> Relu -> 1x1 FusedConv-to-be (+ residual) -> squeeze-and-excitation (GAP, 1x1, HardSigmoid,
+    """1x1 Conv -> Relu -> depthwise 3x3 -> 3x3 Conv (NCHW: no blocked kernel) (+ residual) -> squeeze-and-excitation (GAP, 1x1, HardSigmoid,
     Mul) -> ReduceMean branch (Sub) -> Concat with a blocked branch -> nearest Resize x2 -> Sigmoid -> 1x1 Conv."""
-    inits = [_w("w1", 2 * c, c, 1, 1), _w("b1", 2 * c), _w("w2", c, 2 * c, 1, 1), _w("b2", c),
+    inits = [_w("w1", 2 * c, c, 1, 1), _w("b1", 2 * c), _w("w2", c, 2 * c, 3, 3), _w("b2", c),
+             _w("wd", 2 * c, 1, 3, 3), _w("bd", 2 * c),
              _w("w3", c, c, 1, 1), _w("w4", c, c, 1, 1), _w("b4", c), _w("w5", 8, 2 * c, 1, 1),
              numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
              numpy_helper.from_array(np.array([], np.float32), "roi")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             helper.make_node("Relu", ["c1"], ["r0"]),
+             helper.make_node("Conv", ["r0", "wd", "bd"], ["r1"], group=2 * c, pads=[1, 1, 1, 1]),  # depthwise
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),  # group 1 3x3: NCHW
              helper.make_node("Add", ["c2", "x"], ["s1"]),                  # -> FusedConv with Z
              helper.make_node("Relu", ["s1"], ["r2"]),
              helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
@@ -137,7 +139,7 @@ def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
     net.forward(x)
     ran = [(node.op_type, any("@" in o for o in node.outputs)) for node in net._run_nodes]
     transforms = [op for op, _ in ran if op == TRANSFORM_OP]
-    assert len(transforms) == 2, ran  # the graph input in, the graph output back: nothing between
+    assert len(transforms) == 4, ran  # the graph input in, around the 3x3 group-1 conv, the graph output back
     blocked_ops = {op for op, b in ran if b and op != TRANSFORM_OP}
     fused = {"FusedConv"} if passes else {"Add", "Relu"}
     assert {"GlobalAveragePool", "Mul", "ReduceMean", "Sub", "Concat", "Resize", "Sigmoid", "Conv"} | fused \
@@ -180,3 +182,19 @@ def test_pixel_mean_gives_the_nchw_row_sums_bits(pixels):
     pixel_mean(blocked(x).reshape(-1), got, 4, pixels, 1.0 / pixels, np.empty(128, np.float32),
                np.empty(8, np.float64))
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("passes", [False, True])
+def test_blocked_chain_gives_the_nchw_kernels_bits(passes, monkeypatch):
+    """Every NCHW8c kernel does the NCHW kernel's float32 operations in its order: the layout
+    the assignment pass picks never changes a result."""
+    model = _chain_model(n=2)
+    x = f32(2, 16, 9, 7)
+    blocked_net = Net(_program(model, passes))
+    blocked_net.forward(x)
+    assert any(node.op_type == TRANSFORM_OP for node in blocked_net._run_nodes)
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    plain = Net(_program(model, passes))
+    plain.forward(x)
+    assert not any(node.op_type == TRANSFORM_OP for node in plain._run_nodes)
+    np.testing.assert_array_equal(blocked_net.blob_by_name("y"), plain.blob_by_name("y"))

@@ -13,7 +13,8 @@ as (C/8, KH*KW, 8): one weight vector per tap.
 The micro-kernel (LLVM IR through numba.extending.intrinsic, as compiled/gemm.py)
 computes a tile of up to RW output pixels: RW vector accumulators stay in
 registers over all the taps; per tap, one weight-vector load and RW
-multiply-adds (llvm.fmuladd.v8f32) of input vectors. Variants: the kernel
+multiplies and adds of input vectors (Zen 1 issues a 256-bit multiply and a
+256-bit add a cycle, the throughput of its one FMA). Variants: the kernel
 row's columns written out for KW 3 and 5 (else a loop over the taps), and,
 where stride == dilation along W (pixel r's tap j reads pixel r + j's input),
 each input vector of a kernel row loaded once for all its taps. Interior
@@ -27,12 +28,13 @@ the taps, then the activation, in registers before the store: epilogue.py's
 float32 operations in its order (no contraction), so the same bits as
 epilogue.activate_range on the stored output. No scratch, no allocation.
 
-Numerics: each output is a sequential float32 chain of multiply-adds over its
-in-range taps in (kh, kw) order (fused where the CPU has FMA, as the GEMM and
-MLAS do), then + B: the error of a sequential sum of KH*KW products,
-|error| <= KH*KW * 2^-24 * sum|W * X| + O(2^-48) (Higham, Accuracy and
-Stability of Numerical Algorithms, 2nd ed., 4.2). The bits may differ from the
-NCHW kernel (depthwise.py: no contraction) within that bound.
+Numerics: each output is a sequential float32 sum of its in-range taps'
+products in (kh, kw) order, one rounding per multiply and per add (no FMA
+contraction), then + B: the operations and order of the NCHW kernel
+(depthwise.py; a tap in the padding adds w * 0 there, which changes no
+value), so choosing the layout never changes a bit. The error of a
+sequential sum of KH*KW products: |error| <= KH*KW * 2^-24 * sum|W * X| +
+O(2^-48) (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 4.2).
 
 Measured (one thread, AMD EPYC (Zen 1: one 256-bit FMA a cycle),
 benchmarks/depthwise_kernels.py, input already NCHW8c, MobileNetV2's with
@@ -53,7 +55,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from . import epilogue as ep
-from .gemm import _fmuladd, _splat
+from .gemm import _splat
 
 BLOCK = 8  # channels per block: one AVX2 vector
 RW = 8  # output pixels per micro-tile (RW accumulators of the 16 ymm registers; 6 and 12 measured no better)
@@ -161,7 +163,6 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
             xptr, wptr = builder.gep(data(0, xa), [xo]), builder.gep(data(2, wa), [wo])
             bvec = builder.load(vec(builder.gep(data(4, ba), [bo])), align=4)
             yptr = builder.gep(data(6, ya), [yo])
-            fma = _fmuladd(builder)
             fn = builder.function
             # unrolled: one iteration per kernel row; else one per tap
             n_taps = rows_v if unroll else builder.mul(rows_v, cols_v)
@@ -197,7 +198,8 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
 
             for jj in range(max(1, unroll)):  # the taps of this iteration, in (kh, kw) order
                 wv = builder.load(vec(builder.gep(wptr, [builder.add(wp, c(8 * jj))])), align=4)
-                new = [builder.call(fma, [wv, x_at(r, jj), new[r]]) for r in range(width)]
+                # acc + w * x, two roundings (no contraction): the NCHW kernel's (depthwise.py) bits
+                new = [builder.fadd(new[r], builder.fmul(wv, x_at(r, jj))) for r in range(width)]
             t1, j1 = builder.add(t, c(1)), builder.add(j, c(1))
             if unroll:  # the next kernel row
                 j.add_incoming(c(0), loop_bb)
