@@ -112,7 +112,8 @@ def _chain_model(c=16, h=9, w=7, n=2):
              helper.make_node("Sub", ["rm", "se"], ["d"]),                 # the vector first: s - x
              helper.make_node("Conv", ["d", "w4", "b4"], ["c4"]),
              helper.make_node("Concat", ["c4", "se"], ["cat"], axis=1),
-             helper.make_node("Resize", ["cat", "roi", "scales"], ["up"], mode="nearest",
+             helper.make_node("MaxPool", ["cat"], ["mp"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["mp", "roi", "scales"], ["up"], mode="nearest",
                               coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
              helper.make_node("Sigmoid", ["up"], ["sg"]),
              helper.make_node("Conv", ["sg", "w5"], ["y"])]
@@ -142,7 +143,7 @@ def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
     assert len(transforms) == 4, ran  # the graph input in, around the 3x3 group-1 conv, the graph output back
     blocked_ops = {op for op, b in ran if b and op != TRANSFORM_OP}
     fused = {"FusedConv"} if passes else {"Add", "Relu"}
-    assert {"GlobalAveragePool", "Mul", "ReduceMean", "Sub", "Concat", "Resize", "Sigmoid", "Conv"} | fused \
+    assert {"GlobalAveragePool", "Mul", "ReduceMean", "Sub", "Concat", "MaxPool", "Resize", "Sigmoid", "Conv"} | fused \
         <= blocked_ops, ran
     ref = run_ort(model, {"x": x})[0]
     got = net.blob_by_name("y")
@@ -198,3 +199,28 @@ def test_blocked_chain_gives_the_nchw_kernels_bits(passes, monkeypatch):
     plain.forward(x)
     assert not any(node.op_type == TRANSFORM_OP for node in plain._run_nodes)
     np.testing.assert_array_equal(blocked_net.blob_by_name("y"), plain.blob_by_name("y"))
+
+
+@pytest.mark.parametrize("kernel, strides, pads, dilations, ceil", [
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 0), ((2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((3, 2), (1, 2), (0, 1, 2, 0), (1, 1), 0), ((3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 0),
+    ((5, 5), (3, 3), (4, 4, 4, 4), (1, 1), 1), ((1, 1), (2, 1), (0, 0, 0, 0), (1, 1), 0)])
+@pytest.mark.parametrize("hw", [(7, 9), (1, 2)])
+def test_blocked_maxpool_matches_onnxruntime(kernel, strides, pads, dilations, ceil, hw):
+    """MaxPool between two 1x1 convs runs in NCHW8c: every window geometry, windows all in the padding
+    (lowest float32, as onnxruntime), and the NCHW kernel's values bit for bit."""
+    c = 16
+    inits = [_w("w1", c, c, 1, 1), _w("w2", 8, c, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
+             helper.make_node("MaxPool", ["a"], ["m"], kernel_shape=list(kernel), strides=list(strides),
+                              pads=list(pads), dilations=list(dilations), ceil_mode=ceil),
+             helper.make_node("Conv", ["m", "w2"], ["y"])]
+    g = helper.make_graph(nodes, "mp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    x = f32(2, c, *hw)
+    net = Net(Program(load_onnx(model)))
+    net.forward(x)
+    assert any(n.op_type == "MaxPool" and n.outputs[0].endswith("@" + L) for n in net._run_nodes)
+    np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

@@ -267,3 +267,39 @@ for _v in (10, 11, 13, 18, 19):
     kernel("Resize", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,), output_layouts=(LAYOUT,),
            preference=PREFERENCE, supports=_resize_supported,
            check=registry._KERNELS[("", "Resize", "cpu", DEFAULT_LAYOUT)][_v].check)(ResizeNearest)
+
+
+# ---- MaxPool ---------------------------------------------------------------------
+def _maxpool_supported(ctx) -> bool:
+    from ..shapes.pool import pool_geometry
+
+    if not _unary_supported(ctx) or ctx.has_output(1):  # Indices: NCHW's flat indices, the NCHW kernel
+        return False
+    try:
+        return len(pool_geometry(ctx)) == 2
+    except Exception:
+        return False
+
+
+class MaxPoolBlocked:
+    """ONNX MaxPool (-8/-10/-11/-12/-22, 2-D, no Indices output) over NCHW8c X (N, C/8, H, W, 8):
+    each window's input taps, eight channels a vector (onnxruntime's NCHWc MaxPool); the geometry
+    (pads, auto_pad, ceil_mode, dilations) of ops/shapes/pool.py. Max is exact: the NCHW kernel's values."""
+
+    def __init__(self, ctx, **attrs):
+        from ..shapes.pool import pool_geometry
+        from .compiled.blocked import maxpool
+
+        gh, gw = pool_geometry(ctx)
+        n, c, h, w = ctx.shape(0)
+        self.args = (n * c // BLOCK, h, w, gh.out, gw.out, gh.kernel, gw.kernel, gh.stride, gw.stride,
+                     gh.dilation, gw.dilation, gh.head, gw.head, np.finfo(np.float32).min)
+        self._pool = maxpool
+
+    def __call__(self, x, *, out):
+        self._pool(x.reshape(-1), (out[0] if isinstance(out, tuple) else out).reshape(-1), *self.args)
+
+
+for _v, _k in sorted(registry._KERNELS[("", "MaxPool", "cpu", DEFAULT_LAYOUT)].items()):
+    kernel("MaxPool", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,), output_layouts=(LAYOUT,),
+           preference=PREFERENCE, supports=_maxpool_supported, check=_k.check)(MaxPoolBlocked)

@@ -166,3 +166,53 @@ def channel_op(x, s, out, rows, p_n, s_rows, op):
             _sub_rows(x, s, out, b, so, p_n)
         else:
             _rsub_rows(x, s, out, b, so, p_n)
+
+
+@intrinsic
+def _max_window(typingctx, x, x_off, rows, cols, x_row, x_col, y, y_off):
+    """y[y_off : y_off + 8] = the lane-wise max of the rows x cols vectors at x[x_off + i * x_row + j * x_col],
+    starting from -inf, as select(v > m or v is NaN, v, m) (NaN propagates, as np.maximum and
+    pooling.py's _mx; no masked store)."""
+    sig = types.void(x, x_off, rows, cols, x_row, x_col, y, y_off)
+
+    def codegen(context, builder, signature, args):
+        x_a, x_off_v, rows_v, cols_v, x_row_v, x_col_v, y_a, y_off_v = args
+        xp = builder.gep(context.make_array(signature.args[0])(context, builder, x_a).data, [x_off_v])
+        yp = builder.gep(context.make_array(signature.args[6])(context, builder, y_a).data, [y_off_v])
+        acc = cgutils.alloca_once_value(builder, ir.Constant(_V8, [float("-inf")] * 8))
+        with cgutils.for_range(builder, rows_v) as ri:
+            row = builder.gep(xp, [builder.mul(ri.index, x_row_v)])
+            with cgutils.for_range(builder, cols_v) as ci:
+                v = builder.load(builder.bitcast(builder.gep(row, [builder.mul(ci.index, x_col_v)]),
+                                                 _V8.as_pointer()), align=4)
+                m = builder.load(acc)
+                take = builder.or_(builder.fcmp_ordered(">", v, m), builder.fcmp_unordered("uno", v, v))
+                builder.store(builder.select(take, v, m), acc)
+        builder.store(builder.load(acc), builder.bitcast(yp, _V8.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(types.void(_R1, _F1, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64,
+                 types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64,
+                 types.float32), nogil=True, cache=True, error_model="numpy")
+def maxpool(x, out, rows, h, w, oh_n, ow_n, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
+    """out (rows, OH, OW, 8) flat = the max of x (rows, h, w, 8) flat over each window's input taps
+    (ONNX MaxPool, 2-D; padding never wins); a window with no input tap gets `lowest`."""
+    for r in range(rows):
+        for oh in range(oh_n):
+            base = oh * sh - ph
+            i0 = 0 if base >= 0 else (-base + dh - 1) // dh
+            i1 = min(kh, (h - 1 - base) // dh + 1) if base <= h - 1 else 0
+            for ow in range(ow_n):
+                left = ow * sw - pw
+                j0 = 0 if left >= 0 else (-left + dw - 1) // dw
+                j1 = min(kw, (w - 1 - left) // dw + 1) if left <= w - 1 else 0
+                o = ((r * oh_n + oh) * ow_n + ow) * 8
+                if i1 <= i0 or j1 <= j0:
+                    for lane in range(8):
+                        out[o + lane] = lowest
+                    continue
+                xo = ((r * h + base + i0 * dh) * w + left + j0 * dw) * 8
+                _max_window(x, xo, i1 - i0, j1 - j0, dh * w * 8, dw * 8, out, o)
