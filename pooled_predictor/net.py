@@ -458,7 +458,18 @@ class Net:
 
         choices = [supported_choices(st.kernel, st.alternatives, context(st)) if st.alternatives else [st.kernel]
                    for st, _, _ in planned]
-        plan = assign_kernel_types([st.node for st, _, _ in planned], choices, static=set(static), outputs=keep)
+        sizes = {v: math.prod(s) for v, s in shape.items() if s is not None}
+        # the plan depends on the candidates and sizes only: every thread's Net of a Program shares it
+        key = (tuple(tuple(id(k) for k in c) for c in choices), tuple(sorted(keep)),
+               tuple(sorted(sizes.items())))
+        cache = self.program.__dict__.setdefault("_assignments", {})
+        plan = cache.get(key)
+        if plan is None:
+            plan = assign_kernel_types([st.node for st, _, _ in planned], choices, static=set(static),
+                                       outputs=keep, sizes=sizes)
+            if len(cache) >= 64:
+                cache.pop(next(iter(cache)))
+            cache[key] = plan
         if not plan.changed:
             return planned, {}
         transform_kernel = lookup(TRANSFORM_OP, DOMAIN, 1, self.device)

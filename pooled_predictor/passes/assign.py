@@ -65,6 +65,8 @@ class Assignment:
     after: list[Node] = field(default_factory=list)
     layouts: dict[str, str] = field(default_factory=dict)
     changed: bool = False
+    total: tuple = (0, 0)  # (preferences + TRANSFORM_COST x transforms, elements transformed)
+    margins: list = field(default_factory=list)  # per node: id(kernel) -> its walk cost less the chosen one's
 
 
 def transform_node(value: str, src: str, dst: str) -> Node:
@@ -75,8 +77,14 @@ def transform_node(value: str, src: str, dst: str) -> Node:
 
 
 def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[KernelDef]], *,
-                        static: set, outputs: Sequence[str]) -> Assignment:
+                        static: set, outputs: Sequence[str], sizes: dict | None = None) -> Assignment:
     """Choose a kernel per node and plan the layout transforms.
+
+    The greedy walk (module docstring), then a refinement: each node with a choice is tried on
+    each of its other kernels, the walk re-run around it, and the change kept when the plan's
+    total -- sum of preferences + TRANSFORM_COST x transforms, ties broken by the elements
+    transformed -- goes down (the walk alone can start a run of another layout that a later node
+    gives up, or miss one whose first node only breaks even).
 
     Args:
         nodes: the nodes to run, in order.
@@ -85,20 +93,55 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
         static: names of values known before forward (never transformed).
         outputs: graph outputs (and other values read after the run): they must
             end in the default layout.
+        sizes: elements per value (transforms of larger values cost more on ties); absent: 1 each.
     Returns:
         Assignment (changed False, nothing to do, when no node has a choice).
     """
     if all(len(c) <= 1 for c in choices):
         return Assignment([c[0] for c in choices], list(nodes))
-    avail: dict[str, list[str]] = {}  # value -> layouts it is (or will be) stored in, first = producer's
-    result = Assignment([], [], changed=False)
     readable: dict[str, set] = {}  # value -> layouts every one of its consumers has a kernel reading
     for node, cands in zip(nodes, choices):
         for j, v in enumerate(node.inputs):
             if v:
                 can = {k.input_layout(j) for k in cands}
                 readable[v] = can if v not in readable else readable[v] & can
+    plan = _walk(nodes, choices, static, outputs, sizes or {}, readable, {})
+    forced: dict[int, KernelDef] = {}
+    for _ in range(REFINE_ROUNDS):
+        better = False
+        for i, cands in enumerate(choices):
+            if i in forced or len(cands) < 2:
+                continue
+            for k in cands:
+                if k is plan.kernels[i] or plan.margins[i].get(id(k), 0) > REFINE_MARGIN:
+                    continue
+                trial = _walk(nodes, choices, static, outputs, sizes or {}, readable, {**forced, i: k})
+                if trial.total < plan.total:
+                    plan, forced, better = trial, {**forced, i: k}, True
+                    break
+        if not better:
+            break
+    return plan
+
+
+# Rounds of the refinement (each tries every node with a choice once), and the kernels tried: those
+# whose cost in the walk was within this much of the chosen one's (a near tie; a clear loser stays out).
+REFINE_ROUNDS = 3
+REFINE_MARGIN = 2 * TRANSFORM_COST
+
+
+def _walk(nodes, choices, static, outputs, sizes, readable, forced) -> Assignment:
+    """The greedy walk (forced: node index -> the kernel it must take); sets .total."""
+    avail: dict[str, list[str]] = {}  # value -> layouts it is (or will be) stored in, first = producer's
+    result = Assignment([], [], changed=False)
     final = set(outputs)
+    prefs = moved = count = 0
+
+    def size(v):
+        return sizes.get(v, 1)
+
+    def layouts_of(v):
+        return avail.get(v, [DEFAULT_LAYOUT])
 
     def back(v: str, layout: str) -> int:
         """1 when `v` written in `layout` needs a transform for a consumer or as a graph output."""
@@ -106,18 +149,20 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
             return 0
         return int(v in final or layout not in readable.get(v, {layout}))
 
-    def layouts_of(v):
-        return avail.get(v, [DEFAULT_LAYOUT])
-
     for i, (node, cands) in enumerate(zip(nodes, choices)):
-        def cost(k: KernelDef) -> int:
-            missing = sum(1 for j, v in enumerate(node.inputs)
-                          if v and v not in static and k.input_layout(j) is not None
-                          and k.input_layout(j) not in layouts_of(v))
-            out_back = sum(back(o, k.output_layout(j)) for j, o in enumerate(node.outputs))
-            return k.preference + TRANSFORM_COST * (missing + out_back)
+        def cost(k: KernelDef):
+            missing = [v for j, v in enumerate(node.inputs)
+                       if v and v not in static and k.input_layout(j) is not None
+                       and k.input_layout(j) not in layouts_of(v)]
+            back_outs = [o for j, o in enumerate(node.outputs) if back(o, k.output_layout(j))]
+            return (k.preference + TRANSFORM_COST * (len(missing) + len(back_outs)),
+                    sum(size(v) for v in missing + back_outs))
 
-        best = min(cands, key=cost)  # min keeps the first (default) kernel on ties
+        costs = [cost(k) for k in cands] if len(cands) > 1 else [(0, 0)]
+        best = forced.get(i) or cands[costs.index(min(costs))]  # the first (default) kernel on ties
+        chosen = costs[cands.index(best)][0]
+        result.margins.append({id(k): c[0] - chosen for k, c in zip(cands, costs)})
+        prefs += best.preference
         inputs = list(node.inputs)
         for j, v in enumerate(inputs):
             want = best.input_layout(j)
@@ -128,6 +173,7 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
                 src = DEFAULT_LAYOUT if DEFAULT_LAYOUT in have else have[0]
                 result.before.setdefault(i, []).append(transform_node(v, src, want))
                 avail[v] = have + [want]
+                count, moved = count + 1, moved + size(v)
             inputs[j] = typed_name(v, want)
         out_names = list(node.outputs)
         for j, o in enumerate(out_names):
@@ -145,6 +191,7 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
         have = avail.get(o)
         if have is not None and DEFAULT_LAYOUT not in have:
             result.after.append(transform_node(o, have[0], DEFAULT_LAYOUT))
+            count, moved = count + 1, moved + size(o)
     for node_list in list(result.before.values()) + [result.after]:
         for t in node_list:
             dst = t.attrs["dst"]
@@ -154,6 +201,7 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
         for j, o in enumerate(node.outputs):
             if o and k.output_layout(j) != DEFAULT_LAYOUT:
                 result.layouts[o] = k.output_layout(j)
+    result.total = (prefs + TRANSFORM_COST * count, moved)
     return result
 
 

@@ -224,3 +224,37 @@ def test_blocked_maxpool_matches_onnxruntime(kernel, strides, pads, dilations, c
     net.forward(x)
     assert any(n.op_type == "MaxPool" and n.outputs[0].endswith("@" + L) for n in net._run_nodes)
     np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("passes", [False, True])
+@pytest.mark.parametrize("n, stride", [(1, 1), (2, 2)])
+def test_stem_convs_read_nchw_and_write_blocked(passes, n, stride, monkeypatch):
+    """A chain's first convolutions (3 input channels) read NCHW and write NCHW8c (no reorder of their
+    output), one with a residual sum Z fused: onnxruntime's values, and the NCHW kernels' bits."""
+    w_in = 100 * stride
+    inits = [_w("wa", 16, 3, 3, 3), _w("ba", 16), _w("wb", 16, 16, 1, 1), _w("wc", 16, 3, 3, 3), _w("bc", 16),
+             _w("wy", 8, 16, 1, 1)]
+    conv = dict(pads=[1, 1, 1, 1], strides=[stride, stride])
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], **conv),
+             helper.make_node("Conv", ["a", "wb"], ["b"]),
+             helper.make_node("Conv", ["x", "wc", "bc"], ["c"], **conv),
+             helper.make_node("Add", ["c", "b"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Conv", ["r", "wy"], ["y"])]
+    g = helper.make_graph(nodes, "stem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 3, 9, w_in])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    x = f32(n, 3, 9, w_in)
+    net = Net(_program(model, passes))
+    net.forward(x)
+    ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+    firsts = [r for r in ran if r[1] == "x"]
+    assert len(firsts) == 2 and all(o.endswith("@" + L) for _, _, o in firsts), ran  # x read as NCHW
+    assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 1, ran  # only the graph output back
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    plain = Net(_program(model, passes))
+    plain.forward(x)
+    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))

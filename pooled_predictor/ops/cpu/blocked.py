@@ -33,13 +33,18 @@ from ..shapes.fused import DOMAIN
 from . import activation, elementwise, fused, math as _math, pool, reduce, resize, tensor  # noqa: F401  (theirs first)
 from . import compiled
 from . import conv_nchwc
-from .conv_nchwc import LAYOUT, PREFERENCE
+from .conv_nchwc import LAYOUT
 
 BLOCK = 8
 UNARY = [("", "Relu"), ("", "Sigmoid"), ("", "HardSigmoid"), ("", "HardSwish"), ("", "Clip"), ("", "LeakyRelu"),
          ("", "Tanh"), ("", "Gelu"), (DOMAIN, "Gelu"), (DOMAIN, "HardSwish")]
 BINARY = [("", "Add"), ("", "Sub"), ("", "Mul")]
 MAX_CONCAT_INPUTS = 64  # inputs a blocked Concat takes (each declared NCHW8c)
+# passes/assign.py's preferences: memory-bound ops (element-wise, Concat, Resize) run as fast in either
+# layout, so they only follow their inputs' layout (0: a tie keeps NCHW); pooling gains (MaxPool: a
+# vector per tap, 5x the NCHW kernel on ResNet-50's stem) a little, less than a transform's cost
+FOLLOW = 0
+POOL_PREFERENCE = -1
 
 
 def _blockable(shape) -> bool:
@@ -110,7 +115,7 @@ def _register_again(domain: str, op: str, n_inputs: int, supports) -> None:
     for version, k in sorted(table.items()):
         impl = _physical_class(k.impl, blocked) if k.is_class else k.impl
         kernel(op, since=version, domain=domain, inplace=k.inplace, check=k.check, layout=LAYOUT,
-               input_layouts=(LAYOUT,) * n_inputs, output_layouts=(LAYOUT,), preference=PREFERENCE,
+               input_layouts=(LAYOUT,) * n_inputs, output_layouts=(LAYOUT,), preference=FOLLOW,
                supports=supports)(impl)
 
 
@@ -159,7 +164,7 @@ for _domain, _op in BINARY:
     _default = registry._KERNELS[(_domain, _op, "cpu", DEFAULT_LAYOUT)]
     for _v, _k in sorted(_default.items()):
         kernel(_op, since=_v, domain=_domain, inplace=_k.inplace, check=_k.check, layout=LAYOUT,
-               input_layouts=(LAYOUT, LAYOUT), output_layouts=(LAYOUT,), preference=PREFERENCE,
+               input_layouts=(LAYOUT, LAYOUT), output_layouts=(LAYOUT,), preference=FOLLOW,
                supports=_binary_supported)(BlockedBinary)
 
 
@@ -204,7 +209,7 @@ class SpatialMean:
                    self.tot.array)
 
 
-_MEAN = dict(layout=LAYOUT, output_layouts=(LAYOUT,), preference=PREFERENCE, supports=_mean_supported)
+_MEAN = dict(layout=LAYOUT, output_layouts=(LAYOUT,), preference=POOL_PREFERENCE, supports=_mean_supported)
 kernel("GlobalAveragePool", since=(1, 22), input_layouts=(LAYOUT,), **_MEAN)(SpatialMean)
 kernel("ReduceMean", since=(1, 11, 13, 18), input_layouts=(LAYOUT, None),
        check=registry._KERNELS[("", "ReduceMean", "cpu", DEFAULT_LAYOUT)][13].check, **_MEAN)(SpatialMean)
@@ -225,7 +230,8 @@ def concat_blocks(*inputs, out, axis):
 
 
 for _v in (4, 11, 13):
-    kernel("Concat", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,) * MAX_CONCAT_INPUTS, output_layouts=(LAYOUT,), preference=PREFERENCE,
+    kernel("Concat", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,) * MAX_CONCAT_INPUTS, output_layouts=(LAYOUT,),
+           preference=FOLLOW,
            supports=_concat_supported)(concat_blocks)
 
 
@@ -265,7 +271,7 @@ class ResizeNearest:
 
 for _v in (10, 11, 13, 18, 19):
     kernel("Resize", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,), output_layouts=(LAYOUT,),
-           preference=PREFERENCE, supports=_resize_supported,
+           preference=FOLLOW, supports=_resize_supported,
            check=registry._KERNELS[("", "Resize", "cpu", DEFAULT_LAYOUT)][_v].check)(ResizeNearest)
 
 
@@ -302,4 +308,4 @@ class MaxPoolBlocked:
 
 for _v, _k in sorted(registry._KERNELS[("", "MaxPool", "cpu", DEFAULT_LAYOUT)].items()):
     kernel("MaxPool", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,), output_layouts=(LAYOUT,),
-           preference=PREFERENCE, supports=_maxpool_supported, check=_k.check)(MaxPoolBlocked)
+           preference=POOL_PREFERENCE, supports=_maxpool_supported, check=_k.check)(MaxPoolBlocked)

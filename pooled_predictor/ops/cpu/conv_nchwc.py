@@ -29,7 +29,7 @@ import os
 import numpy as np
 
 from ..layouts import physical_shape
-from ..registry import kernel
+from ..registry import DEFAULT_LAYOUT, kernel
 from ..shapes.conv import conv_geometry
 from ..shapes.fused import DOMAIN
 from . import compiled
@@ -168,5 +168,121 @@ class FusedConvNCHWc(_BlockedConv):
             np.add(out, z, out=out)
         else:
             self.run(x, out, z)
+        if self.after is not None:
+            self.after.apply(out)
+
+
+# ---- NCHW in, NCHW8c out: a chain's first convolution ----------------------------
+# The kernel type of a convolution reading NCHW and writing NCHW8c (onnxruntime's NCHWc
+# transformer gives a chain's first conv, e.g. a network's 3-channel stem, NCHW input and
+# blocked output, so no reorder of its large output is needed).
+TO_BLOCKED = "NCHW->NCHW8c"
+# One unit below the NCHW kernel: taken where its consumers read NCHW8c (no gain otherwise).
+TO_BLOCKED_PREFERENCE = -1
+
+
+def to_blocked_fits(ctx) -> bool:
+    """The node is a 2-D float32 group-1 Conv with static W (and B), C % 8 != 0, M % 8 == 0, that the NCHW
+    kernel runs as an indirect GEMM of wide rows (conv.py: the same sums in the same order here,
+    so the same bits); its output in NCHW8c."""
+    from . import conv
+
+    if not (ENABLED and compiled.ENABLED and conv.INDIRECT_COMPILED) or np.dtype(ctx.dtype(0)) != np.float32:
+        return False
+    if len(ctx.shape(0)) != 4 or not ctx.is_static(1) or (ctx.has_input(2) and not ctx.is_static(2)):
+        return False
+    try:
+        g = conv_geometry(ctx)
+    except Exception:
+        return False
+    pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin) and g.out_shape == g.in_shape
+    # only where X cannot be blocked (C % 8 != 0: a network's stem): elsewhere a producer could
+    # have written X blocked, and this kernel would pull the chain back to NCHW in front of it
+    return (g.group == 1 < g.in_channels and g.in_channels % BLOCK and not pointwise and g.out_channels % BLOCK == 0
+            and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH and g.batch * math.prod(g.out_shape) > 0)
+
+
+class _ToBlockedConv:
+    """X (N, C, H, W) NCHW -> Y (N, M/8, OH, OW, 8): the indirect GEMM of conv_indirect.py (X split
+    into its zero-padded stride phases, a table of tap offsets) with the NCHW8c micro-kernel
+    (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of 8 output channels."""
+
+    def __init__(self, ctx):
+        from .compiled.nchwc_gemm import gemm_nchwc, pack_weights
+        from .compiled.phases import split_phases
+        from .conv import _readonly, shared_weights
+
+        g = self.geo = conv_geometry(ctx)
+        (sh, sw), (dh, dw), (kh_n, kw_n) = g.strides, g.dilations, g.kernel
+        oh, ow = g.out_shape
+        self.hq, self.wq = oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
+        phases = [(a, b) for a in range(sh) for b in range(sw)]
+        plane = self.hq * self.wq
+        self.image = g.in_channels * len(phases) * plane
+        offs = [ci * len(phases) * plane + phases.index((kh * dh % sh, kw * dw % sw)) * plane
+                + (kh * dh // sh) * self.wq + kw * dw // sw
+                for ci in range(g.in_channels) for kh in range(kh_n) for kw in range(kw_n)]
+        self.offs = _readonly(np.asarray(offs, np.int64))
+        self.planes = ctx.scratch((g.batch * self.image,), np.float32)
+        m = g.out_channels
+        w = np.asarray(ctx.value(1))
+        self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
+        b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
+        self.b = _readonly(np.ascontiguousarray(b))
+        self._gemm, self._split = gemm_nchwc, split_phases
+        self.act = (NONE, np.float32(0), np.float32(0))
+
+    def run(self, x, out, z=None):
+        g = self.geo
+        (sh, sw), (ph, pw) = g.strides, g.pads_begin
+        planes = self.planes.array
+        self._split(np.ascontiguousarray(x), planes, self.hq, self.wq, sh, sw, ph, pw)
+        oh, ow = g.out_shape
+        m, yf = g.out_channels, out.reshape(-1)
+        zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
+        for n in range(g.batch):
+            for r in range(oh):  # an output row: OW pixels one float apart in the phase planes
+                self._gemm(self.wp, planes, n * self.image + r * self.wq, self.offs, 1, yf,
+                           n * m * oh * ow + r * ow * BLOCK, BLOCK * oh * ow, m, ow, self.b, *self.act, zf,
+                           z is not None)
+
+
+_TO = dict(layout=TO_BLOCKED, output_layouts=(LAYOUT,), preference=TO_BLOCKED_PREFERENCE, supports=to_blocked_fits)
+
+
+@kernel("Conv", since=(1, 11, 22), input_layouts=(DEFAULT_LAYOUT, None, None), **_TO)
+class ConvToNCHWc(_ToBlockedConv):
+    """ONNX Conv (-1/-11/-22) reading NCHW and writing NCHW8c: see _ToBlockedConv and to_blocked_fits."""
+
+    def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+                 strides=None):
+        super().__init__(ctx)
+
+    def __call__(self, x, w, b=None, *, out):
+        self.run(x, out)
+
+
+@kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(DEFAULT_LAYOUT, None, None, LAYOUT),
+        **_TO)
+class FusedConvToNCHWc(_ToBlockedConv):
+    """Our FusedConv reading NCHW X and writing NCHW8c Y = act(X (*) W + B (+ Z)), Z in NCHW8c: the
+    compiled activations and Z inside the micro-kernel (as conv.py's pointwise path), others after."""
+
+    def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, pads=None, strides=None):
+        from .fused import Activation, _compiled_params
+
+        super().__init__(ctx)
+        name = activation.decode() if isinstance(activation, bytes) else activation
+        params = [float(v) for v in activation_params]
+        self.after = None
+        if name in CODES:
+            self.act = (CODES[name], *_compiled_params(name, params))
+        elif name != "Identity":
+            self.after = Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT),
+                                    ctx.out_dtypes[0])
+
+    def __call__(self, x, w, b=None, z=None, *, out):
+        self.run(x, out, z)
         if self.after is not None:
             self.after.apply(out)
