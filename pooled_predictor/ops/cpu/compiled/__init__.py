@@ -28,7 +28,12 @@ scatter; for kernel width 2 the GEMM and the scatter in one pass), resize.py
 (nearest and bilinear Resize), matmul.py (MatMul / Gemm with a weight as right
 operand: packed panels, A read in place, the bias fused), rowreduce.py (sums and
 means over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), phases.py (the
-stride-phase split of a padded input, for the indirect and depthwise convolutions).
+stride-phase split of a padded input, for the indirect and depthwise convolutions);
+the NCHW8c kernel types' (ops/cpu/conv_nchwc.py, blocked.py): nchwc_gemm.py (the
+pointwise and stem convolutions' micro-kernel, 6 pixels x 16 output channels),
+nchwc_depthwise.py (depthwise convolution, a tile of 8 pixels a call), reorder.py
+(NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
+Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays).
 """
 
 
@@ -71,7 +76,7 @@ _configure_cache()
 
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
-           "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "reorder", "blocked")
+           "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "reorder", "blocked")
 
 
 def load_all() -> float:
