@@ -129,6 +129,22 @@ class ConvNCHWc(_BlockedConv):
         self.run(x, out)
 
 
+def fused_activation(ctx, activation, activation_params, in_kernel: bool):
+    """FusedConv's activation for an NCHW8c kernel: (act, after). act: the (code, p0, p1) the compiled
+    kernel applies to each block in registers (epilogue.py codes; NONE if not in_kernel or not
+    compiled); after: an Activation to apply in place over the blocked Y afterwards, or None."""
+    from .fused import Activation, _compiled_params
+
+    name = activation.decode() if isinstance(activation, bytes) else activation
+    params = [float(v) for v in activation_params]
+    if name in CODES and in_kernel:
+        return (CODES[name], *_compiled_params(name, params)), None
+    none = (NONE, np.float32(0), np.float32(0))
+    if name == "Identity":
+        return none, None
+    return none, Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT), ctx.out_dtypes[0])
+
+
 def _fused_check(attrs, version):
     from .fused import _check
 
@@ -147,20 +163,12 @@ class FusedConvNCHWc(_BlockedConv):
 
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
                  kernel_shape=None, pads=None, strides=None):
-        from .fused import Activation, _compiled_params
-
         super().__init__(ctx)
-        name = activation.decode() if isinstance(activation, bytes) else activation
-        params = [float(v) for v in activation_params]
-        self.after = None
         # Z inside the kernel only for the GEMM; the depthwise conv adds it after, then activates
         # (the NCHW FusedConv's order for its other paths: the same bits)
         self.z_inside = self.kind == "pointwise"
-        if name in CODES and (self.z_inside or not ctx.has_input(3)):
-            self.act = (CODES[name], *_compiled_params(name, params))
-        elif name != "Identity":
-            self.after = Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT),
-                                    ctx.out_dtypes[0])
+        self.act, self.after = fused_activation(ctx, activation, activation_params,
+                                                self.z_inside or not ctx.has_input(3))
 
     def __call__(self, x, w, b=None, z=None, *, out):
         if z is not None and not self.z_inside:
@@ -270,17 +278,8 @@ class FusedConvToNCHWc(_ToBlockedConv):
 
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
                  kernel_shape=None, pads=None, strides=None):
-        from .fused import Activation, _compiled_params
-
         super().__init__(ctx)
-        name = activation.decode() if isinstance(activation, bytes) else activation
-        params = [float(v) for v in activation_params]
-        self.after = None
-        if name in CODES:
-            self.act = (CODES[name], *_compiled_params(name, params))
-        elif name != "Identity":
-            self.after = Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT),
-                                    ctx.out_dtypes[0])
+        self.act, self.after = fused_activation(ctx, activation, activation_params, True)
 
     def __call__(self, x, w, b=None, z=None, *, out):
         self.run(x, out, z)

@@ -62,6 +62,81 @@ def _fmuladd(builder):
     return fn
 
 
+def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
+    """The register-blocked tile shared by the micro-kernels (this module's and nchwc_gemm.py's).
+
+    Emits: the accumulators start from the Y vectors at `slots` (mode & 1) or zero; for k < k_n,
+    accs = step(k, accs) (the caller's loads and multiply-adds of one k); then + bias[i] (mode & 2,
+    after the sum, as a GEMM followed by + B), then + the vectors at z_slots() (mode & 4, the sum
+    input, after the bias, as an Add; its addresses computed there only, off the k loop's
+    registers); stored back to `slots`. slots: one <8 x float>* per accumulator; bias: one vector
+    per accumulator; mode, k_n: i64 values.
+    """
+    fn = builder.function
+    c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+    zero = ir.Constant(_V8, [0.0] * 8)
+    from_y_bb = fn.append_basic_block("from_y")
+    from_0_bb = fn.append_basic_block("from_zero")
+    pre_bb = fn.append_basic_block("pre")
+    loop_bb = fn.append_basic_block("k_loop")
+    done_bb = fn.append_basic_block("k_done")
+    bias_bb = fn.append_basic_block("add_bias")
+    sum_bb = fn.append_basic_block("add_sum")
+    store_bb = fn.append_basic_block("store")
+    builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(1)), c(0)), from_y_bb, from_0_bb)
+    builder.position_at_end(from_y_bb)
+    from_y = [builder.load(s, align=4) for s in slots]
+    builder.branch(pre_bb)
+    builder.position_at_end(from_0_bb)
+    builder.branch(pre_bb)
+    builder.position_at_end(pre_bb)
+    start = []
+    for i in range(len(slots)):
+        ph = builder.phi(_V8)
+        ph.add_incoming(from_y[i], from_y_bb)
+        ph.add_incoming(zero, from_0_bb)
+        start.append(ph)
+    builder.cbranch(builder.icmp_signed(">", k_n, c(0)), loop_bb, done_bb)
+    builder.position_at_end(loop_bb)
+    k = builder.phi(_I64)
+    k.add_incoming(c(0), pre_bb)
+    accs = []
+    for st in start:
+        ph = builder.phi(_V8)
+        ph.add_incoming(st, pre_bb)
+        accs.append(ph)
+    new = step(k, accs)
+    k1 = builder.add(k, c(1))
+    k.add_incoming(k1, loop_bb)
+    for a, n in zip(accs, new):
+        a.add_incoming(n, loop_bb)
+    builder.cbranch(builder.icmp_signed("<", k1, k_n), loop_bb, done_bb)
+    builder.position_at_end(done_bb)
+    final = []
+    for i in range(len(slots)):  # every phi first: LLVM wants them at the top of the block
+        ph = builder.phi(_V8)
+        ph.add_incoming(start[i], pre_bb)
+        ph.add_incoming(new[i], loop_bb)
+        final.append(ph)
+    builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0)), bias_bb, store_bb)
+    builder.position_at_end(bias_bb)
+    biased = [builder.fadd(f, bv) for f, bv in zip(final, bias)]
+    builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(4)), c(0)), sum_bb, store_bb)
+    builder.position_at_end(sum_bb)
+    summed = [builder.fadd(f, builder.load(zs, align=4)) for f, zs in zip(biased, z_slots())]
+    builder.branch(store_bb)
+    builder.position_at_end(store_bb)
+    out = []
+    for i in range(len(slots)):
+        ph = builder.phi(_V8)
+        ph.add_incoming(final[i], done_bb)
+        ph.add_incoming(biased[i], bias_bb)
+        ph.add_incoming(summed[i], sum_bb)
+        out.append(ph)
+    for ph, s in zip(out, slots):
+        builder.store(ph, s, align=4)
+
+
 def _make_micro(rows: int, vectors: int):
     """The micro-kernel for a tile of `rows` x 8*`vectors` outputs.
 
@@ -90,7 +165,6 @@ def _make_micro(rows: int, vectors: int):
             yptr = builder.gep(data(6, y_a), [y_off_v])
             bptr = builder.gep(data(10, b_a), [b_off_v])
             fma = _fmuladd(builder)
-            fn = builder.function
             slots, bias = [], []
             for r in range(rows):
                 row = builder.gep(yptr, [builder.mul(ldy_v, c(r))])
@@ -98,81 +172,26 @@ def _make_micro(rows: int, vectors: int):
                 for v in range(vectors):
                     slots.append(builder.bitcast(builder.gep(row, [c(8 * v)]), _V8.as_pointer()))
                     bias.append(bv)
-            zero = ir.Constant(_V8, [0.0] * 8)
+
+            def step(k, accs):
+                xrow = builder.gep(xptr, [builder.load(builder.gep(optr, [k]))])
+                xv = [builder.load(builder.bitcast(builder.gep(xrow, [c(8 * v)]), _V8.as_pointer()), align=4)
+                      for v in range(vectors)]
+                wrow = builder.gep(wptr, [builder.mul(k, c(rows))])
+                new = []
+                for r in range(rows):
+                    wb = _splat(builder, builder.load(builder.gep(wrow, [c(r)])))
+                    for v in range(vectors):
+                        new.append(builder.call(fma, [wb, xv[v], accs[r * vectors + v]]))
+                return new
+
+            def z_slots():
+                zptr = builder.gep(data(13, z_a), [y_off_v])
+                return [builder.bitcast(builder.gep(zptr, [builder.add(builder.mul(ldy_v, c(r)), c(8 * v))]),
+                                        _V8.as_pointer()) for r in range(rows) for v in range(vectors)]
+
             mode = builder.zext(acc_v, _I64) if acc_v.type.width < 64 else acc_v
-            from_y_bb = fn.append_basic_block("from_y")
-            from_0_bb = fn.append_basic_block("from_zero")
-            pre_bb = fn.append_basic_block("pre")
-            loop_bb = fn.append_basic_block("k_loop")
-            done_bb = fn.append_basic_block("k_done")
-            bias_bb = fn.append_basic_block("add_bias")
-            sum_bb = fn.append_basic_block("add_sum")
-            store_bb = fn.append_basic_block("store")
-            load_y = builder.icmp_signed("!=", builder.and_(mode, c(1)), c(0))
-            builder.cbranch(load_y, from_y_bb, from_0_bb)
-            builder.position_at_end(from_y_bb)
-            from_y = [builder.load(s, align=4) for s in slots]
-            builder.branch(pre_bb)
-            builder.position_at_end(from_0_bb)
-            builder.branch(pre_bb)
-            builder.position_at_end(pre_bb)
-            start = []
-            for i in range(len(slots)):
-                ph = builder.phi(_V8)
-                ph.add_incoming(from_y[i], from_y_bb)
-                ph.add_incoming(zero, from_0_bb)
-                start.append(ph)
-            builder.cbranch(builder.icmp_signed(">", k_n_v, c(0)), loop_bb, done_bb)
-            builder.position_at_end(loop_bb)
-            k = builder.phi(_I64)
-            k.add_incoming(c(0), pre_bb)
-            accs = []
-            for s in start:
-                ph = builder.phi(_V8)
-                ph.add_incoming(s, pre_bb)
-                accs.append(ph)
-            xrow = builder.gep(xptr, [builder.load(builder.gep(optr, [k]))])
-            xv = [builder.load(builder.bitcast(builder.gep(xrow, [c(8 * v)]), _V8.as_pointer()), align=4)
-                  for v in range(vectors)]
-            wrow = builder.gep(wptr, [builder.mul(k, c(rows))])
-            new = []
-            for r in range(rows):
-                wb = _splat(builder, builder.load(builder.gep(wrow, [c(r)])))
-                for v in range(vectors):
-                    new.append(builder.call(fma, [wb, xv[v], accs[r * vectors + v]]))
-            k1 = builder.add(k, c(1))
-            k.add_incoming(k1, loop_bb)
-            for a, n in zip(accs, new):
-                a.add_incoming(n, loop_bb)
-            builder.cbranch(builder.icmp_signed("<", k1, k_n_v), loop_bb, done_bb)
-            builder.position_at_end(done_bb)
-            final = []
-            for i in range(len(slots)):  # every phi first: LLVM wants them at the top of the block
-                ph = builder.phi(_V8)
-                ph.add_incoming(start[i], pre_bb)
-                ph.add_incoming(new[i], loop_bb)
-                final.append(ph)
-            add_b = builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0))
-            builder.cbranch(add_b, bias_bb, store_bb)
-            builder.position_at_end(bias_bb)
-            biased = [builder.fadd(f, bv) for f, bv in zip(final, bias)]  # B added last, as GEMM + B
-            add_z = builder.icmp_signed("!=", builder.and_(mode, c(4)), c(0))
-            builder.cbranch(add_z, sum_bb, store_bb)
-            builder.position_at_end(sum_bb)
-            zptr = builder.gep(data(13, z_a), [y_off_v])  # Z's addresses computed here only, off the k loop's registers
-            zslots = [builder.bitcast(builder.gep(zptr, [builder.add(builder.mul(ldy_v, c(r)), c(8 * v))]),
-                                      _V8.as_pointer()) for r in range(rows) for v in range(vectors)]
-            summed = [builder.fadd(f, builder.load(zs, align=4)) for f, zs in zip(biased, zslots)]  # then + Z
-            builder.branch(store_bb)
-            builder.position_at_end(store_bb)
-            for i, s in enumerate(slots):
-                ph = builder.phi(_V8)
-                ph.add_incoming(final[i], done_bb)
-                ph.add_incoming(biased[i], bias_bb)
-                ph.add_incoming(summed[i], sum_bb)
-                final[i] = ph
-            for ph, s in zip(final, slots):
-                builder.store(ph, s, align=4)
+            accumulate_tile(builder, slots, mode, k_n_v, step, bias, z_slots)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -183,32 +202,39 @@ def _make_micro(rows: int, vectors: int):
 _ARGS = "wp, w_off, x, x_off, offs, k0, y, y_off, ldy, kn, b, m, mode, z"
 
 
-def _dispatch(vectors: int):
-    """A numba function calling the micro-kernel of `rows` (1..MR) rows and 8*`vectors` columns."""
-    micros = {f"micro{r}": _make_micro(r, vectors) for r in range(1, MR + 1)}
-    lines = [f"def tile({_ARGS}, rows):"]
-    for r in range(MR, 0, -1):
-        lines.append(f"    {'if' if r == MR else 'elif'} rows == {r}:" if r > 1 else "    else:")
-        lines.append(f"        micro{r}({_ARGS})")
+def dispatch_rows(make, widest: int, args: str):
+    """A numba function tile(<args>, rows) calling make(rows) (a micro-kernel intrinsic) for
+    rows = 1..widest: the micro-kernels are specialized by tile shape, the dispatch picks one."""
+    micros = {f"micro{r}": make(r) for r in range(1, widest + 1)}
+    lines = [f"def tile({args}, rows):"]
+    for r in range(widest, 0, -1):
+        lines.append(f"    {'if' if r == widest else 'elif'} rows == {r}:" if r > 1 else "    else:")
+        lines.append(f"        micro{r}({args})")
     scope = dict(micros)
     exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
     return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["tile"])
 
 
+def _dispatch(vectors: int):
+    """The micro-kernel of `rows` (1..MR) rows and 8*`vectors` columns."""
+    return dispatch_rows(lambda r: _make_micro(r, vectors), MR, _ARGS)
+
+
 _tile16, _tile8 = _dispatch(2), _dispatch(1)
 
 
-def pack_weights(w: np.ndarray) -> np.ndarray:
-    """W (M, K) as tiles of MR rows, each stored k-major: flat float32, read-only.
+def pack_weights(w: np.ndarray, tile: int = MR) -> np.ndarray:
+    """W (M, K) as tiles of `tile` rows, each stored k-major: flat float32, read-only.
 
-    Tile t (rows MR*t .. MR*t + r_t, r_t = min(MR, M - MR*t)) starts at MR*t*K;
-    its element (r, k) is at MR*t*K + k*r_t + r.
+    Tile t (rows tile*t .. tile*t + r_t, r_t = min(tile, M - tile*t)) starts at tile*t*K;
+    its element (r, k) is at tile*t*K + k*r_t + r. (MR: this module's micro-kernel broadcasts
+    r_t elements a k; nchwc_gemm.py's tile of 16 output channels loads them as two vectors.)
     """
     w = np.asarray(w, np.float32)
     m, k = w.shape
     out = np.empty(m * k, np.float32)
-    for t0 in range(0, m, MR):
-        r = min(MR, m - t0)
+    for t0 in range(0, m, tile):
+        r = min(tile, m - t0)
         out[t0 * k:(t0 + r) * k] = w[t0:t0 + r].T.reshape(-1)
     out.flags.writeable = False
     return out

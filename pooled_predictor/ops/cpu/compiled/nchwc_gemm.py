@@ -36,7 +36,8 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .epilogue import activate_range
-from .gemm import _F4, _I64, _V8, _fmuladd, _splat
+from .gemm import _I64, _V8, _fmuladd, _splat, accumulate_tile, dispatch_rows
+from .gemm import pack_weights as gemm_pack
 
 BLOCK = 8  # channels per block (one AVX2 vector of float32)
 RP = 6  # pixels per micro-tile (12 accumulators + 2 W vectors + 1 broadcast: 15 of 16 ymm)
@@ -74,90 +75,30 @@ def _make_micro(rows: int, vectors: int):
             bptr = builder.gep(data(11, b_a), [b_off_v])
             xrows = [builder.gep(xptr, [builder.mul(ldx_v, c(r))]) for r in range(rows)]
             fma = _fmuladd(builder)
-            fn = builder.function
-            bias = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
+            bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
                     for v in range(vectors)]
-            slots = []
-            for r in range(rows):
-                for v in range(vectors):
-                    at = builder.add(builder.mul(ldb_v, c(v)), c(8 * r))
-                    slots.append(builder.bitcast(builder.gep(yptr, [at]), _V8.as_pointer()))
-            zero = ir.Constant(_V8, [0.0] * 8)
+            at = [builder.add(builder.mul(ldb_v, c(v)), c(8 * r)) for r in range(rows) for v in range(vectors)]
+            slots = [builder.bitcast(builder.gep(yptr, [a]), _V8.as_pointer()) for a in at]
+
+            def step(k, accs):
+                xo = builder.load(builder.gep(optr, [k]))
+                wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
+                wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
+                      for v in range(vectors)]
+                new = []
+                for r in range(rows):
+                    xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
+                    for v in range(vectors):
+                        new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
+                return new
+
+            def z_slots():
+                zptr = builder.gep(data(14, z_a), [y_off_v])
+                return [builder.bitcast(builder.gep(zptr, [a]), _V8.as_pointer()) for a in at]
+
             mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
-            from_y_bb = fn.append_basic_block("from_y")
-            from_0_bb = fn.append_basic_block("from_zero")
-            pre_bb = fn.append_basic_block("pre")
-            loop_bb = fn.append_basic_block("k_loop")
-            done_bb = fn.append_basic_block("k_done")
-            bias_bb = fn.append_basic_block("add_bias")
-            sum_bb = fn.append_basic_block("add_sum")
-            store_bb = fn.append_basic_block("store")
-            builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(1)), c(0)), from_y_bb, from_0_bb)
-            builder.position_at_end(from_y_bb)
-            from_y = [builder.load(s, align=4) for s in slots]
-            builder.branch(pre_bb)
-            builder.position_at_end(from_0_bb)
-            builder.branch(pre_bb)
-            builder.position_at_end(pre_bb)
-            start = []
-            for i in range(len(slots)):
-                ph = builder.phi(_V8)
-                ph.add_incoming(from_y[i], from_y_bb)
-                ph.add_incoming(zero, from_0_bb)
-                start.append(ph)
-            builder.cbranch(builder.icmp_signed(">", k_n_v, c(0)), loop_bb, done_bb)
-            builder.position_at_end(loop_bb)
-            k = builder.phi(_I64)
-            k.add_incoming(c(0), pre_bb)
-            accs = []
-            for s in start:
-                ph = builder.phi(_V8)
-                ph.add_incoming(s, pre_bb)
-                accs.append(ph)
-            xo = builder.load(builder.gep(optr, [k]))
-            wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
-            wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
-                  for v in range(vectors)]
-            new = []
-            for r in range(rows):
-                xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
-                for v in range(vectors):
-                    new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
-            k1 = builder.add(k, c(1))
-            k.add_incoming(k1, loop_bb)
-            for a, n in zip(accs, new):
-                a.add_incoming(n, loop_bb)
-            builder.cbranch(builder.icmp_signed("<", k1, k_n_v), loop_bb, done_bb)
-            builder.position_at_end(done_bb)
-            final = []
-            for i in range(len(slots)):
-                ph = builder.phi(_V8)
-                ph.add_incoming(start[i], pre_bb)
-                ph.add_incoming(new[i], loop_bb)
-                final.append(ph)
-            builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0)), bias_bb, store_bb)
-            builder.position_at_end(bias_bb)
-            biased = [builder.fadd(f, bias[i % vectors]) for i, f in enumerate(final)]  # B after the sum
-            builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(4)), c(0)), sum_bb, store_bb)
-            builder.position_at_end(sum_bb)
-            zptr = builder.gep(data(14, z_a), [y_off_v])
-            summed = []
-            for r in range(rows):
-                for v in range(vectors):
-                    at = builder.add(builder.mul(ldb_v, c(v)), c(8 * r))
-                    zv = builder.load(builder.bitcast(builder.gep(zptr, [at]), _V8.as_pointer()), align=4)
-                    summed.append(builder.fadd(biased[r * vectors + v], zv))  # then + Z
-            builder.branch(store_bb)
-            builder.position_at_end(store_bb)
-            out = []
-            for i in range(len(slots)):  # every phi first: LLVM wants them at the top of the block
-                ph = builder.phi(_V8)
-                ph.add_incoming(final[i], done_bb)
-                ph.add_incoming(biased[i], bias_bb)
-                ph.add_incoming(summed[i], sum_bb)
-                out.append(ph)
-            for ph, s in zip(out, slots):
-                builder.store(ph, s, align=4)
+            accumulate_tile(builder, slots, mode, k_n_v, step, [bvec[i % vectors] for i in range(len(slots))],
+                            z_slots)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -169,36 +110,25 @@ _ARGS = "wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, kn, b, b_off, mode, 
 
 
 def _dispatch(vectors: int):
-    """A numba function calling the micro-kernel of `rows` (1..RP) pixels and `vectors` blocks."""
-    micros = {f"micro{r}": _make_micro(r, vectors) for r in range(1, RP + 1)}
-    lines = [f"def tile({_ARGS}, rows):"]
-    for r in range(RP, 0, -1):
-        lines.append(f"    {'if' if r == RP else 'elif'} rows == {r}:" if r > 1 else "    else:")
-        lines.append(f"        micro{r}({_ARGS})")
-    scope = dict(micros)
-    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
-    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["tile"])
+    """The micro-kernel of `rows` (1..RP) pixels and `vectors` blocks."""
+    return dispatch_rows(lambda r: _make_micro(r, vectors), RP, _ARGS)
 
 
 _tile2, _tile1 = _dispatch(2), _dispatch(1)
 
 
 def pack_weights(w: np.ndarray) -> np.ndarray:
-    """W (M, K), M % 8 == 0, as panels of 16 output channels (8 for a last odd block), each k-major.
+    """W (M, K), M % 8 == 0, as panels of 16 output channels (8 for a last odd block), each k-major
+    (gemm.pack_weights with tiles of 16): panel t's element (k, j) is at 16 t K + k v_t + j,
+    v_t = min(16, M - 16 t). Flat float32, read-only.
 
-    Panel t (output channels 16 t .. 16 t + v_t, v_t = min(16, M - 16 t)) starts at 16 t K;
-    its element (k, j) is at 16 t K + k v_t + j. Flat float32, read-only.
+    Raises:
+        ValueError: M not a multiple of 8.
     """
     w = np.asarray(w, np.float32)
-    m, k = w.shape
-    if m % BLOCK:
-        raise ValueError(f"pack_weights: {m} output channels, not a multiple of {BLOCK}")
-    out = np.empty(m * k, np.float32)
-    for t0 in range(0, m, NV * BLOCK):
-        v = min(NV * BLOCK, m - t0)
-        out[t0 * k:(t0 + v) * k] = w[t0:t0 + v].T.reshape(-1)
-    out.flags.writeable = False
-    return out
+    if w.shape[0] % BLOCK:
+        raise ValueError(f"pack_weights: {w.shape[0]} output channels, not a multiple of {BLOCK}")
+    return gemm_pack(w, NV * BLOCK)
 
 
 def channel_offsets(k_n: int, plane: int) -> np.ndarray:
