@@ -216,7 +216,7 @@ class _ToBlockedConv:
     (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of 8 output channels."""
 
     def __init__(self, ctx):
-        from .compiled.nchwc_gemm import gemm_nchwc, pack_weights
+        from .compiled.nchwc_gemm import gemm_nchwc_rows, pack_weights
         from .compiled.phases import split_phases
         from .conv import _readonly, shared_weights
 
@@ -237,7 +237,7 @@ class _ToBlockedConv:
         self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
         b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
         self.b = _readonly(np.ascontiguousarray(b))
-        self._gemm, self._split = gemm_nchwc, split_phases
+        self._gemm_rows, self._split = gemm_nchwc_rows, split_phases
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def run(self, x, out, z=None):
@@ -248,11 +248,9 @@ class _ToBlockedConv:
         oh, ow = g.out_shape
         m, yf = g.out_channels, out.reshape(-1)
         zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
-        for n in range(g.batch):
-            for r in range(oh):  # an output row: OW pixels one float apart in the phase planes
-                self._gemm(self.wp, planes, n * self.image + r * self.wq, self.offs, 1, yf,
-                           n * m * oh * ow + r * ow * BLOCK, BLOCK * oh * ow, m, ow, self.b, *self.act, zf,
-                           z is not None)
+        for n in range(g.batch):  # output rows: OW pixels one float apart in the phase planes, in one call
+            self._gemm_rows(self.wp, planes, n * self.image, self.offs, 1, self.wq, yf, n * m * oh * ow, ow * BLOCK,
+                            BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None)
 
 
 _TO = dict(layout=TO_BLOCKED, output_layouts=(LAYOUT,), preference=TO_BLOCKED_PREFERENCE, supports=to_blocked_fits)

@@ -185,3 +185,14 @@ def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf,
         if act != 0:
             for mb in range(m_n // BLOCK):
                 activate_range(yf, np.uint64(y0 + mb * ldb + p0 * BLOCK), np.uint64((pe - p0) * BLOCK), act, a0, a1)
+
+
+@njit(types.void(_R1, _R1, _I, _O1, _I, _I, _F1, _I, _I, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
+      nogil=True, cache=True, error_model="numpy")
+def gemm_nchwc_rows(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, rows, b, act, a0, a1, zf,
+                    has_z):
+    """gemm_nchwc over `rows` bands of p_n pixels: band r reads X from x0 + r * x_pitch and writes Y
+    from y0 + r * y_pitch (a convolution's output rows, each from its own input row), in one call."""
+    for r in range(rows):
+        gemm_nchwc(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, m_n, p_n, b, act, a0, a1, zf,
+                   has_z)
