@@ -462,7 +462,7 @@ class Net:
         # the plan depends on the candidates and sizes only: every thread's Net of a Program shares it
         key = (tuple(tuple(id(k) for k in c) for c in choices), tuple(sorted(keep)),
                tuple(sorted(sizes.items())))
-        cache = self.program.__dict__.setdefault("_assignments", {})
+        cache = self.program.assignments
         plan = cache.get(key)
         if plan is None:
             plan = assign_kernel_types([st.node for st, _, _ in planned], choices, static=set(static),

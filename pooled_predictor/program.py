@@ -214,6 +214,8 @@ class Program:
         self.input_names: list[str] = [v.name for v in self.inputs]
         self.output_names: list[str] = [v.name for v in self.outputs]
         self.weights: dict[str, np.ndarray] = dict(graph.weights)
+        # kernel-type plans (passes/assign.py) by (candidates, outputs, sizes), shared by this Program's Nets
+        self.assignments: dict = {}
         try:
             graph.toposort()
         except Exception as exc:  # a cycle, undefined values, names of mixed types

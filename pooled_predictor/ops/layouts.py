@@ -101,6 +101,9 @@ def transform(x: np.ndarray, src: str, dst: str, out: np.ndarray) -> None:
     np.copyto(logical_view(out, dst), logical_view(x, src))
 
 
+_REORDER = None  # (ops.cpu.compiled, its reorder module), on first use
+
+
 def _compiled_reorder(x, src, dst, out, bs, bd) -> bool:
     """NCHW <-> NCHW<c>c of C-contiguous float32 arrays through ops/cpu/compiled/reorder.py
     (an 8 x 8 register transpose per tile for c = 8: about 5x numpy's strided copy); False
@@ -109,12 +112,16 @@ def _compiled_reorder(x, src, dst, out, bs, bd) -> bool:
         return False
     if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return False
-    from .cpu import compiled
+    global _REORDER
+    if _REORDER is None:  # imported once, not on every forward of a transform node
+        from .cpu import compiled
+        from .cpu.compiled import reorder
 
+        _REORDER = (compiled, reorder)
+    compiled, reorder = _REORDER
     if not compiled.ENABLED:
         return False
-    from .cpu.compiled.reorder import from_blocked, to_blocked
-
+    to_blocked, from_blocked = reorder.to_blocked, reorder.from_blocked
     if bd:
         n, c = x.shape[0], x.shape[1]
         to_blocked(x.reshape(-1), out.reshape(-1), n, c, x.size // max(1, n * c), bd)

@@ -198,6 +198,12 @@ def schema_version(op_type: str, domain: str, opset: int) -> int | None:
         return None
 
 
+def versions(op_type: str, domain: str = "", device: str = "cpu", layout: str = DEFAULT_LAYOUT) -> dict[int, KernelDef]:
+    """since_version -> KernelDef of an op's kernels registered so far in one layout (a copy; loads
+    nothing: for modules that register another layout's kernel of each version at import)."""
+    return dict(_KERNELS.get((domain, op_type, device, layout), {}))
+
+
 def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAULT_LAYOUT) -> KernelDef | None:
     """The kernel for an op at a model opset on a device (in a layout), or None."""
     _ensure_loaded(device)

@@ -105,7 +105,8 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
             if v:
                 can = {k.input_layout(j) for k in cands}
                 readable[v] = can if v not in readable else readable[v] & can
-    plan = _walk(nodes, choices, static, outputs, sizes or {}, readable, {})
+    sizes = sizes or {}
+    plan = _walk(nodes, choices, static, outputs, sizes, readable, {})
     forced: dict[int, KernelDef] = {}
     for _ in range(REFINE_ROUNDS):
         better = False
@@ -115,7 +116,7 @@ def assign_kernel_types(nodes: Sequence[Node], choices: Sequence[Sequence[Kernel
             for k in cands:
                 if k is plan.kernels[i] or plan.margins[i].get(id(k), 0) > REFINE_MARGIN:
                     continue
-                trial = _walk(nodes, choices, static, outputs, sizes or {}, readable, {**forced, i: k})
+                trial = _walk(nodes, choices, static, outputs, sizes, readable, {**forced, i: k})
                 if trial.total < plan.total:
                     plan, forced, better = trial, {**forced, i: k}, True
                     break

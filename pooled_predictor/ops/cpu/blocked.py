@@ -1,4 +1,4 @@
-"""Element-wise ops and spatial means in the blocked layout NCHW8c, so conv chains stay blocked.
+"""The ops between convolutions in the blocked layout NCHW8c, so conv chains stay blocked.
 
 A convolution chain that leaves NCHW8c for an activation, a residual Add, a
 squeeze-and-excitation Mul or its GlobalAveragePool pays two layout
@@ -14,12 +14,15 @@ keeps these ops in the blocked layout for the same reason. Here:
   broadcasting over the blocked arrays (N, C/8, H, W, 8) pairs the same
   elements as over NCHW;
 * GlobalAveragePool and ReduceMean over axes [2, 3] with keepdims: the mean
-  of each (block, lane) over the H x W pixels (compiled/blocked.py).
+  of each (block, lane) over the H x W pixels (compiled/blocked.py);
+* Concat along C (the inputs' blocks in order), nearest Resize over H, W (the
+  NCHW kernel's index tables), 2-D MaxPool without Indices.
 
-Each is the NCHW kernel's implementation registered again under layout
-"NCHW8c" (ops/registry.py) with a `supports(ctx)` that checks the shapes;
-class kernels get a context whose shapes are the physical (blocked) ones,
-for their workspace.
+Each is registered under layout "NCHW8c" (ops/registry.py) for every version
+of its NCHW kernel, with a `supports(ctx)` that checks the shapes; element-wise
+ops register the NCHW kernel itself, class kernels getting a context whose
+shapes are the physical (blocked) ones, for their workspace. Every one gives
+the NCHW kernel's bits.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 
 from .. import registry
 from ..layouts import physical_shape
-from ..registry import DEFAULT_LAYOUT, kernel
+from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import activation, elementwise, fused, math as _math, pool, reduce, resize, tensor  # noqa: F401  (theirs first)
 from . import compiled
@@ -108,19 +111,22 @@ def _physical_class(impl, blocked_inputs):
     return Blocked
 
 
-def _register_again(domain: str, op: str, n_inputs: int, supports) -> None:
-    """Register every version of op's NCHW cpu kernel under NCHW8c."""
-    table = registry._KERNELS.get((domain, op, "cpu", DEFAULT_LAYOUT), {})
-    blocked = tuple(range(n_inputs))
-    for version, k in sorted(table.items()):
-        impl = _physical_class(k.impl, blocked) if k.is_class else k.impl
+def _register_like(op: str, impl, supports, preference: int, input_layouts: tuple, domain: str = "") -> None:
+    """Register in NCHW8c, for every version of op's NCHW cpu kernel, with its inplace and check:
+    impl(NCHW KernelDef) -> the blocked implementation of that version."""
+    for version, k in sorted(registry.versions(op, domain).items()):
         kernel(op, since=version, domain=domain, inplace=k.inplace, check=k.check, layout=LAYOUT,
-               input_layouts=(LAYOUT,) * n_inputs, output_layouts=(LAYOUT,), preference=FOLLOW,
-               supports=supports)(impl)
+               input_layouts=input_layouts, output_layouts=(LAYOUT,), preference=preference,
+               supports=supports)(impl(k))
+
+
+def _same_kernel(k):
+    """The NCHW kernel itself over the blocked arrays (a class built over the physical shapes)."""
+    return _physical_class(k.impl, (0,)) if k.is_class else k.impl
 
 
 for _domain, _op in UNARY:
-    _register_again(_domain, _op, 1, _unary_supported)
+    _register_like(_op, _same_kernel, _unary_supported, FOLLOW, (LAYOUT,), _domain)
 
 
 class BlockedBinary:
@@ -161,11 +167,7 @@ class BlockedBinary:
 
 
 for _domain, _op in BINARY:
-    _default = registry._KERNELS[(_domain, _op, "cpu", DEFAULT_LAYOUT)]
-    for _v, _k in sorted(_default.items()):
-        kernel(_op, since=_v, domain=_domain, inplace=_k.inplace, check=_k.check, layout=LAYOUT,
-               input_layouts=(LAYOUT, LAYOUT), output_layouts=(LAYOUT,), preference=FOLLOW,
-               supports=_binary_supported)(BlockedBinary)
+    _register_like(_op, lambda k: BlockedBinary, _binary_supported, FOLLOW, (LAYOUT, LAYOUT), _domain)
 
 
 # ---- spatial means ---------------------------------------------------------------
@@ -191,7 +193,8 @@ class SpatialMean:
     """Y = mean of X over H, W; X (N, C/8, H, W, 8) NCHW8c float32, Y (N, C/8, 1, 1, 8).
 
     GlobalAveragePool (ONNX GlobalAveragePool-1/-22) and ReduceMean axes [2, 3],
-    keepdims 1, in NCHW8c: compiled/blocked.py (float64 sums, one rounding).
+    keepdims 1, in NCHW8c: compiled/blocked.py, in compiled/rowreduce.py's summation order (the bits
+    of the NCHW kernels).
     """
 
     def __init__(self, ctx, **attrs):
@@ -209,10 +212,8 @@ class SpatialMean:
                    self.tot.array)
 
 
-_MEAN = dict(layout=LAYOUT, output_layouts=(LAYOUT,), preference=POOL_PREFERENCE, supports=_mean_supported)
-kernel("GlobalAveragePool", since=(1, 22), input_layouts=(LAYOUT,), **_MEAN)(SpatialMean)
-kernel("ReduceMean", since=(1, 11, 13, 18), input_layouts=(LAYOUT, None),
-       check=registry._KERNELS[("", "ReduceMean", "cpu", DEFAULT_LAYOUT)][13].check, **_MEAN)(SpatialMean)
+_register_like("GlobalAveragePool", lambda k: SpatialMean, _mean_supported, POOL_PREFERENCE, (LAYOUT,))
+_register_like("ReduceMean", lambda k: SpatialMean, _mean_supported, POOL_PREFERENCE, (LAYOUT, None))
 
 
 # ---- Concat over channels, nearest Resize over H, W --------------------------------
@@ -229,10 +230,7 @@ def concat_blocks(*inputs, out, axis):
     np.concatenate(inputs, axis=1, out=out)
 
 
-for _v in (4, 11, 13):
-    kernel("Concat", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,) * MAX_CONCAT_INPUTS, output_layouts=(LAYOUT,),
-           preference=FOLLOW,
-           supports=_concat_supported)(concat_blocks)
+_register_like("Concat", lambda k: concat_blocks, _concat_supported, FOLLOW, (LAYOUT,) * MAX_CONCAT_INPUTS)
 
 
 def _nearest_plan(ctx):
@@ -269,10 +267,7 @@ class ResizeNearest:
         self._nearest(x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h, self.w)
 
 
-for _v in (10, 11, 13, 18, 19):
-    kernel("Resize", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,), output_layouts=(LAYOUT,),
-           preference=FOLLOW, supports=_resize_supported,
-           check=registry._KERNELS[("", "Resize", "cpu", DEFAULT_LAYOUT)][_v].check)(ResizeNearest)
+_register_like("Resize", lambda k: ResizeNearest, _resize_supported, FOLLOW, (LAYOUT,))
 
 
 # ---- MaxPool ---------------------------------------------------------------------
@@ -306,6 +301,4 @@ class MaxPoolBlocked:
         self._pool(x.reshape(-1), (out[0] if isinstance(out, tuple) else out).reshape(-1), *self.args)
 
 
-for _v, _k in sorted(registry._KERNELS[("", "MaxPool", "cpu", DEFAULT_LAYOUT)].items()):
-    kernel("MaxPool", since=_v, layout=LAYOUT, input_layouts=(LAYOUT,), output_layouts=(LAYOUT,),
-           preference=POOL_PREFERENCE, supports=_maxpool_supported, check=_k.check)(MaxPoolBlocked)
+_register_like("MaxPool", lambda k: MaxPoolBlocked, _maxpool_supported, POOL_PREFERENCE, (LAYOUT,))

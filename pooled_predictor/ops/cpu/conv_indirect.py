@@ -36,6 +36,27 @@ from .compiled.gemm import gemm2d, gemm2d_rows, pack_weights, scratch_size
 from .compiled.phases import split_phases
 
 
+def indirect_layout(geo, channels: int):
+    """The phase planes and tap-offset table of an indirect convolution over `channels` input channels.
+
+    Returns:
+        (hq, wq, phases, offs): the phase planes' size, the stride phases (a, b) in plane order, and
+        offs (channels * KH * KW,) read-only int64: row k = (c, kh, kw)'s element offset from an
+        output pixel's in the planes of one image, c * len(phases) * hq * wq + plane * hq * wq +
+        (kh * dh // sh) * wq + kw * dw // sw.
+    """
+    (sh, sw), (dh, dw), (kh_n, kw_n) = geo.strides, geo.dilations, geo.kernel
+    oh, ow = geo.out_shape
+    hq, wq = oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
+    phases = [(a, c) for a in range(sh) for c in range(sw)]
+    plane = hq * wq
+    offs = np.asarray([ci * len(phases) * plane + phases.index((kh * dh % sh, kw * dw % sw)) * plane
+                       + (kh * dh // sh) * wq + kw * dw // sw
+                       for ci in range(channels) for kh in range(kh_n) for kw in range(kw_n)], np.int64)
+    offs.flags.writeable = False
+    return hq, wq, phases, offs
+
+
 class IndirectConv2d:
     """The indirect path of a Conv kernel (ops/cpu/conv.py): float32, 2-D, static W.
 
@@ -48,28 +69,17 @@ class IndirectConv2d:
 
     def __init__(self, ctx, geo, w, b, phase_fills):
         g = geo
-        (sh, sw), (dh, dw), (kh_n, kw_n) = g.strides, g.dilations, g.kernel
         self.geo = g
         oh, ow = g.out_shape
-        self.hq, self.wq = oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
-        self.phases = [(a, c) for a in range(sh) for c in range(sw)]
-        f = len(self.phases)
         n, c = g.batch, g.in_channels
         self.cg, self.mg = c // g.group, g.out_channels // g.group
+        # offsets of row k = (c, kh, kw) within one group's channels
+        self.hq, self.wq, self.phases, self.offs = indirect_layout(g, self.cg)
+        f = len(self.phases)
         self.plane = self.hq * self.wq
         self.image = c * f * self.plane
         self.planes_ref = ctx.scratch((n * self.image + self.wq,), np.float32)
         self.fills = phase_fills(g, (self.hq, self.wq), self.phases)
-        # offsets of row k = (c, kh, kw) within one group's channels
-        offs = []
-        for ci in range(self.cg):
-            for kh in range(kh_n):
-                for kw in range(kw_n):
-                    phase = self.phases.index((kh * dh % sh, kw * dw % sw))
-                    offs.append(ci * f * self.plane + phase * self.plane + (kh * dh // sh) * self.wq
-                                + kw * dw // sw)
-        self.offs = np.asarray(offs, np.int64)
-        self.offs.flags.writeable = False
         from .conv import shared_weights
 
         def pack(w):

@@ -44,18 +44,34 @@ PREFERENCE = -2
 ENABLED = os.environ.get("POOLED_PREDICTOR_NCHWC", "1") != "0"
 
 
-def blocked_kind(ctx) -> str | None:
-    """"pointwise" or "depthwise" when an NCHW8c kernel here implements this Conv/FusedConv node at its
-    shapes, else None (the node keeps its NCHW kernel)."""
+def _compiled_geometry(ctx):
+    """The ConvGeometry of a 2-D float32 Conv/FusedConv node with static W (and B) and a non-empty
+    output, while NCHW8c and compiled kernels are enabled; else None (the NCHW kernel runs it, and
+    reports its shape errors)."""
     if not (ENABLED and compiled.ENABLED) or np.dtype(ctx.dtype(0)) != np.float32 or len(ctx.shape(0)) != 4:
         return None
     if not ctx.is_static(1) or (ctx.has_input(2) and not ctx.is_static(2)):
         return None
     try:
         g = conv_geometry(ctx)
-    except Exception:  # the NCHW kernel reports the node's shape errors
+    except Exception:
         return None
-    if g.in_channels % BLOCK or g.out_channels % BLOCK or g.batch * math.prod(g.out_shape) == 0:
+    return g if g.batch * math.prod(g.out_shape) > 0 else None
+
+
+def _bias_vector(ctx, m: int) -> np.ndarray:
+    """B as a flat read-only float32 vector (M,) (zeros without a bias)."""
+    from .conv import _readonly
+
+    b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
+    return _readonly(np.ascontiguousarray(b))
+
+
+def blocked_kind(ctx) -> str | None:
+    """"pointwise" or "depthwise" when an NCHW8c kernel here implements this Conv/FusedConv node at its
+    shapes, else None (the node keeps its NCHW kernel)."""
+    g = _compiled_geometry(ctx)
+    if g is None or g.in_channels % BLOCK or g.out_channels % BLOCK:
         return None
     if (g.group == 1 and g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin)
             and not any(g.pads_end)):
@@ -73,7 +89,7 @@ class _BlockedConv:
     """The shared part: geometry, packed weights, the compiled call (act fused where it can be)."""
 
     def __init__(self, ctx):
-        from .conv import _readonly, shared_weights
+        from .conv import shared_weights
 
         g = self.geo = conv_geometry(ctx)
         self.kind = blocked_kind(ctx)
@@ -96,8 +112,7 @@ class _BlockedConv:
             (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
             self.dw_args = (kh, kw, sh, sw, dh, dw, ph, pw)
             self._dw = depthwise_nchwc
-        b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
-        self.b = _readonly(np.ascontiguousarray(b))
+        self.b = _bias_vector(ctx, m)
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def run(self, x, out, z=None):
@@ -195,19 +210,14 @@ def to_blocked_fits(ctx) -> bool:
     so the same bits); its output in NCHW8c."""
     from . import conv
 
-    if not (ENABLED and compiled.ENABLED and conv.INDIRECT_COMPILED) or np.dtype(ctx.dtype(0)) != np.float32:
-        return False
-    if len(ctx.shape(0)) != 4 or not ctx.is_static(1) or (ctx.has_input(2) and not ctx.is_static(2)):
-        return False
-    try:
-        g = conv_geometry(ctx)
-    except Exception:
+    g = _compiled_geometry(ctx)
+    if g is None or not conv.INDIRECT_COMPILED:
         return False
     pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin) and g.out_shape == g.in_shape
     # only where X cannot be blocked (C % 8 != 0: a network's stem): elsewhere a producer could
     # have written X blocked, and this kernel would pull the chain back to NCHW in front of it
     return (g.group == 1 < g.in_channels and g.in_channels % BLOCK and not pointwise and g.out_channels % BLOCK == 0
-            and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH and g.batch * math.prod(g.out_shape) > 0)
+            and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH)
 
 
 class _ToBlockedConv:
@@ -218,25 +228,17 @@ class _ToBlockedConv:
     def __init__(self, ctx):
         from .compiled.nchwc_gemm import gemm_nchwc_rows, pack_weights
         from .compiled.phases import split_phases
-        from .conv import _readonly, shared_weights
+        from .conv import shared_weights
+        from .conv_indirect import indirect_layout
 
         g = self.geo = conv_geometry(ctx)
-        (sh, sw), (dh, dw), (kh_n, kw_n) = g.strides, g.dilations, g.kernel
-        oh, ow = g.out_shape
-        self.hq, self.wq = oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
-        phases = [(a, b) for a in range(sh) for b in range(sw)]
-        plane = self.hq * self.wq
-        self.image = g.in_channels * len(phases) * plane
-        offs = [ci * len(phases) * plane + phases.index((kh * dh % sh, kw * dw % sw)) * plane
-                + (kh * dh // sh) * self.wq + kw * dw // sw
-                for ci in range(g.in_channels) for kh in range(kh_n) for kw in range(kw_n)]
-        self.offs = _readonly(np.asarray(offs, np.int64))
+        self.hq, self.wq, phases, self.offs = indirect_layout(g, g.in_channels)
+        self.image = g.in_channels * len(phases) * self.hq * self.wq
         self.planes = ctx.scratch((g.batch * self.image,), np.float32)
         m = g.out_channels
         w = np.asarray(ctx.value(1))
         self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
-        b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
-        self.b = _readonly(np.ascontiguousarray(b))
+        self.b = _bias_vector(ctx, m)
         self._gemm_rows, self._split = gemm_nchwc_rows, split_phases
         self.act = (NONE, np.float32(0), np.float32(0))
 
