@@ -21,7 +21,6 @@ Prints a table and writes benchmarks/results/depthwise_kernels.json.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -32,6 +31,9 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_kernels import ROOT, onnxruntime_call, ours, per_call  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from benchmarks._common import write_results  # noqa: E402
 
 from pooled_predictor.ops.cpu.compiled.epilogue import CLIP, NONE  # noqa: E402
 from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise  # noqa: E402
@@ -119,10 +121,7 @@ def main():
     print(f"\nMobileNetV2's 17 depthwise layers: ours {total['ours_ms']:.2f} ms, ours NCHW8c "
           f"{total['nchw8c_ms']:.2f} ms, onnxruntime {total['ort_ms']:.2f} ms (ratios "
           f"{total['ours_ms'] / total['ort_ms']:.2f}, {total['nchw8c_ms'] / total['ort_ms']:.2f})")
-    out = ROOT / "benchmarks" / "results" / "depthwise_kernels.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"command": "python benchmarks/depthwise_kernels.py", "layers": rows,
-                               "mobilenet_v2_total": total}, indent=1))
+    out = write_results("depthwise_kernels", rows, mobilenet_v2_total=total)  # with the machine and versions
     print(f"wrote {out.relative_to(ROOT)}")
 
 

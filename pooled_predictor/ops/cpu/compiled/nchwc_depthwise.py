@@ -36,13 +36,13 @@ value), so choosing the layout never changes a bit. The error of a
 sequential sum of KH*KW products: |error| <= KH*KW * 2^-24 * sum|W * X| +
 O(2^-48) (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 4.2).
 
-Measured (one thread, AMD EPYC (Zen 1: one 256-bit FMA a cycle),
-benchmarks/depthwise_kernels.py, input already NCHW8c, MobileNetV2's with
-Clip(0, 6) fused): time over onnxruntime's one-node session (its NCHWc
-reorders included) 0.25x..0.63x, MobileNetV2's 17 layers 1.74 ms against
-3.81 ms (0.46x; our NCHW kernel 4.28 ms); over onnxruntime's conv inside its
-blocked chain (two convs less one, stride 1) 0.82x..0.95x on 28x28 to 7x7,
-1.0x..1.1x on 56x56 and 112x112, 0.70x..0.78x on PP-OCR det's 5x5 layers.
+Measured (one thread, AMD EPYC Zen 1, benchmarks/depthwise_kernels.py, input
+already NCHW8c, MobileNetV2's with Clip(0, 6) fused, multiply then add): time
+over onnxruntime's one-node session (its NCHWc reorders included) 0.22x..0.68x,
+MobileNetV2's 17 layers 1.98 ms against 4.03 ms (0.49x; our NCHW kernel 4.40
+ms); over onnxruntime's conv inside its blocked chain (two convs less one,
+stride 1) 0.98x..1.18x from 112x112 to 7x7 (576ch 14x14: 1.7x in that run),
+0.87x..0.95x on PP-OCR det's 5x5 layers.
 Callers pass p0, p1 as Python floats (np.float32 scalars cost numba's
 dispatcher 2 us a call).
 """
