@@ -223,19 +223,24 @@ def _dispatch(vectors: int):
 _tile16, _tile8 = _dispatch(2), _dispatch(1)
 
 
-def pack_weights(w: np.ndarray, tile: int = MR) -> np.ndarray:
+def pack_weights(w: np.ndarray, tile=MR) -> np.ndarray:
     """W (M, K) as tiles of `tile` rows, each stored k-major: flat float32, read-only.
 
-    Tile t (rows tile*t .. tile*t + r_t, r_t = min(tile, M - tile*t)) starts at tile*t*K;
-    its element (r, k) is at tile*t*K + k*r_t + r. (MR: this module's micro-kernel broadcasts
-    r_t elements a k; nchwc_gemm.py's tile of 16 output channels loads them as two vectors.)
+    Tile t (rows m_t .. m_t + r_t, r_t = min(tile, M - m_t), m_t = tile * t) starts at m_t * K;
+    its element (r, k) is at m_t * K + k * r_t + r. `tile` may instead be the sequence of the
+    tiles' row counts r_t (summing to M). (MR: this module's micro-kernel broadcasts r_t
+    elements a k; nchwc_gemm.py's tiles of 16 or 24 output channels load them as vectors.)
     """
     w = np.asarray(w, np.float32)
     m, k = w.shape
+    rows = [min(tile, m - t0) for t0 in range(0, m, tile)] if isinstance(tile, int) else list(tile)
+    if sum(rows) != m:
+        raise ValueError(f"pack_weights: tiles of {rows} rows for {m} rows")
     out = np.empty(m * k, np.float32)
-    for t0 in range(0, m, tile):
-        r = min(tile, m - t0)
+    t0 = 0
+    for r in rows:
         out[t0 * k:(t0 + r) * k] = w[t0:t0 + r].T.reshape(-1)
+        t0 += r
     out.flags.writeable = False
     return out
 
