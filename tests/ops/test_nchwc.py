@@ -259,3 +259,76 @@ def test_stem_convs_read_nchw_and_write_blocked(passes, n, stride, monkeypatch):
     plain = Net(_program(model, passes))
     plain.forward(x)
     np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
+
+
+# (C, M, kernel, strides, pads, dilations, N, H, W): outputs at least conv.INDIRECT_MIN_WIDTH wide, where
+# the NCHW Conv takes its indirect GEMM: strides 1 and 2 (det's stem), 2x2 with one-sided pads,
+# a dilated 3x3, mixed strides and pads, several images, an M with a 24-channel panel
+INDIRECT_CASES = [(16, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2, 5, 50),
+                  (32, 24, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, 9, 100),
+                  (8, 16, (2, 2), (1, 1), (0, 0, 1, 1), (1, 1), 1, 4, 60),
+                  (16, 8, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 2, 6, 52),
+                  (24, 40, (3, 3), (2, 1), (1, 0, 1, 2), (1, 1), 1, 7, 64),
+                  (16, 32, (5, 5), (2, 2), (2, 2, 1, 1), (1, 1), 2, 10, 101)]
+
+
+@pytest.mark.parametrize("passes", [False, True])
+@pytest.mark.parametrize("c, m, kernel, strides, pads, dilations, n, h, w", INDIRECT_CASES)
+def test_indirect_convs_run_blocked_with_the_nchw_kernels_bits(passes, c, m, kernel, strides, pads, dilations, n,
+                                                               h, w, monkeypatch):
+    """A KxK conv the NCHW kernel runs as an indirect GEMM, between two 1x1 convs, runs in NCHW8c on a
+    zero-padded blocked copy of X (no reorder around it): onnxruntime's values, the NCHW kernels' bits."""
+    inits = [_w("wa", c, c, 1, 1), _w("wb", m, c, *kernel), _w("bb", m), _w("wy", 8, m, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]),
+             helper.make_node("Conv", ["a", "wb", "bb"], ["b"], strides=list(strides), pads=list(pads),
+                              dilations=list(dilations)),
+             helper.make_node("Relu", ["b"], ["r"]),
+             helper.make_node("Conv", ["r", "wy"], ["y"])]
+    g = helper.make_graph(nodes, "indirect", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    x = f32(n, c, h, w)
+    net = Net(_program(model, passes))
+    net.forward(x)
+    ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+    target = [r for r in ran if r[1].startswith("a")]
+    assert len(target) == 1 and target[0][1] == "a@" + L and target[0][2].endswith("@" + L), ran
+    assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    plain = Net(_program(model, passes))
+    plain.forward(x)
+    assert [nd for nd in plain._run_nodes if nd.inputs[0] == "a"], "the NCHW path runs the same node"
+    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
+
+
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid"])
+def test_indirect_conv_adds_its_sum_input_in_the_kernel(act, monkeypatch):
+    """FusedConv(indirect 3x3, Z) in NCHW8c: Z added to each output block after the bias, then the activation
+    (in the kernel for Relu, after it for Sigmoid): the NCHW kernels' bits."""
+    c, m, n, h, w = 16, 24, 2, 5, 49
+    inits = [_w("wa", c, c, 1, 1), _w("wz", m, c, 1, 1), _w("wb", m, c, 3, 3), _w("bb", m), _w("wy", 8, m, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]),
+             helper.make_node("Conv", ["x", "wz"], ["z"]),
+             helper.make_node("Conv", ["a", "wb", "bb"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["b", "z"], ["s"]),
+             helper.make_node(act, ["s"], ["r"]),
+             helper.make_node("Conv", ["r", "wy"], ["y"])]
+    g = helper.make_graph(nodes, "sum", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    x = f32(n, c, h, w)
+    net = Net(_program(model, True))
+    net.forward(x)
+    fused = [nd for nd in net._run_nodes if nd.op_type == "FusedConv" and nd.inputs[0].startswith("a")]
+    assert len(fused) == 1 and len(fused[0].inputs) == 4 and fused[0].outputs[0].endswith("@" + L), \
+        [(nd.op_type, nd.inputs, nd.outputs) for nd in net._run_nodes]
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    plain = Net(_program(model, True))
+    plain.forward(x)
+    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))

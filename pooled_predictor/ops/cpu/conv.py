@@ -263,6 +263,7 @@ class _ConvBase:
         self.geo = g
         self.dtype = np.dtype(ctx.dtype(0))
         self.rank = g.rank
+        self.cg, self.mg = g.in_channels // g.group, g.out_channels // g.group  # channels per group
         self.w_static = np.asarray(ctx.value(1)) if ctx.is_static(1) else None
         self.has_bias = ctx.has_input(2)
         self.bshape = (g.out_channels,) + (1,) * g.rank
@@ -295,6 +296,14 @@ class _ConvBase:
         return self._views
 
 
+def nchw_path(ctx) -> str:
+    """The path Conv takes for this node (module docstring), decided as its __init__ does but
+    without preparing it: the NCHW8c kernels that give the same bits follow this choice."""
+    probe = Conv.__new__(Conv)
+    probe._setup(ctx)
+    return probe._choose_path(ctx)
+
+
 @kernel("Conv", since=(1, 11, 22))
 class Conv(_ConvBase):
     """Y = X (*) W + B: N-D cross-correlation with strides, dilations, padding, groups.
@@ -310,41 +319,53 @@ class Conv(_ConvBase):
         self._setup(ctx)
         g = self.geo
         c, m, grp = g.in_channels, g.out_channels, g.group
-        self.cg, self.mg = c // grp, m // grp
         self.taps = math.prod(g.kernel)
         self.p = math.prod(g.out_shape)
         self.fold_bias = False
-        pointwise = (all(k == 1 for k in g.kernel) and all(s == 1 for s in g.strides)
-                     and not any(g.pads_begin) and g.out_shape == g.in_shape)
         mult = m // c if grp == c else 0
         self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
-        if pointwise and POINTWISE_COMPILED and grp == 1 and self._packed_gemm_fits():
-            self.path = "pointwise_compiled"
+        self.path = self._choose_path(ctx)
+        if self.path == "pointwise_compiled":
             self._init_pointwise_compiled(ctx)
-        elif pointwise:
-            self.path = "pointwise"
-        elif self._indirect_fits(wide_only=True):
+        elif self.path == "indirect":
             self._init_indirect(ctx)
-        elif self._winograd_fits(ctx):
-            self.path = "winograd"
+        elif self.path == "winograd":
             self._init_winograd(ctx)
-        elif (compiled.ENABLED and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
-              and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE
-              and (g.kernel == (3, 3) or DEPTHWISE_COMPILED_ANY_KERNEL)):
-            self.path = "depthwise_compiled"
+        elif self.path == "depthwise_compiled":
             self._init_depthwise_compiled(ctx)
-        elif grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
-            self.path = "depthwise"
+        elif self.path == "depthwise":
             self._init_depthwise(ctx, mult)
-        elif self._indirect_fits(wide_only=False):
-            self._init_indirect(ctx)
-        else:
-            self.path = "im2col"
+        elif self.path == "im2col":
             self._init_im2col(ctx)
         if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled", "indirect"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
+
+    def _choose_path(self, ctx) -> str:
+        """The path for this node (the module docstring's order), from _setup's fields alone."""
+        g = self.geo
+        c, m, grp = g.in_channels, g.out_channels, g.group
+        pointwise = (all(k == 1 for k in g.kernel) and all(s == 1 for s in g.strides)
+                     and not any(g.pads_begin) and g.out_shape == g.in_shape)
+        mult = m // c if grp == c else 0
+        if pointwise and POINTWISE_COMPILED and grp == 1 and self._packed_gemm_fits():
+            return "pointwise_compiled"
+        if pointwise:
+            return "pointwise"
+        if self._indirect_fits(wide_only=True):
+            return "indirect"
+        if self._winograd_fits(ctx):
+            return "winograd"
+        if (compiled.ENABLED and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
+                and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE
+                and (g.kernel == (3, 3) or DEPTHWISE_COMPILED_ANY_KERNEL)):
+            return "depthwise_compiled"
+        if grp == c > 1 and 1 <= mult <= DEPTHWISE_MAX_MULTIPLIER:
+            return "depthwise"
+        if self._indirect_fits(wide_only=False):
+            return "indirect"
+        return "im2col"
 
     def _gemm_weights(self, w, b=None):
         """W as (group, M/group, C/group * prod(k) [+ 1: B, when folded]), 2-D when group == 1."""
@@ -690,7 +711,6 @@ class ConvTranspose(_ConvBase):
         self._setup(ctx)
         g = self.geo
         n, grp = g.batch, g.group
-        self.cg, self.mg = g.in_channels // grp, g.out_channels // grp
         self.taps = math.prod(g.kernel)
         no_crop = not any(g.pads_begin)
         if self.taps == 1 and all(s == 1 for s in g.strides) and no_crop and g.out_shape == g.in_shape:

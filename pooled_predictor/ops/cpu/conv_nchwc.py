@@ -16,7 +16,13 @@ run over the whole blocked array), and
     the same operations as the NCHW GEMM, so the same bits);
   * depthwise: group == C == M, any kernel, strides, dilations and pads
     (compiled/nchwc_depthwise.py: the taps in the NCHW kernel's order and
-    roundings, so the same bits).
+    roundings, so the same bits);
+  * indirect: group 1, any other kernel, strides, dilations and pads, where
+    the NCHW Conv takes its indirect GEMM (conv.nchw_path: wide outputs):
+    X is copied once into a zero-padded blocked buffer and the NCHW8c
+    micro-kernel reads each output row's taps from it through a table of
+    offsets in the NCHW kernel's (c, kh, kw) order, any stride through the
+    pixel pitch (no stride-phase split): the same sums, so the same bits.
 Shapes: X (N, C/8, H, W, 8), W (M, C/group, KH, KW) as ONNX gives it, B (M,),
 Z (FusedConv's sum input) and Y (N, M/8, OH, OW, 8).
 """
@@ -68,8 +74,10 @@ def _bias_vector(ctx, m: int) -> np.ndarray:
 
 
 def blocked_kind(ctx) -> str | None:
-    """"pointwise" or "depthwise" when an NCHW8c kernel here implements this Conv/FusedConv node at its
-    shapes, else None (the node keeps its NCHW kernel)."""
+    """"pointwise", "depthwise" or "indirect" when an NCHW8c kernel here implements this Conv/FusedConv
+    node at its shapes, else None (the node keeps its NCHW kernel)."""
+    from .conv import nchw_path
+
     g = _compiled_geometry(ctx)
     if g is None or g.in_channels % BLOCK or g.out_channels % BLOCK:
         return None
@@ -78,6 +86,8 @@ def blocked_kind(ctx) -> str | None:
         return "pointwise"
     if g.group == g.in_channels == g.out_channels:
         return "depthwise"
+    if g.group == 1 and nchw_path(ctx) == "indirect":
+        return "indirect"
     return None
 
 
@@ -105,6 +115,14 @@ class _BlockedConv:
             self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(w.reshape(m, c)))
             self.offs = channel_offsets(c, self.p)
             self._gemm = gemm_nchwc
+        elif self.kind == "indirect":
+            from .compiled.nchwc_gemm import gemm_nchwc_rows, pack_weights
+
+            self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
+            self.padded_hw, self.offs = padded_layout(g)
+            hp, wp = self.padded_hw
+            self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
+            self._gemm_rows = gemm_nchwc_rows
         else:
             from .compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
 
@@ -116,9 +134,12 @@ class _BlockedConv:
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def run(self, x, out, z=None):
-        """out = act(conv(x) + B (+ z)), every array NCHW8c and C-contiguous (z: pointwise only)."""
+        """out = act(conv(x) + B (+ z)), every array NCHW8c and C-contiguous (z: not depthwise)."""
         if self.kind == "depthwise":
             self._dw(x, self.wp, self.b, out, *self.dw_args, *self.act)
+            return
+        if self.kind == "indirect":
+            self._indirect(x, out, z)
             return
         g, p = self.geo, self.p
         xf, yf = x.reshape(-1), out.reshape(-1)
@@ -127,6 +148,44 @@ class _BlockedConv:
         for n in range(g.batch):
             self._gemm(self.wp, xf, n * c * p, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
                        *self.act, zf, z is not None)  # Z indexed as Y
+
+
+    def _indirect(self, x, out, z):
+        """Image by image: X zero-padded into the blocked buffer, then every output row in one call."""
+        g = self.geo
+        (hp, wp), (sh, sw), (ph, pw), (oh, ow) = self.padded_hw, g.strides, g.pads_begin, g.out_shape
+        h, w = g.in_shape
+        c, m = g.in_channels, g.out_channels
+        pad = self.padded.array.reshape(c // BLOCK, hp, wp, BLOCK)
+        y1, x1 = max(0, min(h, hp - ph)), max(0, min(w, wp - pw))  # X's rows and columns a tap reads
+        pad[:, :ph] = 0
+        pad[:, ph + y1:] = 0
+        pad[:, ph:ph + y1, :pw] = 0
+        pad[:, ph:ph + y1, pw + x1:] = 0
+        yf, pf = out.reshape(-1), self.padded.array
+        zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
+        for n in range(g.batch):
+            np.copyto(pad[:, ph:ph + y1, pw:pw + x1], x[n, :, :y1, :x1])
+            self._gemm_rows(self.wp, pf, 0, self.offs, sw * BLOCK, sh * wp * BLOCK, yf, n * m * oh * ow,
+                            ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None)
+
+
+def padded_layout(g):
+    """The zero-padded blocked input of an indirect NCHW8c convolution and its tap offsets.
+
+    Returns:
+        ((HP, WP), offs): the padded plane's size, (OH - 1) * SH + (KH - 1) * DH + 1 rows by the
+        same in columns (pads_begin before X; pads_end, or X's unread tail, cut or zero-filled), and
+        offs (C * KH * KW,) read-only int64: tap k = (c, kh, kw)'s element offset from an output
+        pixel's window origin in one image's (C/8, HP, WP, 8) buffer, in the NCHW indirect kernel's
+        k order (conv_indirect.indirect_layout), so the micro-kernel's sums are the same.
+    """
+    (sh, sw), (dh, dw), (kh_n, kw_n), (oh, ow) = g.strides, g.dilations, g.kernel, g.out_shape
+    hp, wp = (oh - 1) * sh + (kh_n - 1) * dh + 1, (ow - 1) * sw + (kw_n - 1) * dw + 1
+    offs = np.asarray([(ci // BLOCK) * hp * wp * BLOCK + (kh * dh * wp + kw * dw) * BLOCK + ci % BLOCK
+                       for ci in range(g.in_channels) for kh in range(kh_n) for kw in range(kw_n)], np.int64)
+    offs.flags.writeable = False
+    return (hp, wp), offs
 
 
 _LAYOUTS = dict(layout=LAYOUT, output_layouts=(LAYOUT,), preference=PREFERENCE, supports=_supported)
@@ -179,9 +238,9 @@ class FusedConvNCHWc(_BlockedConv):
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
                  kernel_shape=None, pads=None, strides=None):
         super().__init__(ctx)
-        # Z inside the kernel only for the GEMM; the depthwise conv adds it after, then activates
-        # (the NCHW FusedConv's order for its other paths: the same bits)
-        self.z_inside = self.kind == "pointwise"
+        # Z inside the kernel for the GEMMs (after the bias, as the NCHW kernel's np.add after it); the
+        # depthwise conv adds it after, then activates (the NCHW FusedConv's order: the same bits)
+        self.z_inside = self.kind in ("pointwise", "indirect")
         self.act, self.after = fused_activation(ctx, activation, activation_params,
                                                 self.z_inside or not ctx.has_input(3))
 
