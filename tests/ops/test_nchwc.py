@@ -261,15 +261,17 @@ def test_stem_convs_read_nchw_and_write_blocked(passes, n, stride, monkeypatch):
     np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
 
 
-# (C, M, kernel, strides, pads, dilations, N, H, W): outputs at least conv.INDIRECT_MIN_WIDTH wide, where
+# (C, M, kernel, strides, pads, dilations, N, H, W): outputs wide enough (conv.INDIRECT_MIN_WIDTH) that
 # the NCHW Conv takes its indirect GEMM: strides 1 and 2 (det's stem), 2x2 with one-sided pads,
-# a dilated 3x3, mixed strides and pads, several images, an M with a 24-channel panel
+# a dilated 3x3, mixed strides and pads, several images, an M with a 24-channel panel; strided KxK convs
+# from conv.INDIRECT_STRIDED_MIN_WIDTH
 INDIRECT_CASES = [(16, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2, 5, 50),
                   (32, 24, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, 9, 100),
                   (8, 16, (2, 2), (1, 1), (0, 0, 1, 1), (1, 1), 1, 4, 60),
                   (16, 8, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 2, 6, 52),
                   (24, 40, (3, 3), (2, 1), (1, 0, 1, 2), (1, 1), 1, 7, 64),
-                  (16, 32, (5, 5), (2, 2), (2, 2, 1, 1), (1, 1), 2, 10, 101)]
+                  (16, 32, (5, 5), (2, 2), (2, 2, 1, 1), (1, 1), 2, 10, 101),
+                  (16, 16, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, 8, 40)]  # strided: from 14 wide
 
 
 @pytest.mark.parametrize("passes", [False, True])

@@ -123,6 +123,12 @@ INDIRECT_COMPILED = True
 # few output channels per group, where im2col's GEMM is skinny and its copy dominates (PP-OCR
 # det 64 -> 16, 3x3 at 120x160: 11.4 ms vs im2col 29.3; 32 -> 16 3x3 s2: 12.8 vs 21.4).
 INDIRECT_MIN_WIDTH = 48
+# ... or, for strided KxK convolutions (no Winograd for them), at least this wide: there the
+# NCHW8c kernel (conv_nchwc.py) runs the same sums on a padded blocked copy of X, with no
+# reorder in or out. ResNet-50's 3x3 stride-2 convs, one thread, im2col in NCHW with reorders
+# -> NCHW8c indirect: 28 wide 6.95 -> 6.12 ms, 14 wide 6.58 -> 6.02 (NCHW alone: 7.46 -> 7.78);
+# at 7 wide it lost (7.5 -> 8.7).
+INDIRECT_STRIDED_MIN_WIDTH = 14
 INDIRECT_SKINNY_M = 32
 INDIRECT_SKINNY_MIN_WIDTH = 16
 
@@ -445,7 +451,8 @@ class Conv(_ConvBase):
             return False
         ow = g.out_shape[1]
         if wide_only:
-            return ow >= INDIRECT_MIN_WIDTH
+            strided = g.strides != (1,) * g.rank and g.kernel != (1,) * g.rank
+            return ow >= (INDIRECT_STRIDED_MIN_WIDTH if strided else INDIRECT_MIN_WIDTH)
         return self.mg <= INDIRECT_SKINNY_M and ow >= INDIRECT_SKINNY_MIN_WIDTH
 
     def _init_indirect(self, ctx):
