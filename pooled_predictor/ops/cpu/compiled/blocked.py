@@ -199,20 +199,25 @@ def _max_window(typingctx, x, x_off, rows, cols, x_row, x_col, y, y_off):
                  types.float32), nogil=True, cache=True, error_model="numpy")
 def maxpool(x, out, rows, h, w, oh_n, ow_n, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
     """out (rows, OH, OW, 8) flat = the max of x (rows, h, w, 8) flat over each window's input taps
-    (ONNX MaxPool, 2-D; padding never wins); a window with no input tap gets `lowest`."""
+    (ONNX MaxPool, 2-D; padding never wins); a window with no input tap gets `lowest`. The columns'
+    tap ranges are computed once per call (integer divisions), not once per output pixel."""
+    j0s = np.empty(ow_n, np.int64)
+    j1s = np.empty(ow_n, np.int64)
+    for ow in range(ow_n):
+        left = ow * sw - pw
+        j0s[ow] = 0 if left >= 0 else (-left + dw - 1) // dw
+        j1s[ow] = min(kw, (w - 1 - left) // dw + 1) if left <= w - 1 else 0
     for r in range(rows):
         for oh in range(oh_n):
             base = oh * sh - ph
             i0 = 0 if base >= 0 else (-base + dh - 1) // dh
             i1 = min(kh, (h - 1 - base) // dh + 1) if base <= h - 1 else 0
+            row = (r * h + base + i0 * dh) * w
             for ow in range(ow_n):
-                left = ow * sw - pw
-                j0 = 0 if left >= 0 else (-left + dw - 1) // dw
-                j1 = min(kw, (w - 1 - left) // dw + 1) if left <= w - 1 else 0
+                j0, j1 = j0s[ow], j1s[ow]
                 o = ((r * oh_n + oh) * ow_n + ow) * 8
                 if i1 <= i0 or j1 <= j0:
                     for lane in range(8):
                         out[o + lane] = lowest
                     continue
-                xo = ((r * h + base + i0 * dh) * w + left + j0 * dw) * 8
-                _max_window(x, xo, i1 - i0, j1 - j0, dh * w * 8, dw * 8, out, o)
+                _max_window(x, (row + ow * sw - pw + j0 * dw) * 8, i1 - i0, j1 - j0, dh * w * 8, dw * 8, out, o)
