@@ -112,11 +112,13 @@ class Net:
 
     @property
     def blob_names(self) -> list[str]:
-        """Names of the blobs that can be read (see blob_by_name)."""
+        """Names of the blobs that can be read (see blob_by_name), as the model names them."""
         if self._layout is None:
             return []
-        readable, dynamic = self._layout.readable, self._dynamic_outputs()
-        return [n for n in self._blobs if n in readable or n in dynamic]
+        readable, dynamic, typed = self._layout.readable, self._dynamic_outputs(), self._layout.typed
+        hidden = self._layout.typed_names  # read by their model names (blob_by_name)
+        names = [n for n in self._blobs if (n in readable or n in dynamic) and n not in hidden]
+        return names + [n for n in typed if n not in self._blobs]
 
     @property
     def has_dynamic_shapes(self) -> bool:
@@ -128,11 +130,22 @@ class Net:
 
         Under Optimization.MEMORY only inputs, outputs, weights and the names
         in `keep` can be read: the bytes of other intermediates are reused.
+        A value the kernel-type assignment keeps only in another layout (under
+        NONE, an intermediate of an NCHW8c chain) comes back as a copy in the
+        model's layout (ops/layouts.transform); its typed name ("v@NCHW8c")
+        gives the Net's own blocked array.
 
         Raises:
             UnknownBlobError: no blob has this name, or MEMORY reused its bytes.
         """
         layout = self._layout
+        if layout is not None and name in layout.typed:  # held in another layout only: the model's, copied
+            from .ops.layouts import DEFAULT_LAYOUT, transform
+
+            typed, lay, logical = layout.typed[name]
+            out = np.empty(logical, layout.blobs[typed].dtype)
+            transform(layout.blobs[typed], lay, DEFAULT_LAYOUT, out)
+            return out
         if layout is not None and name in layout.blobs:
             if name in layout.readable or name in self._dynamic_outputs():
                 return layout.blobs[name]
@@ -434,8 +447,13 @@ class Net:
             readable = set(static) | set(self.input_names) | (keep & set(blobs))
         else:
             readable = set(blobs)
+        typed = {}
+        for n, lay in layout_of.items():  # typed names (passes/assign.typed_name): value@layout
+            base = n[:-len(lay) - 1] if n.endswith("@" + lay) else None
+            if base and base not in blobs and n in readable:
+                typed[base] = (n, lay, shape[n])
         layout = _Layout(blobs, run, run_nodes, dynamic, arena, plan, readable,
-                         activation_bytes=sum(sizes.values()))
+                         activation_bytes=sum(sizes.values()), typed=typed, typed_names=layout_of)
         layout.liveness, layout.plan_seconds = liveness, plan_seconds
         return layout
 
@@ -698,13 +716,17 @@ class _Layout:
     """Everything a Net binds for one set of input shapes."""
 
     __slots__ = ("blobs", "run", "run_nodes", "dynamic", "arena", "plan", "readable", "activation_bytes",
-                 "liveness", "plan_seconds")
+                 "liveness", "plan_seconds", "typed", "typed_names")
 
-    def __init__(self, blobs, run, run_nodes, dynamic, arena, plan, readable, activation_bytes):
+    def __init__(self, blobs, run, run_nodes, dynamic, arena, plan, readable, activation_bytes, typed=None,
+                 typed_names=()):
         self.blobs, self.run, self.run_nodes, self.dynamic = blobs, run, run_nodes, dynamic
         self.arena, self.plan, self.readable = arena, plan, readable
         self.activation_bytes = activation_bytes
         self.liveness, self.plan_seconds = None, 0.0
+        # a value held only in another layout: model name -> (its typed blob, layout, logical shape)
+        self.typed = typed or {}
+        self.typed_names = frozenset(typed_names)  # every value stored in another layout (v@NCHW8c)
 
     @property
     def nbytes(self) -> int:

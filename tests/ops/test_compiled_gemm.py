@@ -179,6 +179,7 @@ INDIRECT = [((2, 5, 23, 29), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
 @pytest.mark.parametrize("bias", [True, False])
 def test_indirect_conv_against_onnxruntime(xs, ws, attrs, bias, monkeypatch):
     monkeypatch.setattr(conv_module, "INDIRECT_MIN_WIDTH", 1)  # every shape here, whatever is faster
+    monkeypatch.setattr(conv_module, "INDIRECT_STRIDED_MIN_WIDTH", 1)
     inputs = [f32(*xs), f32(*ws)] + ([f32(ws[0])] if bias else [])
     k, _, _ = conv_kernel("Conv", inputs, attrs, static=(1, 2))
     assert k.path == "indirect"
@@ -201,6 +202,10 @@ def test_indirect_is_chosen_where_it_measured_faster():
     assert conv_kernel("Conv", small, {"pads": [1, 1, 1, 1]})[0].path == "winograd"
     depthwise = [f32(1, 8, 56, 56), f32(8, 1, 3, 3)]
     assert conv_kernel("Conv", depthwise, {"pads": [1, 1, 1, 1], "group": 8})[0].path != "indirect"
+    s2 = {"pads": [1, 1, 1, 1], "strides": [2, 2]}  # strided KxK: from 14 wide (ResNet-50's 3x3 s2 convs)
+    assert conv_kernel("Conv", [f32(1, 64, 28, 28), f32(64, 64, 3, 3)], s2)[0].path == "indirect"
+    assert conv_kernel("Conv", [f32(1, 64, 14, 14), f32(64, 64, 3, 3)], s2)[0].path != "indirect"
+    assert conv_kernel("Conv", [f32(1, 64, 28, 28), f32(64, 64, 1, 1)], {"strides": [2, 2]})[0].path != "indirect"
 
 
 @pytest.mark.parametrize("act", ["Relu", "HardSigmoid"])

@@ -334,3 +334,25 @@ def test_indirect_conv_adds_its_sum_input_in_the_kernel(act, monkeypatch):
     plain = Net(_program(model, True))
     plain.forward(x)
     np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
+
+
+def test_blocked_intermediates_read_by_their_model_names_under_none(monkeypatch):
+    """Optimization.NONE keeps every blob readable as the model names it, in the model's layout: a value the
+    chain holds only in NCHW8c comes back as an NCHW copy, equal to the NCHW-only Net's; blob_names lists
+    no typed (v@NCHW8c) names."""
+    model = _chain_model(n=2)
+    x = f32(2, 16, 9, 7)
+    net = Net(_program(model, True), optimization=Optimization.NONE)
+    net.forward(x)
+    blocked_only = [n for n in net._layout.typed if n not in net._blobs]
+    assert blocked_only, "the chain holds some values only in NCHW8c"
+    names = net.blob_names
+    assert not any("@" in n for n in names) and set(blocked_only) <= set(names)
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    plain = Net(_program(model, True), optimization=Optimization.NONE)
+    plain.forward(x)
+    for n in blocked_only:
+        got = net.blob_by_name(n)
+        assert got.shape == plain.blob_by_name(n).shape
+        np.testing.assert_array_equal(got, plain.blob_by_name(n))
+    assert set(names) == set(plain.blob_names)
