@@ -132,6 +132,26 @@ def _program(model, passes):
     return Program(graph)
 
 
+def _model(name, nodes, inits, x_shape):
+    """A one-input ("x"), one-output ("y") float32 opset-13 model."""
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def _matches_ort_and_nchw_bits(net, model, x, passes, monkeypatch, atol=2e-5):
+    """net's "y": onnxruntime's values, and bit for bit the y of the same model with every kernel in NCHW."""
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=atol * np.abs(ref).max())
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    plain = Net(_program(model, passes))
+    plain.forward(x)
+    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
+    return plain
+
+
 @pytest.mark.parametrize("n, passes", [(1, True), (2, True), (2, False)])
 @pytest.mark.parametrize("optimization", [Optimization.NONE, Optimization.MEMORY])
 def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
@@ -253,12 +273,7 @@ def test_stem_convs_read_nchw_and_write_blocked(passes, n, stride, monkeypatch):
     firsts = [r for r in ran if r[1] == "x"]
     assert len(firsts) == 2 and all(o.endswith("@" + L) for _, _, o in firsts), ran  # x read as NCHW
     assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 1, ran  # only the graph output back
-    ref = run_ort(model, {"x": x})[0]
-    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
-    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
-    plain = Net(_program(model, passes))
-    plain.forward(x)
-    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
+    _matches_ort_and_nchw_bits(net, model, x, passes, monkeypatch, atol=1e-5)
 
 
 # (C, M, kernel, strides, pads, dilations, N, H, W): outputs wide enough (conv.INDIRECT_MIN_WIDTH) that
@@ -286,10 +301,7 @@ def test_indirect_convs_run_blocked_with_the_nchw_kernels_bits(passes, c, m, ker
                               dilations=list(dilations)),
              helper.make_node("Relu", ["b"], ["r"]),
              helper.make_node("Conv", ["r", "wy"], ["y"])]
-    g = helper.make_graph(nodes, "indirect", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = _model("indirect", nodes, inits, (n, c, h, w))
     x = f32(n, c, h, w)
     net = Net(_program(model, passes))
     net.forward(x)
@@ -297,13 +309,8 @@ def test_indirect_convs_run_blocked_with_the_nchw_kernels_bits(passes, c, m, ker
     target = [r for r in ran if r[1].startswith("a")]
     assert len(target) == 1 and target[0][1] == "a@" + L and target[0][2].endswith("@" + L), ran
     assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
-    ref = run_ort(model, {"x": x})[0]
-    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
-    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
-    plain = Net(_program(model, passes))
-    plain.forward(x)
+    plain = _matches_ort_and_nchw_bits(net, model, x, passes, monkeypatch)
     assert [nd for nd in plain._run_nodes if nd.inputs[0] == "a"], "the NCHW path runs the same node"
-    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
 
 
 @pytest.mark.parametrize("act", ["Relu", "Sigmoid"])
@@ -318,22 +325,14 @@ def test_indirect_conv_adds_its_sum_input_in_the_kernel(act, monkeypatch):
              helper.make_node("Add", ["b", "z"], ["s"]),
              helper.make_node(act, ["s"], ["r"]),
              helper.make_node("Conv", ["r", "wy"], ["y"])]
-    g = helper.make_graph(nodes, "sum", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = _model("sum", nodes, inits, (n, c, h, w))
     x = f32(n, c, h, w)
     net = Net(_program(model, True))
     net.forward(x)
     fused = [nd for nd in net._run_nodes if nd.op_type == "FusedConv" and nd.inputs[0].startswith("a")]
     assert len(fused) == 1 and len(fused[0].inputs) == 4 and fused[0].outputs[0].endswith("@" + L), \
         [(nd.op_type, nd.inputs, nd.outputs) for nd in net._run_nodes]
-    ref = run_ort(model, {"x": x})[0]
-    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
-    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
-    plain = Net(_program(model, True))
-    plain.forward(x)
-    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
+    _matches_ort_and_nchw_bits(net, model, x, True, monkeypatch)
 
 
 def test_blocked_intermediates_read_by_their_model_names_under_none(monkeypatch):
