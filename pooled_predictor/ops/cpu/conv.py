@@ -324,11 +324,10 @@ class Conv(_ConvBase):
                  pads=None, strides=None):
         self._setup(ctx)
         g = self.geo
-        c, m, grp = g.in_channels, g.out_channels, g.group
+        c, m = g.in_channels, g.out_channels
         self.taps = math.prod(g.kernel)
         self.p = math.prod(g.out_shape)
         self.fold_bias = False
-        mult = m // c if grp == c else 0
         self.act = (0, np.float32(0), np.float32(0))  # fused activation (compiled paths)
         self.path = self._choose_path(ctx)
         if self.path == "pointwise_compiled":
@@ -340,7 +339,7 @@ class Conv(_ConvBase):
         elif self.path == "depthwise_compiled":
             self._init_depthwise_compiled(ctx)
         elif self.path == "depthwise":
-            self._init_depthwise(ctx, mult)
+            self._init_depthwise(ctx, m // c)
         elif self.path == "im2col":
             self._init_im2col(ctx)
         if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled", "indirect"):

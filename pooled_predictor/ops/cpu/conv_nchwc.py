@@ -73,6 +73,15 @@ def _bias_vector(ctx, m: int) -> np.ndarray:
     return _readonly(np.ascontiguousarray(b))
 
 
+def packed_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """W (M, C/group, KH, KW) as compiled/nchwc_gemm.py's panels of (M, C * KH * KW), once per weight
+    array and shared read-only by every Net (pointwise, indirect and stem kernels alike)."""
+    from .compiled.nchwc_gemm import pack_weights
+    from .conv import shared_weights
+
+    return shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
+
+
 def blocked_kind(ctx) -> str | None:
     """"pointwise", "depthwise" or "indirect" when an NCHW8c kernel here implements this Conv/FusedConv
     node at its shapes, else None (the node keeps its NCHW kernel)."""
@@ -110,15 +119,15 @@ class _BlockedConv:
         m, c = g.out_channels, g.in_channels
         w = np.asarray(ctx.value(1))
         if self.kind == "pointwise":
-            from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc, pack_weights
+            from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc
 
-            self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(w.reshape(m, c)))
+            self.wp = packed_weights(w, m)
             self.offs = channel_offsets(c, self.p)
             self._gemm = gemm_nchwc
         elif self.kind == "indirect":
-            from .compiled.nchwc_gemm import gemm_nchwc_rows, pack_weights
+            from .compiled.nchwc_gemm import gemm_nchwc_rows
 
-            self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
+            self.wp = packed_weights(w, m)
             self.padded_hw, self.offs = padded_layout(g)
             hp, wp = self.padded_hw
             self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
@@ -148,7 +157,6 @@ class _BlockedConv:
         for n in range(g.batch):
             self._gemm(self.wp, xf, n * c * p, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
                        *self.act, zf, z is not None)  # Z indexed as Y
-
 
     def _indirect(self, x, out, z):
         """Image by image: X zero-padded into the blocked buffer, then every output row in one call."""
@@ -285,9 +293,8 @@ class _ToBlockedConv:
     (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of 8 output channels."""
 
     def __init__(self, ctx):
-        from .compiled.nchwc_gemm import gemm_nchwc_rows, pack_weights
+        from .compiled.nchwc_gemm import gemm_nchwc_rows
         from .compiled.phases import split_phases
-        from .conv import shared_weights
         from .conv_indirect import indirect_layout
 
         g = self.geo = conv_geometry(ctx)
@@ -296,7 +303,7 @@ class _ToBlockedConv:
         self.planes = ctx.scratch((g.batch * self.image,), np.float32)
         m = g.out_channels
         w = np.asarray(ctx.value(1))
-        self.wp = shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
+        self.wp = packed_weights(w, m)
         self.b = _bias_vector(ctx, m)
         self._gemm_rows, self._split = gemm_nchwc_rows, split_phases
         self.act = (NONE, np.float32(0), np.float32(0))

@@ -54,6 +54,26 @@ def _splat(builder, s):
                                   ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
 
 
+def vector_phis(builder, n: int, *incoming) -> list:
+    """n <8 x float> phis at the builder's position, each fed by every (values, block) pair of
+    `incoming`: values a list with one per phi, or one value for all of them. (A loop's phis get
+    their back edge later, through add_incoming.)"""
+    out = []
+    for i in range(n):
+        ph = builder.phi(_V8)
+        for values, block in incoming:
+            ph.add_incoming(values[i] if isinstance(values, list) else values, block)
+        out.append(ph)
+    return out
+
+
+def arg_pointers(context, builder, signature, args, *at) -> list:
+    """In an intrinsic's codegen: for each (array index, offset index) pair of `at`, the address of
+    element args[offset index] of array argument args[array index]."""
+    return [builder.gep(context.make_array(signature.args[i])(context, builder, args[i]).data, [args[j]])
+            for i, j in at]
+
+
 def _fmuladd(builder):
     mod = builder.module
     fn = mod.globals.get("llvm.fmuladd.v8f32")
@@ -90,21 +110,12 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
     builder.position_at_end(from_0_bb)
     builder.branch(pre_bb)
     builder.position_at_end(pre_bb)
-    start = []
-    for i in range(len(slots)):
-        ph = builder.phi(_V8)
-        ph.add_incoming(from_y[i], from_y_bb)
-        ph.add_incoming(zero, from_0_bb)
-        start.append(ph)
+    start = vector_phis(builder, len(slots), (from_y, from_y_bb), (zero, from_0_bb))
     builder.cbranch(builder.icmp_signed(">", k_n, c(0)), loop_bb, done_bb)
     builder.position_at_end(loop_bb)
     k = builder.phi(_I64)
     k.add_incoming(c(0), pre_bb)
-    accs = []
-    for st in start:
-        ph = builder.phi(_V8)
-        ph.add_incoming(st, pre_bb)
-        accs.append(ph)
+    accs = vector_phis(builder, len(start), (start, pre_bb))
     new = step(k, accs)
     k1 = builder.add(k, c(1))
     k.add_incoming(k1, loop_bb)
@@ -112,12 +123,7 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
         a.add_incoming(n, loop_bb)
     builder.cbranch(builder.icmp_signed("<", k1, k_n), loop_bb, done_bb)
     builder.position_at_end(done_bb)
-    final = []
-    for i in range(len(slots)):  # every phi first: LLVM wants them at the top of the block
-        ph = builder.phi(_V8)
-        ph.add_incoming(start[i], pre_bb)
-        ph.add_incoming(new[i], loop_bb)
-        final.append(ph)
+    final = vector_phis(builder, len(slots), (start, pre_bb), (new, loop_bb))  # phis lead the block
     builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0)), bias_bb, store_bb)
     builder.position_at_end(bias_bb)
     biased = [builder.fadd(f, bv) for f, bv in zip(final, bias)]
@@ -126,13 +132,7 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
     summed = [builder.fadd(f, builder.load(zs, align=4)) for f, zs in zip(biased, z_slots())]
     builder.branch(store_bb)
     builder.position_at_end(store_bb)
-    out = []
-    for i in range(len(slots)):
-        ph = builder.phi(_V8)
-        ph.add_incoming(final[i], done_bb)
-        ph.add_incoming(biased[i], bias_bb)
-        ph.add_incoming(summed[i], sum_bb)
-        out.append(ph)
+    out = vector_phis(builder, len(slots), (final, done_bb), (biased, bias_bb), (summed, sum_bb))
     for ph, s in zip(out, slots):
         builder.store(ph, s, align=4)
 
@@ -153,17 +153,11 @@ def _make_micro(rows: int, vectors: int):
         sig = types.void(wp, w_off, x, x_off, offs, k0, y, y_off, ldy, k_n, b, b_off, mode, z)
 
         def codegen(context, builder, signature, args):
-            wp_a, w_off_v, x_a, x_off_v, offs_a, k0_v, y_a, y_off_v, ldy_v, k_n_v, b_a, b_off_v, acc_v, z_a = args
-
-            def data(i, value):
-                return context.make_array(signature.args[i])(context, builder, value).data
-
+            ldy_v, k_n_v, acc_v = args[8], args[9], args[12]
             c = lambda v: ir.Constant(_I64, v)  # noqa: E731
-            wptr = builder.gep(data(0, wp_a), [w_off_v])
-            xptr = builder.gep(data(2, x_a), [x_off_v])
-            optr = builder.gep(data(4, offs_a), [k0_v])
-            yptr = builder.gep(data(6, y_a), [y_off_v])
-            bptr = builder.gep(data(10, b_a), [b_off_v])
+            # W, X, the offset table, Y and B at their offsets; Z (13) at Y's
+            wptr, xptr, optr, yptr, bptr = arg_pointers(context, builder, signature, args,
+                                                        (0, 1), (2, 3), (4, 5), (6, 7), (10, 11))
             fma = _fmuladd(builder)
             slots, bias = [], []
             for r in range(rows):
@@ -186,7 +180,7 @@ def _make_micro(rows: int, vectors: int):
                 return new
 
             def z_slots():
-                zptr = builder.gep(data(13, z_a), [y_off_v])
+                (zptr,) = arg_pointers(context, builder, signature, args, (13, 7))
                 return [builder.bitcast(builder.gep(zptr, [builder.add(builder.mul(ldy_v, c(r)), c(8 * v))]),
                                         _V8.as_pointer()) for r in range(rows) for v in range(vectors)]
 

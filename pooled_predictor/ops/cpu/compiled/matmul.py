@@ -25,6 +25,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from .gemm import vector_phis
+
 _F4 = ir.FloatType()
 _I64 = ir.IntType(64)
 _V8 = ir.VectorType(_F4, 8)
@@ -112,10 +114,8 @@ def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None) -> list:
     builder.cbranch(builder.icmp_signed(">=", k_n, _c(2)), pairs_bb, tail_bb)
     builder.position_at_end(pairs_bb)  # k, k + 1 per trip while k + 1 < k_n
     k = builder.phi(_I64)
-    accs = [builder.phi(_V8) for _ in range(2 * rows)]
+    accs = vector_phis(builder, 2 * rows, (zero, entry))
     k.add_incoming(_c(0), entry)
-    for a in accs:
-        a.add_incoming(zero, entry)
     new = step(step(accs, k), builder.add(k, _c(1)))
     k2 = builder.add(k, _c(2))
     k.add_incoming(k2, pairs_bb)
@@ -126,24 +126,13 @@ def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None) -> list:
     kt = builder.phi(_I64)
     kt.add_incoming(_c(0), entry)
     kt.add_incoming(k2, pairs_bb)
-    at = []
-    for n in new:
-        ph = builder.phi(_V8)
-        ph.add_incoming(zero, entry)
-        ph.add_incoming(n, pairs_bb)
-        at.append(ph)
+    at = vector_phis(builder, len(new), (zero, entry), (new, pairs_bb))
     builder.cbranch(builder.icmp_signed("<", kt, k_n), last_bb, done_bb)
     builder.position_at_end(last_bb)
     al = step(at, kt)
     builder.branch(done_bb)
     builder.position_at_end(done_bb)
-    final = []
-    for t, l in zip(at, al):  # every phi first: LLVM wants them at the top of the block
-        ph = builder.phi(_V8)
-        ph.add_incoming(t, tail_bb)
-        ph.add_incoming(l, last_bb)
-        final.append(ph)
-    return final
+    return vector_phis(builder, len(at), (at, tail_bb), (al, last_bb))  # phis lead the block
 
 
 def add_if(builder, values, on, addends) -> list:
@@ -157,13 +146,7 @@ def add_if(builder, values, on, addends) -> list:
     add_end = builder.block
     builder.branch(merge_bb)
     builder.position_at_end(merge_bb)
-    out = []
-    for v, a in zip(values, added):
-        ph = builder.phi(_V8)
-        ph.add_incoming(v, from_bb)
-        ph.add_incoming(a, add_end)
-        out.append(ph)
-    return out
+    return vector_phis(builder, len(values), (list(values), from_bb), (added, add_end))
 
 
 def flag(builder, value):

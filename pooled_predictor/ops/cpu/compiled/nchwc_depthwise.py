@@ -55,7 +55,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from . import epilogue as ep
-from .gemm import _splat
+from .gemm import _splat, vector_phis
 
 BLOCK = 8  # channels per block: one AVX2 vector
 RW = 8  # output pixels per micro-tile (RW accumulators of the 16 ymm registers; 6 and 12 measured no better)
@@ -123,14 +123,7 @@ def _activate(builder, vals, code, p0, p1):
         results.append(([rule(v) for v in vals], builder.block))
         builder.branch(merge)
     builder.position_at_end(merge)
-    out = []
-    for i, v in enumerate(vals):
-        ph = builder.phi(_V8)
-        ph.add_incoming(v, start)
-        for res, bb in results:
-            ph.add_incoming(res[i], bb)
-        out.append(ph)
-    return out
+    return vector_phis(builder, len(vals), (list(vals), start), *results)
 
 
 def _make_micro(width: int, unroll: int = 0, shared: bool = False):
@@ -178,11 +171,9 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
             builder.position_at_end(loop_bb)
             t, j = builder.phi(_I64), builder.phi(_I64)
             xp, wp = builder.phi(_I64), builder.phi(_I64)
-            accs = [builder.phi(_V8) for _ in range(width)]
+            accs = vector_phis(builder, width, (zero, entry))
             for p, v in ((t, c(0)), (j, c(0)), (xp, c(0)), (wp, c(0))):
                 p.add_incoming(v, entry)
-            for a in accs:
-                a.add_incoming(zero, entry)
             new = accs
             xrow_ptr = builder.gep(xptr, [xp])
             loaded = {}  # shared: input vector q of the kernel row, q = r + j
@@ -215,12 +206,7 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
                 a.add_incoming(v, loop_bb)
             builder.cbranch(builder.icmp_signed("<", t1, n_taps), loop_bb, done_bb)
             builder.position_at_end(done_bb)
-            final = []
-            for r in range(width):  # every phi first: LLVM wants them at the top of the block
-                ph = builder.phi(_V8)
-                ph.add_incoming(zero, entry)
-                ph.add_incoming(new[r], loop_bb)
-                final.append(ph)
+            final = vector_phis(builder, width, (zero, entry), (new, loop_bb))  # phis lead the block
             out = _activate(builder, [builder.fadd(ph, bvec) for ph in final], act_v, p0_v, p1_v)  # B, then act
             for r, v in enumerate(out):
                 builder.store(v, vec(builder.gep(yptr, [builder.mul(ypix, c(r))])), align=4)

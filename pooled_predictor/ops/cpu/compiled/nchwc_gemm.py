@@ -15,9 +15,9 @@ register blocking of compiled/gemm.py with the roles of X and W swapped
 (Goto & van de Geijn 2008). When M % 16 == 8 the last panel is 24 channels
 (three blocks) x RP3 = 4 pixels, so no panel of one block wastes its
 broadcasts (12-15% faster on MobileNetV2's 24-channel projections; panels
-of 24 for every M were no faster than of 16). Output channels in blocks of 8 and pixels one at a time, so
-there are no tails: M % 8 == 0 and K % 8 == 0 (the kernel's supports()
-checks), any number of pixels.
+of 24 for every M were no faster than of 16). Output channels in blocks of
+8 and pixels one at a time, so there are no tails: M % 8 == 0 and K % 8 == 0
+(the kernel's supports() checks), any number of pixels.
 
 Blocking: a block of pixels at a time (its M x PB outputs stay in L2 while
 the activation is applied), K in chunks of KC (later chunks accumulate onto
@@ -41,7 +41,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .epilogue import activate_range
-from .gemm import _I64, _V8, _fmuladd, _splat, accumulate_tile, dispatch_rows
+from .gemm import _I64, _V8, _fmuladd, _splat, accumulate_tile, arg_pointers, dispatch_rows
 from .gemm import pack_weights as gemm_pack
 
 BLOCK = 8  # channels per block (one AVX2 vector of float32)
@@ -67,18 +67,11 @@ def _make_micro(rows: int, vectors: int):
         sig = types.void(wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, k_n, b, b_off, mode, z)
 
         def codegen(context, builder, signature, args):
-            (wp_a, w_off_v, x_a, x_off_v, offs_a, k0_v, ldx_v, y_a, y_off_v, ldb_v, k_n_v, b_a, b_off_v,
-             mode_v, z_a) = args
-
-            def data(i, value):
-                return context.make_array(signature.args[i])(context, builder, value).data
-
+            ldx_v, ldb_v, k_n_v, mode_v = args[6], args[9], args[10], args[13]
             c = lambda v: ir.Constant(_I64, v)  # noqa: E731
-            wptr = builder.gep(data(0, wp_a), [w_off_v])
-            xptr = builder.gep(data(2, x_a), [x_off_v])
-            optr = builder.gep(data(4, offs_a), [k0_v])
-            yptr = builder.gep(data(7, y_a), [y_off_v])
-            bptr = builder.gep(data(11, b_a), [b_off_v])
+            # W, X, the offset table, Y and B at their offsets; Z (14) at Y's
+            wptr, xptr, optr, yptr, bptr = arg_pointers(context, builder, signature, args,
+                                                        (0, 1), (2, 3), (4, 5), (7, 8), (11, 12))
             xrows = [builder.gep(xptr, [builder.mul(ldx_v, c(r))]) for r in range(rows)]
             fma = _fmuladd(builder)
             bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
@@ -99,7 +92,7 @@ def _make_micro(rows: int, vectors: int):
                 return new
 
             def z_slots():
-                zptr = builder.gep(data(14, z_a), [y_off_v])
+                (zptr,) = arg_pointers(context, builder, signature, args, (14, 8))
                 return [builder.bitcast(builder.gep(zptr, [a]), _V8.as_pointer()) for a in at]
 
             mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
@@ -115,16 +108,12 @@ def _make_micro(rows: int, vectors: int):
 _ARGS = "wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, kn, b, b_off, mode, z"
 
 
-def _dispatch(vectors: int):
-    """The micro-kernel of `rows` (1..RP) pixels and `vectors` blocks."""
-    return dispatch_rows(lambda r: _make_micro(r, vectors), RP, _ARGS)
+def _dispatch(vectors: int, rows: int = RP):
+    """The micro-kernel of `rows` (1..rows) pixels and `vectors` blocks."""
+    return dispatch_rows(lambda r: _make_micro(r, vectors), rows, _ARGS)
 
 
-def _dispatch3():
-    return dispatch_rows(lambda r: _make_micro(r, 3), RP3, _ARGS)
-
-
-_tile2, _tile1, _tile3 = _dispatch(2), _dispatch(1), _dispatch3()
+_tile2, _tile1, _tile3 = _dispatch(2), _dispatch(1), _dispatch(3, RP3)
 
 
 def panel_widths(m_n: int) -> list:
@@ -172,18 +161,15 @@ def _panel(wp, xf, x0, offs, ldx, yf, y0, ldb, k_n, k0, kn, m0, width, p, p_n, b
     channels k0 .. k0 + kn, in micro-tiles."""
     y_off = y0 + (m0 // BLOCK) * ldb
     w_off = m0 * k_n + k0 * width
-    if width == 3 * BLOCK:
-        for q in range(p, p + p_n, RP3):
-            _tile3(wp, w_off, xf, x0 + q * ldx, offs, k0, ldx, yf, y_off + q * BLOCK, ldb, kn, b, m0, mode, zf,
-                   min(RP3, p + p_n - q))
-    elif width == NV * BLOCK:
-        for q in range(p, p + p_n, RP):
-            _tile2(wp, w_off, xf, x0 + q * ldx, offs, k0, ldx, yf, y_off + q * BLOCK, ldb, kn, b, m0, mode, zf,
-                   min(RP, p + p_n - q))
-    else:
-        for q in range(p, p + p_n, RP):
-            _tile1(wp, w_off, xf, x0 + q * ldx, offs, k0, ldx, yf, y_off + q * BLOCK, ldb, kn, b, m0, mode, zf,
-                   min(RP, p + p_n - q))
+    step = RP3 if width == 3 * BLOCK else RP
+    for q in range(p, p + p_n, step):
+        xq, yq, rows = x0 + q * ldx, y_off + q * BLOCK, min(step, p + p_n - q)
+        if width == 3 * BLOCK:
+            _tile3(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mode, zf, rows)
+        elif width == NV * BLOCK:
+            _tile2(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mode, zf, rows)
+        else:
+            _tile1(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mode, zf, rows)
 
 
 @njit(types.void(_R1, _R1, _I, _O1, _I, _F1, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
