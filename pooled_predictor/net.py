@@ -432,16 +432,18 @@ class Net:
         blobs: dict[str, np.ndarray] = dict(static)
         for n in activations:
             blobs[n] = _view(arena, offsets[n], physical[n], dtype[n])
-        run, run_nodes = [], []
+        run, plain, run_nodes = [], [], []
         for step, runner, refs in planned:
             for r in refs:
                 r.array = _view(arena, scratch_offsets[id(r)], r.shape, r.dtype)
             args = [blobs[i] if i else None for i in step.node.inputs]
-            outs = [blobs[o] if o else None for o in step.node.outputs]
-            run.append(partial(runner, *args, out=step.out_arg(outs)))
+            out = step.out_arg([blobs[o] if o else None for o in step.node.outputs])
+            plain.append(partial(runner, *args, out=out))
+            run.append(_prepared(runner, args, out) or plain[-1])
             run_nodes.append(step.node)
         for step in dynamic:
-            run.append(partial(self._run_dynamic, step))
+            plain.append(partial(self._run_dynamic, step))
+            run.append(plain[-1])
             run_nodes.append(step.node)
         if self.optimization is Optimization.MEMORY:
             readable = set(static) | set(self.input_names) | (keep & set(blobs))
@@ -453,7 +455,7 @@ class Net:
             if base and base not in blobs and n in readable:
                 typed[base] = (n, lay, shape[n])
         layout = _Layout(blobs, run, run_nodes, dynamic, arena, plan, readable,
-                         activation_bytes=sum(sizes.values()), typed=typed, typed_names=layout_of)
+                         activation_bytes=sum(sizes.values()), typed=typed, typed_names=layout_of, plain=plain)
         layout.liveness, layout.plan_seconds = liveness, plan_seconds
         return layout
 
@@ -621,7 +623,7 @@ class Net:
         layout = self._layout
         swap = {id(layout.blobs[n]): a for n, a in arrays.items()}
         self._run = [partial(f.func, *[swap.get(id(x), x) for x in f.args], **f.keywords)
-                     if isinstance(f, partial) and any(id(x) in swap for x in f.args) else f for f in layout.run]
+                     if isinstance(f, partial) and any(id(x) in swap for x in f.args) else f for f in layout.plain]
         self._blobs = {**layout.blobs, **arrays}
         try:
             self.forward()
@@ -715,12 +717,15 @@ def check_inputs(program: Program, inputs, check_shapes=None) -> dict[str, np.nd
 class _Layout:
     """Everything a Net binds for one set of input shapes."""
 
-    __slots__ = ("blobs", "run", "run_nodes", "dynamic", "arena", "plan", "readable", "activation_bytes",
+    __slots__ = ("blobs", "run", "plain", "run_nodes", "dynamic", "arena", "plan", "readable", "activation_bytes",
                  "liveness", "plan_seconds", "typed", "typed_names")
 
     def __init__(self, blobs, run, run_nodes, dynamic, arena, plan, readable, activation_bytes, typed=None,
-                 typed_names=()):
+                 typed_names=(), plain=None):
         self.blobs, self.run, self.run_nodes, self.dynamic = blobs, run, run_nodes, dynamic
+        # run: each node's call, prepared where its kernel can (_prepared); plain: runner(*args, out=...)
+        # partials, whose arguments forward_shared swaps
+        self.plain = run if plain is None else plain
         self.arena, self.plan, self.readable = arena, plan, readable
         self.activation_bytes = activation_bytes
         self.liveness, self.plan_seconds = None, 0.0
@@ -731,6 +736,31 @@ class _Layout:
     @property
     def nbytes(self) -> int:
         return int(self.arena.nbytes)
+
+
+PREPARE_CALLS = True
+"""Nets bound from now on run each node through its kernel's prepare_run() where it has one; False:
+runner(*inputs, out=...) every time (the same bits: tests/test_prepared.py compares them)."""
+
+
+def _prepared(runner, args: list, out):
+    """The kernel's prepared call for these arrays, or None.
+
+    A kernel may define prepare_run(*inputs, out) (for a function kernel, an attribute of the
+    function, called with its bound attributes as keywords): called once when the Net binds
+    its arrays, it returns a zero-argument callable that does what runner(*inputs, out=out)
+    does for exactly those arrays, with the per-call Python work (views, argument lists,
+    numba's type dispatch: compiled.bound) done ahead, or None where it cannot. The
+    arrays stay fixed until the next reshape, which binds again (Paddle-Lite's
+    PrepareForRun before Run).
+    """
+    if not PREPARE_CALLS:
+        return None
+    if isinstance(runner, partial):
+        prepare = getattr(runner.func, "prepare_run", None)
+        return prepare(*runner.args, *args, out=out, **runner.keywords) if prepare is not None else None
+    prepare = getattr(runner, "prepare_run", None)
+    return prepare(*args, out=out) if prepare is not None else None
 
 
 def _nbytes(shape, dtype) -> int:

@@ -104,14 +104,14 @@ def transform(x: np.ndarray, src: str, dst: str, out: np.ndarray) -> None:
 _REORDER = None  # (ops.cpu.compiled, its reorder module), on first use
 
 
-def _compiled_reorder(x, src, dst, out, bs, bd) -> bool:
-    """NCHW <-> NCHW<c>c of C-contiguous float32 arrays through ops/cpu/compiled/reorder.py
-    (an 8 x 8 register transpose per tile for c = 8: about 5x numpy's strided copy); False
-    where it does not apply (the numpy path then runs)."""
+def _reorder_call(x, src, dst, out, bs, bd):
+    """(compiled function, its arguments) of an NCHW <-> NCHW<c>c copy of C-contiguous float32
+    arrays through ops/cpu/compiled/reorder.py (an 8 x 8 register transpose per tile for c = 8:
+    about 5x numpy's strided copy), or None where it does not apply (the numpy path then runs)."""
     if not ((src == DEFAULT_LAYOUT and bd) or (dst == DEFAULT_LAYOUT and bs)):
-        return False
+        return None
     if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
-        return False
+        return None
     global _REORDER
     if _REORDER is None:  # imported once, not on every forward of a transform node
         from .cpu import compiled
@@ -120,14 +120,20 @@ def _compiled_reorder(x, src, dst, out, bs, bd) -> bool:
         _REORDER = (compiled, reorder)
     compiled, reorder = _REORDER
     if not compiled.ENABLED:
-        return False
-    to_blocked, from_blocked = reorder.to_blocked, reorder.from_blocked
+        return None
     if bd:
         n, c = x.shape[0], x.shape[1]
-        to_blocked(x.reshape(-1), out.reshape(-1), n, c, x.size // max(1, n * c), bd)
-    else:
-        n, c = out.shape[0], out.shape[1]
-        from_blocked(x.reshape(-1), out.reshape(-1), n, c, out.size // max(1, n * c), bs)
+        return reorder.to_blocked, (x.reshape(-1), out.reshape(-1), n, c, x.size // max(1, n * c), bd)
+    n, c = out.shape[0], out.shape[1]
+    return reorder.from_blocked, (x.reshape(-1), out.reshape(-1), n, c, out.size // max(1, n * c), bs)
+
+
+def _compiled_reorder(x, src, dst, out, bs, bd) -> bool:
+    """Run _reorder_call's copy; False where it does not apply."""
+    call = _reorder_call(x, src, dst, out, bs, bd)
+    if call is None:
+        return False
+    call[0](*call[1])
     return True
 
 
@@ -148,3 +154,15 @@ def layout_transform(x, *, out, src=DEFAULT_LAYOUT, dst=DEFAULT_LAYOUT):
     (N, C, D1, ..., Dn) both sides; arrays physical per physical_shape().
     """
     transform(x, src, dst, out)
+
+
+def _prepare_transform(x, *, out, src=DEFAULT_LAYOUT, dst=DEFAULT_LAYOUT):
+    """layout_transform as one call for these arrays (net.py: _prepared): the compiled reorder
+    bound, or None (transform() then runs per call)."""
+    call = _reorder_call(x, src, dst, out, block_of(src), block_of(dst))
+    if call is None:
+        return None
+    return _REORDER[0].bound(call[0], *call[1])
+
+
+layout_transform.prepare_run = _prepare_transform

@@ -27,6 +27,8 @@ the NCHW kernel's bits.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .. import registry
@@ -106,6 +108,10 @@ def _physical_class(impl, blocked_inputs):
         def __call__(self, *args, **kwargs):
             return self.inner(*args, **kwargs)
 
+        def prepare_run(self, *args, out):
+            prepare = getattr(self.inner, "prepare_run", None)
+            return None if prepare is None else prepare(*args, out=out)
+
     Blocked.__name__ = Blocked.__qualname__ = f"{impl.__name__}NCHWc"
     Blocked.__doc__ = f"{impl.__name__} over NCHW8c arrays (ops/cpu/blocked.py)."
     return Blocked
@@ -165,6 +171,15 @@ class BlockedBinary:
         x, s = (b, a) if swapped else (a, b)
         fn(x.reshape(-1), s.reshape(-1), out.reshape(-1), rows, pixels, s_rows, code)
 
+    def prepare_run(self, a, b, *, out):
+        if self.compiled is None:
+            return partial(self.ufunc, a, b, out=out)
+        if not all(v.flags.c_contiguous for v in (a, b, out)):
+            return None
+        fn, swapped, rows, pixels, s_rows, code = self.compiled
+        x, s = (b, a) if swapped else (a, b)
+        return compiled.bound(fn, x.reshape(-1), s.reshape(-1), out.reshape(-1), rows, pixels, s_rows, code)
+
 
 for _domain, _op in BINARY:
     _register_like(_op, lambda k: BlockedBinary, _binary_supported, FOLLOW, (LAYOUT, LAYOUT), _domain)
@@ -210,6 +225,12 @@ class SpatialMean:
     def __call__(self, x, *rest, out):
         self._mean(x.reshape(-1), out.reshape(-1), self.rows, self.pixels, self.scale, self.acc.array,
                    self.tot.array)
+
+    def prepare_run(self, x, *rest, out):
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        return compiled.bound(self._mean, x.reshape(-1), out.reshape(-1), self.rows, self.pixels, self.scale,
+                              self.acc.array, self.tot.array)
 
 
 _register_like("GlobalAveragePool", lambda k: SpatialMean, _mean_supported, POOL_PREFERENCE, (LAYOUT,))
@@ -266,6 +287,12 @@ class ResizeNearest:
     def __call__(self, x, *rest, out):
         self._nearest(x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h, self.w)
 
+    def prepare_run(self, x, *rest, out):
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        return compiled.bound(self._nearest, x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h,
+                              self.w)
+
 
 _register_like("Resize", lambda k: ResizeNearest, _resize_supported, FOLLOW, (LAYOUT,))
 
@@ -299,6 +326,12 @@ class MaxPoolBlocked:
 
     def __call__(self, x, *, out):
         self._pool(x.reshape(-1), (out[0] if isinstance(out, tuple) else out).reshape(-1), *self.args)
+
+    def prepare_run(self, x, *, out):
+        y = out[0] if isinstance(out, tuple) else out
+        if not (x.flags.c_contiguous and y.flags.c_contiguous):
+            return None
+        return compiled.bound(self._pool, x.reshape(-1), y.reshape(-1), *self.args)
 
 
 _register_like("MaxPool", lambda k: MaxPoolBlocked, _maxpool_supported, POOL_PREFERENCE, (LAYOUT,))

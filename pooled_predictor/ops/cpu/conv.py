@@ -246,6 +246,14 @@ def _bands(rows: int, bytes_per_row: int) -> list[tuple[int, int]]:
     return [(r, min(rows, r + band)) for r in range(0, rows, band)]
 
 
+def _nothing():
+    pass
+
+
+def _matmul_into(a, b, out):
+    np.matmul(a, b, out=out)
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     """A read-only view (compiled kernels take weights as read-only arrays: one signature)."""
     v = a.view()
@@ -472,17 +480,19 @@ class Conv(_ConvBase):
         self.b_c = self._bias_vector()
         self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
 
-    def _pointwise_compiled(self, x, out, z=None):
+    def _pointwise_steps(self, x, out, z=None):
         g = self.geo
         xf, yf, ws = x.reshape(-1), out.reshape(-1), self.ws_ref.array
+        steps = []
         for n in range(g.batch):  # shapes were fixed at reshape: no per-call checks
             x0, y0 = n * g.in_channels * self.p, n * g.out_channels * self.p
             if z is None:
-                self._gemm2d(self.wp, xf, x0, self.offs, yf, y0, self.p, g.out_channels, self.p, self.b_c, ws,
-                             *self.act)
+                steps.append((self._gemm2d, (self.wp, xf, x0, self.offs, yf, y0, self.p, g.out_channels, self.p,
+                                             self.b_c, ws, *self.act)))
             else:
-                self._gemm2d_sum(self.wp, xf, x0, self.offs, yf, y0, self.p, g.out_channels, self.p, self.b_c, ws,
-                                 *self.act, z.reshape(-1))
+                steps.append((self._gemm2d_sum, (self.wp, xf, x0, self.offs, yf, y0, self.p, g.out_channels, self.p,
+                                                 self.b_c, ws, *self.act, z.reshape(-1))))
+        return steps
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
@@ -523,18 +533,20 @@ class Conv(_ConvBase):
         self.mb_ref = ctx.scratch((a * a, g.out_channels, t), np.float32)
         self.small_ref = ctx.scratch((3, a, a), np.float32)
 
-    def _winograd(self, x, out):
+    def _winograd_steps(self, x, out):
         from .compiled.winograd import input_transform, output_transform
 
         g = self.geo
         small = self.small_ref.array
         v, mb = self.v_ref.array, self.mb_ref.array
+        steps = []
         for n in range(g.batch):  # an image at a time: its transformed input and output stay in cache
-            input_transform(x[n:n + 1], v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
-                            self.tiles[0], self.tiles[1], self.wino_m)
-            np.matmul(self.u, v, out=mb)  # one GEMM per transform position, all tiles at once
-            output_transform(mb, out[n:n + 1], self.b_c, small[2], self.tiles[0], self.tiles[1], self.wino_m,
-                             *self.act)
+            steps += [(input_transform, (x[n:n + 1], v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
+                                         self.tiles[0], self.tiles[1], self.wino_m)),
+                      (_matmul_into, (self.u, v, mb)),  # one GEMM per transform position, all tiles at once
+                      (output_transform, (mb, out[n:n + 1], self.b_c, small[2], self.tiles[0], self.tiles[1],
+                                          self.wino_m, *self.act))]
+        return steps
 
     def fuse_sum(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Add a same-shape Z and then apply activation `code` inside the kernel (FusedConv's sum
@@ -546,7 +558,13 @@ class Conv(_ConvBase):
 
     def run_sum(self, x, z, out):
         """out = act((conv(x) + B) + z) after fuse_sum: z C-contiguous, of out's shape and dtype."""
-        self._pointwise_compiled(x, out, np.ascontiguousarray(z))
+        compiled.run_steps(self._pointwise_steps(x, out, np.ascontiguousarray(z)))
+
+    def prepare_sum(self, x, z, out):
+        """run_sum(x, z, out) as one zero-argument call for these arrays (net.py: _prepared), or None."""
+        if not all(a.flags.c_contiguous for a in (x, z, out)):
+            return None
+        return compiled.prepared(self._pointwise_steps(x, out, z))
 
     def fuse_activation(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
         """Apply activation `code` (compiled/epilogue.py) inside the kernel; False: this path cannot."""
@@ -556,12 +574,13 @@ class Conv(_ConvBase):
         self.act = (int(code), np.float32(p0), np.float32(p1))
         return True
 
-    def _depthwise_compiled(self, x, b, out):
+    def _depthwise_steps(self, x, b, out):
         g = self.geo
         bias = self.b_c if not self.has_bias or self.b_static is not None else \
             _readonly(np.ascontiguousarray(b, np.float32))
-        self._dw_kernel(x, self.w_c, bias, out, self.buf_ref.array, self.acc_ref.array, *self.dw_geometry,
-                        g.strides[0], g.strides[1], g.pads_begin[0], g.pads_begin[1], self.mult, *self.act)
+        return [(self._dw_kernel, (x, self.w_c, bias, out, self.buf_ref.array, self.acc_ref.array, *self.dw_geometry,
+                                   g.strides[0], g.strides[1], g.pads_begin[0], g.pads_begin[1], self.mult,
+                                   *self.act))]
 
     # ---- depthwise ---------------------------------------------------------
     def _init_depthwise(self, ctx, mult):
@@ -668,20 +687,32 @@ class Conv(_ConvBase):
             return x.reshape(g.batch, self.cg, self.p), out.reshape(g.batch, self.mg, self.p)
         return (x.reshape(g.batch, g.group, self.cg, self.p), out.reshape(g.batch, g.group, self.mg, self.p))
 
-    def __call__(self, x, w, b=None, *, out):
+    def _compiled_steps(self, x, b, out):
+        """The call's (function, arguments) on the compiled paths, in order; None on the others."""
         if self.empty:
-            return
+            return []
         if self.path == "pointwise_compiled":
-            self._pointwise_compiled(x, out)
-            return
+            return self._pointwise_steps(x, out)
         if self.path == "indirect":
-            self.indirect(x, out, self.act)
-            return
+            return self.indirect.steps(x, out, self.act)
         if self.path == "depthwise_compiled":
-            self._depthwise_compiled(x, b, out)
-            return
+            return self._depthwise_steps(x, b, out)
         if self.path == "winograd":
-            self._winograd(x, out)
+            return self._winograd_steps(x, out)
+        return None
+
+    def prepare_run(self, x, w, b=None, *, out):
+        """__call__ as one zero-argument call for these arrays (net.py: _prepared), on the compiled
+        paths of C-contiguous arrays with static B (the numpy paths: None)."""
+        if not (x.flags.c_contiguous and out.flags.c_contiguous) or (self.has_bias and self.b_static is None):
+            return None
+        steps = self._compiled_steps(x, b, out)
+        return None if steps is None else compiled.prepared(steps) if steps else _nothing
+
+    def __call__(self, x, w, b=None, *, out):
+        steps = self._compiled_steps(x, b, out)
+        if steps is not None:
+            compiled.run_steps(steps)
             return
         if self.path == "depthwise":
             self._depthwise(x, w, b, out)

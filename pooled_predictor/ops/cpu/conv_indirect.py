@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import compiled
 from .compiled.gemm import gemm2d, gemm2d_rows, pack_weights, scratch_size
 from .compiled.phases import split_phases
 
@@ -110,16 +111,20 @@ class IndirectConv2d:
 
     def __call__(self, x, out, act):
         """out = act(conv(x) + B); act: (code, p0, p1), compiled/epilogue.py's activation."""
+        compiled.run_steps(self.steps(x, out, act))
+
+    def steps(self, x, out, act):
+        """__call__'s calls, in order: (function, arguments) (compiled.prepared binds them once)."""
         g = self.geo
         planes = self.planes_ref.array
         if x.flags.c_contiguous:  # the compiled split (compiled/phases.py), 3x numpy's for stride 2
             (sh, sw), (ph, pw) = g.strides, g.pads_begin
-            split_phases(x, planes, self.hq, self.wq, sh, sw, ph, pw)
+            steps = [(split_phases, (x, planes, self.hq, self.wq, sh, sw, ph, pw))]
         else:
             from .conv import _run_fills  # (conv.py imports this module)
 
-            _run_fills(self._views(x, planes))
-        planes[g.batch * self.image:] = 0.0  # the slack read by the last row's dropped pixels
+            steps = [(_run_fills, (self._views(x, planes),))]
+        steps.append((np.copyto, (planes[g.batch * self.image:], 0.0)))  # the slack read by the last row's dropped pixels
         ws = self.ws_ref.array
         oh, ow = g.out_shape
         yf = self.y_ref.array if self.crop else out.reshape(-1)
@@ -128,13 +133,15 @@ class IndirectConv2d:
             if self.rowwise:
                 for gi in range(g.group):
                     y0 = (n * g.out_channels + gi * self.mg) * oh * ow
-                    gemm2d_rows(self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane, self.offs,
-                                self.wq, yf, y0, oh * ow, ow, oh, self.mg, ow, self.b[gi], ws, *act)
+                    steps.append((gemm2d_rows, (self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane,
+                                                self.offs, self.wq, yf, y0, oh * ow, ow, oh, self.mg, ow, self.b[gi],
+                                                ws, *act)))
                 continue
             y0 = 0 if self.crop else n * g.out_channels * self.p_ext
             for gi in range(g.group):
-                gemm2d(self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane, self.offs,
-                       yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext, self.b[gi], ws,
-                       *act)
+                steps.append((gemm2d, (self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane, self.offs,
+                                       yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext, self.b[gi],
+                                       ws, *act)))
             if self.crop:
-                np.copyto(out[n], yf.reshape(g.out_channels, oh, self.wq)[:, :, :ow])
+                steps.append((np.copyto, (out[n], yf.reshape(g.out_channels, oh, self.wq)[:, :, :ow])))
+        return steps

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import partial
 
 import numpy as np
 
@@ -144,38 +145,41 @@ class _BlockedConv:
 
     def run(self, x, out, z=None):
         """out = act(conv(x) + B (+ z)), every array NCHW8c and C-contiguous (z: not depthwise)."""
-        if self.kind == "depthwise":
-            self._dw(x, self.wp, self.b, out, *self.dw_args, *self.act)
-            return
-        if self.kind == "indirect":
-            self._indirect(x, out, z)
-            return
-        g, p = self.geo, self.p
-        xf, yf = x.reshape(-1), out.reshape(-1)
-        zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
-        c, m = g.in_channels, g.out_channels
-        for n in range(g.batch):
-            self._gemm(self.wp, xf, n * c * p, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
-                       *self.act, zf, z is not None)  # Z indexed as Y
+        compiled.run_steps(self._steps(x, out, z))
 
-    def _indirect(self, x, out, z):
-        """Image by image: X zero-padded into the blocked buffer, then every output row in one call."""
-        g = self.geo
+    def prepare(self, x, out, z=None):
+        """run(x, out, z) as one zero-argument call for these arrays (net.py: _prepared), or None
+        where an array is not C-contiguous (run()'s flat views of such an array are copies)."""
+        if not all(a is None or a.flags.c_contiguous for a in (x, out, z)):
+            return None
+        return compiled.prepared(self._steps(x, out, z))
+
+    def _steps(self, x, out, z):
+        """run()'s calls, in order: (function, arguments)."""
+        if self.kind == "depthwise":
+            return [(self._dw, (x, self.wp, self.b, out, *self.dw_args, *self.act))]
+        g, has_z = self.geo, z is not None
+        c, m = g.in_channels, g.out_channels
+        yf = out.reshape(-1)
+        zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)  # Z indexed as Y
+        if self.kind == "pointwise":
+            xf, p = x.reshape(-1), self.p
+            return [(self._gemm, (self.wp, xf, n * c * p, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
+                                  *self.act, zf, has_z)) for n in range(g.batch)]
+        # indirect: image by image, X zero-padded into the blocked buffer, then every output row in one call
         (hp, wp), (sh, sw), (ph, pw), (oh, ow) = self.padded_hw, g.strides, g.pads_begin, g.out_shape
         h, w = g.in_shape
-        c, m = g.in_channels, g.out_channels
-        pad = self.padded.array.reshape(c // BLOCK, hp, wp, BLOCK)
+        pf = self.padded.array
+        pad = pf.reshape(c // BLOCK, hp, wp, BLOCK)
         y1, x1 = max(0, min(h, hp - ph)), max(0, min(w, wp - pw))  # X's rows and columns a tap reads
-        pad[:, :ph] = 0
-        pad[:, ph + y1:] = 0
-        pad[:, ph:ph + y1, :pw] = 0
-        pad[:, ph:ph + y1, pw + x1:] = 0
-        yf, pf = out.reshape(-1), self.padded.array
-        zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
+        borders = (pad[:, :ph], pad[:, ph + y1:], pad[:, ph:ph + y1, :pw], pad[:, ph:ph + y1, pw + x1:])
+        steps = [(np.copyto, (v, 0)) for v in borders if v.size]  # the scratch is shared: zeroed every call
         for n in range(g.batch):
-            np.copyto(pad[:, ph:ph + y1, pw:pw + x1], x[n, :, :y1, :x1])
-            self._gemm_rows(self.wp, pf, 0, self.offs, sw * BLOCK, sh * wp * BLOCK, yf, n * m * oh * ow,
-                            ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None)
+            steps.append((np.copyto, (pad[:, ph:ph + y1, pw:pw + x1], x[n, :, :y1, :x1])))
+            steps.append((self._gemm_rows, (self.wp, pf, 0, self.offs, sw * BLOCK, sh * wp * BLOCK, yf,
+                                            n * m * oh * ow, ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b,
+                                            *self.act, zf, has_z)))
+        return steps
 
 
 def padded_layout(g):
@@ -210,6 +214,9 @@ class ConvNCHWc(_BlockedConv):
     def __call__(self, x, w, b=None, *, out):
         self.run(x, out)
 
+    def prepare_run(self, x, w, b=None, *, out):
+        return self.prepare(x, out)
+
 
 def fused_activation(ctx, activation, activation_params, in_kernel: bool):
     """FusedConv's activation for an NCHW8c kernel: (act, after). act: the (code, p0, p1) the compiled
@@ -225,6 +232,14 @@ def fused_activation(ctx, activation, activation_params, in_kernel: bool):
     if name == "Identity":
         return none, None
     return none, Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT), ctx.out_dtypes[0])
+
+
+def then_after(conv, after, out):
+    """A prepared convolution followed by its `after` Activation over `out` (None: conv alone; None
+    if conv is None)."""
+    if conv is None or after is None:
+        return conv
+    return compiled.chain(conv, after.prepare(out))
 
 
 def _fused_check(attrs, version):
@@ -260,6 +275,14 @@ class FusedConvNCHWc(_BlockedConv):
             self.run(x, out, z)
         if self.after is not None:
             self.after.apply(out)
+
+    def prepare_run(self, x, w, b=None, z=None, *, out):
+        if z is not None and not self.z_inside:
+            conv = self.prepare(x, out)
+            conv = conv and compiled.chain(conv, partial(np.add, out, z, out=out))
+        else:
+            conv = self.prepare(x, out, z)
+        return then_after(conv, self.after, out)
 
 
 # ---- NCHW in, NCHW8c out: a chain's first convolution ----------------------------
@@ -309,16 +332,26 @@ class _ToBlockedConv:
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def run(self, x, out, z=None):
+        compiled.run_steps(self._steps(x, out, z))
+
+    def prepare(self, x, out, z=None):
+        """run(x, out, z) as one zero-argument call for these arrays (net.py: _prepared), or None."""
+        if not all(a is None or a.flags.c_contiguous for a in (x, out, z)):
+            return None
+        return compiled.prepared(self._steps(x, out, z))
+
+    def _steps(self, x, out, z):
         g = self.geo
         (sh, sw), (ph, pw) = g.strides, g.pads_begin
         planes = self.planes.array
-        self._split(np.ascontiguousarray(x), planes, self.hq, self.wq, sh, sw, ph, pw)
         oh, ow = g.out_shape
         m, yf = g.out_channels, out.reshape(-1)
         zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)
-        for n in range(g.batch):  # output rows: OW pixels one float apart in the phase planes, in one call
-            self._gemm_rows(self.wp, planes, n * self.image, self.offs, 1, self.wq, yf, n * m * oh * ow, ow * BLOCK,
-                            BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None)
+        # output rows: OW pixels one float apart in the phase planes, in one call per image
+        return [(self._split, (np.ascontiguousarray(x), planes, self.hq, self.wq, sh, sw, ph, pw))] + [
+            (self._gemm_rows, (self.wp, planes, n * self.image, self.offs, 1, self.wq, yf, n * m * oh * ow,
+                               ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None))
+            for n in range(g.batch)]
 
 
 _TO = dict(layout=TO_BLOCKED, output_layouts=(LAYOUT,), preference=TO_BLOCKED_PREFERENCE, supports=to_blocked_fits)
@@ -334,6 +367,9 @@ class ConvToNCHWc(_ToBlockedConv):
 
     def __call__(self, x, w, b=None, *, out):
         self.run(x, out)
+
+    def prepare_run(self, x, w, b=None, *, out):
+        return self.prepare(x, out)
 
 
 @kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(DEFAULT_LAYOUT, None, None, LAYOUT),
@@ -351,3 +387,6 @@ class FusedConvToNCHWc(_ToBlockedConv):
         self.run(x, out, z)
         if self.after is not None:
             self.after.apply(out)
+
+    def prepare_run(self, x, w, b=None, z=None, *, out):
+        return then_after(self.prepare(x, out, z), self.after, out)

@@ -14,6 +14,8 @@ activation.py), so a fused graph gives the same bits as the unfused one.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from scipy import special
 
@@ -87,6 +89,14 @@ class Activation:
 
         activate_inplace(y.reshape(-1), self.code, *self.params)
 
+    def prepare(self, y):
+        """apply(y) as a zero-argument call for this array (net.py: _prepared)."""
+        if self.apply == self._compiled and y.flags.c_contiguous:
+            from .compiled.epilogue import activate_inplace
+
+            return compiled.bound(activate_inplace, y.reshape(-1), self.code, *self.params)
+        return partial(self.apply, y)
+
     # The stand-alone kernels' own code, applied in place: a fused graph gives the same bits.
     def _relu(self, y):
         relu(y, out=y)
@@ -148,6 +158,15 @@ class FusedConv:
             self.conv(x, w, b, out=out)
         if self.act is not None:
             self.act.apply(out)
+
+    def prepare_run(self, x, w, b=None, z=None, *, out):
+        if z is not None and self.sum_fused:
+            return self.conv.prepare_sum(x, z, out)
+        conv = self.conv.prepare_run(x, w, b, out=out)
+        if conv is None:
+            return None
+        return compiled.chain(conv, None if z is None else partial(np.add, out, z, out=out),
+                              None if self.act is None else self.act.prepare(out))
 
 
 @kernel("FusedGemm", since=1, domain=DOMAIN, check=_check)
@@ -214,6 +233,19 @@ class Gelu:
             else:
                 gelu_erf(xf, of, self.sqrt2)
             return
+        self._chunked(xf, of)
+
+    def prepare_run(self, x, *, out):
+        if self.onnx is not None or not self.compiled or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        from .compiled.epilogue import gelu_erf, gelu_erf_inplace
+
+        xf, of = x.reshape(-1), out.reshape(-1)
+        if xf.ctypes.data == of.ctypes.data:
+            return compiled.bound(gelu_erf_inplace, of, self.sqrt2)
+        return compiled.bound(gelu_erf, xf, of, self.sqrt2)
+
+    def _chunked(self, xf, of):
         n, tmp = xf.size, self.tmp.array
         for s in range(0, n, self.chunk):  # a chunk at a time: its five passes stay in cache
             e = min(n, s + self.chunk)
