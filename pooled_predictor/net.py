@@ -85,6 +85,7 @@ class Net:
         self.at_default = False  # laid out for the default shapes by restore(), not reshaped since
         self.layouts_built = 0
         self.profiler = None  # a profiling.Profiler while profiling (enable_profiling)
+        self.prepare_calls = PREPARE_CALLS  # kernels' prepared calls in the run (_prepared)
         self._activate(None, None)
         if input_shapes is not None:
             self.reshape(input_shapes)
@@ -439,7 +440,7 @@ class Net:
             args = [blobs[i] if i else None for i in step.node.inputs]
             out = step.out_arg([blobs[o] if o else None for o in step.node.outputs])
             plain.append(partial(runner, *args, out=out))
-            run.append(_prepared(runner, args, out) or plain[-1])
+            run.append(self.prepare_calls and _prepared(runner, args, out) or plain[-1])
             run_nodes.append(step.node)
         for step in dynamic:
             plain.append(partial(self._run_dynamic, step))
@@ -739,8 +740,8 @@ class _Layout:
 
 
 PREPARE_CALLS = True
-"""Nets bound from now on run each node through its kernel's prepare_run() where it has one; False:
-runner(*inputs, out=...) every time (the same bits: tests/test_prepared.py compares them)."""
+"""Nets created from now on run each node through its kernel's prepare_run() where it has one
+(Net.prepare_calls); False: runner(*inputs, out=...) every time (the same bits: tests/test_prepared.py)."""
 
 
 def _prepared(runner, args: list, out):
@@ -754,8 +755,6 @@ def _prepared(runner, args: list, out):
     arrays stay fixed until the next reshape, which binds again (Paddle-Lite's
     PrepareForRun before Run).
     """
-    if not PREPARE_CALLS:
-        return None
     if isinstance(runner, partial):
         prepare = getattr(runner.func, "prepare_run", None)
         return prepare(*runner.args, *args, out=out, **runner.keywords) if prepare is not None else None

@@ -19,6 +19,14 @@ A kernel is registered with the ONNX schema versions it implements:
   OpContext with shapes, dtypes, static values and scratch allocation) and then
   called as ``obj(*inputs, out=out)``; use it when a kernel precomputes from
   shapes (index arrays, padded buffers, GEMM views).
+* Either may offer ``prepare_run(*inputs, out=out)`` (a function kernel: as an
+  attribute of the function, called with the node's attributes as keywords
+  too): the Net calls it once when it binds its arrays and runs the zero-argument
+  callable it returns on every forward instead, or the kernel as above where it
+  returns None (Paddle-Lite's PrepareForRun before Run). It must do exactly what
+  the call does for those arrays, its per-call Python work -- views, argument
+  lists, numba's type dispatch (ops/cpu/compiled: bound, prepared) -- done ahead
+  (net.py: _prepared; tests/test_prepared.py checks the bits).
 
 A kernel has a kernel type (Paddle-Lite's TypeSystem): its device and its
 layout (ops/layouts.py: "NCHW" -- ONNX's own layout, channels second, any

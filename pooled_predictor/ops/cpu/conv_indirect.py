@@ -124,7 +124,8 @@ class IndirectConv2d:
             from .conv import _run_fills  # (conv.py imports this module)
 
             steps = [(_run_fills, (self._views(x, planes),))]
-        steps.append((np.copyto, (planes[g.batch * self.image:], 0.0)))  # the slack read by the last row's dropped pixels
+        # the slack read by the last row's dropped pixels
+        steps.append((np.copyto, (planes[g.batch * self.image:], 0.0)))
         ws = self.ws_ref.array
         oh, ow = g.out_shape
         yf = self.y_ref.array if self.crop else out.reshape(-1)

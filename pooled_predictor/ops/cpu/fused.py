@@ -184,6 +184,10 @@ class FusedGemm:
         self.gemm(a, b, c, out=out)
         self.act.apply(out)
 
+    def prepare_run(self, a, b, c=None, *, out):
+        gemm = self.gemm.prepare_run(a, b, c, out=out)
+        return gemm and compiled.chain(gemm, self.act.prepare(out))
+
 
 @kernel("Gelu", since=1, domain=DOMAIN, inplace=(0,), check=_gelu_check)
 class Gelu:

@@ -46,6 +46,9 @@ class Gemm:
             c = np.asarray(ctx.value(2)) if self.use_c else None
             self.fast = ConstRightProduct.build(ctx, ctx.shape(0), dtype, ctx.value(1), c, self.trans_b)
 
+    def prepare_run(self, a, b, c=None, *, out):
+        return None if self.fast is None else self.fast.prepare(a, out)
+
     def __call__(self, a, b, c=None, *, out):
         if self.fast is not None and self.fast(a, out):
             return

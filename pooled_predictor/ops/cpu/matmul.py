@@ -86,6 +86,16 @@ class ConstRightProduct:
                  self.ws_ref.array)
         return True
 
+    def prepare(self, a, out):
+        """self(a, out) as one zero-argument call for these arrays (net.py: _prepared), or None where
+        it would return False."""
+        if not (a.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        from . import compiled
+
+        return compiled.bound(self.run, a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1),
+                              self.n_n, self.ws_ref.array)
+
 
 class _MatMul:
     """Y = A @ B (+ C): shared by MatMul (no C) and MatMulAdd (C a bias over Y's last axis)."""
@@ -103,6 +113,9 @@ class _MatMul:
         np.matmul(a, b, out=out)
         if self.bias:
             np.add(out, c, out=out)
+
+    def prepare_run(self, a, b, c=None, *, out):
+        return None if self.fast is None else self.fast.prepare(a, out)
 
 
 @kernel("MatMul", since=(1, 9, 13))

@@ -9,6 +9,7 @@ per-Net scratch, so a forward pass allocates nothing.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -53,6 +54,13 @@ class BatchNormalization:
             out = out[0]
         np.multiply(x, a, out=out)
         out += b
+
+    def prepare_run(self, x, scale, bias, mean, var, *, out):
+        if self.ab is None:
+            return None
+        a, b = self.ab
+        out = out[0] if isinstance(out, tuple) else out
+        return compiled.chain(partial(np.multiply, x, a, out=out), partial(np.add, out, b, out=out))
 
 
 @kernel("Softmax", since=(1, 11, 13))
@@ -108,6 +116,13 @@ class Softmax:
         np.exp(y, out=y)
         np.sum(y, axis=self.axis, keepdims=True, out=m)
         y /= m
+
+    def prepare_run(self, x, *, out):
+        if self.rows is None or type(self) is not Softmax or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None  # (LogSoftmax and Hardmax have their own __call__)
+        from .compiled.softmax import softmax_rows
+
+        return compiled.bound(softmax_rows, x.reshape(-1), out.reshape(-1), *self.rows)
 
 
 @kernel("LogSoftmax", since=(1, 11, 13))

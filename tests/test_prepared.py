@@ -1,0 +1,178 @@
+"""Prepared calls (net.py: _prepared, a kernel's prepare_run; ops/cpu/compiled: bound, prepared).
+
+A Net binds each kernel's per-call work once per layout; the prepared run must give the
+bits of calling every kernel as runner(*inputs, out=...), follow reshapes, and leave
+forward_shared (which swaps the caller's arrays into the calls) working.
+"""
+
+from functools import partial
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pooled_predictor import net as net_module
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.net import Net, Optimization
+from pooled_predictor.ops.cpu import compiled, conv, conv_nchwc
+from pooled_predictor.ops.layouts import layout_transform
+from pooled_predictor.passes import optimize
+from pooled_predictor.program import Program
+from tests.onnx_helpers import run_ort
+
+RNG = np.random.default_rng(7)
+
+
+def _w(*shape):
+    return (RNG.standard_normal(shape) * 0.2).astype(np.float32)
+
+
+def _model(c_in=3):
+    """A stem conv (C_in -> 16), then every kind the NCHW8c and NCHW compiled paths prepare: 1x1 and
+    3x3 convs with a residual sum, a strided 3x3, a depthwise 3x3, Sigmoid and exporter-style GELU, a
+    squeeze-and-excitation mean and Mul, MaxPool, nearest Resize, Concat, and a final 1x1 conv."""
+    inits, nodes = [], []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(a, name))
+        return name
+
+    def conv_node(x, y, c, m, k=1, stride=1, group=1, pad=None):
+        pad = k // 2 if pad is None else pad
+        nodes.append(helper.make_node("Conv", [x, const(y + "_w", _w(m, c // group, k, k)), const(y + "_b", _w(m))],
+                                      [y], kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4,
+                                      group=group))
+        return y
+
+    conv_node("x", "stem", c_in, 16, k=3)
+    nodes.append(helper.make_node("Relu", ["stem"], ["a"]))
+    conv_node("a", "p1", 16, 16)
+    conv_node("p1", "k3", 16, 16, k=3)
+    nodes.append(helper.make_node("Add", ["k3", "a"], ["res"]))
+    conv_node("res", "dw", 16, 16, k=3, group=16)
+    nodes.append(helper.make_node("Sigmoid", ["dw"], ["sg"]))
+    nodes.append(helper.make_node("Div", ["sg", const("sqrt2", np.array(np.sqrt(2), np.float32))], ["g0"]))
+    nodes.append(helper.make_node("Erf", ["g0"], ["g1"]))
+    nodes.append(helper.make_node("Add", ["g1", const("one", np.array(1, np.float32))], ["g2"]))
+    nodes.append(helper.make_node("Mul", ["sg", "g2"], ["g3"]))
+    nodes.append(helper.make_node("Mul", ["g3", const("half", np.array(0.5, np.float32))], ["gelu"]))
+    nodes.append(helper.make_node("GlobalAveragePool", ["gelu"], ["se"]))
+    nodes.append(helper.make_node("Mul", ["gelu", "se"], ["scaled"]))
+    nodes.append(helper.make_node("MaxPool", ["scaled"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]))
+    nodes.append(helper.make_node("Resize", ["mp", "", const("scales", np.array([1, 1, 2, 2], np.float32))],
+                                  ["up"], mode="nearest"))
+    conv_node("up", "s2", 16, 16, k=3, stride=2)
+    conv_node("s2", "s2b", 16, 16)
+    nodes.append(helper.make_node("Concat", ["s2", "s2b"], ["cat"], axis=1))
+    conv_node("cat", "y", 32, 8)
+    g = helper.make_graph(nodes, "prepared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def _net(model, prepared: bool, monkeypatch, optimization=Optimization.MEMORY, passes=True):
+    monkeypatch.setattr(net_module, "PREPARE_CALLS", prepared)
+    graph = load_onnx(model)
+    if passes:
+        graph = optimize(graph, "all")[0]
+    return Net(Program(graph), optimization=optimization)
+
+
+def _prepared_count(net) -> int:
+    """Nodes whose call in the run is their kernel's prepared call, not runner(*inputs, out=...)."""
+    return sum(f is not p for f, p in zip(net._layout.run, net._layout.plain))
+
+
+def _unprepared(net) -> list:
+    """The nodes a prepared call should run but that got runner(*inputs, out=...): every NCHW8c
+    kernel, the NCHW Conv's compiled paths, Gelu, the compiled layout transforms."""
+    missed = []
+    for f, p, node in zip(net._layout.run, net._layout.plain, net._run_nodes):
+        runner = p.func.func if isinstance(p.func, partial) else p.func
+        path = getattr(runner, "path", None) or getattr(getattr(runner, "conv", None), "path", None)
+        if path is not None:
+            should = path in ("pointwise_compiled", "indirect", "depthwise_compiled", "winograd")
+        else:
+            should = (runner is layout_transform or type(runner).__name__ in ("Gelu", "GeluNCHWc")
+                      or type(runner).__module__.rsplit(".", 1)[-1] in ("conv_nchwc", "blocked"))
+        if should and f is p:
+            missed.append((node.op_type, type(runner).__name__, path))
+    return missed
+
+
+@pytest.mark.parametrize("blocked", [True, False], ids=["nchw8c", "nchw"])
+@pytest.mark.parametrize("optimization", [Optimization.MEMORY, Optimization.NONE])
+@pytest.mark.parametrize("passes", [True, False])
+def test_prepared_run_gives_the_plain_runs_bits(blocked, optimization, passes, monkeypatch):
+    monkeypatch.setattr(conv_nchwc, "ENABLED", blocked)
+    monkeypatch.setattr(conv, "INDIRECT_MIN_WIDTH", 8)  # the 3x3 convs of these small images: indirect
+    model = _model()
+    x = RNG.standard_normal((2, 3, 12, 10)).astype(np.float32)
+    fast = _net(model, True, monkeypatch, optimization, passes)
+    plain = _net(model, False, monkeypatch, optimization, passes)
+    fast.forward(x)
+    plain.forward(x)
+    assert _prepared_count(plain) == 0
+    assert _unprepared(fast) == []
+    assert _prepared_count(fast) >= (8 if blocked else 5)
+    np.testing.assert_array_equal(fast.blob_by_name("y"), plain.blob_by_name("y"))
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(fast.blob_by_name("y"), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_prepared_calls_follow_reshapes(monkeypatch):
+    model = _model()
+    fast, plain = _net(model, True, monkeypatch), _net(model, False, monkeypatch)
+    for shape in [(1, 3, 16, 16), (2, 3, 12, 10), (1, 3, 16, 16), (3, 3, 8, 24)]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        fast.forward(x)
+        plain.forward(x)
+        np.testing.assert_array_equal(fast.blob_by_name("y"), plain.blob_by_name("y"))
+        ref = run_ort(model, {"x": x})[0]
+        np.testing.assert_allclose(fast.blob_by_name("y"), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_forward_shared_reads_the_callers_array_with_prepared_calls(monkeypatch):
+    model = _model(c_in=8)  # the stem reads X blocked: its LayoutTransform reads the caller's array
+    net = _net(model, True, monkeypatch)
+    x1, x2 = (RNG.standard_normal((1, 8, 12, 12)).astype(np.float32) for _ in range(2))
+    net.forward(x1)
+    y1 = net.blob_by_name("y").copy()
+    net.forward_shared({"x": x2})
+    y2 = net.blob_by_name("y").copy()
+    np.testing.assert_allclose(y2, run_ort(model, {"x": x2})[0], rtol=1e-4, atol=1e-4 * np.abs(y2).max())
+    assert not np.array_equal(y1, y2)
+    net.forward()  # the input blob still holds x1: the prepared run is back
+    np.testing.assert_array_equal(net.blob_by_name("y"), y1)
+
+
+def test_bound_calls_the_specialization_dispatch_would_choose():
+    from pooled_predictor.ops.cpu.compiled.epilogue import activate_inplace, gelu_erf_inplace
+
+    y = np.linspace(-3, 3, 64, dtype=np.float32)
+    want = y.copy()
+    gelu_erf_inplace(want, np.float32(np.sqrt(2)))
+    call = compiled.bound(gelu_erf_inplace, y, np.float32(np.sqrt(2)))
+    assert isinstance(call, partial) and call.func is not gelu_erf_inplace  # numba's entry point, not dispatch
+    call()
+    np.testing.assert_array_equal(y, want)
+    # arguments no specialization takes: left to the dispatcher, which raises at the call as before
+    odd = compiled.bound(activate_inplace, np.zeros(4, np.int32), 0, np.float32(0), np.float32(0))
+    assert odd.func is activate_inplace
+    with pytest.raises(TypeError):
+        odd()
+    # a Python function: an ordinary partial
+    out = []
+    compiled.bound(out.append, 5)()
+    assert out == [5]
+
+
+def test_chain_runs_calls_in_order_and_skips_none():
+    seen = []
+    calls = compiled.chain(partial(seen.append, 1), None, partial(seen.append, 2))
+    calls()
+    assert seen == [1, 2]
+    one = partial(seen.append, 3)
+    assert compiled.chain(one, None) is one
