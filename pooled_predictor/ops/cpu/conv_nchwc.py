@@ -105,7 +105,28 @@ def _supported(ctx) -> bool:
     return blocked_kind(ctx) is not None
 
 
-class _BlockedConv:
+class _Steps:
+    """A convolution run as a list of calls, _steps(x, out, z) -> [(function, arguments)]: run() makes
+    them, prepare() binds them once (net.py: _prepared). Called as the Conv kernel (FusedConv overrides)."""
+
+    def run(self, x, out, z=None):
+        compiled.run_steps(self._steps(x, out, z))
+
+    def prepare(self, x, out, z=None):
+        """run(x, out, z) as one zero-argument call for these arrays, or None where an array is not
+        C-contiguous (run()'s flat views of such an array are copies)."""
+        if not all(a is None or a.flags.c_contiguous for a in (x, out, z)):
+            return None
+        return compiled.prepared(self._steps(x, out, z))
+
+    def __call__(self, x, w, b=None, *, out):
+        self.run(x, out)
+
+    def prepare_run(self, x, w, b=None, *, out):
+        return self.prepare(x, out)
+
+
+class _BlockedConv(_Steps):
     """The shared part: geometry, packed weights, the compiled call (act fused where it can be)."""
 
     def __init__(self, ctx):
@@ -143,19 +164,8 @@ class _BlockedConv:
         self.b = _bias_vector(ctx, m)
         self.act = (NONE, np.float32(0), np.float32(0))
 
-    def run(self, x, out, z=None):
-        """out = act(conv(x) + B (+ z)), every array NCHW8c and C-contiguous (z: not depthwise)."""
-        compiled.run_steps(self._steps(x, out, z))
-
-    def prepare(self, x, out, z=None):
-        """run(x, out, z) as one zero-argument call for these arrays (net.py: _prepared), or None
-        where an array is not C-contiguous (run()'s flat views of such an array are copies)."""
-        if not all(a is None or a.flags.c_contiguous for a in (x, out, z)):
-            return None
-        return compiled.prepared(self._steps(x, out, z))
-
     def _steps(self, x, out, z):
-        """run()'s calls, in order: (function, arguments)."""
+        """out = act(conv(x) + B (+ z)), every array NCHW8c (z: not depthwise): the calls, in order."""
         if self.kind == "depthwise":
             return [(self._dw, (x, self.wp, self.b, out, *self.dw_args, *self.act))]
         g, has_z = self.geo, z is not None
@@ -210,12 +220,6 @@ class ConvNCHWc(_BlockedConv):
     def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                  strides=None):
         super().__init__(ctx)
-
-    def __call__(self, x, w, b=None, *, out):
-        self.run(x, out)
-
-    def prepare_run(self, x, w, b=None, *, out):
-        return self.prepare(x, out)
 
 
 def fused_activation(ctx, activation, activation_params, in_kernel: bool):
@@ -310,7 +314,7 @@ def to_blocked_fits(ctx) -> bool:
             and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH)
 
 
-class _ToBlockedConv:
+class _ToBlockedConv(_Steps):
     """X (N, C, H, W) NCHW -> Y (N, M/8, OH, OW, 8): the indirect GEMM of conv_indirect.py (X split
     into its zero-padded stride phases, a table of tap offsets) with the NCHW8c micro-kernel
     (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of 8 output channels."""
@@ -330,15 +334,6 @@ class _ToBlockedConv:
         self.b = _bias_vector(ctx, m)
         self._gemm_rows, self._split = gemm_nchwc_rows, split_phases
         self.act = (NONE, np.float32(0), np.float32(0))
-
-    def run(self, x, out, z=None):
-        compiled.run_steps(self._steps(x, out, z))
-
-    def prepare(self, x, out, z=None):
-        """run(x, out, z) as one zero-argument call for these arrays (net.py: _prepared), or None."""
-        if not all(a is None or a.flags.c_contiguous for a in (x, out, z)):
-            return None
-        return compiled.prepared(self._steps(x, out, z))
 
     def _steps(self, x, out, z):
         g = self.geo
@@ -364,12 +359,6 @@ class ConvToNCHWc(_ToBlockedConv):
     def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                  strides=None):
         super().__init__(ctx)
-
-    def __call__(self, x, w, b=None, *, out):
-        self.run(x, out)
-
-    def prepare_run(self, x, w, b=None, *, out):
-        return self.prepare(x, out)
 
 
 @kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(DEFAULT_LAYOUT, None, None, LAYOUT),
