@@ -122,6 +122,37 @@ def test_prepared_run_gives_the_plain_runs_bits(blocked, optimization, passes, m
     np.testing.assert_allclose(fast.blob_by_name("y"), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
+def _head_model():
+    """BatchNormalization, a MatMul + Add over the last axis, Gemm and Softmax (the classifier heads'
+    prepared kernels): X (N, 8, 4, 16) -> Y (N, 128)."""
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("scale", _w(8) + 1), ("bias", _w(8)), ("mean", _w(8)), ("var", np.abs(_w(8)) + 0.5),
+        ("mm_w", _w(16, 48)), ("mm_b", _w(48)), ("fc_w", _w(128, 8 * 4 * 48)), ("fc_b", _w(128))]]
+    nodes = [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["bn"]),
+             helper.make_node("MatMul", ["bn", "mm_w"], ["mm"]),  # + mm_b: MatMulAdd (A of rank 4)
+             helper.make_node("Add", ["mm", "mm_b"], ["mmb"]),
+             helper.make_node("Flatten", ["mmb"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["fc"], transB=1),
+             helper.make_node("Softmax", ["fc"], ["y"], axis=-1)]
+    g = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 4, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_prepared_heads_give_the_plain_runs_bits(monkeypatch):
+    model = _head_model()
+    x = RNG.standard_normal((6, 8, 4, 16)).astype(np.float32)
+    fast, plain = _net(model, True, monkeypatch), _net(model, False, monkeypatch)
+    fast.forward(x)
+    plain.forward(x)
+    ran = {node.op_type for f, p, node in zip(fast._layout.run, fast._layout.plain, fast._run_nodes) if f is not p}
+    assert {"BatchNormalization", "MatMulAdd", "Gemm", "Softmax"} <= ran, ran
+    np.testing.assert_array_equal(fast.blob_by_name("y"), plain.blob_by_name("y"))
+    np.testing.assert_allclose(fast.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-6)
+
+
 def test_prepared_calls_follow_reshapes(monkeypatch):
     model = _model()
     fast, plain = _net(model, True, monkeypatch), _net(model, False, monkeypatch)
