@@ -38,11 +38,11 @@ def unblocked(x, shape):
     return out
 
 
-# K: one block, a KC chunk boundary crossed; M: one 8-block (the 1-vector tile), 16s, 24 (the 3-vector
-# tile) and 16 + 24;
+# K: one block, a KC chunk boundary crossed (and five KC_PROJECTION chunks for M = 32, 40); M: one 8-block
+# (the 1-vector tile), 16s, 24 (the 3-vector tile), 16 + 16 and 16 + 24;
 # P: every pixel-tile size 1..6 and several tiles
 @pytest.mark.parametrize("k", [8, 24, KC + 8])
-@pytest.mark.parametrize("m", [8, 16, 24, 40])
+@pytest.mark.parametrize("m", [8, 16, 24, 32, 40])
 @pytest.mark.parametrize("p", [1, 5, 6, 7, 13, 50])
 @pytest.mark.parametrize("z, act", [(False, epilogue.NONE), (True, epilogue.CLIP), (False, epilogue.RELU)])
 def test_pointwise_gemm_gives_the_nchw_gemms_bits(k, m, p, z, act):
