@@ -6,6 +6,7 @@ forward_shared (which swaps the caller's arrays into the calls) working.
 """
 
 from functools import partial
+from types import FunctionType
 
 import numpy as np
 import pytest
@@ -15,7 +16,6 @@ from pooled_predictor import net as net_module
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.net import Net, Optimization
 from pooled_predictor.ops.cpu import compiled, conv, conv_nchwc
-from pooled_predictor.ops.layouts import layout_transform
 from pooled_predictor.passes import optimize
 from pooled_predictor.program import Program
 from tests.onnx_helpers import run_ort
@@ -87,15 +87,16 @@ def _prepared_count(net) -> int:
 
 def _unprepared(net) -> list:
     """The nodes a prepared call should run but that got runner(*inputs, out=...): every NCHW8c
-    kernel, the NCHW Conv's compiled paths, Gelu, the compiled layout transforms."""
+    kernel, the NCHW Conv's compiled paths, Gelu, function kernels that offer prepare_run."""
     missed = []
     for f, p, node in zip(net._layout.run, net._layout.plain, net._run_nodes):
         runner = p.func.func if isinstance(p.func, partial) else p.func
         path = getattr(runner, "path", None) or getattr(getattr(runner, "conv", None), "path", None)
         if path is not None:
             should = path in ("pointwise_compiled", "indirect", "depthwise_compiled", "winograd")
-        else:
-            should = (runner is layout_transform or type(runner).__name__ in ("Gelu", "GeluNCHWc")
+        else:  # function kernels with a prepare_run (layout transforms, Concat, Flatten...) always prepare
+            should = (isinstance(runner, FunctionType) and hasattr(runner, "prepare_run")
+                      or type(runner).__name__ in ("Gelu", "GeluNCHWc")
                       or type(runner).__module__.rsplit(".", 1)[-1] in ("conv_nchwc", "blocked"))
         if should and f is p:
             missed.append((node.op_type, type(runner).__name__, path))
@@ -148,7 +149,8 @@ def test_prepared_heads_give_the_plain_runs_bits(monkeypatch):
     fast.forward(x)
     plain.forward(x)
     ran = {node.op_type for f, p, node in zip(fast._layout.run, fast._layout.plain, fast._run_nodes) if f is not p}
-    assert {"BatchNormalization", "MatMulAdd", "Gemm", "Softmax"} <= ran, ran
+    assert {"BatchNormalization", "MatMulAdd", "Flatten", "Gemm", "Softmax"} <= ran, ran
+    assert _unprepared(fast) == []
     np.testing.assert_array_equal(fast.blob_by_name("y"), plain.blob_by_name("y"))
     np.testing.assert_allclose(fast.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-6)
 

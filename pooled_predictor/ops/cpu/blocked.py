@@ -251,6 +251,7 @@ def concat_blocks(*inputs, out, axis):
     np.concatenate(inputs, axis=1, out=out)
 
 
+concat_blocks.prepare_run = lambda *inputs, out, axis: partial(np.concatenate, inputs, axis=1, out=out)
 _register_like("Concat", lambda k: concat_blocks, _concat_supported, FOLLOW, (LAYOUT,) * MAX_CONCAT_INPUTS)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.reshape import (CONSTANT_ATTRS, PAD_MODES, PAD_MODES_19, constant_value, pad_amounts,
                               range_compute_dtype)
+from .tensor import prepare_reshaped
 
 _LATEST = (21, 23, 24, 25)  # versions that only widened the type constraints
 
@@ -33,6 +34,9 @@ def flatten(x, *, out, axis=1):
 
 
 # ---- Expand, Tile ----------------------------------------------------------------
+reshape.prepare_run = flatten.prepare_run = prepare_reshaped
+
+
 @kernel("Expand", since=(8, 13))
 def expand(x, shape, *, out):
     """Y = X broadcast (numpy rules, both ways) with `shape`. Spec: Operators.md#Expand."""

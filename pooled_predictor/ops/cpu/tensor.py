@@ -5,6 +5,8 @@ Shapes come from the rules in ops/shapes/tensor.py; the kernels only copy.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..registry import kernel
@@ -28,10 +30,41 @@ def unsqueeze(x, axes_input=None, *, out, axes=None):
     np.copyto(out, x.reshape(out.shape))
 
 
+def prepare_reshaped(x, *rest, out, **attrs):
+    """prepare_run of the kernels that copy X's elements in order into Y's shape (Reshape, Flatten,
+    Squeeze, Unsqueeze; net.py: _prepared): one np.copyto of the view, or nothing at all where the
+    arena put Y on X (memory_opt's in-place); None for a non-contiguous X (its reshape is a copy)."""
+    if not x.flags.c_contiguous:
+        return None
+    view = x.reshape(out.shape)
+    if view.ctypes.data == out.ctypes.data and view.dtype == out.dtype:
+        return _nothing
+    return partial(np.copyto, out, view)
+
+
+def _prepare_transpose(x, *, out, perm=None):
+    return partial(np.copyto, out, np.transpose(x, perm))
+
+
+def _nothing():
+    pass
+
+
+squeeze.prepare_run = unsqueeze.prepare_run = prepare_reshaped
+transpose.prepare_run = _prepare_transpose
+
+
 @kernel("Concat", since=(4, 11, 13))
 def concat(*inputs, out, axis):
     """Y = the inputs joined along `axis` (negative counts from the end, from 11)."""
     np.concatenate([x for x in inputs if x is not None], axis=axis, out=out)
+
+
+def _prepare_concat(*inputs, out, axis):
+    return partial(np.concatenate, [x for x in inputs if x is not None], axis=axis, out=out)
+
+
+concat.prepare_run = _prepare_concat
 
 
 @kernel("Shape", since=(1, 13, 15, 19, 21, 23, 24, 25))
