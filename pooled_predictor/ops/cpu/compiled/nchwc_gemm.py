@@ -22,13 +22,14 @@ of 24 for every M were no faster than of 16). Output channels in blocks of
 Blocking: a block of pixels at a time (its M x PB outputs stay in L2 while
 the activation is applied), K in chunks of KC (later chunks accumulate onto
 Y), and for each output panel the packed W panel (KC x 16 floats, 16 KiB)
-stays in L1 across the block's pixel tiles. A projection (K > M, 32 <= M <= 96:
-two to six panels each reading the same X) takes K in chunks of KC_PROJECTION
-= 64 instead: a chunk's X (64 channels of the block's pixels) stays in cache for
-the next panel, where 256 channels of a large X did not (15-20% faster in the
-model on MobileNetV2's 192 -> 32 projections at batch 8; the chunks only split
-each multiply-add chain where it is stored to Y and loaded back, exactly, so the
-bits do not change). (Running every panel on one
+stays in L1 across the block's pixel tiles. A 1x1 projection (K > M, 32 <= M <=
+96: two to six panels each reading the same X) takes K in chunks of
+KC_PROJECTION = 64 instead: a chunk's X (64 channels of the block's pixels)
+stays in cache for the next panel, where 256 channels of an X that the layer
+before wrote out of cache (a batch) did not (15-20% faster in the model on
+MobileNetV2's 192 -> 32 projections at batch 8, no change at batch 1; the
+chunks only split each multiply-add chain where it is stored to Y and loaded
+back, exactly, so the bits do not change). (Running every panel on one
 pixel tile while its inputs are in L1 was 10-16% faster with cold caches
 on MobileNetV2's projections, but no faster inside the model: not kept.)
 
@@ -56,8 +57,9 @@ NV = 2  # output blocks per micro-tile (16 channels)
 RP3 = 4  # pixels per micro-tile of a 24-channel panel (12 accumulators + 3 W vectors + 1 broadcast)
 KC = 256  # k chunk: the packed W panel, KC x 16 floats (16 KiB), stays in L1
 PB_BYTES = 192 << 10  # a pixel block of Y (M x PB floats) at most this size, to stay in L2
-# k chunk of projections, K > M with 32 <= M <= 96 (module docstring): MobileNetV2 batch 8 in the model,
-# 192 -> 32 channels 2.35 -> 1.85 ms, 576 -> 96 4.34 -> 4.11; expansions and M >= 160 were 2-7% slower with it
+# k chunk of 1x1 projections, K > M with 32 <= M <= 96 (module docstring): MobileNetV2 batch 8 in the model,
+# 192 -> 32 channels 2.35 -> 1.85 ms, 576 -> 96 4.34 -> 4.11 (batch 1: no change); expansions, M >= 160 and
+# the indirect KxK convolutions (gemm_nchwc_rows) were 1-7% slower with it
 KC_PROJECTION = 64
 
 
@@ -181,23 +183,10 @@ def _panel(wp, xf, x0, offs, ldx, yf, y0, ldb, k_n, k0, kn, m0, width, p, p_n, b
             _tile1(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mode, zf, rows)
 
 
-@njit(types.void(_R1, _R1, _I, _O1, _I, _F1, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
-      nogil=True, cache=True, error_model="numpy")
-def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_z):
-    """Y = act(W @ X + b (+ Z)) over p_n pixels in NCHW8c.
-
-    Args:
-        wp: W (m_n, K) packed by pack_weights (m_n % 8 == 0).
-        xf, x0, offs, ldx: X[k, p] = xf[x0 + offs[k] + p * ldx] (K = offs.size): for an NCHW8c
-            image of P pixels, offs = channel_offsets(K, P) and ldx = 8 (8 * stride along a row
-            of a strided 1x1 convolution).
-        yf, y0, ldb: Y[m, p] = yf[y0 + (m // 8) * ldb + p * 8 + m % 8] (ldb = 8 * OH * OW).
-        b: (m_n,) bias (zeros for none).
-        act, a0, a1: activation (epilogue.py codes), after the bias and Z.
-        zf, has_z: the sum input Z, laid out as Y, added after the bias when has_z.
-    """
+@njit(inline="always")
+def _gemm(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_z, kc):
+    """gemm_nchwc's work, K in chunks of kc."""
     k_n = offs.size
-    kc = KC_PROJECTION if k_n > m_n and 32 <= m_n <= 96 else KC
     pb = max(RP, (PB_BYTES // (4 * m_n)) // RP * RP)
     tail3 = m_n % (NV * BLOCK) == BLOCK and m_n > BLOCK  # the last panel is 24 wide
     m_end = m_n - 3 * BLOCK if tail3 else m_n  # panels of 16 (or one of 8) below
@@ -217,12 +206,32 @@ def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf,
                 activate_range(yf, np.uint64(y0 + mb * ldb + p0 * BLOCK), np.uint64((pe - p0) * BLOCK), act, a0, a1)
 
 
+@njit(types.void(_R1, _R1, _I, _O1, _I, _F1, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
+      nogil=True, cache=True, error_model="numpy")
+def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_z):
+    """Y = act(W @ X + b (+ Z)) over p_n pixels in NCHW8c.
+
+    Args:
+        wp: W (m_n, K) packed by pack_weights (m_n % 8 == 0).
+        xf, x0, offs, ldx: X[k, p] = xf[x0 + offs[k] + p * ldx] (K = offs.size): for an NCHW8c
+            image of P pixels, offs = channel_offsets(K, P) and ldx = 8 (8 * stride along a row
+            of a strided 1x1 convolution).
+        yf, y0, ldb: Y[m, p] = yf[y0 + (m // 8) * ldb + p * 8 + m % 8] (ldb = 8 * OH * OW).
+        b: (m_n,) bias (zeros for none).
+        act, a0, a1: activation (epilogue.py codes), after the bias and Z.
+        zf, has_z: the sum input Z, laid out as Y, added after the bias when has_z.
+    """
+    k_n = offs.size  # a 1x1 projection: smaller K chunks (module docstring)
+    kc = KC_PROJECTION if k_n > m_n and 32 <= m_n <= 96 else KC
+    _gemm(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_z, kc)
+
+
 @njit(types.void(_R1, _R1, _I, _O1, _I, _I, _F1, _I, _I, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
       nogil=True, cache=True, error_model="numpy")
 def gemm_nchwc_rows(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, rows, b, act, a0, a1, zf,
                     has_z):
     """gemm_nchwc over `rows` bands of p_n pixels: band r reads X from x0 + r * x_pitch and writes Y
     from y0 + r * y_pitch (a convolution's output rows, each from its own input row), in one call."""
-    for r in range(rows):
-        gemm_nchwc(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, m_n, p_n, b, act, a0, a1, zf,
-                   has_z)
+    for r in range(rows):  # K = C x KH x KW taps in chunks of KC (KC_PROJECTION was slower on 3x3 convs)
+        _gemm(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, m_n, p_n, b, act, a0, a1, zf, has_z,
+              KC)
