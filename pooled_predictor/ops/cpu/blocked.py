@@ -135,7 +135,24 @@ for _domain, _op in UNARY:
     _register_like(_op, _same_kernel, _unary_supported, FOLLOW, (LAYOUT,), _domain)
 
 
-class BlockedBinary:
+class _OneCall:
+    """A kernel that is one call on flat views of its arrays: _call(x, *rest, out) -> (function,
+    arguments). Called per forward, or bound once (prepare_run; net.py: _prepared) where X and Y
+    are C-contiguous (their flat views are views)."""
+
+    def __call__(self, x, *rest, out):
+        fn, args = self._call(x, *rest, out=out)
+        fn(*args)
+
+    def prepare_run(self, x, *rest, out):
+        y = out[0] if isinstance(out, tuple) else out
+        if not all(a.flags.c_contiguous for a in (x, y, *rest) if isinstance(a, np.ndarray)):
+            return None
+        fn, args = self._call(x, *rest, out=out)
+        return compiled.bound(fn, *args)
+
+
+class BlockedBinary(_OneCall):
     """Add, Sub, Mul over NCHW8c inputs (ONNX Add/Sub/Mul-7/-13/-14, multidirectional broadcasting).
 
     X (N, C/8, H, W, 8) with a per-channel operand (N or 1, C/8, 1, 1, 8) -- a squeeze-and-excitation
@@ -163,22 +180,12 @@ class BlockedBinary:
                 self.compiled = (kernels.channel_op, swapped, n * c // BLOCK, h * w, vec[0] * c // BLOCK, code)
                 break
 
-    def __call__(self, a, b, *, out):
+    def _call(self, a, b, *, out):
         if self.compiled is None:
-            self.ufunc(a, b, out=out)
-            return
+            return self.ufunc, (a, b, out)
         fn, swapped, rows, pixels, s_rows, code = self.compiled
         x, s = (b, a) if swapped else (a, b)
-        fn(x.reshape(-1), s.reshape(-1), out.reshape(-1), rows, pixels, s_rows, code)
-
-    def prepare_run(self, a, b, *, out):
-        if self.compiled is None:
-            return partial(self.ufunc, a, b, out=out)
-        if not all(v.flags.c_contiguous for v in (a, b, out)):
-            return None
-        fn, swapped, rows, pixels, s_rows, code = self.compiled
-        x, s = (b, a) if swapped else (a, b)
-        return compiled.bound(fn, x.reshape(-1), s.reshape(-1), out.reshape(-1), rows, pixels, s_rows, code)
+        return fn, (x.reshape(-1), s.reshape(-1), out.reshape(-1), rows, pixels, s_rows, code)
 
 
 for _domain, _op in BINARY:
@@ -204,7 +211,7 @@ def _mean_supported(ctx) -> bool:
     return _mean_axes(ctx) == [2, 3] and int(ctx.attr("keepdims", 1)) == 1
 
 
-class SpatialMean:
+class SpatialMean(_OneCall):
     """Y = mean of X over H, W; X (N, C/8, H, W, 8) NCHW8c float32, Y (N, C/8, 1, 1, 8).
 
     GlobalAveragePool (ONNX GlobalAveragePool-1/-22) and ReduceMean axes [2, 3],
@@ -222,15 +229,9 @@ class SpatialMean:
         self.acc = ctx.scratch((128,), np.float32)
         self.tot = ctx.scratch((8,), np.float64)
 
-    def __call__(self, x, *rest, out):
-        self._mean(x.reshape(-1), out.reshape(-1), self.rows, self.pixels, self.scale, self.acc.array,
-                   self.tot.array)
-
-    def prepare_run(self, x, *rest, out):
-        if not (x.flags.c_contiguous and out.flags.c_contiguous):
-            return None
-        return compiled.bound(self._mean, x.reshape(-1), out.reshape(-1), self.rows, self.pixels, self.scale,
-                              self.acc.array, self.tot.array)
+    def _call(self, x, *rest, out):
+        return self._mean, (x.reshape(-1), out.reshape(-1), self.rows, self.pixels, self.scale, self.acc.array,
+                            self.tot.array)
 
 
 _register_like("GlobalAveragePool", lambda k: SpatialMean, _mean_supported, POOL_PREFERENCE, (LAYOUT,))
@@ -273,7 +274,7 @@ def _resize_supported(ctx) -> bool:
     return _unary_supported(ctx) and _nearest_plan(ctx) is not None
 
 
-class ResizeNearest:
+class ResizeNearest(_OneCall):
     """ONNX Resize, mode "nearest", over H and W of NCHW8c X (N, C/8, H, W, 8): the NCHW kernel's
     index tables (ops/cpu/resize.py, every coordinate and nearest mode), one vector copy per pixel."""
 
@@ -285,14 +286,8 @@ class ResizeNearest:
         self.rows = n * c // BLOCK
         self._nearest = nearest
 
-    def __call__(self, x, *rest, out):
-        self._nearest(x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h, self.w)
-
-    def prepare_run(self, x, *rest, out):
-        if not (x.flags.c_contiguous and out.flags.c_contiguous):
-            return None
-        return compiled.bound(self._nearest, x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h,
-                              self.w)
+    def _call(self, x, *rest, out):
+        return self._nearest, (x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h, self.w)
 
 
 _register_like("Resize", lambda k: ResizeNearest, _resize_supported, FOLLOW, (LAYOUT,))
@@ -310,7 +305,7 @@ def _maxpool_supported(ctx) -> bool:
         return False
 
 
-class MaxPoolBlocked:
+class MaxPoolBlocked(_OneCall):
     """ONNX MaxPool (-8/-10/-11/-12/-22, 2-D, no Indices output) over NCHW8c X (N, C/8, H, W, 8):
     each window's input taps, eight channels a vector (onnxruntime's NCHWc MaxPool); the geometry
     (pads, auto_pad, ceil_mode, dilations) of ops/shapes/pool.py. Max is exact: the NCHW kernel's values."""
@@ -325,14 +320,8 @@ class MaxPoolBlocked:
                      gh.dilation, gw.dilation, gh.head, gw.head, np.finfo(np.float32).min)
         self._pool = maxpool
 
-    def __call__(self, x, *, out):
-        self._pool(x.reshape(-1), (out[0] if isinstance(out, tuple) else out).reshape(-1), *self.args)
-
-    def prepare_run(self, x, *, out):
-        y = out[0] if isinstance(out, tuple) else out
-        if not (x.flags.c_contiguous and y.flags.c_contiguous):
-            return None
-        return compiled.bound(self._pool, x.reshape(-1), y.reshape(-1), *self.args)
+    def _call(self, x, *, out):
+        return self._pool, (x.reshape(-1), (out[0] if isinstance(out, tuple) else out).reshape(-1), *self.args)
 
 
 _register_like("MaxPool", lambda k: MaxPoolBlocked, _maxpool_supported, POOL_PREFERENCE, (LAYOUT,))

@@ -246,10 +246,6 @@ def _bands(rows: int, bytes_per_row: int) -> list[tuple[int, int]]:
     return [(r, min(rows, r + band)) for r in range(0, rows, band)]
 
 
-def _nothing():
-    pass
-
-
 def _matmul_into(a, b, out):
     np.matmul(a, b, out=out)
 
@@ -707,7 +703,7 @@ class Conv(_ConvBase):
         if not (x.flags.c_contiguous and out.flags.c_contiguous) or (self.has_bias and self.b_static is None):
             return None
         steps = self._compiled_steps(x, b, out)
-        return None if steps is None else compiled.prepared(steps) if steps else _nothing
+        return None if steps is None else compiled.prepared(steps)
 
     def __call__(self, x, w, b=None, *, out):
         steps = self._compiled_steps(x, b, out)

@@ -124,7 +124,8 @@ def bound(fn, *args):
 
 
 def chain(*calls):
-    """One zero-argument callable running `calls` (zero-argument callables; None skipped) in order."""
+    """One zero-argument callable running `calls` (zero-argument callables; None skipped) in order
+    (with none: a callable that does nothing)."""
     calls = tuple(c for c in calls if c is not None)
     if len(calls) == 1:
         return calls[0]
