@@ -31,7 +31,8 @@ means over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), phases.py (
 stride-phase split of a padded input, for the indirect and depthwise convolutions);
 the NCHW8c kernel types' (ops/cpu/conv_nchwc.py, blocked.py): nchwc_gemm.py (the
 pointwise and stem convolutions' micro-kernel, 6 pixels x 16 output channels),
-nchwc_depthwise.py (depthwise convolution, a tile of 8 pixels a call), reorder.py
+nchwc_depthwise.py (depthwise convolution, a tile of 8 pixels a call), nchwc_winograd.py
+(Winograd F(4x4,3x3) with both transforms on 8-channel vectors), reorder.py
 (NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
 Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays).
 """
@@ -76,7 +77,8 @@ _configure_cache()
 
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
-           "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "reorder", "blocked")
+           "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
+           "blocked")
 
 
 def load_all() -> float:

@@ -1,0 +1,146 @@
+"""Winograd F(m x m, 3 x 3) in NCHW8c (compiled/nchwc_winograd.py, conv_nchwc "winograd" kind): the kernel
+against a float64 direct convolution over a grid of shapes, pads, batches, tile sizes, sum inputs and
+activations; in a model, against onnxruntime, with the node kept blocked and MEMORY bit-identical to NONE."""
+
+import math
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from pooled_predictor.net import Net, Optimization
+from pooled_predictor.ops.cpu import conv_nchwc
+from pooled_predictor.ops.cpu.compiled import epilogue
+from pooled_predictor.ops.cpu.compiled.nchwc_gemm import channel_offsets
+from pooled_predictor.ops.cpu.compiled.nchwc_winograd import winograd_nchwc
+from pooled_predictor.ops.layouts import TRANSFORM_OP
+from tests.ops.test_nchwc import L, _model, _program, _w, blocked, f32, unblocked
+from tests.onnx_helpers import run_ort
+
+# F(2x2,3x3): direct convolution's error; F(4x4,3x3): transform entries up to 8 (compiled/winograd.py)
+TOL = {2: 1e-6, 4: 2e-5}
+
+
+def _direct(x, w, b, pads):
+    """float64 cross-correlation, stride 1, pads (top, left, bottom, right)."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh, ow = xp.shape[2] - 2, xp.shape[3] - 2
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(3):
+        for j in range(3):
+            y += np.einsum("mc,nchw->nmhw", w[:, :, i, j].astype(np.float64), xp[:, :, i:i + oh, j:j + ow])
+    return y + b[None, :, None, None]
+
+
+def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None):
+    """winograd_nchwc over X (NCHW, blocked here), `group` images per call; Y back in NCHW."""
+    n, c, h, wd = x.shape
+    mo, a = w.shape[0], m + 2
+    oh, ow = h + pads[0] + pads[2] - 2, wd + pads[1] + pads[3] - 2
+    th, tw = math.ceil(oh / m), math.ceil(ow / m)
+    group = group or n
+    t_pitch = group * th * tw
+    up = conv_nchwc.winograd_weights(w, m)
+    hp, wp = th * m + 2, tw * m + 2
+    xb = blocked(x)
+    v, mb = np.full(a * a * c * t_pitch, np.nan, np.float32), np.full(a * a * mo * t_pitch, np.nan, np.float32)
+    y = np.full(n * mo * oh * ow, np.nan, np.float32)
+    zf = blocked(z).reshape(-1) if z is not None else np.zeros(1, np.float32)
+    zero = np.zeros(mo, np.float32)
+    for n0 in range(0, n, group):
+        k = min(group, n - n0)
+        pad = np.full((k, c // 8, hp, wp, 8), 0, np.float32)
+        pad[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = xb[n0:n0 + k]
+        winograd_nchwc(pad.reshape(-1), k, c, hp, wp, th, tw, t_pitch, up, channel_offsets(c, t_pitch), v, mb, y,
+                       n0 * mo * oh * ow, mo, oh, ow, b, zero, act, np.float32(a0), np.float32(a1), zf,
+                       z is not None, m)
+    return unblocked(y.reshape(n, mo // 8, oh, ow, 8), (n, mo, oh, ow))
+
+
+# channels: one block, several, a 24-wide GEMM panel; planes: one tile, partial tiles at both edges,
+# wide rows; pads: none, symmetric, one-sided (ONNX pads_begin != pads_end); several images per call
+CASES = [(1, 8, 8, 3, 3, (0, 0, 0, 0)), (1, 8, 8, 5, 5, (1, 1, 1, 1)), (2, 16, 32, 7, 9, (1, 1, 1, 1)),
+         (1, 24, 40, 13, 6, (0, 2, 2, 0)), (3, 32, 24, 14, 14, (1, 1, 1, 1)), (2, 16, 16, 1, 11, (1, 1, 1, 1)),
+         (1, 64, 64, 17, 30, (2, 1, 0, 1))]
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("n, c, mo, h, w, pads", CASES)
+def test_winograd_kernel_matches_direct_convolution(m, n, c, mo, h, w, pads):
+    x, wt, b = f32(n, c, h, w), f32(mo, c, 3, 3), f32(mo)
+    ref = _direct(x, wt, b, pads)
+    got = _run(x, wt, b, pads, m)
+    assert np.abs(got - ref).max() <= TOL[m] * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("act, a0, a1, fn", [
+    (epilogue.NONE, 0.0, 0.0, lambda v: v),
+    (epilogue.RELU, 0.0, 0.0, lambda v: np.maximum(v, 0)),
+    (epilogue.CLIP, -0.5, 0.75, lambda v: np.clip(v, -0.5, 0.75))])
+def test_winograd_kernel_adds_the_sum_input_then_activates(m, act, a0, a1, fn):
+    """act((conv + B) + Z), Z laid out as Y; images in groups of 2 over 3 (the last group short)."""
+    n, c, mo, h, w, pads = 3, 16, 32, 9, 10, (1, 1, 1, 1)
+    x, wt, b = f32(n, c, h, w), f32(mo, c, 3, 3), f32(mo)
+    ref = _direct(x, wt, b, pads)
+    z = f32(*ref.shape)
+    got = _run(x, wt, b, pads, m, z=z, act=act, a0=a0, a1=a1, group=2)
+    want = fn(ref + z)
+    assert np.abs(got - want).max() <= TOL[m] * np.abs(ref).max() + 1e-6
+
+
+def _winograd_model(c, m, n, h, w, pads, act):
+    """1x1 conv -> 3x3 conv (+ act) -> 1x1 conv: the 3x3 conv between two blocked convs."""
+    inits = [_w("wa", c, c, 1, 1), _w("wb", m, c, 3, 3), _w("bb", m), _w("wy", 8, m, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]),
+             helper.make_node("Conv", ["a", "wb", "bb"], ["b"], pads=list(pads)),
+             helper.make_node(act, ["b"], ["r"]),
+             helper.make_node("Conv", ["r", "wy"], ["y"])]
+    return _model("winograd", nodes, inits, (n, c, h, w))
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+@pytest.mark.parametrize("passes", [False, True])
+@pytest.mark.parametrize("c, m, n, h, w, pads, act", [
+    (16, 32, 1, 14, 14, (1, 1, 1, 1), "Relu"),
+    (32, 40, 3, 9, 13, (1, 0, 1, 2), "Sigmoid"),
+    (64, 64, 2, 7, 7, (1, 1, 1, 1), "Relu")])
+def test_winograd_convs_run_blocked_and_match_onnxruntime(tile, passes, c, m, n, h, w, pads, act, monkeypatch):
+    """The 3x3 conv runs as the NCHW8c Winograd kind (no reorder around it), onnxruntime's values; a
+    group budget of one image exercises several calls; MEMORY gives NONE's bits."""
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_TILE", tile)
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_GROUP_BYTES", 1)
+    seen = []
+    init = conv_nchwc._BlockedConv._init_winograd
+    monkeypatch.setattr(conv_nchwc._BlockedConv, "_init_winograd",
+                        lambda self, ctx, wt: (init(self, ctx, wt), seen.append(self.group)))
+    model = _winograd_model(c, m, n, h, w, pads, act)
+    x = f32(n, c, h, w)
+    outs = {}
+    for opt in (Optimization.NONE, Optimization.MEMORY):
+        net = Net(_program(model, passes), optimization=opt)
+        net.forward(x)
+        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+        assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
+        outs[opt] = np.array(net.blob_by_name("y"))
+    assert seen and seen[-1] == 1  # the 3x3 conv took the Winograd kind, one image per call
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(outs[Optimization.MEMORY], ref, rtol=0, atol=TOL[tile] * 50 * np.abs(ref).max())
+    np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])
+
+
+def test_winograd_kind_is_chosen_only_where_it_applies():
+    """Stride-1 3x3, group 1, dilation 1, enough channels: "winograd"; strided, dilated, grouped or
+    too few output channels: another kind."""
+    class G:
+        def __init__(self, **kw):
+            self.__dict__.update(dict(group=1, kernel=(3, 3), strides=(1, 1), dilations=(1, 1), in_channels=16,
+                                      out_channels=32), **kw)
+
+    assert conv_nchwc.winograd_fits(G())
+    assert not conv_nchwc.winograd_fits(G(strides=(2, 2)))
+    assert not conv_nchwc.winograd_fits(G(dilations=(2, 2)))
+    assert not conv_nchwc.winograd_fits(G(group=2))
+    assert not conv_nchwc.winograd_fits(G(kernel=(5, 5)))
+    assert not conv_nchwc.winograd_fits(G(out_channels=16))
+    assert not conv_nchwc.winograd_fits(G(in_channels=8))
