@@ -138,7 +138,9 @@ def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
 
     def make(w):
         u = transform_weights(np.asarray(w, np.float32), m)
-        packed = np.stack([pack_weights(u[i]) for i in range(u.shape[0])])
+        packed = np.empty((u.shape[0], u.shape[1] * u.shape[2]), np.float32)
+        for i in range(u.shape[0]):  # one position at a time (no second list of copies)
+            packed[i] = pack_weights(u[i])
         packed.flags.writeable = False
         return packed
 

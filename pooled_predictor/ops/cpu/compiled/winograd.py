@@ -61,9 +61,11 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
         (alpha^2, M, C) float32, C-contiguous, read-only; alpha = m + 2.
     """
     g = MATRICES[m][0]
-    u = np.einsum("ik,mckl,jl->ijmc", g, np.asarray(w, np.float64), g)
     a = m + 2
-    u = np.ascontiguousarray(u.reshape(a * a, w.shape[0], w.shape[1]), np.float32)
+    u = np.empty((a, a, w.shape[0], w.shape[1]), np.float32)
+    for m0 in range(0, w.shape[0], 64):  # 64 output channels at a time: a float64 temporary that small
+        u[:, :, m0:m0 + 64] = np.einsum("ik,mckl,jl->ijmc", g, np.asarray(w[m0:m0 + 64], np.float64), g)
+    u = u.reshape(a * a, w.shape[0], w.shape[1])
     u.flags.writeable = False
     return u
 
