@@ -215,6 +215,7 @@ class _BlockedConv(_Steps):
     def _init_winograd(self, ctx, w):
         from .compiled.nchwc_gemm import channel_offsets
         from .compiled.nchwc_winograd import winograd_nchwc
+        from .conv import _readonly
 
         g = self.geo
         c, m = g.in_channels, g.out_channels
@@ -232,8 +233,6 @@ class _BlockedConv(_Steps):
         self.padded = ctx.scratch((self.group * c * hp * wp,), np.float32)
         self.v = ctx.scratch((a * a * c * self.t_pitch,), np.float32)
         self.mb = ctx.scratch((a * a * m * self.t_pitch,), np.float32)
-        from .conv import _readonly
-
         self.zero_b = _readonly(np.zeros(m, np.float32))
         self._winograd = winograd_nchwc
 
