@@ -159,6 +159,13 @@ def shared_weights(w: np.ndarray, tag, make):
     return value
 
 
+def winograd_geometry(g) -> bool:
+    """A 2-D stride-1, dilation-1, group-1 3x3 convolution with enough channels for Winograd to pay
+    (WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUT_CHANNELS): the NCHW path's and the NCHW8c kind's test."""
+    return (g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1) and g.group == 1
+            and g.in_channels >= WINOGRAD_MIN_CHANNELS and g.out_channels >= WINOGRAD_MIN_OUT_CHANNELS)
+
+
 def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     """U = G W G^T, computed once per weight array and tile size, shared read-only by every Net."""
     from .compiled.winograd import transform_weights
@@ -508,10 +515,8 @@ class Conv(_ConvBase):
     # ---- Winograd F(m x m, 3 x 3) (compiled/winograd.py) ------------------
     def _winograd_fits(self, ctx) -> bool:
         g = self.geo
-        if not (compiled.ENABLED and g.rank == 2 and g.kernel == (3, 3) and g.strides == (1, 1)
-                and g.dilations == (1, 1) and g.group == 1 and self.dtype == np.float32
-                and self.w_static is not None and (not self.has_bias or self.b_static is not None)
-                and g.in_channels >= WINOGRAD_MIN_CHANNELS and g.out_channels >= WINOGRAD_MIN_OUT_CHANNELS):
+        if not (compiled.ENABLED and winograd_geometry(g) and self.dtype == np.float32
+                and self.w_static is not None and (not self.has_bias or self.b_static is not None)):
             return False
         m = _winograd_tile(g.out_shape)
         tiles = math.ceil(g.out_shape[0] / m) * math.ceil(g.out_shape[1] / m)  # one image at a time

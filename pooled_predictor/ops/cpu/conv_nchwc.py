@@ -123,10 +123,9 @@ def blocked_kind(ctx) -> str | None:
 
 def winograd_fits(g) -> bool:
     """A stride-1 3x3 convolution (group 1, dilation 1) with enough channels for Winograd to pay."""
-    from .conv import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUT_CHANNELS
+    from .conv import winograd_geometry
 
-    return (WINOGRAD and g.group == 1 and g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1)
-            and g.in_channels >= WINOGRAD_MIN_CHANNELS and g.out_channels >= WINOGRAD_MIN_OUT_CHANNELS)
+    return WINOGRAD and winograd_geometry(g)
 
 
 def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:

@@ -40,9 +40,8 @@ from numba.extending import intrinsic
 from .epilogue import activate_range
 from .gemm import _I64, _V8, _fmuladd, arg_pointers
 from .nchwc_gemm import BLOCK, KC, _gemm
-from .winograd import AT2, AT4, BT2, BT4
+from .winograd import MATRICES
 
-_f4 = np.float32
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _R2 = types.Array(types.float32, 2, "C", readonly=True)
 _F1 = types.Array(types.float32, 1, "C")
@@ -51,8 +50,6 @@ _I, _S = types.int64, types.float32
 
 
 _V8P = _V8.as_pointer()
-BT = {2: BT2, 4: BT4}
-AT = {2: AT2, 4: AT4}
 
 
 def _combine(builder, row, vecs):
@@ -88,7 +85,7 @@ def _vec(builder, base, off):
 def _make_input_tile(m: int):
     """input_tile(src, s_off, s_row, dst, d_off, d_pitch): the (m+2)^2 vectors of 8 channels at
     src[s_off + i * s_row + 8 j] -> V = B^T d B, position xi = i * a + j stored at dst[d_off + xi * d_pitch]."""
-    bt = BT[m]
+    bt = MATRICES[m][1]
     a = m + 2
 
     @intrinsic
@@ -116,7 +113,7 @@ def _make_output_tile(m: int, with_z: bool):
     """output_tile(src, s_off, s_pitch, b, b_off, dst, d_off, d_row, rows, cols, z): the (m+2)^2 GEMM
     results at src[s_off + xi * s_pitch] -> Y = A^T M A + b[b_off:b_off + 8] (+ Z), output (i, j) stored at
     dst[d_off + i * d_row + 8 j] for i < rows, j < cols (Z read at the same offsets of z)."""
-    at = AT[m]
+    at = MATRICES[m][2]
     a = m + 2
 
     @intrinsic
@@ -124,7 +121,8 @@ def _make_output_tile(m: int, with_z: bool):
         sig = types.void(src, s_off, s_pitch, b, b_off, dst, d_off, d_row, rows, cols, z)
 
         def codegen(context, builder, signature, args):
-            sp, bp, dp, zp = arg_pointers(context, builder, signature, args, (0, 1), (3, 4), (5, 6), (10, 6))
+            sp, bp, dp = arg_pointers(context, builder, signature, args, (0, 1), (3, 4), (5, 6))
+            zp = arg_pointers(context, builder, signature, args, (10, 6))[0] if with_z else None
             s_pitch_v, d_row_v, rows_v, cols_v = args[2], args[7], args[8], args[9]
             c = lambda v: ir.Constant(_I64, v)  # noqa: E731
             mv = [[builder.load(_vec(builder, sp, builder.mul(s_pitch_v, c(i * a + j))), align=4) for j in range(a)]
@@ -147,11 +145,9 @@ def _make_output_tile(m: int, with_z: bool):
     return output_tile
 
 
-_input_tile = {m: _make_input_tile(m) for m in (2, 4)}
-_output_tile = {(m, z): _make_output_tile(m, z) for m in (2, 4) for z in (False, True)}
-_in2, _in4 = _input_tile[2], _input_tile[4]
-_out2, _out4, _out2z, _out4z = _output_tile[2, False], _output_tile[4, False], _output_tile[2, True], \
-    _output_tile[4, True]
+_in2, _in4 = _make_input_tile(2), _make_input_tile(4)
+_out2, _out4 = _make_output_tile(2, False), _make_output_tile(4, False)
+_out2z, _out4z = _make_output_tile(2, True), _make_output_tile(4, True)
 
 
 @njit(types.void(_R1, _I, _I, _I, _I, _I, _I, _I, _R2, _O1, _F1, _F1, _F1, _I, _I, _I, _I, _R1, _R1, _I, _S, _S, _R1,
