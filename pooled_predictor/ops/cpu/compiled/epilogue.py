@@ -38,6 +38,97 @@ ZERO = _f(0.0)
 LIM = _f(4.0)
 
 
+@njit("float32(float32)", nogil=True, cache=True, error_model="numpy")
+def erf32(x):
+    """erf(x) in float32: _special.erf_float32's rational approximation, operation for operation."""
+    c = LIM if x > LIM else x  # comparisons with NaN are false: NaN passes, as np.clip
+    c = -LIM if c < -LIM else c
+    y = c * c
+    p = y * P5
+    q = y * Q5
+    p = (p + P4) * y
+    q = (q + Q4) * y
+    p = (p + P3) * y
+    q = (q + Q3) * y
+    p = (p + P2) * y
+    q = (q + Q2) * y
+    p = (p + P1) * y
+    q = (q + Q1) * y
+    p = p + P0
+    q = q + Q0
+    p = p * c
+    r = p / q
+    r = ONE if r > ONE else r
+    return -ONE if r < -ONE else r
+
+
+@njit("float32(float32, float32)", nogil=True, cache=True, error_model="numpy")
+def gelu32(v, sqrt2):
+    """0.5 * (v * (1 + erf(v / sqrt2))) in float32, the exporters' order (passes/gelu.py): Div, Erf,
+    Add, Mul, Mul (multiplying by 0.5 is exact, so where they put it does not matter)."""
+    t = erf32(v / sqrt2) + ONE
+    return (v * t) * HALF
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _gelu_quarters(x, y, sqrt2):
+    """y = gelu32(x, sqrt2) elementwise over flat float32 arrays of one size (y may be x): erf32's
+    operations, hence gelu32's bits, written out for four quarters of the array side by side.
+
+    gelu32 is one chain of ~25 dependent float32 operations, two of them divisions; a loop over it
+    keeps too few iterations in flight on Zen 1 to hide their latency (2.8 ns an element in cache).
+    Four independent chains interleaved step by step, each vectorized 8 lanes wide: 1.4 ns from x
+    to another y, 1.9 ns in place (measured on 60k floats). Inlined, so that a caller passing one
+    array twice gets a loop without the runtime alias check that would send it to scalar code."""
+    n = x.size
+    q = n // 4
+    for i in range(q):
+        v0, v1, v2, v3 = x[i], x[i + q], x[i + 2 * q], x[i + 3 * q]
+        c0, c1, c2, c3 = v0 / sqrt2, v1 / sqrt2, v2 / sqrt2, v3 / sqrt2
+        c0 = LIM if c0 > LIM else c0
+        c1 = LIM if c1 > LIM else c1
+        c2 = LIM if c2 > LIM else c2
+        c3 = LIM if c3 > LIM else c3
+        c0 = -LIM if c0 < -LIM else c0
+        c1 = -LIM if c1 < -LIM else c1
+        c2 = -LIM if c2 < -LIM else c2
+        c3 = -LIM if c3 < -LIM else c3
+        w0, w1, w2, w3 = c0 * c0, c1 * c1, c2 * c2, c3 * c3
+        p0, p1, p2, p3 = w0 * P5, w1 * P5, w2 * P5, w3 * P5
+        q0, q1, q2, q3 = w0 * Q5, w1 * Q5, w2 * Q5, w3 * Q5
+        p0, p1, p2, p3 = (p0 + P4) * w0, (p1 + P4) * w1, (p2 + P4) * w2, (p3 + P4) * w3
+        q0, q1, q2, q3 = (q0 + Q4) * w0, (q1 + Q4) * w1, (q2 + Q4) * w2, (q3 + Q4) * w3
+        p0, p1, p2, p3 = (p0 + P3) * w0, (p1 + P3) * w1, (p2 + P3) * w2, (p3 + P3) * w3
+        q0, q1, q2, q3 = (q0 + Q3) * w0, (q1 + Q3) * w1, (q2 + Q3) * w2, (q3 + Q3) * w3
+        p0, p1, p2, p3 = (p0 + P2) * w0, (p1 + P2) * w1, (p2 + P2) * w2, (p3 + P2) * w3
+        q0, q1, q2, q3 = (q0 + Q2) * w0, (q1 + Q2) * w1, (q2 + Q2) * w2, (q3 + Q2) * w3
+        p0, p1, p2, p3 = (p0 + P1) * w0, (p1 + P1) * w1, (p2 + P1) * w2, (p3 + P1) * w3
+        q0, q1, q2, q3 = (q0 + Q1) * w0, (q1 + Q1) * w1, (q2 + Q1) * w2, (q3 + Q1) * w3
+        p0, p1, p2, p3 = (p0 + P0) * c0, (p1 + P0) * c1, (p2 + P0) * c2, (p3 + P0) * c3
+        q0, q1, q2, q3 = q0 + Q0, q1 + Q0, q2 + Q0, q3 + Q0
+        r0, r1, r2, r3 = p0 / q0, p1 / q1, p2 / q2, p3 / q3
+        r0 = ONE if r0 > ONE else r0
+        r1 = ONE if r1 > ONE else r1
+        r2 = ONE if r2 > ONE else r2
+        r3 = ONE if r3 > ONE else r3
+        r0 = -ONE if r0 < -ONE else r0
+        r1 = -ONE if r1 < -ONE else r1
+        r2 = -ONE if r2 < -ONE else r2
+        r3 = -ONE if r3 < -ONE else r3
+        y[i] = (v0 * (r0 + ONE)) * HALF
+        y[i + q] = (v1 * (r1 + ONE)) * HALF
+        y[i + 2 * q] = (v2 * (r2 + ONE)) * HALF
+        y[i + 3 * q] = (v3 * (r3 + ONE)) * HALF
+    for i in range(4 * q, n):
+        y[i] = gelu32(x[i], sqrt2)
+
+
+@njit("void(float32[::1], float32)", nogil=True, cache=True, error_model="numpy")
+def gelu_erf_inplace(y, sqrt2):
+    """y = gelu32(y, sqrt2) in place (a flat float32 array): _gelu_quarters with one array."""
+    _gelu_quarters(y, y, sqrt2)
+
+
 @njit("float32(float32, int64, float32, float32)", nogil=True, cache=True, error_model="numpy")
 def activate(v, code, p0, p1):
     """One element through activation `code` (float32 ops in the numpy kernels' order)."""
@@ -94,37 +185,11 @@ def activate_inplace(y, code, p0, p1):
     activate_range(y, np.uint64(0), np.uint64(y.size), code, np.float32(p0), np.float32(p1))
 
 
-@njit("float32(float32)", nogil=True, cache=True, error_model="numpy")
-def erf32(x):
-    """erf(x) in float32: _special.erf_float32's rational approximation, operation for operation."""
-    c = LIM if x > LIM else x  # comparisons with NaN are false: NaN passes, as np.clip
-    c = -LIM if c < -LIM else c
-    y = c * c
-    p = y * P5
-    q = y * Q5
-    p = (p + P4) * y
-    q = (q + Q4) * y
-    p = (p + P3) * y
-    q = (q + Q3) * y
-    p = (p + P2) * y
-    q = (q + Q2) * y
-    p = (p + P1) * y
-    q = (q + Q1) * y
-    p = p + P0
-    q = q + Q0
-    p = p * c
-    r = p / q
-    r = ONE if r > ONE else r
-    return -ONE if r < -ONE else r
-
-
 @njit("void(float32[::1], float32[::1], float32)", nogil=True, cache=True, error_model="numpy")
 def gelu_erf(x, out, sqrt2):
-    """out = 0.5 * (x * (1 + erf(x / sqrt2))) elementwise, float32 (flat arrays; out may be x)."""
-    for i in range(x.size):
-        v = x[i]
-        t = erf32(v / sqrt2) + ONE
-        out[i] = (v * t) * HALF
+    """out = 0.5 * (x * (1 + erf(x / sqrt2))) elementwise, float32 (flat arrays of one size; out may be
+    x, though gelu_erf_inplace is faster there: each quarter's element is read before any is written)."""
+    _gelu_quarters(x, out, sqrt2)
 
 
 @njit(types.void(types.Array(types.float32, 1, "C", readonly=True), types.float32[::1]), nogil=True, cache=True,
@@ -133,12 +198,3 @@ def relu(x, y):
     """y = max(x, 0) elementwise (flat float32 arrays of one size; y may be x): np.maximum's bits."""
     for i in range(x.size):
         y[i] = activate(x[i], RELU, ZERO, ZERO)
-
-
-@njit("void(float32[::1], float32)", nogil=True, cache=True, error_model="numpy")
-def gelu_erf_inplace(y, sqrt2):
-    """gelu_erf(y, y, sqrt2): one array, so LLVM's alias check does not send the loop to scalar code."""
-    for i in range(y.size):
-        v = y[i]
-        t = erf32(v / sqrt2) + ONE
-        y[i] = (v * t) * HALF
