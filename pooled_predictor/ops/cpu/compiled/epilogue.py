@@ -38,11 +38,28 @@ ZERO = _f(0.0)
 LIM = _f(4.0)
 
 
+@njit("float32(float32, float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def _below(v, hi):
+    """min(v, hi) as np.clip's upper bound: comparisons with NaN are false, so NaN passes."""
+    return hi if v > hi else v
+
+
+@njit("float32(float32, float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def _above(v, lo):
+    """max(v, lo) as np.clip's lower bound (NaN passes)."""
+    return lo if v < lo else v
+
+
+@njit("float32(float32, float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def _clamp(v, lim):
+    """v clipped to [-lim, lim], as np.clip."""
+    return _above(_below(v, lim), -lim)
+
+
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy")
 def erf32(x):
     """erf(x) in float32: _special.erf_float32's rational approximation, operation for operation."""
-    c = LIM if x > LIM else x  # comparisons with NaN are false: NaN passes, as np.clip
-    c = -LIM if c < -LIM else c
+    c = _clamp(x, LIM)
     y = c * c
     p = y * P5
     q = y * Q5
@@ -57,9 +74,7 @@ def erf32(x):
     p = p + P0
     q = q + Q0
     p = p * c
-    r = p / q
-    r = ONE if r > ONE else r
-    return -ONE if r < -ONE else r
+    return _clamp(p / q, ONE)  # rounding may exceed 1 near the clamp
 
 
 @njit("float32(float32, float32)", nogil=True, cache=True, error_model="numpy")
@@ -85,14 +100,8 @@ def _gelu_quarters(x, y, sqrt2):
     for i in range(q):
         v0, v1, v2, v3 = x[i], x[i + q], x[i + 2 * q], x[i + 3 * q]
         c0, c1, c2, c3 = v0 / sqrt2, v1 / sqrt2, v2 / sqrt2, v3 / sqrt2
-        c0 = LIM if c0 > LIM else c0
-        c1 = LIM if c1 > LIM else c1
-        c2 = LIM if c2 > LIM else c2
-        c3 = LIM if c3 > LIM else c3
-        c0 = -LIM if c0 < -LIM else c0
-        c1 = -LIM if c1 < -LIM else c1
-        c2 = -LIM if c2 < -LIM else c2
-        c3 = -LIM if c3 < -LIM else c3
+        c0, c1, c2, c3 = _below(c0, LIM), _below(c1, LIM), _below(c2, LIM), _below(c3, LIM)
+        c0, c1, c2, c3 = _above(c0, -LIM), _above(c1, -LIM), _above(c2, -LIM), _above(c3, -LIM)
         w0, w1, w2, w3 = c0 * c0, c1 * c1, c2 * c2, c3 * c3
         p0, p1, p2, p3 = w0 * P5, w1 * P5, w2 * P5, w3 * P5
         q0, q1, q2, q3 = w0 * Q5, w1 * Q5, w2 * Q5, w3 * Q5
@@ -107,14 +116,8 @@ def _gelu_quarters(x, y, sqrt2):
         p0, p1, p2, p3 = (p0 + P0) * c0, (p1 + P0) * c1, (p2 + P0) * c2, (p3 + P0) * c3
         q0, q1, q2, q3 = q0 + Q0, q1 + Q0, q2 + Q0, q3 + Q0
         r0, r1, r2, r3 = p0 / q0, p1 / q1, p2 / q2, p3 / q3
-        r0 = ONE if r0 > ONE else r0
-        r1 = ONE if r1 > ONE else r1
-        r2 = ONE if r2 > ONE else r2
-        r3 = ONE if r3 > ONE else r3
-        r0 = -ONE if r0 < -ONE else r0
-        r1 = -ONE if r1 < -ONE else r1
-        r2 = -ONE if r2 < -ONE else r2
-        r3 = -ONE if r3 < -ONE else r3
+        r0, r1, r2, r3 = _below(r0, ONE), _below(r1, ONE), _below(r2, ONE), _below(r3, ONE)
+        r0, r1, r2, r3 = _above(r0, -ONE), _above(r1, -ONE), _above(r2, -ONE), _above(r3, -ONE)
         y[i] = (v0 * (r0 + ONE)) * HALF
         y[i + q] = (v1 * (r1 + ONE)) * HALF
         y[i + 2 * q] = (v2 * (r2 + ONE)) * HALF
