@@ -44,7 +44,7 @@ INT64_MAX = (1 << 63) - 1
 
 # op_type -> spatial attribute rules; our own FusedConv takes Conv's attributes.
 _SPATIAL_OPS = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool",
-                "MaxUnpool", "FusedConv", "DeformConv", "MaxRoiPool"}
+                "MaxUnpool", "FusedConv", "FusedConvDepthwise", "DeformConv", "MaxRoiPool"}
 _NON_NEGATIVE = ("pads", "output_padding")
 _POOLS = {"MaxPool", "AveragePool", "LpPool"}
 _OPTIONAL = onnx.defs.OpSchema.FormalParameterOption.Optional

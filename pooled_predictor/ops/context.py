@@ -147,6 +147,12 @@ class OpContext:
                 dts[j] = dtypes[j]
         return OpContext(node, version, shapes, dts, vals, self.device, self._scratch)
 
+    def inner(self, node: Node, shapes, dtypes, values) -> "OpContext":
+        """A context for an inner node of a composite one (FusedConvDepthwise's two convolutions): its
+        own node, attributes, input shapes, dtypes and static values; this one's version, device and
+        scratch allocator."""
+        return OpContext(node, self.version, shapes, dtypes, values, self.device, self._scratch)
+
     # ---- helpers -----------------------------------------------------------
     def error(self, message: str) -> ShapeInferenceError:
         return ShapeInferenceError(f"node {self.node.name!r} ({self.node.op_type}): {message}")

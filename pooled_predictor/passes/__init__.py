@@ -20,6 +20,7 @@ Modules, one per rewrite family:
     hard_swish.py       fuse_hard_swish (x * HardSigmoid(x) -> HardSwish)
     fuse_activation.py  fuse_conv_activation, fuse_gemm_activation (-> FusedConv, FusedGemm)
     conv_sum.py         fuse_conv_sum (Conv + same-shape Add [+ activation] -> FusedConv with a sum input)
+    pointwise_depthwise.py  fuse_pointwise_depthwise (1x1 Conv + depthwise Conv -> FusedConvDepthwise)
     transpose.py        compose_transposes
 
 Layering: passes work on the IR (ir.py); analysis.py alone also uses the

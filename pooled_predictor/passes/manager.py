@@ -7,7 +7,7 @@ Levels mean what onnxruntime's graph_optimization_level means:
               Identity/Dropout elimination, constant and shape folding,
               Conv+BatchNormalization/Add/Mul folding, dead-node elimination
     extended  basic + fusions, most into our own domain's kernels
-              (FusedConv, FusedGemm, Gelu and HardSwish below their ONNX
+              (FusedConv, FusedGemm, FusedConvDepthwise, Gelu and HardSwish below their ONNX
               opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, HardSwish, Conv/Gemm + activation
     all       extended + layout-independent extras (Transpose pairs composed)
 
@@ -39,6 +39,7 @@ from .conv_sum import fuse_conv_sum
 from .fuse_activation import fuse_conv_activation, fuse_gemm_activation
 from .gelu import fuse_gelu
 from .hard_swish import fuse_hard_swish
+from .pointwise_depthwise import fuse_pointwise_depthwise
 from .transpose import compose_transposes
 
 log = logging.getLogger("pooled_predictor.passes")
@@ -70,6 +71,8 @@ _PIPELINE = [
          "Conv + Relu/Clip/Sigmoid/HardSigmoid/HardSwish/LeakyRelu -> FusedConv"),
     Pass("fuse_gemm_activation", "extended", fuse_gemm_activation,
          "Gemm + Relu/Clip/Sigmoid/HardSigmoid/HardSwish/LeakyRelu -> FusedGemm"),
+    Pass("fuse_pointwise_depthwise", "extended", fuse_pointwise_depthwise,
+         "1x1 Conv + the depthwise Conv that alone reads it -> FusedConvDepthwise (MobileNetV2's expansion)"),
     Pass("eliminate_dead_nodes", "basic", eliminate_dead_nodes,
          "remove nodes that reach no graph output; drop unread weights"),
 ]

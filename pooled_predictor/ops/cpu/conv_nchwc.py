@@ -28,6 +28,9 @@ run over the whole blocked array), and
     micro-kernel reads each output row's taps from it through a table of
     offsets in the NCHW kernel's (c, kh, kw) order, any stride through the
     pixel pitch (no stride-phase split): the same sums, so the same bits.
+FusedConvDepthwise (passes/pointwise_depthwise.py: a pointwise convolution and the
+depthwise convolution that alone reads it) has an NCHW8c kernel here where both
+would have theirs: compiled/nchwc_chain.py, the same bits as the two.
 Shapes: X (N, C/8, H, W, 8), W (M, C/group, KH, KW) as ONNX gives it, B (M,),
 Z (FusedConv's sum input) and Y (N, M/8, OH, OW, 8).
 """
@@ -379,6 +382,88 @@ class FusedConvNCHWc(_BlockedConv):
         else:
             conv = self.prepare(x, out, z)
         return then_after(conv, self.after, out)
+
+
+# ---- a 1x1 convolution and the depthwise convolution reading it, fused ----------------
+# FusedConvDepthwise (ops/shapes/fused.py) in NCHW8c: compiled/nchwc_chain.py computes the 1x1
+# convolution's output T a group of output panels at a time, into a scratch of at most CHAIN_GROUP_BYTES
+# (or one panel over the plane), and runs the depthwise convolution on it while it is in L2. The group
+# size, one thread, MobileNetV2's pairs at batch 8 (tests in tests/ops/test_nchwc_chain.py): one panel
+# was 2-4% slower than groups of 64 KB at 7x7 and 14x14; 32, 64 and 128 KB were within the noise.
+CHAIN_GROUP_BYTES = 64 << 10
+
+
+def chain_fits(ctx) -> bool:
+    """Both convolutions of a FusedConvDepthwise node have their NCHW8c kernels (pointwise and depthwise
+    kinds), with activations the compiled kernels apply in registers (epilogue.CODES, or Identity)."""
+    from ..shapes.fused import depthwise_chain_parts
+
+    if not all(_name(a) in CODES or _name(a) == "Identity"
+               for a in (ctx.attr("activation"), ctx.attr("dw_activation"))):
+        return False
+    try:
+        pw, dw = depthwise_chain_parts(ctx)
+    except Exception:
+        return False
+    return blocked_kind(pw) == "pointwise" and blocked_kind(dw) == "depthwise"
+
+
+def _name(activation) -> str:
+    return activation.decode() if isinstance(activation, bytes) else str(activation)
+
+
+@kernel("FusedConvDepthwise", since=1, domain=DOMAIN, check=None,
+        input_layouts=(LAYOUT, None, None, LAYOUT, None, None), layout=LAYOUT, output_layouts=(LAYOUT,),
+        preference=2 * PREFERENCE, supports=chain_fits)
+class FusedConvDepthwiseNCHWc(_Steps):
+    """Our FusedConvDepthwise in NCHW8c: Y = act2(depthwise(act1(W X + B (+ Z)), W_dw) + B_dw), T never
+    stored whole (compiled/nchwc_chain.py); the same bits as the two FusedConv nodes in NCHW8c or NCHW.
+    Preference: two blocked convolutions' (a chain through it pays for the same transforms as through them).
+    """
+
+    def __init__(self, ctx, *, activation, activation_params=(), dw_activation, dw_activation_params=(),
+                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+        from ..shapes.fused import depthwise_chain_parts
+        from .compiled.nchwc_chain import panel_starts, pointwise_depthwise_nchwc, scratch_size
+        from .compiled.nchwc_depthwise import pack_depthwise
+        from .compiled.nchwc_gemm import channel_offsets
+        from .conv import shared_weights
+        from .fused import _compiled_params
+
+        pw, dw = depthwise_chain_parts(ctx)
+        gp, gd = conv_geometry(pw), conv_geometry(dw)
+        m, c = gp.out_channels, gp.in_channels
+        h, w = gp.out_shape
+        self.wp = packed_weights(np.asarray(pw.value(1)), m)
+        self.offs = channel_offsets(c, h * w)
+        self.b1 = _bias_vector(pw, m)
+        self.starts = panel_starts(m)
+        self.wd = shared_weights(dw.value(1), ("depthwise", LAYOUT), lambda a: pack_depthwise(np.asarray(a, np.float32)))
+        self.b2 = _bias_vector(dw, m)
+        self.scr = ctx.scratch((scratch_size(m, h, w, CHAIN_GROUP_BYTES),), np.float32)
+        (kh, kw), (sh, sw), (dh, dw_), (ph, pw_) = gd.kernel, gd.strides, gd.dilations, gd.pads_begin
+        self.geometry = (h, w, kh, kw, sh, sw, dh, dw_, ph, pw_)
+
+        def code(name, params):
+            name = _name(name)
+            if name == "Identity":
+                return NONE, np.float32(0), np.float32(0)
+            return (CODES[name], *_compiled_params(name, [float(v) for v in params]))
+
+        self.act1, self.act2 = code(activation, activation_params), code(dw_activation, dw_activation_params)
+        self._chain = pointwise_depthwise_nchwc
+
+    def _steps(self, x, out, z):
+        zf = self.b1 if z is None else np.ascontiguousarray(z).reshape(-1)
+        return [(self._chain, (self.wp, x.reshape(-1), self.offs, self.b1, *self.act1, zf, z is not None, self.starts,
+                               self.scr.array, self.wd, self.b2, out, *self.geometry, *self.act2,
+                               CHAIN_GROUP_BYTES))]
+
+    def __call__(self, x, w, b=None, z=None, w_dw=None, b_dw=None, *, out):
+        self.run(x, out, z)
+
+    def prepare_run(self, x, w, b=None, z=None, w_dw=None, b_dw=None, *, out):
+        return self.prepare(x, out, z)
 
 
 # ---- NCHW in, NCHW8c out: a chain's first convolution ----------------------------

@@ -189,6 +189,48 @@ class FusedGemm:
         return gemm and compiled.chain(gemm, self.act.prepare(out))
 
 
+def _chain_check(attrs, version):
+    return _check(attrs, version) or _check({"activation": attrs.get("dw_activation"),
+                                            "activation_params": attrs.get("dw_activation_params", [])}, version)
+
+
+def _conv_attrs(node) -> dict:
+    return {k: v for k, v in node.attrs.items() if k not in ("activation", "activation_params")}
+
+
+@kernel("FusedConvDepthwise", since=1, domain=DOMAIN, check=_chain_check)
+class FusedConvDepthwise:
+    """Y = FusedConv(FusedConv(X, W, B, Z), W_dw, B_dw): a 1x1 convolution and the depthwise convolution
+    reading it (ops/shapes/fused.py; passes/pointwise_depthwise.py), here as the two FusedConv kernels
+    with T (N, M, H, W), the 1x1 convolution's output, in a scratch buffer: the same bits as the two
+    nodes. The NCHW8c kernel (conv_nchwc.py) computes T a panel of channels at a time instead.
+
+    Shapes: X (N, C, H, W), W (M, C, 1, 1), B (M,), Z (N, M, H, W), W_dw (M, 1, KH, KW), B_dw (M,),
+    Y (N, M, OH, OW) as the depthwise Conv gives it; float.
+    """
+
+    def __init__(self, ctx, *, activation, activation_params=(), dw_activation, dw_activation_params=(),
+                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+        from ..shapes.fused import depthwise_chain_parts
+
+        pw, dw = depthwise_chain_parts(ctx)
+        self.pointwise = FusedConv(pw, activation=activation, activation_params=activation_params)
+        self.depthwise = FusedConv(dw, activation=dw_activation, activation_params=dw_activation_params,
+                                   **_conv_attrs(dw.node))
+        self.t = ctx.scratch(pw.out_shapes[0], pw.out_dtypes[0])
+
+    def __call__(self, x, w, b=None, z=None, w_dw=None, b_dw=None, *, out):
+        t = self.t.array
+        self.pointwise(x, w, b, z, out=t)
+        self.depthwise(t, w_dw, b_dw, out=out)
+
+    def prepare_run(self, x, w, b=None, z=None, w_dw=None, b_dw=None, *, out):
+        t = self.t.array
+        first = self.pointwise.prepare_run(x, w, b, z, out=t)
+        second = self.depthwise.prepare_run(t, w_dw, b_dw, out=out)
+        return None if first is None or second is None else compiled.chain(first, second)
+
+
 @kernel("Gelu", since=1, domain=DOMAIN, inplace=(0,), check=_gelu_check)
 class Gelu:
     """ONNX Gelu-20 for models whose default opset is below 20 (Hendrycks & Gimpel 2016).

@@ -7,6 +7,12 @@ them imports the domain (graph.opset["pooled_predictor"] = 1).
                                                                     activation_params; Z ("sum", as
                                                                     onnxruntime's): Y's shape
     FusedGemm(A, B [, C])  = activation(Gemm(A, B, C))    attributes: Gemm's + activation, activation_params
+    FusedConvDepthwise(X, W, B, Z, W_dw [, B_dw])
+                           = FusedConv(FusedConv(X, W, B, Z; activation, activation_params), W_dw, B_dw;
+                                       dw_activation, dw_activation_params, the depthwise Conv's attributes)
+                             a 1x1 Conv (group 1, stride 1, no padding; B and Z may be absent, '') and the
+                             depthwise Conv (group = its channels) that alone reads it
+                             (passes/pointwise_depthwise.py)
     MatMulAdd(A, B, C)     = MatMul(A, B) + C, B (K, N), C a bias over the last axis (N,), (1, N), (1,), (1, 1), ()
     Gelu(X)                = ONNX Gelu-20 (approximate "none" | "tanh"), for models below opset 20
     HardSwish(X)           = ONNX HardSwish-14, for models below opset 14
@@ -76,6 +82,60 @@ def fused_conv(ctx):
             raise ctx.error(f"the sum input Z is {np.dtype(ctx.dtype(3))}{list(ctx.shape(3))}, "
                             f"Y is {np.dtype(dtype)}{list(shape)}: they must agree")
     return out
+
+
+# FusedConvDepthwise's attributes that are the depthwise Conv's own (the 1x1 Conv takes Conv's defaults)
+DEPTHWISE_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def depthwise_chain_parts(ctx):
+    """The two FusedConv nodes of a FusedConvDepthwise node, as OpContexts (shapes, dtypes, static
+    values and the scratch allocator of ctx): (pointwise, depthwise). The pointwise one reads inputs
+    0-3 and writes "<name>/pointwise", T (N, M, H, W); the depthwise one reads T, inputs 4 and 5 and
+    writes the node's output. Output shapes are set on both (ShapeInferenceError where they do not fit).
+    """
+    from ...ir import Node
+
+    node, attrs = ctx.node, ctx.attrs
+    if len(node.inputs) < 5 or not node.inputs[4]:
+        raise ctx.error("FusedConvDepthwise takes X, W, B, Z, W_dw [, B_dw] (W_dw present)")
+    mid = f"{node.name}/pointwise"
+    names = list(node.inputs) + [""] * (6 - len(node.inputs))
+    vals = [ctx.value_or_none(i) if ctx.has_input(i) and ctx.is_static(i) else None for i in range(6)]
+    pw_node = Node("FusedConv", names[:4], [mid], {"activation": attrs.get("activation"),
+                                                   "activation_params": list(attrs.get("activation_params", []))},
+                   DOMAIN, mid)
+    shapes = list(ctx.shapes) + [None] * (6 - len(ctx.shapes))
+    dtypes = list(ctx.dtypes) + [None] * (6 - len(ctx.dtypes))
+    pw = ctx.inner(pw_node, shapes[:4], dtypes[:4], vals[:4])
+    ((t_shape, t_dtype),) = fused_conv(pw)
+    pw.out_shapes, pw.out_dtypes = [tuple(t_shape)], [np.dtype(t_dtype)]
+    dw_attrs = {k: attrs[k] for k in DEPTHWISE_ATTRS if k in attrs}
+    dw_attrs.update(activation=attrs.get("dw_activation"),
+                    activation_params=list(attrs.get("dw_activation_params", [])))
+    dw_node = Node("FusedConv", [mid, names[4], names[5]], list(node.outputs[:1]), dw_attrs, DOMAIN, node.name)
+    dw = ctx.inner(dw_node, [tuple(t_shape), shapes[4], shapes[5]], [np.dtype(t_dtype), dtypes[4], dtypes[5]],
+                   [None, vals[4], vals[5]])
+    ((y_shape, y_dtype),) = fused_conv(dw)
+    dw.out_shapes, dw.out_dtypes = [tuple(y_shape)], [np.dtype(y_dtype)]
+    w, w_dw = tuple(pw.shape(1)), tuple(dw.shape(1))
+    m = w[0]
+    if len(w) != 4 or w[2:] != (1, 1) or len(w_dw) != 4 or int(dw.attr("group", 1)) != m or w_dw[:2] != (m, 1):
+        raise ctx.error(f"FusedConvDepthwise takes a 2-D 1x1 W (M, C, 1, 1) and a depthwise W_dw (M, 1, KH, KW) "
+                        f"with group = M; got W {w}, W_dw {w_dw}, group {dw.attr('group', 1)}")
+    return pw, dw
+
+
+@shape_rule("FusedConvDepthwise", domain=DOMAIN)
+def fused_conv_depthwise(ctx):
+    """Y as the depthwise FusedConv's over the 1x1 FusedConv's T (depthwise_chain_parts)."""
+    reason = activation_problem(ctx.attrs) or activation_problem(
+        {"activation": ctx.attr("dw_activation"), "activation_params": ctx.attr("dw_activation_params", [])})
+    if reason:
+        raise ctx.error(reason)
+    _check_float(ctx, "FusedConvDepthwise")
+    _, dw = depthwise_chain_parts(ctx)
+    return [(dw.out_shapes[0], dw.out_dtypes[0])]
 
 
 @shape_rule("FusedGemm", domain=DOMAIN)

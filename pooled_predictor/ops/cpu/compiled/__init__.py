@@ -31,7 +31,8 @@ means over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), phases.py (
 stride-phase split of a padded input, for the indirect and depthwise convolutions);
 the NCHW8c kernel types' (ops/cpu/conv_nchwc.py, blocked.py): nchwc_gemm.py (the
 pointwise and stem convolutions' micro-kernel, 6 pixels x 16 output channels),
-nchwc_depthwise.py (depthwise convolution, a tile of 8 pixels a call), nchwc_winograd.py
+nchwc_depthwise.py (depthwise convolution, a tile of 8 pixels a call), nchwc_chain.py (a 1x1
+convolution and the depthwise convolution reading it, a group of channels at a time), nchwc_winograd.py
 (Winograd F(4x4,3x3) with both transforms on 8-channel vectors), reorder.py
 (NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
 Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays).
