@@ -412,9 +412,8 @@ def _name(activation) -> str:
     return activation.decode() if isinstance(activation, bytes) else str(activation)
 
 
-@kernel("FusedConvDepthwise", since=1, domain=DOMAIN, check=None,
-        input_layouts=(LAYOUT, None, None, LAYOUT, None, None), layout=LAYOUT, output_layouts=(LAYOUT,),
-        preference=2 * PREFERENCE, supports=chain_fits)
+@kernel("FusedConvDepthwise", since=1, domain=DOMAIN, input_layouts=(LAYOUT, None, None, LAYOUT, None, None),
+        layout=LAYOUT, output_layouts=(LAYOUT,), preference=2 * PREFERENCE, supports=chain_fits)
 class FusedConvDepthwiseNCHWc(_Steps):
     """Our FusedConvDepthwise in NCHW8c: Y = act2(depthwise(act1(W X + B (+ Z)), W_dw) + B_dw), T never
     stored whole (compiled/nchwc_chain.py); the same bits as the two FusedConv nodes in NCHW8c or NCHW.

@@ -101,7 +101,7 @@ def depthwise_chain_parts(ctx):
         raise ctx.error("FusedConvDepthwise takes X, W, B, Z, W_dw [, B_dw] (W_dw present)")
     mid = f"{node.name}/pointwise"
     names = list(node.inputs) + [""] * (6 - len(node.inputs))
-    vals = [ctx.value_or_none(i) if ctx.has_input(i) and ctx.is_static(i) else None for i in range(6)]
+    vals = [ctx.value(i) if ctx.is_static(i) else None for i in range(6)]
     pw_node = Node("FusedConv", names[:4], [mid], {"activation": attrs.get("activation"),
                                                    "activation_params": list(attrs.get("activation_params", []))},
                    DOMAIN, mid)
