@@ -104,6 +104,15 @@ def packed_weights(w: np.ndarray, m: int) -> np.ndarray:
     return shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
 
 
+def depthwise_weights(w: np.ndarray) -> np.ndarray:
+    """W (M, 1, KH, KW) packed by compiled/nchwc_depthwise.pack_depthwise, once per weight array and shared
+    read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike)."""
+    from .compiled.nchwc_depthwise import pack_depthwise
+    from .conv import shared_weights
+
+    return shared_weights(w, ("depthwise", LAYOUT), lambda w: pack_depthwise(np.asarray(w, np.float32)))
+
+
 def blocked_kind(ctx) -> str | None:
     """"pointwise", "depthwise", "winograd" or "indirect" when an NCHW8c kernel here implements this Conv/FusedConv
     node at its shapes, else None (the node keeps its NCHW kernel)."""
@@ -178,8 +187,6 @@ class _BlockedConv(_Steps):
     """The shared part: geometry, packed weights, the compiled call (act fused where it can be)."""
 
     def __init__(self, ctx):
-        from .conv import shared_weights
-
         g = self.geo = conv_geometry(ctx)
         self.kind = blocked_kind(ctx)
         if self.kind is None:
@@ -205,9 +212,9 @@ class _BlockedConv(_Steps):
             self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
             self._gemm_rows = gemm_nchwc_rows
         else:
-            from .compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
+            from .compiled.nchwc_depthwise import depthwise_nchwc
 
-            self.wp = shared_weights(w, ("depthwise", LAYOUT), lambda w: pack_depthwise(np.asarray(w, np.float32)))
+            self.wp = depthwise_weights(w)
             (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
             self.dw_args = (kh, kw, sh, sw, dh, dw, ph, pw)
             self._dw = depthwise_nchwc
@@ -424,10 +431,7 @@ class FusedConvDepthwiseNCHWc(_Steps):
                  auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
         from ..shapes.fused import depthwise_chain_parts
         from .compiled.nchwc_chain import panel_starts, pointwise_depthwise_nchwc, scratch_size
-        from .compiled.nchwc_depthwise import pack_depthwise
         from .compiled.nchwc_gemm import channel_offsets
-        from .conv import shared_weights
-        from .fused import _compiled_params
 
         pw, dw = depthwise_chain_parts(ctx)
         gp, gd = conv_geometry(pw), conv_geometry(dw)
@@ -437,19 +441,14 @@ class FusedConvDepthwiseNCHWc(_Steps):
         self.offs = channel_offsets(c, h * w)
         self.b1 = _bias_vector(pw, m)
         self.starts = panel_starts(m)
-        self.wd = shared_weights(dw.value(1), ("depthwise", LAYOUT), lambda a: pack_depthwise(np.asarray(a, np.float32)))
+        self.wd = depthwise_weights(np.asarray(dw.value(1)))
         self.b2 = _bias_vector(dw, m)
         self.scr = ctx.scratch((scratch_size(m, h, w, CHAIN_GROUP_BYTES),), np.float32)
         (kh, kw), (sh, sw), (dh, dw_), (ph, pw_) = gd.kernel, gd.strides, gd.dilations, gd.pads_begin
         self.geometry = (h, w, kh, kw, sh, sw, dh, dw_, ph, pw_)
-
-        def code(name, params):
-            name = _name(name)
-            if name == "Identity":
-                return NONE, np.float32(0), np.float32(0)
-            return (CODES[name], *_compiled_params(name, [float(v) for v in params]))
-
-        self.act1, self.act2 = code(activation, activation_params), code(dw_activation, dw_activation_params)
+        # chain_fits: both activations run in registers (no `after` pass)
+        self.act1 = fused_activation(pw, activation, activation_params, True)[0]
+        self.act2 = fused_activation(dw, dw_activation, dw_activation_params, True)[0]
         self._chain = pointwise_depthwise_nchwc
 
     def _steps(self, x, out, z):
