@@ -38,6 +38,14 @@ def unblocked(x, shape):
     return out
 
 
+@pytest.fixture(autouse=True)
+def _winograd_from_the_nchw_minimums(monkeypatch):
+    """The 3x3 stride-1 convolutions here test the indirect and pointwise kinds against the NCHW kernels'
+    bits: the Winograd kind takes them only from the NCHW path's channel minimums (16 in, 32 out), as
+    before it took every blocked one; its own tests are test_nchwc_winograd.py's."""
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_MIN_CHANNELS", (16, 32))
+
+
 # K: one block, a KC chunk boundary crossed (and five KC_PROJECTION chunks for M = 32, 40); M: one 8-block
 # (the 1-vector tile), 16s, 24 (the 3-vector tile), 16 + 16 and 16 + 24;
 # P: every pixel-tile size 1..6 and several tiles

@@ -104,7 +104,9 @@ def _winograd_model(c, m, n, h, w, pads, act):
 @pytest.mark.parametrize("c, m, n, h, w, pads, act", [
     (16, 32, 1, 14, 14, (1, 1, 1, 1), "Relu"),
     (32, 40, 3, 9, 13, (1, 0, 1, 2), "Sigmoid"),
-    (64, 64, 2, 7, 7, (1, 1, 1, 1), "Relu")])
+    (64, 64, 2, 7, 7, (1, 1, 1, 1), "Relu"),
+    (64, 16, 1, 12, 15, (1, 1, 1, 1), "Relu"),  # PP-OCR det's head: 64 -> 16
+    (8, 8, 2, 11, 9, (1, 1, 1, 1), "Relu")])  # one block in, one out
 def test_winograd_convs_run_blocked_and_match_onnxruntime(tile, passes, c, m, n, h, w, pads, act, monkeypatch):
     """The 3x3 conv runs as the NCHW8c Winograd kind (no reorder around it), onnxruntime's values; a
     group budget of one image exercises several calls; MEMORY gives NONE's bits."""
@@ -130,8 +132,11 @@ def test_winograd_convs_run_blocked_and_match_onnxruntime(tile, passes, c, m, n,
 
 
 def test_winograd_kind_is_chosen_only_where_it_applies():
-    """Stride-1 3x3, group 1, dilation 1, enough channels: "winograd"; strided, dilated, grouped or
-    too few output channels: another kind."""
+    """Stride-1 3x3, group 1, dilation 1, one block of channels or more: "winograd"; strided, dilated,
+    grouped or fewer channels: another kind. The NCHW path's Winograd keeps its own minimums (16 in,
+    32 out)."""
+    from pooled_predictor.ops.cpu import conv
+
     class G:
         def __init__(self, **kw):
             self.__dict__.update(dict(group=1, kernel=(3, 3), strides=(1, 1), dilations=(1, 1), in_channels=16,
@@ -142,5 +147,8 @@ def test_winograd_kind_is_chosen_only_where_it_applies():
     assert not conv_nchwc.winograd_fits(G(dilations=(2, 2)))
     assert not conv_nchwc.winograd_fits(G(group=2))
     assert not conv_nchwc.winograd_fits(G(kernel=(5, 5)))
-    assert not conv_nchwc.winograd_fits(G(out_channels=16))
-    assert not conv_nchwc.winograd_fits(G(in_channels=8))
+    assert conv_nchwc.winograd_fits(G(out_channels=16)) and conv_nchwc.winograd_fits(G(in_channels=8, out_channels=8))
+    assert not conv_nchwc.winograd_fits(G(out_channels=4))
+    assert not conv_nchwc.winograd_fits(G(in_channels=4))
+    assert conv.winograd_geometry(G()) and not conv.winograd_geometry(G(out_channels=16))
+    assert not conv.winograd_geometry(G(in_channels=8))

@@ -159,11 +159,13 @@ def shared_weights(w: np.ndarray, tag, make):
     return value
 
 
-def winograd_geometry(g) -> bool:
-    """A 2-D stride-1, dilation-1, group-1 3x3 convolution with enough channels for Winograd to pay
-    (WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUT_CHANNELS): the NCHW path's and the NCHW8c kind's test."""
+def winograd_geometry(g, min_channels: tuple[int, int] | None = None) -> bool:
+    """A 2-D stride-1, dilation-1, group-1 3x3 convolution with enough channels for Winograd to pay:
+    at least min_channels = (input, output) channels, by default this path's (WINOGRAD_MIN_CHANNELS,
+    WINOGRAD_MIN_OUT_CHANNELS); the NCHW8c kind passes its own (conv_nchwc.WINOGRAD_MIN_CHANNELS)."""
+    min_in, min_out = (WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUT_CHANNELS) if min_channels is None else min_channels
     return (g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1) and g.group == 1
-            and g.in_channels >= WINOGRAD_MIN_CHANNELS and g.out_channels >= WINOGRAD_MIN_OUT_CHANNELS)
+            and g.in_channels >= min_in and g.out_channels >= min_out)
 
 
 def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:

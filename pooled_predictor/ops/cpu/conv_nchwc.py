@@ -17,8 +17,8 @@ run over the whole blocked array), and
   * depthwise: group == C == M, any kernel, strides, dilations and pads
     (compiled/nchwc_depthwise.py: the taps in the NCHW kernel's order and
     roundings, so the same bits);
-  * winograd: 3x3, stride 1, dilation 1, group 1, any pads, at least 16 input and
-    32 output channels (conv.py's Winograd minimums): Winograd F(4x4, 3x3)
+  * winograd: 3x3, stride 1, dilation 1, group 1, any pads, any channels (multiples
+    of 8: WINOGRAD_MIN_CHANNELS; the NCHW path wants 16 in, 32 out): Winograd F(4x4, 3x3)
     (compiled/nchwc_winograd.py: both transforms on eight channels at once, each
     position's product as this layout's pointwise GEMM); not the NCHW kernel's bits
     (other sums), within the error bound of compiled/winograd.py;
@@ -67,6 +67,13 @@ WINOGRAD = os.environ.get("POOLED_PREDICTOR_WINOGRAD_NCHWC", "1") != "0"
 # Output tile m: F(4x4,3x3) (4x fewer multiplies, error below 1e-5 x max|Y| measured) or F(2x2,3x3)
 # (2.25x, as exact as direct convolution; 1.3-1.9x slower here at ResNet-50's shapes)
 WINOGRAD_TILE = 4
+# ... with at least this many (input, output) channels: in NCHW8c (channels in blocks of 8) every such
+# convolution, where conv.py's NCHW Winograd wants (16, 32). Single thread, each between two 1x1s so
+# it runs blocked, the three convolutions' forward, F(4x4) vs the indirect GEMM: 64 -> 16 at 120x160
+# (PP-OCR det's head) 16.8 -> 12.8 ms, 32 -> 8 5.5 -> 4.6, 8 -> 16 2.1 -> 1.8, 64 -> 24 at 60x80
+# 5.4 -> 3.4, 32 -> 16 at 8x8 0.128 -> 0.063: 0.49-0.96x at every shape tried, 17 of them; error
+# 2-4e-6 x max|Y| against onnxruntime.
+WINOGRAD_MIN_CHANNELS = (8, 8)
 # Images transformed together (sharing each U[xi] while it is in cache) while their padded X,
 # V and M take at most this many bytes (at least one image)
 WINOGRAD_GROUP_BYTES = 2 << 20
@@ -137,7 +144,7 @@ def winograd_fits(g) -> bool:
     """A stride-1 3x3 convolution (group 1, dilation 1) with enough channels for Winograd to pay."""
     from .conv import winograd_geometry
 
-    return WINOGRAD and winograd_geometry(g)
+    return WINOGRAD and winograd_geometry(g, WINOGRAD_MIN_CHANNELS)
 
 
 def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
