@@ -68,3 +68,13 @@ def astronaut():
     from pooled_predictor.zoo import fetch_astronaut_image
 
     return load_image(fetch_astronaut_image())
+
+
+@pytest.fixture
+def nchw_winograd_minimums(monkeypatch):
+    """The NCHW8c Winograd kind held to the NCHW path's channel minimums (16 in, 32 out; it takes every
+    multiple of 8 otherwise), for tests that compare the indirect kind, or two graphs, bit for bit."""
+    from pooled_predictor.ops.cpu import conv, conv_nchwc
+
+    minimums = (conv.WINOGRAD_MIN_CHANNELS, conv.WINOGRAD_MIN_OUT_CHANNELS)
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_MIN_CHANNELS", minimums)

@@ -39,11 +39,10 @@ def unblocked(x, shape):
 
 
 @pytest.fixture(autouse=True)
-def _winograd_from_the_nchw_minimums(monkeypatch):
+def _winograd_from_the_nchw_minimums(nchw_winograd_minimums):
     """The 3x3 stride-1 convolutions here test the indirect and pointwise kinds against the NCHW kernels'
-    bits: the Winograd kind takes them only from the NCHW path's channel minimums (16 in, 32 out), as
-    before it took every blocked one; its own tests are test_nchwc_winograd.py's."""
-    monkeypatch.setattr(conv_nchwc, "WINOGRAD_MIN_CHANNELS", (16, 32))
+    bits: the Winograd kind takes them only from the NCHW path's channel minimums, as before it took
+    every blocked one; its own tests are test_nchwc_winograd.py's."""
 
 
 # K: one block, a KC chunk boundary crossed (and five KC_PROJECTION chunks for M = 32, 40); M: one 8-block
