@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from pooled_predictor.ops.cpu.compiled.expf import exp32
+from pooled_predictor.ops.cpu.compiled.expf import exp32, exp32_nonpositive
 from tests.onnx_helpers import check_node
 
 rng = np.random.default_rng(13)
@@ -24,6 +24,23 @@ def test_exp32_within_2_ulp_over_its_range():
     ref = np.exp(x.astype(np.float64))
     ulp = np.spacing(ref.astype(np.float32)).astype(np.float64)
     assert np.max(np.abs(y - ref) / ulp) <= 2.0
+
+
+@njit
+def _exp_nonpositive_all(x, y):
+    for i in range(x.size):
+        y[i] = exp32_nonpositive(x[i])
+
+
+def test_exp32_nonpositive_is_exp32_bit_for_bit():
+    """Softmax's and Sigmoid's exp (no overflow test): exp32's bits wherever the argument is not positive,
+    the subnormal range, -inf and NaN included."""
+    x = np.concatenate([np.linspace(np.float32(-110.0), np.float32(0.0), 1 << 22, dtype=np.float32),
+                        np.array([-np.inf, np.nan, -0.0, 0.0, -87.33, -103.9, -104.0, -1e-30], np.float32)])
+    a, b = np.empty_like(x), np.empty_like(x)
+    _exp_all(x, a)
+    _exp_nonpositive_all(x, b)
+    np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
 
 
 def test_exp32_special_values():

@@ -13,7 +13,8 @@ core (2.05 ns with separate multiplies and adds, int64 exponents and a Horner po
 
 Error, measured: at most 1.04 ulp from the correctly rounded exp over 2^24 points of [-87.3, 88.7]
 (tests/ops/test_compiled_softmax.py), 2 ulp stated; x < -104 gives 0, x > 88.72 gives +inf,
-NaN propagates. Used by compiled/softmax.py and compiled/sigmoid.py.
+NaN propagates. exp32_nonpositive: the same without the overflow test, for arguments that
+cannot be positive: compiled/softmax.py (x - max) and compiled/sigmoid.py (-|x|).
 """
 
 from __future__ import annotations
@@ -74,11 +75,11 @@ def scale_pow2(typingctx, p, t):
 
 
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
-def exp32(x):
-    """exp(x) in float32, within 2 ulp (module docstring)."""
+def exp32_nonpositive(x):
+    """exp(x) for x <= 0 (or NaN, -inf): exp32's value, bit for bit, without its overflow test (two
+    selects fewer a lane: Softmax over PP-OCR rec's 40 x 6625 logits 0.646 -> 0.569 ms, one thread).
+    A positive x up to 88.72 still gives exp32's value; above, garbage (callers never pass one)."""
     c = LO if x < LO else x  # -inf too; exp(LO) comes out 0 below. NaN stays NaN (comparisons false)
-    big = c > HI
-    c = HI if big else c
     t = fmuladd32(c, LOG2E, MAGIC)  # n + MAGIC: rounds c log2 e to the nearest integer n
     n = t - MAGIC
     r = fmuladd32(n, NLN2_HI, c)  # exact: n * LN2_HI has few bits
@@ -89,5 +90,12 @@ def exp32(x):
     e2 = fmuladd32(P0, r, P1)
     q = fmuladd32(e2, r2 * r2, fmuladd32(e1, r2, e0))
     p = fmuladd32(q, r2, r) + ONE
-    v = scale_pow2(p, t)
+    return scale_pow2(p, t)
+
+
+@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def exp32(x):
+    """exp(x) in float32, within 2 ulp (module docstring)."""
+    big = x > HI
+    v = exp32_nonpositive(HI if big else x)
     return np.float32(np.inf) if big else v
