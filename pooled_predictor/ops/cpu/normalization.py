@@ -216,7 +216,9 @@ class LRN:
         max(0, c - floor((size-1)/2)) <= i <= min(C-1, c + ceil((size-1)/2));
     Y = X / (bias + alpha / size * square_sum) ^ beta.
 
-    Shapes: X and Y (N, C, D1, ..., Dk), k >= 0. The window sum is a loop over
+    Shapes: X and Y (N, C, D1, ..., Dk), k >= 0. float32 (compiled kernels on):
+    compiled/lrn.py, a channel plane at a time (the same sums, d^beta within 4 ulp
+    of this kernel's; workspace one plane). Otherwise the window sum is a loop over
     the `size` taps (each a shifted slice add over the whole tensor; taps
     farther than C-1 channels add nothing and are skipped). Workspace: X^2
     (and, for float16, the float32 sum), per Net. LRN-13 only adds bfloat16.
@@ -232,11 +234,39 @@ class LRN:
         # Tap k adds X[:, c + k]^2 to channel c.
         self.taps = [k for k in range(-before, after + 1) if k != 0 and abs(k) < channels]
         self.scale, self.beta, self.bias = alpha / size, beta, bias
+        self.compiled = None
+        if compiled.ENABLED and np.dtype(ctx.dtype(0)) == np.float32 and math.prod(shape) > 0:
+            from .compiled.lrn import pow_mode
+
+            plane = math.prod(shape[2:])
+            self.plane = ctx.scratch((plane,), np.float32)
+            f4 = np.float32
+            self.compiled = (shape[0], channels, plane, before, after, f4(self.scale), f4(bias), f4(beta),
+                             pow_mode(beta))
+            return
         ct = _compute_dtype(ctx.dtype(0))
         self.sq = ctx.scratch(shape, ct)
         self.acc = ctx.scratch(shape, ct) if ct != ctx.dtype(0) else None
 
+    def _compiled_args(self, x, out):
+        return (x.reshape(-1), out.reshape(-1), self.plane.array, *self.compiled)
+
+    def prepare_run(self, x, *, out):
+        if self.compiled is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        from .compiled.lrn import lrn_nchw
+
+        return compiled.bound(lrn_nchw, *self._compiled_args(x, out))
+
     def __call__(self, x, *, out):
+        if self.compiled is not None:
+            from .compiled.lrn import lrn_nchw
+
+            y = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+            lrn_nchw(*self._compiled_args(np.ascontiguousarray(x), y))
+            if y is not out:
+                out[...] = y
+            return
         sq = self.sq.array
         acc = out if self.acc is None else self.acc.array
         np.square(x, out=sq, dtype=sq.dtype)  # float16: square in float32 (no overflow)

@@ -27,7 +27,7 @@ sigmoid.py (a vectorized float32 Sigmoid), col2im.py (ConvTranspose's tile
 scatter; for kernel width 2 the GEMM and the scatter in one pass), resize.py
 (nearest and bilinear Resize), matmul.py (MatMul / Gemm with a weight as right
 operand: packed panels, A read in place, the bias fused), rowreduce.py (sums and
-means over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), phases.py (the
+means over trailing axes: ReduceMean, ReduceSum, GlobalAveragePool), lrn.py (LRN across channels), phases.py (the
 stride-phase split of a padded input, for the indirect and depthwise convolutions);
 the NCHW8c kernel types' (ops/cpu/conv_nchwc.py, blocked.py): nchwc_gemm.py (the
 pointwise and stem convolutions' micro-kernel, 6 pixels x 16 output channels),
@@ -79,7 +79,7 @@ _configure_cache()
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
-           "blocked")
+           "blocked", "lrn")
 
 
 def load_all() -> float:
