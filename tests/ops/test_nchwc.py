@@ -362,3 +362,32 @@ def test_blocked_intermediates_read_by_their_model_names_under_none(monkeypatch)
         assert got.shape == plain.blob_by_name(n).shape
         np.testing.assert_array_equal(got, plain.blob_by_name(n))
     assert set(names) == set(plain.blob_names)
+
+
+@pytest.mark.parametrize("passes", [False, True])
+@pytest.mark.parametrize("c, m, strides, n, h, w", [(16, 32, (2, 2), 1, 14, 14), (24, 8, (2, 1), 2, 9, 13),
+                                                    (8, 24, (3, 3), 2, 10, 11), (32, 16, (1, 2), 1, 5, 7)])
+def test_strided_pointwise_convs_run_blocked(passes, c, m, strides, n, h, w):
+    """A strided 1x1 conv (ResNet's downsampling: Z of the block's last conv) between blocked convs runs as
+    the pointwise kind, each output row from every SW-th pixel of input row r * SH: onnxruntime's values,
+    the bits of the same Net under Optimization.MEMORY and NONE."""
+    inits = [_w("wa", c, c, 1, 1), _w("wd", m, c, 1, 1), _w("bd", m), _w("wm", m, c, 1, 1), _w("wy", 8, m, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]),
+             helper.make_node("Conv", ["a", "wd", "bd"], ["d"], strides=list(strides)),
+             helper.make_node("Conv", ["a", "wm"], ["mm"], strides=list(strides)),
+             helper.make_node("Add", ["mm", "d"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Conv", ["r", "wy"], ["y"])]
+    model = _model("strided", nodes, inits, (n, c, h, w))
+    x = f32(n, c, h, w)
+    outs = {}
+    for opt in (Optimization.NONE, Optimization.MEMORY):
+        net = Net(_program(model, passes), optimization=opt)
+        net.forward(x)
+        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+        assert all(o.endswith("@" + L) for op, i, o in ran if i.startswith("a")), ran  # both strided 1x1s blocked
+        assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
+        outs[opt] = np.array(net.blob_by_name("y"))
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(outs[Optimization.MEMORY], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+    np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])

@@ -12,8 +12,11 @@ compiled/reorder.py), and graph inputs and outputs keep ONNX's NCHW.
 Where they apply (`blocked_kind`): 2-D float32 convolutions with static W
 (and B), C and M multiples of 8 (no padding channels, so any activation may
 run over the whole blocked array), and
-  * pointwise: 1x1 kernel, group 1, stride 1, no padding (compiled/nchwc_gemm.py:
-    the same operations as the NCHW GEMM, so the same bits);
+  * pointwise: 1x1 kernel, group 1, no padding (compiled/nchwc_gemm.py: the same
+    operations as the NCHW GEMM, so the same bits); strided too (ResNet's
+    downsampling 1x1s: an image's X[:, ::SH, ::SW] copied out, then the same
+    GEMM; reading the strided rows in place ran a GEMM per output row, which
+    streamed W once a row: layer4's 2048 x 1024 W, 8 MB, 7 times);
   * depthwise: group == C == M, any kernel, strides, dilations and pads
     (compiled/nchwc_depthwise.py: the taps in the NCHW kernel's order and
     roundings, so the same bits);
@@ -128,9 +131,8 @@ def blocked_kind(ctx) -> str | None:
     g = _compiled_geometry(ctx)
     if g is None or g.in_channels % BLOCK or g.out_channels % BLOCK:
         return None
-    if (g.group == 1 and g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin)
-            and not any(g.pads_end)):
-        return "pointwise"
+    if g.group == 1 and g.kernel == (1, 1) and not any(g.pads_begin) and not any(g.pads_end):
+        return "pointwise"  # any strides: a row of output pixels reads every SW-th pixel of an input row
     if g.group == g.in_channels == g.out_channels:
         return "depthwise"
     if winograd_fits(g):
@@ -208,6 +210,8 @@ class _BlockedConv(_Steps):
             self.wp = packed_weights(w, m)
             self.offs = channel_offsets(c, self.p)
             self._gemm = gemm_nchwc
+            # strided (ResNet's downsampling 1x1s): one image's X[:, ::SH, ::SW] copied out, then the GEMM over it
+            self.sub = ctx.scratch((c * self.p,), np.float32) if g.strides != (1, 1) else None
         elif self.kind == "winograd":
             self._init_winograd(ctx, w)
         elif self.kind == "indirect":
@@ -282,9 +286,19 @@ class _BlockedConv(_Steps):
         if self.kind == "winograd":
             return self._winograd_steps(x, yf, zf, has_z)
         if self.kind == "pointwise":
-            xf, p = x.reshape(-1), self.p
-            return [(self._gemm, (self.wp, xf, n * c * p, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
-                                  *self.act, zf, has_z)) for n in range(g.batch)]
+            p = self.p
+            if self.sub is None:
+                xf = x.reshape(-1)
+                return [(self._gemm, (self.wp, xf, n * c * p, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p,
+                                      self.b, *self.act, zf, has_z)) for n in range(g.batch)]
+            (sh, sw), (oh, ow), sf = g.strides, g.out_shape, self.sub.array
+            sub = sf.reshape(c // BLOCK, oh, ow, BLOCK)
+            steps = []
+            for n in range(g.batch):
+                steps.append((np.copyto, (sub, x[n, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw])))
+                steps.append((self._gemm, (self.wp, sf, 0, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
+                                           *self.act, zf, has_z)))
+            return steps
         # indirect: image by image, X zero-padded into the blocked buffer, then every output row in one call
         (hp, wp), (sh, sw), (ph, pw), (oh, ow) = self.padded_hw, g.strides, g.pads_begin, g.out_shape
         h, w = g.in_shape
