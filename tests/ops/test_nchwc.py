@@ -99,9 +99,9 @@ def _w(name, *shape):
 
 
 def _chain_model(c=16, h=9, w=7, n=2):
-    """1x1 Conv -> Relu -> depthwise 3x3 -> 3x3 Conv (NCHW: no blocked kernel) (+ residual) -> squeeze-and-excitation (GAP, 1x1, HardSigmoid,
-    Mul) -> ReduceMean branch (Sub) -> Concat with a blocked branch -> nearest Resize x2 -> Sigmoid -> 1x1 Conv."""
-    inits = [_w("w1", 2 * c, c, 1, 1), _w("b1", 2 * c), _w("w2", c, 2 * c, 3, 3), _w("b2", c),
+    """1x1 Conv -> Relu -> depthwise 3x3 -> 3x3 Conv of 2 groups (NCHW: no blocked kernel) (+ residual) ->
+    squeeze-and-excitation (GAP, 1x1, HardSigmoid, Mul) -> ReduceMean branch (Sub) -> Concat with a blocked branch -> nearest Resize x2 -> Sigmoid -> 1x1 Conv."""
+    inits = [_w("w1", 2 * c, c, 1, 1), _w("b1", 2 * c), _w("w2", c, c, 3, 3), _w("b2", c),
              _w("wd", 2 * c, 1, 3, 3), _w("bd", 2 * c),
              _w("w3", c, c, 1, 1), _w("w4", c, c, 1, 1), _w("b4", c), _w("w5", 8, 2 * c, 1, 1),
              numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
@@ -109,7 +109,7 @@ def _chain_model(c=16, h=9, w=7, n=2):
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
              helper.make_node("Relu", ["c1"], ["r0"]),
              helper.make_node("Conv", ["r0", "wd", "bd"], ["r1"], group=2 * c, pads=[1, 1, 1, 1]),  # depthwise
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),  # group 1 3x3: NCHW
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=2),  # NCHW
              helper.make_node("Add", ["c2", "x"], ["s1"]),                  # -> FusedConv with Z
              helper.make_node("Relu", ["s1"], ["r2"]),
              helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
@@ -168,7 +168,7 @@ def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
     net.forward(x)
     ran = [(node.op_type, any("@" in o for o in node.outputs)) for node in net._run_nodes]
     transforms = [op for op, _ in ran if op == TRANSFORM_OP]
-    assert len(transforms) == 4, ran  # the graph input in, around the 3x3 group-1 conv, the graph output back
+    assert len(transforms) == 4, ran  # the graph input in, around the 3x3 2-group conv, the graph output back
     blocked_ops = {op for op, b in ran if b and op != TRANSFORM_OP}
     fused = {"FusedConv"} if passes else {"Add", "Relu"}
     assert {"GlobalAveragePool", "Mul", "ReduceMean", "Sub", "Concat", "MaxPool", "Resize", "Sigmoid", "Conv"} | fused \
@@ -388,6 +388,46 @@ def test_strided_pointwise_convs_run_blocked(passes, c, m, strides, n, h, w):
         assert all(o.endswith("@" + L) for op, i, o in ran if i.startswith("a")), ran  # both strided 1x1s blocked
         assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
         outs[opt] = np.array(net.blob_by_name("y"))
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(outs[Optimization.MEMORY], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+    np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])
+
+
+@pytest.mark.parametrize("passes", [False, True])
+@pytest.mark.parametrize("c, m, kernel, strides, pads, n, h, w", [
+    (32, 96, (5, 5), (1, 1), (2, 2, 2, 2), 2, 14, 14),  # GoogLeNet's 5x5s
+    (16, 48, (5, 5), (1, 1), (2, 2, 2, 2), 1, 7, 7),
+    (24, 16, (3, 3), (2, 2), (1, 1, 1, 1), 2, 14, 13),  # ResNet-50's 3x3 stride 2 at 7x7
+    (8, 8, (3, 1), (1, 1), (1, 0, 1, 0), 1, 5, 3)])
+def test_narrow_kxk_convs_run_as_the_indirect_kind(passes, c, m, kernel, strides, pads, n, h, w, monkeypatch):
+    """A group-1 KxK conv whose output is too narrow for the NCHW indirect GEMM (the NCHW Conv copies columns
+    for a GEMM there) still runs as the NCHW8c indirect kind: onnxruntime's values, MEMORY's bits NONE's."""
+    from pooled_predictor.ops.cpu import conv
+
+    seen = []
+    init = conv_nchwc._BlockedConv.__init__
+    monkeypatch.setattr(conv_nchwc._BlockedConv, "__init__", lambda self, ctx: (init(self, ctx), seen.append(self.kind)))
+    inits = [_w("wa", c, c, 1, 1), _w("wb", m, c, *kernel), _w("bb", m), _w("wy", 8, m, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]),
+             helper.make_node("Conv", ["a", "wb", "bb"], ["b"], strides=list(strides), pads=list(pads)),
+             helper.make_node("Relu", ["b"], ["r"]),
+             helper.make_node("Conv", ["r", "wy"], ["y"])]
+    model = _model("narrow", nodes, inits, (n, c, h, w))
+    x = f32(n, c, h, w)
+    outs = {}
+    for opt in (Optimization.NONE, Optimization.MEMORY):
+        net = Net(_program(model, passes), optimization=opt)
+        net.forward(x)
+        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+        assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
+        outs[opt] = np.array(net.blob_by_name("y"))
+    assert "indirect" in seen, seen
+    paths = []  # the NCHW Conv would copy columns for a GEMM here, not take its indirect GEMM
+    choose = conv.Conv._choose_path
+    monkeypatch.setattr(conv.Conv, "_choose_path", lambda self, ctx: paths.append(choose(self, ctx)) or paths[-1])
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    Net(_program(model, passes)).forward(x)
+    assert paths and "indirect" not in paths, paths
     ref = run_ort(model, {"x": x})[0]
     np.testing.assert_allclose(outs[Optimization.MEMORY], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
     np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])
