@@ -32,14 +32,16 @@ def _direct(x, w, b, pads):
     return y + b[None, :, None, None]
 
 
-def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None):
-    """winograd_nchwc over X (NCHW, blocked here), `group` images per call; Y back in NCHW."""
+def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None, block_rows=None):
+    """winograd_nchwc over X (NCHW, blocked here), `group` images per call, `block_rows` rows of tiles a
+    block (None: all of the call's); Y back in NCHW."""
     n, c, h, wd = x.shape
     mo, a = w.shape[0], m + 2
     oh, ow = h + pads[0] + pads[2] - 2, wd + pads[1] + pads[3] - 2
     th, tw = math.ceil(oh / m), math.ceil(ow / m)
     group = group or n
-    t_pitch = group * th * tw
+    block_rows = block_rows or group * th
+    t_pitch = block_rows * tw
     up = conv_nchwc.winograd_weights(w, m)
     hp, wp = th * m + 2, tw * m + 2
     xb = blocked(x)
@@ -53,7 +55,7 @@ def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None
         pad[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = xb[n0:n0 + k]
         winograd_nchwc(pad.reshape(-1), k, c, hp, wp, th, tw, t_pitch, up, channel_offsets(c, t_pitch), v, mb, y,
                        n0 * mo * oh * ow, mo, oh, ow, b, zero, act, np.float32(a0), np.float32(a1), zf,
-                       z is not None, m)
+                       z is not None, m, block_rows)
     return unblocked(y.reshape(n, mo // 8, oh, ow, 8), (n, mo, oh, ow))
 
 
@@ -62,6 +64,30 @@ def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None
 CASES = [(1, 8, 8, 3, 3, (0, 0, 0, 0)), (1, 8, 8, 5, 5, (1, 1, 1, 1)), (2, 16, 32, 7, 9, (1, 1, 1, 1)),
          (1, 24, 40, 13, 6, (0, 2, 2, 0)), (3, 32, 24, 14, 14, (1, 1, 1, 1)), (2, 16, 16, 1, 11, (1, 1, 1, 1)),
          (1, 64, 64, 17, 30, (2, 1, 0, 1))]
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("block_rows", [1, 2, 5])
+@pytest.mark.parametrize("n, c, mo, h, w, pads", [CASES[2], CASES[4], CASES[6]])
+def test_blocks_of_tile_rows_give_the_same_bits(m, block_rows, n, c, mo, h, w, pads):
+    """Transforming and multiplying a block of tile rows at a time (across images, the last block shorter)
+    changes no output's sums: the bits of one block for the whole call, with Z and an activation."""
+    x, wt, b, z = f32(n, c, h, w), f32(mo, c, 3, 3), f32(mo), f32(n, mo, h + pads[0] + pads[2] - 2,
+                                                                   w + pads[1] + pads[3] - 2)
+    whole = _run(x, wt, b, pads, m, z=z, act=epilogue.CODES["Relu"])
+    blocks = _run(x, wt, b, pads, m, z=z, act=epilogue.CODES["Relu"], block_rows=block_rows)
+    np.testing.assert_array_equal(blocks, whole)
+
+
+def test_block_rows_follow_the_budget(monkeypatch):
+    """Blocks of tile rows whose V and M fit WINOGRAD_BLOCK_BYTES (one row at least) where U is small; one
+    block for the whole call where U is large (every block reads all of U)."""
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_BLOCK_BYTES", 4 * 36 * (64 + 16) * 40 * 3)
+    assert conv_nchwc.winograd_block_rows(6, 64, 16, 40, 30) == 3  # det's head: 3 rows of 40 tiles
+    assert conv_nchwc.winograd_block_rows(6, 64, 16, 40, 2) == 2
+    assert conv_nchwc.winograd_block_rows(6, 512, 512, 2, 2) == 2  # U 37 MB: the whole call
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_BLOCK_BYTES", 1)
+    assert conv_nchwc.winograd_block_rows(6, 64, 16, 40, 30) == 1
 
 
 @pytest.mark.parametrize("m", [2, 4])

@@ -84,6 +84,20 @@ WINOGRAD_MIN_CHANNELS = (8, 8)
 # V and M take at most this many bytes (at least one image)
 WINOGRAD_GROUP_BYTES = 2 << 20
 
+WINOGRAD_BLOCK_BYTES = 256 << 10
+"""A block of tile rows of the Winograd kind (compiled/nchwc_winograd.py) keeps its V and M (a^2 x (C + M)
+floats a tile) within this size, so they stay in L2 ..."""
+WINOGRAD_BLOCK_MAX_U = 1 << 20
+"""... where U (a^2 x M x C floats) is at most this size: every block streams all of U once, and a larger
+U is read once for all the group's tiles instead (ResNet-50's 128- to 512-channel layers)."""
+
+
+def winograd_block_rows(a: int, c: int, m: int, tiles_w: int, rows: int) -> int:
+    """Tile rows per block of a Winograd call over `rows` rows of tiles_w tiles (see WINOGRAD_BLOCK_BYTES)."""
+    if 4 * a * a * m * c > WINOGRAD_BLOCK_MAX_U:
+        return rows
+    return max(1, min(rows, WINOGRAD_BLOCK_BYTES // (4 * a * a * (c + m) * tiles_w)))
+
 
 def _compiled_geometry(ctx):
     """The ConvGeometry of a 2-D float32 Conv/FusedConv node with static W (and B) and a non-empty
@@ -248,7 +262,8 @@ class _BlockedConv(_Steps):
         hp, wp = self.padded_hw = (self.tiles_hw[0] * t + 2, self.tiles_hw[1] * t + 2)  # every tile's patch
         per_image = 4 * (a * a * (c + m) * tiles + c * hp * wp)
         self.group = max(1, min(g.batch, WINOGRAD_GROUP_BYTES // per_image))
-        self.t_pitch = self.group * tiles
+        self.block_rows = winograd_block_rows(a, c, m, self.tiles_hw[1], self.group * self.tiles_hw[0])
+        self.t_pitch = self.block_rows * self.tiles_hw[1]
         self.up = winograd_weights(w, t)
         self.offs = channel_offsets(c, self.t_pitch)
         self.padded = ctx.scratch((self.group * c * hp * wp,), np.float32)
@@ -273,7 +288,7 @@ class _BlockedConv(_Steps):
             steps.append((np.copyto, (pad[:, :, ph:ph + h, pw:pw + w], x[n0:n0 + k])))
             steps.append((self._winograd, (pf, k, c, hp, wp, *self.tiles_hw, self.t_pitch, self.up, self.offs,
                                            self.v.array, self.mb.array, yf, n0 * m * oh * ow, m, oh, ow, self.b,
-                                           self.zero_b, *self.act, zf, has_z, self.wino_m)))
+                                           self.zero_b, *self.act, zf, has_z, self.wino_m, self.block_rows)))
         return steps
 
     def _steps(self, x, out, z):
