@@ -57,3 +57,17 @@ def test_the_compiled_kernel_runs_for_float32_only(dtype, runs, monkeypatch):
     type_outputs(model, [x])
     run_ours(model, {"in0": x})
     assert bool(calls) == runs
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_absurd_size_costs_no_more_than_the_channels(enabled, monkeypatch):
+    """size = 2^31 - 1 (a crafted model): every channel in every window, computed over the C channels' taps
+    only, by the compiled kernel and by the numpy one (both looped over all 2^31 taps before)."""
+    monkeypatch.setattr(compiled, "ENABLED", enabled)
+    x = (rng.standard_normal((1, 5, 3, 3)) * 3).astype(np.float32)
+    big = (1 << 31) - 1
+    model = make_node_model("LRN", [x], {"size": big, "alpha": float(big), "beta": 1.0, "bias": 1.0}, opset=13)
+    type_outputs(model, [x])
+    ours = run_ours(model, {"in0": x})[0]
+    ref = x / (1.0 + (x.astype(np.float64) ** 2).sum(axis=1, keepdims=True))  # every channel in every window
+    np.testing.assert_allclose(ours, ref, rtol=1e-5)

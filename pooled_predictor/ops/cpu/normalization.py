@@ -231,8 +231,10 @@ class LRN:
         size = int(size)
         channels = shape[1]
         before, after = (size - 1) // 2, math.ceil((size - 1) / 2)
-        # Tap k adds X[:, c + k]^2 to channel c.
-        self.taps = [k for k in range(-before, after + 1) if k != 0 and abs(k) < channels]
+        # Tap k adds X[:, c + k]^2 to channel c; taps farther than C - 1 channels add nothing (and a crafted
+        # size of 2^31 must not loop 2^31 times)
+        before, after = min(before, channels - 1), min(after, channels - 1)
+        self.taps = [k for k in range(-before, after + 1) if k != 0]
         self.scale, self.beta, self.bias = alpha / size, beta, bias
         self.compiled = None
         if compiled.ENABLED and np.dtype(ctx.dtype(0)) == np.float32 and math.prod(shape) > 0:
