@@ -148,6 +148,21 @@ def _model(name, nodes, inits, x_shape):
     return model
 
 
+def _y_under_none_and_memory(model, x, passes):
+    """y of Nets under Optimization.NONE and MEMORY, each with only the graph's input and output
+    transformed; MEMORY's checked bit for bit against NONE's. Returns (MEMORY's y, its run list of
+    (op_type, first input, first output))."""
+    outs = {}
+    for opt in (Optimization.NONE, Optimization.MEMORY):
+        net = Net(_program(model, passes), optimization=opt)
+        net.forward(x)
+        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+        assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
+        outs[opt] = np.array(net.blob_by_name("y"))
+    np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])
+    return outs[Optimization.MEMORY], ran
+
+
 def _matches_ort_and_nchw_bits(net, model, x, passes, monkeypatch, atol=2e-5):
     """net's "y": onnxruntime's values, and bit for bit the y of the same model with every kernel in NCHW."""
     ref = run_ort(model, {"x": x})[0]
@@ -380,17 +395,10 @@ def test_strided_pointwise_convs_run_blocked(passes, c, m, strides, n, h, w):
              helper.make_node("Conv", ["r", "wy"], ["y"])]
     model = _model("strided", nodes, inits, (n, c, h, w))
     x = f32(n, c, h, w)
-    outs = {}
-    for opt in (Optimization.NONE, Optimization.MEMORY):
-        net = Net(_program(model, passes), optimization=opt)
-        net.forward(x)
-        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
-        assert all(o.endswith("@" + L) for op, i, o in ran if i.startswith("a")), ran  # both strided 1x1s blocked
-        assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
-        outs[opt] = np.array(net.blob_by_name("y"))
+    y, ran = _y_under_none_and_memory(model, x, passes)
+    assert all(o.endswith("@" + L) for op, i, o in ran if i.startswith("a")), ran  # both strided 1x1s blocked
     ref = run_ort(model, {"x": x})[0]
-    np.testing.assert_allclose(outs[Optimization.MEMORY], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
-    np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
 @pytest.mark.parametrize("passes", [False, True])
@@ -414,13 +422,7 @@ def test_narrow_kxk_convs_run_as_the_indirect_kind(passes, c, m, kernel, strides
              helper.make_node("Conv", ["r", "wy"], ["y"])]
     model = _model("narrow", nodes, inits, (n, c, h, w))
     x = f32(n, c, h, w)
-    outs = {}
-    for opt in (Optimization.NONE, Optimization.MEMORY):
-        net = Net(_program(model, passes), optimization=opt)
-        net.forward(x)
-        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
-        assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
-        outs[opt] = np.array(net.blob_by_name("y"))
+    y, _ = _y_under_none_and_memory(model, x, passes)
     assert "indirect" in seen, seen
     paths = []  # the NCHW Conv would copy columns for a GEMM here, not take its indirect GEMM
     choose = conv.Conv._choose_path
@@ -429,5 +431,4 @@ def test_narrow_kxk_convs_run_as_the_indirect_kind(passes, c, m, kernel, strides
     Net(_program(model, passes)).forward(x)
     assert paths and "indirect" not in paths, paths
     ref = run_ort(model, {"x": x})[0]
-    np.testing.assert_allclose(outs[Optimization.MEMORY], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
-    np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
