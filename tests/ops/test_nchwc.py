@@ -100,7 +100,8 @@ def _w(name, *shape):
 
 def _chain_model(c=16, h=9, w=7, n=2):
     """1x1 Conv -> Relu -> depthwise 3x3 -> 3x3 Conv of 2 groups (NCHW: no blocked kernel) (+ residual) ->
-    squeeze-and-excitation (GAP, 1x1, HardSigmoid, Mul) -> ReduceMean branch (Sub) -> Concat with a blocked branch -> nearest Resize x2 -> Sigmoid -> 1x1 Conv."""
+    squeeze-and-excitation (GAP, 1x1, HardSigmoid, Mul) -> ReduceMean branch (Sub) -> Concat with a blocked
+    branch -> nearest Resize x2 -> Sigmoid -> 1x1 Conv."""
     inits = [_w("w1", 2 * c, c, 1, 1), _w("b1", 2 * c), _w("w2", c, c, 3, 3), _w("b2", c),
              _w("wd", 2 * c, 1, 3, 3), _w("bd", 2 * c),
              _w("w3", c, c, 1, 1), _w("w4", c, c, 1, 1), _w("b4", c), _w("w5", 8, 2 * c, 1, 1),
@@ -384,8 +385,8 @@ def test_blocked_intermediates_read_by_their_model_names_under_none(monkeypatch)
                                                     (8, 24, (3, 3), 2, 10, 11), (32, 16, (1, 2), 1, 5, 7)])
 def test_strided_pointwise_convs_run_blocked(passes, c, m, strides, n, h, w):
     """A strided 1x1 conv (ResNet's downsampling: Z of the block's last conv) between blocked convs runs as
-    the pointwise kind, each output row from every SW-th pixel of input row r * SH: onnxruntime's values,
-    the bits of the same Net under Optimization.MEMORY and NONE."""
+    the pointwise kind on X[:, ::SH, ::SW] copied out: onnxruntime's values, the bits of the same Net under
+    Optimization.MEMORY and NONE."""
     inits = [_w("wa", c, c, 1, 1), _w("wd", m, c, 1, 1), _w("bd", m), _w("wm", m, c, 1, 1), _w("wy", 8, m, 1, 1)]
     nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]),
              helper.make_node("Conv", ["a", "wd", "bd"], ["d"], strides=list(strides)),

@@ -123,6 +123,7 @@ def _winograd_model(c, m, n, h, w, pads, act):
     return _model("winograd", nodes, inits, (n, c, h, w))
 
 
+@pytest.mark.parametrize("block_bytes", [1, conv_nchwc.WINOGRAD_BLOCK_BYTES])
 @pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize("passes", [False, True])
 @pytest.mark.parametrize("c, m, n, h, w, pads, act", [
@@ -131,19 +132,23 @@ def _winograd_model(c, m, n, h, w, pads, act):
     (64, 64, 2, 7, 7, (1, 1, 1, 1), "Relu"),
     (64, 16, 1, 12, 15, (1, 1, 1, 1), "Relu"),  # PP-OCR det's head: 64 -> 16
     (8, 8, 2, 11, 9, (1, 1, 1, 1), "Relu")])  # one block in, one out
-def test_winograd_convs_run_blocked_and_match_onnxruntime(tile, passes, c, m, n, h, w, pads, act, monkeypatch):
+def test_winograd_convs_run_blocked_and_match_onnxruntime(tile, passes, c, m, n, h, w, pads, act, block_bytes,
+                                                          monkeypatch):
     """The 3x3 conv runs as the NCHW8c Winograd kind (no reorder around it), onnxruntime's values; a
-    group budget of one image exercises several calls; MEMORY gives NONE's bits."""
+    group budget of one image exercises several calls, and a block budget of one byte one tile row a
+    block (every U here is small); MEMORY gives NONE's bits."""
     monkeypatch.setattr(conv_nchwc, "WINOGRAD_TILE", tile)
     monkeypatch.setattr(conv_nchwc, "WINOGRAD_GROUP_BYTES", 1)
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_BLOCK_BYTES", block_bytes)
     seen = []
     init = conv_nchwc._BlockedConv._init_winograd
     monkeypatch.setattr(conv_nchwc._BlockedConv, "_init_winograd",
-                        lambda self, ctx, wt: (init(self, ctx, wt), seen.append(self.group)))
+                        lambda self, ctx, wt: (init(self, ctx, wt), seen.append((self.group, self.block_rows))))
     model = _winograd_model(c, m, n, h, w, pads, act)
     x = f32(n, c, h, w)
     y, _ = _y_under_none_and_memory(model, x, passes)
-    assert seen and seen[-1] == 1  # the 3x3 conv took the Winograd kind, one image per call
+    assert seen and seen[-1][0] == 1  # the 3x3 conv took the Winograd kind, one image per call
+    assert (seen[-1][1] == 1) == (block_bytes == 1), seen  # one tile row a block, or all (3 rows at most here)
     ref = run_ort(model, {"x": x})[0]
     np.testing.assert_allclose(y, ref, rtol=0, atol=TOL[tile] * 50 * np.abs(ref).max())
 
