@@ -127,7 +127,9 @@ INDIRECT_MIN_WIDTH = 48
 # NCHW8c kernel (conv_nchwc.py) runs the same sums on a padded blocked copy of X, with no
 # reorder in or out. ResNet-50's 3x3 stride-2 convs, one thread, im2col in NCHW with reorders
 # -> NCHW8c indirect: 28 wide 6.95 -> 6.12 ms, 14 wide 6.58 -> 6.02 (NCHW alone: 7.46 -> 7.78);
-# at 7 wide it lost (7.5 -> 8.7).
+# at 7 wide it lost (7.5 -> 8.7). (The NCHW8c indirect kind no longer follows this choice: it takes
+# every group-1 KxK convolution, and measured in the tenth session it won at 7 wide too, ResNet-50's
+# layer4 3x3 stride 2 9.4 ms against this path's im2col at 17.1.)
 INDIRECT_STRIDED_MIN_WIDTH = 14
 INDIRECT_SKINNY_M = 32
 INDIRECT_SKINNY_MIN_WIDTH = 16
@@ -313,14 +315,6 @@ class _ConvBase:
             self._views = self._make_views(x, out, *key[2:])
             self._key = key
         return self._views
-
-
-def nchw_path(ctx) -> str:
-    """The path Conv takes for this node (module docstring), decided as its __init__ does but
-    without preparing it: the NCHW8c kernels that give the same bits follow this choice."""
-    probe = Conv.__new__(Conv)
-    probe._setup(ctx)
-    return probe._choose_path(ctx)
 
 
 @kernel("Conv", since=(1, 11, 22))

@@ -30,7 +30,7 @@ run over the whole blocked array), and
     micro-kernel reads each output row's taps from it through a table of
     offsets in the NCHW kernel's (c, kh, kw) order, any stride through the
     pixel pitch (no stride-phase split): where the NCHW Conv takes its
-    indirect GEMM (conv.nchw_path: wide outputs), the same sums, so the same
+    indirect GEMM (conv.Conv._choose_path: wide outputs), the same sums, so the same
     bits; elsewhere the NCHW Conv copies columns for a GEMM (other sums), and
     this kind ran faster even on outputs 7 wide (GoogLeNet's 5x5s at 28, 14
     and 7: 9.8 -> 7.1 ms in all; ResNet-50's 3x3 stride-2 at 7x7).
