@@ -82,7 +82,7 @@ class Net:
         self._input_specs = [(v.name, v.dtype, *self._fixed_dims[v.name]) for v in program.inputs]
         self._layouts: "OrderedDict[tuple, _Layout]" = OrderedDict()
         self._default_invalid = False
-        self.at_default = False  # laid out for the default shapes by restore(), not reshaped since
+        self.restored = False  # restore() has nothing to do: it ran, and no reshape since
         self.layouts_built = 0
         self.profiler = None  # a profiling.Profiler while profiling (enable_profiling)
         self.prepare_calls = PREPARE_CALLS  # kernels' prepared calls in the run (_prepared)
@@ -281,7 +281,7 @@ class Net:
     def _reshape_checked(self, shapes: dict[str, tuple]) -> None:
         if shapes == self._input_shapes:
             return
-        self.at_default = False
+        self.restored = False
         key = tuple(shapes.items())
         layout = self._layouts.pop(key, None)
         if layout is None:
@@ -297,24 +297,33 @@ class Net:
         self._activate(None, None)
 
     def restore(self) -> None:
-        """Go back to the default input shapes and trim the layout cache to its budget.
+        """Release the memory of a large input's layout: fb-caffe-exts' guard after each pool job.
 
-        fb-caffe-exts' guard after each pool job: a worker should not hold the
-        memory of one large input until its next job. Models whose default
-        shapes are not valid inputs are released instead.
+        A worker should not hold the memory of one large input until its next
+        job. While every cached layout, the current one included, fits in
+        `cache_bytes`, there is nothing to release (going back to the default
+        shapes would keep the current layout cached): the Net keeps its shapes.
+        Past the budget it goes back to the default input shapes and trims the
+        cache; models whose default shapes are not valid inputs drop the
+        current layout instead. Either way `restored` is True until the next
+        reshape.
         """
+        self.restored = True  # until the next reshape to other shapes
+        if self._layout is None or sum(l.nbytes for l in self._layouts.values()) <= self.cache_bytes:
+            return
         if not self._default_invalid:
             try:
                 if self._input_shapes != self._default_shapes or self._default_shapes is None:
                     self.reshape()
                 if len(self._layouts) > 1:
                     self._trim_cache()
-                self.at_default = True  # until the next reshape to other shapes
+                self.restored = True  # reshape() cleared it
                 return
             except PooledPredictorError:
                 self._default_invalid = True  # e.g. a spatial size 1 the model cannot take
         self._activate(None, None)
         self._trim_cache()
+        self.restored = True  # the failed reshape() cleared it
 
     @property
     def cached_layouts(self) -> int:

@@ -105,9 +105,12 @@ class Config:
             intermediates readable only when in `keep`) or NONE (every blob kept).
         planner: "arena" or "shared" (fb-caffe-exts' baseline), under MEMORY.
         keep: intermediate blob names that stay readable under MEMORY.
-        shape_policy: after each job, "restore" the Net to its default input
-            shapes (fb-caffe-exts' guard against holding the memory of one large
-            input) or "keep" the job's layout for the next job.
+        shape_policy: after each job, "restore" (fb-caffe-exts' guard against
+            holding the memory of one large input): a Net whose cached layouts,
+            the job's included, exceed layout_cache_bytes goes back to its default
+            input shapes (Net.restore); within the budget it keeps the job's
+            layout, since going back would free nothing. Or "keep" the job's
+            layout for the next job whatever its size.
         layout_cache_bytes: per-Net budget of cached layouts of other shapes, so
             alternating shapes are not re-planned every job.
         graph_optimization_level: "none", "basic", "extended" or "all" (default):
@@ -390,7 +393,7 @@ class _Core:
             result = {n: np.array(net.blob_by_name(n)) for n in job.output_names}
         except BaseException as exc:
             error = exc
-        if net is not None and not net.at_default and self.restore and not inline:
+        if net is not None and not net.restored and self.restore and not inline:
             net.restore()
         end = time.perf_counter()
         ran = end - started
@@ -448,7 +451,7 @@ class _Core:
                 batcher.reject(key)
                 log.warning("net %d: outputs did not follow the batch (%s); this input signature runs "
                             "unbatched from now on", net_id, exc)
-            if not net.at_default and self.restore:
+            if not net.restored and self.restore:
                 net.restore()
             for job in live:
                 self.process(job, inline=False)

@@ -80,6 +80,46 @@ def test_restore_goes_back_to_default_shapes():
     assert mem.input_shapes == {"x": (1, 16)} and mem.arena_bytes < big and mem.cached_layouts == 1
 
 
+def test_restore_keeps_a_layout_that_fits_the_cache_budget():
+    """Within cache_bytes going back would free nothing (the layout stays cached): the Net keeps it."""
+    _, mem = nets()
+    mem.forward([np.ones((500, 16), np.float32)])
+    built, big = mem.layouts_built, mem.arena_bytes
+    mem.restore()
+    assert mem.input_shapes == {"x": (500, 16)} and mem.arena_bytes == big and mem.restored
+    mem.forward([np.ones((500, 16), np.float32)])
+    assert mem.layouts_built == built and mem.restored  # no reshape, so nothing more to restore
+    mem.forward([np.ones((3, 16), np.float32)])
+    assert not mem.restored
+
+
+def _conv_with_free_spatial_dims():
+    """A 3x3 Conv on x[N, 2, H, W] with no pads: its default shapes (symbolic dims as 1) are invalid."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 2, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 256 << 20])
+def test_restore_with_invalid_default_shapes(cache_bytes):
+    """No default layout to go back to: past the budget the layout is dropped, within it kept."""
+    net = Net(Program(load_onnx(_conv_with_free_spatial_dims())), optimization=Optimization.MEMORY,
+              cache_bytes=cache_bytes)
+    x = np.ones((1, 2, 9, 9), np.float32)
+    net.forward([x])
+    net.restore()
+    assert net.restored and net.layouts_built == 1
+    assert net.input_shapes == (None if cache_bytes == 0 else {"x": (1, 2, 9, 9)})
+    assert net.cached_layouts == (0 if cache_bytes == 0 else 1)
+    net.forward([x])
+    np.testing.assert_array_equal(net.blob_by_name("y"), np.full((1, 4, 7, 7), 18, np.float32))
+    assert net.layouts_built == (2 if cache_bytes == 0 else 1)
+
+
 @pytest.mark.parametrize("policy", ["restore", "keep"])
 def test_pool_shape_policy(policy):
     """After a large job, 'restore' returns the worker's Net to the default shapes; 'keep' keeps it."""
