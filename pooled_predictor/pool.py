@@ -389,8 +389,9 @@ class _Core:
         net = None
         try:
             net = self.predictors[job.net_id].net()
-            net.forward_checked(job.inputs)  # checked in the caller's thread at submit
-            result = {n: np.array(net.blob_by_name(n)) for n in job.output_names}
+            inputs = job.inputs  # checked in the caller's thread at submit; read in place where they can be
+            net.forward_checked_shared(inputs)
+            result = {n: np.array(inputs[n] if n in inputs else net.blob_by_name(n)) for n in job.output_names}
         except BaseException as exc:
             error = exc
         if net is not None and not net.restored and self.restore and not inline:

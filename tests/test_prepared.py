@@ -209,3 +209,83 @@ def test_chain_runs_calls_in_order_and_skips_none():
     assert seen == [1, 2]
     one = partial(seen.append, 3)
     assert compiled.chain(one, None) is one
+
+
+def test_forward_shared_swaps_only_the_readers_of_the_input(monkeypatch):
+    """forward_shared binds the caller's array into the calls that read the input (layout.readers) and
+    keeps every other node's prepared call; the Net's input blob is never written."""
+    model = _model(c_in=8)
+    net = _net(model, True, monkeypatch)
+    x = RNG.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    net.forward(np.zeros_like(x))
+    layout = net._layout
+    readers = layout.readers["x"]
+    assert readers == [j for j, node in enumerate(net._run_nodes) if "x" in node.inputs]
+    seen = []
+    real = net_module.Net.forward
+
+    def spy(self, inputs=None):
+        seen.append(list(self._run))
+        return real(self, inputs)
+
+    monkeypatch.setattr(net_module.Net, "forward", spy)
+    net.forward_shared({"x": x})
+    (run,) = seen
+    assert all(run[j] is layout.run[j] for j in range(len(run)) if j not in readers)
+    assert all(run[j] is not layout.run[j] for j in readers)
+    assert net._run is layout.run and not net.blob_by_name("x").any()  # restored; the blob never held x
+    np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-4,
+                               atol=1e-4 * np.abs(run_ort(model, {"x": x})[0]).max())
+
+
+@pytest.mark.parametrize("layout", ["c", "strided", "small"])
+def test_forward_checked_shared_reads_large_inputs_in_place(layout, monkeypatch):
+    """An input of at least SHARED_INPUT_MIN_BYTES, C-contiguous and of the blob's dtype, is read in place;
+    a strided or a small one is copied in. Either way the bits of forward_checked."""
+    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 4096 if layout != "small" else 1 << 30)
+    model = _model(c_in=8)
+    shared, copied = _net(model, True, monkeypatch), _net(model, True, monkeypatch)
+    base = RNG.standard_normal((1, 8, 12, 24)).astype(np.float32)
+    x = base[..., ::2] if layout == "strided" else np.ascontiguousarray(base[..., :12])
+    shared.forward(np.zeros((1, 8, 12, 12), np.float32))
+    shared.forward_checked_shared({"x": x})
+    copied.forward_checked({"x": np.ascontiguousarray(x)})
+    np.testing.assert_array_equal(shared.blob_by_name("y"), copied.blob_by_name("y"))
+    assert shared.blob_by_name("x").any() == (layout != "c")  # read in place: the blob still holds zeros
+
+
+def test_pool_reads_large_inputs_in_place_and_returns_inputs_asked_for(monkeypatch):
+    """Through the pool: the same outputs as a plain forward, and an input asked for as an output comes
+    back with the job's values (not the Net's input blob, which a shared run leaves alone)."""
+    from pooled_predictor import Config, PooledPredictor
+
+    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 4096)
+    model = _model(c_in=8)
+    want = _net(model, True, monkeypatch)
+    with PooledPredictor(Config(model_bytes=[model.SerializeToString()], num_threads=1)) as pool:
+        for seed in range(3):
+            x = np.random.default_rng(seed).standard_normal((1, 8, 12, 12)).astype(np.float32)
+            got = pool.forward({"x": x}, output_names=["y", "x"]).result(timeout=60)
+            want.forward_checked({"x": x})
+            np.testing.assert_array_equal(got["y"], want.blob_by_name("y"))
+            np.testing.assert_array_equal(got["x"], x)
+            assert got["x"] is not x
+
+
+@pytest.mark.parametrize("method", ["forward_shared", "forward_checked_shared"])
+def test_shared_inputs_reach_dynamic_nodes_and_their_outputs_stay(method, monkeypatch):
+    """A node with a data-dependent shape (NonZero) looks its input up by name: it sees the caller's array,
+    and what it stores stays readable after the call (forward_shared lost it before)."""
+    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 0)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["x"], ["nz"])], "dyn",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("nz", TensorProto.INT64, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    net = _net(model, True, monkeypatch)
+    net.forward(np.zeros((3, 6), np.float32))
+    x = RNG.standard_normal((3, 6)).astype(np.float32) * (RNG.random((3, 6)) > 0.5)
+    getattr(net, method)({"x": x})
+    assert net._layout.dynamic
+    np.testing.assert_array_equal(net.blob_by_name("nz"), np.stack(np.nonzero(x)))
+    np.testing.assert_array_equal(net.blob_by_name("r"), np.maximum(x, 0))
