@@ -187,8 +187,13 @@ def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
     assert len(transforms) == 4, ran  # the graph input in, around the 3x3 2-group conv, the graph output back
     blocked_ops = {op for op, b in ran if b and op != TRANSFORM_OP}
     fused = {"FusedConv"} if passes else {"Add", "Relu"}
-    assert {"GlobalAveragePool", "Mul", "ReduceMean", "Sub", "Concat", "MaxPool", "Resize", "Sigmoid", "Conv"} | fused \
-        <= blocked_ops, ran
+    expected = {"GlobalAveragePool", "Mul", "ReduceMean", "Sub", "Concat", "MaxPool", "Resize", "Sigmoid", "Conv"}
+    if optimization is Optimization.MEMORY and n == 1:  # its inputs written in place (test_concat_in_place.py)
+        expected.discard("Concat")
+        assert "Concat" not in {op for op, _ in ran}
+        (cat,) = [st.node.outputs[0] for st in net.program.steps if st.node.op_type == "Concat"]
+        assert f"{cat}@NCHW8c" in net._layout.blobs  # stored blocked, its inputs inside it
+    assert expected | fused <= blocked_ops, ran
     ref = run_ort(model, {"x": x})[0]
     got = net.blob_by_name("y")
     assert got.shape == ref.shape
