@@ -11,7 +11,7 @@ from pooled_predictor.net import Net, Optimization
 from pooled_predictor.ops.cpu import conv_nchwc
 from pooled_predictor.ops.cpu.compiled import epilogue
 from pooled_predictor.ops.cpu.compiled import gemm as nchw_gemm
-from pooled_predictor.ops.cpu.compiled.nchwc_gemm import KC, channel_offsets, gemm_nchwc, pack_weights
+from pooled_predictor.ops.cpu.compiled.nchwc_gemm import KC, channel_offsets, gemm_nchwc, gemm_nchwc_rows, pack_weights
 from pooled_predictor.ops.cpu.compiled.reorder import from_blocked, to_blocked
 from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape, transform
 from pooled_predictor.passes import optimize
@@ -69,6 +69,40 @@ def test_pointwise_gemm_gives_the_nchw_gemms_bits(k, m, p, z, act):
     gemm_nchwc(pack_weights(w), xb.reshape(-1), 0, channel_offsets(k, p), 8, yb.reshape(-1), 0, 8 * p, m, p, b,
                act, a0, a1, zb.reshape(-1), z)
     np.testing.assert_array_equal(unblocked(yb, ref.shape), ref)
+
+
+@pytest.mark.parametrize("k, m, p", [(KC + 8, 2048, 49), (512, 1024, 30)])
+def test_pointwise_gemm_over_few_pixels_in_one_block_gives_the_nchw_gemms_bits(k, m, p):
+    """A large W over few pixels runs as one pixel block (nchwc_gemm._block_pixels): the same bits."""
+    w, x, b = f32(m, k), f32(1, k, p, 1), f32(m)
+    ref = np.empty((1, m, p, 1), np.float32)
+    ws = np.empty(max(1, nchw_gemm.scratch_size(p)), np.float32)
+    nchw_gemm.gemm2d(nchw_gemm.pack_weights(w), x.reshape(-1), 0, nchw_gemm.row_offsets(k, p), ref.reshape(-1), 0,
+                     p, m, p, b, ws, epilogue.RELU, np.float32(0), np.float32(0))
+    yb = np.full(physical_shape(ref.shape, L), np.nan, np.float32)
+    gemm_nchwc(pack_weights(w), blocked(x).reshape(-1), 0, channel_offsets(k, p), 8, yb.reshape(-1), 0, 8 * p, m, p,
+               b, epilogue.RELU, np.float32(0), np.float32(0), b, False)
+    np.testing.assert_array_equal(unblocked(yb, ref.shape), ref)
+
+
+# bands: one at a time (W panels fit a block of one band only), several to a group, all in one group
+# with W read once (K large, M 512), K chunks crossed; every tile size in a band of 7 (6 + 1)
+@pytest.mark.parametrize("k, m, p, rows", [(24, 16, 7, 7), (KC + 8, 64, 7, 7), (600, 512, 7, 7), (16, 16, 160, 30),
+                                           (8, 8, 3, 5), (16, 24, 13, 4), (2 * KC + 16, 40, 14, 14)])
+@pytest.mark.parametrize("z, act", [(False, epilogue.NONE), (True, epilogue.RELU)])
+def test_gemm_over_bands_gives_the_gemm_over_their_pixels_bits(k, m, p, rows, z, act):
+    """gemm_nchwc_rows over `rows` bands of p pixels laid end to end is gemm_nchwc over rows x p pixels
+    (the indirect convolution's output rows), bit for bit, however the bands are grouped."""
+    n = rows * p
+    w, x, b, zz = f32(m, k), f32(1, k, n, 1), f32(m), f32(1, m, n, 1)
+    wp, xb, zb = pack_weights(w), blocked(x).reshape(-1), blocked(zz).reshape(-1)
+    offs = channel_offsets(k, n)
+    want = np.full(m * n, np.nan, np.float32)
+    got = want.copy()
+    gemm_nchwc(wp, xb, 0, offs, 8, want, 0, 8 * n, m, n, b, act, np.float32(0), np.float32(0), zb, z)
+    gemm_nchwc_rows(wp, xb, 0, offs, 8, 8 * p, got, 0, 8 * p, 8 * n, m, p, rows, b, act, np.float32(0),
+                    np.float32(0), zb, z)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_pack_refuses_output_channels_off_the_block():

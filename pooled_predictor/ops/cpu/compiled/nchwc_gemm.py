@@ -184,10 +184,20 @@ def _panel(wp, xf, x0, offs, ldx, yf, y0, ldb, k_n, k0, kn, m0, width, p, p_n, b
 
 
 @njit(inline="always")
+def _block_pixels(m_n, k_n, p_n):
+    """Pixels per block: PB_BYTES of Y (M x PB floats), or all p_n where the extra passes over the
+    packed W that blocks cost ((blocks - 1) x K x M floats) exceed twice Y's (2 x P x M: Y leaving
+    L2 before its epilogue): a large W over few pixels, ResNet-50's layer4 (W 8 MiB, 49 pixels)."""
+    pb = max(RP, (PB_BYTES // (4 * m_n)) // RP * RP)
+    blocks = (p_n + pb - 1) // pb
+    return p_n if blocks > 1 and (blocks - 1) * k_n >= 2 * p_n else pb
+
+
+@njit(inline="always")
 def _gemm(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_z, kc):
     """gemm_nchwc's work, K in chunks of kc."""
     k_n = offs.size
-    pb = max(RP, (PB_BYTES // (4 * m_n)) // RP * RP)
+    pb = _block_pixels(m_n, k_n, p_n)
     tail3 = m_n % (NV * BLOCK) == BLOCK and m_n > BLOCK  # the last panel is 24 wide
     m_end = m_n - 3 * BLOCK if tail3 else m_n  # panels of 16 (or one of 8) below
     for p0 in range(0, p_n, pb):
@@ -226,12 +236,46 @@ def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf,
     _gemm(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_z, kc)
 
 
+@njit(inline="always")
+def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, rows, b, act, a0, a1, zf, has_z,
+                kc):
+    """_gemm over `rows` bands at once (their Y fits a pixel block): per K chunk and output panel, every
+    band's pixels. Each output's sum runs over k in the same order as _gemm's: the same bits."""
+    k_n = offs.size
+    tail3 = m_n % (NV * BLOCK) == BLOCK and m_n > BLOCK
+    m_end = m_n - 3 * BLOCK if tail3 else m_n
+    for k0 in range(0, k_n, kc):
+        kn = min(kc, k_n - k0)
+        last = k0 + kn == k_n
+        mode = (1 if k0 > 0 else 0) | (2 if last else 0) | (4 if last and has_z else 0)
+        for m0 in range(0, m_end, NV * BLOCK):
+            for r in range(rows):
+                _panel(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, k_n, k0, kn, m0,
+                       min(NV * BLOCK, m_end - m0), 0, p_n, b, mode, zf)
+        if tail3:
+            for r in range(rows):
+                _panel(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, k_n, k0, kn, m_end, 3 * BLOCK,
+                       0, p_n, b, mode, zf)
+    if act != 0:
+        for r in range(rows):
+            for mb in range(m_n // BLOCK):
+                activate_range(yf, np.uint64(y0 + r * y_pitch + mb * ldb), np.uint64(p_n * BLOCK), act, a0, a1)
+
+
 @njit(types.void(_R1, _R1, _I, _O1, _I, _I, _F1, _I, _I, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
       nogil=True, cache=True, error_model="numpy")
 def gemm_nchwc_rows(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, rows, b, act, a0, a1, zf,
                     has_z):
     """gemm_nchwc over `rows` bands of p_n pixels: band r reads X from x0 + r * x_pitch and writes Y
     from y0 + r * y_pitch (a convolution's output rows, each from its own input row), in one call."""
-    for r in range(rows):  # K = C x KH x KW taps in chunks of KC (KC_PROJECTION was slower on 3x3 convs)
-        _gemm(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, m_n, p_n, b, act, a0, a1, zf, has_z,
-              KC)
+    # K = C x KH x KW taps in chunks of KC (KC_PROJECTION was slower on 3x3 convs). Bands in groups of
+    # as many as a pixel block holds (_block_pixels over all bands): each W panel's chunk is read once
+    # for the group, not once a band (ResNet-50's 3x3 stride-2 convs: W up to 9 MiB, 7 to 28 bands).
+    group = max(1, _block_pixels(m_n, offs.size, rows * p_n) // p_n)
+    for r0 in range(0, rows, group):
+        if group == 1:
+            _gemm(wp, xf, x0 + r0 * x_pitch, offs, ldx, yf, y0 + r0 * y_pitch, ldb, m_n, p_n, b, act, a0, a1, zf,
+                  has_z, KC)
+        else:
+            _gemm_bands(wp, xf, x0 + r0 * x_pitch, offs, ldx, x_pitch, yf, y0 + r0 * y_pitch, y_pitch, ldb, m_n,
+                        p_n, min(group, rows - r0), b, act, a0, a1, zf, has_z, KC)
