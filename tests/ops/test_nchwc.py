@@ -11,7 +11,8 @@ from pooled_predictor.net import Net, Optimization
 from pooled_predictor.ops.cpu import conv_nchwc
 from pooled_predictor.ops.cpu.compiled import epilogue
 from pooled_predictor.ops.cpu.compiled import gemm as nchw_gemm
-from pooled_predictor.ops.cpu.compiled.nchwc_gemm import KC, channel_offsets, gemm_nchwc, gemm_nchwc_rows, pack_weights
+from pooled_predictor.ops.cpu.compiled.nchwc_gemm import (KC, channel_offsets, gemm_nchwc, gemm_nchwc_rows, pack_weights,
+                                                           pixel_offsets)
 from pooled_predictor.ops.cpu.compiled.reorder import from_blocked, to_blocked
 from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape, transform
 from pooled_predictor.passes import optimize
@@ -86,13 +87,17 @@ def test_pointwise_gemm_over_few_pixels_in_one_block_gives_the_nchw_gemms_bits(k
 
 
 # bands: one at a time (W panels fit a block of one band only), several to a group, all in one group
-# with W read once (K large, M 512), K chunks crossed; every tile size in a band of 7 (6 + 1)
+# with W read once (K large, M 512), K chunks crossed; every tile size in a band of 7 (6 + 1), tiles
+# across bands starting at every offset; panels of 8, 16 and 24
 @pytest.mark.parametrize("k, m, p, rows", [(24, 16, 7, 7), (KC + 8, 64, 7, 7), (600, 512, 7, 7), (16, 16, 160, 30),
-                                           (8, 8, 3, 5), (16, 24, 13, 4), (2 * KC + 16, 40, 14, 14)])
+                                           (8, 8, 3, 5), (16, 24, 13, 4), (2 * KC + 16, 40, 14, 14),
+                                           (8, 512, 7, 20)])  # the last: groups of 13 bands and 7
 @pytest.mark.parametrize("z, act", [(False, epilogue.NONE), (True, epilogue.RELU)])
-def test_gemm_over_bands_gives_the_gemm_over_their_pixels_bits(k, m, p, rows, z, act):
+@pytest.mark.parametrize("gather", [False, True], ids=["per-band", "across-bands"])
+def test_gemm_over_bands_gives_the_gemm_over_their_pixels_bits(k, m, p, rows, z, act, gather):
     """gemm_nchwc_rows over `rows` bands of p pixels laid end to end is gemm_nchwc over rows x p pixels
-    (the indirect convolution's output rows), bit for bit, however the bands are grouped."""
+    (the indirect convolution's output rows), bit for bit, however the bands are grouped, with micro-tiles
+    within bands or, given pixel offsets, across them."""
     n = rows * p
     w, x, b, zz = f32(m, k), f32(1, k, n, 1), f32(m), f32(1, m, n, 1)
     wp, xb, zb = pack_weights(w), blocked(x).reshape(-1), blocked(zz).reshape(-1)
@@ -100,8 +105,9 @@ def test_gemm_over_bands_gives_the_gemm_over_their_pixels_bits(k, m, p, rows, z,
     want = np.full(m * n, np.nan, np.float32)
     got = want.copy()
     gemm_nchwc(wp, xb, 0, offs, 8, want, 0, 8 * n, m, n, b, act, np.float32(0), np.float32(0), zb, z)
+    px = pixel_offsets(p, rows, 8, 8 * p) if gather else np.zeros(0, np.int64)
     gemm_nchwc_rows(wp, xb, 0, offs, 8, 8 * p, got, 0, 8 * p, 8 * n, m, p, rows, b, act, np.float32(0),
-                    np.float32(0), zb, z)
+                    np.float32(0), zb, z, px)
     np.testing.assert_array_equal(got, want)
 
 

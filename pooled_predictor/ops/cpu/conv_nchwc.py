@@ -230,11 +230,13 @@ class _BlockedConv(_Steps):
         elif self.kind == "winograd":
             self._init_winograd(ctx, w)
         elif self.kind == "indirect":
-            from .compiled.nchwc_gemm import gemm_nchwc_rows
+            from .compiled.nchwc_gemm import gemm_nchwc_rows, pixel_offsets
 
             self.wp = packed_weights(w, m)
             self.padded_hw, self.offs = padded_layout(g)
             hp, wp = self.padded_hw
+            (sh, sw), (oh, ow) = g.strides, g.out_shape
+            self.px = pixel_offsets(ow, oh, sw * BLOCK, sh * wp * BLOCK)  # narrow rows share micro-tiles
             self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
             self._gemm_rows = gemm_nchwc_rows
         else:
@@ -327,7 +329,7 @@ class _BlockedConv(_Steps):
             steps.append((np.copyto, (pad[:, ph:ph + y1, pw:pw + x1], x[n, :, :y1, :x1])))
             steps.append((self._gemm_rows, (self.wp, pf, 0, self.offs, sw * BLOCK, sh * wp * BLOCK, yf,
                                             n * m * oh * ow, ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b,
-                                            *self.act, zf, has_z)))
+                                            *self.act, zf, has_z, self.px)))
         return steps
 
 
@@ -532,7 +534,7 @@ class _ToBlockedConv(_Steps):
     (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of 8 output channels."""
 
     def __init__(self, ctx):
-        from .compiled.nchwc_gemm import gemm_nchwc_rows
+        from .compiled.nchwc_gemm import gemm_nchwc_rows, pixel_offsets
         from .compiled.phases import split_phases
         from .conv_indirect import indirect_layout
 
@@ -545,6 +547,7 @@ class _ToBlockedConv(_Steps):
         self.wp = packed_weights(w, m)
         self.b = _bias_vector(ctx, m)
         self._gemm_rows, self._split = gemm_nchwc_rows, split_phases
+        self.px = pixel_offsets(g.out_shape[1], g.out_shape[0], 1, self.wq)
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def _steps(self, x, out, z):
@@ -557,7 +560,7 @@ class _ToBlockedConv(_Steps):
         # output rows: OW pixels one float apart in the phase planes, in one call per image
         return [(self._split, (np.ascontiguousarray(x), planes, self.hq, self.wq, sh, sw, ph, pw))] + [
             (self._gemm_rows, (self.wp, planes, n * self.image, self.offs, 1, self.wq, yf, n * m * oh * ow,
-                               ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None))
+                               ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None, self.px))
             for n in range(g.batch)]
 
 

@@ -116,7 +116,57 @@ def _make_micro(rows: int, vectors: int):
     return micro
 
 
+def _make_gathered(rows: int, vectors: int):
+    """_make_micro's tile with each pixel's X at its own offset: micro(wp, w_off, x, x_off, offs, k0,
+    px, j, y, y_off, ldb, k_n, b, b_off, mode, z) reads pixel r at x[x_off + px[j + r] + offs[k0 + k]]
+    (px: int64 pixel offsets) and writes it at y[y_off + 8 r + ...], as _make_micro's does. The
+    pixels of a tile may then come from different output rows of a convolution (narrow outputs:
+    ResNet-50's 7-wide layer4 runs tiles of 6 + 1 a row otherwise)."""
+
+    @intrinsic
+    def micro(typingctx, wp, w_off, x, x_off, offs, k0, px, j, y, y_off, ldb, k_n, b, b_off, mode, z):
+        sig = types.void(wp, w_off, x, x_off, offs, k0, px, j, y, y_off, ldb, k_n, b, b_off, mode, z)
+
+        def codegen(context, builder, signature, args):
+            ldb_v, k_n_v, mode_v = args[10], args[11], args[14]
+            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            wptr, xptr, optr, pptr, yptr, bptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3),
+                                                              (4, 5), (6, 7), (8, 9), (12, 13))
+            xrows = [builder.gep(xptr, [builder.load(builder.gep(pptr, [c(r)]))]) for r in range(rows)]
+            fma = _fmuladd(builder)
+            bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
+                    for v in range(vectors)]
+            at = [builder.add(builder.mul(ldb_v, c(v)), c(8 * r)) for r in range(rows) for v in range(vectors)]
+            slots = [builder.bitcast(builder.gep(yptr, [a]), _V8.as_pointer()) for a in at]
+
+            def step(k, accs):
+                xo = builder.load(builder.gep(optr, [k]))
+                wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
+                wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
+                      for v in range(vectors)]
+                new = []
+                for r in range(rows):
+                    xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
+                    for v in range(vectors):
+                        new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
+                return new
+
+            def z_slots():
+                (zptr,) = arg_pointers(context, builder, signature, args, (15, 9))
+                return [builder.bitcast(builder.gep(zptr, [a]), _V8.as_pointer()) for a in at]
+
+            mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
+            accumulate_tile(builder, slots, mode, k_n_v, step, [bvec[i % vectors] for i in range(len(slots))],
+                            z_slots)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
 _ARGS = "wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, kn, b, b_off, mode, z"
+_ARGS_GATHERED = "wp, w_off, x, x_off, offs, k0, px, j, y, y_off, ldb, kn, b, b_off, mode, z"
 
 
 def _dispatch(vectors: int, rows: int = RP):
@@ -125,6 +175,7 @@ def _dispatch(vectors: int, rows: int = RP):
 
 
 _tile2, _tile1, _tile3 = _dispatch(2), _dispatch(1), _dispatch(3, RP3)
+_tile2_gathered = dispatch_rows(lambda r: _make_gathered(r, 2), RP, _ARGS_GATHERED)
 
 
 def panel_widths(m_n: int) -> list:
@@ -148,6 +199,24 @@ def pack_weights(w: np.ndarray) -> np.ndarray:
     if w.shape[0] % BLOCK:
         raise ValueError(f"pack_weights: {w.shape[0]} output channels, not a multiple of {BLOCK}")
     return gemm_pack(w, panel_widths(w.shape[0]))
+
+
+GATHER_MAX_WIDTH = 4 * RP
+"""Bands narrower than this whose width is not a multiple of RP get pixel_offsets: their last tile a
+band wastes (RP - p_n % RP) / RP of the multiply-adds otherwise (ResNet-50's 7 and 14 wide layer3/4
+rows: tiles of 6 + 1 and 6 + 6 + 2)."""
+
+
+def pixel_offsets(p_n: int, rows: int, ldx: int, x_pitch: int) -> np.ndarray:
+    """px[r * p_n + q] = r * x_pitch + q * ldx: the X offset of pixel q of band r from the first band's
+    start, for gemm_nchwc_rows (read-only int64); empty where the bands are wide enough, or a
+    multiple of RP wide, to gain nothing from tiles across bands (GATHER_MAX_WIDTH)."""
+    if p_n >= GATHER_MAX_WIDTH or p_n % RP == 0:
+        p_n = rows = 0
+    r, q = np.divmod(np.arange(p_n * rows, dtype=np.int64), max(p_n, 1))
+    px = r * x_pitch + q * ldx
+    px.flags.writeable = False
+    return px
 
 
 def channel_offsets(k_n: int, plane: int) -> np.ndarray:
@@ -238,20 +307,33 @@ def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf,
 
 @njit(inline="always")
 def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, rows, b, act, a0, a1, zf, has_z,
-                kc):
+                kc, px, j0):
     """_gemm over `rows` bands at once (their Y fits a pixel block): per K chunk and output panel, every
-    band's pixels. Each output's sum runs over k in the same order as _gemm's: the same bits."""
+    band's pixels. Each output's sum runs over k in the same order as _gemm's: the same bits. Where
+    px holds every pixel's X offset (px[j0 + j] for the group's pixel j, bands end to end) and the
+    bands' Y rows follow each other, the 16-channel panels run tiles of RP pixels across bands."""
     k_n = offs.size
     tail3 = m_n % (NV * BLOCK) == BLOCK and m_n > BLOCK
     m_end = m_n - 3 * BLOCK if tail3 else m_n
+    total = rows * p_n
+    across = px.size >= j0 + total and y_pitch == p_n * BLOCK and p_n % RP != 0
     for k0 in range(0, k_n, kc):
         kn = min(kc, k_n - k0)
         last = k0 + kn == k_n
         mode = (1 if k0 > 0 else 0) | (2 if last else 0) | (4 if last and has_z else 0)
         for m0 in range(0, m_end, NV * BLOCK):
-            for r in range(rows):
-                _panel(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, k_n, k0, kn, m0,
-                       min(NV * BLOCK, m_end - m0), 0, p_n, b, mode, zf)
+            width = min(NV * BLOCK, m_end - m0)
+            if across and width == NV * BLOCK:
+                y_off = y0 + (m0 // BLOCK) * ldb
+                w_off = m0 * k_n + k0 * width
+                x_first = x0 - (j0 // p_n) * x_pitch  # px counts from the first band of all, j0 // p_n before
+                for j in range(0, total, RP):
+                    _tile2_gathered(wp, w_off, xf, x_first, offs, k0, px, j0 + j, yf, y_off + j * BLOCK, ldb, kn, b,
+                                    m0, mode, zf, min(RP, total - j))
+            else:
+                for r in range(rows):
+                    _panel(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, k_n, k0, kn, m0, width,
+                           0, p_n, b, mode, zf)
         if tail3:
             for r in range(rows):
                 _panel(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, k_n, k0, kn, m_end, 3 * BLOCK,
@@ -262,12 +344,14 @@ def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, 
                 activate_range(yf, np.uint64(y0 + r * y_pitch + mb * ldb), np.uint64(p_n * BLOCK), act, a0, a1)
 
 
-@njit(types.void(_R1, _R1, _I, _O1, _I, _I, _F1, _I, _I, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean),
-      nogil=True, cache=True, error_model="numpy")
+@njit(types.void(_R1, _R1, _I, _O1, _I, _I, _F1, _I, _I, _I, _I, _I, _I, _R1, _I, _f4, _f4, _R1, types.boolean,
+                 _O1), nogil=True, cache=True, error_model="numpy")
 def gemm_nchwc_rows(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, rows, b, act, a0, a1, zf,
-                    has_z):
+                    has_z, px):
     """gemm_nchwc over `rows` bands of p_n pixels: band r reads X from x0 + r * x_pitch and writes Y
-    from y0 + r * y_pitch (a convolution's output rows, each from its own input row), in one call."""
+    from y0 + r * y_pitch (a convolution's output rows, each from its own input row), in one call.
+    px: empty, or every pixel's X offset from x0 (pixel_offsets(p_n, rows, ldx, x_pitch)), so that
+    narrow bands share micro-tiles (_gemm_bands)."""
     # K = C x KH x KW taps in chunks of KC (KC_PROJECTION was slower on 3x3 convs). Bands in groups of
     # as many as a pixel block holds (_block_pixels over all bands): each W panel's chunk is read once
     # for the group, not once a band (ResNet-50's 3x3 stride-2 convs: W up to 9 MiB, 7 to 28 bands).
@@ -278,4 +362,4 @@ def gemm_nchwc_rows(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p
                   has_z, KC)
         else:
             _gemm_bands(wp, xf, x0 + r0 * x_pitch, offs, ldx, x_pitch, yf, y0 + r0 * y_pitch, y_pitch, ldb, m_n,
-                        p_n, min(group, rows - r0), b, act, a0, a1, zf, has_z, KC)
+                        p_n, min(group, rows - r0), b, act, a0, a1, zf, has_z, KC, px, r0 * p_n)
