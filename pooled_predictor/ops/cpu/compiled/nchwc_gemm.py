@@ -63,6 +63,54 @@ PB_BYTES = 192 << 10  # a pixel block of Y (M x PB floats) at most this size, to
 KC_PROJECTION = 64
 
 
+def _tile_codegen(rows: int, vectors: int, gathered: bool):
+    """The LLVM IR of _make_micro's (gathered: _make_gathered's) micro-kernel: both hold a tile of
+    `rows` pixels x `vectors` output blocks in registers over k and differ only in where pixel r's
+    X row starts (x_off + r * ldx, or x_off + px[j + r]: one argument more, so the arguments from Y
+    on sit one place later)."""
+    s = 1 if gathered else 0
+
+    def codegen(context, builder, signature, args):
+        ldb_v, k_n_v, mode_v = args[9 + s], args[10 + s], args[13 + s]
+        c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+        # W, X, the offset table, Y and B at their offsets (and px at j); Z at Y's
+        wptr, xptr, optr, yptr, bptr = arg_pointers(context, builder, signature, args,
+                                                    (0, 1), (2, 3), (4, 5), (7 + s, 8 + s), (11 + s, 12 + s))
+        if gathered:
+            (pptr,) = arg_pointers(context, builder, signature, args, (6, 7))
+            xrows = [builder.gep(xptr, [builder.load(builder.gep(pptr, [c(r)]))]) for r in range(rows)]
+        else:
+            xrows = [builder.gep(xptr, [builder.mul(args[6], c(r))]) for r in range(rows)]
+        fma = _fmuladd(builder)
+        bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
+                for v in range(vectors)]
+        at = [builder.add(builder.mul(ldb_v, c(v)), c(8 * r)) for r in range(rows) for v in range(vectors)]
+        slots = [builder.bitcast(builder.gep(yptr, [a]), _V8.as_pointer()) for a in at]
+
+        def step(k, accs):
+            xo = builder.load(builder.gep(optr, [k]))
+            wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
+            wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
+                  for v in range(vectors)]
+            new = []
+            for r in range(rows):
+                xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
+                for v in range(vectors):
+                    new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
+            return new
+
+        def z_slots():
+            (zptr,) = arg_pointers(context, builder, signature, args, (14 + s, 8 + s))
+            return [builder.bitcast(builder.gep(zptr, [a]), _V8.as_pointer()) for a in at]
+
+        mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
+        accumulate_tile(builder, slots, mode, k_n_v, step, [bvec[i % vectors] for i in range(len(slots))],
+                        z_slots)
+        return context.get_dummy_value()
+
+    return codegen
+
+
 def _make_micro(rows: int, vectors: int):
     """The micro-kernel for `rows` pixels x `vectors` output blocks of 8 channels.
 
@@ -75,43 +123,8 @@ def _make_micro(rows: int, vectors: int):
 
     @intrinsic
     def micro(typingctx, wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, k_n, b, b_off, mode, z):
-        sig = types.void(wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, k_n, b, b_off, mode, z)
-
-        def codegen(context, builder, signature, args):
-            ldx_v, ldb_v, k_n_v, mode_v = args[6], args[9], args[10], args[13]
-            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
-            # W, X, the offset table, Y and B at their offsets; Z (14) at Y's
-            wptr, xptr, optr, yptr, bptr = arg_pointers(context, builder, signature, args,
-                                                        (0, 1), (2, 3), (4, 5), (7, 8), (11, 12))
-            xrows = [builder.gep(xptr, [builder.mul(ldx_v, c(r))]) for r in range(rows)]
-            fma = _fmuladd(builder)
-            bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
-                    for v in range(vectors)]
-            at = [builder.add(builder.mul(ldb_v, c(v)), c(8 * r)) for r in range(rows) for v in range(vectors)]
-            slots = [builder.bitcast(builder.gep(yptr, [a]), _V8.as_pointer()) for a in at]
-
-            def step(k, accs):
-                xo = builder.load(builder.gep(optr, [k]))
-                wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
-                wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
-                      for v in range(vectors)]
-                new = []
-                for r in range(rows):
-                    xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
-                    for v in range(vectors):
-                        new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
-                return new
-
-            def z_slots():
-                (zptr,) = arg_pointers(context, builder, signature, args, (14, 8))
-                return [builder.bitcast(builder.gep(zptr, [a]), _V8.as_pointer()) for a in at]
-
-            mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
-            accumulate_tile(builder, slots, mode, k_n_v, step, [bvec[i % vectors] for i in range(len(slots))],
-                            z_slots)
-            return context.get_dummy_value()
-
-        return sig, codegen
+        return (types.void(wp, w_off, x, x_off, offs, k0, ldx, y, y_off, ldb, k_n, b, b_off, mode, z),
+                _tile_codegen(rows, vectors, False))
 
     return micro
 
@@ -125,42 +138,8 @@ def _make_gathered(rows: int, vectors: int):
 
     @intrinsic
     def micro(typingctx, wp, w_off, x, x_off, offs, k0, px, j, y, y_off, ldb, k_n, b, b_off, mode, z):
-        sig = types.void(wp, w_off, x, x_off, offs, k0, px, j, y, y_off, ldb, k_n, b, b_off, mode, z)
-
-        def codegen(context, builder, signature, args):
-            ldb_v, k_n_v, mode_v = args[10], args[11], args[14]
-            c = lambda v: ir.Constant(_I64, v)  # noqa: E731
-            wptr, xptr, optr, pptr, yptr, bptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3),
-                                                              (4, 5), (6, 7), (8, 9), (12, 13))
-            xrows = [builder.gep(xptr, [builder.load(builder.gep(pptr, [c(r)]))]) for r in range(rows)]
-            fma = _fmuladd(builder)
-            bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
-                    for v in range(vectors)]
-            at = [builder.add(builder.mul(ldb_v, c(v)), c(8 * r)) for r in range(rows) for v in range(vectors)]
-            slots = [builder.bitcast(builder.gep(yptr, [a]), _V8.as_pointer()) for a in at]
-
-            def step(k, accs):
-                xo = builder.load(builder.gep(optr, [k]))
-                wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
-                wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
-                      for v in range(vectors)]
-                new = []
-                for r in range(rows):
-                    xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
-                    for v in range(vectors):
-                        new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
-                return new
-
-            def z_slots():
-                (zptr,) = arg_pointers(context, builder, signature, args, (15, 9))
-                return [builder.bitcast(builder.gep(zptr, [a]), _V8.as_pointer()) for a in at]
-
-            mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
-            accumulate_tile(builder, slots, mode, k_n_v, step, [bvec[i % vectors] for i in range(len(slots))],
-                            z_slots)
-            return context.get_dummy_value()
-
-        return sig, codegen
+        return (types.void(wp, w_off, x, x_off, offs, k0, px, j, y, y_off, ldb, k_n, b, b_off, mode, z),
+                _tile_codegen(rows, vectors, True))
 
     return micro
 
