@@ -323,7 +323,7 @@ class Net:
                 self._default_invalid = True  # e.g. a spatial size 1 the model cannot take
         self._activate(None, None)
         self._trim_cache()
-        self.restored = True  # the failed reshape() cleared it
+        self.restored = True  # a reshape() that failed above may have cleared it
 
     @property
     def cached_layouts(self) -> int:
@@ -839,8 +839,8 @@ def _concats_in_place(planned, shape: dict, physical: dict, dtype: dict, layout_
                       pinned: set) -> tuple[dict, set]:
     """The Concat nodes whose inputs can be written straight into their output, and where.
 
-    As TensorRT's and OpenVINO's concat elimination, or Caffe's in-place Split: each producer
-    writes its slice of the Concat's output, and the Concat copies nothing. A Concat qualifies
+    As TensorRT's and OpenVINO's concat elimination: each producer writes its slice of the
+    Concat's output, and the Concat copies nothing. A Concat qualifies
     when its inputs' arrays are consecutive ranges of its output's array: they agree with the
     output on every physical axis but one, whose sizes add up to the output's, and all axes
     before it have size 1 (so: batch 1 for a channel Concat, in NCHW or NCHW8c; in a blocked

@@ -22,7 +22,12 @@ of 24 for every M were no faster than of 16). Output channels in blocks of
 Blocking: a block of pixels at a time (its M x PB outputs stay in L2 while
 the activation is applied), K in chunks of KC (later chunks accumulate onto
 Y), and for each output panel the packed W panel (KC x 16 floats, 16 KiB)
-stays in L1 across the block's pixel tiles. A 1x1 projection (K > M, 32 <= M <=
+stays in L1 across the block's pixel tiles. Where W is large and the pixels
+few, so that every further block would stream W again at more cost than Y
+leaving L2, all pixels are one block (_block_pixels); a convolution's output
+rows (gemm_nchwc_rows) go in groups that fill a block, and rows narrower than
+24 pixels share micro-tiles across rows (_make_gathered: each pixel's X at its
+own offset), so ResNet-50's 7-wide layer4 reads its 9 MiB W once, in tiles of 6. A 1x1 projection (K > M, 32 <= M <=
 96: two to six panels each reading the same X) takes K in chunks of
 KC_PROJECTION = 64 instead: a chunk's X (64 channels of the block's pixels)
 stays in cache for the next panel, where 256 channels of an X that the layer
