@@ -308,22 +308,23 @@ class Net:
         current layout instead. Either way `restored` is True until the next
         reshape.
         """
+        if self._layout is not None and sum(l.nbytes for l in self._layouts.values()) > self.cache_bytes:
+            self._back_to_default()
         self.restored = True  # until the next reshape to other shapes
-        if self._layout is None or sum(l.nbytes for l in self._layouts.values()) <= self.cache_bytes:
-            return
+
+    def _back_to_default(self) -> None:
+        """restore() past the budget: the default shapes, or no layout where they are not valid inputs."""
         if not self._default_invalid:
             try:
                 if self._input_shapes != self._default_shapes or self._default_shapes is None:
                     self.reshape()
                 if len(self._layouts) > 1:
                     self._trim_cache()
-                self.restored = True  # reshape() cleared it
                 return
             except PooledPredictorError:
                 self._default_invalid = True  # e.g. a spatial size 1 the model cannot take
         self._activate(None, None)
         self._trim_cache()
-        self.restored = True  # a reshape() that failed above may have cleared it
 
     @property
     def cached_layouts(self) -> int:

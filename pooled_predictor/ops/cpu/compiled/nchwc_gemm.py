@@ -301,6 +301,7 @@ def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, 
     m_end = m_n - 3 * BLOCK if tail3 else m_n
     total = rows * p_n
     across = px.size >= j0 + total and y_pitch == p_n * BLOCK and p_n % RP != 0
+    x_first = x0 - (j0 // p_n) * x_pitch  # px counts from the first band of all, j0 // p_n before this group's
     for k0 in range(0, k_n, kc):
         kn = min(kc, k_n - k0)
         last = k0 + kn == k_n
@@ -310,7 +311,6 @@ def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, 
             if across and width == NV * BLOCK:
                 y_off = y0 + (m0 // BLOCK) * ldb
                 w_off = m0 * k_n + k0 * width
-                x_first = x0 - (j0 // p_n) * x_pitch  # px counts from the first band of all, j0 // p_n before
                 for j in range(0, total, RP):
                     _tile2_gathered(wp, w_off, xf, x_first, offs, k0, px, j0 + j, yf, y_off + j * BLOCK, ldb, kn, b,
                                     m0, mode, zf, min(RP, total - j))
