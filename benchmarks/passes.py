@@ -64,9 +64,9 @@ def main(argv=None) -> int:
     import numpy as np
 
     from pooled_predictor import Config, PooledPredictor
-    from pooled_predictor.net import Optimization
+    from pooled_predictor.engine.net import Optimization
     from pooled_predictor.passes import optimize
-    from pooled_predictor.predictor import Predictor
+    from pooled_predictor.serving.predictor import Predictor
 
     names = [m for m in args.models.split(",") if m]
     thread_counts = [int(t) for t in args.threads.split(",")]

@@ -16,12 +16,12 @@ from .errors import (DeadlineExceededError, FetchError, InputError, KernelError,
                      PoolClosedError, PooledPredictorError, QueueFullError, ResourceExhaustedError,
                      ShapeInferenceError,
                      UnknownBlobError, UnknownNetError, UnsupportedOpError)
-from .futures import Future, collect
+from .serving.futures import Future, collect
 from .importers import load_caffe, load_onnx
-from .net import Net, Optimization
-from .pool import Callback, Config, PinnedPooledPredictor, PooledPredictor
-from .predictor import Predictor
-from .program import Program
+from .engine.net import Net, Optimization
+from .serving.pool import Callback, Config, PinnedPooledPredictor, PooledPredictor
+from .serving.predictor import Predictor
+from .engine.program import Program
 
 __version__ = "0.1.0"
 

@@ -23,7 +23,7 @@ import numpy as np
 
 def _cmd_demo(args) -> int:
     from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
-    from .pool import Config, PooledPredictor
+    from .serving.pool import Config, PooledPredictor
     from .zoo import fetch_page_image, fetch_ppocr
 
     t0 = time.perf_counter()
@@ -57,7 +57,7 @@ def _cmd_demo(args) -> int:
 
 def _cmd_faces(args) -> int:
     from .apps.faces import detect_faces, draw_faces, load_image
-    from .pool import Config, PooledPredictor
+    from .serving.pool import Config, PooledPredictor
     from .zoo import fetch_astronaut_image, fetch_res10_face_detector
 
     model = fetch_res10_face_detector()
@@ -115,7 +115,7 @@ def _random_inputs(predictor, shapes: dict, dims: dict, seed: int = 0) -> dict:
 
 
 def _cmd_run(args) -> int:
-    from .pool import Config, PooledPredictor
+    from .serving.pool import Config, PooledPredictor
 
     config = Config(model_paths=[args.model], num_threads=args.threads,
                     queue_capacity=max(args.threads * 2, 1), graph_optimization_level=args.level)
@@ -201,7 +201,7 @@ def _cmd_inspect(args) -> int:
 
 
 def _cmd_profile(args) -> int:
-    from .predictor import Predictor
+    from .serving.predictor import Predictor
 
     predictor = Predictor(args.model, graph_optimization_level=args.level)
     net = predictor.new_net()
@@ -222,7 +222,7 @@ def _cmd_profile(args) -> int:
 
 def _cmd_warmup(args) -> int:
     from .ops.cpu.compiled import load_all
-    from .predictor import Predictor
+    from .serving.predictor import Predictor
 
     import numba
 

@@ -14,6 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
+
+def elem_dtype(elem_type: int) -> np.dtype | None:
+    """numpy dtype of an ONNX TensorProto elem_type (None if numpy has none; onnx.helper's table)."""
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        return None
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None
+
 
 Dim = "int | str | None"  # a concrete size, a symbolic dim_param, or unknown
 

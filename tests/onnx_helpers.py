@@ -14,8 +14,8 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net
-from pooled_predictor.program import Program
+from pooled_predictor.engine.net import Net
+from pooled_predictor.engine.program import Program
 
 
 def np_to_elem(dtype) -> int:
@@ -164,7 +164,7 @@ def check_inplace(op, inputs, attrs, opset, index, outputs=1):
     from pooled_predictor.ops.context import OpContext
     from pooled_predictor.ops.registry import lookup, schema_version
     from pooled_predictor.ops.shapes import get_rule
-    from pooled_predictor.program import Step
+    from pooled_predictor.engine.program import Step
 
     names = ["" if a is None else f"in{i}" for i, a in enumerate(inputs)]
     node = Node(op, names, [f"out{i}" for i in range(outputs)], dict(attrs), "", "n")

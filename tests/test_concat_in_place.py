@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pooled_predictor import net as net_module
+from pooled_predictor.engine import net as net_module
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net, Optimization
+from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.passes import optimize
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import run_ort
 
 RNG = np.random.default_rng(11)

@@ -9,8 +9,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor import Config, PooledPredictor, Predictor
 from pooled_predictor.errors import InputError
-from pooled_predictor.net import Net, Optimization
-from pooled_predictor.program import Program
+from pooled_predictor.engine.net import Net, Optimization
+from pooled_predictor.engine.program import Program
 from pooled_predictor.importers import load_onnx
 from tests.onnx_helpers import assert_close, run_ort
 

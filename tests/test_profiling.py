@@ -6,9 +6,9 @@ import numpy as np
 import onnx
 
 from pooled_predictor import Predictor
-from pooled_predictor.net import Net
-from pooled_predictor.pool import Config, PooledPredictor
-from pooled_predictor.program import Program
+from pooled_predictor.engine.net import Net
+from pooled_predictor.serving.pool import Config, PooledPredictor
+from pooled_predictor.engine.program import Program
 from pooled_predictor.importers import load_onnx
 from tests.conftest import make_mlp
 from tests.test_cli import cli

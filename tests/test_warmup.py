@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 
 from pooled_predictor import Predictor
-from pooled_predictor.pool import Config, PooledPredictor
+from pooled_predictor.serving.pool import Config, PooledPredictor
 from tests.conftest import make_mlp
 from tests.test_cli import cli
 

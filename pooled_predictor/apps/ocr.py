@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
-from ..futures import collect
+from ..serving.futures import collect
 
 # The text of skimage/data/page.png, read by a person (the cut-off URL at the
 # bottom-left edge is not part of it).

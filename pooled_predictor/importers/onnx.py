@@ -28,7 +28,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..errors import ModelLoadError, PooledPredictorError, UnsupportedOpError
-from ..ir import Graph, Node, Value, readonly
+from ..ir import Graph, Node, Value, elem_dtype, readonly
 from .external import external_tensors, resolve_external_data
 from .validate import validate_model
 
@@ -281,13 +281,3 @@ def _value(v: onnx.ValueInfoProto) -> Value:
         else:
             dims.append(None)
     return Value(v.name, dtype, tuple(dims))
-
-
-def elem_dtype(elem_type: int) -> np.dtype | None:
-    """numpy dtype of an ONNX TensorProto elem_type (None if numpy has none)."""
-    if elem_type == onnx.TensorProto.UNDEFINED:
-        return None
-    try:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
-    except Exception:
-        return None

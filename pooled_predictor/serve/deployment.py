@@ -35,7 +35,7 @@ import ray
 from ray import serve
 
 from ..errors import InputError, PoolClosedError, QueueFullError
-from ..pool import Config, PooledPredictor
+from ..serving.pool import Config, PooledPredictor
 
 
 def ndarray_from_json(obj) -> np.ndarray:

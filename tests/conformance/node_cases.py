@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from pooled_predictor.backend import PooledPredictorBackend, cuda_available
+from pooled_predictor.serving.backend import PooledPredictorBackend, cuda_available
 from pooled_predictor.importers.subgraph import all_nodes as graph_nodes  # subgraphs included
 from pooled_predictor.ops.registry import find
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from pooled_predictor.backend import PooledPredictorBackend, cuda_available, device_name
+from pooled_predictor.serving.backend import PooledPredictorBackend, cuda_available, device_name
 from pooled_predictor.errors import InputError, UnsupportedOpError
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pooled_predictor import Predictor
-from pooled_predictor.net import Optimization
+from pooled_predictor.engine.net import Optimization
 from tests.caffe_helpers import caffemodel, opencv_forward, prototxt
 
 cv2 = pytest.importorskip("cv2")

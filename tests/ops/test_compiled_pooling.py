@@ -42,11 +42,11 @@ POOL_SHAPES = [(2, 3, 13, 17), (1, 2, 8, 5)]
 @pytest.mark.parametrize("kernel,strides,dilations,pads,ceil", POOL_GRID,
                          ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ceil, shape, monkeypatch):
-    from pooled_predictor.ops.cpu import pool
+    from pooled_predictor.ops.cpu import pooling
 
-    monkeypatch.setattr(pool, "POOL_COMPILED_MAX_KERNEL", 5)   # the generic loops too
-    monkeypatch.setattr(pool, "AVERAGEPOOL_COMPILED_MAX_STRIDE", 3)
-    monkeypatch.setattr(pool, "POOL_COMPILED_MIN_WIDTH", 1)
+    monkeypatch.setattr(pooling, "POOL_COMPILED_MAX_KERNEL", 5)   # the generic loops too
+    monkeypatch.setattr(pooling, "AVERAGEPOOL_COMPILED_MAX_STRIDE", 3)
+    monkeypatch.setattr(pooling, "POOL_COMPILED_MIN_WIDTH", 1)
     x = f32(*shape)
     base = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads), "ceil_mode": ceil}
     cases = [("MaxPool", {**base, "dilations": list(dilations)}, 12)]
@@ -63,9 +63,9 @@ def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ce
 
 
 def test_maxpool_nan_inf_and_empty_windows(monkeypatch):
-    from pooled_predictor.ops.cpu import pool
+    from pooled_predictor.ops.cpu import pooling
 
-    monkeypatch.setattr(pool, "POOL_COMPILED_MIN_WIDTH", 1)
+    monkeypatch.setattr(pooling, "POOL_COMPILED_MIN_WIDTH", 1)
     x = f32(1, 2, 6, 7)
     x[0, 0, 2, 3] = np.nan
     x[0, 1, :, :2] = -np.inf
@@ -103,7 +103,7 @@ def build(op, inputs, attrs, opset=13):
 
 
 def test_pool_paths():
-    from pooled_predictor.ops.cpu.pool import _CompiledPool2d
+    from pooled_predictor.ops.cpu.pooling import _CompiledPool2d
 
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
     assert isinstance(build("MaxPool", [f32(1, 2, 9, 40)], attrs).values, _CompiledPool2d)

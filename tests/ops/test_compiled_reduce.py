@@ -123,7 +123,7 @@ TILES = [((3, 2), (1, 160, 3, 80), {}), ((2, 2), (2, 3, 13, 17), {}), ((3, 3), (
 @pytest.mark.parametrize("kernel,shape,extra", TILES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple)
                          else str(v))
 def test_average_pool_tiles_against_onnxruntime_and_numpy(kernel, shape, extra, monkeypatch):
-    from pooled_predictor.ops.cpu.pool import _AverageTiles
+    from pooled_predictor.ops.cpu.pooling import _AverageTiles
 
     x = f32(*shape)
     for include in (0, 1):
@@ -135,7 +135,7 @@ def test_average_pool_tiles_against_onnxruntime_and_numpy(kernel, shape, extra, 
 
 
 def test_average_pool_windows_into_padding_or_overlapping_are_not_tiles():
-    from pooled_predictor.ops.cpu.pool import _AverageTiles
+    from pooled_predictor.ops.cpu.pooling import _AverageTiles
 
     x = f32(1, 2, 9, 13)
     for attrs in [{"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},   # a partial last window

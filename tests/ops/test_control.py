@@ -10,9 +10,9 @@ from onnx import numpy_helper
 
 from pooled_predictor import Config, PooledPredictor, Predictor
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net, Optimization
+from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.passes import optimize
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import assert_close, run_ort
 
 F = TP.FLOAT
@@ -283,7 +283,7 @@ def test_unsupported_op_inside_a_body_is_reported_at_load():
 
 def test_body_memory_is_planned_once_and_reused():
     """The Loop body runs as a nested Net under Optimization.MEMORY: one layout for all iterations."""
-    from pooled_predictor.control_flow import body_run
+    from pooled_predictor.engine.control_flow import body_run
     from pooled_predictor.ops.shapes.control import TRUE
 
     m = loop_model()

@@ -20,13 +20,13 @@ from onnx.reference import ReferenceEvaluator
 from pooled_predictor.errors import ModelLoadError, ShapeInferenceError
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.ir import Node
-from pooled_predictor.net import Net
+from pooled_predictor.engine.net import Net
 from pooled_predictor.ops.context import OpContext
 from pooled_predictor.ops.cpu import compiled
 from pooled_predictor.ops.cpu import conv as conv_module
 from pooled_predictor.ops.cpu.conv import Conv, ConvTranspose
 from pooled_predictor.ops.shapes import get_rule
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import (assert_close, check_node, feeds_of, make_node_model, run_ort, run_ours,
                                 type_outputs)
 

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net, Optimization
+from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.ops.cpu import conv_nchwc
 from pooled_predictor.ops.cpu.compiled import epilogue
 from pooled_predictor.ops.cpu.compiled import gemm as nchw_gemm
@@ -16,7 +16,7 @@ from pooled_predictor.ops.cpu.compiled.nchwc_gemm import (KC, channel_offsets, g
 from pooled_predictor.ops.cpu.compiled.reorder import from_blocked, to_blocked
 from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape, transform
 from pooled_predictor.passes import optimize
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import run_ort
 
 rng = np.random.default_rng(12)

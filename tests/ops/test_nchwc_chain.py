@@ -6,14 +6,14 @@ import pytest
 from onnx import helper
 
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net, Optimization
+from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.ops.cpu import conv_nchwc
 from pooled_predictor.ops.cpu.compiled import epilogue
 from pooled_predictor.ops.cpu.compiled.nchwc_chain import panel_starts, pointwise_depthwise_nchwc, scratch_size
 from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
 from pooled_predictor.ops.cpu.compiled.nchwc_gemm import KC, channel_offsets, gemm_nchwc, pack_weights
 from pooled_predictor.passes import optimize
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.passes.pass_helpers import make_model, rand, run_ort
 
 rng = np.random.default_rng(31)

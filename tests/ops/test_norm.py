@@ -15,8 +15,8 @@ import pytest
 
 from pooled_predictor.errors import ShapeInferenceError, UnsupportedOpError
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net
-from pooled_predictor.program import Program
+from pooled_predictor.engine.net import Net
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import assert_close, check_node, feeds_of, make_node_model, run_ours, type_outputs
 
 rng = np.random.default_rng(7)

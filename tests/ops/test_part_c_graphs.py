@@ -7,8 +7,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net, Optimization
-from pooled_predictor.program import Program
+from pooled_predictor.engine.net import Net, Optimization
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import assert_close, run_ort
 
 rng = np.random.default_rng(21)

@@ -251,7 +251,7 @@ def test_workspace_garbage_is_ignored(op, outputs):
     """Workspace content is undefined at each call (shared with other nodes): fill it with junk."""
     from pooled_predictor.ir import Node
     from pooled_predictor.ops.context import OpContext
-    from pooled_predictor.ops.cpu.pool import AveragePool, MaxPool
+    from pooled_predictor.ops.cpu.pooling import AveragePool, MaxPool
     from pooled_predictor.ops.shapes import get_rule
 
     x = ties((2, 3, 9, 8, 7))
@@ -277,8 +277,8 @@ def test_reuse_of_the_net_and_workspace():
     attrs = {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [1, 1, 1, 1], "count_include_pad": 0}
     model = make_node_model("AveragePool", [ties(SHAPES[2])], attrs, opset=19)
     from pooled_predictor.importers import load_onnx
-    from pooled_predictor.net import Net
-    from pooled_predictor.program import Program
+    from pooled_predictor.engine.net import Net
+    from pooled_predictor.engine.program import Program
 
     net = Net(Program(load_onnx(model)))
     for _ in range(2):

@@ -9,8 +9,8 @@ from pooled_predictor.errors import ShapeInferenceError, UnsupportedOpError
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.importers.onnx import _attr_value
 from pooled_predictor.ir import Graph, Node, Value
-from pooled_predictor.net import Net
-from pooled_predictor.program import Program
+from pooled_predictor.engine.net import Net
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import sample as _sample
 from tests.onnx_helpers import (assert_close, i64, check_node, make_node_model, run_ort, run_ours,
                                 type_outputs)

@@ -432,8 +432,8 @@ def test_nearest_fast_path(attrs, scales, expect, monkeypatch):
 def test_net_reuse_with_dynamic_scales():
     """Two forwards with different runtime scales give fresh shapes and values."""
     from pooled_predictor.importers import load_onnx
-    from pooled_predictor.net import Net
-    from pooled_predictor.program import Program
+    from pooled_predictor.engine.net import Net
+    from pooled_predictor.engine.program import Program
 
     scales = np.array([1, 1, 2, 2], np.float32)
     model = make_node_model("Resize", [X4, None, scales], {"mode": "linear"}, opset=13)

@@ -6,9 +6,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from pooled_predictor.net import Net, Optimization
+from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import feeds_of, make_node_model, run_ours
 
 rng = np.random.default_rng(24)

@@ -17,9 +17,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net
+from pooled_predictor.engine.net import Net
 from pooled_predictor.passes import optimize
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 
 TOL = 1e-5
 

@@ -9,11 +9,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.ir import Node
-from pooled_predictor.net import Net, Optimization
+from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.ops.layouts import TRANSFORM_OP, logical_view, physical_shape, transform
 from pooled_predictor.ops.registry import KernelDef, find
 from pooled_predictor.passes.assign import assign_kernel_types, typed_name
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.onnx_helpers import run_ort
 
 

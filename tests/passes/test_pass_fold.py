@@ -6,9 +6,9 @@ from onnx import TensorProto, helper
 
 from pooled_predictor.errors import InputError
 from pooled_predictor.importers import load_onnx
-from pooled_predictor.net import Net
+from pooled_predictor.engine.net import Net
 from pooled_predictor.passes import optimize
-from pooled_predictor.program import Program
+from pooled_predictor.engine.program import Program
 from tests.passes.pass_helpers import check_pass, make_model, ops, rand
 
 

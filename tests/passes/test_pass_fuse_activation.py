@@ -139,7 +139,7 @@ def test_integer_gemm_is_not_fused():
 
 def test_fused_kernels_reject_unknown_activations():
     from pooled_predictor.errors import UnsupportedOpError
-    from pooled_predictor.program import Program
+    from pooled_predictor.engine.program import Program
 
     g = load_onnx(conv_act([helper.make_node("Relu", ["c"], ["y"])], {}, 17))
     fused, _ = optimize(g, "extended")

@@ -137,7 +137,7 @@ def test_all_level_is_as_close_to_float64_as_none(ppocr, page, nchw_winograd_min
 
 
 def test_optimized_graph_in_a_predictor(rec, page):
-    from pooled_predictor.predictor import Predictor
+    from pooled_predictor.serving.predictor import Predictor
 
     g, (opt, _) = rec
     x = page_rec_input(page, 2, 160)

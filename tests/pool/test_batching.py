@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from pooled_predictor import (Config, DeadlineExceededError, KernelError, PooledPredictor, Predictor)
-from pooled_predictor.batching import Batcher, free_batch_dimension
+from pooled_predictor.serving.batching import Batcher, free_batch_dimension
 from tests.conftest import make_mlp
 from tests.pool.faults import Gate, InjectedFault, make_faulty_mlp
 
@@ -182,7 +182,7 @@ def test_shape_probe_decides_outputs_not_declared_with_the_batch_symbol(op, out_
 
 
 def test_a_worker_takes_only_its_share_when_others_are_idle():
-    from pooled_predictor.jobqueue import JobQueue
+    from pooled_predictor.serving.jobqueue import JobQueue
 
     class J:
         def __init__(self):

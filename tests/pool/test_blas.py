@@ -35,7 +35,7 @@ def test_blas_threading_can_be_kept_or_set():
 def test_release_while_the_lock_is_held_is_queued_not_blocking():
     """A Predictor's __del__ can run from a garbage collection inside blas._apply on the
     thread holding the lock (found as a CI hang): the release must not wait."""
-    from pooled_predictor import blas
+    from pooled_predictor.serving import blas
 
     token = blas.limit_blas_threads(1)
     with blas._lock:  # as _apply holds it when a collection runs a finalizer

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from pooled_predictor import Future, collect
-from pooled_predictor.futures import callback_errors
+from pooled_predictor.serving.futures import callback_errors
 
 
 def test_is_a_concurrent_futures_future():

@@ -10,7 +10,7 @@ prom = pytest.importorskip("prometheus_client")
 
 
 def test_prometheus_callback_counts_jobs():
-    from pooled_predictor.prometheus import PrometheusCallback
+    from pooled_predictor.serving.prometheus import PrometheusCallback
 
     registry = prom.CollectorRegistry()
     cb = PrometheusCallback(registry=registry, labels={"model": "mlp"})

@@ -3,7 +3,7 @@
 import numpy as np
 
 from pooled_predictor import Config, PooledPredictor
-from pooled_predictor.stats import LatencyHistogram
+from pooled_predictor.serving.stats import LatencyHistogram
 from tests.conftest import make_mlp
 
 X = np.ones((1, 16), np.float32)

@@ -35,7 +35,7 @@ from .. import registry
 from ..layouts import physical_shape
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
-from . import activation, elementwise, fused, math as _math, pool, reduce, resize, tensor  # noqa: F401  (theirs first)
+from . import activation, elementwise, fused, math as _math, pooling, reduce, resize, tensor  # noqa: F401  (theirs first)
 from . import compiled
 from . import conv_nchwc
 from .conv_nchwc import LAYOUT
@@ -295,7 +295,7 @@ _register_like("Resize", lambda k: ResizeNearest, _resize_supported, FOLLOW, (LA
 
 # ---- MaxPool ---------------------------------------------------------------------
 def _maxpool_supported(ctx) -> bool:
-    from ..shapes.pool import pool_geometry
+    from ..shapes.pooling import pool_geometry
 
     if not _unary_supported(ctx) or ctx.has_output(1):  # Indices: NCHW's flat indices, the NCHW kernel
         return False
@@ -311,7 +311,7 @@ class MaxPoolBlocked(_OneCall):
     (pads, auto_pad, ceil_mode, dilations) of ops/shapes/pool.py. Max is exact: the NCHW kernel's values."""
 
     def __init__(self, ctx, **attrs):
-        from ..shapes.pool import pool_geometry
+        from ..shapes.pooling import pool_geometry
         from .compiled.blocked import maxpool
 
         gh, gw = pool_geometry(ctx)

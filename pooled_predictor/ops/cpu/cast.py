@@ -22,7 +22,7 @@ ROUND_MODES = ("up", "down", "nearest")
 
 
 def _cast_check(attrs, version):
-    from ...importers.onnx import elem_dtype
+    from ...ir import elem_dtype
 
     if "to" in attrs and elem_dtype(int(attrs["to"])) is None:
         return f"Cast to elem_type {attrs.get('to')} is not supported (no numpy dtype)"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ...importers.onnx import elem_dtype
+from ...ir import elem_dtype
 from ..registry import kernel
 from ..shapes.quantize import quant_param_layout
 from .cast import cast_into

@@ -14,7 +14,7 @@ Sums and products accumulate in the input's type (integers wrap, as in
 onnxruntime), float16 in float32.
 
 float32 means, sums and maxima over trailing axes (ReduceMean axes [2, 3] on
-NCHW, ReduceSum, ReduceMax; GlobalAveragePool and GlobalMaxPool in pool.py)
+NCHW, ReduceSum, ReduceMax; GlobalAveragePool and GlobalMaxPool in pooling.py)
 run compiled when compiled.ENABLED: TrailingReduce, through compiled/rowreduce.py
 (one pass per row; sums in 8-lane blocks added in float64); numpy runs every
 other case and is the tested reference.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...control_flow import body_run, specs_or_raise
+from ...engine.control_flow import body_run, specs_or_raise
 from ...errors import PooledPredictorError
 from ...ir import readonly
 from ..context import NotStatic

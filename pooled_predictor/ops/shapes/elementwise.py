@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...importers.onnx import elem_dtype
+from ...ir import elem_dtype
 from . import shape_rule
 from .common import broadcast, check_types
 

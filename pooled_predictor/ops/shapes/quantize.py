@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 from ...errors import UnsupportedOpError
-from ...importers.onnx import elem_dtype
+from ...ir import elem_dtype
 from ..widen import is_small_float
 from . import shape_rule
 from .common import check_types, norm_axis, onnx_type

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...importers.onnx import elem_dtype
+from ...ir import elem_dtype
 from . import shape_rule
 from .common import check_types, norm_axes, norm_axis
 from .reshape import int_values

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...importers.onnx import elem_dtype
+from ...ir import elem_dtype
 from . import shape_rule
 from .common import check_types
 

@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from . import shape_rule
 from .common import check_types
-from .pool import _ints  # attribute lists: one value per spatial axis, a default when absent
+from .pooling import _ints  # attribute lists: one value per spatial axis, a default when absent
 
 
 def _text(ctx, name: str, default: str) -> str:

@@ -1,7 +1,7 @@
 """Pooling CPU kernels: MaxPool (with the optional Indices), AveragePool, LpPool,
 GlobalAveragePool, GlobalMaxPool.
 
-The window geometry is onnxruntime's (ops/shapes/pool.py). Windows are never
+The window geometry is onnxruntime's (ops/shapes/pooling.py). Windows are never
 materialized and the input is never padded: for every kernel tap the outputs
 whose input index falls inside the input form one contiguous, strided range,
 so a tap is one numpy call over a strided view (a loop over kernel taps, never
@@ -30,7 +30,7 @@ import itertools
 import numpy as np
 
 from ..registry import kernel
-from ..shapes.pool import AxisWindow, pool_geometry
+from ..shapes.pooling import AxisWindow, pool_geometry
 from . import compiled
 from .reduce import TrailingReduce
 

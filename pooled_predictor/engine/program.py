@@ -15,14 +15,14 @@ from typing import Callable
 
 import numpy as np
 
-from . import budget
-from .errors import (KernelError, ModelLoadError, PooledPredictorError, ResourceExhaustedError,
+from .. import budget
+from ..errors import (KernelError, ModelLoadError, PooledPredictorError, ResourceExhaustedError,
                      ShapeInferenceError, UnsupportedOpError)
-from .ir import Graph, Node, Value, readonly
-from .ops.context import NotStatic, OpContext
-from .ops.registry import KernelDef, candidates, find, lookup, schema_version
-from .ops.widen import Widened, needs_widening
-from .ops.shapes import get_rule
+from ..ir import Graph, Node, Value, readonly
+from ..ops.context import NotStatic, OpContext
+from ..ops.registry import KernelDef, candidates, find, lookup, schema_version
+from ..ops.widen import Widened, needs_widening
+from ..ops.shapes import get_rule
 
 # Ops whose output depends only on the *shape* of their input, never its data:
 # once shapes are known at reshape, their outputs are static values.

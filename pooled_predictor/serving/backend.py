@@ -21,10 +21,10 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
-from .errors import InputError, UnsupportedOpError
-from .importers import load_onnx
-from .net import Net
-from .program import Program
+from ..errors import InputError, UnsupportedOpError
+from ..importers import load_onnx
+from ..engine.net import Net
+from ..engine.program import Program
 
 
 def device_name(device: str) -> str:

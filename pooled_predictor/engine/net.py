@@ -25,13 +25,13 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import budget
-from .errors import InputError, KernelError, PooledPredictorError, ResourceExhaustedError, UnknownBlobError
-from .ops.context import NotStatic, ScratchRef
-from .ops.layouts import TRANSFORM_OP, physical_shape
-from .ops.registry import lookup
-from .ops.shapes import get_rule
-from .ops.shapes.fused import DOMAIN
+from .. import budget
+from ..errors import InputError, KernelError, PooledPredictorError, ResourceExhaustedError, UnknownBlobError
+from ..ops.context import NotStatic, ScratchRef
+from ..ops.layouts import TRANSFORM_OP, physical_shape
+from ..ops.registry import lookup
+from ..ops.shapes import get_rule
+from ..ops.shapes.fused import DOMAIN
 from .program import SHAPE_ONLY_OPS, Program, Step
 
 
@@ -141,7 +141,7 @@ class Net:
         """
         layout = self._layout
         if layout is not None and name in layout.typed:  # held in another layout only: the model's, copied
-            from .ops.layouts import DEFAULT_LAYOUT, transform
+            from ..ops.layouts import DEFAULT_LAYOUT, transform
 
             typed, lay, logical = layout.typed[name]
             out = np.empty(logical, layout.blobs[typed].dtype)
@@ -493,7 +493,7 @@ class Net:
         """
         if not any(st.alternatives for st, _, _ in planned):
             return planned, {}
-        from .passes.assign import assign_kernel_types, supported_choices
+        from ..passes.assign import assign_kernel_types, supported_choices
 
         def context(step, refs=None):
             ins = step.node.inputs
@@ -853,7 +853,7 @@ def _concats_in_place(planned, shape: dict, physical: dict, dtype: dict, layout_
     Returns:
         (value -> (the Concat output holding it, byte offset), indices of those Concat steps).
     """
-    from .ops.layouts import DEFAULT_LAYOUT, block_of
+    from ..ops.layouts import DEFAULT_LAYOUT, block_of
 
     produced = {o for st, _, _ in planned for o in st.node.outputs if o}
     parts: dict[str, tuple[str, int]] = {}

@@ -30,7 +30,7 @@ import time
 from collections import deque
 from typing import Callable, Sequence
 
-from .errors import PoolClosedError, QueueFullError
+from ..errors import PoolClosedError, QueueFullError
 
 STOP = object()  # a worker's signal to exit
 

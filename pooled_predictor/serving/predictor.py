@@ -20,14 +20,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from . import budget
+from .. import budget
 from .blas import limit_blas_threads, release_blas_threads
-from .errors import InputError, UnknownBlobError
-from .importers import load_caffe, load_model
-from .ir import Graph, Value
-from .net import Net, Optimization
+from ..errors import InputError, UnknownBlobError
+from ..importers import load_caffe, load_model
+from ..ir import Graph, Value
+from ..engine.net import Net, Optimization
 from .paddle_api import HandleAPI
-from .program import Program
+from ..engine.program import Program
 
 
 class Predictor(HandleAPI):
@@ -80,7 +80,7 @@ class Predictor(HandleAPI):
         self.imported_graph = graph
         self.optimization_report = None
         if graph_optimization_level != "none" or disabled_passes:
-            from .passes import optimize
+            from ..passes import optimize
 
             # blobs named in `keep` stay: passes never remove or rename graph outputs
             keep_outputs = [k for k in keep if k not in graph.output_names]
@@ -99,7 +99,7 @@ class Predictor(HandleAPI):
                                  cache_bytes=cache_bytes, memory_limit_bytes=limit)
         self.profiler = None
         if enable_profiling:
-            from .profiling import Profiler
+            from ..engine.profiling import Profiler
 
             self.profiler = Profiler()
         self.canonical_net = self.new_net()
@@ -247,7 +247,7 @@ class Predictor(HandleAPI):
         """
         import time
 
-        from .ops.cpu.compiled import load_all
+        from ..ops.cpu.compiled import load_all
 
         t0 = time.perf_counter()
         load_all()

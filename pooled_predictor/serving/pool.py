@@ -51,12 +51,12 @@ import numpy as np
 
 from .batching import Batcher, NotBatchable, make_batchers
 from .blas import limit_blas_threads, release_blas_threads
-from .budget import resolve_limit
-from .errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
+from ..budget import resolve_limit
+from ..errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
                      UnknownBlobError, UnknownNetError)
 from .futures import Future
 from .jobqueue import STOP, JobQueue
-from .net import Optimization
+from ..engine.net import Optimization
 from .paddle_api import HandleAPI
 from .predictor import Predictor, check_output_names
 from .stats import StatsRecorder, StatsSnapshot

@@ -33,8 +33,8 @@ import threading
 
 import numpy as np
 
-from .errors import PooledPredictorError
-from .program import Program
+from ..errors import PooledPredictorError
+from ..engine.program import Program
 
 log = logging.getLogger("pooled_predictor")
 

@@ -40,8 +40,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .ir import Graph, Subgraph, Value
-from .ops.context import NotStatic
+from ..ir import Graph, Subgraph, Value
+from ..ops.context import NotStatic
 
 _compile_lock = threading.RLock()  # a body compiles the bodies nested in it
 _local = threading.local()

@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 
-from .errors import InputError, UnknownBlobError
+from ..errors import InputError, UnknownBlobError
 
 
 class Tensor:
