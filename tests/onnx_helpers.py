@@ -164,7 +164,7 @@ def check_inplace(op, inputs, attrs, opset, index, outputs=1):
     from pooled_predictor.ops.context import OpContext
     from pooled_predictor.ops.registry import lookup, schema_version
     from pooled_predictor.ops.shapes import get_rule
-    from pooled_predictor.engine.program import Step
+    from pooled_predictor.ops.step import Step
 
     names = ["" if a is None else f"in{i}" for i, a in enumerate(inputs)]
     node = Node(op, names, [f"out{i}" for i in range(outputs)], dict(attrs), "", "n")

@@ -40,37 +40,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..ir import Graph, Subgraph, Value
+from ..ir import Subgraph, Value
 from ..ops.context import NotStatic
+from .program import program_of
 
-_compile_lock = threading.RLock()  # a body compiles the bodies nested in it
 _local = threading.local()
 _NETS_PER_BODY = 8  # LRU bound per (thread, body): distinct dtypes / static-capture sets
-
-
-def compile_subgraphs(node, device: str) -> None:
-    """Compile (once, cached) every Subgraph attribute of a node into a Program.
-
-    Raises:
-        UnsupportedOpError: a body uses an op with no kernel (from Program).
-    """
-    for value in node.attrs.values():
-        if isinstance(value, Graph):
-            program_of(value, device)
-
-
-def program_of(sub: Subgraph, device: str = "cpu"):
-    """The compiled Program of a body on a device (compiled on first use, shared by all threads)."""
-    programs = sub.__dict__.get("_programs")
-    if programs is not None and device in programs:
-        return programs[device]
-    with _compile_lock:
-        programs = sub.__dict__.setdefault("_programs", {})
-        if device not in programs:
-            from .program import Program
-
-            programs[device] = Program(sub, device)
-        return programs[device]
 
 
 def _is_static(array) -> bool:

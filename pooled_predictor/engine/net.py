@@ -32,7 +32,8 @@ from ..ops.layouts import TRANSFORM_OP, physical_shape
 from ..ops.registry import lookup
 from ..ops.shapes import get_rule
 from ..ops.shapes.fused import DOMAIN
-from .program import SHAPE_ONLY_OPS, Program, Step
+from ..ops.step import SHAPE_ONLY_OPS, Step
+from .program import Program
 
 
 class Optimization(enum.Enum):

@@ -9,186 +9,17 @@ a Net binds it to blobs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
-from typing import Callable
+import threading
 
 import numpy as np
 
-from .. import budget
-from ..errors import (KernelError, ModelLoadError, PooledPredictorError, ResourceExhaustedError,
-                     ShapeInferenceError, UnsupportedOpError)
-from ..ir import Graph, Node, Value, readonly
-from ..ops.context import NotStatic, OpContext
-from ..ops.registry import KernelDef, candidates, find, lookup, schema_version
-from ..ops.widen import Widened, needs_widening
+from ..errors import KernelError, ModelLoadError, PooledPredictorError, UnsupportedOpError
+from ..ir import Graph, Subgraph, Value, readonly
+from ..ops.registry import candidates, find, lookup, schema_version
 from ..ops.shapes import get_rule
+from ..ops.step import NONDETERMINISTIC_OPS, SHAPE_ONLY_OPS, Step
 
-# Ops whose output depends only on the *shape* of their input, never its data:
-# once shapes are known at reshape, their outputs are static values.
-SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
-# Ops that must never be folded or evaluated early (their output is not a
-# function of their inputs).
-NONDETERMINISTIC_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
-                                  "RandomUniformLike", "Multinomial", "Bernoulli"})
-
-
-@dataclass
-class Step:
-    """One node bound to its kernel and shape rule.
-
-    Attributes:
-        node: the Node (names of inputs/outputs, attributes).
-        kernel: the KernelDef for the program's device.
-        version: ONNX schema since_version at the model's opset.
-        rule: the shape rule, rule(OpContext) -> [(shape, dtype), ...].
-        alternatives: kernels of other kernel types (layouts) for the
-            assignment pass (passes/assign.py) to choose from at reshape.
-    """
-
-    node: Node
-    kernel: KernelDef
-    version: int
-    rule: Callable
-    alternatives: tuple = ()
-
-    def context(self, shapes, dtypes, values=None, device="cpu", scratch=None) -> OpContext:
-        return OpContext(self.node, self.version, shapes, dtypes, values, device, scratch)
-
-    def infer(self, ctx: OpContext) -> list[tuple[tuple, np.dtype]]:
-        """Output (shape, dtype) per output; None for absent ones.
-
-        Raises:
-            ShapeInferenceError: the rule rejects the shapes (any error of a rule
-                is turned into one naming the node, the original as __cause__).
-            NotStatic: the kernel has a data-dependent output shape (after the
-                rule has checked the input types), or the rule needs a value
-                known only at forward.
-        """
-        try:
-            specs = self.rule(ctx)
-        except (PooledPredictorError, NotStatic):
-            raise
-        except Exception as exc:
-            raise self.typed_error(exc, "shape inference") from exc
-        if self.kernel.dynamic_output:
-            raise NotStatic(f"node {self.node.name!r} ({self.node.op_type}): output shapes depend on data")
-        n = len(self.node.outputs)
-        if len(specs) < n:
-            raise ctx.error(f"shape rule returned {len(specs)} outputs for {n}")
-        specs = [(tuple(int(d) for d in s), np.dtype(t)) if name else (None, None)
-                 for (s, t), name in zip(specs, self.node.outputs)]
-        for (shape, _), name in zip(specs, self.node.outputs):
-            if name and any(d < 0 for d in shape):
-                raise ctx.error(f"inferred a negative dimension {shape} for {name!r}")
-        ctx.out_shapes = [s for s, _ in specs]
-        ctx.out_dtypes = [t for _, t in specs]
-        return specs
-
-    def bind(self, ctx: OpContext) -> Callable:
-        """The callable that runs this node: runner(*inputs, out=out).
-
-        Inputs or outputs of a small float type (bfloat16, float8: ml_dtypes)
-        run through float32 copies (ops/widen.py).
-
-        Raises:
-            KernelError: the kernel's setup failed (naming the node, the original
-                as __cause__); NotStatic: its setup needs data fed at forward.
-        """
-        if not self.kernel.dynamic_output and needs_widening(self.node.op_type, ctx):
-            return Widened(ctx, self._bind_kernel, self.out_arg)
-        return self._bind_kernel(ctx)
-
-    def _bind_kernel(self, ctx: OpContext) -> Callable:
-        k = self.kernel
-        if k.is_class:
-            try:
-                return k.impl(ctx, **self.node.attrs)
-            except (PooledPredictorError, NotStatic):
-                raise
-            except Exception as exc:
-                raise self.typed_error(exc, "kernel setup") from exc
-        return partial(k.impl, **self.node.attrs) if self.node.attrs else k.impl
-
-    def typed_error(self, exc: BaseException, stage: str) -> PooledPredictorError:
-        """Our error for an unforeseen one raised at `stage` of this node (the caller chains it)."""
-        what = f"node {self.node.name!r} ({self.node.op_type}): {stage} failed: {type(exc).__name__}: {exc}"
-        if isinstance(exc, MemoryError):
-            return ResourceExhaustedError(what)
-        if stage == "shape inference":
-            return ShapeInferenceError(what)
-        return KernelError(what)
-
-    def out_arg(self, outs: list):
-        """`out` for the kernel: one array, or a tuple padded with None to the schema's outputs."""
-        if not self.kernel.multi_output:
-            return outs[0]
-        missing = self.kernel.num_outputs - len(outs)
-        return tuple(outs) + (None,) * missing if missing > 0 else tuple(outs)
-
-    def evaluate(self, arrays: list, device: str = "cpu", memory_limit: int | None = None) -> list:
-        """Run the node once on concrete arrays, allocating its outputs.
-
-        Used for folding constants, for values known at reshape time, and for
-        nodes whose output shape depends on data (computed per forward). The
-        outputs, then outputs and scratch, are checked against the memory
-        budget before the kernel is set up and before anything is allocated.
-
-        Args:
-            memory_limit: bytes; None: budget.default_memory_limit().
-        Raises:
-            ResourceExhaustedError: outputs and scratch over the budget.
-        """
-        limit = budget.default_memory_limit() if memory_limit is None else memory_limit
-        shapes = [None if a is None else a.shape for a in arrays]
-        dtypes = [None if a is None else a.dtype for a in arrays]
-        own = getattr(self.kernel.impl, "evaluate", None)
-        if self.kernel.dynamic_output or own is not None:
-            # a kernel that allocates its outputs (NonZero...) or sizes them by running (Loop, If, Scan)
-            ctx = self.context(shapes, dtypes, arrays, device)
-            try:
-                if self.kernel.dynamic_output:
-                    return self._evaluate_dynamic(ctx, arrays)
-                return own(ctx, *arrays, **self.node.attrs)
-            except (PooledPredictorError, NotStatic):
-                raise
-            except Exception as exc:
-                raise self.typed_error(exc, "kernel") from exc
-        refs: list = []
-        ctx = self.context(shapes, dtypes, arrays, device, refs.append)
-        specs = self.infer(ctx)
-        what = f"node {self.node.name!r} ({self.node.op_type})"
-        out_bytes = sum(budget.nbytes_of(s, t) for s, t in specs if s is not None)
-        budget.check(out_bytes, limit, f"{what} outputs")
-        runner = self.bind(ctx)
-        budget.check(out_bytes + sum(r.nbytes for r in refs), limit, f"{what} outputs and scratch")
-        try:
-            for r in refs:  # kernels read scratch arrays when called, never when set up
-                r.array = np.empty(r.shape, r.dtype)
-            outs = [np.empty(s, t) if s is not None else None for s, t in specs]
-            runner(*arrays, out=self.out_arg(outs))
-        except PooledPredictorError:
-            raise
-        except Exception as exc:
-            raise self.typed_error(exc, "kernel") from exc
-        return outs
-
-    def _evaluate_dynamic(self, ctx: OpContext, arrays: list) -> list:
-        """Run a kernel that allocates its outputs; check them against the rule's dtypes."""
-        specs = self.rule(ctx)  # checks the input types; gives the output dtypes
-        outs = self.bind(ctx)(*arrays)
-        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        result = []
-        for k, name in enumerate(self.node.outputs):
-            if not name:
-                result.append(None)
-                continue
-            arr = np.asarray(outs[k])
-            if arr.dtype != specs[k][1]:
-                raise KernelError(f"node {self.node.name!r} ({self.node.op_type}): output {k} is "
-                                  f"{arr.dtype}, its shape rule says {specs[k][1]}")
-            result.append(arr)
-        return result
+__all__ = ["NONDETERMINISTIC_OPS", "SHAPE_ONLY_OPS", "Program", "Step", "program_of"]
 
 
 class Program:
@@ -254,13 +85,12 @@ class Program:
                            and (c.check is None or not c.check(node.attrs, version))
                            and not c.unknown_attrs(node.attrs))
             steps.append(Step(node, k, version, rule, others))
-            if any(isinstance(v, Graph) for v in node.attrs.values()):
-                from .control_flow import compile_subgraphs  # nested Programs, compiled now
-
-                try:
-                    compile_subgraphs(node, self.device)
-                except UnsupportedOpError as exc:
-                    problems.append(f"node {node.name!r} ({node.op_type}) body: {exc}")
+            try:  # nested Programs of If/Loop/Scan bodies, compiled now
+                for value in node.attrs.values():
+                    if isinstance(value, Graph):
+                        program_of(value, self.device)
+            except UnsupportedOpError as exc:
+                problems.append(f"node {node.name!r} ({node.op_type}) body: {exc}")
         if missing or problems:
             uniq = list(dict.fromkeys(missing))
             parts = []
@@ -296,3 +126,23 @@ class Program:
                 continue
             kept.append(step)
         self.steps = kept
+
+
+_compile_lock = threading.RLock()  # a body compiles the bodies nested in it
+
+
+def program_of(sub: Subgraph, device: str = "cpu") -> Program:
+    """The compiled Program of a control-flow body on a device (compiled on first use, cached on
+    the Subgraph, shared read-only by all threads).
+
+    Raises:
+        UnsupportedOpError: the body uses an op with no kernel.
+    """
+    programs = sub.__dict__.get("_programs")
+    if programs is not None and device in programs:
+        return programs[device]
+    with _compile_lock:
+        programs = sub.__dict__.setdefault("_programs", {})
+        if device not in programs:
+            programs[device] = Program(sub, device)
+        return programs[device]

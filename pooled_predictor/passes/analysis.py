@@ -17,7 +17,7 @@ from ..ir import Graph, Node
 from ..ops.context import NotStatic
 from ..ops.registry import find, schema_version
 from ..ops.shapes import get_rule
-from ..engine.program import NONDETERMINISTIC_OPS, SHAPE_ONLY_OPS, Step
+from ..ops.step import NONDETERMINISTIC_OPS, SHAPE_ONLY_OPS, Step
 
 # A symbolic or unknown dimension stands for this size when only ranks are wanted.
 PROBE_DIM = 64

@@ -9,7 +9,7 @@ import pytest
 from pooled_predictor.errors import ShapeInferenceError
 from pooled_predictor.ir import Node
 from pooled_predictor.ops import get_rule, lookup
-from pooled_predictor.engine.program import Step
+from pooled_predictor.ops.step import Step
 from tests.onnx_helpers import check_inplace, check_node, feeds_of, make_node_model, run_ours, type_outputs
 
 rng = np.random.default_rng(4)
