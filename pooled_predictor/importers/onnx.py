@@ -28,8 +28,9 @@ import onnx
 from onnx import numpy_helper
 
 from ..errors import ModelLoadError, PooledPredictorError, UnsupportedOpError
-from ..ir import Graph, Node, Value, elem_dtype, readonly
+from ..ir import Graph, Node, Subgraph, Value, elem_dtype, readonly
 from .external import external_tensors, resolve_external_data
+from .subgraph import all_nodes, free_names
 from .validate import validate_model
 
 ModelSource = "str | os.PathLike | bytes | onnx.ModelProto"
@@ -137,8 +138,6 @@ def _to_graph(model: onnx.ModelProto, where: str, device: str | None) -> Graph:
     if device is not None:
         from ..ops.registry import missing_kernels  # the importer's one look at the registry
 
-        from .subgraph import all_nodes
-
         missing = missing_kernels(((n.op_type, n.domain) for n in all_nodes(g) if not _is_constant(n)),
                                   opset, device)
         if missing:
@@ -190,11 +189,36 @@ def import_nodes(g: onnx.GraphProto, where: str, opset: dict) -> tuple[list[Node
         used_names.add(name)
         node = Node(n.op_type, list(n.input), list(n.output), attrs, domain, name)
         if any(isinstance(v, onnx.GraphProto) for v in attrs.values()):
-            from .subgraph import import_subgraphs
-
             import_subgraphs(node, where, opset)
         nodes.append(node)
     return nodes, weights
+
+
+def import_subgraphs(node, where: str, opset: dict) -> None:
+    """Turn the node's GraphProto attributes into Subgraphs and append their captures to its inputs
+    (importers/subgraph.py states the rule).
+
+    Raises:
+        ModelLoadError: a tensor of a body cannot be read (from the importer).
+    """
+    subs: dict[str, Subgraph] = {}
+    for key, proto in node.attrs.items():
+        if isinstance(proto, onnx.GraphProto):
+            nodes, weights = import_nodes(proto, where, opset)
+            inputs = [_value(v) for v in proto.input if v.name not in weights]
+            subs[key] = Subgraph(nodes=nodes, inputs=inputs, outputs=[_value(v) for v in proto.output],
+                                 weights=weights, value_info={v.name: _value(v) for v in proto.value_info},
+                                 opset=dict(opset), name=proto.name or f"{node.name}/{key}",
+                                 source=f"{where} ({node.name}.{key})")
+    captures: dict[str, None] = {}
+    for sub in subs.values():
+        captures.update(dict.fromkeys(free_names(sub)))
+    names = tuple(captures)
+    for key, sub in subs.items():
+        sub.inputs = sub.inputs + [Value(c) for c in names]
+        sub.captures = names
+        node.attrs[key] = sub
+    node.inputs = node.inputs + list(names)
 
 
 def _is_constant(n: onnx.NodeProto) -> bool:

@@ -1,4 +1,4 @@
-"""Subgraphs of control-flow nodes (If, Loop, Scan): GraphProto -> Subgraph with captures.
+"""Subgraphs of control-flow nodes (If, Loop, Scan): their nodes and the outer-scope names they capture.
 
 ONNX lets a body read any value of an enclosing scope by name ("outer-scope
 values", IR spec section "Graphs" / "Names Within a Graph"). Our IR makes those
@@ -9,7 +9,8 @@ gets the same outer names appended to its inputs, in the same order; If's two
 branches share one capture list (the union of both). Bodies are converted
 bottom-up, so a body nested in a body first turns its own captures into
 inputs of its node, which the enclosing body then captures in turn (nesting
-to any depth).
+to any depth). The conversion itself is onnx.py's import_subgraphs (it and
+import_nodes call each other); this module holds what it reads.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Iterator
 
 import onnx
 
-from ..ir import Subgraph, Value
+from ..ir import Subgraph
 
 
 def all_nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
@@ -46,31 +47,3 @@ def free_names(sub: Subgraph) -> list[str]:
         if v.name not in defined:
             free[v.name] = None
     return list(free)
-
-
-def import_subgraphs(node, where: str, opset: dict) -> None:
-    """Turn the node's GraphProto attributes into Subgraphs and append their captures to its inputs.
-
-    Raises:
-        ModelLoadError: a tensor of a body cannot be read (from the importer).
-    """
-    from .onnx import _value, import_nodes
-
-    subs: dict[str, Subgraph] = {}
-    for key, proto in node.attrs.items():
-        if isinstance(proto, onnx.GraphProto):
-            nodes, weights = import_nodes(proto, where, opset)
-            inputs = [_value(v) for v in proto.input if v.name not in weights]
-            subs[key] = Subgraph(nodes=nodes, inputs=inputs, outputs=[_value(v) for v in proto.output],
-                                 weights=weights, value_info={v.name: _value(v) for v in proto.value_info},
-                                 opset=dict(opset), name=proto.name or f"{node.name}/{key}",
-                                 source=f"{where} ({node.name}.{key})")
-    captures: dict[str, None] = {}
-    for sub in subs.values():
-        captures.update(dict.fromkeys(free_names(sub)))
-    names = tuple(captures)
-    for key, sub in subs.items():
-        sub.inputs = sub.inputs + [Value(c) for c in names]
-        sub.captures = names
-        node.attrs[key] = sub
-    node.inputs = node.inputs + list(names)
