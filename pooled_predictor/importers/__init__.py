@@ -17,11 +17,13 @@ def load_model(src, *, device: str | None = "cpu", external_data_dir=None, memor
         src: an ONNX path, bytes or ModelProto; or a Caffe pair (prototxt,
             caffemodel): paths, or (text, binary) contents, as fb-caffe-exts'
             protoWeightPaths_ / protoWeightStrings_.
-        device: passed to the importer's kernel check.
+        device: unused, kept for compatibility (passed on to the importer, which
+            no longer checks kernels: Program does, when the Graph is compiled).
         external_data_dir, memory_limit_bytes: for ONNX sources, as load_onnx
             (a Caffe model has no external data; its Nets are budgeted at reshape).
     Raises:
-        ModelLoadError, UnsupportedOpError: as the importer raises.
+        ModelLoadError, UnsupportedOpError: as the importer raises (UnsupportedOpError:
+            Caffe layer types the importer cannot convert).
     """
     if isinstance(src, tuple) and len(src) == 2:
         return load_caffe(src[0], src[1], device=device)

@@ -9,8 +9,9 @@ only maps the protobuf onto our IR:
 * attribute defaults are left to the kernels and shape rules (the spec's).
 
 Errors: a missing, malformed or truncated file raises ModelLoadError naming the
-file; ops with no kernel raise UnsupportedOpError listing every one at once,
-before weights are converted. External data is read only from inside the
+file. Kernels are not looked at here: ops with no kernel are found when the
+Graph is compiled (engine/program.py's Program raises UnsupportedOpError listing
+every one at once). External data is read only from inside the
 model's directory (importers/external.py), and the model is checked as
 onnxruntime checks it at session creation (importers/validate.py); any other
 error while mapping the protobuf becomes a ModelLoadError naming the node or
@@ -27,10 +28,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..errors import ModelLoadError, PooledPredictorError, UnsupportedOpError
+from ..errors import ModelLoadError, PooledPredictorError
 from ..ir import Graph, Node, Subgraph, Value, elem_dtype, readonly
 from .external import external_tensors, resolve_external_data
-from .subgraph import all_nodes, free_names
+from .subgraph import free_names
 from .validate import validate_model
 
 ModelSource = "str | os.PathLike | bytes | onnx.ModelProto"
@@ -111,41 +112,29 @@ def load_onnx(src, *, device: str | None = "cpu", external_data_dir=None,
 
     Args:
         src: path, bytes or onnx.ModelProto.
-        device: when given ("cpu", "cuda"), check first that every node has a
-            kernel for this device; None skips the check.
+        device: unused, kept for compatibility (the importer no longer checks
+            kernels: Program does, when the Graph is compiled for a device).
         external_data_dir, memory_limit_bytes: as parse_model().
     Returns:
         Graph with weights as read-only numpy arrays.
     Raises:
         ModelLoadError: unreadable or invalid model, external data outside its
             directory; any error while mapping it, naming the node or tensor.
-        UnsupportedOpError: listing every (op_type, domain, opset) without a kernel.
         ResourceExhaustedError: weights over memory_limit_bytes.
     """
     model = parse_model(src, external_data_dir=external_data_dir, memory_limit_bytes=memory_limit_bytes)
     where = _describe(src)
     try:
-        return _to_graph(model, where, device)
+        return _to_graph(model, where)
     except PooledPredictorError:
         raise
     except Exception as exc:  # anything the checks above did not foresee: still typed
         raise ModelLoadError(f"model {where!r} cannot be imported: {type(exc).__name__}: {exc}") from exc
 
 
-def _to_graph(model: onnx.ModelProto, where: str, device: str | None) -> Graph:
+def _to_graph(model: onnx.ModelProto, where: str) -> Graph:
     opset = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version) for o in model.opset_import}
     g = model.graph
-    if device is not None:
-        from ..ops.registry import missing_kernels  # the importer's one look at the registry
-
-        missing = missing_kernels(((n.op_type, n.domain) for n in all_nodes(g) if not _is_constant(n)),
-                                  opset, device)
-        if missing:
-            listing = ", ".join(f"{op}" + (f" ({dom})" if dom else "") + f" opset {v}" for op, dom, v in missing)
-            raise UnsupportedOpError(
-                f"model {where!r} uses {len(missing)} op(s) with no {device} kernel: {listing}; "
-                f"see `pooled-predictor ops`", missing)
-
     nodes, weights = import_nodes(g, where, opset)
     inputs = [_value(v) for v in g.input if v.name not in weights]
     outputs = [_value(v) for v in g.output]

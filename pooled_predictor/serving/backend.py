@@ -96,11 +96,13 @@ class PooledPredictorBackend(Backend):
 
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
-        """True when every node of the model has a kernel on the device."""
+        """True when every node of the model has a kernel on the device (Program finds those
+        that have none; the importer does not look at kernels)."""
         if not cls.supports_device(device):
             return False
+        dev = device_name(device)
         try:
-            load_onnx(model, device=device_name(device))
+            Program(load_onnx(model, device=dev), dev, fold_constants=False)
         except UnsupportedOpError:
             return False
         return True

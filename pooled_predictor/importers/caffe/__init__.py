@@ -242,7 +242,8 @@ def load_caffe(prototxt, weights=None, *, weights_format: str = "binary", device
         weights: the caffemodel (path or bytes) or, with weights_format="hdf5",
             an HDF5 file in Caffe's layout; None: a net without learned weights.
         weights_format: "binary" (caffemodel) or "hdf5".
-        device: check that every emitted op has a kernel on this device.
+        device: unused, kept for compatibility (kernels are not looked at here:
+            Program finds ops with no kernel when the Graph is compiled).
     Returns:
         Graph (opset {"": 13, "caffe": 1}) with read-only float32 weights.
     Raises:
@@ -298,12 +299,6 @@ def load_caffe(prototxt, weights=None, *, weights_format: str = "binary", device
                   opset=dict(OPSET), name=net.name or "caffe", source=where)
     graph.metadata["caffe_prototxt"] = where
     graph.metadata["caffe_weights"] = wsrc
-    if device is not None:
-        from ...ops.registry import missing_kernels
-
-        missing = missing_kernels(((n.op_type, n.domain) for n in graph.nodes), graph.opset, device)
-        if missing:
-            raise UnsupportedOpError(f"Caffe model {where!r}: no {device} kernel for {missing}", missing)
     return graph
 
 
