@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import ModelLoadError, PooledPredictorError
+from ..importers import load_onnx
 from ..ir import Graph
+from .analysis import static_input_shapes
 from .base import LEVELS, Pass, PassContext
 from .cleanup import eliminate_dead_nodes, eliminate_identity
 from .conv_bn import fold_conv_add, fold_conv_bn, fold_conv_mul
@@ -242,8 +244,6 @@ def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enab
     """
     passes = select(level, disable, enable)
     if input_shapes is not None:
-        from .analysis import static_input_shapes
-
         static_input_shapes(graph, input_shapes)  # validate names now, not inside a pass
     g = graph.copy()
     report = PassReport(level, before=op_counts(g))
@@ -336,8 +336,6 @@ def inspect(graph, level: str = "all", input_shapes: Mapping[str, Sequence[int]]
         The table, then one legend line per pass that changed the graph.
     """
     if not isinstance(graph, Graph):
-        from ..importers import load_onnx
-
         graph = load_onnx(graph, device=None)
     _, report = optimize(graph, level, disable, enable, input_shapes)
     name = os.path.basename(graph.source) if graph.source else graph.name

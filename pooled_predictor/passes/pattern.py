@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import ModelLoadError, PooledPredictorError
 from ..ir import Graph, Node, readonly
+from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
 
 log = logging.getLogger("pooled_predictor.passes")
 
@@ -357,8 +358,6 @@ class Rewriter:
         """
         if self.opset("") >= onnx_since:
             return ""
-        from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
-
         self.use_domain(DOMAIN, DOMAIN_VERSION)
         return DOMAIN
 
