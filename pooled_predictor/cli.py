@@ -15,17 +15,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from importlib.metadata import version
 
 import numpy as np
 
+from .apps.faces import detect_faces, draw_faces
+from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
+from .errors import PooledPredictorError
+from .ops.cpu.compiled import load_all
+from .ops.registry import registered_ops
+from .passes import inspect, parse_input_shapes
+from .serving.pool import Config, PooledPredictor
+from .serving.predictor import Predictor
+from .zoo import (ZOO, build, fetch_astronaut_image, fetch_page_image, fetch_ppocr, fetch_res10_face_detector,
+                  profile)
+
 
 def _cmd_demo(args) -> int:
-    from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
-    from .serving.pool import Config, PooledPredictor
-    from .zoo import fetch_page_image, fetch_ppocr
-
     t0 = time.perf_counter()
     models = fetch_ppocr()
     page = args.image or fetch_page_image()
@@ -56,10 +65,6 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_faces(args) -> int:
-    from .apps.faces import detect_faces, draw_faces, load_image
-    from .serving.pool import Config, PooledPredictor
-    from .zoo import fetch_astronaut_image, fetch_res10_face_detector
-
     model = fetch_res10_face_detector()
     path = args.image or fetch_astronaut_image()
     image = load_image(path)
@@ -115,8 +120,6 @@ def _random_inputs(predictor, shapes: dict, dims: dict, seed: int = 0) -> dict:
 
 
 def _cmd_run(args) -> int:
-    from .serving.pool import Config, PooledPredictor
-
     config = Config(model_paths=[args.model], num_threads=args.threads,
                     queue_capacity=max(args.threads * 2, 1), graph_optimization_level=args.level)
     with PooledPredictor(config) as pool:
@@ -152,8 +155,6 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_ops(args) -> int:
-    from .ops.registry import registered_ops
-
     by_op: dict = {}
     for k in registered_ops(args.device):
         by_op.setdefault((k.domain, k.op_type), {}).setdefault(k.device, []).append(
@@ -173,8 +174,6 @@ def _cmd_ops(args) -> int:
 def _cmd_zoo(args) -> int:
     import onnx
 
-    from .zoo import ZOO, build, profile
-
     if args.name is None or args.name == "list":
         print(f"{'name':<14} {'params':>12} {'MACs':>10}  paper")
         for name, z in ZOO.items():
@@ -193,16 +192,12 @@ def _cmd_zoo(args) -> int:
 
 
 def _cmd_inspect(args) -> int:
-    from .passes import inspect, parse_input_shapes
-
     shapes = parse_input_shapes(args.input_shapes) if args.input_shapes else None
     print(inspect(args.model, args.level, input_shapes=shapes, disable=args.disable or ()))
     return 0
 
 
 def _cmd_profile(args) -> int:
-    from .serving.predictor import Predictor
-
     predictor = Predictor(args.model, graph_optimization_level=args.level)
     net = predictor.new_net()
     feeds = _random_inputs(predictor, _parse_shapes(args.shape), _parse_dims(args.dim))
@@ -221,14 +216,11 @@ def _cmd_profile(args) -> int:
 
 
 def _cmd_warmup(args) -> int:
-    from .ops.cpu.compiled import load_all
-    from .serving.predictor import Predictor
-
-    import numba
-
     seconds = load_all()
-    where = numba.config.CACHE_DIR or "beside the package (pooled_predictor/ops/cpu/compiled/__pycache__)"
-    print(f"compiled kernels ready in {seconds:.2f} s (numba {numba.__version__}; cache: {where})")
+    # numba's cache directory is NUMBA_CACHE_DIR (ops/cpu/compiled sets it before numba is imported when the
+    # package directory is not writable); numba is not imported here (it stays in ops/cpu/compiled)
+    where = os.environ.get("NUMBA_CACHE_DIR") or "beside the package (pooled_predictor/ops/cpu/compiled/__pycache__)"
+    print(f"compiled kernels ready in {seconds:.2f} s (numba {version('numba')}; cache: {where})")
     for model in args.models:
         t0 = time.perf_counter()
         predictor = Predictor(model)
@@ -310,8 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .errors import PooledPredictorError
-
     try:
         return args.fn(args)
     except PooledPredictorError as exc:
