@@ -1,13 +1,7 @@
 """Importers: model files -> Graph. ONNX (importers/onnx.py) and Caffe (importers/caffe/)."""
 
+from .caffe import load_caffe
 from .onnx import load_onnx
-
-
-def load_caffe(prototxt, weights=None, **kwargs):
-    """Caffe prototxt + caffemodel (or HDF5) -> Graph; see importers/caffe/__init__.py."""
-    from .caffe import load_caffe as _load  # protobuf message classes built on first use
-
-    return _load(prototxt, weights, **kwargs)
 
 
 def load_model(src, *, device: str | None = "cpu", external_data_dir=None, memory_limit_bytes: int | None = None):
