@@ -142,9 +142,9 @@ def main():
         rows.append(row)
     print(table(rows, [("neighbour", "neighbour", "s"), ("ours_ms", "ours ms", ".2f"), ("ours_ratio", "x idle", ".2f"),
                        ("onnxruntime_ms", "ort ms", ".2f"), ("onnxruntime_ratio", "x idle", ".2f")]))
-    print(f"\nPP-OCR rec 1x3x48x320, one thread each, {len(nets[0]._run)} nodes per forward; "
+    print(f"\nPP-OCR rec 1x3x48x320, one thread each, {len(nets[0].layout.run)} nodes per forward; "
           f"{args.rounds} rounds x {args.seconds:g} s, medians")
-    out = write_results("neighbours", rows, model="PP-OCR rec 1x3x48x320", nodes=len(nets[0]._run),
+    out = write_results("neighbours", rows, model="PP-OCR rec 1x3x48x320", nodes=len(nets[0].layout.run),
                         seconds=args.seconds, rounds=args.rounds, default_switch_interval=default_interval)
     print(f"written to {out}")
 

@@ -1,4 +1,4 @@
-"""Concat inputs stored in the Concat's output under Optimization.MEMORY (net.py: _concats_in_place).
+"""Concat inputs stored in the Concat's output under Optimization.MEMORY (engine/arena.py: concats_in_place).
 
 Where each input is one contiguous range of the output (batch 1, a channel Concat, in NCHW or
 NCHW8c with whole blocks), its producer writes there and the Concat runs nothing. Checked: the
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pooled_predictor.engine import net as net_module
+from pooled_predictor.engine import arena
+from pooled_predictor.engine import layout as layout_module
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.passes import optimize
@@ -53,7 +54,7 @@ def _nets(model, monkeypatch, passes=True):
 
 
 def _concats_run(net) -> int:
-    return sum(node.op_type == "Concat" for node in net._run_nodes)
+    return sum(node.op_type == "Concat" for node in net.layout.run_nodes)
 
 
 def _check(model, x, monkeypatch, in_place: bool, passes=True):
@@ -80,11 +81,11 @@ def test_channel_concat_at_batch_1_is_written_in_place(channels, blocked, monkey
     monkeypatch.setattr(conv_nchwc, "ENABLED", blocked)
     model = _convs_then_concat(8, channels)
     mem = _check(model, RNG.standard_normal((1, 8, 9, 11)).astype(np.float32), monkeypatch, in_place=True)
-    assert any("@NCHW8c" in n for n in mem._layout.blobs) == blocked
+    assert any("@NCHW8c" in n for n in mem.layout.blobs) == blocked
     # the Concat's arrays: each input a view of its slice of the output
-    cat = next(n for n in mem._layout.blobs if n.startswith("cat"))
-    parts = [b for n, b in mem._layout.blobs.items() if n.split("@")[0] in ("a0", "a1", "a2")]
-    assert parts and all(np.shares_memory(p, mem._layout.blobs[cat]) for p in parts)
+    cat = next(n for n in mem.layout.blobs if n.startswith("cat"))
+    parts = [b for n, b in mem.layout.blobs.items() if n.split("@")[0] in ("a0", "a1", "a2")]
+    assert parts and all(np.shares_memory(p, mem.layout.blobs[cat]) for p in parts)
 
 
 def test_batch_2_copies(monkeypatch):
@@ -93,7 +94,7 @@ def test_batch_2_copies(monkeypatch):
 
 
 def test_which_concats_qualify():
-    """_concats_in_place on hand-made steps: contiguous ranges only, whole blocks in NCHW8c."""
+    """concats_in_place on hand-made steps: contiguous ranges only, whole blocks in NCHW8c."""
     from types import SimpleNamespace as NS
 
     def steps(shapes, layout=None, concat_shape=None):
@@ -104,7 +105,7 @@ def test_which_concats_qualify():
         lay = {n: layout for n in shape} if layout else {}
         physical = {n: (s if not layout else (s[0], -(-s[1] // 8)) + tuple(s[2:]) + (8,)) for n, s in shape.items()}
         dtype = {n: np.dtype(np.float32) for n in shape}
-        return net_module._concats_in_place(planned, shape, physical, dtype, lay, {}, {"x"})
+        return arena.concats_in_place(planned, shape, physical, dtype, lay, {}, {"x"})
 
     parts, cats = steps([(1, 8, 4, 4), (1, 16, 4, 4)], concat_shape=(1, 24, 4, 4))
     assert cats == {2} and parts == {"i0": ("out", 0), "i1": ("out", 8 * 16 * 4)}
@@ -159,11 +160,11 @@ def test_in_place_node_reading_the_output_and_a_part(monkeypatch):
               helper.make_node("Add", ["cat", "a0"], ["s"]), helper.make_node("Sigmoid", ["s"], ["y"])]
     mem = _check(_model(nodes, inits), RNG.standard_normal((1, 4, 3, 3)).astype(np.float32), monkeypatch,
                  in_place=True, passes=False)
-    blobs = mem._layout.blobs
+    blobs = mem.layout.blobs
     assert not np.shares_memory(blobs["s"], blobs["cat"])  # (numpy's Add would survive it; a compiled one need not)
 
 
 def test_switch_off(monkeypatch):
-    monkeypatch.setattr(net_module, "CONCAT_IN_PLACE", False)
+    monkeypatch.setattr(layout_module, "CONCAT_IN_PLACE", False)
     _check(_convs_then_concat(8, (8, 16)), RNG.standard_normal((1, 8, 5, 5)).astype(np.float32), monkeypatch,
            in_place=False)

@@ -94,7 +94,7 @@ def test_net_plans_the_static_part(optimization):
     assert len(sizes) > 1  # the data-dependent shapes did change
     assert net.has_dynamic_shapes
     assert net.output_shapes["static_out"] == (N, 8) and net.output_shapes["selected"] is None
-    dynamic = {st.node.op_type for st in net._dynamic}
+    dynamic = {st.node.op_type for st in net.layout.dynamic}
     assert {"NonZero", "Compress", "Unique", "NonMaxSuppression", "Transpose", "Add"} <= dynamic
     assert "Tanh" not in dynamic and "Relu" not in dynamic
     if optimization is Optimization.MEMORY:

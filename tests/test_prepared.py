@@ -1,8 +1,8 @@
-"""Prepared calls (net.py: _prepared, a kernel's prepare_run; ops/cpu/compiled: bound, prepared).
+"""Prepared calls (engine/layout.py: _prepared, a kernel's prepare_run; ops/cpu/compiled: bound, prepared).
 
 A Net binds each kernel's per-call work once per layout; the prepared run must give the
 bits of calling every kernel as runner(*inputs, out=...), follow reshapes, and leave
-forward_shared (which swaps the caller's arrays into the calls) working.
+forward(share_inputs=True) (which swaps the caller's arrays into the calls) working.
 """
 
 from functools import partial
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from pooled_predictor.engine import layout as layout_module
 from pooled_predictor.engine import net as net_module
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.engine.net import Net, Optimization
@@ -73,7 +74,7 @@ def _model(c_in=3):
 
 
 def _net(model, prepared: bool, monkeypatch, optimization=Optimization.MEMORY, passes=True):
-    monkeypatch.setattr(net_module, "PREPARE_CALLS", prepared)
+    monkeypatch.setattr(layout_module, "PREPARE_CALLS", prepared)
     graph = load_onnx(model)
     if passes:
         graph = optimize(graph, "all")[0]
@@ -82,14 +83,14 @@ def _net(model, prepared: bool, monkeypatch, optimization=Optimization.MEMORY, p
 
 def _prepared_count(net) -> int:
     """Nodes whose call in the run is their kernel's prepared call, not runner(*inputs, out=...)."""
-    return sum(f is not p for f, p in zip(net._layout.run, net._layout.plain))
+    return sum(f is not p for f, p in zip(net.layout.run, net.layout.plain))
 
 
 def _unprepared(net) -> list:
     """The nodes a prepared call should run but that got runner(*inputs, out=...): every NCHW8c
     kernel, the NCHW Conv's compiled paths, Gelu, function kernels that offer prepare_run."""
     missed = []
-    for f, p, node in zip(net._layout.run, net._layout.plain, net._run_nodes):
+    for f, p, node in zip(net.layout.run, net.layout.plain, net.layout.run_nodes):
         runner = p.func.func if isinstance(p.func, partial) else p.func
         path = getattr(runner, "path", None) or getattr(getattr(runner, "conv", None), "path", None)
         if path is not None:
@@ -148,7 +149,7 @@ def test_prepared_heads_give_the_plain_runs_bits(monkeypatch):
     fast, plain = _net(model, True, monkeypatch), _net(model, False, monkeypatch)
     fast.forward(x)
     plain.forward(x)
-    ran = {node.op_type for f, p, node in zip(fast._layout.run, fast._layout.plain, fast._run_nodes) if f is not p}
+    ran = {node.op_type for f, p, node in zip(fast.layout.run, fast.layout.plain, fast.layout.run_nodes) if f is not p}
     assert {"BatchNormalization", "MatMulAdd", "Flatten", "Gemm", "Softmax"} <= ran, ran
     assert _unprepared(fast) == []
     np.testing.assert_array_equal(fast.blob_by_name("y"), plain.blob_by_name("y"))
@@ -167,13 +168,14 @@ def test_prepared_calls_follow_reshapes(monkeypatch):
         np.testing.assert_allclose(fast.blob_by_name("y"), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
-def test_forward_shared_reads_the_callers_array_with_prepared_calls(monkeypatch):
+def test_shared_input_reads_the_callers_array_with_prepared_calls(monkeypatch):
     model = _model(c_in=8)  # the stem reads X blocked: its LayoutTransform reads the caller's array
+    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 0)
     net = _net(model, True, monkeypatch)
     x1, x2 = (RNG.standard_normal((1, 8, 12, 12)).astype(np.float32) for _ in range(2))
     net.forward(x1)
     y1 = net.blob_by_name("y").copy()
-    net.forward_shared({"x": x2})
+    net.forward({"x": x2}, share_inputs=True)
     y2 = net.blob_by_name("y").copy()
     np.testing.assert_allclose(y2, run_ort(model, {"x": x2})[0], rtol=1e-4, atol=1e-4 * np.abs(y2).max())
     assert not np.array_equal(y1, y2)
@@ -211,45 +213,46 @@ def test_chain_runs_calls_in_order_and_skips_none():
     assert compiled.chain(one, None) is one
 
 
-def test_forward_shared_swaps_only_the_readers_of_the_input(monkeypatch):
-    """forward_shared binds the caller's array into the calls that read the input (layout.readers) and
+def test_shared_input_swaps_only_the_readers_of_the_input(monkeypatch):
+    """forward(share_inputs=True) binds the caller's array into the calls that read the input (layout.readers) and
     keeps every other node's prepared call; the Net's input blob is never written."""
+    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 0)
     model = _model(c_in=8)
     net = _net(model, True, monkeypatch)
     x = RNG.standard_normal((1, 8, 12, 12)).astype(np.float32)
     net.forward(np.zeros_like(x))
-    layout = net._layout
+    layout = net.layout
     readers = layout.readers["x"]
-    assert readers == [j for j, node in enumerate(net._run_nodes) if "x" in node.inputs]
+    assert readers == [j for j, node in enumerate(net.layout.run_nodes) if "x" in node.inputs]
     seen = []
-    real = net_module.Net.forward
+    real = net_module.Net._run
 
-    def spy(self, inputs=None):
-        seen.append(list(self._run))
-        return real(self, inputs)
+    def spy(self, run):
+        seen.append(list(run))
+        return real(self, run)
 
-    monkeypatch.setattr(net_module.Net, "forward", spy)
-    net.forward_shared({"x": x})
+    monkeypatch.setattr(net_module.Net, "_run", spy)
+    net.forward({"x": x}, share_inputs=True)
     (run,) = seen
     assert all(run[j] is layout.run[j] for j in range(len(run)) if j not in readers)
     assert all(run[j] is not layout.run[j] for j in readers)
-    assert net._run is layout.run and not net.blob_by_name("x").any()  # restored; the blob never held x
+    assert layout.env is layout.blobs and not net.blob_by_name("x").any()  # restored; the blob never held x
     np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-4,
                                atol=1e-4 * np.abs(run_ort(model, {"x": x})[0]).max())
 
 
 @pytest.mark.parametrize("layout", ["c", "strided", "small"])
-def test_forward_checked_shared_reads_large_inputs_in_place(layout, monkeypatch):
+def test_shared_inputs_read_large_inputs_in_place(layout, monkeypatch):
     """An input of at least SHARED_INPUT_MIN_BYTES, C-contiguous and of the blob's dtype, is read in place;
-    a strided or a small one is copied in. Either way the bits of forward_checked."""
+    a strided or a small one is copied in. Either way the bits of a plain forward."""
     monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 4096 if layout != "small" else 1 << 30)
     model = _model(c_in=8)
     shared, copied = _net(model, True, monkeypatch), _net(model, True, monkeypatch)
     base = RNG.standard_normal((1, 8, 12, 24)).astype(np.float32)
     x = base[..., ::2] if layout == "strided" else np.ascontiguousarray(base[..., :12])
     shared.forward(np.zeros((1, 8, 12, 12), np.float32))
-    shared.forward_checked_shared({"x": x})
-    copied.forward_checked({"x": np.ascontiguousarray(x)})
+    shared.forward({"x": x}, share_inputs="large")
+    copied.forward({"x": np.ascontiguousarray(x)})
     np.testing.assert_array_equal(shared.blob_by_name("y"), copied.blob_by_name("y"))
     assert shared.blob_by_name("x").any() == (layout != "c")  # read in place: the blob still holds zeros
 
@@ -266,16 +269,16 @@ def test_pool_reads_large_inputs_in_place_and_returns_inputs_asked_for(monkeypat
         for seed in range(3):
             x = np.random.default_rng(seed).standard_normal((1, 8, 12, 12)).astype(np.float32)
             got = pool.forward({"x": x}, output_names=["y", "x"]).result(timeout=60)
-            want.forward_checked({"x": x})
+            want.forward({"x": x})
             np.testing.assert_array_equal(got["y"], want.blob_by_name("y"))
             np.testing.assert_array_equal(got["x"], x)
             assert got["x"] is not x
 
 
-@pytest.mark.parametrize("method", ["forward_shared", "forward_checked_shared"])
-def test_shared_inputs_reach_dynamic_nodes_and_their_outputs_stay(method, monkeypatch):
+@pytest.mark.parametrize("share", [True, False])
+def test_shared_inputs_reach_dynamic_nodes_and_their_outputs_stay(share, monkeypatch):
     """A node with a data-dependent shape (NonZero) looks its input up by name: it sees the caller's array,
-    and what it stores stays readable after the call (forward_shared lost it before)."""
+    and what it stores stays readable after the call (a shared forward lost it before)."""
     monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 0)
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["x"], ["nz"])], "dyn",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
@@ -285,7 +288,7 @@ def test_shared_inputs_reach_dynamic_nodes_and_their_outputs_stay(method, monkey
     net = _net(model, True, monkeypatch)
     net.forward(np.zeros((3, 6), np.float32))
     x = RNG.standard_normal((3, 6)).astype(np.float32) * (RNG.random((3, 6)) > 0.5)
-    getattr(net, method)({"x": x})
-    assert net._layout.dynamic
+    net.forward({"x": x}, share_inputs="large" if share else False)
+    assert net.layout.dynamic
     np.testing.assert_array_equal(net.blob_by_name("nz"), np.stack(np.nonzero(x)))
     np.testing.assert_array_equal(net.blob_by_name("r"), np.maximum(x, 0))

@@ -2,10 +2,14 @@
 
 A body (an ir.Subgraph) is compiled once per device into its own Program,
 cached on the Subgraph and shared read-only by every thread, like the outer
-Program. It runs as a nested Net (`BodyRun`): one per (thread, body, input
-dtypes, static captures), kept in a thread-local cache, so a body Net is
-never used by two threads and is reused across iterations, forwards and the
-outer Net's layouts.
+Program (program.program_of). It runs as a nested Net (`BodyRun`): one per
+(thread, body, input dtypes, static captures), kept in a thread-local cache,
+so a body Net is never used by two threads and is reused across iterations,
+forwards and the outer Net's layouts.
+
+Kernels reach bodies through their OpContext (`ctx.body_run`): the Net hands
+its body runner (a `BodyRuns`, which knows how to make a Net) down the layout
+pipeline, so neither ops/ nor program.py import this module or the Net.
 
 Memory: the body Net plans its activations with memory_opt
 (Optimization.MEMORY) in its own arena, laid out once per distinct set of
@@ -41,7 +45,6 @@ from collections import OrderedDict
 import numpy as np
 
 from ..ir import Subgraph, Value
-from ..ops.context import NotStatic
 from .program import program_of
 
 _local = threading.local()
@@ -61,11 +64,10 @@ class BodyRun:
         device: the device of the enclosing Program.
         dtypes: dtype of each of sub.inputs, in order.
         static: body input name -> read-only value baked into the body as a weight.
+        make_net: program, names to keep -> a Net under Optimization.MEMORY.
     """
 
-    def __init__(self, sub: Subgraph, device: str, dtypes, static: dict):
-        from .net import Net, Optimization
-
+    def __init__(self, sub: Subgraph, device: str, dtypes, static: dict, make_net):
         program = copy.copy(program_of(sub, device))
         program.graph = None  # the thread-local cache is keyed weakly by `sub`: hold no reference to it
         program.weights = {**program.weights, **static}
@@ -75,7 +77,7 @@ class BodyRun:
         self.fed = [i for i, v in enumerate(sub.inputs) if v.name not in static]
         self.names = program.input_names
         self.output_names = program.output_names
-        self.net = Net(program, optimization=Optimization.MEMORY, keep=self.names)
+        self.net = make_net(program, self.names)
         self._fed_names = frozenset(self.names)
         self._layout = None
         self._shapes = None  # input shapes of the current layout
@@ -88,12 +90,13 @@ class BodyRun:
     def output_specs(self, shapes) -> list:
         """[(shape, dtype) or None where the shape is known only by running] for each output."""
         self.reshape(shapes)
-        net, dyn = self.net, self.net._dynamic_outputs()
-        return [None if o in dyn else (net._blobs[o].shape, net._blobs[o].dtype) for o in self.output_names]
+        layout = self.net.layout
+        dyn = layout.dynamic_outputs
+        return [None if o in dyn else (layout.blobs[o].shape, layout.blobs[o].dtype) for o in self.output_names]
 
     def static_output(self, i: int):
         """The value of output i when fixed at reshape (read-only), else None."""
-        a = self.net._blobs.get(self.output_names[i])
+        a = self.net.layout.blobs.get(self.output_names[i])
         return a if _is_static(a) else None
 
     def run(self, arrays, first: int = 0) -> list:
@@ -105,17 +108,18 @@ class BodyRun:
         """
         net = self.net
         shapes = tuple(arrays[i].shape for i in self.fed)
-        if shapes != self._shapes or net._layout is None:
+        if shapes != self._shapes or net.layout is None:
             net.reshape(dict(zip(self.names, shapes)))
             self._shapes = shapes
-        fresh = net._layout is not self._layout
-        self._layout = net._layout
-        blobs = net._blobs
+        layout = net.layout
+        fresh = layout is not self._layout
+        self._layout = layout
+        blobs = layout.blobs
         for n, i in zip(self.names, self.fed):
             if i < first or fresh:
                 np.copyto(blobs[n], arrays[i], casting="unsafe")
         net.forward()
-        blobs = net._blobs
+        blobs = layout.blobs
         return [blobs[o].copy() if o in self._fed_names else blobs[o] for o in self.output_names]
 
     def invalidate(self) -> None:
@@ -123,40 +127,43 @@ class BodyRun:
         self._layout = None
 
 
-def body_run(sub: Subgraph, device: str, dtypes, values=None, constants=None) -> BodyRun:
-    """This thread's BodyRun of `sub` for these input dtypes and static captures.
+class BodyRuns:
+    """The body runner a Net hands down to If/Loop/Scan (OpContext.bodies).
 
     Args:
-        dtypes: dtype of each of sub.inputs.
-        values: optional value of each of sub.inputs (None where unknown);
-            read-only ones among the captures are baked in as weights.
-        constants: formal input index -> the value it has on every run (a
-            Loop body's incoming condition is always true), baked in too.
+        make_net: program, names to keep -> a Net (given by engine/net.py, which sits
+            above this module).
     """
-    values = values or [None] * len(sub.inputs)
-    first = sub.num_formal_inputs
-    static = {v.name: a for v, a in zip(sub.inputs[first:], values[first:]) if _is_static(a)}
-    for i, a in (constants or {}).items():
-        static[sub.inputs[i].name] = a
-    key = (tuple(np.dtype(t).str for t in dtypes), tuple((n, id(a)) for n, a in static.items()))
-    cache = getattr(_local, "runs", None)
-    if cache is None:
-        cache = _local.runs = weakref.WeakKeyDictionary()
-    per = cache.get(sub)
-    if per is None:
-        per = cache[sub] = OrderedDict()
-    entry = per.pop(key, None)
-    if entry is None:
-        entry = (BodyRun(sub, device, dtypes, static), static)  # static: keeps the ids valid
-    per[key] = entry
-    while len(per) > _NETS_PER_BODY:
-        per.popitem(last=False)
-    return entry[0]
 
+    def __init__(self, make_net):
+        self.make_net = make_net
 
-def specs_or_raise(run: BodyRun, shapes, what: str) -> list:
-    """Body output (shape, dtype) list; NotStatic when one is known only by running."""
-    specs = run.output_specs(shapes)
-    if any(s is None for s in specs):
-        raise NotStatic(f"{what}: a body output's shape depends on data")
-    return specs
+    def __call__(self, sub: Subgraph, device: str, dtypes, values=None, constants=None) -> BodyRun:
+        """This thread's BodyRun of `sub` for these input dtypes and static captures.
+
+        Args:
+            dtypes: dtype of each of sub.inputs.
+            values: optional value of each of sub.inputs (None where unknown);
+                read-only ones among the captures are baked in as weights.
+            constants: formal input index -> the value it has on every run (a
+                Loop body's incoming condition is always true), baked in too.
+        """
+        values = values or [None] * len(sub.inputs)
+        first = sub.num_formal_inputs
+        static = {v.name: a for v, a in zip(sub.inputs[first:], values[first:]) if _is_static(a)}
+        for i, a in (constants or {}).items():
+            static[sub.inputs[i].name] = a
+        key = (device, tuple(np.dtype(t).str for t in dtypes), tuple((n, id(a)) for n, a in static.items()))
+        cache = getattr(_local, "runs", None)
+        if cache is None:
+            cache = _local.runs = weakref.WeakKeyDictionary()
+        per = cache.get(sub)
+        if per is None:
+            per = cache[sub] = OrderedDict()
+        entry = per.pop(key, None)
+        if entry is None:
+            entry = (BodyRun(sub, device, dtypes, static, self.make_net), static)  # static: keeps the ids valid
+        per[key] = entry
+        while len(per) > _NETS_PER_BODY:
+            per.popitem(last=False)
+        return entry[0]

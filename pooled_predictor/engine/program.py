@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import KernelError, ModelLoadError, PooledPredictorError, UnsupportedOpError
 from ..ir import Graph, Subgraph, Value, readonly
+from ..ops.context import NotStatic
 from ..ops.registry import candidates, find, lookup, schema_version
 from ..ops.shapes import get_rule
 from ..ops.step import NONDETERMINISTIC_OPS, SHAPE_ONLY_OPS, Step
@@ -117,6 +118,9 @@ class Program:
                     outs = cpu_step.evaluate(arrays, "cpu", self.memory_limit_bytes)
                 except PooledPredictorError:
                     raise
+                except NotStatic:  # an If/Loop/Scan body runs only inside a Net: it runs there
+                    kept.append(step)
+                    continue
                 except Exception as exc:
                     raise KernelError(f"node {node.name!r} ({node.op_type}) failed on constant "
                                       f"inputs: {type(exc).__name__}: {exc}") from exc

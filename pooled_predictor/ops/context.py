@@ -15,6 +15,17 @@ from ..errors import ShapeInferenceError
 from ..ir import Node
 
 
+_default_bodies: Callable | None = None
+
+
+def set_default_body_runner(bodies: Callable | None) -> None:
+    """The body runner an OpContext built without one falls back to (folding at compile and the
+    passes' static evaluation of If/Loop/Scan). The engine registers its own when it is imported
+    (engine/net.py), as kernels register into the registry: ops never import the engine."""
+    global _default_bodies
+    _default_bodies = bodies
+
+
 class NotStatic(Exception):
     """An input's value is only known at forward time (data-dependent shape)."""
 
@@ -49,13 +60,18 @@ class OpContext:
         dtypes: input numpy dtypes (None for an absent optional input).
         out_shapes / out_dtypes: output shapes, once inferred (class kernels).
         device: "cpu" or "cuda".
+        bodies: the body runner of If/Loop/Scan bodies, handed down by the Net that
+            builds this context (engine/control_flow.BodyRuns): bodies(sub, device,
+            dtypes, values, constants) -> a BodyRun. None: the default one registered
+            by the engine (set_default_body_runner), for folding at compile and the
+            passes' static evaluation; with none at all, body_run() raises NotStatic.
     """
 
     __slots__ = ("node", "version", "shapes", "dtypes", "_values", "out_shapes", "out_dtypes",
-                 "device", "_scratch")
+                 "device", "_scratch", "bodies")
 
     def __init__(self, node: Node, version: int, shapes, dtypes, values=None, device="cpu",
-                 scratch: Callable | None = None):
+                 scratch: Callable | None = None, bodies: Callable | None = None):
         self.node = node
         self.version = version
         self.shapes = list(shapes)
@@ -65,6 +81,19 @@ class OpContext:
         self.out_dtypes: list[np.dtype] | None = None
         self.device = device
         self._scratch = scratch
+        self.bodies = bodies
+
+    def body_run(self, sub, dtypes, values=None, constants=None):
+        """The BodyRun of a control-flow body (a Subgraph attribute of this node) for these
+        input dtypes, known input values and constants (see engine/control_flow.BodyRuns).
+
+        Raises:
+            NotStatic: no body runner was handed down and none is registered.
+        """
+        bodies = self.bodies if self.bodies is not None else _default_bodies
+        if bodies is None:
+            raise NotStatic(f"node {self.node.name!r} ({self.node.op_type}): no body runner (the engine is not loaded)")
+        return bodies(sub, self.device, dtypes, values, constants)
 
     # ---- node facts --------------------------------------------------------
     @property

@@ -50,8 +50,8 @@ class Step:
     rule: Callable
     alternatives: tuple = ()
 
-    def context(self, shapes, dtypes, values=None, device="cpu", scratch=None) -> OpContext:
-        return OpContext(self.node, self.version, shapes, dtypes, values, device, scratch)
+    def context(self, shapes, dtypes, values=None, device="cpu", scratch=None, bodies=None) -> OpContext:
+        return OpContext(self.node, self.version, shapes, dtypes, values, device, scratch, bodies)
 
     def infer(self, ctx: OpContext) -> list[tuple[tuple, np.dtype]]:
         """Output (shape, dtype) per output; None for absent ones.
@@ -124,7 +124,7 @@ class Step:
         missing = self.kernel.num_outputs - len(outs)
         return tuple(outs) + (None,) * missing if missing > 0 else tuple(outs)
 
-    def evaluate(self, arrays: list, device: str = "cpu", memory_limit: int | None = None) -> list:
+    def evaluate(self, arrays: list, device: str = "cpu", memory_limit: int | None = None, bodies=None) -> list:
         """Run the node once on concrete arrays, allocating its outputs.
 
         Used for folding constants, for values known at reshape time, and for
@@ -134,8 +134,10 @@ class Step:
 
         Args:
             memory_limit: bytes; None: budget.default_memory_limit().
+            bodies: the body runner for If/Loop/Scan (OpContext.bodies); None outside a Net.
         Raises:
             ResourceExhaustedError: outputs and scratch over the budget.
+            NotStatic: a control-flow node evaluated with no body runner.
         """
         limit = budget.default_memory_limit() if memory_limit is None else memory_limit
         shapes = [None if a is None else a.shape for a in arrays]
@@ -143,7 +145,7 @@ class Step:
         own = getattr(self.kernel.impl, "evaluate", None)
         if self.kernel.dynamic_output or own is not None:
             # a kernel that allocates its outputs (NonZero...) or sizes them by running (Loop, If, Scan)
-            ctx = self.context(shapes, dtypes, arrays, device)
+            ctx = self.context(shapes, dtypes, arrays, device, bodies=bodies)
             try:
                 if self.kernel.dynamic_output:
                     return self._evaluate_dynamic(ctx, arrays)
@@ -153,7 +155,7 @@ class Step:
             except Exception as exc:
                 raise self.typed_error(exc, "kernel") from exc
         refs: list = []
-        ctx = self.context(shapes, dtypes, arrays, device, refs.append)
+        ctx = self.context(shapes, dtypes, arrays, device, refs.append, bodies)
         specs = self.infer(ctx)
         what = f"node {self.node.name!r} ({self.node.op_type})"
         out_bytes = sum(budget.nbytes_of(s, t) for s, t in specs if s is not None)

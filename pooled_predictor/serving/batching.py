@@ -33,6 +33,7 @@ import threading
 
 import numpy as np
 
+from ..engine.inputs import CheckedInputs
 from ..errors import PooledPredictorError
 from ..engine.program import Program
 
@@ -154,8 +155,9 @@ class Batcher:
     def run(self, net, jobs) -> list[dict]:
         """Run `jobs` (same signature) as one batch on `net`; one output dict per job.
 
-        The inputs are concatenated straight into the Net's input blobs; each
-        job's outputs are its rows of the output blobs, copied once.
+        The jobs' inputs are concatenated along the first dimension and go through
+        Net.forward (read in place where large, as any job's); each job's outputs are
+        its rows of the output blobs, copied once.
 
         Raises:
             NotBatchable: an output's first dimension is not the batch's rows.
@@ -163,18 +165,13 @@ class Batcher:
         """
         rows = [j.rows for j in jobs]
         total = sum(rows)
-        key = jobs[0].batch_key
-        net.reshape({n: (total,) + shape for n, (shape, _) in zip(self.input_names, key)})
-        for name in self.input_names:
-            np.concatenate([j.inputs[name] for j in jobs], axis=0, out=net.blob_by_name(name))
-        net.forward()
-        wanted = {}
-        for j in jobs:
-            for name in j.output_names:
-                if name not in wanted:
-                    blob = wanted[name] = net.blob_by_name(name)
-                    if blob.ndim == 0 or blob.shape[0] != total:
-                        raise NotBatchable(f"output {name!r} has shape {blob.shape} for a batch of {total} rows")
+        inputs = CheckedInputs((name, np.concatenate([j.inputs[name] for j in jobs], axis=0))
+                               for name in self.input_names)  # each job's arrays were checked at submit
+        names = list(dict.fromkeys(name for j in jobs for name in j.output_names))
+        wanted = net.forward(inputs, names, share_inputs="large")
+        for name, blob in wanted.items():
+            if blob.ndim == 0 or blob.shape[0] != total:
+                raise NotBatchable(f"output {name!r} has shape {blob.shape} for a batch of {total} rows")
         results, start = [], 0
         for j, r in zip(jobs, rows):
             results.append({n: wanted[n][start:start + r].copy() for n in j.output_names})

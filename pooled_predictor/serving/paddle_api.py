@@ -16,8 +16,9 @@ Net): what one thread feeds is invisible to another.
 
 * `copy_from_cpu(array)` copies the array once into the handle;
   `share_external_data(array)` keeps a reference. In both cases `run()` makes
-  the Net read that buffer in place (Net.forward_shared): the input is never
-  copied into the Net's arena, so a shared buffer is read as it is at run().
+  the Net read that buffer in place (Net.forward with share_inputs=True): the
+  input is never copied into the Net's arena, so a shared buffer is read as it
+  is at run().
 * `copy_to_cpu()` returns a copy of the output (valid after the next run).
 
 On a PinnedPooledPredictor, `run()` sends the handles' arrays through the pool

@@ -274,8 +274,11 @@ class _Job(Future):
         return cancelled
 
 
-class _Core:
-    """What the workers share: models, queue, callback, stats. Holds no reference to the pool."""
+class _Workers:
+    """The worker threads and what they share: models, queue, batchers, callback, stats.
+
+    Holds no reference to the pool (a pool dropped without close() lets its workers go).
+    """
 
     def __init__(self, config: Config, predictors: list[Predictor], callback: Callback | None):
         self.config = config
@@ -389,9 +392,9 @@ class _Core:
         net = None
         try:
             net = self.predictors[job.net_id].net()
-            inputs = job.inputs  # checked in the caller's thread at submit; read in place where they can be
-            net.forward_checked_shared(inputs)
-            result = {n: np.array(inputs[n] if n in inputs else net.blob_by_name(n)) for n in job.output_names}
+            # CheckedInputs (checked in the caller's thread at submit), read in place where they can be
+            blobs = net.forward(job.inputs, job.output_names, share_inputs="large")
+            result = {n: np.array(blobs[n]) for n in job.output_names}
         except BaseException as exc:
             error = exc
         if net is not None and not net.restored and self.restore and not inline:
@@ -531,7 +534,7 @@ class PooledPredictor:
             for i, p in enumerate(predictors):
                 p.warmup(config.warmup_shapes[i] if i < len(config.warmup_shapes) else None)
         self._blas_token = limit_blas_threads(config.blas_threads) if config.disable_blas_threading else None
-        self._core = _Core(config, predictors, callback)
+        self._core = _Workers(config, predictors, callback)
         self._closed = False
         self._close_lock = threading.Lock()
         self._closing_thread = None                  # the thread of the first close()
@@ -624,7 +627,7 @@ class PooledPredictor:
         if net_id.__class__ is not int or not 0 <= net_id < len(core.predictors):
             net_id = self._check_net_id(net_id)
         predictor = core.predictors[net_id]
-        arrays = predictor.canonical_net.check_inputs(inputs)
+        arrays = predictor.canonical_net.input_spec.check(inputs)
         names = predictor.program.output_names if output_names is None else self._resolve_outputs(net_id, output_names)
         if deadline is not None or timeout is not None or block is not None:
             check_admission_args(deadline, block, timeout)
@@ -758,7 +761,7 @@ def check_admission_args(deadline, block, timeout) -> None:
         raise InputError(f"block must be True, False or None, not {type(block).__name__}")
 
 
-def _finalize(core: _Core, blas_token) -> None:
+def _finalize(core: _Workers, blas_token) -> None:
     """The pool was garbage-collected without close(): let its workers exit."""
     with core.threads_lock:
         if not core.queue.closed:

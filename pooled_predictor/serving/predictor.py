@@ -16,18 +16,22 @@ Returned arrays are copies: they stay valid after the next forward.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from .. import budget
-from .blas import limit_blas_threads, release_blas_threads
+from ..engine.net import Net, Optimization
+from ..engine.profiling import Profiler
+from ..engine.program import Program
 from ..errors import InputError, UnknownBlobError
 from ..importers import load_caffe, load_model
 from ..ir import Graph, Value
-from ..engine.net import Net, Optimization
+from ..ops.cpu.compiled import load_all
+from ..passes import optimize
+from .blas import limit_blas_threads, release_blas_threads
 from .paddle_api import HandleAPI
-from ..engine.program import Program
 
 
 class Predictor(HandleAPI):
@@ -80,8 +84,6 @@ class Predictor(HandleAPI):
         self.imported_graph = graph
         self.optimization_report = None
         if graph_optimization_level != "none" or disabled_passes:
-            from ..passes import optimize
-
             # blobs named in `keep` stay: passes never remove or rename graph outputs
             keep_outputs = [k for k in keep if k not in graph.output_names]
             if keep_outputs:
@@ -99,8 +101,6 @@ class Predictor(HandleAPI):
                                  cache_bytes=cache_bytes, memory_limit_bytes=limit)
         self.profiler = None
         if enable_profiling:
-            from ..engine.profiling import Profiler
-
             self.profiler = Profiler()
         self.canonical_net = self.new_net()
         self._local = threading.local()
@@ -166,9 +166,7 @@ class Predictor(HandleAPI):
         return self.program.outputs
 
     def _handle_run(self, arrays: dict) -> dict:
-        net = self.net()
-        net.forward_shared(arrays)
-        return {n: net.blob_by_name(n) for n in self.output_names}
+        return self.net().forward(arrays, self.output_names, share_inputs=True)
 
     def __del__(self):
         token = getattr(self, "_blas_token", None)
@@ -220,8 +218,6 @@ class Predictor(HandleAPI):
         if self.profiler is None:
             return None
         if path is None:
-            import time
-
             path = time.strftime("pooled_predictor_profile_%Y-%m-%d_%H-%M-%S.json")
         return self.profiler.write_trace(path)
 
@@ -245,14 +241,10 @@ class Predictor(HandleAPI):
         Raises:
             InputError, ShapeInferenceError: shapes the model does not take.
         """
-        import time
-
-        from ..ops.cpu.compiled import load_all
-
         t0 = time.perf_counter()
         load_all()
         net = self.canonical_net
-        shapes = net.check_shapes(input_shapes) if input_shapes is not None else net.default_input_shapes()
+        shapes = net.input_spec.check_shapes(input_shapes) if input_shapes is not None else net.default_input_shapes()
         feeds = {v.name: np.zeros(shapes[v.name], v.dtype if v.dtype is not None else np.float32)
                  for v in self.inputs}
         net.forward(feeds)
@@ -286,19 +278,11 @@ class Predictor(HandleAPI):
         if out is not None:
             out = _check_out_arrays(out, output_names)
         net = self.net()
-        net.forward(inputs)
         if output_names is None:
+            net.forward(inputs)
             return {n: np.array(net.blob_by_name(n)) for n in activation_names(net)}
-        blobs = [net.blob_by_name(n) for n in output_names]
-        if out is None:
-            return [np.array(b) for b in blobs]
-        for name, b, o in zip(output_names, blobs, out):  # every one checked before any is written
-            if o.shape != b.shape or o.dtype != b.dtype:
-                raise InputError(f"`out` for {name!r} must be an ndarray of shape {b.shape} "
-                                 f"and dtype {b.dtype}, got shape {o.shape} and dtype {o.dtype}")
-        for b, o in zip(blobs, out):
-            np.copyto(o, b)
-        return out
+        blobs = net.forward(inputs, output_names, out=out)
+        return out if out is not None else [np.array(blobs[n]) for n in output_names]
 
     def run(self, output_names: Sequence[str] | None = None,
             input_feed: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray] | None:

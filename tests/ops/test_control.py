@@ -284,7 +284,7 @@ def test_unsupported_op_inside_a_body_is_reported_at_compile():
 
 def test_body_memory_is_planned_once_and_reused():
     """The Loop body runs as a nested Net under Optimization.MEMORY: one layout for all iterations."""
-    from pooled_predictor.engine.control_flow import body_run
+    from pooled_predictor.engine.net import BODIES
     from pooled_predictor.ops.shapes.control import TRUE
 
     m = loop_model()
@@ -295,7 +295,7 @@ def test_body_memory_is_planned_once_and_reused():
     loop = next(n for n in net.program.graph.nodes if n.op_type == "Loop")
     body = loop.attrs["body"]
     assert body.captures == ("a", "limit")
-    run = body_run(body, "cpu", [np.int64, np.bool_] + [np.float32] * 3, None, {1: TRUE})
+    run = BODIES(body, "cpu", [np.int64, np.bool_] + [np.float32] * 3, None, {1: TRUE})
     run.net.layouts_built = 0
     net.forward(feeds)
     assert run.net.memory_plan is not None and run.net.layouts_built == 0

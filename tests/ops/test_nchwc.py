@@ -197,7 +197,7 @@ def _y_under_none_and_memory(model, x, passes):
     for opt in (Optimization.NONE, Optimization.MEMORY):
         net = Net(_program(model, passes), optimization=opt)
         net.forward(x)
-        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+        ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net.layout.run_nodes]
         assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
         outs[opt] = np.array(net.blob_by_name("y"))
     np.testing.assert_array_equal(outs[Optimization.MEMORY], outs[Optimization.NONE])
@@ -222,7 +222,7 @@ def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
     x = f32(n, 16, 9, 7)
     net = Net(_program(model, passes), optimization=optimization)
     net.forward(x)
-    ran = [(node.op_type, any("@" in o for o in node.outputs)) for node in net._run_nodes]
+    ran = [(node.op_type, any("@" in o for o in node.outputs)) for node in net.layout.run_nodes]
     transforms = [op for op, _ in ran if op == TRANSFORM_OP]
     assert len(transforms) == 4, ran  # the graph input in, around the 3x3 2-group conv, the graph output back
     blocked_ops = {op for op, b in ran if b and op != TRANSFORM_OP}
@@ -232,7 +232,7 @@ def test_chain_stays_blocked_and_matches_onnxruntime(n, passes, optimization):
         expected.discard("Concat")
         assert "Concat" not in {op for op, _ in ran}
         (cat,) = [st.node.outputs[0] for st in net.program.steps if st.node.op_type == "Concat"]
-        assert f"{cat}@NCHW8c" in net._layout.blobs  # stored blocked, its inputs inside it
+        assert f"{cat}@NCHW8c" in net.layout.blobs  # stored blocked, its inputs inside it
     assert expected | fused <= blocked_ops, ran
     ref = run_ort(model, {"x": x})[0]
     got = net.blob_by_name("y")
@@ -251,13 +251,13 @@ def test_off_block_channels_and_disabled_switch_keep_nchw(monkeypatch):
     x = f32(2, 10, 9, 7)
     net = Net(Program(load_onnx(model)))
     net.forward(x)
-    assert not any("@" in o for node in net._run_nodes for o in node.outputs)
+    assert not any("@" in o for node in net.layout.run_nodes for o in node.outputs)
     np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
     monkeypatch.setattr(conv_nchwc, "ENABLED", False)
     model = _chain_model()
     net = Net(Program(load_onnx(model)))
     net.forward(f32(2, 16, 9, 7))
-    assert not any(node.op_type == TRANSFORM_OP for node in net._run_nodes)
+    assert not any(node.op_type == TRANSFORM_OP for node in net.layout.run_nodes)
 
 
 @pytest.mark.parametrize("pixels", [1, 7, 8, 9, 63, 255, 256, 257, 600, 8 * 33 + 5])
@@ -282,11 +282,11 @@ def test_blocked_chain_gives_the_nchw_kernels_bits(passes, monkeypatch):
     x = f32(2, 16, 9, 7)
     blocked_net = Net(_program(model, passes))
     blocked_net.forward(x)
-    assert any(node.op_type == TRANSFORM_OP for node in blocked_net._run_nodes)
+    assert any(node.op_type == TRANSFORM_OP for node in blocked_net.layout.run_nodes)
     monkeypatch.setattr(conv_nchwc, "ENABLED", False)
     plain = Net(_program(model, passes))
     plain.forward(x)
-    assert not any(node.op_type == TRANSFORM_OP for node in plain._run_nodes)
+    assert not any(node.op_type == TRANSFORM_OP for node in plain.layout.run_nodes)
     np.testing.assert_array_equal(blocked_net.blob_by_name("y"), plain.blob_by_name("y"))
 
 
@@ -311,7 +311,7 @@ def test_blocked_maxpool_matches_onnxruntime(kernel, strides, pads, dilations, c
     x = f32(2, c, *hw)
     net = Net(Program(load_onnx(model)))
     net.forward(x)
-    assert any(n.op_type == "MaxPool" and n.outputs[0].endswith("@" + L) for n in net._run_nodes)
+    assert any(n.op_type == "MaxPool" and n.outputs[0].endswith("@" + L) for n in net.layout.run_nodes)
     np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
@@ -337,7 +337,7 @@ def test_stem_convs_read_nchw_and_write_blocked(passes, n, stride, monkeypatch):
     x = f32(n, 3, 9, w_in)
     net = Net(_program(model, passes))
     net.forward(x)
-    ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+    ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net.layout.run_nodes]
     firsts = [r for r in ran if r[1] == "x"]
     assert len(firsts) == 2 and all(o.endswith("@" + L) for _, _, o in firsts), ran  # x read as NCHW
     assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 1, ran  # only the graph output back
@@ -373,12 +373,12 @@ def test_indirect_convs_run_blocked_with_the_nchw_kernels_bits(passes, c, m, ker
     x = f32(n, c, h, w)
     net = Net(_program(model, passes))
     net.forward(x)
-    ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net._run_nodes]
+    ran = [(node.op_type, node.inputs[0], node.outputs[0]) for node in net.layout.run_nodes]
     target = [r for r in ran if r[1].startswith("a")]
     assert len(target) == 1 and target[0][1] == "a@" + L and target[0][2].endswith("@" + L), ran
     assert sum(op == TRANSFORM_OP for op, _, _ in ran) == 2, ran  # only the graph's input and output
     plain = _matches_ort_and_nchw_bits(net, model, x, passes, monkeypatch)
-    assert [nd for nd in plain._run_nodes if nd.inputs[0] == "a"], "the NCHW path runs the same node"
+    assert [nd for nd in plain.layout.run_nodes if nd.inputs[0] == "a"], "the NCHW path runs the same node"
 
 
 @pytest.mark.parametrize("act", ["Relu", "Sigmoid"])
@@ -397,9 +397,9 @@ def test_indirect_conv_adds_its_sum_input_in_the_kernel(act, monkeypatch):
     x = f32(n, c, h, w)
     net = Net(_program(model, True))
     net.forward(x)
-    fused = [nd for nd in net._run_nodes if nd.op_type == "FusedConv" and nd.inputs[0].startswith("a")]
+    fused = [nd for nd in net.layout.run_nodes if nd.op_type == "FusedConv" and nd.inputs[0].startswith("a")]
     assert len(fused) == 1 and len(fused[0].inputs) == 4 and fused[0].outputs[0].endswith("@" + L), \
-        [(nd.op_type, nd.inputs, nd.outputs) for nd in net._run_nodes]
+        [(nd.op_type, nd.inputs, nd.outputs) for nd in net.layout.run_nodes]
     _matches_ort_and_nchw_bits(net, model, x, True, monkeypatch)
 
 
@@ -411,7 +411,7 @@ def test_blocked_intermediates_read_by_their_model_names_under_none(monkeypatch)
     x = f32(2, 16, 9, 7)
     net = Net(_program(model, True), optimization=Optimization.NONE)
     net.forward(x)
-    blocked_only = [n for n in net._layout.typed if n not in net._blobs]
+    blocked_only = [n for n in net.layout.typed if n not in net.layout.blobs]
     assert blocked_only, "the chain holds some values only in NCHW8c"
     names = net.blob_names
     assert not any("@" in n for n in names) and set(blocked_only) <= set(names)

@@ -141,19 +141,19 @@ def test_block_fuses_runs_blocked_and_keeps_the_bits(stride, kernel, acts, resid
     feeds = _feeds(inputs)
     net = _net(model)
     got = _run(net, feeds)
-    fused = [n for n in net._run_nodes if n.op_type == "FusedConvDepthwise"]
+    fused = [n for n in net.layout.run_nodes if n.op_type == "FusedConvDepthwise"]
     assert len(fused) == 1 and all("@NCHW8c" in v for v in (fused[0].inputs[0], fused[0].outputs[0]))
     assert bool(fused[0].inputs[3]) == residual
     ref = run_ort(model, feeds)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
     unfused = _net(model, disable=("fuse_pointwise_depthwise",))
     np.testing.assert_array_equal(got, _run(unfused, feeds))  # the two blocked kernels' bits
-    assert not any(n.op_type == "FusedConvDepthwise" for n in unfused._run_nodes)
+    assert not any(n.op_type == "FusedConvDepthwise" for n in unfused.layout.run_nodes)
     np.testing.assert_array_equal(got, _run(_net(model, Optimization.NONE), feeds))  # MEMORY as NONE
     monkeypatch.setattr(conv_nchwc, "ENABLED", False)  # the NCHW kernel: the two FusedConv kernels over a scratch T
     plain = _net(model)
     np.testing.assert_array_equal(got, _run(plain, feeds))
-    assert [n for n in plain._run_nodes if n.op_type == "FusedConvDepthwise" and "@" not in n.outputs[0]]
+    assert [n for n in plain.layout.run_nodes if n.op_type == "FusedConvDepthwise" and "@" not in n.outputs[0]]
 
 
 def test_fusion_drops_t_from_the_arena_and_stays_at_the_lower_bound():
@@ -164,14 +164,14 @@ def test_fusion_drops_t_from_the_arena_and_stays_at_the_lower_bound():
     t_bytes = 2 * 96 * 24 * 24 * 4
     assert fused.arena_bytes <= unfused.arena_bytes - t_bytes // 2
     plan = fused.memory_plan
-    assert plan.arena_bytes <= plan.lower_bound_bytes + 64 * len(fused._run_nodes)
+    assert plan.arena_bytes <= plan.lower_bound_bytes + 64 * len(fused.layout.run_nodes)
 
 
 def test_off_block_channels_keep_two_nodes():
     model, inputs = _block(c=12, m=36)  # no NCHW8c kernel: the pass leaves the pair alone
     net = _net(model)
     got = _run(net, _feeds(inputs))
-    assert not any(n.op_type == "FusedConvDepthwise" for n in net._run_nodes)
+    assert not any(n.op_type == "FusedConvDepthwise" for n in net.layout.run_nodes)
     ref = run_ort(model, _feeds(inputs))[0]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 

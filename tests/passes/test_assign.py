@@ -104,7 +104,7 @@ def test_net_runs_mixed_layouts_like_onnxruntime(layout, optimization):
             st.alternatives = (alt,)
     net = Net(program, optimization=optimization)
     net.forward(x)
-    ops = [n.op_type for n in net._run_nodes]
+    ops = [n.op_type for n in net.layout.run_nodes]
     assert ops == ["Conv", TRANSFORM_OP, "Relu", "Sigmoid", TRANSFORM_OP, "Conv", "Relu", TRANSFORM_OP]
     ref = run_ort(model, {"x": x})
     for name, r in zip(["y", "z"], ref):

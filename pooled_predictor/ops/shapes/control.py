@@ -1,6 +1,7 @@
 """Shape rules of If, Loop and Scan: inferred through their bodies (nested Nets).
 
-A body is laid out for the input shapes the node sees (control_flow.BodyRun),
+A body is laid out for the input shapes the node sees (a BodyRun, from the body
+runner the Net hands down: OpContext.body_run; engine/control_flow.py),
 so its output shapes come from the same shape rules as any Net's. Where an
 output's shape is known only by running (a branch chosen by a condition fed
 at forward whose branches disagree, a trip count fed at forward with scan
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...engine.control_flow import body_run, specs_or_raise
 from ...errors import PooledPredictorError
 from ...ir import readonly
 from ..context import NotStatic
@@ -22,6 +22,14 @@ INT64, BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 TRUE = readonly(np.array(True))  # a Loop body runs only while its condition is true
 
 
+def specs_or_raise(run, shapes, what: str) -> list:
+    """Body output (shape, dtype) list; NotStatic when one is known only by running."""
+    specs = run.output_specs(shapes)
+    if any(s is None for s in specs):
+        raise NotStatic(f"{what}: a body output's shape depends on data")
+    return specs
+
+
 def input_values(ctx, idx) -> list:
     return [ctx.value(i) if ctx.is_static(i) else None for i in idx]
 
@@ -29,7 +37,7 @@ def input_values(ctx, idx) -> list:
 def branch_run(ctx, sub):
     """If: the branch's BodyRun (its inputs are the node's captures, inputs 1..)."""
     idx = range(1, ctx.num_inputs)
-    return body_run(sub, ctx.device, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
+    return ctx.body_run(sub, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
 
 
 @shape_rule("If")
@@ -53,7 +61,7 @@ def loop_run(ctx, body):
     """Loop: the body's BodyRun (iteration number, condition, carried values, captures)."""
     idx = range(2, ctx.num_inputs)
     dtypes = [INT64, BOOL] + [ctx.dtype(i) for i in idx]
-    return body_run(body, ctx.device, dtypes, [None, None] + input_values(ctx, idx), {1: TRUE})
+    return ctx.body_run(body, dtypes, [None, None] + input_values(ctx, idx), {1: TRUE})
 
 
 def static_trip_count(ctx, run) -> int | None:
@@ -115,13 +123,13 @@ def drop_axis(shape, axis: int) -> tuple:
 
 def scan_run(ctx, body):
     idx = range(ctx.num_inputs)
-    return body_run(body, ctx.device, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
+    return ctx.body_run(body, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
 
 
 def scan8_run(ctx, body):
     """Scan-8: the body's BodyRun (inputs after sequence_lens: states, scan inputs, captures)."""
     idx = range(1, ctx.num_inputs)
-    return body_run(body, ctx.device, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
+    return ctx.body_run(body, [ctx.dtype(i) for i in idx], input_values(ctx, idx))
 
 
 def _scan8(ctx):

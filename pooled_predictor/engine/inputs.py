@@ -1,0 +1,153 @@
+"""InputSpec: the one validator of a model's inputs (count, names, dtypes, ranks, fixed dims).
+
+Every door into a model checks through it: Net.forward, Predictor.forward and the pool's
+forward (in the caller's thread, so a bad request fails at the call). What it accepts
+comes back as CheckedInputs, a dict name -> ndarray that Net.forward takes without a
+second check (the pool checks at submit and its worker runs the job later).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..ir import Value
+
+
+class CheckedInputs(dict):
+    """name -> ndarray, every input of the model, accepted by InputSpec.check."""
+
+    __slots__ = ()
+
+
+class InputSpec:
+    """The declared inputs of a model and the checks against them.
+
+    Args:
+        inputs: the model's input Values (name, dtype, shape with ints, symbols or None).
+    """
+
+    def __init__(self, inputs: Sequence[Value]):
+        self.values = list(inputs)
+        self.names = [v.name for v in self.values]
+        self._declared = {v.name: v for v in self.values}
+        # name -> (rank or None, ((axis, fixed size), ...)) for fast shape checks
+        self._fixed = {v.name: (None, ()) if v.shape is None else
+                       (len(v.shape), tuple((i, d) for i, d in enumerate(v.shape) if isinstance(d, int)))
+                       for v in self.values}
+        self._specs = [(v.name, v.dtype, *self._fixed[v.name]) for v in self.values]
+        self._defaults = {v.name: tuple(d if isinstance(d, int) else 1 for d in (v.shape or ()))
+                          for v in self.values}
+
+    def default_shapes(self) -> dict[str, tuple]:
+        """Declared input shapes, symbolic or unknown dimensions taken as 1."""
+        return dict(self._defaults)
+
+    def check(self, inputs) -> CheckedInputs:
+        """Normalize inputs (list in input order, dict by name, or one array) and check them.
+
+        Returns:
+            CheckedInputs: name -> ndarray, in input order.
+        Raises:
+            InputError: wrong count, names, type, dtype, rank or fixed dimension; the
+                message names the input and what was expected.
+        """
+        if type(inputs) is CheckedInputs:
+            return inputs
+        if type(inputs) is dict and len(inputs) == len(self._specs):
+            arrays = CheckedInputs()
+            for name, dtype, rank, fixed in self._specs:  # the common case, cheaply
+                a = inputs.get(name)
+                if type(a) is not np.ndarray or (dtype is not None and a.dtype != dtype) \
+                        or (rank is not None and a.ndim != rank):
+                    break
+                shape = a.shape
+                for i, d in fixed:
+                    if shape[i] != d:
+                        break
+                else:
+                    arrays[name] = a
+                    continue
+                break
+            else:
+                return arrays
+        arrays = self._normalize(inputs)  # anything else, with messages
+        self.check_shapes({n: a.shape for n, a in arrays.items()})
+        return arrays
+
+    def _normalize(self, inputs) -> CheckedInputs:
+        names = self.names
+        if isinstance(inputs, Mapping):
+            unknown = [n for n in inputs if n not in self._declared]
+            missing = [n for n in names if n not in inputs]
+            if unknown or missing:
+                raise InputError(f"got inputs {sorted(map(str, inputs))}, the model takes {names}"
+                                 + (f"; unknown: {unknown}" if unknown else "")
+                                 + (f"; missing: {missing}" if missing else ""))
+            items = [(n, inputs[n]) for n in names]
+        else:
+            if _is_array(inputs):
+                inputs = [inputs]
+            if not isinstance(inputs, (list, tuple)):
+                raise InputError(f"inputs must be a list, a dict or an array, not {type(inputs).__name__}")
+            if len(inputs) != len(names):
+                raise InputError(f"the model takes {len(names)} input(s) {names}, got {len(inputs)}")
+            items = list(zip(names, inputs))
+        arrays = CheckedInputs()
+        for (n, a), v in zip(items, self.values):
+            if type(a) is not np.ndarray:
+                if not _is_array(a):
+                    raise InputError(f"input {n!r} must be an array, not {type(a).__name__}")
+                a = np.asarray(a)
+            if v.dtype is not None and a.dtype != v.dtype:
+                raise InputError(f"input {n!r}: expected dtype {v.dtype}, got {a.dtype}")
+            arrays[n] = a
+        return arrays
+
+    def check_shapes(self, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple]:
+        """Validate input shapes against the declared ranks and fixed dims.
+
+        Returns:
+            name -> shape (tuples of ints), in input order.
+        Raises:
+            InputError: missing or unknown input names, wrong rank, a fixed dimension
+                that differs, or a negative dimension.
+        """
+        names = self.names
+        if len(input_shapes) != len(names) or any(n not in input_shapes for n in names):
+            unknown = [n for n in input_shapes if n not in self._declared]
+            missing = [n for n in names if n not in input_shapes]
+            raise InputError(f"inputs {sorted(input_shapes)} do not match the model's inputs {names}"
+                             + (f"; unknown: {unknown}" if unknown else "")
+                             + (f"; missing: {missing}" if missing else ""))
+        shapes = {}
+        for n in names:
+            shape = tuple(map(int, input_shapes[n]))
+            rank, fixed = self._fixed[n]
+            if rank is not None and len(shape) != rank or min(shape, default=0) < 0 \
+                    or any(shape[i] != d for i, d in fixed):
+                self._shape_error(n, shape)
+            shapes[n] = shape
+        return shapes
+
+    def _shape_error(self, n: str, shape: tuple):
+        decl = self._declared[n].shape
+        if any(d < 0 for d in shape):
+            raise InputError(f"input {n!r}: negative dimension in {shape}")
+        if len(shape) != len(decl):
+            raise InputError(f"input {n!r}: expected rank {len(decl)} (shape {_fmt(decl)}), "
+                             f"got rank {len(shape)} (shape {shape})")
+        bad = [i for i, (d, e) in enumerate(zip(shape, decl)) if isinstance(e, int) and d != e]
+        raise InputError(f"input {n!r}: expected shape {_fmt(decl)}, got {shape} "
+                         f"(dimension {bad[0]} must be {decl[bad[0]]})")
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, np.ndarray) or (hasattr(x, "__array__") and hasattr(x, "shape")
+                                         and hasattr(x, "dtype"))
+
+
+def _fmt(shape) -> str:
+    return "(" + ", ".join(str(d) if d is not None else "?" for d in shape) + ")"

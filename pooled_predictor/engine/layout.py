@@ -1,0 +1,381 @@
+"""The compile-for-shapes pipeline: a Program plus input shapes -> a runnable Layout.
+
+    layout = build_layout(program, shapes, device, options, bodies)
+
+Stages, in order (each a function of this module or of arena.py):
+
+1. infer_and_bind: every node's output shapes and dtypes from its shape rule (ops/step.py),
+   values known before forward evaluated now (weights, Shape chains, constants), each
+   other node's kernel set up for its shapes; nodes whose shapes depend on data fed at
+   forward (NonZero, NMS, a Reshape to an input's values, and everything downstream)
+   are set aside to run per forward.
+2. assign_types: a kernel type per node (layout: NCHW, NCHW8c) and the transforms between
+   neighbours that disagree (passes/assign.py; Paddle-Lite's type_layout_cast_pass).
+3. plan_arena: which bytes of one arena each activation and workspace gets (arena.py,
+   memory_opt), the Concat inputs stored in place, the memory budget checked.
+4. bind_arrays: the arena from the Device, a view per blob, and each node's call bound to
+   its arrays (the kernel's prepared call where it has one: Paddle-Lite's PrepareForRun).
+
+A Layout is what a Net holds per input shapes: the blobs and the calls in order. It is
+used by one thread at a time (its Net's). Derived per-shape data that does not depend on
+the arena (kernel-type plans) is cached on the Program and shared read-only by every Net.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+import numpy as np
+
+from .. import budget
+from ..errors import ResourceExhaustedError
+from ..ops.context import NotStatic, ScratchRef
+from ..ops.layouts import DEFAULT_LAYOUT, TRANSFORM_OP, physical_shape, transform
+from ..ops.registry import lookup
+from ..ops.shapes import get_rule
+from ..ops.shapes.fused import DOMAIN
+from ..ops.step import SHAPE_ONLY_OPS, Step
+from ..passes.assign import assign_kernel_types, supported_choices
+from .arena import aligned, concats_in_place, nbytes, plan_memory
+from .device import Device
+
+
+class Optimization(enum.Enum):
+    """fb-caffe-exts' names: NONE keeps every blob; MEMORY plans them into one arena."""
+
+    NONE = "none"
+    MEMORY = "memory"
+
+
+CONCAT_IN_PLACE = True
+"""Under Optimization.MEMORY (arena planner), layouts built from now on store the inputs of a Concat
+in its output where that is one contiguous range per input (arena.concats_in_place); False: every
+Concat copies (its inputs planned as values of their own)."""
+
+PREPARE_CALLS = True
+"""Nets created from now on run each node through its kernel's prepare_run() where it has one;
+False: runner(*inputs, out=...) every time (the same bits: tests/test_prepared.py)."""
+
+
+@dataclass(frozen=True)
+class LayoutOptions:
+    """How a Net lays out its blobs (the Net's constructor arguments).
+
+    Attributes:
+        optimization: Optimization.NONE (every blob its own bytes) or MEMORY (one planned arena).
+        planner: "arena" or "shared" (fb-caffe-exts' baseline), under MEMORY.
+        keep: intermediate blobs that stay readable under MEMORY.
+        memory_limit_bytes: budget of one layout (outputs of each node, then the arena).
+        prepare_calls: bind kernels' prepared calls (PREPARE_CALLS at the Net's creation).
+    """
+
+    optimization: Optimization = Optimization.NONE
+    planner: str = "arena"
+    keep: tuple = ()
+    memory_limit_bytes: int = 0
+    prepare_calls: bool = True
+
+
+class Layout:
+    """Everything a Net binds for one set of input shapes.
+
+    Attributes:
+        blobs: name -> array (weights, static values, views of the arena, dynamic outputs).
+        run: one zero-argument call per node, in order; run_nodes: their Nodes.
+        plain: each call as a partial runner(*args, out=...) (Net.forward swaps an input
+            read in place into it); readers: input name -> indices of the calls that read it.
+        dynamic: the Steps run per forward (data-dependent shapes); env: the blob dict they
+            read and write (blobs, or blobs with inputs read in place during one forward).
+        arena, plan, liveness, plan_seconds, activation_bytes, readable: the memory facts.
+        typed: model name -> (typed blob, layout, logical shape) for values held only in
+            another layout; typed_names: every value stored in another layout (v@NCHW8c).
+    """
+
+    __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
+                 "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
+                 "device", "memory_limit_bytes", "bodies")
+
+    def __init__(self, device: Device, memory_limit_bytes: int, bodies):
+        self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
+        self.blobs: dict = {}
+        self.env: dict = self.blobs
+        self.run, self.plain, self.run_nodes, self.dynamic = [], [], [], []
+        self.dynamic_outputs: frozenset = frozenset()
+        self.arena, self.plan, self.liveness, self.plan_seconds = None, None, None, 0.0
+        self.readable, self.activation_bytes = set(), 0
+        self.typed, self.typed_names, self.readers = {}, frozenset(), {}
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.arena.nbytes)
+
+    def run_dynamic(self, step: Step) -> None:
+        """Run a node whose shapes depend on data: infer, allocate and run now."""
+        env = self.env
+        arrays = [env[i] if i else None for i in step.node.inputs]
+        outs = step.evaluate(arrays, self.device.name, self.memory_limit_bytes, self.bodies)
+        for o, arr in zip(step.node.outputs, outs):
+            if o:
+                env[o] = arr
+
+    def model_layout_copy(self, name: str) -> np.ndarray:
+        """A value held only in another layout, copied into the model's layout (ops/layouts.transform)."""
+        typed, lay, logical = self.typed[name]
+        out = np.empty(logical, self.blobs[typed].dtype)
+        transform(self.blobs[typed], lay, DEFAULT_LAYOUT, out)
+        return out
+
+
+def build_layout(program, shapes: dict[str, tuple], device: Device, options: LayoutOptions,
+                 bodies: Callable | None = None) -> Layout:
+    """Lay a Program out for these input shapes (checked by InputSpec.check_shapes).
+
+    Args:
+        program: the compiled Program (engine/program.py).
+        shapes: input name -> shape, every input.
+        device: where the arena and weights live (engine/device.py).
+        options: LayoutOptions.
+        bodies: the body runner handed to If/Loop/Scan through OpContext (control_flow.BodyRuns).
+    Raises:
+        ShapeInferenceError: shapes the model's operators reject.
+        KernelError: a kernel's setup failed.
+        ResourceExhaustedError: a node's outputs or the arena over options.memory_limit_bytes.
+    """
+    layout = Layout(device, options.memory_limit_bytes, bodies)
+    shape, dtype, static, planned, dynamic = infer_and_bind(program, shapes, layout)
+    # Values that must survive the run: outputs, kept blobs, inputs of dynamic nodes.
+    keep = set(program.output_names) | set(options.keep)
+    keep.update(i for st in dynamic for i in st.node.inputs if i and i not in static)
+    planned, layout_of = assign_types(program, planned, shape, dtype, static, keep, layout)
+    activations = list(program.input_names) + [o for st, _, _ in planned for o in st.node.outputs if o]
+    physical = {n: physical_shape(shape[n], layout_of[n]) if n in layout_of else shape[n] for n in activations}
+    sizes = {n: nbytes(physical[n], dtype[n]) for n in activations}
+    offsets, parts, in_place, scratch_at, arena_bytes = plan_arena(
+        program, planned, shape, physical, dtype, layout_of, static, keep, sizes, options, layout)
+    budget.check(arena_bytes, options.memory_limit_bytes,
+                 f"the layout for input shapes {shapes} (arena: activations and scratch)")
+    try:
+        layout.arena = device.arena(arena_bytes)
+    except ResourceExhaustedError as exc:  # under the budget, but the device has less
+        raise ResourceExhaustedError(f"cannot allocate the arena of {arena_bytes:,} bytes for input shapes "
+                                     f"{shapes}", arena_bytes, options.memory_limit_bytes) from exc
+    bind_arrays(program, layout, planned, dynamic, activations, physical, dtype, static, offsets, parts, in_place,
+                scratch_at, options.prepare_calls)
+    if options.optimization is Optimization.MEMORY:
+        layout.readable = set(static) | set(program.input_names) | (keep & set(layout.blobs))
+    else:
+        layout.readable = set(layout.blobs)
+    for n, lay in layout_of.items():  # typed names (passes/assign.typed_name): value@layout
+        base = n[:-len(lay) - 1] if n.endswith("@" + lay) else None
+        if base and base not in layout.blobs and n in layout.readable:
+            layout.typed[base] = (n, lay, shape[n])
+    layout.typed_names = frozenset(layout_of)
+    layout.activation_bytes = sum(sizes.values())
+    layout.dynamic_outputs = frozenset(o for st in dynamic for o in st.node.outputs if o)
+    return layout
+
+
+def _shape_only_stub(shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """A zero-byte array with the given shape, for ops that read only the shape."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, (0,) * len(shape), writeable=False)
+
+
+def infer_and_bind(program, shapes: dict, layout: Layout):
+    """Stage 1: shapes and dtypes of every value, static values evaluated, kernels set up.
+
+    Returns:
+        (shape, dtype, static, planned [(Step, runner, scratch refs)], dynamic [Step]).
+    """
+    device, limit, bodies = layout.device, layout.memory_limit_bytes, layout.bodies
+    static: dict[str, np.ndarray] = dict(device.weights(program))
+    shape = {name: arr.shape for name, arr in static.items()}
+    dtype = {name: arr.dtype for name, arr in static.items()}
+    for v in program.inputs:
+        shape[v.name] = shapes[v.name]
+        dtype[v.name] = v.dtype if v.dtype is not None else np.dtype(np.float32)
+    planned: list[tuple[Step, Callable, list[ScratchRef]]] = []
+    dynamic: list[Step] = []
+    dynamic_values: set[str] = set()
+    for step in program.steps:
+        node = step.node
+        ins = node.inputs
+        if any(i in dynamic_values for i in ins if i):
+            dynamic.append(step)
+            dynamic_values.update(o for o in node.outputs if o)
+            continue
+        values = [static.get(i) if i else None for i in ins]
+        if node.op_type in SHAPE_ONLY_OPS or all(v is not None for i, v in zip(ins, values) if i):
+            arrays = [v if v is not None or not i else _shape_only_stub(shape[i], dtype[i])
+                      for i, v in zip(ins, values)]
+            for o, arr in zip(node.outputs, step.evaluate(arrays, "cpu", limit, bodies)):
+                if o:
+                    arr.flags.writeable = False
+                    static[o], shape[o], dtype[o] = arr, arr.shape, arr.dtype
+            continue
+        refs: list[ScratchRef] = []
+        ctx = step.context([shape[i] if i else None for i in ins], [dtype[i] if i else None for i in ins],
+                           values, device.name, refs.append, bodies)
+        try:
+            specs = step.infer(ctx)
+            budget.check(sum(budget.nbytes_of(s, t) for s, t in specs if s is not None), limit,
+                         f"node {node.name!r} ({node.op_type}) outputs")  # before the kernel's setup
+            runner = step.bind(ctx)
+        except NotStatic:  # the shape (or the kernel's setup) needs data fed at forward
+            dynamic.append(step)
+            dynamic_values.update(o for o in node.outputs if o)
+            continue
+        for o, (s, t) in zip(node.outputs, specs):
+            if o:
+                shape[o], dtype[o] = s, t
+        planned.append((step, runner, refs))
+    return shape, dtype, static, planned, dynamic
+
+
+def assign_types(program, planned, shape: dict, dtype: dict, static: dict, keep: set, layout: Layout):
+    """Stage 2: a kernel type per node and layout transforms between disagreeing neighbours.
+
+    Returns (planned steps with transforms inserted and changed kernels bound, value ->
+    layout for values not in the default layout). A model whose ops have one kernel type
+    each comes back unchanged.
+    """
+    if not any(st.alternatives for st, _, _ in planned):
+        return planned, {}
+    device = layout.device
+
+    def context(step, refs=None):
+        ins = step.node.inputs
+        return step.context([shape[i] if i else None for i in ins], [dtype[i] if i else None for i in ins],
+                            [static.get(i) if i else None for i in ins], device.name,
+                            None if refs is None else refs.append, layout.bodies)
+
+    choices = [supported_choices(st.kernel, st.alternatives, context(st)) if st.alternatives else [st.kernel]
+               for st, _, _ in planned]
+    sizes = {v: math.prod(s) for v, s in shape.items() if s is not None}
+    # the plan depends on the candidates and sizes only: every thread's Net of a Program shares it
+    key = (tuple(tuple(id(k) for k in c) for c in choices), tuple(sorted(keep)), tuple(sorted(sizes.items())))
+    cache = program.assignments
+    plan = cache.get(key)
+    if plan is None:
+        plan = assign_kernel_types([st.node for st, _, _ in planned], choices, static=set(static),
+                                   outputs=keep, sizes=sizes)
+        if len(cache) >= 64:
+            cache.pop(next(iter(cache)))
+        cache[key] = plan
+    if not plan.changed:
+        return planned, {}
+    transform_kernel = lookup(TRANSFORM_OP, DOMAIN, 1, device.name)
+    transform_rule = get_rule(TRANSFORM_OP, DOMAIN)
+
+    def bind(step):
+        for name in step.node.outputs:  # typed names: the logical shape of their value
+            base = name.split("@", 1)[0]
+            if name and name != base:
+                shape[name], dtype[name] = shape[base], dtype[base]
+        refs = []
+        ctx = context(step, refs)
+        step.infer(ctx)
+        return step, step.bind(ctx), refs
+
+    out = []
+    for i, ((st, runner, refs), k, node) in enumerate(zip(planned, plan.kernels, plan.nodes)):
+        out += [bind(Step(t, transform_kernel, 1, transform_rule)) for t in plan.before.get(i, ())]
+        out.append((st, runner, refs) if k is st.kernel and node is st.node
+                   else bind(Step(node, k, st.version, st.rule, st.alternatives)))
+    out += [bind(Step(t, transform_kernel, 1, transform_rule)) for t in plan.after]
+    return out, plan.layouts
+
+
+def plan_arena(program, planned, shape, physical, dtype, layout_of, static, keep, sizes, options, layout):
+    """Stage 3: an offset for every activation and workspace (arena.py).
+
+    Returns:
+        (offsets, Concat parts, in-place Concat steps, scratch id -> offset, arena bytes);
+        sets layout.plan, layout.liveness and layout.plan_seconds under MEMORY.
+    """
+    memory = options.optimization is Optimization.MEMORY
+    scratch_at: dict[int, int] = {}
+    parts, in_place = {}, set()  # Concat inputs stored in their output (arena.concats_in_place)
+    if memory and options.planner == "arena" and CONCAT_IN_PLACE:
+        parts, in_place = concats_in_place(planned, shape, physical, dtype, layout_of, static,
+                                           keep | set(program.input_names))
+    if memory:
+        t0 = time.perf_counter()
+        layout.plan, layout.liveness = plan_memory(planned, sizes, static, keep, program.input_names,
+                                                   program.output_names, options.planner, parts, in_place)
+        layout.plan_seconds = time.perf_counter() - t0
+        offsets = dict(layout.plan.offsets)
+        arena_bytes = aligned(layout.plan.arena_bytes)
+        if options.planner == "arena":  # scratch was planned as values live at one step
+            scratch_at = {id(r): offsets[f"{st.node.name}/scratch{j}"]
+                          for st, _, refs in planned for j, r in enumerate(refs)}
+    else:
+        offsets, arena_bytes = {}, 0
+        for n in sizes:  # NONE: every blob its own region of the arena
+            offsets[n] = arena_bytes
+            arena_bytes += aligned(sizes[n])
+    if not scratch_at:
+        # NONE and the fb-caffe-exts baseline: scratch lives while its node runs,
+        # so all nodes share one workspace after the blobs (as Caffe's col buffer).
+        workspace = max((sum(aligned(r.nbytes) for r in refs) for _, _, refs in planned), default=0)
+        for _, _, refs in planned:
+            at = arena_bytes
+            for r in refs:
+                scratch_at[id(r)] = at
+                at += aligned(r.nbytes)
+        arena_bytes += workspace
+    return offsets, parts, in_place, scratch_at, arena_bytes
+
+
+def bind_arrays(program, layout: Layout, planned, dynamic, activations, physical, dtype, static, offsets, parts,
+                in_place, scratch_at, prepare_calls: bool) -> None:
+    """Stage 4: a view of the arena per blob and scratch, each node's call bound to its arrays."""
+    device, arena = layout.device, layout.arena
+    blobs = layout.blobs
+    blobs.update(static)
+    for n in activations:
+        at = offsets[parts[n][0]] + parts[n][1] if n in parts else offsets[n]
+        blobs[n] = device.view(arena, at, physical[n], dtype[n])
+    run, plain, run_nodes = layout.run, layout.plain, layout.run_nodes
+    for k, (step, runner, refs) in enumerate(planned):
+        if k in in_place:  # its inputs were written in place: nothing to copy
+            continue
+        for r in refs:
+            r.array = device.view(arena, scratch_at[id(r)], r.shape, r.dtype)
+        args = [blobs[i] if i else None for i in step.node.inputs]
+        out = step.out_arg([blobs[o] if o else None for o in step.node.outputs])
+        plain.append(partial(runner, *args, out=out))
+        run.append(prepare_calls and _prepared(runner, args, out) or plain[-1])
+        run_nodes.append(step.node)
+    for step in dynamic:
+        plain.append(partial(layout.run_dynamic, step))
+        run.append(plain[-1])
+        run_nodes.append(step.node)
+    layout.dynamic = list(dynamic)
+    input_ids = {id(blobs[n]): n for n in program.input_names}
+    for j, f in enumerate(plain):  # the calls that take an input blob as an argument (inputs read in place)
+        for x in dict.fromkeys(map(id, f.args)):
+            if x in input_ids:
+                layout.readers.setdefault(input_ids[x], []).append(j)
+
+
+def _prepared(runner, args: list, out):
+    """The kernel's prepared call for these arrays, or None.
+
+    A kernel may define prepare_run(*inputs, out) (for a function kernel, an attribute of the
+    function, called with its bound attributes as keywords): called once when the Net binds
+    its arrays, it returns a zero-argument callable that does what runner(*inputs, out=out)
+    does for exactly those arrays, with the per-call Python work (views, argument lists,
+    numba's type dispatch: compiled.bound) done ahead, or None where it cannot. The
+    arrays stay fixed until the next reshape, which binds again (Paddle-Lite's
+    PrepareForRun before Run).
+    """
+    if isinstance(runner, partial):
+        prepare = getattr(runner.func, "prepare_run", None)
+        return prepare(*runner.args, *args, out=out, **runner.keywords) if prepare is not None else None
+    prepare = getattr(runner, "prepare_run", None)
+    return prepare(*args, out=out) if prepare is not None else None
