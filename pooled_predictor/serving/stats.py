@@ -21,10 +21,12 @@ _BUCKETS = int(math.ceil(math.log(1.2e3 / _MIN_S) / math.log(_RATIO))) + 2
 _LOG_RATIO = math.log(_RATIO)
 
 
-def _bucket(seconds: float) -> int:
-    if seconds <= _MIN_S:
-        return 0
-    return min(int(math.log(seconds / _MIN_S) / _LOG_RATIO) + 1, _BUCKETS - 1)
+def _bucket(seconds):
+    """Bucket index of a duration in seconds (0 at or below 1 us), elementwise over an array of them
+    (a float gives a 0-d array): the one formula of record() and of the pool's batched folds."""
+    s = np.asarray(seconds, np.float64)
+    return np.where(s <= _MIN_S, 0, np.minimum(
+        (np.log(np.maximum(s, _MIN_S) / _MIN_S) / _LOG_RATIO).astype(np.int64) + 1, _BUCKETS - 1))
 
 
 def _bucket_value(i: int) -> float:
@@ -47,11 +49,7 @@ class LatencyHistogram:
         self.max = 0.0
 
     def record(self, seconds: float) -> None:
-        if seconds <= _MIN_S:
-            i = 0
-        else:
-            i = min(int(math.log(seconds / _MIN_S) / _LOG_RATIO) + 1, _BUCKETS - 1)
-        self.counts[i] += 1
+        self.counts[int(_bucket(seconds))] += 1
         self.count += 1
         self.total += seconds
         if seconds > self.max:
@@ -190,9 +188,7 @@ class _Shard:
 
 
 def _add(h: LatencyHistogram, v: np.ndarray) -> None:
-    idx = np.where(v <= _MIN_S, 0, np.minimum(
-        (np.log(np.maximum(v, _MIN_S) / _MIN_S) / _LOG_RATIO).astype(np.int64) + 1, _BUCKETS - 1))
-    buckets, counts = np.unique(idx, return_counts=True)  # a few distinct buckets, not all of them
+    buckets, counts = np.unique(_bucket(v), return_counts=True)  # a few distinct buckets, not all of them
     hc = h.counts
     for i, c in zip(buckets.tolist(), counts.tolist()):
         hc[i] += c
