@@ -72,9 +72,3 @@ def _apply() -> None:
     if _holders:
         _limiter = threadpool_limits(limits=min(_holders.values()), user_api="blas")
 
-
-def blas_info() -> list[dict]:
-    """threadpoolctl's view of the loaded BLAS libraries (name, version, threads)."""
-    from threadpoolctl import threadpool_info
-
-    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
