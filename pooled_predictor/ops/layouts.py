@@ -12,7 +12,8 @@ says how the elements sit in memory (its *physical* shape):
 Shape rules and OpContext always see logical shapes; a kernel gets arrays in
 its declared layouts (ops/registry.py). The kernel-type assignment pass
 (passes/assign.py) inserts LayoutTransform nodes (our domain) where a value's
-producer and consumer disagree (Paddle-Lite's type_layout_cast_pass).
+producer and consumer disagree (Paddle-Lite's type_layout_cast_pass);
+transform() below is their copy, registered as a CPU kernel in ops/cpu/layouts.py.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import re
 
 import numpy as np
 
-from .registry import DEFAULT_LAYOUT, kernel
-from .shapes.fused import DOMAIN
+from .cpu import compiled
+from .cpu.compiled import reorder
+from .registry import DEFAULT_LAYOUT
 
 TRANSFORM_OP = "LayoutTransform"
 _BLOCKED = re.compile(r"^NCHW(\d+)c$")
@@ -101,9 +103,6 @@ def transform(x: np.ndarray, src: str, dst: str, out: np.ndarray) -> None:
     np.copyto(logical_view(out, dst), logical_view(x, src))
 
 
-_REORDER = None  # (ops.cpu.compiled, its reorder module), on first use
-
-
 def _reorder_call(x, src, dst, out, bs, bd):
     """(compiled function, its arguments) of an NCHW <-> NCHW<c>c copy of C-contiguous float32
     arrays through ops/cpu/compiled/reorder.py (an 8 x 8 register transpose per tile for c = 8:
@@ -112,13 +111,6 @@ def _reorder_call(x, src, dst, out, bs, bd):
         return None
     if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return None
-    global _REORDER
-    if _REORDER is None:  # imported once, not on every forward of a transform node
-        from .cpu import compiled
-        from .cpu.compiled import reorder
-
-        _REORDER = (compiled, reorder)
-    compiled, reorder = _REORDER
     if not compiled.ENABLED:
         return None
     if bd:
@@ -136,33 +128,3 @@ def _compiled_reorder(x, src, dst, out, bs, bd) -> bool:
     call[0](*call[1])
     return True
 
-
-def _layouts_problem(attrs, version):
-    for key in ("src", "dst"):
-        try:
-            block_of(attrs.get(key, ""))
-        except ValueError as exc:
-            return str(exc)
-    return None
-
-
-@kernel(TRANSFORM_OP, since=1, domain=DOMAIN, check=_layouts_problem)
-def layout_transform(x, *, out, src=DEFAULT_LAYOUT, dst=DEFAULT_LAYOUT):
-    """Y = X stored in layout `dst` (X stored in `src`); logically the identity.
-
-    Inserted by passes/assign.py, never written in a model. Shapes: logical
-    (N, C, D1, ..., Dn) both sides; arrays physical per physical_shape().
-    """
-    transform(x, src, dst, out)
-
-
-def _prepare_transform(x, *, out, src=DEFAULT_LAYOUT, dst=DEFAULT_LAYOUT):
-    """layout_transform as one call for these arrays (net.py: _prepared): the compiled reorder
-    bound, or None (transform() then runs per call)."""
-    call = _reorder_call(x, src, dst, out, block_of(src), block_of(dst))
-    if call is None:
-        return None
-    return _REORDER[0].bound(call[0], *call[1])
-
-
-layout_transform.prepare_run = _prepare_transform

@@ -40,6 +40,10 @@ A node attribute the kernel's signature does not name is an error, never
 silently ignored. Versions are resolved with onnx's own schemas: the kernel
 for a model at opset N is the one registered with the greatest
 ``since <= since_version(op, N)``; registering a key twice is an error.
+
+The registry imports no kernels: a kernel module registers its kernels when it
+is imported, and the ops package (ops/__init__.py) imports every device's
+kernel modules, so whatever imports the registry finds them registered.
 """
 
 from __future__ import annotations
@@ -207,14 +211,13 @@ def schema_version(op_type: str, domain: str, opset: int) -> int | None:
 
 
 def versions(op_type: str, domain: str = "", device: str = "cpu", layout: str = DEFAULT_LAYOUT) -> dict[int, KernelDef]:
-    """since_version -> KernelDef of an op's kernels registered so far in one layout (a copy; loads
-    nothing: for modules that register another layout's kernel of each version at import)."""
+    """since_version -> KernelDef of an op's kernels registered so far in one layout (a copy: for
+    modules that register another layout's kernel of each version at import)."""
     return dict(_KERNELS.get((domain, op_type, device, layout), {}))
 
 
 def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAULT_LAYOUT) -> KernelDef | None:
     """The kernel for an op at a model opset on a device (in a layout), or None."""
-    _ensure_loaded(device)
     table = _KERNELS.get((domain, op_type, device, layout))
     if not table:
         return None
@@ -229,7 +232,6 @@ def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAU
 
 def candidates(op_type: str, domain: str, opset: int, device: str) -> list[KernelDef]:
     """Every layout's kernel for an op at a model opset on a device (the default layout's first)."""
-    _ensure_loaded(device)
     layouts = sorted(_LAYOUTS.get((domain, op_type, device), ()), key=lambda lay: (lay != DEFAULT_LAYOUT, lay))
     found = [find(op_type, domain, opset, device, lay) for lay in layouts]
     return [k for k in found if k is not None]
@@ -259,26 +261,8 @@ def missing_kernels(ops: Iterable[tuple[str, str]], opset: dict[str, int], devic
 
 def registered_ops(device: str | None = None) -> list[KernelDef]:
     """All kernel definitions, sorted by (domain, op_type, device, since)."""
-    for d in DEVICES if device is None else (device,):
-        _ensure_loaded(d)
     defs = [k for (dom, op, dev, lay), t in _KERNELS.items() for k in t.values()
             if device is None or dev == device]
     return sorted(defs, key=lambda k: (k.domain, k.op_type, k.device, k.since, k.layout != DEFAULT_LAYOUT,
                                        k.layout))
 
-
-_LOADED: set[str] = set()
-
-
-def _ensure_loaded(device: str) -> None:
-    """Import the kernel modules of a device (registration happens on import)."""
-    if device in _LOADED:
-        return
-    _LOADED.add(device)
-    if device == "cpu":
-        from . import cpu  # noqa: F401
-    elif device == "cuda":
-        try:
-            from . import cuda  # noqa: F401
-        except ImportError:  # no cupy: no cuda kernels
-            pass

@@ -7,5 +7,3 @@ vectorized: no Python loop over pixels, rows or batch items.
 from ..shapes import import_submodules
 
 import_submodules(__name__, __path__)
-
-from .. import layouts  # noqa: E402,F401  (LayoutTransform, the kernel the assignment pass inserts)
