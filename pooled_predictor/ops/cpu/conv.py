@@ -66,6 +66,12 @@ from numpy.lib.stride_tricks import as_strided
 from ..registry import kernel
 from . import compiled
 from ..shapes.conv import conv_geometry
+from .compiled import depthwise
+from .compiled.col2im import tile_gemm_scatter_w2, tile_scatter
+from .compiled.gemm import gemm2d, gemm2d_sum, pack_weights, row_offsets, scratch_size
+from .compiled.winograd import input_transform, output_transform, transform_weights
+from .conv_indirect import IndirectConv2d
+from .conv_shared import _run_fills, shared_weights
 
 _ALL = slice(None)
 
@@ -139,28 +145,6 @@ def _winograd_tile(out_shape) -> int:
     return 4 if WINOGRAD_F4_MIN_SIZE and min(out_shape) >= WINOGRAD_F4_MIN_SIZE else 2
 
 
-_SHARED_WEIGHTS: dict = {}  # (id(W), tag) -> (weakref to W, its transform): one per Program weight
-
-
-def shared_weights(w: np.ndarray, tag, make):
-    """make(w), computed once per weight array and `tag` and shared read-only by every Net
-    (each thread's Net builds its own kernels over the same weights: a transformed or
-    packed copy per Net would multiply the weights' memory by the number of threads)."""
-    import weakref
-
-    key = (id(w), tag)
-    hit = _SHARED_WEIGHTS.get(key)
-    if hit is not None and hit[0]() is w:
-        return hit[1]
-    value = make(w)
-    try:
-        ref = weakref.ref(w, lambda _, key=key: _SHARED_WEIGHTS.pop(key, None))
-    except TypeError:  # not weak-referenceable: not cached
-        return value
-    _SHARED_WEIGHTS[key] = (ref, value)
-    return value
-
-
 def winograd_geometry(g, min_channels: tuple[int, int] | None = None) -> bool:
     """A 2-D stride-1, dilation-1, group-1 3x3 convolution with enough channels for Winograd to pay:
     at least min_channels = (input, output) channels, by default this path's (WINOGRAD_MIN_CHANNELS,
@@ -172,8 +156,6 @@ def winograd_geometry(g, min_channels: tuple[int, int] | None = None) -> bool:
 
 def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     """U = G W G^T, computed once per weight array and tile size, shared read-only by every Net."""
-    from .compiled.winograd import transform_weights
-
     return shared_weights(w, ("winograd", m), lambda w: transform_weights(w, m))
 
 
@@ -266,14 +248,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
-
-
-def _run_fills(pairs):
-    for dst, src in pairs:
-        if src is None:
-            dst.fill(0)
-        else:
-            np.copyto(dst, src)
 
 
 class _ConvBase:
@@ -462,15 +436,11 @@ class Conv(_ConvBase):
         return self.mg <= INDIRECT_SKINNY_M and ow >= INDIRECT_SKINNY_MIN_WIDTH
 
     def _init_indirect(self, ctx):
-        from .conv_indirect import IndirectConv2d
-
         self.path = "indirect"
         self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self._bias_vector(), _phase_fills)
 
     def _init_pointwise_compiled(self, ctx):
-        from .compiled.gemm import gemm2d, gemm2d_sum, pack_weights, row_offsets, scratch_size
-
-        self._gemm2d, self._gemm2d_sum = gemm2d, gemm2d_sum  # bound once, not imported per call
+        self._gemm2d, self._gemm2d_sum = gemm2d, gemm2d_sum  # bound once
 
         g = self.geo
         self.wp = shared_weights(self.w_static, "packed",
@@ -495,8 +465,6 @@ class Conv(_ConvBase):
 
     # ---- depthwise, compiled (2-D float32, static weights) -----------------
     def _init_depthwise_compiled(self, ctx):
-        from .compiled import depthwise
-
         g = self.geo
         self.mult = g.out_channels // g.in_channels
         self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32).reshape(g.out_channels, -1))
@@ -531,8 +499,6 @@ class Conv(_ConvBase):
         self.small_ref = ctx.scratch((3, a, a), np.float32)
 
     def _winograd_steps(self, x, out):
-        from .compiled.winograd import input_transform, output_transform
-
         g = self.geo
         small = self.small_ref.array
         v, mb = self.v_ref.array, self.mb_ref.array
@@ -853,8 +819,6 @@ class ConvTranspose(_ConvBase):
         if self.empty:
             return
         if self.tile_fused:  # (no column scratch on this path; a Net's X and Y are contiguous blobs)
-            from .compiled.col2im import tile_gemm_scatter_w2
-
             if out.flags.c_contiguous:
                 tile_gemm_scatter_w2(self.w_mat, np.ascontiguousarray(x), out, self.b_vec, self.has_bias,
                                      self.geo.kernel[0])
@@ -868,8 +832,6 @@ class ConvTranspose(_ConvBase):
         bias = self._bias(b)
         tiles = self._cached(x, out)
         if self.tile_compiled:
-            from .compiled.col2im import tile_scatter
-
             g = self.geo
             b_vec = self.b_vec if bias is None or self.b_static is not None else \
                 _readonly(np.ascontiguousarray(b, np.float32))

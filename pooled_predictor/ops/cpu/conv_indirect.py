@@ -35,6 +35,7 @@ import numpy as np
 from . import compiled
 from .compiled.gemm import gemm2d, gemm2d_rows, pack_weights, scratch_size
 from .compiled.phases import split_phases
+from .conv_shared import _run_fills, shared_weights
 
 
 def indirect_layout(geo, channels: int):
@@ -81,7 +82,6 @@ class IndirectConv2d:
         self.image = c * f * self.plane
         self.planes_ref = ctx.scratch((n * self.image + self.wq,), np.float32)
         self.fills = phase_fills(g, (self.hq, self.wq), self.phases)
-        from .conv import shared_weights
 
         def pack(w):
             wm = np.asarray(w, np.float32).reshape(g.group, self.mg, -1)
@@ -121,8 +121,6 @@ class IndirectConv2d:
             (sh, sw), (ph, pw) = g.strides, g.pads_begin
             steps = [(split_phases, (x, planes, self.hq, self.wq, sh, sw, ph, pw))]
         else:
-            from .conv import _run_fills  # (conv.py imports this module)
-
             steps = [(_run_fills, (self._views(x, planes),))]
         # the slack read by the last row's dropped pixels
         steps.append((np.copyto, (planes[g.batch * self.image:], 0.0)))
