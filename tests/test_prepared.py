@@ -170,7 +170,7 @@ def test_prepared_calls_follow_reshapes(monkeypatch):
 
 def test_shared_input_reads_the_callers_array_with_prepared_calls(monkeypatch):
     model = _model(c_in=8)  # the stem reads X blocked: its LayoutTransform reads the caller's array
-    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 0)
+    monkeypatch.setattr(layout_module, "SHARED_INPUT_MIN_BYTES", 0)
     net = _net(model, True, monkeypatch)
     x1, x2 = (RNG.standard_normal((1, 8, 12, 12)).astype(np.float32) for _ in range(2))
     net.forward(x1)
@@ -216,7 +216,7 @@ def test_chain_runs_calls_in_order_and_skips_none():
 def test_shared_input_swaps_only_the_readers_of_the_input(monkeypatch):
     """forward(share_inputs=True) binds the caller's array into the calls that read the input (layout.readers) and
     keeps every other node's prepared call; the Net's input blob is never written."""
-    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 0)
+    monkeypatch.setattr(layout_module, "SHARED_INPUT_MIN_BYTES", 0)
     model = _model(c_in=8)
     net = _net(model, True, monkeypatch)
     x = RNG.standard_normal((1, 8, 12, 12)).astype(np.float32)
@@ -245,7 +245,7 @@ def test_shared_input_swaps_only_the_readers_of_the_input(monkeypatch):
 def test_shared_inputs_read_large_inputs_in_place(layout, monkeypatch):
     """An input of at least SHARED_INPUT_MIN_BYTES, C-contiguous and of the blob's dtype, is read in place;
     a strided or a small one is copied in. Either way the bits of a plain forward."""
-    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 4096 if layout != "small" else 1 << 30)
+    monkeypatch.setattr(layout_module, "SHARED_INPUT_MIN_BYTES", 4096 if layout != "small" else 1 << 30)
     model = _model(c_in=8)
     shared, copied = _net(model, True, monkeypatch), _net(model, True, monkeypatch)
     base = RNG.standard_normal((1, 8, 12, 24)).astype(np.float32)
@@ -262,7 +262,7 @@ def test_pool_reads_large_inputs_in_place_and_returns_inputs_asked_for(monkeypat
     back with the job's values (not the Net's input blob, which a shared run leaves alone)."""
     from pooled_predictor import Config, PooledPredictor
 
-    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 4096)
+    monkeypatch.setattr(layout_module, "SHARED_INPUT_MIN_BYTES", 4096)
     model = _model(c_in=8)
     want = _net(model, True, monkeypatch)
     with PooledPredictor(Config(model_bytes=[model.SerializeToString()], num_threads=1)) as pool:
@@ -279,7 +279,7 @@ def test_pool_reads_large_inputs_in_place_and_returns_inputs_asked_for(monkeypat
 def test_shared_inputs_reach_dynamic_nodes_and_their_outputs_stay(share, monkeypatch):
     """A node with a data-dependent shape (NonZero) looks its input up by name: it sees the caller's array,
     and what it stores stays readable after the call (a shared forward lost it before)."""
-    monkeypatch.setattr(net_module, "SHARED_INPUT_MIN_BYTES", 0)
+    monkeypatch.setattr(layout_module, "SHARED_INPUT_MIN_BYTES", 0)
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["x"], ["nz"])], "dyn",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
                           [helper.make_tensor_value_info("r", TensorProto.FLOAT, None),

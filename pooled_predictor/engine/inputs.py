@@ -1,4 +1,5 @@
-"""InputSpec: the one validator of a model's inputs (count, names, dtypes, ranks, fixed dims).
+"""A Net's edges: InputSpec, the one validator of a model's inputs (count, names, dtypes, ranks,
+fixed dims), and fill_out, which copies outputs into the caller's arrays.
 
 Every door into a model checks through it: Net.forward, Predictor.forward and the pool's
 forward (in the caller's thread, so a bad request fails at the call). What it accepts
@@ -142,6 +143,31 @@ class InputSpec:
         bad = [i for i, (d, e) in enumerate(zip(shape, decl)) if isinstance(e, int) and d != e]
         raise InputError(f"input {n!r}: expected shape {_fmt(decl)}, got {shape} "
                          f"(dimension {bad[0]} must be {decl[bad[0]]})")
+
+
+def fill_out(names: Sequence[str], out, result: dict) -> dict:
+    """Copy `result` (name -> array) into the caller's `out` arrays; returns name -> the `out` array.
+
+    Args:
+        out: one array per name of `names`, a sequence in that order or a dict by name.
+    Raises:
+        InputError: a wrong count, or an `out` array that is not a writeable ndarray of the
+            blob's shape and dtype (every one checked before any is written).
+    """
+    outs = [out[n] for n in names] if isinstance(out, Mapping) else list(out)
+    if len(outs) != len(names):
+        raise InputError(f"{len(outs)} `out` arrays for {len(names)} outputs")
+    for n, o in zip(names, outs):
+        b = result[n]
+        if not isinstance(o, np.ndarray) or not o.flags.writeable:
+            raise InputError(f"`out` for {n!r} must be a writeable ndarray, not {type(o).__name__}")
+        if o.shape != b.shape or o.dtype != b.dtype:
+            raise InputError(f"`out` for {n!r} must be an ndarray of shape {b.shape} "
+                             f"and dtype {b.dtype}, got shape {o.shape} and dtype {o.dtype}")
+    for n, o in zip(names, outs):
+        np.copyto(o, result[n])
+        result[n] = o
+    return result
 
 
 def _is_array(x) -> bool:

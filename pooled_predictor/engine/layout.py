@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .. import budget
-from ..errors import ResourceExhaustedError
+from ..errors import InputError, ResourceExhaustedError, UnknownBlobError
 from ..ops.context import NotStatic, ScratchRef
 from ..ops.layouts import DEFAULT_LAYOUT, TRANSFORM_OP, physical_shape, transform
 from ..ops.registry import lookup
@@ -60,6 +60,15 @@ Concat copies (its inputs planned as values of their own)."""
 PREPARE_CALLS = True
 """Nets created from now on run each node through its kernel's prepare_run() where it has one;
 False: runner(*inputs, out=...) every time (the same bits: tests/test_prepared.py)."""
+
+
+SHARED_INPUT_MIN_BYTES = 1 << 20
+"""Net.forward(share_inputs="large") reads an input array in place from this size up (bytes). A node that
+reads the caller's array runs its kernel's plain call, not its prepared one (_prepared), which
+costs 20-85 us more on the stem convolutions measured; copying costs about that below a MiB
+(MobileNetV2's 588 KiB input: 24 us hot, the pool's throughput the same either way; PP-OCR rec's
+180 KiB: 0.99x) and more above (PP-OCR det's 3.5 MiB: 0.36 ms hot, 0.75-1.5 ms in the pool's
+workers; its throughput through the pool, 2 workers, +1.1%)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,70 @@ class Layout:
         for o, arr in zip(step.node.outputs, outs):
             if o:
                 env[o] = arr
+
+    def blob(self, name: str, output_names) -> np.ndarray:
+        """The array of a readable blob (Net.blob_by_name); a value held only in another layout
+        comes back as a copy in the model's layout.
+
+        Raises:
+            UnknownBlobError: no blob has this name, or MEMORY reused its bytes.
+        """
+        if name in self.typed:
+            return self.model_layout_copy(name)
+        if name in self.blobs:
+            if name in self.readable or name in self.dynamic_outputs:
+                return self.blobs[name]
+            raise UnknownBlobError(
+                f"blob {name!r} is not kept: under Optimization.MEMORY its bytes are reused by "
+                f"later blobs; pass keep=[{name!r}] to read it")
+        raise UnknownBlobError(f"no blob named {name!r}; outputs are {output_names}")
+
+    def readable_names(self) -> list[str]:
+        """Names of the blobs blob() reads, as the model names them."""
+        readable, dynamic, hidden = self.readable, self.dynamic_outputs, self.typed_names
+        names = [n for n in self.blobs if (n in readable or n in dynamic) and n not in hidden]
+        return names + [n for n in self.typed if n not in self.blobs]
+
+    def feed(self, arrays: dict, share) -> dict:
+        """Copy checked inputs into the input blobs (the Device's io_copy), except those read in
+        place (share: True, every array that can be; "large": those of SHARED_INPUT_MIN_BYTES and
+        more; False: none); returns those.
+
+        Raises:
+            InputError: share is none of those.
+        """
+        blobs, copy_in, shared = self.blobs, self.device.copy_in, {}
+        if share not in (False, True, "large"):
+            raise InputError(f"share_inputs must be True, False or 'large', not {share!r}")
+        least = SHARED_INPUT_MIN_BYTES if share == "large" else 0
+        for n, a in arrays.items():
+            blob = blobs[n]
+            if share and a.nbytes >= least and a.flags.c_contiguous and a.flags.aligned and a.dtype == blob.dtype:
+                shared[n] = a
+            else:
+                copy_in(blob, a)
+        return shared
+
+    def calls_reading(self, arrays: dict) -> list:
+        """The run with the calls that read these inputs bound to the given arrays instead of the
+        input blobs (their plain calls, arguments swapped; `readers` lists them); the dynamic nodes,
+        which look blobs up by name, see them too until end_reading()."""
+        swap = {id(self.blobs[n]): a for n, a in arrays.items()}
+        run = list(self.run)
+        for j in sorted({j for n in arrays for j in self.readers.get(n, ())}):
+            f = self.plain[j]
+            run[j] = partial(f.func, *[swap.get(id(x), x) for x in f.args], **f.keywords)
+        if self.dynamic:
+            self.env = {**self.blobs, **arrays}
+        return run
+
+    def end_reading(self) -> None:
+        """After running calls_reading(): what the dynamic nodes stored is kept where blob_by_name looks."""
+        if self.env is not self.blobs:
+            for o in self.dynamic_outputs:
+                if o in self.env:
+                    self.blobs[o] = self.env[o]
+            self.env = self.blobs
 
     def model_layout_copy(self, name: str) -> np.ndarray:
         """A value held only in another layout, copied into the model's layout (ops/layouts.transform)."""

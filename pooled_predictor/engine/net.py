@@ -14,8 +14,6 @@ A Net is used by one thread at a time (the Predictor gives each thread its own).
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from functools import partial
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -25,22 +23,14 @@ from ..errors import InputError, KernelError, PooledPredictorError, ResourceExha
 from ..ops.context import set_default_body_runner
 from .control_flow import BodyRuns
 from .device import get_device
-from .inputs import CheckedInputs, InputSpec
+from .inputs import InputSpec, fill_out
 from . import layout as layout_stage
 from .layout import Layout, LayoutOptions, Optimization, build_layout
+from .layout_cache import LayoutCache
 from .profiling import Profiler
 from .program import Program
 
-__all__ = ["BODIES", "Net", "Optimization", "SHARED_INPUT_MIN_BYTES"]
-
-SHARED_INPUT_MIN_BYTES = 1 << 20
-"""forward(share_inputs=True) reads an input array in place from this size up (bytes). A node that
-reads the caller's array runs its kernel's plain call, not its prepared one (layout._prepared), which
-costs 20-85 us more on the stem convolutions measured; copying costs about that below a MiB
-(MobileNetV2's 588 KiB input: 24 us hot, the pool's throughput the same either way; PP-OCR rec's
-180 KiB: 0.99x) and more above (PP-OCR det's 3.5 MiB: 0.36 ms hot, 0.75-1.5 ms in the pool's
-workers; its throughput through the pool, 2 workers, +1.1%)."""
-
+__all__ = ["BODIES", "Net", "Optimization"]
 
 class Net:
     """A Program bound to its own activation blobs.
@@ -73,13 +63,11 @@ class Net:
         self.optimization = Optimization(optimization)
         self.planner = planner
         self.keep = tuple(keep)
-        self.cache_bytes = int(cache_bytes)
         self.memory_limit_bytes = budget.resolve_limit(memory_limit_bytes)
         self.input_spec = InputSpec(program.inputs)
-        self._layouts: "OrderedDict[tuple, Layout]" = OrderedDict()
+        self._layouts = LayoutCache(cache_bytes)
         self._default_invalid = False
         self.restored = False  # restore() has nothing to do: it ran, and no reshape since
-        self.layouts_built = 0
         self.profiler = None  # a profiling.Profiler while profiling (enable_profiling)
         self.prepare_calls = layout_stage.PREPARE_CALLS  # kernels' prepared calls in the run (layout._prepared)
         self.layout: Layout | None = None  # the current layout (None before reshape)
@@ -111,12 +99,7 @@ class Net:
     @property
     def blob_names(self) -> list[str]:
         """Names of the blobs that can be read (see blob_by_name), as the model names them."""
-        layout = self.layout
-        if layout is None:
-            return []
-        readable, dynamic, hidden = layout.readable, layout.dynamic_outputs, layout.typed_names
-        names = [n for n in layout.blobs if (n in readable or n in dynamic) and n not in hidden]
-        return names + [n for n in layout.typed if n not in layout.blobs]
+        return [] if self.layout is None else self.layout.readable_names()
 
     @property
     def has_dynamic_shapes(self) -> bool:
@@ -136,16 +119,9 @@ class Net:
         Raises:
             UnknownBlobError: no blob has this name, or MEMORY reused its bytes.
         """
-        layout = self.layout
-        if layout is not None and name in layout.typed:  # held in another layout only: the model's, copied
-            return layout.model_layout_copy(name)
-        if layout is not None and name in layout.blobs:
-            if name in layout.readable or name in layout.dynamic_outputs:
-                return layout.blobs[name]
-            raise UnknownBlobError(
-                f"blob {name!r} is not kept: under Optimization.MEMORY its bytes are reused by "
-                f"later blobs; pass keep=[{name!r}] to read it")
-        raise UnknownBlobError(f"no blob named {name!r}; outputs are {self.output_names}")
+        if self.layout is None:
+            raise UnknownBlobError(f"no blob named {name!r}; outputs are {self.output_names}")
+        return self.layout.blob(name, self.output_names)
 
     @property
     def memory_plan(self):
@@ -173,8 +149,22 @@ class Net:
         return 0 if self.layout is None else self.layout.activation_bytes
 
     @property
+    def cache_bytes(self) -> int:
+        """Budget of cached layouts of other input shapes (bytes)."""
+        return self._layouts.budget_bytes
+
+    @cache_bytes.setter
+    def cache_bytes(self, value: int) -> None:
+        self._layouts.budget_bytes = int(value)
+
+    @property
     def cached_layouts(self) -> int:
         return len(self._layouts)
+
+    @property
+    def layouts_built(self) -> int:
+        """Layouts built so far (a cached one reused is not built again)."""
+        return self._layouts.built
 
     def default_input_shapes(self) -> dict[str, tuple]:
         """Declared input shapes, symbolic or unknown dimensions taken as 1."""
@@ -207,16 +197,11 @@ class Net:
         if shapes == self._input_shapes:
             return
         self.restored = False
-        key = tuple(shapes.items())
-        layout = self._layouts.pop(key, None)
-        if layout is None:
-            options = LayoutOptions(self.optimization, self.planner, self.keep, self.memory_limit_bytes,
-                                    self.prepare_calls)
-            layout = build_layout(self.program, shapes, self.device, options, BODIES)
-            self.layouts_built += 1
-        self._layouts[key] = layout  # most recently used last
-        self.layout, self._input_shapes = layout, shapes
-        self._trim_cache()
+        options = LayoutOptions(self.optimization, self.planner, self.keep, self.memory_limit_bytes,
+                                self.prepare_calls)
+        self.layout = self._layouts.get(tuple(shapes.items()),
+                                        lambda: build_layout(self.program, shapes, self.device, options, BODIES))
+        self._input_shapes = shapes
 
     def release(self) -> None:
         """Drop every layout (activations, arena): the next forward lays them out again."""
@@ -230,37 +215,22 @@ class Net:
         job. While every cached layout, the current one included, fits in
         `cache_bytes`, there is nothing to release (going back to the default
         shapes would keep the current layout cached): the Net keeps its shapes.
-        Past the budget it goes back to the default input shapes and trims the
-        cache; models whose default shapes are not valid inputs drop the
+        Past the budget it goes back to the default input shapes (trimming the
+        cache); models whose default shapes are not valid inputs drop the
         current layout instead. Either way `restored` is True until the next
         reshape.
         """
-        if self.layout is not None and sum(l.nbytes for l in self._layouts.values()) > self.cache_bytes:
-            self._back_to_default()
-        self.restored = True  # until the next reshape to other shapes
-
-    def _back_to_default(self) -> None:
-        """restore() past the budget: the default shapes, or no layout where they are not valid inputs."""
-        if not self._default_invalid:
-            try:
-                if self._input_shapes != self.input_spec.default_shapes():
+        if self.layout is not None and self._layouts.nbytes() > self.cache_bytes:
+            if not self._default_invalid:
+                try:
                     self.reshape()
-                if len(self._layouts) > 1:
-                    self._trim_cache()
-                return
-            except PooledPredictorError:
-                self._default_invalid = True  # e.g. a spatial size 1 the model cannot take
-        self.layout = self._input_shapes = None
-        self._trim_cache()
-
-    def _trim_cache(self) -> None:
-        current = tuple(self._input_shapes.items()) if self._input_shapes is not None else None
-        total = sum(l.nbytes for k, l in self._layouts.items() if k != current)
-        for k in list(self._layouts):
-            if total <= self.cache_bytes:
-                break
-            if k != current:
-                total -= self._layouts.pop(k).nbytes
+                    self._layouts.trim(tuple(self._input_shapes.items()))
+                except PooledPredictorError:
+                    self._default_invalid = True  # e.g. a spatial size 1 the model cannot take
+            if self._default_invalid:
+                self.layout = self._input_shapes = None
+                self._layouts.trim(None)
+        self.restored = True  # until the next reshape to other shapes
 
     # ---- profiling -----------------------------------------------------------
     def enable_profiling(self, profiler: Profiler | None = None) -> Profiler:
@@ -296,7 +266,7 @@ class Net:
             share_inputs: True: read every input array that can be (C-contiguous,
                 aligned, of the blob's dtype) in place instead of copying it into the Net
                 (Paddle's share_external_data); "large": only those of at least
-                SHARED_INPUT_MIN_BYTES, where that is faster (the pool's jobs); False: copy.
+                layout.SHARED_INPUT_MIN_BYTES, where that is faster (the pool's jobs); False: copy.
                 Shared arrays must stay unchanged until this returns; others are copied.
         Returns:
             name -> array for each name of `outputs`: the Net's own arrays (valid until the
@@ -320,47 +290,15 @@ class Net:
             current = self._input_shapes
             if current is None or any(a.shape != current[n] for n, a in arrays.items()):
                 self._reshape_checked({n: a.shape for n, a in arrays.items()})
-            shared = self._feed(arrays, share_inputs)
+            shared = self.layout.feed(arrays, share_inputs)
             if shared:
-                self._run_reading(shared)
+                try:
+                    self._run(self.layout.calls_reading(shared))
+                finally:
+                    self.layout.end_reading()
             else:
                 self._run(self.layout.run)
         return self._outputs(outputs, out, shared)
-
-    def _feed(self, arrays: CheckedInputs, share) -> dict:
-        """Copy the inputs into the input blobs (io_copy), except those read in place; returns those."""
-        blobs, copy_in, shared = self.layout.blobs, self.device.copy_in, {}
-        if share not in (False, True, "large"):
-            raise InputError(f"share_inputs must be True, False or 'large', not {share!r}")
-        least = SHARED_INPUT_MIN_BYTES if share == "large" else 0
-        for n, a in arrays.items():
-            blob = blobs[n]
-            if share and a.nbytes >= least and a.flags.c_contiguous and a.flags.aligned and a.dtype == blob.dtype:
-                shared[n] = a
-            else:
-                copy_in(blob, a)
-        return shared
-
-    def _run_reading(self, arrays: dict) -> None:
-        """Run with the nodes that read these inputs bound to the given arrays for this call
-        (their plain calls, arguments swapped; layout.readers lists them) and the dynamic nodes,
-        which look blobs up by name, seeing them too."""
-        layout = self.layout
-        swap = {id(layout.blobs[n]): a for n, a in arrays.items()}
-        run = list(layout.run)
-        for j in sorted({j for n in arrays for j in layout.readers.get(n, ())}):
-            f = layout.plain[j]
-            run[j] = partial(f.func, *[swap.get(id(x), x) for x in f.args], **f.keywords)
-        if layout.dynamic:
-            layout.env = {**layout.blobs, **arrays}
-        try:
-            self._run(run)
-        finally:
-            if layout.dynamic:  # what the dynamic nodes stored, kept where blob_by_name looks
-                for o in layout.dynamic_outputs:
-                    if o in layout.env:
-                        layout.blobs[o] = layout.env[o]
-                layout.env = layout.blobs
 
     def _run(self, run: list) -> None:
         """Call every bound node in order (timed while profiling); errors name the node."""
@@ -389,22 +327,7 @@ class Net:
     def _outputs(self, names, out, shared: dict) -> dict[str, np.ndarray]:
         names = self.output_names if names is None else names
         result = {n: shared[n] if n in shared else self.blob_by_name(n) for n in names}
-        if out is None:
-            return result
-        outs = [out[n] for n in names] if isinstance(out, Mapping) else list(out)
-        if len(outs) != len(names):
-            raise InputError(f"{len(outs)} `out` arrays for {len(names)} outputs")
-        for n, o in zip(names, outs):  # every one checked before any is written
-            b = result[n]
-            if not isinstance(o, np.ndarray) or not o.flags.writeable:
-                raise InputError(f"`out` for {n!r} must be a writeable ndarray, not {type(o).__name__}")
-            if o.shape != b.shape or o.dtype != b.dtype:
-                raise InputError(f"`out` for {n!r} must be an ndarray of shape {b.shape} "
-                                 f"and dtype {b.dtype}, got shape {o.shape} and dtype {o.dtype}")
-        for n, o in zip(names, outs):
-            np.copyto(o, result[n])
-            result[n] = o
-        return result
+        return result if out is None else fill_out(names, out, result)
 
 
 def _body_net(program: Program, keep) -> Net:
