@@ -10,6 +10,22 @@ Public API:
     load_onnx            ONNX path | bytes | ModelProto -> Graph
     load_caffe           Caffe prototxt + caffemodel (or HDF5) -> Graph
     errors               PooledPredictorError and its subclasses
+
+Layers, lowest first. A module imports only modules of its own layer or of lower ones,
+at its top (never inside a function), with no circle; tests/test_layers.py checks it:
+
+    errors, budget, ir   the exception tree, the memory budget, the graph IR and its dtypes
+    ops | importers      kernels, shape rules, the registry, Step | ONNX and Caffe -> Graph
+                         (peers that never import each other; numba only in ops/cpu/compiled)
+    passes               Graph -> Graph rewrites and kernel-type assignment
+    engine               Program, the layout pipeline (layout, arena, layout_cache), Device,
+                         InputSpec, control flow, Net, profiling
+    serving              Predictor, PooledPredictor and its workers, job queue, futures,
+                         batching, stats, Prometheus, BLAS limits, Paddle handles, onnx.backend
+    serve, zoo, apps, cli   Ray Serve (ray only there), model fetchers and builders, demos
+
+memory_opt is a package of its own and imports nothing of pooled_predictor. Optional
+third-party packages (cupy, ray, h5py, prometheus-client) are imported where used.
 """
 
 from .errors import (DeadlineExceededError, FetchError, InputError, KernelError, ModelLoadError,
