@@ -11,7 +11,7 @@ is one GEMM for all time steps and both directions, before the time loop,
 into workspace planned by the Net (ctx.scratch); the time loop then does one
 small GEMM per step (H_{t-1} R^T) and the gate arithmetic in place in
 per-Net workspace: compiled with numba for float32/float64
-(recurrent_loops.py), in numpy otherwise (recurrent_cell.py, also the
+(compiled/recurrent.py), in numpy otherwise (recurrent_cell.py, also the
 reference the compiled loops are tested against). Weights are read through
 views (W.T, R.T): nothing is copied per thread; the projection bias and the
 time indices are computed once per reshape.
@@ -29,10 +29,11 @@ import numpy as np
 
 from ...errors import UnsupportedOpError
 from ..registry import kernel
+from .compiled import recurrent as recurrent_loops
 from .recurrent_cell import ACTIVATIONS, gru_steps, lstm_steps, rnn_steps
 
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
-# float32/float64 time loops run compiled (recurrent_loops.py); others, and tests of the
+# float32/float64 time loops run compiled (compiled/recurrent.py); others, and tests of the
 # compiled loops, use the numpy loops of recurrent_cell.py.
 USE_COMPILED = True
 _DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
@@ -94,8 +95,6 @@ class _Recurrent:
         self.work = ctx.scratch((batch * (2 * self.gh + 3 * self.hidden),), self.dtype)
         self.compiled = USE_COMPILED and self.dtype in (np.float32, np.float64)
         if self.compiled:
-            from . import recurrent_loops
-
             self.loops = recurrent_loops
             self.act_tables = [recurrent_loops.act_table(a) for a in self.acts]
 

@@ -1,7 +1,7 @@
 """Compiled time loops of RNN, GRU and LSTM (numba; float32 and float64).
 
-Same semantics as the numpy loops of recurrent_cell.py (the reference they are
-tested against), fused: per step one BLAS call H_{t-1} R^T into `g` (numba's
+Same semantics as the numpy loops of ops/cpu/recurrent_cell.py (the reference they
+are tested against), fused: per step one BLAS call H_{t-1} R^T into `g` (numba's
 np.dot with an output), then one pass over the gates of every batch row
 that updates H (and C) in place and writes Y. Rows past their sequence
 length are skipped (their state is kept, Y stays zero). Nothing is
