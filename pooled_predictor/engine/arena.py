@@ -89,7 +89,7 @@ def plan_memory(planned, sizes: dict, static: dict, keep: set, input_names, outp
     at one step) or "shared" (fb-caffe-exts' shared buffers; scratch left to one workspace).
 
     parts: value -> (the value whose buffer holds it, byte offset), for Concat inputs stored in
-    their output (_concats_in_place): the planner sees one value, the output, written by the
+    their output (concats_in_place): the planner sees one value, the output, written by the
     first of their producers and read wherever any of them is; the Concats (`skipped`, step
     indices) are not steps of the plan.
     """

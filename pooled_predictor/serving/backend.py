@@ -23,6 +23,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupl
 
 from ..errors import InputError, UnsupportedOpError
 from ..importers import load_onnx
+from ..engine.device import cuda_available
 from ..engine.net import Net
 from ..engine.program import Program
 
@@ -38,16 +39,6 @@ def device_name(device: str) -> str:
     except (AttributeError, ValueError):
         raise ValueError(f"unknown device {device!r}; expected 'CPU' or 'CUDA[:i]'") from None
     return "cuda" if kind == DeviceType.CUDA else "cpu"
-
-
-def cuda_available() -> bool:
-    """True when cupy imports and reports at least one CUDA device."""
-    try:
-        import cupy  # noqa: PLC0415
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no cupy, no driver, no device
-        return False
 
 
 class PooledPredictorRep(BackendRep):
