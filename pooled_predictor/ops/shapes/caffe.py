@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..ssd import detections
 from . import shape_rule
 
 DOMAIN = "caffe"
@@ -107,9 +108,8 @@ def prior_box(ctx):
 
 @shape_rule("DetectionOutput", domain=DOMAIN)
 def detection_output(ctx):
-    # N depends on the scores: the rule computes the detections when the data is there.
-    from ..ssd import detections  # the shape is the result's
-
+    # N depends on the scores: the rule computes the detections when the data is there (the shape
+    # is the result's).
     loc, conf, prior = (ctx.value(i) for i in range(3))  # NotStatic at reshape: a per-forward node
     rows = detections(loc, conf, prior, **ctx.attrs)
     return [((1, 1, len(rows) or loc.shape[0], 7), np.dtype(np.float32))]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import Node
 from . import shape_rule
 from .conv import conv as _conv_rule
 from .gemm import gemm as _gemm_rule
@@ -94,8 +95,6 @@ def depthwise_chain_parts(ctx):
     0-3 and writes "<name>/pointwise", T (N, M, H, W); the depthwise one reads T, inputs 4 and 5 and
     writes the node's output. Output shapes are set on both (ShapeInferenceError where they do not fit).
     """
-    from ...ir import Node
-
     node, attrs = ctx.node, ctx.attrs
     if len(node.inputs) < 5 or not node.inputs[4]:
         raise ctx.error("FusedConvDepthwise takes X, W, B, Z, W_dw [, B_dw] (W_dw present)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import UnsupportedOpError
+from ...errors import InputError, UnsupportedOpError
 from . import shape_rule
 
 PIXEL_FORMATS = {"RGB": 3, "BGR": 3, "Grayscale": 1}
@@ -28,8 +28,6 @@ def open_image(ctx_or_name, encoded: np.ndarray):
     try:
         return PIL.Image.open(io.BytesIO(np.ascontiguousarray(encoded, np.uint8).tobytes()))
     except Exception as exc:
-        from ...errors import InputError
-
         raise InputError(f"{ctx_or_name}: the encoded stream is not an image Pillow can read "
                          f"({type(exc).__name__}: {exc})") from None
 
