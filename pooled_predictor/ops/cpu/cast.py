@@ -12,6 +12,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from ...ir import elem_dtype
 from ..registry import kernel
 
 # float8 types `saturate` applies to (Cast-19+): out-of-range values clamp to +-max.
@@ -22,8 +23,6 @@ ROUND_MODES = ("up", "down", "nearest")
 
 
 def _cast_check(attrs, version):
-    from ...ir import elem_dtype
-
     if "to" in attrs and elem_dtype(int(attrs["to"])) is None:
         return f"Cast to elem_type {attrs.get('to')} is not supported (no numpy dtype)"
     mode = attrs.get("round_mode", "up")

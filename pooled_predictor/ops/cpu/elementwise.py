@@ -13,6 +13,8 @@ from scipy import special
 from ..registry import kernel
 from . import compiled
 from ._special import erf_float32, erf_workspace_shape
+from .compiled.epilogue import relu as relu_compiled
+from .compiled.sigmoid import sigmoid as _compiled_sigmoid
 
 
 # ---- activations -------------------------------------------------------------
@@ -26,8 +28,6 @@ def relu(x, *, out):
     bits: 0.24 vs 0.6 ms per 1M floats in place, measured)."""
     if (x.dtype == np.float32 and out.dtype == np.float32 and x.size >= RELU_COMPILED_MIN
             and x.flags.c_contiguous and out.flags.c_contiguous and compiled.ENABLED):
-        from .compiled.epilogue import relu as relu_compiled
-
         relu_compiled(x.reshape(-1), out.reshape(-1))
         return
     np.maximum(x, 0, out=out)
@@ -37,7 +37,6 @@ def relu(x, *, out):
 # overhead (~1.5 us) loses to scipy (1024: 8.3 vs 7.5 us; 2048: 10.6 vs 13.5 us;
 # PP-OCR det's 480x640: 0.72 vs 2.0 ms; one thread, measured).
 SIGMOID_COMPILED_MIN_SIZE = 2048
-_compiled_sigmoid = None
 
 
 @kernel("Sigmoid", since=(6, 13), inplace=(0,))
@@ -45,11 +44,8 @@ def sigmoid(x, *, out):
     """Y = 1 / (1 + exp(-X)), computed stably: float32 through compiled/sigmoid.py
     (within 2 ulp, as scipy's float32 expit) when compiled.ENABLED and X is large
     enough, else scipy.special.expit (the reference)."""
-    global _compiled_sigmoid
     if (compiled.ENABLED and x.size >= SIGMOID_COMPILED_MIN_SIZE and x.dtype == np.float32
             and out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
-        if _compiled_sigmoid is None:
-            from .compiled.sigmoid import sigmoid as _compiled_sigmoid
         _compiled_sigmoid(x.reshape(-1), out.reshape(-1))
     else:
         special.expit(x, out=out)

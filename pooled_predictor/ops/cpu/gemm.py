@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
+from .matmul import ConstRightProduct
 
 
 @kernel("Gemm", since=(7, 9, 11, 13))
@@ -41,8 +42,6 @@ class Gemm:
         if (not self.trans_a and self.alpha == 1.0 and ctx.is_static(1)
                 and (not self.use_c or (self.beta == 1.0 and ctx.is_static(2)))):
             # B a weight, C absent or a weight bias of N: the compiled product (ops/cpu/matmul.py)
-            from .matmul import ConstRightProduct
-
             c = np.asarray(ctx.value(2)) if self.use_c else None
             self.fast = ConstRightProduct.build(ctx, ctx.shape(0), dtype, ctx.value(1), c, self.trans_b)
 

@@ -21,6 +21,8 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import compiled
+from .compiled.matmul import matmul_const, pack_right, scratch_size
+from .conv_shared import shared_weights
 
 # The compiled path where it measured at least as fast as OpenBLAS (one thread, OpenBLAS
 # warmed by a large GEMM first; rows 2 to 1024, K 64 to 1280, N 64 to 6906): A of at least
@@ -66,9 +68,6 @@ class ConstRightProduct:
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
         if k_n == 0 or n_n == 0 or rows < COMPILED_MIN_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
             return None
-        from .compiled.matmul import matmul_const, pack_right, scratch_size
-        from .conv import shared_weights
-
         self = cls()
         self.rows, self.k_n, self.n_n, self.bias, self.run = rows, k_n, n_n, c is not None, matmul_const
         if c is None:
@@ -91,8 +90,6 @@ class ConstRightProduct:
         it would return False."""
         if not (a.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        from . import compiled
-
         return compiled.bound(self.run, a.reshape(-1), self.rows, self.k_n, self.bias, self.x, out.reshape(-1),
                               self.n_n, self.ws_ref.array)
 

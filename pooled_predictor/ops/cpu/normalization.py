@@ -16,6 +16,9 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.normalization import STASH_DTYPES
 from . import compiled
+from .compiled import lrn
+from .compiled.lrn import pow_mode
+from .compiled.softmax import softmax_rows
 
 
 def _bn_check(attrs, version):
@@ -105,8 +108,6 @@ class Softmax:
 
     def __call__(self, x, *, out):
         if self.rows is not None:
-            from .compiled.softmax import softmax_rows
-
             softmax_rows(x.reshape(-1), out.reshape(-1), *self.rows)
             return
         x, y = self.views(x, out)
@@ -120,8 +121,6 @@ class Softmax:
     def prepare_run(self, x, *, out):
         if self.rows is None or type(self) is not Softmax or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None  # (LogSoftmax and Hardmax have their own __call__)
-        from .compiled.softmax import softmax_rows
-
         return compiled.bound(softmax_rows, x.reshape(-1), out.reshape(-1), *self.rows)
 
 
@@ -238,8 +237,6 @@ class LRN:
         self.scale, self.beta, self.bias = alpha / size, beta, bias
         self.compiled = None
         if compiled.ENABLED and np.dtype(ctx.dtype(0)) == np.float32 and math.prod(shape) > 0:
-            from .compiled.lrn import pow_mode
-
             plane = math.prod(shape[2:])
             self.plane = ctx.scratch((plane,), np.float32)
             f4 = np.float32
@@ -256,16 +253,12 @@ class LRN:
     def prepare_run(self, x, *, out):
         if self.compiled is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        from .compiled.lrn import lrn_nchw
-
-        return compiled.bound(lrn_nchw, *self._compiled_args(x, out))
+        return compiled.bound(lrn.lrn_nchw, *self._compiled_args(x, out))
 
     def __call__(self, x, *, out):
         if self.compiled is not None:
-            from .compiled.lrn import lrn_nchw
-
             y = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-            lrn_nchw(*self._compiled_args(np.ascontiguousarray(x), y))
+            lrn.lrn_nchw(*self._compiled_args(np.ascontiguousarray(x), y))
             if y is not out:
                 out[...] = y
             return

@@ -32,6 +32,7 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.pooling import AxisWindow, pool_geometry
 from . import compiled
+from .compiled.pooling import average_tiles, buffer_length, pool2d
 from .reduce import TrailingReduce
 
 
@@ -113,8 +114,6 @@ class _CompiledPool2d:
     benchmarks/node_kernels.py and the thresholds above)."""
 
     def __init__(self, ctx, geometry: list[AxisWindow], mode: int, include_pad: bool = False):
-        from .compiled.pooling import buffer_length, pool2d
-
         self.run = pool2d
         gh, gw = geometry
         valid = np.flatnonzero(gw.counts(False))
@@ -150,8 +149,6 @@ class _AverageTiles:
     64x56x56 0.080 ms (0.175, 0.092)."""
 
     def __init__(self, ctx, geometry: list[AxisWindow]):
-        from .compiled.pooling import average_tiles
-
         self.run = average_tiles
         self.kernel = tuple(g.kernel for g in geometry)
         self.buf = ctx.scratch((geometry[1].size,), np.float32)

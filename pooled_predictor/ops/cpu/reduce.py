@@ -27,6 +27,7 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.reduce import reduce_axes
 from . import compiled
+from .compiled.rowreduce import max_rows, sum_rows
 
 
 class TrailingReduce:
@@ -38,8 +39,6 @@ class TrailingReduce:
     """
 
     def __init__(self, shape, first_axis: int, kind: str):
-        from .compiled.rowreduce import max_rows, sum_rows
-
         self.rows = int(np.prod(shape[:first_axis], dtype=np.int64))
         self.d = int(np.prod(shape[first_axis:], dtype=np.int64))
         if kind == "max":

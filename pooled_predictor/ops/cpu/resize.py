@@ -38,6 +38,7 @@ import numpy as np
 from ..context import NotStatic
 from ..registry import kernel
 from . import compiled
+from .compiled.resize import linear2d, nearest2d
 from ..shapes.resize import attr_str, resize_axes, resize_sizes, upsample_as_resize
 
 F32 = np.float32
@@ -402,8 +403,6 @@ class Resize:
         return "linear", shapes, args, ctx.scratch((max(w, ow),), F32), ctx.scratch((ow,), F32)
 
     def _run_compiled(self, x, out):
-        from .compiled.resize import linear2d, nearest2d
-
         mode, (x_shape, out_shape), args, buf, buf2 = self.compiled
         x3 = np.ascontiguousarray(x).reshape(x_shape)
         out3 = out.reshape(out_shape)

@@ -2,8 +2,7 @@
 MaxUnpool.
 
 The per-pixel sampling loops (GridSample, RoiAlign, DeformConv's deformable im2col)
-are compiled (compiled/sampling.py, imported when such a node is built, so numba
-loads only for models that use them); AffineGrid is one matmul, Col2Im a loop over
+are compiled (compiled/sampling.py); AffineGrid is one matmul, Col2Im a loop over
 the block's taps adding strided slices, MaxUnpool one scatter, DeformConv's
 contraction one GEMM per group.
 """
@@ -14,15 +13,10 @@ import itertools
 
 import numpy as np
 
+from ...errors import InputError
 from ..registry import kernel
 from ..shapes.spatial import col2im_geometry, deform_geometry, grid_sample_modes
-
-
-def _sampling():
-    """The compiled sampling loops (imports numba on first use)."""
-    from .compiled import sampling
-
-    return sampling
+from .compiled import sampling
 
 
 def _work_dtype(dtype) -> np.dtype:
@@ -56,7 +50,7 @@ class GridSample:
     """
 
     def __init__(self, ctx, *, align_corners=0, mode=None, padding_mode="zeros"):
-        self.sampling = _sampling()
+        self.sampling = sampling
         self.mode, self.padding = grid_sample_modes(ctx)
         self.align = int(align_corners)
         shape = tuple(ctx.shape(0))
@@ -130,7 +124,7 @@ class RoiAlign:
                  output_width=1, sampling_ratio=0, spatial_scale=1.0):
         attrs = {} if coordinate_transformation_mode is None else {
             "coordinate_transformation_mode": coordinate_transformation_mode}
-        self.sampling = _sampling()
+        self.sampling = sampling
         self.half_pixel = _roi_half_pixel(attrs, ctx.version)
         self.max = (mode.decode() if isinstance(mode, bytes) else mode) == "max"
         self.ratio, self.scale = int(sampling_ratio), float(spatial_scale)
@@ -140,8 +134,6 @@ class RoiAlign:
         n = x.shape[0]
         idx = np.asarray(batch_indices, np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= n):
-            from ...errors import InputError
-
             raise InputError(f"RoiAlign: batch_indices {idx.tolist()} out of range for {n} images")
         xs = np.ascontiguousarray(x, dtype=self.work)
         direct = out.dtype == self.work and out.flags.c_contiguous
@@ -167,7 +159,7 @@ class DeformConv:
 
     def __init__(self, ctx, *, dilations=None, group=1, kernel_shape=None, offset_group=1, pads=None,
                  strides=None):
-        self.sampling = _sampling()
+        self.sampling = sampling
         self.g = deform_geometry(ctx)
         self.work = _work_dtype(ctx.dtype(0))
         c = ctx.shape(0)[1]
@@ -242,8 +234,6 @@ def max_unpool(x, indices, output_shape=None, *, out, kernel_shape=None, pads=No
     flat = out.reshape(-1)
     idx = indices.reshape(-1)
     if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
-        from ...errors import InputError
-
         raise InputError(f"MaxUnpool: indices in [{idx.min()}, {idx.max()}] fall outside the output "
                          f"of {flat.size} elements (shape {out.shape})")
     flat.fill(0)

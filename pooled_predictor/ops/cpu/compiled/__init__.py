@@ -21,8 +21,8 @@ Modules: epilogue.py (activations applied to an output block in cache; GELU;
 erf), expf.py (a vectorizable float32 exp), gemm.py (packed-weight GEMM with bias
 and activation fused), softmax.py (Softmax rows), depthwise.py (depthwise
 convolution with bias and activation fused), winograd.py (Winograd F(2x2,3x3) and
-F(4x4,3x3) transforms), sampling.py (GridSample, RoiAlign, DeformConv sampling;
-imported when such a node is built), pooling.py (2-D MaxPool / AveragePool),
+F(4x4,3x3) transforms), sampling.py (GridSample, RoiAlign, DeformConv sampling),
+pooling.py (2-D MaxPool / AveragePool),
 sigmoid.py (a vectorized float32 Sigmoid), col2im.py (ConvTranspose's tile
 scatter; for kernel width 2 the GEMM and the scatter in one pass), resize.py
 (nearest and bilinear Resize), matmul.py (MatMul / Gemm with a weight as right
