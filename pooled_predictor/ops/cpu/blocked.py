@@ -35,10 +35,14 @@ from .. import registry
 from ..layouts import physical_shape
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
+from ..shapes.pooling import pool_geometry
 from . import activation, elementwise, fused, math as _math, pooling, reduce, resize, tensor  # noqa: F401  (theirs first)
 from . import compiled
 from . import conv_nchwc
+from .compiled import blocked as kernels
+from .compiled.blocked import maxpool, nearest, pixel_mean
 from .conv_nchwc import LAYOUT
+from .resize import Resize
 
 BLOCK = 8
 UNARY = [("", "Relu"), ("", "Sigmoid"), ("", "HardSigmoid"), ("", "HardSwish"), ("", "Clip"), ("", "LeakyRelu"),
@@ -164,8 +168,6 @@ class BlockedBinary(_OneCall):
     _OPS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
 
     def __init__(self, ctx, **attrs):
-        from .compiled import blocked as kernels
-
         op = ctx.node.op_type
         self.ufunc = self._OPS[op]
         self.compiled = None
@@ -220,8 +222,6 @@ class SpatialMean(_OneCall):
     """
 
     def __init__(self, ctx, **attrs):
-        from .compiled.blocked import pixel_mean
-
         n, c, h, w = ctx.shape(0)
         self.rows, self.pixels = n * c // BLOCK, h * w
         self.scale = 1.0 / max(1, self.pixels)  # sum_rows' scale for a mean (ops/cpu/reduce.py, pool.py)
@@ -258,8 +258,6 @@ _register_like("Concat", lambda k: concat_blocks, _concat_supported, FOLLOW, (LA
 
 def _nearest_plan(ctx):
     """(ih, iw) of a nearest Resize over H, W only (ops/cpu/resize.py's tables), else None."""
-    from .resize import Resize
-
     try:
         inner = Resize(ctx, **ctx.attrs)
     except Exception:
@@ -279,8 +277,6 @@ class ResizeNearest(_OneCall):
     index tables (ops/cpu/resize.py, every coordinate and nearest mode), one vector copy per pixel."""
 
     def __init__(self, ctx, **attrs):
-        from .compiled.blocked import nearest
-
         self.ih, self.iw = _nearest_plan(ctx)
         n, c, self.h, self.w = ctx.shape(0)
         self.rows = n * c // BLOCK
@@ -295,8 +291,6 @@ _register_like("Resize", lambda k: ResizeNearest, _resize_supported, FOLLOW, (LA
 
 # ---- MaxPool ---------------------------------------------------------------------
 def _maxpool_supported(ctx) -> bool:
-    from ..shapes.pooling import pool_geometry
-
     if not _unary_supported(ctx) or ctx.has_output(1):  # Indices: NCHW's flat indices, the NCHW kernel
         return False
     try:
@@ -311,9 +305,6 @@ class MaxPoolBlocked(_OneCall):
     (pads, auto_pad, ceil_mode, dilations) of ops/shapes/pool.py. Max is exact: the NCHW kernel's values."""
 
     def __init__(self, ctx, **attrs):
-        from ..shapes.pooling import pool_geometry
-        from .compiled.blocked import maxpool
-
         gh, gw = pool_geometry(ctx)
         n, c, h, w = ctx.shape(0)
         self.args = (n * c // BLOCK, h, w, gh.out, gw.out, gh.kernel, gw.kernel, gh.stride, gw.stride,

@@ -66,9 +66,9 @@ from numpy.lib.stride_tricks import as_strided
 from ..registry import kernel
 from . import compiled
 from ..shapes.conv import conv_geometry
-from .compiled import depthwise
+from .compiled import depthwise, gemm
 from .compiled.col2im import tile_gemm_scatter_w2, tile_scatter
-from .compiled.gemm import gemm2d, gemm2d_sum, pack_weights, row_offsets, scratch_size
+from .compiled.gemm import pack_weights, row_offsets, scratch_size
 from .compiled.winograd import input_transform, output_transform, transform_weights
 from .conv_indirect import IndirectConv2d
 from .conv_shared import _run_fills, shared_weights
@@ -440,7 +440,7 @@ class Conv(_ConvBase):
         self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self._bias_vector(), _phase_fills)
 
     def _init_pointwise_compiled(self, ctx):
-        self._gemm2d, self._gemm2d_sum = gemm2d, gemm2d_sum  # bound once
+        self._gemm2d, self._gemm2d_sum = gemm.gemm2d, gemm.gemm2d_sum  # read once, when the kernel is built
 
         g = self.geo
         self.wp = shared_weights(self.w_static, "packed",

@@ -52,9 +52,19 @@ import numpy as np
 from ..layouts import physical_shape
 from ..registry import DEFAULT_LAYOUT, kernel
 from ..shapes.conv import conv_geometry
-from ..shapes.fused import DOMAIN
-from . import compiled
+from ..shapes.fused import DOMAIN, depthwise_chain_parts
+from . import compiled, conv
 from .compiled.epilogue import CODES, NONE
+from .compiled.nchwc_chain import panel_starts, pointwise_depthwise_nchwc, scratch_size
+from .compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
+from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc, gemm_nchwc_rows, pack_weights, pixel_offsets
+from .compiled.nchwc_winograd import winograd_nchwc
+from .compiled.phases import split_phases
+from .compiled.winograd import transform_weights
+from .conv import _readonly, winograd_geometry
+from .conv_indirect import indirect_layout
+from .conv_shared import shared_weights
+from .fused import Activation, _check, _compiled_params
 
 LAYOUT = "NCHW8c"
 BLOCK = 8
@@ -116,8 +126,6 @@ def _compiled_geometry(ctx):
 
 def _bias_vector(ctx, m: int) -> np.ndarray:
     """B as a flat read-only float32 vector (M,) (zeros without a bias)."""
-    from .conv import _readonly
-
     b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
     return _readonly(np.ascontiguousarray(b))
 
@@ -125,18 +133,12 @@ def _bias_vector(ctx, m: int) -> np.ndarray:
 def packed_weights(w: np.ndarray, m: int) -> np.ndarray:
     """W (M, C/group, KH, KW) as compiled/nchwc_gemm.py's panels of (M, C * KH * KW), once per weight
     array and shared read-only by every Net (pointwise, indirect and stem kernels alike)."""
-    from .compiled.nchwc_gemm import pack_weights
-    from .conv import shared_weights
-
     return shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
 
 
 def depthwise_weights(w: np.ndarray) -> np.ndarray:
     """W (M, 1, KH, KW) packed by compiled/nchwc_depthwise.pack_depthwise, once per weight array and shared
     read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike)."""
-    from .compiled.nchwc_depthwise import pack_depthwise
-    from .conv import shared_weights
-
     return shared_weights(w, ("depthwise", LAYOUT), lambda w: pack_depthwise(np.asarray(w, np.float32)))
 
 
@@ -159,18 +161,12 @@ def blocked_kind(ctx) -> str | None:
 
 def winograd_fits(g) -> bool:
     """A stride-1 3x3 convolution (group 1, dilation 1) with enough channels for Winograd to pay."""
-    from .conv import winograd_geometry
-
     return WINOGRAD and winograd_geometry(g, WINOGRAD_MIN_CHANNELS)
 
 
 def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     """U[xi] = (G W G^T)[xi] (compiled/winograd.py) for each of the (m+2)^2 positions, packed for the
     NCHW8c GEMM: (a^2, M * C) float32, read-only, once per weight array and shared by every Net."""
-    from .compiled.nchwc_gemm import pack_weights
-    from .compiled.winograd import transform_weights
-    from .conv import shared_weights
-
     def make(w):
         u = transform_weights(np.asarray(w, np.float32), m)
         packed = np.empty((u.shape[0], u.shape[1] * u.shape[2]), np.float32)
@@ -220,8 +216,6 @@ class _BlockedConv(_Steps):
         m, c = g.out_channels, g.in_channels
         w = np.asarray(ctx.value(1))
         if self.kind == "pointwise":
-            from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc
-
             self.wp = packed_weights(w, m)
             self.offs = channel_offsets(c, self.p)
             self._gemm = gemm_nchwc
@@ -230,8 +224,6 @@ class _BlockedConv(_Steps):
         elif self.kind == "winograd":
             self._init_winograd(ctx, w)
         elif self.kind == "indirect":
-            from .compiled.nchwc_gemm import gemm_nchwc_rows, pixel_offsets
-
             self.wp = packed_weights(w, m)
             self.padded_hw, self.offs = padded_layout(g)
             hp, wp = self.padded_hw
@@ -240,8 +232,6 @@ class _BlockedConv(_Steps):
             self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
             self._gemm_rows = gemm_nchwc_rows
         else:
-            from .compiled.nchwc_depthwise import depthwise_nchwc
-
             self.wp = depthwise_weights(w)
             (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
             self.dw_args = (kh, kw, sh, sw, dh, dw, ph, pw)
@@ -250,10 +240,6 @@ class _BlockedConv(_Steps):
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def _init_winograd(self, ctx, w):
-        from .compiled.nchwc_gemm import channel_offsets
-        from .compiled.nchwc_winograd import winograd_nchwc
-        from .conv import _readonly
-
         g = self.geo
         c, m = g.in_channels, g.out_channels
         t = self.wino_m = WINOGRAD_TILE
@@ -367,8 +353,6 @@ def fused_activation(ctx, activation, activation_params, in_kernel: bool):
     """FusedConv's activation for an NCHW8c kernel: (act, after). act: the (code, p0, p1) the compiled
     kernel applies to each block in registers (epilogue.py codes; NONE if not in_kernel or not
     compiled); after: an Activation to apply in place over the blocked Y afterwards, or None."""
-    from .fused import Activation, _compiled_params
-
     name = activation.decode() if isinstance(activation, bytes) else activation
     params = [float(v) for v in activation_params]
     if name in CODES and in_kernel:
@@ -388,8 +372,6 @@ def then_after(conv, after, out):
 
 
 def _fused_check(attrs, version):
-    from .fused import _check
-
     return _check(attrs, version)
 
 
@@ -442,8 +424,6 @@ CHAIN_GROUP_BYTES = 64 << 10
 def chain_fits(ctx) -> bool:
     """Both convolutions of a FusedConvDepthwise node have their NCHW8c kernels (pointwise and depthwise
     kinds), with activations the compiled kernels apply in registers (epilogue.CODES, or Identity)."""
-    from ..shapes.fused import depthwise_chain_parts
-
     if not all(_name(a) in CODES or _name(a) == "Identity"
                for a in (ctx.attr("activation"), ctx.attr("dw_activation"))):
         return False
@@ -468,10 +448,6 @@ class FusedConvDepthwiseNCHWc(_Steps):
 
     def __init__(self, ctx, *, activation, activation_params=(), dw_activation, dw_activation_params=(),
                  auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
-        from ..shapes.fused import depthwise_chain_parts
-        from .compiled.nchwc_chain import panel_starts, pointwise_depthwise_nchwc, scratch_size
-        from .compiled.nchwc_gemm import channel_offsets
-
         pw, dw = depthwise_chain_parts(ctx)
         gp, gd = conv_geometry(pw), conv_geometry(dw)
         m, c = gp.out_channels, gp.in_channels
@@ -516,8 +492,6 @@ def to_blocked_fits(ctx) -> bool:
     """The node is a 2-D float32 group-1 Conv with static W (and B), C % 8 != 0, M % 8 == 0, that the NCHW
     kernel runs as an indirect GEMM of wide rows (conv.py: the same sums in the same order here,
     so the same bits); its output in NCHW8c."""
-    from . import conv
-
     g = _compiled_geometry(ctx)
     if g is None or not conv.INDIRECT_COMPILED:
         return False
@@ -534,10 +508,6 @@ class _ToBlockedConv(_Steps):
     (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of 8 output channels."""
 
     def __init__(self, ctx):
-        from .compiled.nchwc_gemm import gemm_nchwc_rows, pixel_offsets
-        from .compiled.phases import split_phases
-        from .conv_indirect import indirect_layout
-
         g = self.geo = conv_geometry(ctx)
         self.hq, self.wq, phases, self.offs = indirect_layout(g, g.in_channels)
         self.image = g.in_channels * len(phases) * self.hq * self.wq

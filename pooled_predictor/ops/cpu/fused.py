@@ -20,13 +20,13 @@ import numpy as np
 from scipy import special
 
 from ..registry import kernel
-from ..shapes.fused import DOMAIN, activation_problem
+from ..shapes.fused import DOMAIN, activation_problem, depthwise_chain_parts
 from .activation import Gelu as _OnnxGelu
 from .activation import HardSwish as _OnnxHardSwish
 from .activation import _gelu_check, hard_swish_into, leaky_relu_into
 from .elementwise import hard_sigmoid, relu, sigmoid
 from ._special import CHUNK, erf_float32, erf_workspace_shape
-from .compiled.epilogue import CODES, NONE
+from .compiled.epilogue import CODES, NONE, activate_inplace, gelu_erf, gelu_erf_inplace
 from .conv import Conv
 from . import compiled
 from .gemm import Gemm
@@ -85,15 +85,11 @@ class Activation:
         self.apply = getattr(self, "_" + name.lower())
 
     def _compiled(self, y):
-        from .compiled.epilogue import activate_inplace
-
         activate_inplace(y.reshape(-1), self.code, *self.params)
 
     def prepare(self, y):
         """apply(y) as a zero-argument call for this array (net.py: _prepared)."""
         if self.apply == self._compiled and y.flags.c_contiguous:
-            from .compiled.epilogue import activate_inplace
-
             return compiled.bound(activate_inplace, y.reshape(-1), self.code, *self.params)
         return partial(self.apply, y)
 
@@ -211,8 +207,6 @@ class FusedConvDepthwise:
 
     def __init__(self, ctx, *, activation, activation_params=(), dw_activation, dw_activation_params=(),
                  auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
-        from ..shapes.fused import depthwise_chain_parts
-
         pw, dw = depthwise_chain_parts(ctx)
         self.pointwise = FusedConv(pw, activation=activation, activation_params=activation_params)
         self.depthwise = FusedConv(dw, activation=dw_activation, activation_params=dw_activation_params,
@@ -272,8 +266,6 @@ class Gelu:
             return
         xf, of = x.reshape(-1), out.reshape(-1)
         if self.compiled:
-            from .compiled.epilogue import gelu_erf, gelu_erf_inplace
-
             if xf.ctypes.data == of.ctypes.data:  # the arena put Y on X (memory_opt's in-place)
                 gelu_erf_inplace(of, self.sqrt2)
             else:
@@ -284,8 +276,6 @@ class Gelu:
     def prepare_run(self, x, *, out):
         if self.onnx is not None or not self.compiled or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        from .compiled.epilogue import gelu_erf, gelu_erf_inplace
-
         xf, of = x.reshape(-1), out.reshape(-1)
         if xf.ctypes.data == of.ctypes.data:
             return compiled.bound(gelu_erf_inplace, of, self.sqrt2)
