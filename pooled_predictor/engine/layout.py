@@ -107,7 +107,7 @@ class Layout:
 
     __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
                  "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
-                 "device", "memory_limit_bytes", "bodies")
+                 "device", "memory_limit_bytes", "bodies", "fixed_outputs")
 
     def __init__(self, device: Device, memory_limit_bytes: int, bodies):
         self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
@@ -118,6 +118,7 @@ class Layout:
         self.arena, self.plan, self.liveness, self.plan_seconds = None, None, None, 0.0
         self.readable, self.activation_bytes = set(), 0
         self.typed, self.typed_names, self.readers = {}, frozenset(), {}
+        self.fixed_outputs: dict | None = None  # output name -> array, where none is dynamic or typed
 
     @property
     def nbytes(self) -> int:
@@ -163,13 +164,18 @@ class Layout:
         Raises:
             InputError: share is none of those.
         """
-        blobs, copy_in, shared = self.blobs, self.device.copy_in, {}
-        if share not in (False, True, "large"):
+        blobs, copy_in = self.blobs, self.device.copy_in
+        if not share:
+            for n, a in arrays.items():
+                copy_in(blobs[n], a)
+            return {}
+        if share is not True and share != "large":
             raise InputError(f"share_inputs must be True, False or 'large', not {share!r}")
         least = SHARED_INPUT_MIN_BYTES if share == "large" else 0
+        shared = {}
         for n, a in arrays.items():
             blob = blobs[n]
-            if share and a.nbytes >= least and a.flags.c_contiguous and a.flags.aligned and a.dtype == blob.dtype:
+            if a.nbytes >= least and a.flags.c_contiguous and a.flags.aligned and a.dtype == blob.dtype:
                 shared[n] = a
             else:
                 copy_in(blob, a)
@@ -250,6 +256,9 @@ def build_layout(program, shapes: dict[str, tuple], device: Device, options: Lay
     layout.typed_names = frozenset(layout_of)
     layout.activation_bytes = sum(sizes.values())
     layout.dynamic_outputs = frozenset(o for st in dynamic for o in st.node.outputs if o)
+    if all(n in layout.blobs and n not in layout.dynamic_outputs and n not in layout.typed
+           for n in program.output_names):
+        layout.fixed_outputs = {n: layout.blobs[n] for n in program.output_names}
     return layout
 
 

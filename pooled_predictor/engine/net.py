@@ -288,8 +288,13 @@ class Net:
         else:
             arrays = self.input_spec.check(inputs)
             current = self._input_shapes
-            if current is None or any(a.shape != current[n] for n, a in arrays.items()):
+            if current is None:
                 self._reshape_checked({n: a.shape for n, a in arrays.items()})
+            else:
+                for n, a in arrays.items():
+                    if a.shape != current[n]:
+                        self._reshape_checked({n: a.shape for n, a in arrays.items()})
+                        break
             shared = self.layout.feed(arrays, share_inputs)
             if shared:
                 try:
@@ -325,7 +330,11 @@ class Net:
             raise KernelError(f"node {node.name!r} ({node.op_type}) failed: {type(exc).__name__}: {exc}") from exc
 
     def _outputs(self, names, out, shared: dict) -> dict[str, np.ndarray]:
-        names = self.output_names if names is None else names
+        if names is None:
+            fixed = self.layout.fixed_outputs
+            if fixed is not None and out is None and not shared:
+                return dict(fixed)
+            names = self.output_names
         result = {n: shared[n] if n in shared else self.blob_by_name(n) for n in names}
         return result if out is None else fill_out(names, out, result)
 
