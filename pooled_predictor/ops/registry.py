@@ -14,7 +14,7 @@ A kernel is registered with the ONNX schema versions it implements:
   shape depends on input values (NonZero, Unique, NonMaxSuppression): it is
   called without ``out`` and returns its outputs (one array, or a tuple in
   the schema's order), which it allocates; the Net runs it, and what reads
-  its outputs, per forward (net.py).
+  its outputs, per forward (engine/layout.py: Layout.run_dynamic).
 * A class kernel is built once per reshape as ``cls(ctx, **attrs)`` (ctx: an
   OpContext with shapes, dtypes, static values and scratch allocation) and then
   called as ``obj(*inputs, out=out)``; use it when a kernel precomputes from
@@ -26,7 +26,7 @@ A kernel is registered with the ONNX schema versions it implements:
   returns None (Paddle-Lite's PrepareForRun before Run). It must do exactly what
   the call does for those arrays, its per-call Python work -- views, argument
   lists, numba's type dispatch (ops/cpu/compiled: bound, prepared) -- done ahead
-  (net.py: _prepared; tests/test_prepared.py checks the bits).
+  (engine/layout.py: _prepared; tests/test_prepared.py checks the bits).
 
 A kernel has a kernel type (Paddle-Lite's TypeSystem): its device and its
 layout (ops/layouts.py: "NCHW" -- ONNX's own layout, channels second, any

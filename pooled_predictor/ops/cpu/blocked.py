@@ -141,7 +141,7 @@ for _domain, _op in UNARY:
 
 class _OneCall:
     """A kernel that is one call on flat views of its arrays: _call(x, *rest, out) -> (function,
-    arguments). Called per forward, or bound once (prepare_run; net.py: _prepared) where X and Y
+    arguments). Called per forward, or bound once (prepare_run; engine/layout.py: _prepared) where X and Y
     are C-contiguous (their flat views are views)."""
 
     def __call__(self, x, *rest, out):
@@ -302,7 +302,7 @@ def _maxpool_supported(ctx) -> bool:
 class MaxPoolBlocked(_OneCall):
     """ONNX MaxPool (-8/-10/-11/-12/-22, 2-D, no Indices output) over NCHW8c X (N, C/8, H, W, 8):
     each window's input taps, eight channels a vector (onnxruntime's NCHWc MaxPool); the geometry
-    (pads, auto_pad, ceil_mode, dilations) of ops/shapes/pool.py. Max is exact: the NCHW kernel's values."""
+    (pads, auto_pad, ceil_mode, dilations) of ops/shapes/pooling.py. Max is exact: the NCHW kernel's values."""
 
     def __init__(self, ctx, **attrs):
         gh, gw = pool_geometry(ctx)

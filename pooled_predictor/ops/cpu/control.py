@@ -1,7 +1,7 @@
 """If, Loop and Scan: control flow over nested Programs (ONNX spec: If, Loop, Scan).
 
 Each body is a Subgraph compiled into its own Program and run as a nested
-Net (pooled_predictor/control_flow.py, which says what is copied and
+Net (pooled_predictor/engine/control_flow.py, which says what is copied and
 allocated per iteration). The node's inputs are its formal inputs followed by
 the outer-scope values its bodies capture (importers/subgraph.py); the body
 is fed both, by position. When the node's output shapes are static

@@ -524,7 +524,7 @@ class Conv(_ConvBase):
         compiled.run_steps(self._pointwise_steps(x, out, np.ascontiguousarray(z)))
 
     def prepare_sum(self, x, z, out):
-        """run_sum(x, z, out) as one zero-argument call for these arrays (net.py: _prepared), or None."""
+        """run_sum(x, z, out) as one zero-argument call for these arrays (engine/layout.py: _prepared), or None."""
         if not all(a.flags.c_contiguous for a in (x, z, out)):
             return None
         return compiled.prepared(self._pointwise_steps(x, out, z))
@@ -665,7 +665,7 @@ class Conv(_ConvBase):
         return None
 
     def prepare_run(self, x, w, b=None, *, out):
-        """__call__ as one zero-argument call for these arrays (net.py: _prepared), on the compiled
+        """__call__ as one zero-argument call for these arrays (engine/layout.py: _prepared), on the compiled
         paths of C-contiguous arrays with static B (the numpy paths: None)."""
         if not (x.flags.c_contiguous and out.flags.c_contiguous) or (self.has_bias and self.b_static is None):
             return None

@@ -184,7 +184,7 @@ def _supported(ctx) -> bool:
 
 class _Steps:
     """A convolution run as a list of calls, _steps(x, out, z) -> [(function, arguments)]: run() makes
-    them, prepare() binds them once (net.py: _prepared). Called as the Conv kernel (FusedConv overrides)."""
+    them, prepare() binds them once (engine/layout.py: _prepared). Called as the Conv kernel (FusedConv overrides)."""
 
     def run(self, x, out, z=None):
         compiled.run_steps(self._steps(x, out, z))

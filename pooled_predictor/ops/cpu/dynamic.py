@@ -3,7 +3,7 @@ Unique, NonMaxSuppression.
 
 Registered with ``dynamic_output=True`` (ops/registry.py): each returns the
 outputs it allocates instead of writing into `out`; the Net runs such a node,
-and the nodes reading its outputs, per forward (net.py), while the rest of the
+and the nodes reading its outputs, per forward (engine/layout.py: Layout.run_dynamic), while the rest of the
 Net stays planned. With all inputs static the node is folded once.
 ONNX spec: each op's section of Operators.md.
 """

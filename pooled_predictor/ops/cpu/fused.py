@@ -88,7 +88,7 @@ class Activation:
         activate_inplace(y.reshape(-1), self.code, *self.params)
 
     def prepare(self, y):
-        """apply(y) as a zero-argument call for this array (net.py: _prepared)."""
+        """apply(y) as a zero-argument call for this array (engine/layout.py: _prepared)."""
         if self.apply == self._compiled and y.flags.c_contiguous:
             return compiled.bound(activate_inplace, y.reshape(-1), self.code, *self.params)
         return partial(self.apply, y)

@@ -33,7 +33,7 @@ def layout_transform(x, *, out, src=DEFAULT_LAYOUT, dst=DEFAULT_LAYOUT):
 
 
 def _prepare_transform(x, *, out, src=DEFAULT_LAYOUT, dst=DEFAULT_LAYOUT):
-    """layout_transform as one call for these arrays (net.py: _prepared): the compiled reorder
+    """layout_transform as one call for these arrays (engine/layout.py: _prepared): the compiled reorder
     bound, or None (transform() then runs per call)."""
     call = _reorder_call(x, src, dst, out, block_of(src), block_of(dst))
     if call is None:

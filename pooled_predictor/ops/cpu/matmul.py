@@ -86,7 +86,7 @@ class ConstRightProduct:
         return True
 
     def prepare(self, a, out):
-        """self(a, out) as one zero-argument call for these arrays (net.py: _prepared), or None where
+        """self(a, out) as one zero-argument call for these arrays (engine/layout.py: _prepared), or None where
         it would return False."""
         if not (a.flags.c_contiguous and out.flags.c_contiguous):
             return None

@@ -33,7 +33,7 @@ def unsqueeze(x, axes_input=None, *, out, axes=None):
 
 def prepare_reshaped(x, *rest, out, **attrs):
     """prepare_run of the kernels that copy X's elements in order into Y's shape (Reshape, Flatten,
-    Squeeze, Unsqueeze; net.py: _prepared): one np.copyto of the view, or nothing at all where the
+    Squeeze, Unsqueeze; engine/layout.py: _prepared): one np.copyto of the view, or nothing at all where the
     arena put Y on X (memory_opt's in-place); None for a non-contiguous X (its reshape is a copy)."""
     if not x.flags.c_contiguous:
         return None

@@ -107,7 +107,7 @@ def bound(fn, *args):
     for these arguments (its typing context's overload resolution over the explicit
     signatures), called directly: the per-call type dispatch is paid once, here (about
     0.8 us of a 1.8 us call of 17 arguments, measured), not on every forward. A Net
-    binds its kernels' arrays once per input shape (net.py: _prepared, prepare_run), so
+    binds its kernels' arrays once per input shape (engine/layout.py: _prepared, prepare_run), so
     the argument types cannot change under it. Anything else, or arguments no
     specialization takes, gets an ordinary functools.partial (dispatched per call, and
     raising what a call would).

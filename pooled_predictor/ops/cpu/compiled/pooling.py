@@ -4,7 +4,7 @@ Y[n, c, oh, ow] = reduce over the window taps (i, j) inside X of
 X[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
 
 (ONNX MaxPool / AveragePool; the window geometry, output sizes, ceil_mode and
-auto_pad come from ops/shapes/pool.py's pool_geometry, as for the numpy
+auto_pad come from ops/shapes/pooling.py's pool_geometry, as for the numpy
 kernels). Separable, one output row at a time: the window's input rows are
 reduced into a row buffer (unit stride: vectorizes), whose border columns
 hold the identity of the reduction (-inf for max, 0 for a sum) so that the
@@ -18,7 +18,7 @@ which is microcoded on AMD Zen: 5x slower than numpy, measured.)
 Padding never takes part: a max of a window with no input tap is float32's
 lowest value (onnxruntime), a sum only adds input values and is divided by
 the window's count (count_include_pad: the taps inside the padded input,
-ops/shapes/pool.py's counts). Max is exact (the numpy kernel's bits; NaN
+ops/shapes/pooling.py's counts). Max is exact (the numpy kernel's bits; NaN
 propagates, as np.maximum). The average sums the rows, then the columns, in
 float32 (the numpy kernel sums in the same axis order; the taps' order at
 borders may differ, so a border average may differ by an ulp).
@@ -135,7 +135,7 @@ def _columns(buf, a, y, yo, n, mode, kw, sw, dw, ch, count_w, c_lo, c_hi):
         for o in range(c_hi, n):
             y[yo + o] = LOWEST
         return
-    # the sums (written out for stride 1, the only AveragePool ops/cpu/pool.py
+    # the sums (written out for stride 1, the only AveragePool ops/cpu/pooling.py
     # compiles by default), then one unit-stride division pass
     if kw == 2 and sw == 1:
         for o in range(n):
