@@ -1,14 +1,10 @@
 """Net: a Program bound to blobs (Caffe's Net: reshape(), forward(), blob_by_name()).
 
-A Net holds the Program's weights (shared, read-only), its layouts (one per set of
-input shapes, built by the layout pipeline of engine/layout.py and cached by shapes)
-and runs the current one. `reshape(input_shapes)` lays the Net out; `forward(inputs)`
-checks the inputs (engine/inputs.py), reshapes when their shapes changed, feeds them
-and runs the bound calls: it allocates no activation arrays. Nodes whose output shape
-depends on data fed at forward run in a slower mode that infers shapes and allocates
-per forward (Layout.run_dynamic); the rest stays planned in the arena.
-
-A Net is used by one thread at a time (the Predictor gives each thread its own).
+A Net holds the Program's weights (shared, read-only) and its layouts (one per set of input
+shapes, built by engine/layout.py's pipeline, cached by shapes), and runs the current one.
+forward(inputs) checks the inputs (engine/inputs.py), reshapes when their shapes changed,
+feeds them and runs the bound calls, allocating no activation arrays; nodes whose output
+shape depends on data run per forward (Layout.run_dynamic). One thread at a time uses a Net.
 """
 
 from __future__ import annotations
@@ -31,6 +27,7 @@ from .profiling import Profiler
 from .program import Program
 
 __all__ = ["BODIES", "Net", "Optimization"]
+
 
 class Net:
     """A Program bound to its own activation blobs.
