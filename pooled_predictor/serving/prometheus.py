@@ -1,6 +1,6 @@
 """A Callback that feeds prometheus-client metrics (optional extra: pip install "pooled-predictor[prometheus]").
 
-    from pooled_predictor.prometheus import PrometheusCallback
+    from pooled_predictor.serving.prometheus import PrometheusCallback
     pool = PooledPredictor(config, PrometheusCallback())
 
 Metrics (names prefixed by `prefix`, default "pooled_predictor"):

@@ -1,4 +1,4 @@
-"""pooled_predictor.backend: the onnx.backend interface the conformance suite runs through."""
+"""pooled_predictor.serving.backend: the onnx.backend interface the conformance suite runs through."""
 
 from __future__ import annotations
 
