@@ -23,14 +23,14 @@
 * Priority levels (forward(..., priority=k), Triton's): highest level first,
   FIFO within a level, one bound for all levels; Config.priority_aging lets a
   job that waited that long go first (off by default: strict levels). See
-  pooled_predictor.jobqueue.
+  pooled_predictor.serving.jobqueue.
 * Dynamic batching (Config.max_batch_size, max_queue_delay,
   preferred_batch_sizes; Triton's dynamic batcher): a worker taking a job of a
   model that batches also takes queued jobs of the same model and input
   signature, runs them as one batch and gives each job its rows. Per job
   nothing changes: its Future, deadline, cancellation and callbacks are its
   own; an error in a batched run re-runs its jobs alone, so it fails only the
-  jobs that cause it. See pooled_predictor.batching for which models batch.
+  jobs that cause it. See pooled_predictor.serving.batching for which models batch.
 * stats(): per-net counts and p50/p95/p99 of queue wait, run and end-to-end
   time, and the batch sizes of nets that batch.
 """
@@ -122,7 +122,7 @@ class Config:
             rows one batched run may have; 0 (default) or 1: off. An int for
             every model, or a sequence with one per model (net_id order). Only
             models with a free first dimension batch (see
-            pooled_predictor.batching); an int skips the others with a log
+            pooled_predictor.serving.batching); an int skips the others with a log
             line, a per-model value > 1 for one of them is a ValueError.
         max_queue_delay: seconds a batch may wait, from its first job's
             enqueue, for more jobs (an int for all or one per model); never
