@@ -194,10 +194,9 @@ class Net:
         if shapes == self._input_shapes:
             return
         self.restored = False
-        options = LayoutOptions(self.optimization, self.planner, self.keep, self.memory_limit_bytes,
-                                self.prepare_calls)
-        self.layout = self._layouts.get(tuple(shapes.items()),
-                                        lambda: build_layout(self.program, shapes, self.device, options, BODIES))
+        self.layout = self._layouts.get(tuple(shapes.items()), lambda: build_layout(
+            self.program, shapes, self.device, LayoutOptions(self.optimization, self.planner, self.keep,
+                                                             self.memory_limit_bytes, self.prepare_calls), BODIES))
         self._input_shapes = shapes
 
     def release(self) -> None:
@@ -327,7 +326,7 @@ class Net:
             raise KernelError(f"node {node.name!r} ({node.op_type}) failed: {type(exc).__name__}: {exc}") from exc
 
     def _outputs(self, names, out, shared: dict) -> dict[str, np.ndarray]:
-        if names is None:
+        if names is None or names is self.output_names:  # the pool's jobs pass the Program's own list
             fixed = self.layout.fixed_outputs
             if fixed is not None and out is None and not shared:
                 return dict(fixed)
