@@ -111,7 +111,7 @@ def _reorder_call(x, src, dst, out, bs, bd):
         return None
     if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return None
-    if not compiled.ENABLED:
+    if not compiled.active():
         return None
     if bd:
         n, c = x.shape[0], x.shape[1]

@@ -61,7 +61,7 @@ def _blockable(shape) -> bool:
 
 
 def _on() -> bool:
-    return conv_nchwc.ENABLED and compiled.ENABLED
+    return conv_nchwc.ENABLED and compiled.active()
 
 
 def _unary_supported(ctx) -> bool:

@@ -37,7 +37,7 @@ ConvTranspose, X (N, C, *in), W (C, M/group, *k):
 * otherwise cols[n, g] = W[g]^T @ X[n, g] (GEMM), cols (N, M, *k, *in), then
   - tile -- kernel == stride, no padding: the taps' outputs partition Y, so
     each tap is one strided copy into Y (bias fused); 2-D float32 with
-    compiled.ENABLED: compiled/col2im.py writes each Y row once, interleaving
+    compiled.active(): compiled/col2im.py writes each Y row once, interleaving
     its taps, GEMM columns in L2-sized bands (PP-OCR det 16->16 at 120x160:
     3.4 -> 2.3 ms, measured; thresholds below); kernel (kh, 2), group 1, W a
     weight: compiled/col2im.py's tile_gemm_scatter_w2 computes each 16-pixel
@@ -343,7 +343,7 @@ class Conv(_ConvBase):
             return "indirect"
         if self._winograd_fits(ctx):
             return "winograd"
-        if (compiled.ENABLED and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
+        if (compiled.active() and grp == c > 1 and mult >= 1 and g.rank == 2 and self.dtype == np.float32
                 and self.w_static is not None and math.prod(g.out_shape) >= DEPTHWISE_COMPILED_MIN_PLANE
                 and (g.kernel == (3, 3) or DEPTHWISE_COMPILED_ANY_KERNEL)):
             return "depthwise_compiled"
@@ -420,7 +420,7 @@ class Conv(_ConvBase):
     # ---- pointwise, compiled (float32, group 1, static weights) -------------
     def _packed_gemm_fits(self) -> bool:
         """compiled/gemm.py applies: float32, W and B weights (packed once)."""
-        return (compiled.ENABLED and self.dtype == np.float32 and self.w_static is not None
+        return (compiled.active() and self.dtype == np.float32 and self.w_static is not None
                 and (not self.has_bias or self.b_static is not None))
 
     def _indirect_fits(self, wide_only: bool) -> bool:
@@ -479,7 +479,7 @@ class Conv(_ConvBase):
     # ---- Winograd F(m x m, 3 x 3) (compiled/winograd.py) ------------------
     def _winograd_fits(self, ctx) -> bool:
         g = self.geo
-        if not (compiled.ENABLED and winograd_geometry(g) and self.dtype == np.float32
+        if not (compiled.active() and winograd_geometry(g) and self.dtype == np.float32
                 and self.w_static is not None and (not self.has_bias or self.b_static is not None)):
             return False
         m = _winograd_tile(g.out_shape)
@@ -726,11 +726,11 @@ class ConvTranspose(_ConvBase):
         self.bands = [(0, g.in_shape[0])]
         # kernel width 2 (2x2 stride 2 upsampling): the GEMM and the scatter in one compiled pass
         self.tile_fused = (
-            compiled.ENABLED and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
+            compiled.active() and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
             and g.kernel[1] == 2 and grp == 1 and g.in_shape[1] >= CONV_TRANSPOSE_FUSED_MIN_WIDTH
             and self.w_static is not None and (not self.has_bias or self.b_static is not None))
         self.tile_compiled = (
-            compiled.ENABLED and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
+            compiled.active() and self.path == "tile" and g.rank == 2 and self.dtype == np.float32
             and not self.tile_fused
             and n * g.out_channels * math.prod(g.out_shape) >= CONV_TRANSPOSE_TILE_COMPILED_MIN_OUTPUT
             and self.mg * self.taps >= CONV_TRANSPOSE_TILE_COMPILED_MIN_ROWS)

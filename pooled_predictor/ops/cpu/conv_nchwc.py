@@ -113,7 +113,7 @@ def _compiled_geometry(ctx):
     """The ConvGeometry of a 2-D float32 Conv/FusedConv node with static W (and B) and a non-empty
     output, while NCHW8c and compiled kernels are enabled; else None (the NCHW kernel runs it, and
     reports its shape errors)."""
-    if not (ENABLED and compiled.ENABLED) or np.dtype(ctx.dtype(0)) != np.float32 or len(ctx.shape(0)) != 4:
+    if not (ENABLED and compiled.active()) or np.dtype(ctx.dtype(0)) != np.float32 or len(ctx.shape(0)) != 4:
         return None
     if not ctx.is_static(1) or (ctx.has_input(2) and not ctx.is_static(2)):
         return None

@@ -27,7 +27,7 @@ def relu(x, *, out):
     """Y = max(X, 0). float32 contiguous: one compiled pass (compiled/epilogue.py, np.maximum's
     bits: 0.24 vs 0.6 ms per 1M floats in place, measured)."""
     if (x.dtype == np.float32 and out.dtype == np.float32 and x.size >= RELU_COMPILED_MIN
-            and x.flags.c_contiguous and out.flags.c_contiguous and compiled.ENABLED):
+            and x.flags.c_contiguous and out.flags.c_contiguous and compiled.active()):
         relu_compiled(x.reshape(-1), out.reshape(-1))
         return
     np.maximum(x, 0, out=out)
@@ -42,9 +42,9 @@ SIGMOID_COMPILED_MIN_SIZE = 2048
 @kernel("Sigmoid", since=(6, 13), inplace=(0,))
 def sigmoid(x, *, out):
     """Y = 1 / (1 + exp(-X)), computed stably: float32 through compiled/sigmoid.py
-    (within 2 ulp, as scipy's float32 expit) when compiled.ENABLED and X is large
+    (within 2 ulp, as scipy's float32 expit) when compiled.active() and X is large
     enough, else scipy.special.expit (the reference)."""
-    if (compiled.ENABLED and x.size >= SIGMOID_COMPILED_MIN_SIZE and x.dtype == np.float32
+    if (compiled.active() and x.size >= SIGMOID_COMPILED_MIN_SIZE and x.dtype == np.float32
             and out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
         _compiled_sigmoid(x.reshape(-1), out.reshape(-1))
     else:

@@ -69,7 +69,7 @@ class Activation:
         dtype = np.dtype(dtype)
         p = [float(v) for v in params]
         self.tmp = None
-        if compiled.ENABLED and dtype == np.float32 and name in CODES:
+        if compiled.active() and dtype == np.float32 and name in CODES:
             # one compiled pass instead of up to four numpy passes; the same float32 operations
             self.code, self.params = CODES[name], _compiled_params(name, p)
             self.apply = self._compiled
@@ -250,7 +250,7 @@ class Gelu:
             return
         dtype = np.dtype(ctx.dtype(0))
         self.sqrt2 = np.asarray(np.sqrt(2.0), dtype)[()]
-        self.compiled = dtype == np.float32 and compiled.ENABLED
+        self.compiled = dtype == np.float32 and compiled.active()
         if self.compiled:  # one pass, the same float32 operations (compiled/epilogue.py)
             return
         size = int(np.prod(ctx.shape(0)))

@@ -58,7 +58,7 @@ class ConstRightProduct:
 
         B's panels (with c) are computed once per weight and shared by every Net.
         """
-        if not compiled.ENABLED or b is None or b.ndim != 2 or len(a_shape) < 1:
+        if not compiled.active() or b is None or b.ndim != 2 or len(a_shape) < 1:
             return None
         bt = b.T if trans_b else b
         k_n, n_n = bt.shape

@@ -95,7 +95,7 @@ class Softmax:
         self.red = ctx.scratch(red, ctx.dtype(0))
         # float32 rows along the last axis: one compiled pass per row (compiled/softmax.py)
         self.rows = None
-        if (compiled.ENABLED and np.dtype(ctx.dtype(0)) == np.float32
+        if (compiled.active() and np.dtype(ctx.dtype(0)) == np.float32
                 and (self.view is not None or self.axis == rank - 1) and int(np.prod(shape)) > 0):
             d = int(np.prod(shape[self.axis:] if self.view is None else shape[axis:], dtype=np.int64))
             self.rows = (int(np.prod(shape, dtype=np.int64)) // d, d)
@@ -236,7 +236,7 @@ class LRN:
         self.taps = [k for k in range(-before, after + 1) if k != 0]
         self.scale, self.beta, self.bias = alpha / size, beta, bias
         self.compiled = None
-        if compiled.ENABLED and np.dtype(ctx.dtype(0)) == np.float32 and math.prod(shape) > 0:
+        if compiled.active() and np.dtype(ctx.dtype(0)) == np.float32 and math.prod(shape) > 0:
             plane = math.prod(shape[2:])
             self.plane = ctx.scratch((plane,), np.float32)
             f4 = np.float32

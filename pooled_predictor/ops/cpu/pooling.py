@@ -17,7 +17,7 @@ order (h, then w, then d) wins.
 
 2-D float32 MaxPool and AveragePool run compiled (compiled/pooling.py: one
 pass per output row, no workspace planes; AveragePool windows that tile the
-input without overlap their own loop) when compiled.ENABLED; the numpy passes
+input without overlap their own loop) when compiled.active(); the numpy passes
 above are the tested reference and run every other case. GlobalAveragePool's
 and GlobalMaxPool's float32 planes are reduced compiled as reduce.py's
 trailing axes.
@@ -128,7 +128,7 @@ class _CompiledPool2d:
     def fits(ctx, geometry, average: bool = False) -> bool:
         """2-D float32, windows within the thresholds, and the outputs whose window has
         an input column are one run."""
-        if not (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32
+        if not (compiled.active() and len(geometry) == 2 and ctx.dtype(0) == np.float32
                 and all(g.kernel <= POOL_COMPILED_MAX_KERNEL for g in geometry)
                 and geometry[1].size >= POOL_COMPILED_MIN_WIDTH
                 and (not average or all(g.stride <= AVERAGEPOOL_COMPILED_MAX_STRIDE for g in geometry))):
@@ -155,7 +155,7 @@ class _AverageTiles:
 
     @staticmethod
     def fits(ctx, geometry) -> bool:
-        return (compiled.ENABLED and len(geometry) == 2 and ctx.dtype(0) == np.float32
+        return (compiled.active() and len(geometry) == 2 and ctx.dtype(0) == np.float32
                 and all(g.stride == g.kernel and (g.dilation == 1 or g.kernel == 1) and g.head == 0
                         and g.out * g.kernel <= g.size for g in geometry))
 

@@ -15,7 +15,7 @@ onnxruntime), float16 in float32.
 
 float32 means, sums and maxima over trailing axes (ReduceMean axes [2, 3] on
 NCHW, ReduceSum, ReduceMax; GlobalAveragePool and GlobalMaxPool in pooling.py)
-run compiled when compiled.ENABLED: TrailingReduce, through compiled/rowreduce.py
+run compiled when compiled.active(): TrailingReduce, through compiled/rowreduce.py
 (one pass per row; sums in 8-lane blocks added in float64); numpy runs every
 other case and is the tested reference.
 """
@@ -48,9 +48,9 @@ class TrailingReduce:
 
     @staticmethod
     def fits(ctx, axes) -> bool:
-        """float32, the axes X's last ones (at least one value each row), compiled.ENABLED."""
+        """float32, the axes X's last ones (at least one value each row), compiled.active()."""
         shape, n = ctx.shape(0), len(ctx.shape(0))
-        return (compiled.ENABLED and ctx.dtype(0) == np.float32 and len(axes) > 0
+        return (compiled.active() and ctx.dtype(0) == np.float32 and len(axes) > 0
                 and tuple(axes) == tuple(range(n - len(axes), n))
                 and int(np.prod(shape[n - len(axes):], dtype=np.int64)) > 0)
 

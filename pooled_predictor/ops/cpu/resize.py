@@ -16,7 +16,7 @@ detector's nearest/asymmetric/floor x2 upsampling) skip the gathers: one
 broadcast copy from a strided view of X into a reshaped view of `out`.
 
 float32 nearest and linear resizes of the last two axes only (static tables,
-no extrapolation, no antialias) run compiled when compiled.ENABLED
+no extrapolation, no antialias) run compiled when compiled.active()
 (compiled/resize.py: each output row written once, from the same tables and
 with the same float32 operations); the numpy paths are the tested reference.
 
@@ -370,7 +370,7 @@ class Resize:
         """Arguments of compiled/resize.py for this node, or None when it does not apply."""
         rank = len(self.in_shape)
         mode = self.options["mode"]
-        if not (compiled.ENABLED and rank >= 2 and self.dtype == np.float32 and not self.copy
+        if not (compiled.active() and rank >= 2 and self.dtype == np.float32 and not self.copy
                 and (mode == "linear" or (mode == "nearest" and int(np.prod(self.out_shape, dtype=np.int64))
                                           >= RESIZE_NEAREST_COMPILED_MIN_OUTPUT))
                 and not self.options["antialias"]

@@ -46,9 +46,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+__all__ = ["ENABLED", "TIERED", "NotCached", "active", "bound", "cache_dir", "cache_only", "chain", "compile_inline",
+           "ensure", "ensure_all", "load_all", "prepared", "reference_kernels", "run_steps", "tiered"]
+
 ENABLED = os.environ.get("POOLED_PREDICTOR_COMPILED", "1") != "0"
 """Kernels built from now on use the compiled paths where they apply; False: the
 numpy paths, the tested reference (tests/ops/test_compiled.py compares the two)."""
+
+TIERED = os.environ.get("POOLED_PREDICTOR_TIERED", "1") != "0"
+"""Tiered execution (engine/tiering.py): a Net whose compiled kernels are not in numba's
+cache yet runs the numpy reference kernels while they compile in the background, and
+switches over when they are ready; False: the first forward compiles what it needs
+before it runs (the test suite's setting, tests/conftest.py)."""
 
 
 def cache_dir() -> Path | None:
@@ -78,6 +87,22 @@ def _configure_cache() -> None:
 
 _configure_cache()
 
+from .jit import ensure, ensure_all  # noqa: E402 -- numba is imported after its cache directory is set
+from .tiers import (NotCached, cache_only, compile_inline, reference_kernels, state as _state,  # noqa: E402
+                    tiered_mode)
+
+
+def active() -> bool:
+    """Whether kernels built now, in this thread, take their compiled paths: ENABLED, and not
+    inside reference_kernels(). Kernel builders ask this, never ENABLED itself."""
+    return ENABLED and not getattr(_state, "reference", False)
+
+
+def tiered() -> bool:
+    """Whether a Net built in this thread now tiers its kernels: TIERED and ENABLED, outside
+    compile_inline() (engine/tiering.py)."""
+    return TIERED and ENABLED and tiered_mode()
+
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
@@ -85,11 +110,12 @@ MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "samp
 
 
 def load_all() -> float:
-    """Import (hence compile, or load from numba's disk cache) every compiled kernel.
+    """Compile (or load from numba's disk cache) every compiled kernel with explicit signatures,
+    whether a model needs it or not: `pooled-predictor warmup` with no model. (Importing the
+    modules compiles nothing: compiled/jit.py.)
 
     Returns:
-        seconds it took: the cold compile on a fresh machine, about a second
-        once numba's cache holds them.
+        seconds it took: minutes on a fresh machine, about a second once numba's cache holds them.
     """
     import importlib
     import time
@@ -97,6 +123,7 @@ def load_all() -> float:
     t0 = time.perf_counter()
     for name in MODULES:
         importlib.import_module(f"{__name__}.{name}")
+    ensure_all()
     return time.perf_counter() - t0
 
 
@@ -114,6 +141,7 @@ def bound(fn, *args):
     """
     from functools import partial
 
+    ensure(fn)  # its explicit signatures: compiled on first use (raises NotCached in cache-only mode)
     overloads = getattr(fn, "overloads", None)
     if overloads:
         try:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir  # noqa: F401
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .jit import njit
 
 _V8 = ir.VectorType(ir.FloatType(), 8)
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
+from .jit import njit
 from .matmul import add_if, array_data, flag, k_loop, splat, vstore
 
 _f4, _i8, _U = types.float32, types.int64, types.uint64

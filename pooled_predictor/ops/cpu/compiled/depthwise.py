@@ -41,9 +41,10 @@ float64-closeness tests hold with it (det 640x480: 9.3e-6 all vs none).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from .epilogue import ZERO, activate_range
+from .jit import njit
 from .phases import inside as _inside
 from .phases import split_rows as _split
 

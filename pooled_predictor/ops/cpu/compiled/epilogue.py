@@ -20,9 +20,10 @@ one pass instead of five.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from .._special import _P32, _Q32
+from .jit import njit
 
 NONE, RELU, CLIP, HARD_SIGMOID, HARD_SWISH, LEAKY_RELU = range(6)
 CODES = {"Relu": RELU, "Clip": CLIP, "HardSigmoid": HARD_SIGMOID, "HardSwish": HARD_SWISH,

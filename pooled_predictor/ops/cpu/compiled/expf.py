@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from .jit import njit
 
 _f4 = np.float32
 LOG2E = _f4(1.44269504088896341)

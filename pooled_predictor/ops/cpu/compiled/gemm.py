@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
 from .epilogue import activate_range
+from .jit import njit
 
 MR = 6  # rows of Y per micro-tile (12 accumulators + 2 X vectors + 1 broadcast: 15 of 16 ymm)
 KC = 256  # k chunk: an X strip of KC x 16 floats (16 KiB) stays in L1

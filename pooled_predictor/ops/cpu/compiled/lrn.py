@@ -22,7 +22,9 @@ numpy's np.power took 8-10 ns an element here, two-thirds of GoogLeNet's two LRN
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from .jit import njit
 
 _f4, _i8 = types.float32, types.int64
 _R1 = types.Array(_f4, 1, "C", readonly=True)

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
 from .gemm import vector_phis
+from .jit import njit
 
 _F4 = ir.FloatType()
 _I64 = ir.IntType(64)

@@ -26,9 +26,10 @@ so the same bits as the unfused pair (tests/ops/test_nchwc_chain.py).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from .epilogue import activate_range
+from .jit import njit
 from .nchwc_depthwise import depthwise_nchwc
 from .nchwc_gemm import BLOCK, KC, KC_PROJECTION, _panel, panel_widths
 

@@ -51,11 +51,12 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
 from . import epilogue as ep
 from .gemm import _splat, vector_phis
+from .jit import njit
 
 BLOCK = 8  # channels per block: one AVX2 vector
 RW = 8  # output pixels per micro-tile (RW accumulators of the 16 ymm registers; 6 and 12 measured no better)

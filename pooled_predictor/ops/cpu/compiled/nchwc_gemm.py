@@ -49,12 +49,13 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
 from .epilogue import activate_range
 from .gemm import _I64, _V8, _fmuladd, _splat, accumulate_tile, arg_pointers, dispatch_rows
 from .gemm import pack_weights as gemm_pack
+from .jit import njit
 
 BLOCK = 8  # channels per block (one AVX2 vector of float32)
 RP = 6  # pixels per micro-tile (12 accumulators + 2 W vectors + 1 broadcast: 15 of 16 ymm)

@@ -35,13 +35,14 @@ measured below 2e-6 x max|Y| on random data).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from llvmlite import ir
 from numba.extending import intrinsic
 
 from .epilogue import activate_range
 from .gemm import _I64, _V8, _fmuladd, arg_pointers
+from .jit import njit
 from .nchwc_gemm import BLOCK, KC, _gemm
 from .winograd import MATRICES
 

@@ -13,7 +13,9 @@ strided copies of the same split ran at a third of the speed (PP-OCR det's
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from .jit import njit
 
 _f4, _i8, _u8 = types.float32, types.int64, types.uint64
 _F1 = types.Array(_f4, 1, "C")

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .jit import njit
 
 MAX, AVERAGE = 0, 1
 LOWEST = np.float32(np.finfo(np.float32).min)

@@ -16,10 +16,11 @@ Exact (copies).
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
 from .gemm import _I64, _V8
+from .jit import njit
 
 _LO = (0, 8, 1, 9, 4, 12, 5, 13)  # unpacklo
 _HI = (2, 10, 3, 11, 6, 14, 7, 15)  # unpackhi

@@ -20,7 +20,9 @@ order, so the result is the numpy kernel's, bit for bit (finite inputs).
 
 from __future__ import annotations
 
-from numba import njit, types
+from numba import types
+
+from .jit import njit
 
 _f4, _i8, _U = types.float32, types.int64, types.uint64
 _R3 = types.Array(_f4, 3, "C", readonly=True)

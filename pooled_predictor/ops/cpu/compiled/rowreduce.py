@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .jit import njit
 
 _f4, _i8 = types.float32, types.int64
 _V8 = ir.VectorType(ir.FloatType(), 8)

@@ -17,9 +17,10 @@ onnxruntime 0.41 in-model).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from .expf import ONE, exp32_nonpositive
+from .jit import njit
 from .rowreduce import _sum64
 
 

@@ -32,9 +32,10 @@ their reference implementation (the wincnn points 0, +-1, +-2).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from .epilogue import activate_range
+from .jit import njit
 
 _f4, _i8 = types.float32, types.int64
 
