@@ -216,11 +216,14 @@ def _cmd_profile(args) -> int:
 
 
 def _cmd_warmup(args) -> int:
-    seconds = load_all()
     # numba's cache directory is NUMBA_CACHE_DIR (ops/cpu/compiled sets it before numba is imported when the
     # package directory is not writable); numba is not imported here (it stays in ops/cpu/compiled)
     where = os.environ.get("NUMBA_CACHE_DIR") or "beside the package (pooled_predictor/ops/cpu/compiled/__pycache__)"
-    print(f"compiled kernels ready in {seconds:.2f} s (numba {version('numba')}; cache: {where})")
+    if not args.models:  # every kernel, whether a model needs it or not
+        seconds = load_all()
+        print(f"every compiled kernel ready in {seconds:.2f} s (numba {version('numba')}; cache: {where})")
+    else:
+        print(f"compiling the kernels each model calls (numba {version('numba')}; cache: {where})")
     for model in args.models:
         t0 = time.perf_counter()
         predictor = Predictor(model)
@@ -281,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--disable", action="append", help="a pass not to run (repeatable)")
     i.set_defaults(fn=_cmd_inspect)
 
-    w = sub.add_parser("warmup", help="compile the numba kernels into the disk cache (and run models once): "
-                                       "a server pays it before taking traffic")
+    w = sub.add_parser("warmup", help="compile into numba's disk cache the kernels each MODEL calls (with no "
+                                       "MODEL: every kernel), running each once: a server pays it before traffic")
     w.add_argument("models", nargs="*")
     w.add_argument("--shape", action="append", help="NAME=1x3x224x224 (default: declared, symbolic as 1)")
     w.set_defaults(fn=_cmd_warmup)

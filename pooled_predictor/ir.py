@@ -186,6 +186,12 @@ class Subgraph(Graph):
     __hash__ = object.__hash__  # a body is one object (its compiled Programs are cached on it)
     __eq__ = object.__eq__
 
+    def __getstate__(self) -> dict:
+        """Pickled without its compiled Programs (engine/tiering.py sends a Graph to a compile process)."""
+        state = dict(self.__dict__)
+        state.pop("_programs", None)
+        return state
+
     @property
     def num_formal_inputs(self) -> int:
         return len(self.inputs) - len(self.captures)

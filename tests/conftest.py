@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-import onnx
-import pytest
-from onnx import TensorProto, helper, numpy_helper
+import os
+
+# Kernels compile before the forward that needs them (not tiered): every test of a compiled path runs
+# that path (tests/test_tiering.py turns tiering on where it is the subject).
+os.environ.setdefault("POOLED_PREDICTOR_TIERED", "0")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import pytest  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 
 def make_mlp(batch="N", features=16, hidden=32, classes=10, seed=0, opset=17) -> onnx.ModelProto:

@@ -35,6 +35,7 @@ import numpy as np
 from .. import budget
 from ..errors import InputError, ResourceExhaustedError, UnknownBlobError
 from ..ops.context import NotStatic, ScratchRef
+from ..ops.cpu import compiled
 from ..ops.layouts import DEFAULT_LAYOUT, TRANSFORM_OP, physical_shape, transform
 from ..ops.registry import lookup
 from ..ops.shapes import get_rule
@@ -103,11 +104,13 @@ class Layout:
         arena, plan, liveness, plan_seconds, activation_bytes, readable: the memory facts.
         typed: model name -> (typed blob, layout, logical shape) for values held only in
             another layout; typed_names: every value stored in another layout (v@NCHW8c).
+        tier, generation: "compiled" or "reference" (engine/tiering.py), and the background
+            compiler's generation when it was built.
     """
 
     __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
                  "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
-                 "device", "memory_limit_bytes", "bodies", "fixed_outputs")
+                 "device", "memory_limit_bytes", "bodies", "fixed_outputs", "tier", "generation")
 
     def __init__(self, device: Device, memory_limit_bytes: int, bodies):
         self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
@@ -119,6 +122,9 @@ class Layout:
         self.readable, self.activation_bytes = set(), 0
         self.typed, self.typed_names, self.readers = {}, frozenset(), {}
         self.fixed_outputs: dict | None = None  # output name -> array, where none is dynamic or typed
+        # "compiled" (as ops/cpu/compiled.active() chose), or "reference": the numpy kernels while the
+        # compiled ones compile (engine/tiering.py); generation: the compiler's when it was built
+        self.tier, self.generation = "compiled", 0
 
     @property
     def nbytes(self) -> int:
@@ -294,7 +300,9 @@ def infer_and_bind(program, shapes: dict, layout: Layout):
         if node.op_type in SHAPE_ONLY_OPS or all(v is not None for i, v in zip(ins, values) if i):
             arrays = [v if v is not None or not i else _shape_only_stub(shape[i], dtype[i])
                       for i, v in zip(ins, values)]
-            for o, arr in zip(node.outputs, step.evaluate(arrays, "cpu", limit, bodies)):
+            with compiled.reference_kernels():  # static values: the reference kernels, in every tier
+                outs = step.evaluate(arrays, "cpu", limit, bodies)
+            for o, arr in zip(node.outputs, outs):
                 if o:
                     arr.flags.writeable = False
                     static[o], shape[o], dtype[o] = arr, arr.shape, arr.dtype

@@ -43,6 +43,13 @@ class LayoutCache:
         self.trim(key)
         return layout
 
+    def replace(self, key: tuple, layout: Layout) -> None:
+        """Put `layout` for `key` in place of the one cached (the most recent now)."""
+        self._layouts.pop(key, None)
+        self._layouts[key] = layout
+        self.built += 1
+        self.trim(key)
+
     def trim(self, current: tuple | None) -> None:
         """Drop the least recently used layouts other than `current` until the others fit the budget."""
         total = sum(l.nbytes for k, l in self._layouts.items() if k != current)

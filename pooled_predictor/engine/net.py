@@ -17,12 +17,14 @@ import numpy as np
 from .. import budget
 from ..errors import InputError, KernelError, PooledPredictorError, ResourceExhaustedError, UnknownBlobError
 from ..ops.context import set_default_body_runner
+from ..ops.cpu import compiled
 from .control_flow import BodyRuns
 from .device import get_device
 from .inputs import InputSpec, fill_out
 from . import layout as layout_stage
 from .layout import Layout, LayoutOptions, Optimization, build_layout
 from .layout_cache import LayoutCache
+from .tiering import COMPILER, not_cached
 from .profiling import Profiler
 from .program import Program
 
@@ -68,6 +70,8 @@ class Net:
         self.profiler = None  # a profiling.Profiler while profiling (enable_profiling)
         self.prepare_calls = layout_stage.PREPARE_CALLS  # kernels' prepared calls in the run (layout._prepared)
         self.layout: Layout | None = None  # the current layout (None before reshape)
+        self.tiered = True  # tier kernels when compiled.tiered() (engine/tiering.py); bodies: as their Net
+        self._compile_attempts: dict[tuple, int] = {}  # shapes -> background compiles asked for them
         self._input_shapes = None
         if input_shapes is not None:
             self.reshape(input_shapes)
@@ -194,10 +198,40 @@ class Net:
         if shapes == self._input_shapes:
             return
         self.restored = False
-        self.layout = self._layouts.get(tuple(shapes.items()), lambda: build_layout(
-            self.program, shapes, self.device, LayoutOptions(self.optimization, self.planner, self.keep,
-                                                             self.memory_limit_bytes, self.prepare_calls), BODIES))
+        self.layout = self._layouts.get(tuple(shapes.items()), lambda: self._build(shapes))
         self._input_shapes = shapes
+
+    def _options(self) -> LayoutOptions:
+        return LayoutOptions(self.optimization, self.planner, self.keep, self.memory_limit_bytes, self.prepare_calls)
+
+    def _build(self, shapes: dict[str, tuple], tier: str | None = None) -> Layout:
+        """The layout for these shapes: compiled kernels, or (tiered, with kernels numba's cache does
+        not hold yet) the reference kernels while a background compile builds the compiled ones
+        (engine/tiering.py). tier "compiled" builds that one or raises NotCached."""
+        if tier is None and not (self.tiered and compiled.tiered()):
+            return build_layout(self.program, shapes, self.device, self._options(), BODIES)
+        generation = COMPILER.generation
+        try:
+            with compiled.cache_only():
+                layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
+            layout.generation = generation
+            return layout
+        except Exception as exc:
+            if not not_cached(exc) or tier == "compiled":
+                raise
+        with compiled.reference_kernels():
+            layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
+        layout.tier, layout.generation = "reference", generation
+        self._request_compile(shapes)
+        return layout
+
+    def _request_compile(self, shapes: dict[str, tuple], feeds: dict | None = None, attempt: int = 0) -> None:
+        """Ask the background compiler for the compiled layout of these shapes: a process of its own
+        builds it and runs it once (on `feeds`, or zeros), compiling every kernel that layout calls
+        into numba's disk cache. Once per Program, shapes, options and attempt."""
+        program, options = self.program, self._options()
+        COMPILER.request((id(program), tuple(shapes.items()), options, attempt), lambda: dict(
+            graph=program.graph, device=program.device, shapes=shapes, options=options, feeds=feeds))
 
     def release(self) -> None:
         """Drop every layout (activations, arena): the next forward lays them out again."""
@@ -291,18 +325,77 @@ class Net:
                     if a.shape != current[n]:
                         self._reshape_checked({n: a.shape for n, a in arrays.items()})
                         break
-            shared = self.layout.feed(arrays, share_inputs)
-            if shared:
-                try:
-                    self._run(self.layout.calls_reading(shared))
-                finally:
-                    self.layout.end_reading()
-            else:
-                self._run(self.layout.run)
+            layout = self.layout
+            if layout.tier == "reference" and layout.generation != COMPILER.generation:
+                self._upgrade()
+            try:
+                shared = self._feed_and_run(arrays, share_inputs)
+            except KernelError as exc:
+                if self.layout.tier != "compiled" or not self.tiered or not not_cached(exc):
+                    raise
+                self._downgrade(arrays)  # a kernel called at run time is not compiled yet
+                shared = self._feed_and_run(arrays, share_inputs)
         return self._outputs(outputs, out, shared)
 
+    def _feed_and_run(self, arrays: dict, share_inputs) -> dict:
+        layout = self.layout
+        shared = layout.feed(arrays, share_inputs)
+        if shared:
+            try:
+                self._run(layout.calls_reading(shared))
+            finally:
+                layout.end_reading()
+        else:
+            self._run(layout.run)
+        return shared
+
+    # ---- tiers (engine/tiering.py) -----------------------------------------------
+    def _upgrade(self) -> None:
+        """A background compile finished since this reference layout was built: load the compiled one
+        from numba's cache if it holds every kernel now (else wait for the next)."""
+        key = tuple(self._input_shapes.items())
+        try:
+            layout = self._build(self._input_shapes, tier="compiled")
+        except Exception as exc:
+            if not not_cached(exc):
+                raise
+            self.layout.generation = COMPILER.generation
+            return
+        self._layouts.replace(key, layout)
+        self.layout = layout
+
+    def _downgrade(self, arrays: dict) -> None:
+        """The compiled layout met a kernel numba's cache does not hold while running: the reference
+        layout for these shapes, and a background compile run on these inputs (after 3 of those for
+        the same shapes, the next compiled layout compiles inline instead)."""
+        shapes = self._input_shapes
+        key = tuple(shapes.items())
+        attempt = self._compile_attempts.get(key, 0) + 1
+        self._compile_attempts[key] = attempt
+        if attempt > 3:
+            layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
+            layout.tier = "inline"  # runs outside cache-only mode: compiles what it meets
+        else:
+            with compiled.reference_kernels():
+                layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
+            layout.tier, layout.generation = "reference", COMPILER.generation
+            self._request_compile(shapes, {n: np.array(a) for n, a in arrays.items()}, attempt)
+        self._layouts.replace(key, layout)
+        self.layout = layout
+
     def _run(self, run: list) -> None:
-        """Call every bound node in order (timed while profiling); errors name the node."""
+        """Call every bound node in order (timed while profiling), in the layout's tier's mode
+        (engine/tiering.py); errors name the node."""
+        tier = self.layout.tier
+        if tier == "reference":
+            with compiled.reference_kernels():
+                return self._run_calls(run)
+        if tier == "compiled" and self.tiered and compiled.tiered():
+            with compiled.cache_only():
+                return self._run_calls(run)
+        return self._run_calls(run)
+
+    def _run_calls(self, run: list) -> None:
         i = 0
         try:
             if self.profiler is not None:
@@ -336,8 +429,11 @@ class Net:
 
 
 def _body_net(program: Program, keep) -> Net:
-    """A control-flow body's Net (control_flow.BodyRun): its activations planned in one arena."""
-    return Net(program, optimization=Optimization.MEMORY, keep=keep)
+    """A control-flow body's Net (control_flow.BodyRun): its activations planned in one arena; its
+    kernels built and run in the mode of the Net running it (reference, cache-only: not tiered itself)."""
+    net = Net(program, optimization=Optimization.MEMORY, keep=keep)
+    net.tiered = False
+    return net
 
 
 BODIES = BodyRuns(_body_net)

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import KernelError, ModelLoadError, PooledPredictorError, UnsupportedOpError
 from ..ir import Graph, Subgraph, Value, readonly
 from ..ops.context import NotStatic
+from ..ops.cpu import compiled
 from ..ops.registry import candidates, find, lookup, schema_version
 from ..ops.shapes import get_rule
 from ..ops.step import NONDETERMINISTIC_OPS, SHAPE_ONLY_OPS, Step
@@ -115,7 +116,8 @@ class Program:
                     step.version, step.rule)
                 arrays = [self.weights[i] if i else None for i in node.inputs]
                 try:
-                    outs = cpu_step.evaluate(arrays, "cpu", self.memory_limit_bytes)
+                    with compiled.reference_kernels():  # constants: the reference kernels, compiling nothing
+                        outs = cpu_step.evaluate(arrays, "cpu", self.memory_limit_bytes)
                 except PooledPredictorError:
                     raise
                 except NotStatic:  # an If/Loop/Scan body runs only inside a Net: it runs there

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..ops.context import NotStatic
+from ..ops.cpu.compiled import reference_kernels
 from ..ops.registry import find, schema_version
 from ..ops.shapes import get_rule
 from ..ops.step import NONDETERMINISTIC_OPS, SHAPE_ONLY_OPS, Step
@@ -45,7 +46,8 @@ def evaluate(graph: Graph, node: Node, arrays: list, memory_limit: int | None = 
     if step is None:
         return None
     try:
-        return step.evaluate(arrays, "cpu", memory_limit)
+        with reference_kernels():  # values fixed before any layout: the reference kernels, compiling nothing
+            return step.evaluate(arrays, "cpu", memory_limit)
     except Exception:  # the compiled graph would raise the same error at run time: leave it there
         return None
 
@@ -126,7 +128,8 @@ def infer_shapes(graph: Graph, input_shapes: Mapping | None = None, memory_limit
             if foldable:
                 arrays = [v if v is not None or not i else _stub(info.shapes[i], info.dtypes[i])
                           for i, v in zip(ins, values)]
-                outs = step.evaluate(arrays, "cpu", memory_limit)
+                with reference_kernels():
+                    outs = step.evaluate(arrays, "cpu", memory_limit)
                 for o, arr in zip(node.outputs, outs):
                     if o:
                         info.shapes[o], info.dtypes[o], info.static[o] = arr.shape, arr.dtype, arr

@@ -28,7 +28,7 @@ from ..engine.program import Program
 from ..errors import InputError, UnknownBlobError
 from ..importers import load_caffe, load_model
 from ..ir import Graph, Value
-from ..ops.cpu.compiled import load_all
+from ..ops.cpu.compiled import compile_inline
 from ..passes import optimize
 from .blas import limit_blas_threads, release_blas_threads
 from .paddle_api import HandleAPI
@@ -231,8 +231,10 @@ class Predictor(HandleAPI):
         return net
 
     def warmup(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> float:
-        """Pay the first forward's one-time costs now: compiled kernels (numba's compile or
-        disk-cache load), kernel setup and the canonical Net's layout.
+        """Pay the first forward's one-time costs now: the compiled kernels this model calls at
+        these shapes (numba's compile, or its disk-cache load; nothing else is compiled), kernel
+        setup and the canonical Net's layout. Tiered or not, the compile happens here, so the
+        first request runs the compiled kernels (engine/tiering.py).
 
         Args:
             input_shapes: name -> shape; None: the declared shapes, symbolic dims as 1.
@@ -242,12 +244,12 @@ class Predictor(HandleAPI):
             InputError, ShapeInferenceError: shapes the model does not take.
         """
         t0 = time.perf_counter()
-        load_all()
         net = self.canonical_net
         shapes = net.input_spec.check_shapes(input_shapes) if input_shapes is not None else net.default_input_shapes()
         feeds = {v.name: np.zeros(shapes[v.name], v.dtype if v.dtype is not None else np.float32)
                  for v in self.inputs}
-        net.forward(feeds)
+        with compile_inline():
+            net.forward(feeds)
         return time.perf_counter() - t0
 
     # ---- forward -------------------------------------------------------------

@@ -1,0 +1,163 @@
+"""Tiered execution: the numpy reference kernels serve while the compiled ones compile.
+
+numba compiles a model's kernels in 20-90 s on a fresh machine (issue 31): a first result
+that waited for them came after 80 s (PP-OCR det), against 0.37 s for onnxruntime. With
+tiering (ops/cpu/compiled.TIERED, on unless POOLED_PREDICTOR_TIERED=0), a Net builds each
+layout in numba's cache-only mode first; when a kernel it needs is not in the disk cache
+(compiled.NotCached), the Net builds the layout from the numpy reference kernels instead
+(compiled.reference_kernels(): NCHW, every kernel's tested numpy path) and asks the one
+background compiler of the process to build the compiled layout for those shapes, which
+compiles exactly the kernels that layout uses (numba writes them to its disk cache, for
+this process and every later one). Each finished compile bumps `COMPILER.generation`; a
+Net running a reference layout sees the change at its next forward and rebuilds the
+compiled layout from the cache (engine/net.py). So the first result comes after the
+import, the passes and one reference forward; the compiled speed follows when the
+background compile is done; a warm cache loads only the kernels a layout uses.
+
+Compiling is one thread: numba compiles under one process-wide lock, and LLVM's work
+runs outside Python's GIL, so a serving thread keeps most of a core. The compile
+thread is a daemon; at exit it stops after the function it is compiling.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Hashable
+
+from ..ops.cpu import compiled
+
+__all__ = ["COMPILER", "BackgroundCompiler", "not_cached"]
+
+log = logging.getLogger("pooled_predictor.tiering")
+
+
+def not_cached(exc: BaseException | None) -> bool:
+    """Whether `exc` is, or was raised from, compiled.NotCached (kernels wrap their setup's errors)."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, compiled.NotCached):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+class BackgroundCompiler:
+    """One thread that runs compile jobs in order, each once per key, each in a process of its own
+    (python -m pooled_predictor.engine.compile_worker): numba's compile holds Python's GIL for
+    most of its time, so in a thread of the serving process it slowed the reference forwards
+    beside it 10x or more; a process shares nothing with them but a core and the disk cache.
+
+    Attributes:
+        generation: finished jobs so far (each a chance that more layouts load from the cache).
+        log: (key, seconds, error or None) of each finished job, in order.
+    """
+
+    TIMEOUT_S = 1800  # one layout's kernels: minutes at most on a loaded 2-core machine
+
+    def __init__(self):
+        self.generation = 0
+        self.log: list[tuple[Hashable, float, str | None]] = []
+        self._jobs: "queue.Queue[tuple[Hashable, Callable[[], dict]] | None]" = queue.Queue()
+        self._seen: set = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._process: subprocess.Popen | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping = False
+
+    def request(self, key: Hashable, job: Callable[[], dict]) -> bool:
+        """Queue a compile unless `key` was requested before. job() returns the compile_worker's
+        job dict (graph, device, shapes, options, feeds); it is called, and pickled, in the
+        compiler's thread.
+
+        Returns:
+            whether it was queued now.
+        """
+        with self._lock:
+            if key in self._seen or self._stopping:
+                return False
+            self._seen.add(key)
+            self._idle.clear()
+            self._jobs.put((key, job))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="pooled-predictor-compile", daemon=True)
+                self._thread.start()
+        return True
+
+    def pending(self) -> int:
+        """Jobs queued or running."""
+        return self._jobs.unfinished_tasks
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every queued job has finished (benchmarks, tests).
+
+        Returns:
+            False when `timeout` seconds passed first.
+        """
+        return self._idle.wait(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                self._jobs.task_done()
+                return
+            key, job = item
+            t0, error = time.perf_counter(), None
+            try:
+                if not self._stopping:
+                    error = self._compile(pickle.dumps(job(), protocol=pickle.HIGHEST_PROTOCOL))
+            except Exception as exc:  # noqa: BLE001 -- the serving threads keep the reference kernels
+                error = f"{type(exc).__name__}: {exc}"
+            if error is not None:
+                log.warning("background compile of %s failed (its Nets keep the reference kernels): %s", key, error)
+            self.log.append((key, time.perf_counter() - t0, error))
+            with self._lock:
+                self.generation += 1
+                self._jobs.task_done()
+                if self._jobs.unfinished_tasks == 0:
+                    self._idle.set()
+
+    def _compile(self, payload: bytes) -> str | None:
+        """Run one compile_worker on `payload`; None when it succeeded, else what went wrong."""
+        with self._lock:
+            if self._stopping:
+                return "stopped"
+            self._process = subprocess.Popen([sys.executable, "-m", "pooled_predictor.engine.compile_worker"],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE)
+        try:
+            _, err = self._process.communicate(payload, timeout=self.TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.communicate()
+            return f"no result in {self.TIMEOUT_S} s"
+        finally:
+            code = self._process.returncode
+            self._process = None
+        if code != 0:
+            tail = err.decode(errors="replace").strip().splitlines()[-3:]
+            return f"compile_worker exited {code}: " + " | ".join(tail)
+        return None
+
+    def stop(self) -> None:
+        """Run no further job and end the one running (at exit: its kernels are of no use now)."""
+        with self._lock:
+            self._stopping = True
+            process = self._process
+        if process is not None:
+            process.kill()
+
+
+COMPILER = BackgroundCompiler()
+"""The process's background compiler (every Net's tiered layouts)."""
+atexit.register(COMPILER.stop)

@@ -1,0 +1,156 @@
+"""Tiered execution (engine/tiering.py) and compile-on-first-use (ops/cpu/compiled/jit.py), issue 31.
+
+The end-to-end cases run in fresh processes with an empty numba cache (NUMBA_CACHE_DIR in a
+temporary directory), as a new machine would: the first forward runs the numpy reference
+kernels, a background process compiles the layout's kernels, and the Net switches over;
+a second process finds them in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import types
+
+from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu.compiled import jit
+
+from tests.conftest import make_mlp, mlp_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- compile on first use ------------------------------------------------------------
+
+def _twice(x):
+    return x * 2.0
+
+
+def test_explicit_signatures_compile_on_first_call_only():
+    fn = jit.njit(types.float64(types.float64), cache=False)(_twice)
+    assert jit.pending() >= 1 and fn.signatures == []  # nothing compiled at definition
+    assert fn(1.5) == 3.0
+    assert fn.signatures == [(types.float64,)]  # exactly the explicit signature
+    with pytest.raises(TypeError):  # compiling is disabled afterwards, as numba's eager form
+        fn("a")
+
+
+def test_a_caller_compiles_the_callee_at_its_explicit_signature():
+    inner = jit.njit(types.float64(types.float64), cache=False)(_twice)
+    outer = jit.njit(cache=False)(lambda x: inner(x) + 1.0)
+    assert outer(1.0) == 3.0
+    assert inner.signatures == [(types.float64,)]
+
+
+def test_bound_compiles_before_it_resolves():
+    fn = jit.njit(types.float64(types.float64), cache=False)(_twice)
+    call = compiled.bound(fn, 2.0)
+    assert call() == 4.0 and fn.signatures == [(types.float64,)]
+
+
+def test_cache_only_mode_refuses_to_compile():
+    fn = jit.njit(types.float64(types.float64), cache=False)(_twice)
+    with compiled.cache_only(), pytest.raises(compiled.NotCached, match="_twice"):
+        fn(1.0)
+    assert fn(1.0) == 2.0  # outside it, compiled as usual
+
+
+def test_modes_are_per_thread_and_nest():
+    import threading
+
+    seen = {}
+    with compiled.reference_kernels():
+        assert not compiled.active()
+        t = threading.Thread(target=lambda: seen.setdefault("other", compiled.active()))
+        t.start()
+        t.join()
+    assert compiled.active() == compiled.ENABLED and seen["other"] == compiled.ENABLED
+    with compiled.compile_inline():
+        assert not compiled.tiered()
+
+
+def test_a_graph_with_bodies_pickles_without_its_programs():
+    """The compile process gets the Program's Graph: If/Loop bodies carry compiled Programs, not sent."""
+    from onnx import TensorProto, helper
+
+    from pooled_predictor import Predictor
+
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    p = Predictor(model.SerializeToString())
+    x = np.array([-1.0, 2.0], np.float32)
+    assert p.forward({"c": np.array(True), "x": x})["y"].tolist() == [0.0, 2.0]
+    copy = pickle.loads(pickle.dumps(p.program.graph))
+    assert [n.op_type for n in copy.nodes] == ["If"]
+
+
+# ---- tiers, end to end in fresh processes -------------------------------------------------
+
+CHILD = textwrap.dedent(r"""
+    import json, sys
+    import numpy as np
+    from pooled_predictor import Config, PooledPredictor, Predictor
+    from pooled_predictor.engine.tiering import COMPILER
+
+    data = open(sys.argv[1], "rb").read()
+    x = np.load(sys.argv[2])
+    p = Predictor(data)
+    report = {"first": p.forward({"x": x})["y"].tolist(), "first_tier": p.net().layout.tier}
+    report["finished"] = COMPILER.wait(300)
+    report["compile_errors"] = [e for _, _, e in COMPILER.log if e]
+    report["after"] = p.forward({"x": x})["y"].tolist()
+    report["after_tier"] = p.net().layout.tier
+    with PooledPredictor(Config(model_bytes=[data], num_threads=2)) as pool:
+        futures = [pool.forward({"x": x}) for _ in range(8)]
+        report["pool"] = [f.result(timeout=60)["y"].tolist() for f in futures]
+    print(json.dumps(report))
+""")
+
+
+def _child(tmp_path, cache: Path, model: bytes, x: np.ndarray) -> dict:
+    (tmp_path / "m.onnx").write_bytes(model)
+    np.save(tmp_path / "x.npy", x)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), POOLED_PREDICTOR_TIERED="1",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "m.onnx"), str(tmp_path / "x.npy")],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_cold_cache_serves_reference_kernels_then_switches_to_compiled(tmp_path):
+    model = make_mlp(batch="N", features=64, hidden=128, classes=32)
+    x = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
+    ref = mlp_reference(model, x)
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+
+    cold = _child(tmp_path, cache, model.SerializeToString(), x)
+    assert cold["first_tier"] == "reference"  # nothing compiled before the first result
+    assert cold["finished"] and cold["compile_errors"] == []
+    assert cold["after_tier"] == "compiled"
+    for key in ("first", "after"):
+        np.testing.assert_allclose(np.array(cold[key], np.float32), ref, rtol=1e-5, atol=1e-6)
+    for out in cold["pool"]:
+        np.testing.assert_allclose(np.array(out, np.float32), ref, rtol=1e-5, atol=1e-6)
+    assert any(cache.rglob("*.nbi"))  # the compile process filled the shared cache
+
+    warm = _child(tmp_path, cache, model.SerializeToString(), x)
+    assert warm["first_tier"] == "compiled"  # loaded from the cache the first process filled
+    np.testing.assert_allclose(np.array(warm["first"], np.float32), ref, rtol=1e-5, atol=1e-6)
