@@ -16,6 +16,20 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def cpu() -> dict:
+    """The CPU's model name and vector ISA (avx512 with its VNNI/BF16 extensions, avx2, ...), from
+    /proc/cpuinfo where there is one."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), None)
+    flags = set(next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), []))
+    isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
+    extras = [f for f in ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile") if f in flags]
+    return {"cpu_model": model, "cpu_isa": isa, "cpu_isa_extras": extras}
+
+
 def machine() -> dict:
     """Where and with what the numbers were taken."""
     import onnx
@@ -23,6 +37,13 @@ def machine() -> dict:
     info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
             "onnx": onnx.__version__}
+    info.update(cpu())
+    try:
+        import numba
+
+        info["numba"] = numba.__version__
+    except ImportError:
+        pass
     try:
         import onnxruntime
 

@@ -24,7 +24,7 @@ from .inputs import InputSpec, fill_out
 from . import layout as layout_stage
 from .layout import Layout, LayoutOptions, Optimization, build_layout
 from .layout_cache import LayoutCache
-from .tiering import COMPILER, not_cached
+from .tiering import COMPILER, compile_jobs, not_cached
 from .profiling import Profiler
 from .program import Program
 
@@ -231,7 +231,8 @@ class Net:
         into numba's disk cache. Once per Program, shapes, options and attempt."""
         program, options = self.program, self._options()
         COMPILER.request((id(program), tuple(shapes.items()), options, attempt), lambda: dict(
-            graph=program.graph, device=program.device, shapes=shapes, options=options, feeds=feeds))
+            graph=program.graph, device=program.device, shapes=shapes, options=options, feeds=feeds,
+            jobs=compile_jobs()))
 
     def release(self) -> None:
         """Drop every layout (activations, arena): the next forward lays them out again."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import pickle
 import queue
 import subprocess
@@ -33,7 +34,7 @@ from typing import Callable, Hashable
 
 from ..ops.cpu import compiled
 
-__all__ = ["COMPILER", "BackgroundCompiler", "not_cached"]
+__all__ = ["COMPILER", "BackgroundCompiler", "compile_jobs", "not_cached"]
 
 log = logging.getLogger("pooled_predictor.tiering")
 
@@ -156,6 +157,13 @@ class BackgroundCompiler:
             process = self._process
         if process is not None:
             process.kill()
+
+
+def compile_jobs() -> int:
+    """Processes one layout's compile runs in: POOLED_PREDICTOR_COMPILE_JOBS, else the CPU count up to 4
+    (on 2 cores, both: the serving thread loses speed for a while, the compile ends sooner)."""
+    given = os.environ.get("POOLED_PREDICTOR_COMPILE_JOBS")
+    return max(1, int(given)) if given else max(1, min(4, os.cpu_count() or 1))
 
 
 COMPILER = BackgroundCompiler()

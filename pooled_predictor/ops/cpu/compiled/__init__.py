@@ -3,10 +3,13 @@ or vectorize (per-pixel sampling).
 
 Every function is ``@njit(<explicit signature>, nogil=True, cache=True)``: one or
 two specializations each (float32; the sampling loops float32 and float64, callers
-cast float16 to float32 around them), so the cold compile stays short; the GIL is
-released while it runs; no threads of its own (the pool's workers are the
-parallelism); machine code cached on disk. The numpy kernels they replace stay as
-the tested reference (tests/ops/test_compiled.py).
+cast float16 to float32 around them); the GIL is released while it runs; no threads
+of its own (the pool's workers are the parallelism); machine code cached on disk.
+`njit` here is jit.py's: a function compiles (or loads from the disk cache) when a
+kernel first needs it, not at import, so a model pays only for what it calls. The
+numpy kernels they replace stay as the tested reference (tests/ops/test_compiled.py)
+and serve while a cold cache's kernels compile in the background (engine/tiering.py):
+builders ask active(), which reference_kernels() turns off in its thread.
 
 numba's cache goes beside this package when that directory is writable, else
 under ~/.cache/pooled-predictor/numba (NUMBA_CACHE_DIR, set here before numba
@@ -47,7 +50,7 @@ import os
 from pathlib import Path
 
 __all__ = ["ENABLED", "TIERED", "NotCached", "active", "bound", "cache_dir", "cache_only", "chain", "compile_inline",
-           "ensure", "ensure_all", "load_all", "prepared", "reference_kernels", "run_steps", "tiered"]
+           "discovering", "ensure", "ensure_all", "is_pending", "load_all", "prepared", "reference_kernels", "run_steps", "tiered"]
 
 ENABLED = os.environ.get("POOLED_PREDICTOR_COMPILED", "1") != "0"
 """Kernels built from now on use the compiled paths where they apply; False: the
@@ -87,9 +90,9 @@ def _configure_cache() -> None:
 
 _configure_cache()
 
-from .jit import ensure, ensure_all  # noqa: E402 -- numba is imported after its cache directory is set
-from .tiers import (NotCached, cache_only, compile_inline, reference_kernels, state as _state,  # noqa: E402
-                    tiered_mode)
+from .jit import ensure, ensure_all, is_pending  # noqa: E402 -- numba is imported after its cache directory is set
+from .tiers import (NotCached, cache_only, compile_inline, discovering, reference_kernels,  # noqa: E402
+                    state as _state, tiered_mode)
 
 
 def active() -> bool:
@@ -141,6 +144,10 @@ def bound(fn, *args):
     """
     from functools import partial
 
+    found = getattr(_state, "discover", None)
+    if found is not None and is_pending(fn):  # discovering(): noted, compiled later (engine/compile_worker.py)
+        found.append(fn)
+        return partial(fn, *args)
     ensure(fn)  # its explicit signatures: compiled on first use (raises NotCached in cache-only mode)
     overloads = getattr(fn, "overloads", None)
     if overloads:

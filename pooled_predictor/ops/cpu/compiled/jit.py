@@ -22,6 +22,7 @@ so a thread in this mode never stalls on a compile. Both are numba events
 
 from __future__ import annotations
 
+import importlib
 import threading
 
 import numba
@@ -30,7 +31,7 @@ from numba.core.compiler_lock import global_compiler_lock
 
 from .tiers import NotCached, state as _state
 
-__all__ = ["ensure", "njit", "pending"]
+__all__ = ["ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit", "pending"]
 
 _LAZY: "dict[int, tuple]" = {}  # id(dispatcher) -> (dispatcher, its explicit signatures), until ensured
 _lock = threading.Lock()
@@ -87,6 +88,25 @@ def ensure(fn) -> None:
             fn.disable_compile()
             del fn._compile_for_args, fn.get_call_template  # numba's own methods again
             del fn._pp_originals
+
+
+def is_pending(fn) -> bool:
+    """Whether `fn` has explicit signatures not compiled (nor loaded) in this process yet."""
+    return id(fn) in _LAZY
+
+
+def name_of(fn) -> str:
+    """"module:qualname" of a module-level numba function (function_named() finds it again)."""
+    return f"{fn.py_func.__module__}:{fn.py_func.__qualname__}"
+
+
+def function_named(name: str):
+    """The module-level function `name` ("module:qualname") names."""
+    module, _, qualname = name.partition(":")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def ensure_all() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-__all__ = ["NotCached", "cache_only", "compile_inline", "reference_kernels", "state", "tiered_mode"]
+__all__ = ["NotCached", "cache_only", "compile_inline", "discovering", "reference_kernels", "state", "tiered_mode"]
 
 
 class NotCached(Exception):
@@ -42,6 +42,19 @@ def compile_inline():
     """Context: in this thread a Net compiles what it needs before it runs, tiered or not
     (warm-up, the background compiler), and never goes through cache_only()."""
     return _mode("inline")
+
+
+@contextmanager
+def discovering():
+    """Context yielding a list: compiled.bound() appends to it each function with explicit signatures
+    not compiled yet, and binds it uncompiled (dispatched per call) instead of compiling it, so a
+    layout built inside names the functions it will call, to be compiled in parallel processes."""
+    saved = getattr(state, "discover", None)
+    state.discover = found = []
+    try:
+        yield found
+    finally:
+        state.discover = saved
 
 
 def tiered_mode() -> bool:
