@@ -300,13 +300,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_BROKEN_PIPE = 128 + 13
+"""The exit status when the reader of stdout went away (`pooled-predictor ops | head`): 128 + SIGPIPE,
+what a shell reports for a command killed by SIGPIPE, as `yes` in `yes | head`."""
+
+
 def main(argv=None) -> int:
+    """Run one command. Returns the exit status: 0, 2 on a PooledPredictorError (its message on
+    stderr), EXIT_BROKEN_PIPE when stdout is a pipe whose reader closed it (quietly: no traceback,
+    the rest of the output dropped)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.fn(args)
+        status = args.fn(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is found while it can be handled
+        return status
     except PooledPredictorError as exc:
         print(f"pooled-predictor: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # Python's advice (signal module docs, "Note on SIGPIPE"): point stdout at devnull, so
+        # the interpreter's last flush at exit does not raise again, and leave
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":
