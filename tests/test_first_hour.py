@@ -200,7 +200,8 @@ def test_every_command_line_option_has_a_help_text():
     lambda: np.empty((10, 2), np.float32).T,                    # transposed (F-contiguous)
     lambda: np.empty((2, 20), np.float32)[:, ::2],               # strided
     lambda: np.empty((4, 10), np.float32)[::2],                  # every other row
-], ids=["transposed", "strided", "rows"])
+    lambda: np.empty((2, 10), np.float32)[:, ::-1],              # negative strides
+], ids=["transposed", "strided", "rows", "reversed"])
 def test_out_need_not_be_c_contiguous(make_out):
     model = make_mlp()
     ref = mlp_reference(model, X)

@@ -176,6 +176,10 @@ class InputSpec:
 def fill_out(names: Sequence[str], out, result: dict) -> dict:
     """Copy `result` (name -> array) into the caller's `out` arrays; returns name -> the `out` array.
 
+    The kernels never write into `out`: they write the Net's own (C-contiguous) blobs, which are
+    copied with np.copyto, so an `out` of any strides (transposed, sliced) is filled as numpy's
+    `out=` would fill it.
+
     Args:
         out: one array per name of `names`, a sequence in that order or a dict by name.
     Raises:
