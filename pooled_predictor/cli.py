@@ -224,7 +224,8 @@ def _free_dims(predictor, shapes: dict, dims: dict) -> list[str]:
         free = [(i, d) for i, d in enumerate(v.shape)
                 if not isinstance(d, int) and not (isinstance(d, str) and d in dims)]
         if free:
-            decl = "x".join(str(d) if isinstance(d, int) else f"<{d if isinstance(d, str) else '?'}>" for d in v.shape)
+            decl = "x".join(str(d) if isinstance(d, int) else f"<{d if isinstance(d, str) else '?'}>"
+                            for d in v.shape)
             names = [f"--dim {d}=VALUE" for _, d in free if isinstance(d, str)]
             what = ", ".join(f"{d!r}" if isinstance(d, str) else f"dimension {i} (unknown)" for i, d in free)
             lines.append(f"input {v.name!r}: {what}: " + ", ".join(names + [f"--shape {v.name}={decl}"]))
@@ -295,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--save-outputs", help="write the outputs by name to this .npz")
     r.add_argument("--threads", type=int, default=1, help="worker threads of the pool (default 1)")
     r.add_argument("--requests", type=int, default=20,
-                   help="requests timed after one warm-up request, all queued at once (default 20)")
+                   help="requests timed after one warm-up request, submitted back to back (default 20)")
     r.add_argument("--shape", action="append", help="NAME=1x3x224x224 for random inputs (repeatable)")
     r.add_argument("--dim", action="append", help="symbolic dimension NAME=VALUE (default 1; repeatable)")
     r.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"],
