@@ -8,7 +8,11 @@
     pooled-predictor zoo NAME -o FILE.onnx [--seed S] [--opset V] [--batch N]
     pooled-predictor inspect MODEL.onnx [--level all] [--input-shapes x:1x3x224x224] [--disable PASS]
     pooled-predictor warmup [MODEL.onnx ...] [--shape NAME=1x3x224x224]
-    pooled-predictor profile MODEL.onnx [--shape NAME=1x3x224x224] [--runs N] [--trace trace.json]
+    pooled-predictor profile MODEL.onnx [--shape NAME=1x3x224x224] [--dim NAME=V] [--runs N] [--trace trace.json]
+
+`COMMAND -h` describes every option. `profile` refuses inputs with symbolic or unknown dimensions
+that --shape/--dim leave unset (it names them); `run` and `warmup` take them as 1. Output cut
+by a closed pipe ends quietly (exit status 141, see main).
 """
 
 from __future__ import annotations
@@ -32,13 +36,16 @@ from .serving.pool import Config, PooledPredictor
 from .serving.predictor import Predictor
 from .zoo import (ZOO, build, fetch_astronaut_image, fetch_page_image, fetch_ppocr, fetch_res10_face_detector,
                   profile)
+from .zoo.fetch import downloads
 
 
 def _cmd_demo(args) -> int:
-    t0 = time.perf_counter()
+    start = time.perf_counter()
+    before = len(downloads())
     models = fetch_ppocr()
     page = args.image or fetch_page_image()
-    fetched = time.perf_counter() - t0
+    fetched = time.perf_counter() - start
+    how = "downloaded" if len(downloads()) > before else "cached"
     image = load_image(page)
     t1 = time.perf_counter()
     config = Config(model_paths=[models.det, models.rec], num_threads=args.threads)
@@ -48,15 +55,23 @@ def _cmd_demo(args) -> int:
         if args.repeat > 1:  # steady state: Nets already laid out for these shapes
             for _ in range(args.repeat - 1):
                 result = read_page(pool, image)
+    total = time.perf_counter() - start
     print(f"# {page} ({image.shape[1]}x{image.shape[0]}), PP-OCRv6 tiny det (net 0) + rec (net 1), "
           f"{args.threads} worker thread(s)\n")
     print(result.text)
     print()
-    width = max(len(k) for k in result.timings_ms)
-    print(f"{'fetch models + page (cached)':<{width}}  {fetched * 1e3:9.1f} ms")
-    print(f"{'load + compile both models':<{width}}  {loaded * 1e3:9.1f} ms")
-    for stage, ms in result.timings_ms.items():
-        print(f"{stage:<{width}}  {ms:9.1f} ms")
+    runs = f"{args.repeat} run{'s' if args.repeat > 1 else ''}"
+    rows = [(f"fetch models + page ({how})", fetched), ("load both models (import, passes, Program)", loaded)]
+    rows += [(stage, ms / 1e3) for stage, ms in result.timings_ms.items()]
+    rows.append((f"total wall time of the command (fetch, load, {runs}, close)", total))
+    width = max(len(label) for label, _ in rows)
+    if args.repeat == 1:
+        print("(the page's first run in this process: its pool jobs include laying out the Nets and compiling, "
+              "or loading from numba's cache, the kernels; --repeat 2 times the steady state)")
+    else:
+        print(f"(the page's stages: the last of {runs})")
+    for label, seconds in rows:
+        print(f"{label:<{width}}  {seconds * 1e3:9.1f} ms")
     print(f"{'lines':<{width}}  {len(result.lines):9d}")
     if args.image is None:
         cer = character_error_rate(result.text, PAGE_TEXT)
@@ -197,10 +212,35 @@ def _cmd_inspect(args) -> int:
     return 0
 
 
+def _free_dims(predictor, shapes: dict, dims: dict) -> list[str]:
+    """What --shape/--dim leave unset: one line per input with a symbolic or unknown size, or no shape."""
+    lines = []
+    for v in predictor.inputs:
+        if v.name in shapes:
+            continue
+        if v.shape is None:
+            lines.append(f"input {v.name!r} has no declared shape: --shape {v.name}=D0xD1x...")
+            continue
+        free = [(i, d) for i, d in enumerate(v.shape)
+                if not isinstance(d, int) and not (isinstance(d, str) and d in dims)]
+        if free:
+            decl = "x".join(str(d) if isinstance(d, int) else f"<{d if isinstance(d, str) else '?'}>"
+                            for d in v.shape)
+            names = [f"--dim {d}=VALUE" for _, d in free if isinstance(d, str)]
+            what = ", ".join(f"{d!r}" if isinstance(d, str) else f"dimension {i} (unknown)" for i, d in free)
+            lines.append(f"input {v.name!r}: {what}: " + ", ".join(names + [f"--shape {v.name}={decl}"]))
+    return lines
+
+
 def _cmd_profile(args) -> int:
     predictor = Predictor(args.model, graph_optimization_level=args.level)
     net = predictor.new_net()
-    feeds = _random_inputs(predictor, _parse_shapes(args.shape), _parse_dims(args.dim))
+    shapes, dims = _parse_shapes(args.shape), _parse_dims(args.dim)
+    free = _free_dims(predictor, shapes, dims)
+    if free:  # a profile at a guessed size (1) times a model nobody runs
+        raise SystemExit(f"pooled-predictor profile: {args.model} has input dimensions of no declared size; "
+                         "set each with --dim or --shape (profile does not guess them):\n  " + "\n  ".join(free))
+    feeds = _random_inputs(predictor, shapes, dims)
     t0 = time.perf_counter()
     net.forward(feeds)  # lays the Net out and compiles its kernels: not profiled
     first = time.perf_counter() - t0
@@ -237,10 +277,10 @@ def _cmd_warmup(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pooled-predictor", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, help="`pooled-predictor COMMAND -h` for its options")
 
     d = sub.add_parser("demo", help="OCR of a scanned page with PP-OCR det + rec in one pool")
-    d.add_argument("--threads", type=int, default=2)
+    d.add_argument("--threads", type=int, default=2, help="worker threads of the pool (default 2)")
     d.add_argument("--image", help="another image instead of skimage's page.png")
     d.add_argument("--repeat", type=int, default=1, help="run the page this many times (timings of the last)")
     d.set_defaults(fn=_cmd_demo)
@@ -248,68 +288,93 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("faces", help="detect faces in a photo with OpenCV's res10 SSD (Caffe) through the pool")
     f.add_argument("image", nargs="?", help="a photo (default: skimage's astronaut.png)")
     f.add_argument("-o", "--output", help="write the photo with the boxes to this PNG")
-    f.add_argument("--threshold", type=float, default=0.5)
-    f.add_argument("--threads", type=int, default=1)
+    f.add_argument("--threshold", type=float, default=0.5,
+                   help="keep the detections whose score is at least this (0..1, default 0.5)")
+    f.add_argument("--threads", type=int, default=1, help="worker threads of the pool (default 1)")
     f.set_defaults(fn=_cmd_faces)
 
     r = sub.add_parser("run", help="run any supported ONNX model through the pool; throughput and p50/p99")
-    r.add_argument("model")
-    r.add_argument("--input", help=".npy (first input) or .npz (inputs by name)")
+    r.add_argument("model", help="the ONNX model file")
+    r.add_argument("--input", help=".npy (first input) or .npz (inputs by name); default: random inputs")
     r.add_argument("--save-outputs", help="write the outputs by name to this .npz")
-    r.add_argument("--threads", type=int, default=1)
-    r.add_argument("--requests", type=int, default=20)
-    r.add_argument("--shape", action="append", help="NAME=1x3x224x224 for random inputs")
-    r.add_argument("--dim", action="append", help="symbolic dimension NAME=VALUE (default 1)")
+    r.add_argument("--threads", type=int, default=1, help="worker threads of the pool (default 1)")
+    r.add_argument("--requests", type=int, default=20,
+                   help="requests timed after one warm-up request, submitted back to back (default 20)")
+    r.add_argument("--shape", action="append", help="NAME=1x3x224x224 for random inputs (repeatable)")
+    r.add_argument("--dim", action="append", help="symbolic dimension NAME=VALUE (default 1; repeatable)")
     r.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"],
                    help="graph optimization level")
     r.set_defaults(fn=_cmd_run)
 
     o = sub.add_parser("ops", help="list registered ops, versions and devices")
-    o.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    o.add_argument("--json", action="store_true")
+    o.add_argument("--device", choices=["cpu", "cuda"], default=None, help="only this device's kernels")
+    o.add_argument("--json", action="store_true", help="one JSON list of {op_type, domain, devices} instead")
     o.set_defaults(fn=_cmd_ops)
     z = sub.add_parser("zoo", help="write a classic CNN (seeded random weights) as an ONNX file")
     z.add_argument("name", nargs="?", help="alexnet, googlenet, resnet50, mobilenet_v2, squeezenet1_1, vgg16; "
                                            "omit to list them")
-    z.add_argument("-o", "--output")
-    z.add_argument("--seed", type=int, default=0)
-    z.add_argument("--opset", type=int, default=17)
+    z.add_argument("-o", "--output", help="the .onnx file to write")
+    z.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    z.add_argument("--opset", type=int, default=17, help="ONNX opset of the model (default 17)")
     z.add_argument("--batch", default="N", help="a number, or a symbolic name (default N)")
     z.set_defaults(fn=_cmd_zoo)
 
     i = sub.add_parser("inspect", help="node counts per op type before and after each graph pass")
-    i.add_argument("model")
-    i.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"])
+    i.add_argument("model", help="the ONNX model file")
+    i.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"],
+                   help="graph optimization level (default all)")
     i.add_argument("--input-shapes", help="x:1x3x224x224[,y:...] to fold shape computations")
     i.add_argument("--disable", action="append", help="a pass not to run (repeatable)")
     i.set_defaults(fn=_cmd_inspect)
 
     w = sub.add_parser("warmup", help="compile into numba's disk cache the kernels each MODEL calls (with no "
                                        "MODEL: every kernel), running each once: a server pays it before traffic")
-    w.add_argument("models", nargs="*")
+    w.add_argument("models", nargs="*", help="ONNX model files to run once, compiling what each calls (none: "
+                                             "compile every kernel)")
     w.add_argument("--shape", action="append", help="NAME=1x3x224x224 (default: declared, symbolic as 1)")
     w.set_defaults(fn=_cmd_warmup)
 
     pr = sub.add_parser("profile", help="time every node of a model on one thread: tables by op type and "
-                                         "node, Chrome trace JSON")
-    pr.add_argument("model")
-    pr.add_argument("--shape", action="append", help="NAME=1x3x224x224 for random inputs")
-    pr.add_argument("--dim", action="append", help="symbolic dimension NAME=VALUE (default 1)")
+                                         "node, Chrome trace JSON",
+                        description="Time every node of a model on one thread, on random inputs. Every input "
+                                    "dimension without a declared size (symbolic, unknown) must be set with "
+                                    "--dim or --shape: profile refuses to guess them, and names those missing.")
+    pr.add_argument("model", help="the ONNX model file")
+    pr.add_argument("--shape", action="append", help="NAME=1x3x224x224: the shape of input NAME (repeatable)")
+    pr.add_argument("--dim", action="append",
+                    help="NAME=VALUE: the size of symbolic dimension NAME in every input (repeatable)")
     pr.add_argument("--runs", type=int, default=10, help="profiled forwards after one unprofiled")
     pr.add_argument("--top", type=int, default=15, help="nodes listed in the by-node table")
     pr.add_argument("--trace", help="write the Chrome / Perfetto trace JSON here")
-    pr.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"])
+    pr.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"],
+                    help="graph optimization level (default all)")
     pr.set_defaults(fn=_cmd_profile)
     return p
 
 
+EXIT_BROKEN_PIPE = 128 + 13
+"""The exit status when the reader of stdout went away (`pooled-predictor ops | head`): 128 + SIGPIPE,
+what a shell reports for a command killed by SIGPIPE, as `yes` in `yes | head`."""
+
+
 def main(argv=None) -> int:
+    """Run one command. Returns the exit status: 0, 2 on a PooledPredictorError (its message on
+    stderr), EXIT_BROKEN_PIPE when stdout is a pipe whose reader closed it (quietly: no traceback,
+    the rest of the output dropped)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.fn(args)
+        status = args.fn(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is found while it can be handled
+        return status
     except PooledPredictorError as exc:
         print(f"pooled-predictor: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # Python's advice (signal module docs, "Note on SIGPIPE"): point stdout at devnull, so
+        # the interpreter's last flush at exit does not raise again, and leave
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -74,7 +74,9 @@ class Line:
 
 @dataclass
 class PageResult:
-    """Lines in reading order and the time spent per stage (ms)."""
+    """Lines in reading order and the time spent per stage (ms): "detector preprocess",
+    "detector (pool job)", "boxes (label regions)", "recognizer (pool jobs) + CTC decode"
+    and "page total" (read_page's wall time, from the page to its lines)."""
 
     lines: list[Line]
     timings_ms: dict = field(default_factory=dict)
@@ -226,7 +228,7 @@ def read_page(pool, image: np.ndarray, det_net_id: int = 0, rec_net_id: int = 1,
     t["detector (pool job)"] = marks["det_done"] - marks["det_submitted"]
     t["boxes (label regions)"] = marks["boxes_done"] - marks["det_done"]
     t["recognizer (pool jobs) + CTC decode"] = end - marks["boxes_done"]
-    t["total"] = end - start
+    t["page total"] = end - start
     kept = [l for l in lines if l.confidence >= min_confidence and l.text.strip()]
     return PageResult(reading_order(kept), {k: v * 1e3 for k, v in t.items()})
 

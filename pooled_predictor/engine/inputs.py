@@ -1,10 +1,18 @@
 """A Net's edges: InputSpec, the one validator of a model's inputs (count, names, dtypes, ranks,
-fixed dims), and fill_out, which copies outputs into the caller's arrays.
+fixed dims, empty dims), and fill_out, which copies outputs into the caller's arrays.
 
 Every door into a model checks through it: Net.forward, Predictor.forward and the pool's
 forward (in the caller's thread, so a bad request fails at the call). What it accepts
 comes back as CheckedInputs, a dict name -> ndarray that Net.forward takes without a
 second check (the pool checks at submit and its worker runs the job later).
+
+Empty inputs: a request may hold a zero only in a dimension the model declares as the fixed
+size 0. A zero where the model declares a symbolic size ("N", "width"), leaves the size
+unknown, or declares no shape at all is refused (InputError): nothing in the model says it
+can take an empty tensor there, and most models cannot (PP-OCR rec's convolutions at width
+0 fail inside a kernel). Only requests are held to it (check); check_shapes, which Net.reshape
+and the bodies of If/Loop/Scan use, takes any size >= 0, so values computed empty inside a
+model still flow.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ class InputSpec:
                        (len(v.shape), tuple((i, d) for i, d in enumerate(v.shape) if isinstance(d, int)))
                        for v in self.values}
         self._specs = [(v.name, v.dtype, *self._fixed[v.name]) for v in self.values]
+        # name -> axes that may not be 0 in a request (None: every axis, the rank is unknown)
+        self._free = {v.name: None if v.shape is None else
+                      tuple(i for i, d in enumerate(v.shape) if not isinstance(d, int)) for v in self.values}
         self._defaults = {v.name: tuple(d if isinstance(d, int) else 1 for d in (v.shape or ()))
                           for v in self.values}
 
@@ -52,8 +63,9 @@ class InputSpec:
         Returns:
             CheckedInputs: name -> ndarray, in input order.
         Raises:
-            InputError: wrong count, names, type, dtype, rank or fixed dimension; the
-                message names the input and what was expected.
+            InputError: wrong count, names, type, dtype, rank or fixed dimension, or a
+                zero in a dimension the model does not declare as 0 (see the module
+                docstring); the message names the input and what was expected.
         """
         if type(inputs) is CheckedInputs:
             return inputs
@@ -62,7 +74,7 @@ class InputSpec:
             for name, dtype, rank, fixed in self._specs:  # the common case, cheaply
                 a = inputs.get(name)
                 if type(a) is not np.ndarray or (dtype is not None and a.dtype != dtype) \
-                        or (rank is not None and a.ndim != rank):
+                        or (rank is not None and a.ndim != rank) or not a.size:
                     break
                 shape = a.shape
                 for i, d in fixed:
@@ -76,7 +88,23 @@ class InputSpec:
                 return arrays
         arrays = self._normalize(inputs)  # anything else, with messages
         self.check_shapes({n: a.shape for n, a in arrays.items()})
+        for n, a in arrays.items():
+            if not a.size:
+                self._check_empty(n, a.shape)
         return arrays
+
+    def _check_empty(self, n: str, shape: tuple) -> None:
+        """Refuse a zero in a dimension of input `n` that the model does not declare as 0."""
+        free = self._free[n]
+        zeros = [i for i in (range(len(shape)) if free is None else free) if shape[i] == 0]
+        if zeros:
+            i, decl = zeros[0], self._declared[n].shape
+            declared = ("no shape" if decl is None else
+                        f"dimension {i} as {decl[i]!r} (shape {_fmt(decl)})" if isinstance(decl[i], str) else
+                        f"dimension {i} of unknown size (shape {_fmt(decl)})")
+            raise InputError(f"input {n!r}: dimension {i} is 0 in shape {shape}, where the model declares "
+                             f"{declared}: a zero-sized input is accepted only in a dimension the model "
+                             f"declares as 0; give it a size >= 1")
 
     def _normalize(self, inputs) -> CheckedInputs:
         names = self.names
@@ -147,6 +175,10 @@ class InputSpec:
 
 def fill_out(names: Sequence[str], out, result: dict) -> dict:
     """Copy `result` (name -> array) into the caller's `out` arrays; returns name -> the `out` array.
+
+    The kernels never write into `out`: they write the Net's own (C-contiguous) blobs, which are
+    copied with np.copyto, so an `out` of any strides (transposed, sliced) is filled as numpy's
+    `out=` would fill it.
 
     Args:
         out: one array per name of `names`, a sequence in that order or a dict by name.

@@ -14,8 +14,10 @@ another Future's callback are queued and run by the outermost frame, so a
 chain of 10,000 then() calls runs in constant stack depth.
 
 Errors raised by a then() function are never lost: they go to the chained
-Future. Errors raised by plain add_done_callback() callbacks are logged by
-concurrent.futures, as usual, and counted in `callback_errors()`.
+Future. An Exception raised by a plain add_done_callback() callback is logged,
+as concurrent.futures logs it, and counted in `callback_errors()`: every one,
+whether the callback ran when the Future completed or at once, because it was
+added to a Future already done.
 
 The state machine, the exceptions and the waiter protocol of cf.wait() and
 cf.as_completed() are concurrent.futures' own (CPython's _base.py); only the
@@ -43,7 +45,12 @@ _callback_errors_lock = threading.Lock()
 
 
 def callback_errors() -> int:
-    """How many done-callbacks of our Futures raised (they are logged, never propagated)."""
+    """How many done-callbacks of our Futures (this process, all pools) raised an Exception.
+
+    Each is logged and never propagated; a callback added to a Future already done runs at
+    once in add_done_callback() and is counted the same way. then() functions are not
+    counted: their errors complete the chained Future.
+    """
     return _callback_errors
 
 
@@ -182,11 +189,25 @@ class Future(cf.Future):
 
     def _run_callbacks(self):  # count, not only log, callback errors
         for callback in self._done_callbacks:
-            try:
-                callback(self)
-            except Exception:
-                _count_callback_error()
-                log.exception("exception calling callback for %r", self)
+            self._call(callback)
+
+    def _call(self, callback) -> None:
+        try:
+            callback(self)
+        except Exception:
+            _count_callback_error()
+            log.exception("exception calling callback for %r", self)
+
+    def add_done_callback(self, fn: Callable[["Future"], Any]) -> None:
+        """concurrent.futures': call fn(self) when done; at once (here) if already done.
+
+        An Exception raised by fn is logged and counted in callback_errors(), never raised.
+        """
+        with self._condition:
+            if self._state not in _DONE:
+                self._done_callbacks.append(fn)
+                return
+        self._call(fn)
 
     def then(self, fn: Callable[[Any], Any], on_error: Callable[[BaseException], Any] | None = None) -> "Future":
         """Chain `fn` on this Future's result.

@@ -117,7 +117,9 @@ class Config:
             the graph passes run on each model before it is compiled.
         disabled_passes: pass names never to run.
         device: "cpu" or "cuda".
-        unknown_output: "warn" (log and skip, as fb-caffe-exts) or "raise".
+        unknown_output: "raise" (default: forward() raises UnknownBlobError at the
+            call, as onnxruntime's run() and Predictor.forward do) or "warn" (log and
+            skip the unknown names, as fb-caffe-exts).
         max_batch_size: dynamic batching (Triton's dynamic batcher): the most
             rows one batched run may have; 0 (default) or 1: off. An int for
             every model, or a sequence with one per model (net_id order). Only
@@ -165,7 +167,7 @@ class Config:
     graph_optimization_level: str = "all"
     disabled_passes: Sequence[str] = ()
     device: str = "cpu"
-    unknown_output: str = "warn"
+    unknown_output: str = "raise"
     max_batch_size: int | Sequence[int] = 0
     max_queue_delay: float | Sequence[float] = 0.0
     preferred_batch_sizes: Sequence[int] | Sequence[Sequence[int]] = ()
@@ -606,8 +608,9 @@ class PooledPredictor:
             inputs: list in input order, dict name -> array, or one array
                 (float32 etc. as the model declares). Read when the job runs:
                 do not modify them until the Future is done.
-            output_names: blobs to return; None: the model's outputs. Unknown
-                names are logged and skipped (Config.unknown_output="raise" raises).
+            output_names: blobs to return; None: the model's outputs. An unknown
+                name raises UnknownBlobError (Config.unknown_output="warn": it is
+                logged and skipped).
             net_id: which model (index in the Config).
             deadline: seconds from now; a job not started by then fails with
                 DeadlineExceededError without running.
@@ -618,7 +621,7 @@ class PooledPredictor:
             Future of a dict output name -> numpy array (copies).
         Raises:
             UnknownNetError, InputError (count, names, rank, dims, dtype),
-            UnknownBlobError (unknown output, with unknown_output="raise"),
+            UnknownBlobError (an unknown output name, unless unknown_output="warn"),
             QueueFullError, PoolClosedError; TypeError: a priority that is not an int.
         """
         core = self._core

@@ -262,7 +262,8 @@ class Predictor(HandleAPI):
                 thread's Net may hold another request's inputs).
             output_names: blobs to return; with `out`, the blobs to copy into it.
             out: preallocated arrays, one per output name, filled in place
-                (writeable, C-contiguous ndarrays; shape and dtype must match).
+                (writeable ndarrays of the blob's shape and dtype, any strides: a
+                transposed or sliced view is filled through np.copyto, as numpy's out=).
         Returns:
             list of arrays (output_names given), `out` (filled), or a dict
             name -> array of every readable blob (neither given): all blobs under
@@ -324,7 +325,8 @@ def check_output_names(output_names) -> list[str] | None:
 
 
 def _check_out_arrays(out, output_names) -> list[np.ndarray]:
-    """`out`: one writeable, C-contiguous ndarray per output name (shapes are checked after the run)."""
+    """`out`: one writeable ndarray per output name, of any strides (shapes and dtypes are checked
+    after the run, by engine.inputs.fill_out, before any is written)."""
     if output_names is None:
         raise InputError("`out` needs `output_names`")
     if isinstance(out, np.ndarray) or not isinstance(out, (list, tuple)):
@@ -336,8 +338,6 @@ def _check_out_arrays(out, output_names) -> list[np.ndarray]:
             raise InputError(f"`out` for {name!r} must be an ndarray, not {type(o).__name__}")
         if not o.flags.writeable:
             raise InputError(f"`out` for {name!r} is read-only")
-        if not o.flags.c_contiguous:
-            raise InputError(f"`out` for {name!r} must be C-contiguous")
     return out
 
 

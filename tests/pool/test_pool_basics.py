@@ -41,11 +41,19 @@ def test_correctness_and_callback_counts(caplog):
     assert seen["counts"] == (2, 2)
     assert (cob.enqueued, cob.processed) == (3, 3)
 
-    # an unknown output name is logged as a warning and skipped, the job still runs
+    # an unknown output name raises at the call (Config.unknown_output="raise"): no job is queued
+    with pytest.raises(UnknownBlobError, match="undefined"):
+        pp.forward([X], ["undefined", "y"])
+    assert (cob.enqueued, cob.processed) == (3, 3)
+    pp.close()
+
+    # unknown_output="warn" (fb-caffe-exts): logged as a warning and skipped, the job still runs
+    cob = CountingCallback()
+    pp = PooledPredictor.make_predictor(config([model], unknown_output="warn"), cob)
     with caplog.at_level(logging.WARNING, logger="pooled_predictor"):
         out = pp.forward([X], ["undefined", "y"]).result(timeout=30)
     assert list(out) == ["y"] and "undefined" in caplog.text
-    assert (cob.enqueued, cob.processed) == (4, 4)
+    assert (cob.enqueued, cob.processed) == (1, 1)
     pp.close()
 
 
@@ -126,7 +134,8 @@ def test_intermediate_blobs_can_be_requested_when_kept_or_under_none():
 
 
 def test_an_intermediate_not_kept_under_memory_is_skipped_with_a_warning(caplog):
-    with PooledPredictor(config([make_mlp()])) as pool:  # Optimization.MEMORY by default
+    # Optimization.MEMORY by default; unknown_output="warn" (the default raises, test_first_hour.py)
+    with PooledPredictor(config([make_mlp()], unknown_output="warn")) as pool:
         with caplog.at_level(logging.WARNING, logger="pooled_predictor"):
             out = pool.forward([X], ["h2", "y"]).result(timeout=30)
     assert list(out) == ["y"] and "Config.keep" in caplog.text
