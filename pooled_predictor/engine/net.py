@@ -212,7 +212,7 @@ class Net:
             return build_layout(self.program, shapes, self.device, self._options(), BODIES)
         generation = COMPILER.generation
         try:
-            with compiled.cache_only():
+            with compiled.memory_only():  # kernels loaded in this process already: no compile, no disk
                 layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
             layout.generation = generation
             return layout
@@ -226,11 +226,22 @@ class Net:
         return layout
 
     def _request_compile(self, shapes: dict[str, tuple], feeds: dict | None = None, attempt: int = 0) -> None:
-        """Ask the background compiler for the compiled layout of these shapes: a process of its own
-        builds it and runs it once (on `feeds`, or zeros), compiling every kernel that layout calls
-        into numba's disk cache. Once per Program, shapes, options and attempt."""
-        program, options = self.program, self._options()
-        COMPILER.request((id(program), tuple(shapes.items()), options, attempt), lambda: dict(
+        """Ask the background compiler for the compiled kernels of these shapes' layout: its thread
+        builds that layout and runs it once (on `feeds`, or zeros) loading each kernel from numba's
+        disk cache, and where one is not there, a process of its own compiles them all into the
+        cache first. Once per Program, shapes, options and attempt."""
+        program, device, options = self.program, self.device, self._options()
+        if feeds is None:
+            feeds = {v.name: np.zeros(shapes[v.name], v.dtype if v.dtype is not None else np.float32)
+                     for v in program.inputs}
+
+        def load():
+            layout = build_layout(program, shapes, device, options, BODIES)
+            layout.feed(feeds, False)
+            for call in layout.run:
+                call()
+
+        COMPILER.request((id(program), tuple(shapes.items()), options, attempt), load, lambda: dict(
             graph=program.graph, device=program.device, shapes=shapes, options=options, feeds=feeds,
             jobs=compile_jobs()))
 
@@ -392,7 +403,7 @@ class Net:
             with compiled.reference_kernels():
                 return self._run_calls(run)
         if tier == "compiled" and self.tiered and compiled.tiered():
-            with compiled.cache_only():
+            with compiled.memory_only():
                 return self._run_calls(run)
         return self._run_calls(run)
 

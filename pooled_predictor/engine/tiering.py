@@ -1,22 +1,25 @@
-"""Tiered execution: the numpy reference kernels serve while the compiled ones compile.
+"""Tiered execution: the numpy reference kernels serve while the compiled ones load or compile.
 
 numba compiles a model's kernels in 20-90 s on a fresh machine (issue 31): a first result
-that waited for them came after 80 s (PP-OCR det), against 0.37 s for onnxruntime. With
-tiering (ops/cpu/compiled.TIERED, on unless POOLED_PREDICTOR_TIERED=0), a Net builds each
-layout in numba's cache-only mode first; when a kernel it needs is not in the disk cache
-(compiled.NotCached), the Net builds the layout from the numpy reference kernels instead
-(compiled.reference_kernels(): NCHW, every kernel's tested numpy path) and asks the one
-background compiler of the process to build the compiled layout for those shapes, which
-compiles exactly the kernels that layout uses (numba writes them to its disk cache, for
-this process and every later one). Each finished compile bumps `COMPILER.generation`; a
-Net running a reference layout sees the change at its next forward and rebuilds the
-compiled layout from the cache (engine/net.py). So the first result comes after the
-import, the passes and one reference forward; the compiled speed follows when the
-background compile is done; a warm cache loads only the kernels a layout uses.
+that waited for them came after 80 s (PP-OCR det), against 0.37 s for onnxruntime; with a
+warm cache, loading them took 1-2 s more. With tiering (ops/cpu/compiled.TIERED, on unless
+POOLED_PREDICTOR_TIERED=0), a Net builds each layout in memory-only mode first: a kernel
+this process has not loaded yet raises compiled.NotCached. The Net then builds the layout
+from the numpy reference kernels (compiled.reference_kernels(): NCHW, every kernel's tested
+numpy path) and asks the process's one background compiler for those shapes. Its thread
+builds the compiled layout in cache-only mode, loading each kernel from numba's disk cache;
+where one is not there, a process of its own (engine/compile_worker.py, given the Program's
+Graph) compiles that layout's kernels into the cache, several processes in parallel, and
+the thread loads them after it. Each finished job bumps `COMPILER.generation`; a Net
+running a reference layout sees the change at its next forward and builds the compiled
+layout, every kernel now in memory (engine/net.py). So the first result comes after the
+import, the passes and one reference forward, cold or warm; the compiled speed follows;
+nothing is compiled that a layout does not call; no serving thread waits on a compile or
+a disk load.
 
-Compiling is one thread: numba compiles under one process-wide lock, and LLVM's work
-runs outside Python's GIL, so a serving thread keeps most of a core. The compile
-thread is a daemon; at exit it stops after the function it is compiling.
+The compile runs in processes because numba's compile holds Python's GIL for most of its
+time: in a thread it slowed the reference forwards beside it 10x or more. The compile
+processes end with the process that started them.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class BackgroundCompiler:
     beside it 10x or more; a process shares nothing with them but a core and the disk cache.
 
     Attributes:
-        generation: finished jobs so far (each a chance that more layouts load from the cache).
+        generation: finished jobs so far (each a chance that more layouts find their kernels loaded).
+        compiles: jobs that needed a compile process (the others loaded every kernel from the cache).
         log: (key, seconds, error or None) of each finished job, in order.
     """
 
@@ -65,6 +69,7 @@ class BackgroundCompiler:
 
     def __init__(self):
         self.generation = 0
+        self.compiles = 0
         self.log: list[tuple[Hashable, float, str | None]] = []
         self._jobs: "queue.Queue[tuple[Hashable, Callable[[], dict]] | None]" = queue.Queue()
         self._seen: set = set()
@@ -75,10 +80,12 @@ class BackgroundCompiler:
         self._idle.set()
         self._stopping = False
 
-    def request(self, key: Hashable, job: Callable[[], dict]) -> bool:
-        """Queue a compile unless `key` was requested before. job() returns the compile_worker's
-        job dict (graph, device, shapes, options, feeds); it is called, and pickled, in the
-        compiler's thread.
+    def request(self, key: Hashable, load: Callable[[], None], payload: Callable[[], dict]) -> bool:
+        """Queue a job unless `key` was requested before. In the compiler's thread, load() (it builds a
+        layout and runs it once) runs in cache-only mode, loading its kernels from numba's disk cache
+        into this process; where one is not there, payload() (the compile_worker's job dict: graph,
+        device, shapes, options, feeds, jobs), pickled, goes to a compile process, and load() runs
+        again after it.
 
         Returns:
             whether it was queued now.
@@ -88,7 +95,7 @@ class BackgroundCompiler:
                 return False
             self._seen.add(key)
             self._idle.clear()
-            self._jobs.put((key, job))
+            self._jobs.put((key, (load, payload)))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="pooled-predictor-compile", daemon=True)
                 self._thread.start()
@@ -112,11 +119,11 @@ class BackgroundCompiler:
             if item is None:
                 self._jobs.task_done()
                 return
-            key, job = item
+            key, (load, payload) = item
             t0, error = time.perf_counter(), None
             try:
                 if not self._stopping:
-                    error = self._compile(pickle.dumps(job(), protocol=pickle.HIGHEST_PROTOCOL))
+                    error = self._load_or_compile(load, payload)
             except Exception as exc:  # noqa: BLE001 -- the serving threads keep the reference kernels
                 error = f"{type(exc).__name__}: {exc}"
             if error is not None:
@@ -127,6 +134,21 @@ class BackgroundCompiler:
                 self._jobs.task_done()
                 if self._jobs.unfinished_tasks == 0:
                     self._idle.set()
+
+    def _load_or_compile(self, load: Callable[[], None], payload: Callable[[], dict]) -> str | None:
+        try:
+            with compiled.cache_only():
+                load()
+            return None
+        except Exception as exc:
+            if not not_cached(exc):
+                raise
+        self.compiles += 1
+        error = self._compile(pickle.dumps(payload(), protocol=pickle.HIGHEST_PROTOCOL))
+        if error is None:
+            with compiled.cache_only():
+                load()
+        return error
 
     def _compile(self, payload: bytes) -> str | None:
         """Run one compile_worker on `payload`; None when it succeeded, else what went wrong."""

@@ -50,7 +50,7 @@ import os
 from pathlib import Path
 
 __all__ = ["ENABLED", "TIERED", "NotCached", "active", "bound", "cache_dir", "cache_only", "chain", "compile_inline",
-           "discovering", "ensure", "ensure_all", "is_pending", "load_all", "prepared", "reference_kernels", "run_steps", "tiered"]
+           "discovering", "ensure", "ensure_all", "is_pending", "load_all", "memory_only", "prepared", "reference_kernels", "run_steps", "tiered"]
 
 ENABLED = os.environ.get("POOLED_PREDICTOR_COMPILED", "1") != "0"
 """Kernels built from now on use the compiled paths where they apply; False: the
@@ -91,8 +91,8 @@ def _configure_cache() -> None:
 _configure_cache()
 
 from .jit import ensure, ensure_all, is_pending  # noqa: E402 -- numba is imported after its cache directory is set
-from .tiers import (NotCached, cache_only, compile_inline, discovering, reference_kernels,  # noqa: E402
-                    state as _state, tiered_mode)
+from .tiers import (NotCached, cache_only, compile_inline, discovering, memory_only,  # noqa: E402
+                    reference_kernels, state as _state, tiered_mode)
 
 
 def active() -> bool:

@@ -121,22 +121,29 @@ def pending() -> int:
 
 
 class _CacheOnly(event.Listener):
-    """Raises NotCached, in a thread in cache-only mode, where numba would compile or wait
-    for its compiler lock."""
+    """Raises NotCached, in a thread in cache-only mode, where numba would compile or wait for its
+    compiler lock, and in memory-only mode wherever numba takes that lock (a compile or a load)."""
 
     def on_start(self, ev):
+        if getattr(_state, "memory_only", False):
+            disp = ev.data.get("dispatcher") if isinstance(ev.data, dict) else None
+            raise NotCached(f"{_name(disp)} is not loaded in this process" if disp is not None
+                            else "a numba function is not loaded in this process")
         if not getattr(_state, "cache_only", False):
             return
         if ev.kind == "numba:compile":
             disp = ev.data.get("dispatcher") if isinstance(ev.data, dict) else None
-            name = getattr(getattr(disp, "py_func", None), "__qualname__", "a numba function")
-            raise NotCached(f"{name} is not in numba's cache")
+            raise NotCached(f"{_name(disp)} is not in numba's cache")
         if not global_compiler_lock._lock.acquire(blocking=False):
             raise NotCached("numba's compiler is busy in another thread")
         global_compiler_lock._lock.release()
 
     def on_end(self, ev):
         pass
+
+
+def _name(disp) -> str:
+    return getattr(getattr(disp, "py_func", None), "__qualname__", "a numba function")
 
 
 _listener = _CacheOnly()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-__all__ = ["NotCached", "cache_only", "compile_inline", "discovering", "reference_kernels", "state", "tiered_mode"]
+__all__ = ["NotCached", "cache_only", "compile_inline", "discovering", "memory_only", "reference_kernels", "state",
+           "tiered_mode"]
 
 
 class NotCached(Exception):
@@ -36,6 +37,13 @@ def cache_only():
     """Context: in this thread numba loads machine code from its disk cache but never compiles;
     a compile, or a wait on another thread's compile, raises NotCached (compiled/jit.py)."""
     return _mode("cache_only")
+
+
+def memory_only():
+    """Context: in this thread numba neither compiles nor loads from its disk cache: any function not in
+    this process's memory yet raises NotCached (a serving thread: loads, 10-300 ms each, happen in the
+    background compiler's thread, engine/tiering.py)."""
+    return _mode("memory_only")
 
 
 def compile_inline():
