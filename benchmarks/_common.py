@@ -13,6 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+# Benchmarks time the compiled kernels: a Net compiles (or loads) what it calls before its first forward
+# instead of serving from the reference kernels meanwhile (engine/tiering.py; startup.py's children tier).
+os.environ.setdefault("POOLED_PREDICTOR_TIERED", "0")
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
