@@ -23,7 +23,6 @@ so a thread in this mode never stalls on a compile. Both are numba events
 from __future__ import annotations
 
 import importlib
-import threading
 
 import numba
 from numba.core import event
@@ -34,7 +33,6 @@ from .tiers import NotCached, state as _state
 __all__ = ["ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit", "pending"]
 
 _LAZY: "dict[int, tuple]" = {}  # id(dispatcher) -> (dispatcher, its explicit signatures), until ensured
-_lock = threading.Lock()
 
 
 def njit(*args, **options):
@@ -77,17 +75,20 @@ def ensure(fn) -> None:
         NotCached: in cache-only mode, a signature numba's cache does not hold (or numba's
             compiler lock is held by another thread).
     """
-    entry = _LAZY.get(id(fn))
-    if entry is None:
+    if id(fn) not in _LAZY:
         return
-    sigs = entry[1]
-    for sig in sigs:
-        fn.compile(sig)  # under numba's compiler lock; a no-op for one compiled already
-    with _lock:
-        if _LAZY.pop(id(fn), None) is not None:
-            fn.disable_compile()
-            del fn._compile_for_args, fn.get_call_template  # numba's own methods again
-            del fn._pp_originals
+    # numba's own (re-entrant) compiler lock: a second thread waits for the first's compile instead of
+    # meeting compiling disabled halfway; a compile inside (a callee's explicit signatures) re-enters it
+    with global_compiler_lock:
+        entry = _LAZY.get(id(fn))
+        if entry is None:
+            return
+        for sig in entry[1]:
+            fn.compile(sig)  # a no-op for one compiled already
+        del _LAZY[id(fn)]
+        fn.disable_compile()
+        del fn._compile_for_args, fn.get_call_template  # numba's own methods again
+        del fn._pp_originals
 
 
 def is_pending(fn) -> bool:
