@@ -68,8 +68,8 @@ def function(file: str, name: str):
         with _modules_lock:
             mod = _modules.get(key)
             if mod is None:
-                mod = cupy.RawModule(code=sources.sources()[file], options=(*sources.OPTIONS, "-I",
-                                                                             str(sources.KERNEL_DIR)))
+                mod = cupy.RawModule(code=sources.sources()[file], options=(*sources.OPTIONS,
+                                                                             f"-I{sources.KERNEL_DIR}"))
                 mod.compile()
                 _modules[key] = mod
     return mod.get_function(name)
