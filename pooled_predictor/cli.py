@@ -183,6 +183,9 @@ def _cmd_ops(args) -> int:
             name = op if not domain else f"{domain}.{op}"
             print(f"{name:<24} {dev:<6} {', '.join(map(str, versions))}")
     print(f"\n{len(by_op)} ops")
+    if args.device == "cuda":  # the rest run on the CPU behind host<->device copies (engine/placement.py)
+        host = {(k.domain, k.op_type) for k in registered_ops("cpu")}
+        print(f"{len(by_op)} of {len(host)} CPU ops have a CUDA kernel; the others run on the CPU behind io_copy")
     return 0
 
 

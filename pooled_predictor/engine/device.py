@@ -7,10 +7,15 @@ host<->device copies at the Net's edges (Paddle-Lite's io_copy, the transform it
 type_target_cast_pass inserts between kernels of different targets). The kernel
 registry is keyed by `Device.name` ("cpu"), the same string OpContext.device carries.
 
-CPU is the one device today: host memory is its memory, so its io_copy is a plain copy
-and its weights are the Program's own arrays. A CUDA device plugs in beside it (a
-subclass that allocates with CuPy, uploads weights once and copies on a stream)
-without touching the pool, the passes or the Net.
+CPU: host memory is its memory, so its io_copy is a plain copy and its weights are the
+Program's own arrays. A device with memory of its own (CUDA) has a `host` beside it: the
+placement stage (engine/placement.py) runs on the device every node it has a kernel for
+(kernel_for) and the rest on the host, and the layout keeps two arenas, each planned by
+memory_opt: the device's, and a host one (host_arena: pinned staging on CUDA) for the graph's
+inputs and outputs and the host nodes' values. to_device / to_host are the io_copy steps.
+
+Also here: the worker -> device map of a pool (worker i on devices[i % n], as fb-caffe-exts)
+and the bounded per-worker cache of CUDA graphs keyed by input shapes (GraphCache).
 """
 
 from __future__ import annotations
@@ -19,7 +24,12 @@ import math
 
 import numpy as np
 
+from collections import OrderedDict
+from typing import Callable, Sequence
+
 from ..errors import ResourceExhaustedError, UnsupportedOpError
+from ..ops.cuda import runtime as cuda_runtime
+from ..ops.registry import KernelDef, find
 
 ALIGNMENT = 64  # bytes: every arena and every value in it starts on a cache line
 
@@ -28,10 +38,19 @@ class Device:
     """What a layout needs from the memory it runs in.
 
     Attributes:
-        name: the registry's device key ("cpu").
+        name: the registry's device key ("cpu", "cuda").
+        host: the host Device beside this one (None: this one is host memory). A device with a
+            host runs some nodes itself and the rest on the host (engine/placement.py).
     """
 
     name = "?"
+    host: "Device | None" = None
+
+    def kernel_for(self, step, ctx) -> KernelDef | None:
+        """The kernel this device runs `step` with at the shapes and dtypes of `ctx` (the host's
+        context, output shapes inferred), or None: the node runs on the host. Only devices with a
+        host are asked."""
+        return None
 
     def arena(self, nbytes: int) -> np.ndarray:
         """An uninitialized buffer of `nbytes` bytes, aligned to ALIGNMENT.
@@ -55,6 +74,25 @@ class Device:
 
     def copy_out(self, src) -> np.ndarray:
         """io_copy device -> host: a host array holding a copy of this device's array."""
+        raise NotImplementedError
+
+    # ---- devices with a host beside them (engine/placement.py) ----------------------------------
+    def host_arena(self, nbytes: int) -> np.ndarray:
+        """The host buffer of a layout's host values (its staging: the graph's inputs and outputs,
+        the host nodes' values); pinned memory on CUDA, so io_copy runs asynchronously."""
+        return (self.host or self).arena(nbytes)
+
+    def upload(self, array: np.ndarray):
+        """A device copy of one host array known at reshape (a value folded at reshape time)."""
+        raise NotImplementedError
+
+    def to_device(self, x: np.ndarray, *, out) -> None:
+        """io_copy host -> device, a step of the run (x: a host blob, out: a device blob)."""
+        raise NotImplementedError
+
+    def to_host(self, x, *, out: np.ndarray) -> None:
+        """io_copy device -> host, a step of the run: when it returns, `out` holds the value (the
+        device's queued work is done up to here)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -91,23 +129,208 @@ class CPU(Device):
         return np.array(src)
 
 
+class DeviceWithHost(Device):
+    """A device whose memory is not the host's: nodes it has a kernel for run on it (kernel_for:
+    the registry's kernels of `name` whose supports(ctx) accepts the node), the rest on `host`.
+
+    Weights are placed once per device (weights(): a cache per Program, shared read-only by every
+    Net on this device); subclasses say how to allocate and copy (_upload, arena, view, copies).
+    """
+
+    def __init__(self, host: Device | None = None):
+        self.host = host if host is not None else _DEVICES["cpu"]
+        self._weights: dict = {}  # id(program) -> (program, name -> device array)
+
+    def kernel_for(self, step, ctx) -> KernelDef | None:
+        node = step.node
+        k = find(node.op_type, node.domain, step.version, self.name)
+        if k is None or k.dynamic_output or k.unknown_attrs(node.attrs):
+            return None
+        if k.check is not None and k.check(node.attrs, step.version):
+            return None
+        try:
+            return k if k.supports is None or k.supports(ctx) else None
+        except Exception:  # a supports() that cannot tell: the host runs the node
+            return None
+
+    def weights(self, program) -> dict:
+        entry = self._weights.get(id(program))
+        if entry is None or entry[0] is not program:
+            entry = (program, {n: self._upload(a) for n, a in program.weights.items() if a.dtype != object})
+            self._weights[id(program)] = entry
+        return entry[1]
+
+    def upload(self, array: np.ndarray):
+        return self._upload(array)
+
+    def _upload(self, array: np.ndarray):
+        raise NotImplementedError
+
+
+class CUDA(DeviceWithHost):
+    """One NVIDIA GPU through CuPy: the arena one device allocation (CuPy's pool), views of it as
+    cupy arrays, weights uploaded once, io_copy on the calling thread's current stream with the host
+    side pinned (host_arena), kernels from ops/cuda (registered for "cuda").
+
+    Args:
+        ordinal: the GPU's index (CUDA's device number).
+    Raises:
+        UnsupportedOpError: CuPy or a GPU is missing (ops/cuda/runtime.unavailable says which).
+    """
+
+    name = "cuda"
+
+    def __init__(self, ordinal: int = 0):
+        why = cuda_runtime.unavailable()
+        if why is not None:
+            raise UnsupportedOpError(f"device 'cuda': {why}")
+        super().__init__()
+        self.ordinal = int(ordinal)
+        self.cupy = cuda_runtime.cupy
+
+    def _on(self):
+        return self.cupy.cuda.Device(self.ordinal)
+
+    def arena(self, nbytes: int):
+        try:
+            with self._on():
+                return self.cupy.empty(max(nbytes, 1), self.cupy.uint8)[:nbytes]
+        except self.cupy.cuda.memory.OutOfMemoryError as exc:
+            raise ResourceExhaustedError(f"cannot allocate an arena of {nbytes:,} bytes on GPU {self.ordinal}",
+                                         nbytes) from exc
+
+    def view(self, arena, offset: int, shape: tuple, dtype):
+        n = math.prod(shape) * np.dtype(dtype).itemsize
+        return arena[offset:offset + n].view(dtype).reshape(shape)
+
+    def host_arena(self, nbytes: int) -> np.ndarray:
+        mem = self.cupy.cuda.alloc_pinned_memory(nbytes + ALIGNMENT)
+        raw = np.frombuffer(mem, np.uint8, nbytes + ALIGNMENT)
+        start = (-raw.ctypes.data) % ALIGNMENT
+        return raw[start:start + nbytes]  # the view keeps `mem` (its base) alive
+
+    def _upload(self, array: np.ndarray):
+        with self._on():
+            return self.cupy.asarray(np.ascontiguousarray(array))
+
+    def to_device(self, x: np.ndarray, *, out) -> None:
+        out.set(x, stream=self.cupy.cuda.get_current_stream())
+
+    def to_host(self, x, *, out: np.ndarray) -> None:
+        stream = self.cupy.cuda.get_current_stream()
+        x.get(stream=stream, out=out)
+        stream.synchronize()
+
+    def copy_in(self, dst, src: np.ndarray) -> None:
+        if isinstance(dst, np.ndarray):  # a host blob of the layout (a graph input: staging)
+            np.copyto(dst, src, casting="no")
+        else:
+            self.to_device(src, out=dst)
+
+    def copy_out(self, src) -> np.ndarray:
+        if isinstance(src, np.ndarray):
+            return np.array(src)
+        return self.cupy.asnumpy(src, stream=self.cupy.cuda.get_current_stream(), blocking=True)
+
+
 _DEVICES = {"cpu": CPU()}
+_CUDA: dict = {}
 
 
 def get_device(name) -> Device:
-    """The Device for a name ("cpu"), or the Device itself.
+    """The Device for a name ("cpu", "cuda", "cuda:1"), or the Device itself.
 
     Raises:
-        UnsupportedOpError: a device this build has no kernels for ("cuda" before the CUDA
-            kernels land), naming what is missing.
+        UnsupportedOpError: an unknown device, or "cuda" where CuPy or a GPU is missing (the
+            message says which and how to install the `gpu` extra).
     """
     if isinstance(name, Device):
         return name
-    device = _DEVICES.get(str(name).lower())
-    if device is None:
-        what = "this build has no CUDA kernels yet" if str(name).lower().startswith("cuda") else "unknown device"
-        raise UnsupportedOpError(f"device {name!r}: {what}; devices: {sorted(_DEVICES)}")
-    return device
+    key = str(name).lower()
+    device = _DEVICES.get(key)
+    if device is not None:
+        return device
+    if key == "cuda" or key.startswith("cuda:"):
+        try:
+            ordinal = int(key.split(":", 1)[1]) if ":" in key else 0
+        except ValueError:
+            raise UnsupportedOpError(f"device {name!r}: expected 'cuda' or 'cuda:<n>'") from None
+        dev = _CUDA.get(ordinal)
+        if dev is None:
+            dev = _CUDA.setdefault(ordinal, CUDA(ordinal))
+        return dev
+    raise UnsupportedOpError(f"device {name!r}: unknown device; devices: ['cpu', 'cuda', 'cuda:<n>']")
+
+
+def worker_devices(workers: int, devices: Sequence[int]) -> list[int]:
+    """The GPU of each of `workers` pool workers: worker i on devices[i % len(devices)] (fb-caffe-exts'
+    spread; the weights are uploaded once per device and shared by its workers).
+
+    Raises:
+        ValueError: no devices, or a negative ordinal.
+    """
+    devices = [int(d) for d in devices]
+    if not devices or any(d < 0 for d in devices):
+        raise ValueError(f"devices must be GPU ordinals >= 0, got {devices}")
+    return [devices[i % len(devices)] for i in range(int(workers))]
+
+
+class GraphCache:
+    """A worker's CUDA graphs, one per input shapes, in a bounded LRU.
+
+    Shapes are captured the second time they are seen (a shape seen once runs eagerly: capturing
+    costs a run and memory), and at most `capacity` graphs are kept; the least recently used one is
+    released (`release(graph)`) to make room. Keys: GraphCache.key(net id, input shapes).
+
+    Args:
+        capacity: graphs kept (0: never capture).
+        capture: capture(key) -> graph, called on the second sight of a key (the caller has warmed
+            every kernel and set the cuBLAS stream; nothing is allocated inside the capture).
+        release: called with each graph dropped.
+    """
+
+    def __init__(self, capacity: int, capture: Callable, release: Callable = lambda graph: None):
+        self.capacity = int(capacity)
+        self._capture, self._release = capture, release
+        self._graphs: OrderedDict = OrderedDict()
+        self._seen: OrderedDict = OrderedDict()  # keys seen once (bounded too)
+        self.captures = self.hits = self.evictions = 0
+
+    @staticmethod
+    def key(net_id: int, shapes: dict) -> tuple:
+        return (int(net_id), tuple((n, tuple(int(d) for d in s)) for n, s in shapes.items()))
+
+    def get(self, key):
+        """The graph for `key`, captured now if this is its second sight, or None (run eagerly)."""
+        graph = self._graphs.get(key)
+        if graph is not None:
+            self._graphs.move_to_end(key)
+            self.hits += 1
+            return graph
+        if self.capacity <= 0:
+            return None
+        if key not in self._seen:
+            self._seen[key] = None
+            if len(self._seen) > 4 * self.capacity:
+                self._seen.popitem(last=False)
+            return None
+        del self._seen[key]
+        graph = self._capture(key)
+        self.captures += 1
+        self._graphs[key] = graph
+        while len(self._graphs) > self.capacity:
+            _, old = self._graphs.popitem(last=False)
+            self.evictions += 1
+            self._release(old)
+        return graph
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+    def clear(self) -> None:
+        while self._graphs:
+            self._release(self._graphs.popitem()[1])
+        self._seen.clear()
 
 
 def cuda_available() -> bool:

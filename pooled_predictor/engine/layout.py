@@ -10,9 +10,12 @@ Stages, in order (each a function of this module or of arena.py):
    forward (NonZero, NMS, a Reshape to an input's values, and everything downstream)
    are set aside to run per forward.
 2. assign_types: a kernel type per node (layout: NCHW, NCHW8c) and the transforms between
-   neighbours that disagree (passes/assign.py; Paddle-Lite's type_layout_cast_pass).
+   neighbours that disagree (passes/assign.py; Paddle-Lite's type_layout_cast_pass); on a Device
+   with a host beside it (CUDA), assign_devices: the io_copy steps between the nodes stage 1
+   placed on the device and those on the host (engine/placement.py; type_target_cast_pass).
 3. plan_arena: which bytes of one arena each activation and workspace gets (arena.py,
-   memory_opt), the Concat inputs stored in place, the memory budget checked.
+   memory_opt), the Concat inputs stored in place, the memory budget checked; on a device with a
+   host, plan_sides: the same plan for each side's arena (the device's; the host's, pinned).
 4. bind_arrays: the arena from the Device, a view per blob, and each node's call bound to
    its arrays (the kernel's prepared call where it has one: Paddle-Lite's PrepareForRun).
 
@@ -44,6 +47,7 @@ from ..ops.step import SHAPE_ONLY_OPS, Step
 from ..passes.assign import assign_kernel_types, supported_choices
 from .arena import aligned, concats_in_place, nbytes, plan_memory
 from .device import Device
+from .placement import DEVICE, insert_io_copies, restrict
 
 
 class Optimization(enum.Enum):
@@ -110,7 +114,8 @@ class Layout:
 
     __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
                  "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
-                 "device", "memory_limit_bytes", "bodies", "fixed_outputs", "tier", "generation")
+                 "device", "memory_limit_bytes", "bodies", "fixed_outputs", "host_arena", "host_plan",
+                 "device_nodes", "tier", "generation")
 
     def __init__(self, device: Device, memory_limit_bytes: int, bodies):
         self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
@@ -122,6 +127,8 @@ class Layout:
         self.readable, self.activation_bytes = set(), 0
         self.typed, self.typed_names, self.readers = {}, frozenset(), {}
         self.fixed_outputs: dict | None = None  # output name -> array, where none is dynamic or typed
+        # a device with a host (engine/placement.py): the host side's arena and plan, the nodes on the device
+        self.host_arena, self.host_plan, self.device_nodes = None, None, set()
         # "compiled" (as ops/cpu/compiled.active() chose), or "reference": the numpy kernels while the
         # compiled ones compile (engine/tiering.py); generation: the compiler's when it was built
         self.tier, self.generation = "compiled", 0
@@ -134,7 +141,7 @@ class Layout:
         """Run a node whose shapes depend on data: infer, allocate and run now."""
         env = self.env
         arrays = [env[i] if i else None for i in step.node.inputs]
-        outs = step.evaluate(arrays, self.device.name, self.memory_limit_bytes, self.bodies)
+        outs = step.evaluate(arrays, (self.device.host or self.device).name, self.memory_limit_bytes, self.bodies)
         for o, arr in zip(step.node.outputs, outs):
             if o:
                 env[o] = arr
@@ -170,7 +177,7 @@ class Layout:
         Raises:
             InputError: share is none of those.
         """
-        blobs, copy_in = self.blobs, self.device.copy_in
+        blobs, copy_in = self.blobs, (self.device.host or self.device).copy_in  # inputs are host blobs
         if not share:
             for n, a in arrays.items():
                 copy_in(blobs[n], a)
@@ -211,6 +218,8 @@ class Layout:
     def model_layout_copy(self, name: str) -> np.ndarray:
         """A value held only in another layout, copied into the model's layout (ops/layouts.transform)."""
         typed, lay, logical = self.typed[name]
+        if lay == self.device.name:  # a value held only on the device (engine/placement.py)
+            return self.device.copy_out(self.blobs[typed])
         out = np.empty(logical, self.blobs[typed].dtype)
         transform(self.blobs[typed], lay, DEFAULT_LAYOUT, out)
         return out
@@ -237,20 +246,36 @@ def build_layout(program, shapes: dict[str, tuple], device: Device, options: Lay
     keep = set(program.output_names) | set(options.keep)
     keep.update(i for st in dynamic for i in st.node.inputs if i and i not in static)
     planned, layout_of = assign_types(program, planned, shape, dtype, static, keep, layout)
+    on_device: set = set()
+    if layout.device_nodes:
+        planned, on_device = assign_devices(program, planned, shape, dtype, static, keep, layout)
     activations = list(program.input_names) + [o for st, _, _ in planned for o in st.node.outputs if o]
     physical = {n: physical_shape(shape[n], layout_of[n]) if n in layout_of else shape[n] for n in activations}
     sizes = {n: nbytes(physical[n], dtype[n]) for n in activations}
-    offsets, parts, in_place, scratch_at, arena_bytes = plan_arena(
-        program, planned, shape, physical, dtype, layout_of, static, keep, sizes, options, layout)
-    budget.check(arena_bytes, options.memory_limit_bytes,
+    if on_device:
+        offsets, parts, in_place, scratch_at, arena_bytes, host_bytes = plan_sides(
+            program, planned, shape, physical, dtype, layout_of, static, keep, sizes, options, layout, on_device)
+    else:
+        offsets, parts, in_place, scratch_at, arena_bytes = plan_arena(
+            program, planned, shape, physical, dtype, layout_of, static, keep, sizes, options, layout)
+        host_bytes = 0
+    budget.check(arena_bytes + host_bytes, options.memory_limit_bytes,
                  f"the layout for input shapes {shapes} (arena: activations and scratch)")
     try:
-        layout.arena = device.arena(arena_bytes)
+        layout.arena = (device if on_device else device.host or device).arena(arena_bytes)
+        if on_device:
+            layout.host_arena = device.host_arena(host_bytes)
     except ResourceExhaustedError as exc:  # under the budget, but the device has less
         raise ResourceExhaustedError(f"cannot allocate the arena of {arena_bytes:,} bytes for input shapes "
                                      f"{shapes}", arena_bytes, options.memory_limit_bytes) from exc
+    where = None
+    if device.host is not None:  # each value and scratch in its side's arena (all the host's: no device node)
+        host = (device.host, layout.host_arena if on_device else layout.arena)
+        where = {n: (device, layout.arena) if n in on_device else host for n in activations}
+        where.update({id(r): (device, layout.arena) if st.node.name in layout.device_nodes else host
+                      for st, _, refs in planned for r in refs})
     bind_arrays(program, layout, planned, dynamic, activations, physical, dtype, static, offsets, parts, in_place,
-                scratch_at, options.prepare_calls)
+                scratch_at, options.prepare_calls, where)
     if options.optimization is Optimization.MEMORY:
         layout.readable = set(static) | set(program.input_names) | (keep & set(layout.blobs))
     else:
@@ -259,7 +284,11 @@ def build_layout(program, shapes: dict[str, tuple], device: Device, options: Lay
         base = n[:-len(lay) - 1] if n.endswith("@" + lay) else None
         if base and base not in layout.blobs and n in layout.readable:
             layout.typed[base] = (n, lay, shape[n])
-    layout.typed_names = frozenset(layout_of)
+    for n in on_device:  # v@cuda: blob_by_name("v") copies it back where the host holds no v
+        base = n[:-len(device.name) - 1]
+        if base not in layout.blobs and n in layout.readable and n not in static:
+            layout.typed[base] = (n, device.name, shape[n])
+    layout.typed_names = frozenset(layout_of) | frozenset(on_device)
     layout.activation_bytes = sum(sizes.values())
     layout.dynamic_outputs = frozenset(o for st in dynamic for o in st.node.outputs if o)
     if all(n in layout.blobs and n not in layout.dynamic_outputs and n not in layout.typed
@@ -280,7 +309,8 @@ def infer_and_bind(program, shapes: dict, layout: Layout):
         (shape, dtype, static, planned [(Step, runner, scratch refs)], dynamic [Step]).
     """
     device, limit, bodies = layout.device, layout.memory_limit_bytes, layout.bodies
-    static: dict[str, np.ndarray] = dict(device.weights(program))
+    host = device.host  # a device with a host beside it runs there what it has no kernel for
+    static: dict[str, np.ndarray] = dict((host or device).weights(program))
     shape = {name: arr.shape for name, arr in static.items()}
     dtype = {name: arr.dtype for name, arr in static.items()}
     for v in program.inputs:
@@ -309,11 +339,18 @@ def infer_and_bind(program, shapes: dict, layout: Layout):
             continue
         refs: list[ScratchRef] = []
         ctx = step.context([shape[i] if i else None for i in ins], [dtype[i] if i else None for i in ins],
-                           values, device.name, refs.append, bodies)
+                           values, (host or device).name, refs.append, bodies)
         try:
             specs = step.infer(ctx)
             budget.check(sum(budget.nbytes_of(s, t) for s, t in specs if s is not None), limit,
                          f"node {node.name!r} ({node.op_type}) outputs")  # before the kernel's setup
+            if host is not None:  # placement: the device's kernel where it has one for these shapes
+                k = device.kernel_for(step, ctx)
+                if k is not None:
+                    step = Step(node, k, step.version, step.rule)
+                    ctx = step.context(ctx.shapes, ctx.dtypes, values, device.name, refs.append, bodies)
+                    step.infer(ctx)
+                    layout.device_nodes.add(node.name)
             runner = step.bind(ctx)
         except NotStatic:  # the shape (or the kernel's setup) needs data fed at forward
             dynamic.append(step)
@@ -380,6 +417,63 @@ def assign_types(program, planned, shape: dict, dtype: dict, static: dict, keep:
     return out, plan.layouts
 
 
+def assign_devices(program, planned, shape: dict, dtype: dict, static: dict, keep: set, layout: Layout):
+    """Stage 2b, on a device with a host: the io_copy steps between the nodes stage 1 placed on the
+    device (layout.device_nodes) and those on the host, device nodes reading and writing the device
+    copies v@<device> and the device's weights (engine/placement.py).
+
+    Returns (planned steps with the copies, names of the values stored on the device); adds the
+    device statics to `static` and the device copies' shapes and dtypes.
+    """
+    device = layout.device
+    placed = insert_io_copies(planned, layout.device_nodes, static, list(keep), device)
+    weights = device.weights(program)  # placed once per device, shared by its Nets
+    for name, v in placed.device_statics.items():
+        static[name] = weights[v] if v in weights else device.upload(static[v])
+        shape[name], dtype[name] = shape[v], dtype[v]
+    out = []
+    for st, runner, refs in placed.planned:
+        for o in st.node.outputs:
+            if o and o not in shape:
+                base = o[:-len(device.name) - 1]
+                shape[o], dtype[o] = shape[base], dtype[base]
+        if runner is None:  # an io_copy
+            runner = device.to_device if st.node.attrs["to"] == DEVICE else device.to_host
+        out.append((st, runner, refs))
+    return out, placed.on_device - set(static)
+
+
+class _Sides:
+    """The graph's input and output names one side's planner sees (plan_sides)."""
+
+    def __init__(self, input_names, output_names):
+        self.input_names, self.output_names = list(input_names), list(output_names)
+
+
+def plan_sides(program, planned, shape, physical, dtype, layout_of, static, keep, sizes, options, layout,
+               on_device: set):
+    """Stage 3 on a device with a host: plan_arena for each side, the host's first (layout.host_plan),
+    then the device's (layout.plan: the device arena at memory_opt's lower bound).
+
+    Returns:
+        (offsets, Concat parts, in-place Concat steps, scratch offsets, device arena bytes, host arena bytes).
+    """
+    host_names = set(sizes) - on_device
+    offsets, parts, in_place, scratch_at, total = {}, {}, set(), {}, []
+    for names, sides in ((host_names, _Sides(program.input_names, program.output_names)), (on_device, _Sides((), ()))):
+        sub = restrict(planned, names)
+        o, p, i, s, b = plan_arena(sides, sub, shape, physical, dtype, layout_of, static, keep & names,
+                                   {n: sizes[n] for n in names if n in sizes}, options, layout)
+        offsets.update(o)
+        parts.update(p)
+        in_place |= i
+        scratch_at.update(s)
+        total.append(b)
+        if names is host_names:
+            layout.host_plan = layout.plan
+    return offsets, parts, in_place, scratch_at, total[1], total[0]
+
+
 def plan_arena(program, planned, shape, physical, dtype, layout_of, static, keep, sizes, options, layout):
     """Stage 3: an offset for every activation and workspace (arena.py).
 
@@ -422,20 +516,27 @@ def plan_arena(program, planned, shape, physical, dtype, layout_of, static, keep
 
 
 def bind_arrays(program, layout: Layout, planned, dynamic, activations, physical, dtype, static, offsets, parts,
-                in_place, scratch_at, prepare_calls: bool) -> None:
-    """Stage 4: a view of the arena per blob and scratch, each node's call bound to its arrays."""
+                in_place, scratch_at, prepare_calls: bool, where: dict | None = None) -> None:
+    """Stage 4: a view of the arena per blob and scratch, each node's call bound to its arrays.
+
+    where: value name or id(scratch ref) -> (Device, arena) on a device with a host (each side's
+    arena); None: layout.device's arena for all.
+    """
     device, arena = layout.device, layout.arena
+    where = where or {}
     blobs = layout.blobs
     blobs.update(static)
     for n in activations:
         at = offsets[parts[n][0]] + parts[n][1] if n in parts else offsets[n]
-        blobs[n] = device.view(arena, at, physical[n], dtype[n])
+        dev, buf = where.get(n, (device, arena))
+        blobs[n] = dev.view(buf, at, physical[n], dtype[n])
     run, plain, run_nodes = layout.run, layout.plain, layout.run_nodes
     for k, (step, runner, refs) in enumerate(planned):
         if k in in_place:  # its inputs were written in place: nothing to copy
             continue
         for r in refs:
-            r.array = device.view(arena, scratch_at[id(r)], r.shape, r.dtype)
+            dev, buf = where.get(id(r), (device, arena))
+            r.array = dev.view(buf, scratch_at[id(r)], r.shape, r.dtype)
         args = [blobs[i] if i else None for i in step.node.inputs]
         out = step.out_arg([blobs[o] if o else None for o in step.node.outputs])
         plain.append(partial(runner, *args, out=out))

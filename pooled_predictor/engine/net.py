@@ -46,6 +46,8 @@ class Net:
             each node's outputs, checked before its kernel is set up); None:
             budget.default_memory_limit(). A reshape over it raises
             ResourceExhaustedError and leaves the Net at its previous shapes.
+        device: where it lays out ("cpu", "cuda", "cuda:1" or an engine.device.Device); None: the
+            Program's device.
     Attributes:
         input_names / output_names: the graph's, in order.
         input_spec: the InputSpec every input goes through.
@@ -54,11 +56,12 @@ class Net:
 
     def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                  optimization: Optimization = Optimization.NONE, planner: str = "arena",
-                 keep: Iterable[str] = (), cache_bytes: int = 256 << 20, memory_limit_bytes: int | None = None):
+                 keep: Iterable[str] = (), cache_bytes: int = 256 << 20, memory_limit_bytes: int | None = None,
+                 device=None):
         if planner not in ("arena", "shared"):
             raise ValueError(f"planner must be 'arena' or 'shared' (fb-caffe-exts' baseline), got {planner!r}")
         self.program = program
-        self.device = get_device(program.device)
+        self.device = get_device(program.device if device is None else device)
         self.optimization = Optimization(optimization)
         self.planner = planner
         self.keep = tuple(keep)
@@ -242,7 +245,7 @@ class Net:
                 call()
 
         COMPILER.request((id(program), tuple(shapes.items()), options, attempt), load, lambda: dict(
-            graph=program.graph, device=program.device, shapes=shapes, options=options, feeds=feeds,
+            graph=program.graph, device="cpu", shapes=shapes, options=options, feeds=feeds,
             jobs=compile_jobs()))
 
     def release(self) -> None:

@@ -17,9 +17,11 @@ from ..errors import KernelError, ModelLoadError, PooledPredictorError, Unsuppor
 from ..ir import Graph, Subgraph, Value, readonly
 from ..ops.context import NotStatic
 from ..ops.cpu import compiled
-from ..ops.registry import candidates, find, lookup, schema_version
+from ..ops.registry import candidates, find, schema_version
 from ..ops.shapes import get_rule
 from ..ops.step import NONDETERMINISTIC_OPS, SHAPE_ONLY_OPS, Step
+
+HOST = "cpu"  # the registry's key of the kernels a Program's steps hold (control-flow bodies run there too)
 
 __all__ = ["NONDETERMINISTIC_OPS", "SHAPE_ONLY_OPS", "Program", "Step", "program_of"]
 
@@ -29,7 +31,9 @@ class Program:
 
     Args:
         graph: the (optimized) Graph.
-        device: "cpu" or "cuda".
+        device: "cpu", "cuda" or an engine.device.Device: where its Nets lay out. Steps hold the
+            host's (CPU) kernels: a device with a host places each node at reshape, when shapes are
+            known (engine/placement.py), and runs there what it has no kernel for.
         fold_constants: evaluate nodes whose inputs are all weights now.
     Raises:
         UnsupportedOpError: nodes without a kernel or shape rule, attributes a
@@ -65,7 +69,7 @@ class Program:
         steps, problems, missing = [], [], []
         for node in graph.nodes:
             opset = graph.opset_of(node)
-            k = find(node.op_type, node.domain, opset, self.device)
+            k = find(node.op_type, node.domain, opset, HOST)
             rule = get_rule(node.op_type, node.domain)
             if k is None or rule is None:
                 missing.append((node.op_type, node.domain, opset))
@@ -83,21 +87,21 @@ class Program:
                 if reason:
                     problems.append(f"node {node.name!r} ({node.op_type}): {reason}")
                     continue
-            others = tuple(c for c in candidates(node.op_type, node.domain, opset, self.device) if c is not k
+            others = tuple(c for c in candidates(node.op_type, node.domain, opset, HOST) if c is not k
                            and (c.check is None or not c.check(node.attrs, version))
                            and not c.unknown_attrs(node.attrs))
             steps.append(Step(node, k, version, rule, others))
             try:  # nested Programs of If/Loop/Scan bodies, compiled now
                 for value in node.attrs.values():
                     if isinstance(value, Graph):
-                        program_of(value, self.device)
+                        program_of(value, HOST)
             except UnsupportedOpError as exc:
                 problems.append(f"node {node.name!r} ({node.op_type}) body: {exc}")
         if missing or problems:
             uniq = list(dict.fromkeys(missing))
             parts = []
             if uniq:
-                parts.append(f"{len(uniq)} op(s) with no {self.device} kernel: " + ", ".join(
+                parts.append(f"{len(uniq)} op(s) with no {HOST} kernel: " + ", ".join(
                     f"{op}{' (' + d + ')' if d else ''} opset {v}" for op, d, v in uniq))
             parts.extend(problems)
             raise UnsupportedOpError(f"model {graph.source!r}: " + "; ".join(parts) +
@@ -111,9 +115,7 @@ class Program:
             node = step.node
             ins = node.present_inputs()
             if all(i in self.weights for i in ins) and node.op_type not in NONDETERMINISTIC_OPS:
-                cpu_step = step if self.device == "cpu" else Step(
-                    node, lookup(node.op_type, node.domain, self.graph.opset_of(node), "cpu", node.name),
-                    step.version, step.rule)
+                cpu_step = step  # host kernels: folded once, shared by every device
                 arrays = [self.weights[i] if i else None for i in node.inputs]
                 try:
                     with compiled.reference_kernels():  # constants: the reference kernels, compiling nothing

@@ -1,0 +1,134 @@
+"""Convolution on the GPU: Conv, FusedConv (bias, the sum input Z, activation) and FusedConvDepthwise.
+
+Algorithm, chosen once per shape (MLAS's habit), float32, 1-D and 2-D (1-D as H = 1):
+
+* depthwise (group = C, W (M, 1, KH, KW)): kernels/conv.cu depthwise_f32, the epilogue fused;
+* 1x1, stride 1, no padding, group 1: no im2col -- Y[n] (M, HW) = W (M, C) @ X[n] (C, HW), one
+  strided batched cuBLAS GEMM over the images;
+* otherwise im2col + GEMM: per image, col (C*KH*KW, OH*OW) in scratch (kernels/conv.cu im2col_f32),
+  then a strided batched GEMM over the groups, W_g (Mg, Cg*KH*KW) @ col_g;
+
+then, unless fused above, the epilogue y = act(y + bias + Z) in place (elementwise.cu bias_act_f32).
+CuPy 14 has no cuDNN (DEVICE.md): these are ours, the GEMMs cuBLAS's (runtime.gemm).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..shapes.conv import conv_geometry
+from ..shapes.fused import DOMAIN, depthwise_chain_parts
+from . import runtime
+from .codes import activation_of, cuda_kernel, float32_io
+
+
+def _conv_supported(ctx) -> bool:
+    if not float32_io(ctx) or len(ctx.shape(0)) not in (3, 4):
+        return False
+    return ctx.is_static(1)  # weights known at reshape (the GEMM's layout is fixed once)
+
+
+class _ConvCore:
+    """One convolution at fixed shapes: __call__(x, w, b, z, out) with the epilogue (code, alpha, beta)."""
+
+    def __init__(self, ctx, act=(0, 0.0, 0.0)):
+        g = conv_geometry(ctx)
+        if g.rank == 1:  # 1-D: H = 1
+            def two(t, v):
+                return (v,) + tuple(t)
+            g_in, g_out = two(g.in_shape, 1), two(g.out_shape, 1)
+            kern, strides, dil = two(g.kernel, 1), two(g.strides, 1), two(g.dilations, 1)
+            pads = (0,) + tuple(g.pads_begin)
+        else:
+            g_in, g_out, kern, strides, dil, pads = g.in_shape, g.out_shape, g.kernel, g.strides, g.dilations, g.pads_begin
+        self.n, self.c, self.m, self.groups = g.batch, g.in_channels, g.out_channels, g.group
+        (self.h, self.w), (self.oh, self.ow) = g_in, g_out
+        self.kh, self.kw = kern
+        self.geom = tuple(np.int32(v) for v in (*strides, *pads, *dil))
+        self.act = (np.int32(act[0]), runtime.f32(act[1]), runtime.f32(act[2]))
+        self.depthwise = self.groups == self.c and self.groups > 1 and self.m % self.c == 0
+        self.pointwise = (not self.depthwise and self.groups == 1 and (self.kh, self.kw) == (1, 1)
+                          and tuple(strides) == (1, 1) and not any(g.pads_begin) and not any(g.pads_end))
+        if self.depthwise:
+            self.dw = runtime.function("conv.cu", "depthwise_f32")
+            return
+        self.epilogue = runtime.function("elementwise.cu", "bias_act_f32")
+        if not self.pointwise:
+            self.im2col = runtime.function("conv.cu", "im2col_f32")
+            self.col = ctx.scratch((self.c * self.kh * self.kw, self.oh * self.ow), np.float32)
+
+    def __call__(self, x, w, b, z, out):
+        i32 = np.int32
+        null = runtime.NULL
+        if self.depthwise:
+            n = out.size
+            runtime.launch(self.dw, n, (x, w, b if b is not None else null, z if z is not None else null, out,
+                                        i32(self.n), i32(self.c), i32(self.h), i32(self.w), i32(self.m), i32(self.oh),
+                                        i32(self.ow), i32(self.kh), i32(self.kw), *self.geom, *self.act))
+            return
+        hw_out, hw_in = self.oh * self.ow, self.h * self.w
+        if self.pointwise:  # Y[n] (M, HW) = W (M, C) @ X[n] (C, HW), all images in one batched call
+            runtime.gemm(w, x, out, self.m, hw_out, self.c, batch=self.n, stride_a=0, stride_b=self.c * hw_in,
+                         stride_c=self.m * hw_out)
+        else:
+            col = self.col.array
+            kk = self.c // self.groups * self.kh * self.kw
+            mg = self.m // self.groups
+            rows = self.c * self.kh * self.kw
+            for i in range(self.n):
+                xi = x[i]
+                runtime.launch(self.im2col, rows * hw_out, (xi, col, i32(self.c), i32(self.h), i32(self.w),
+                                                            i32(self.kh), i32(self.kw), i32(self.oh), i32(self.ow),
+                                                            *self.geom))
+                runtime.gemm(w, col, out, mg, hw_out, kk, batch=self.groups, stride_a=mg * kk, stride_b=kk * hw_out,
+                             stride_c=mg * hw_out, offset_c=i * self.m * hw_out)
+        if b is not None or z is not None or int(self.act[0]) != 0:
+            n = out.size
+            runtime.launch(self.epilogue, n, (out, b if b is not None else runtime.NULL,
+                                              z if z is not None else runtime.NULL, np.int64(n), np.int64(self.m),
+                                              np.int64(hw_out), *self.act))
+
+
+@cuda_kernel("Conv", supports=_conv_supported)
+class Conv:
+    """ONNX Conv (float32, 1-D or 2-D, static W) on the GPU; see the module docstring."""
+
+    def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+                 strides=None):
+        self.core = _ConvCore(ctx)
+
+    def __call__(self, x, w, b=None, *, out):
+        self.core(x, w, b, None, out)
+
+
+@cuda_kernel("FusedConv", domain=DOMAIN, supports=_conv_supported)
+class FusedConv:
+    """activation(Conv(X, W, B) + Z) on the GPU (ops/shapes/fused.py), the epilogue in one pass."""
+
+    def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, pads=None, strides=None):
+        self.core = _ConvCore(ctx, activation_of({"activation": activation, "activation_params": activation_params}))
+
+    def __call__(self, x, w, b=None, z=None, *, out):
+        self.core(x, w, b, z, out)
+
+
+def _chain_supported(ctx) -> bool:
+    return float32_io(ctx) and len(ctx.shape(0)) == 4 and ctx.is_static(1) and ctx.is_static(4)
+
+
+@cuda_kernel("FusedConvDepthwise", domain=DOMAIN, supports=_chain_supported)
+class FusedConvDepthwise:
+    """The 1x1 FusedConv into scratch, then the depthwise FusedConv reading it (ops/shapes/fused.py)."""
+
+    def __init__(self, ctx, *, activation, activation_params=(), dw_activation="Identity", dw_activation_params=(),
+                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+        pw, dw = depthwise_chain_parts(ctx)
+        self.pw = _ConvCore(pw, activation_of(pw.attrs))
+        self.dw = _ConvCore(dw, activation_of(dw.attrs))
+        self.mid = ctx.scratch(pw.out_shapes[0], np.float32)
+
+    def __call__(self, x, w, b, z, w_dw, b_dw=None, *, out):
+        t = self.mid.array
+        self.pw(x, w, b, z, t)
+        self.dw(t, w_dw, b_dw, None, out)

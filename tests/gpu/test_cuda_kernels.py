@@ -1,0 +1,250 @@
+"""Every CUDA kernel family against the CPU kernels, one-node models on device="cuda".
+
+Each case builds a one-node ONNX model (tests/onnx_helpers.make_node_model), runs it through a Net on
+the CPU and through a Net on the GPU, checks the node was placed on the GPU (not fallen back to the
+CPU), and compares: max |gpu - cpu| <= rtol * max(|cpu|, 1). float32 throughout; TF32 off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pooled_predictor.engine.net import Net, Optimization
+from pooled_predictor.engine.program import Program
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.ops.shapes.fused import DOMAIN
+from tests.onnx_helpers import assert_close, feeds_of, i64, make_node_model
+
+RNG = np.random.default_rng(11)
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def check(op, inputs, attrs=None, *, opset=17, static=(), domain="", outputs=1, rtol=1e-4):
+    model = make_node_model(op, inputs, attrs, opset=opset, static=static, domain=domain, outputs=outputs)
+    feeds = feeds_of(inputs, static)
+    cpu = Net(Program(load_onnx(model)), optimization=Optimization.MEMORY)
+    ref = {k: np.array(v) for k, v in cpu.forward(feeds).items()}
+    gpu = Net(Program(load_onnx(model), "cuda"), optimization=Optimization.MEMORY)
+    got = gpu.forward(feeds)
+    assert gpu.layout.device_nodes, f"{op} ran on the CPU: its CUDA kernel did not take the node"
+    for name, r in ref.items():
+        assert isinstance(got[name], np.ndarray)
+        assert_close(np.asarray(got[name]), r, rtol, f"{op} {name}")
+    got2 = gpu.forward(feeds)  # a second run over the same arena gives the same bits
+    for name in ref:
+        np.testing.assert_array_equal(got2[name], got[name])
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("Exp", {}), ("Erf", {}), ("Abs", {}), ("Neg", {}), ("Floor", {}),
+    ("Softplus", {}), ("Softsign", {}), ("HardSwish", {}), ("LeakyRelu", {"alpha": 0.1}), ("Elu", {"alpha": 0.7}),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Selu", {}), ("Round", {}), ("Sign", {}),
+])
+def test_unary(op, attrs):
+    check(op, [f32(2, 3, 17, 5)], attrs)
+
+
+def test_unary_math_domain():
+    check("Sqrt", [np.abs(f32(4, 33)) + 0.1])
+    check("Log", [np.abs(f32(4, 33)) + 0.1])
+    check("Reciprocal", [np.abs(f32(4, 33)) + 0.5])
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(approximate):
+    check("Gelu", [f32(3, 50)], {"approximate": approximate}, opset=20)
+
+
+def test_clip():
+    check("Clip", [f32(3, 50), np.float32(-0.5), np.float32(0.7)], static=(1, 2))
+    check("Clip", [f32(3, 50)], {"min": -0.2, "max": 0.3}, opset=6)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
+@pytest.mark.parametrize("a, b", [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (3, 1, 1)), ((4, 5), (2, 3, 4, 5)),
+                                  ((2, 1, 4, 1), (1, 3, 1, 5)), ((7,), ())])
+def test_binary_broadcasting(op, a, b):
+    y = f32(*b) if b else np.float32(RNG.standard_normal())
+    if op == "Div":
+        y = np.where(np.abs(y) < 0.1, 0.5, y).astype(np.float32)
+    check(op, [f32(*a), y])
+
+
+def test_pow_and_prelu():
+    check("Pow", [np.abs(f32(3, 8)) + 0.1, f32(3, 8)])
+    check("PRelu", [f32(2, 4, 5, 5), f32(4, 1, 1)], static=(1,))
+
+
+CONVS = [  # x shape, w shape, attrs
+    ((2, 3, 9, 9), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 4, 10, 11), (6, 4, 3, 3), {"strides": [2, 2]}),
+    ((1, 4, 12, 12), (4, 4, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 6, 8, 8), (4, 3, 3, 3), {"group": 2, "pads": [1, 0, 1, 0]}),
+    ((2, 8, 9, 9), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),  # depthwise
+    ((1, 4, 9, 9), (8, 1, 3, 3), {"group": 4, "strides": [2, 2]}),    # depthwise, multiplier 2
+    ((3, 16, 7, 7), (32, 16, 1, 1), {}),                               # 1x1: one batched GEMM
+    ((2, 4, 20), (5, 4, 3), {"pads": [1, 1]}),                          # 1-D
+    ((1, 3, 8, 8), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("x, w, attrs", CONVS)
+def test_conv(x, w, attrs):
+    check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
+
+
+@pytest.mark.parametrize("x, w, attrs", CONVS[:6])
+@pytest.mark.parametrize("activation, params", [("Relu", []), ("LeakyRelu", [0.2]), ("Clip", [0.0, 6.0]),
+                                                ("HardSwish", []), ("Identity", [])])
+def test_fused_conv_with_sum(x, w, attrs, activation, params):
+    """FusedConv(X, W, B, Z): bias, residual sum and activation in the epilogue."""
+    y_shape = Net(Program(load_onnx(make_node_model("Conv", [f32(*x), f32(*w)], attrs, static=(1,))))).output_shapes
+    z = f32(*next(iter(y_shape.values())))
+    check("FusedConv", [f32(*x), f32(*w), f32(w[0]), z],
+          {**attrs, "activation": activation, "activation_params": params}, static=(1, 2), domain=DOMAIN)
+
+
+def test_fused_conv_depthwise():
+    x, w, b = f32(1, 8, 10, 10), f32(16, 8, 1, 1), f32(16)
+    wd, bd = f32(16, 1, 3, 3), f32(16)
+    check("FusedConvDepthwise", [x, w, b, None, wd, bd],
+          {"activation": "Relu", "activation_params": [], "dw_activation": "Clip", "dw_activation_params": [0.0, 6.0],
+           "group": 16, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]},
+          static=(1, 2, 4, 5), domain=DOMAIN)
+
+
+@pytest.mark.parametrize("ta, tb, c", [(0, 0, (7,)), (1, 0, (5, 7)), (0, 1, (1, 7)), (1, 1, (5, 1)), (0, 0, None)])
+def test_gemm(ta, tb, c):
+    a = f32(9, 5) if ta else f32(5, 9)
+    b = f32(7, 9) if tb else f32(9, 7)
+    ins = [a, b] + ([f32(*c)] if c else [])
+    check("Gemm", ins, {"transA": ta, "transB": tb, "alpha": 0.5, "beta": 2.0}, static=(1, 2))
+
+
+def test_fused_gemm():
+    check("FusedGemm", [f32(4, 64), f32(64, 10), f32(10)], {"activation": "Relu", "activation_params": []},
+          static=(1, 2), domain=DOMAIN)
+
+
+@pytest.mark.parametrize("a, b", [((8, 16), (16, 5)), ((2, 3, 8, 16), (16, 5)), ((4, 8, 16), (4, 16, 5)),
+                                  ((8, 16), (3, 16, 5)), ((2, 3, 128, 64), (2, 3, 64, 128))])
+def test_matmul(a, b):
+    check("MatMul", [f32(*a), f32(*b)])
+
+
+def test_matmul_add():
+    check("MatMulAdd", [f32(2, 7, 32), f32(32, 12), f32(12)], static=(1, 2), domain=DOMAIN)
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", {"kernel_shape": [3, 3], "dilations": [2, 2]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1}),
+])
+def test_pool(op, attrs):
+    check(op, [f32(2, 3, 11, 11)], attrs)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 7), (1, 3, 64, 65), (2, 4, 1, 1)])
+def test_global_pool(op, shape):
+    check(op, [f32(*shape)])
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis, opset", [(-1, 13), (1, 13), (0, 13), (1, 11)])
+def test_softmax(op, axis, opset):
+    check(op, [f32(3, 10, 6) * 4], {"axis": axis}, opset=opset)
+
+
+def test_layer_norm():
+    check("LayerNormalization", [f32(2, 7, 768), f32(768), f32(768)], {"epsilon": 1e-5}, static=(1, 2))
+    check("LayerNormalization", [f32(3, 4, 5), f32(4, 5), None], {"axis": 1}, static=(1,))
+
+
+def test_batch_norm():
+    c = 6
+    check("BatchNormalization", [f32(2, c, 5, 5), f32(c), f32(c), f32(c), np.abs(f32(c)) + 0.5],
+          {"epsilon": 1e-3}, static=(1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("shape, perm", [((2, 3, 4, 5), [0, 2, 3, 1]), ((6, 7), [1, 0]), ((2, 3, 4), None)])
+def test_transpose(shape, perm):
+    check("Transpose", [f32(*shape)], {} if perm is None else {"perm": perm})
+
+
+def test_transpose_of_int64():
+    check("Transpose", [RNG.integers(-9, 9, (3, 4, 5)).astype(np.int64)], {"perm": [2, 0, 1]})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat(axis):
+    shapes = {0: [(1, 4, 5), (3, 4, 5)], 1: [(2, 1, 5), (2, 6, 5), (2, 2, 5)], -1: [(2, 4, 3), (2, 4, 1)]}[axis]
+    check("Concat", [f32(*s) for s in shapes], {"axis": axis})
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [([1, 0], [3, 5], [0, 2], [1, 2]), ([-1], [-100], [1], [-2]),
+                                                       ([0], [2 ** 62], [3], [3])])
+def test_slice(starts, ends, axes, steps):
+    check("Slice", [f32(4, 6, 5, 7), i64(*starts), i64(*ends), i64(*axes), i64(*steps)], static=(1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("axis, idx", [(0, [[0, 2], [1, -1]]), (1, [3, 0, 3]), (2, 1)])
+def test_gather(axis, idx):
+    check("Gather", [f32(3, 4, 5), np.asarray(idx, np.int64)], {"axis": axis}, static=(1,))
+    check("Gather", [f32(3, 4, 5), np.asarray(idx, np.int64)], {"axis": axis})
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad(mode):
+    check("Pad", [f32(2, 3, 5, 6), i64(0, 0, 2, 1, 0, 0, 1, 3), np.float32(1.5)], {"mode": mode}, static=(1, 2))
+
+
+def test_pad_crops():
+    check("Pad", [f32(2, 3, 5, 6), i64(0, 0, -1, 2, 0, 0, 1, -2)], static=(1,))
+
+
+def test_expand():
+    check("Expand", [f32(3, 1, 5), i64(2, 3, 4, 5)], static=(1,))
+
+
+@pytest.mark.parametrize("mode, ctm, nearest", [
+    ("nearest", "asymmetric", "floor"), ("nearest", "half_pixel", "round_prefer_floor"),
+    ("nearest", "align_corners", "round_prefer_ceil"), ("linear", "half_pixel", None),
+    ("linear", "align_corners", None), ("linear", "asymmetric", None), ("linear", "pytorch_half_pixel", None),
+])
+@pytest.mark.parametrize("scales", [(1, 1, 2, 2), (1, 1, 0.5, 1.5), (1, 1, 3, 1)])
+def test_resize(mode, ctm, nearest, scales):
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
+    if nearest:
+        attrs["nearest_mode"] = nearest
+    check("Resize", [f32(2, 3, 6, 7), None, np.asarray(scales, np.float32)], attrs, static=(2,), opset=13)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                                "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"])
+@pytest.mark.parametrize("axes, keepdims", [([1], 1), ([2, 3], 0), ([0, 2], 1), (None, 0)])
+def test_reduce(op, axes, keepdims):
+    x = f32(2, 5, 6, 7) * 0.5
+    if op == "ReduceProd":
+        x = (1 + 0.1 * x).astype(np.float32)
+    ins = [x] + ([i64(*axes)] if axes is not None else [])
+    check(op, ins, {"keepdims": keepdims}, static=(1,), opset=18)
+
+
+@pytest.mark.parametrize("op, ins, attrs, static", [
+    ("Reshape", [(2, 3, 4), i64(6, 4)], {}, (1,)),
+    ("Flatten", [(2, 3, 4)], {"axis": 1}, ()),
+    ("Squeeze", [(2, 1, 4), i64(1)], {}, (1,)),
+    ("Unsqueeze", [(2, 4), i64(0)], {}, (1,)),
+    ("Identity", [(5, 3)], {}, ()),
+])
+def test_shape_only_ops(op, ins, attrs, static):
+    check(op, [f32(*a) if isinstance(a, tuple) else a for a in ins], attrs, static=static)

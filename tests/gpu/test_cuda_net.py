@@ -1,0 +1,101 @@
+"""Whole Nets on the GPU: models against the CPU, memory (the device arena at the plan, weights once per
+device, measured with CuPy's memory pool), placement of an op with no CUDA kernel, worker threads."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pooled_predictor import Predictor
+from pooled_predictor.engine.net import Net, Optimization
+from pooled_predictor.engine.placement import IO_COPY_OP
+from pooled_predictor.engine.program import Program
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.ops.cuda import runtime
+
+RNG = np.random.default_rng(3)
+
+
+def _cnn():
+    """Conv-Relu-MaxPool-Conv(+residual)-GlobalAveragePool-Flatten-Gemm-Softmax, with a TopK (no CUDA kernel)."""
+    w1, b1 = RNG.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.2, RNG.standard_normal(16).astype(np.float32)
+    w2, b2 = RNG.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1, RNG.standard_normal(16).astype(np.float32)
+    wf, bf = RNG.standard_normal((10, 16)).astype(np.float32), RNG.standard_normal(10).astype(np.float32)
+    k = np.array([3], np.int64)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
+             n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]), n("Add", ["c2", "p1"], ["s2"]),
+             n("Relu", ["s2"], ["r2"]), n("GlobalAveragePool", ["r2"], ["g"]), n("Flatten", ["g"], ["f"]),
+             n("Gemm", ["f", "wf", "bf"], ["logits"], transB=1), n("Softmax", ["logits"], ["prob"], axis=1),
+             n("TopK", ["prob", "k"], ["top", "idx"], axis=1)]
+    inits = [numpy_helper.from_array(a, name) for a, name in
+             [(w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"), (wf, "wf"), (bf, "bf"), (k, "k")]]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 3, 32, 32))],
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("top", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("idx", TensorProto.INT64, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model.SerializeToString()
+
+
+MODEL = _cnn()
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_cnn_matches_the_cpu_with_topk_on_the_cpu(batch):
+    x = RNG.standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    ref = Predictor(MODEL).forward({"x": x})
+    gpu = Predictor(MODEL, device="cuda")
+    got = gpu.forward({"x": x})
+    for name in ("prob", "top"):
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-4, atol=1e-5 * np.abs(ref[name]).max())
+    np.testing.assert_array_equal(got["idx"], ref["idx"])
+    net = gpu.net()
+    assert any(n.op_type == "TopK" for n in net.layout.run_nodes)
+    assert "TopK" not in {n.op_type for n in net.layout.run_nodes if n.name in net.layout.device_nodes}
+    assert sum(n.op_type == IO_COPY_OP for n in net.layout.run_nodes) >= 2
+
+
+def test_the_device_arena_is_the_plan_and_weights_are_held_once_per_device():
+    pool = runtime.cupy.get_default_memory_pool()
+    program = Program(load_onnx(MODEL), "cuda")
+    x = RNG.standard_normal((2, 3, 32, 32)).astype(np.float32)
+    first = Net(program, optimization=Optimization.MEMORY)
+    first.forward({"x": x})
+    before = pool.used_bytes()
+    nets = [Net(program, optimization=Optimization.MEMORY) for _ in range(3)]
+    for net in nets:
+        net.forward({"x": x})
+    per_net = (pool.used_bytes() - before) / 3
+    layout = nets[0].layout
+    assert layout.plan.lower_bound_bytes <= layout.arena.nbytes
+    # each further Net adds its arena and its kernels' small setup arrays, never the weights again
+    weights = sum(a.nbytes for a in program.weights.values())
+    assert per_net < layout.arena.nbytes + 64 * 1024 + weights / 2, (per_net, layout.arena.nbytes, weights)
+
+
+def test_threads_each_with_their_own_net_and_stream():
+    x = RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    ref = Predictor(MODEL).forward({"x": x})["prob"]
+    gpu = Predictor(MODEL, device="cuda")
+    errors = []
+
+    def work():
+        try:
+            with runtime.cupy.cuda.Stream(non_blocking=True):
+                for _ in range(20):
+                    np.testing.assert_allclose(gpu.forward({"x": x})["prob"], ref, rtol=1e-4, atol=1e-6)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

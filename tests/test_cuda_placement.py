@@ -1,0 +1,268 @@
+"""Device placement on the CPU: which nodes run on a device, the io_copy steps between, the two arenas,
+the weights placed once per device, the staging buffers, and the typed errors without a GPU.
+
+The device is tests/cuda_stand_in.HostMemoryDevice (numpy memory, the CPU's kernels for the ops a
+test declares), so every output is checked against the CPU Net's; the real CUDA coverage's placement
+(which registered kernel supports which node) is checked through the registry, with no GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pooled_predictor import Config, PooledPredictor, Predictor
+from pooled_predictor.engine import device as device_mod
+from pooled_predictor.engine.device import DeviceWithHost, GraphCache, get_device, worker_devices
+from pooled_predictor.engine.net import Net, Optimization
+from pooled_predictor.engine.placement import IO_COPY_OP
+from pooled_predictor.engine.program import Program
+from pooled_predictor.errors import UnsupportedOpError
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.ops.cuda import runtime as cuda_runtime
+from tests.cuda_stand_in import HostMemoryDevice
+
+RNG = np.random.default_rng(7)
+
+
+def _build_model():
+    """x (1, 3, 8, 8) -> Conv(w, b) -> Relu -> Softmax(axis 1) -> Mul(scale) -> y; also z = Relu out."""
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(4).astype(np.float32)
+    s = np.float32(0.5).reshape(1)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Softmax", ["r"], ["sm"], axis=1, name="softmax"),
+             helper.make_node("Mul", ["sm", "s"], ["y"], name="mul")]
+    graph = helper.make_graph(nodes, "placement", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 8, 8))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+                               numpy_helper.from_array(s, "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+MODEL = _build_model()
+X = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+
+
+def _model():
+    return MODEL
+
+
+def _reference():
+    net = Net(Program(load_onnx(_model())), optimization=Optimization.MEMORY)
+    return np.array(net.forward({"x": X})["y"])
+
+
+@pytest.fixture(scope="module")
+def program():
+    return Program(load_onnx(_model()), "cuda")
+
+
+def _ops(net):
+    return [(n.op_type, n.inputs[0] if n.inputs else "") for n in net.layout.run_nodes]
+
+
+@pytest.mark.parametrize("optimization", [Optimization.MEMORY, Optimization.NONE])
+def test_nodes_without_a_device_kernel_run_on_the_host_behind_io_copies(program, optimization):
+    dev = HostMemoryDevice({"Conv", "Relu", "Mul"})  # Softmax: "no device kernel"
+    net = Net(program, device=dev, optimization=optimization)
+    y = net.forward({"x": X})["y"]
+    np.testing.assert_allclose(y, _reference(), rtol=1e-6, atol=1e-7)
+    assert _ops(net) == [(IO_COPY_OP, "x"), ("Conv", "x@cuda"), ("Relu", "c@cuda"), (IO_COPY_OP, "r@cuda"),
+                         ("Softmax", "r"), (IO_COPY_OP, "sm"), ("Mul", "sm@cuda"), (IO_COPY_OP, "y@cuda")]
+    assert net.layout.device_nodes == {"conv", "relu", "mul"}
+    assert dev.to_device_calls == 2 and dev.to_host_calls == 2  # one forward: x and sm in; r and y out
+
+
+def test_everything_on_the_device_copies_only_at_the_edges(program):
+    dev = HostMemoryDevice({"Conv", "Relu", "Softmax", "Mul"})
+    net = Net(program, device=dev, optimization=Optimization.MEMORY)
+    np.testing.assert_allclose(net.forward({"x": X})["y"], _reference(), rtol=1e-6, atol=1e-7)
+    copies = [n for n in net.layout.run_nodes if n.op_type == IO_COPY_OP]
+    assert [(c.inputs[0], c.outputs[0]) for c in copies] == [("x", "x@cuda"), ("y@cuda", "y")]
+
+
+def test_nothing_on_the_device_is_the_host_layout(program):
+    dev = HostMemoryDevice(set())
+    net = Net(program, device=dev, optimization=Optimization.MEMORY)
+    np.testing.assert_allclose(net.forward({"x": X})["y"], _reference(), rtol=1e-6, atol=1e-7)
+    assert not any(n.op_type == IO_COPY_OP for n in net.layout.run_nodes)
+    assert dev.uploads == 0 and not dev.arenas and net.layout.host_arena is None
+
+
+def test_each_side_has_its_arena_planned_at_the_lower_bound(program):
+    dev = HostMemoryDevice({"Conv", "Relu", "Mul"})
+    net = Net(program, device=dev, optimization=Optimization.MEMORY)
+    net.forward({"x": X})
+    layout = net.layout
+    device_plan, host_plan = layout.plan, layout.host_plan
+    assert set(device_plan.offsets) >= {"x@cuda", "c@cuda", "r@cuda", "sm@cuda", "y@cuda"}
+    assert not any("@" in v for v in host_plan.offsets) and {"x", "r", "sm", "y"} <= set(host_plan.offsets)
+    # memory_opt's plan of the device values: at the liveness lower bound but for the 64-byte alignment
+    assert device_plan.lower_bound_bytes <= device_plan.arena_bytes < device_plan.lower_bound_bytes + 64 * len(
+        device_plan.offsets)
+    assert layout.arena is dev.arenas[-1] and layout.host_arena is dev.host_arenas[-1]
+    assert layout.arena.nbytes >= device_plan.arena_bytes
+    # blobs live in their side's arena: graph inputs and outputs in the host one (the staging)
+    assert np.shares_memory(layout.blobs["x"], layout.host_arena) and np.shares_memory(layout.blobs["y"], layout.host_arena)
+    assert np.shares_memory(layout.blobs["c@cuda"], layout.arena)
+    assert not np.shares_memory(layout.blobs["c@cuda"], layout.host_arena)
+
+
+def test_weights_are_placed_once_per_device_and_shared(program):
+    dev = HostMemoryDevice({"Conv", "Relu", "Mul"})
+    nets = [Net(program, device=dev, optimization=Optimization.MEMORY) for _ in range(3)]
+    for net in nets:
+        net.forward({"x": X})
+    assert dev.uploads == len(program.weights)  # w, b, s: once, whatever the number of Nets
+    assert nets[0].layout.blobs["w@cuda"] is nets[2].layout.blobs["w@cuda"]
+    assert not nets[0].layout.blobs["w@cuda"].flags.writeable
+    # every Net (a pool worker's) has its own host staging arena
+    assert len({id(n.layout.host_arena) for n in nets}) == 3
+
+
+def test_a_device_only_value_reads_back_through_the_device():
+    model = _model()
+    prog = Program(load_onnx(model), "cuda")
+    dev = HostMemoryDevice({"Conv", "Relu", "Softmax", "Mul"})
+    net = Net(prog, device=dev, optimization=Optimization.NONE)
+    net.forward({"x": X})
+    cpu = Net(Program(load_onnx(model)), optimization=Optimization.NONE)
+    cpu.forward({"x": X})
+    np.testing.assert_allclose(net.blob_by_name("r"), cpu.blob_by_name("r"), rtol=1e-6)
+    assert "r@cuda" not in net.blob_names and "r" in net.blob_names
+
+
+def test_inputs_of_data_dependent_nodes_come_back_to_the_host():
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("NonZero", ["r"], ["nz"], name="nz")]
+    graph = helper.make_graph(nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 5))],
+                              [helper.make_tensor_value_info("nz", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    x = RNG.standard_normal((2, 5)).astype(np.float32)
+    dev = HostMemoryDevice({"Relu", "NonZero"})
+    net = Net(Program(load_onnx(model), "cuda"), device=dev, optimization=Optimization.MEMORY)
+    np.testing.assert_array_equal(net.forward({"x": x})["nz"], np.array(np.nonzero(np.maximum(x, 0))))
+    assert [n.op_type for n in net.layout.run_nodes] == [IO_COPY_OP, "Relu", IO_COPY_OP, "NonZero"]
+
+
+class _Registry(DeviceWithHost):
+    """The real CUDA coverage's placement decisions (kernel_for through the registry), no GPU needed."""
+
+    name = "cuda"
+
+
+@pytest.mark.parametrize("op, dtype, on_device", [
+    ("Relu", np.float32, True),      # a CUDA kernel, supported
+    ("Relu", np.float64, False),     # the CUDA kernel is float32 only: supports() says no
+    ("Softmax", np.float32, True),
+    ("TopK", np.float32, False),     # no CUDA kernel at all
+])
+def test_the_cuda_registry_places_what_it_supports(op, dtype, on_device):
+    from pooled_predictor.ops.context import OpContext
+    from pooled_predictor.ops.registry import find
+    from pooled_predictor.ir import Node
+    from pooled_predictor.ops.shapes import get_rule
+    from pooled_predictor.ops.step import Step
+
+    node = Node(op, ["x", "k"] if op == "TopK" else ["x"], ["y", "i"] if op == "TopK" else ["y"], {}, "", "n")
+    cpu = find(op, "", 17, "cpu")
+    step = Step(node, cpu, 17 if op != "TopK" else 11, get_rule(op, ""))
+    shapes = [(2, 8)] + ([(1,)] if op == "TopK" else [])
+    dtypes = [np.dtype(dtype)] + ([np.dtype(np.int64)] if op == "TopK" else [])
+    values = [None] + ([np.array([3], np.int64)] if op == "TopK" else [])
+    ctx = OpContext(node, step.version, shapes, dtypes, values)
+    step.infer(ctx)
+    k = _Registry().kernel_for(step, ctx)
+    assert (k is not None) == on_device
+    if on_device:
+        assert k.device == "cuda"
+
+
+def test_the_cuda_coverage_is_registered_without_cupy():
+    from pooled_predictor.ops.registry import registered_ops
+
+    ops = {k.op_type for k in registered_ops("cuda")}
+    for family in ("Conv", "FusedConv", "FusedConvDepthwise", "Gemm", "MatMul", "Relu", "Add", "MaxPool",
+                   "GlobalAveragePool", "Softmax", "LayerNormalization", "BatchNormalization", "Transpose", "Concat",
+                   "Slice", "Gather", "Pad", "Resize", "ReduceMean"):
+        assert family in ops
+
+
+# ---- errors without CuPy or a GPU ---------------------------------------------------------------------
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(cuda_runtime, "unavailable", lambda: "CuPy is not installed (pip install "
+                                                              "'pooled-predictor[gpu]': cupy-cuda13x, nvmath-python)")
+    monkeypatch.setattr(device_mod, "_CUDA", {})
+
+
+def test_cuda_without_cupy_is_a_typed_error_naming_it(no_gpu):
+    with pytest.raises(UnsupportedOpError, match=r"device 'cuda': CuPy is not installed.*\[gpu\]"):
+        get_device("cuda")
+    with pytest.raises(UnsupportedOpError, match="CuPy is not installed"):
+        get_device("cuda:1")
+
+
+def test_a_predictor_on_cuda_without_a_gpu_fails_at_construction(no_gpu):
+    with pytest.raises(UnsupportedOpError, match="CuPy is not installed"):
+        Predictor(_model().SerializeToString(), device="cuda")
+
+
+def test_a_pool_on_cuda_without_a_gpu_fails_at_construction(no_gpu):
+    with pytest.raises(UnsupportedOpError, match="CuPy is not installed"):
+        PooledPredictor(Config(model_bytes=[_model().SerializeToString()], device="cuda"))
+
+
+@pytest.mark.skipif(cuda_runtime.unavailable() is None, reason="a GPU is here")
+def test_this_machine_without_a_gpu_says_what_is_missing():
+    with pytest.raises(UnsupportedOpError, match="device 'cuda': CuPy"):
+        get_device("cuda")
+
+
+def test_unknown_devices():
+    with pytest.raises(UnsupportedOpError, match="unknown device"):
+        get_device("tpu")
+    with pytest.raises(UnsupportedOpError, match="cuda:<n>"):
+        get_device("cuda:x")
+
+
+# ---- workers -> devices; the graph cache -------------------------------------------------------------
+def test_worker_i_runs_on_device_i_mod_n():
+    assert worker_devices(5, [0, 1]) == [0, 1, 0, 1, 0]
+    assert worker_devices(3, [2]) == [2, 2, 2]
+    with pytest.raises(ValueError):
+        worker_devices(2, [])
+    with pytest.raises(ValueError):
+        worker_devices(2, [-1])
+
+
+def test_graphs_are_captured_on_the_second_sight_and_kept_in_a_bounded_lru():
+    captured, released = [], []
+    cache = GraphCache(2, capture=lambda key: captured.append(key) or f"graph{len(captured)}", release=released.append)
+    a, b, c = (GraphCache.key(0, {"x": (n, 3)}) for n in (1, 2, 3))
+    assert cache.get(a) is None and not captured  # seen once: eager
+    assert cache.get(a) == "graph1" and captured == [a]
+    assert cache.get(a) == "graph1" and cache.hits == 1
+    assert cache.get(b) is None and cache.get(b) == "graph2"
+    cache.get(a)  # a is now the most recent
+    assert cache.get(c) is None and cache.get(c) == "graph3"
+    assert released == ["graph2"] and len(cache) == 2 and cache.evictions == 1  # b, the least recent, went
+    cache.clear()
+    assert released == ["graph2", "graph1", "graph3"] or sorted(released) == ["graph1", "graph2", "graph3"]
+    assert len(GraphCache(0, capture=lambda k: 1).__dict__["_graphs"]) == 0
+
+
+def test_a_disabled_graph_cache_never_captures():
+    cache = GraphCache(0, capture=lambda key: pytest.fail("captured"))
+    key = GraphCache.key(1, {"x": (1,)})
+    assert cache.get(key) is None and cache.get(key) is None
+
+
+def test_graph_keys_name_the_net_and_the_input_shapes():
+    assert GraphCache.key(0, {"x": [1, 3]}) == (0, (("x", (1, 3)),))
+    assert GraphCache.key(0, {"x": (1, 3)}) != GraphCache.key(1, {"x": (1, 3)})
