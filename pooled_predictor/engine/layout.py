@@ -108,7 +108,8 @@ class Layout:
         arena, plan, liveness, plan_seconds, activation_bytes, readable: the memory facts.
         typed: model name -> (typed blob, layout, logical shape) for values held only in
             another layout; typed_names: every value stored in another layout (v@NCHW8c).
-        tier, generation: "compiled" or "reference" (engine/tiering.py), and the background
+        tier, generation: "compiled"; "unproven" (compiled, tiered, before its first run: that
+            run is in memory-only mode); or "reference" (engine/tiering.py); and the background
             compiler's generation when it was built.
     """
 

@@ -217,7 +217,7 @@ class Net:
         try:
             with compiled.memory_only():  # kernels loaded in this process already: no compile, no disk
                 layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
-            layout.generation = generation
+            layout.tier, layout.generation = "unproven", generation
             return layout
         except Exception as exc:
             if not not_cached(exc) or tier == "compiled":
@@ -346,7 +346,7 @@ class Net:
             try:
                 shared = self._feed_and_run(arrays, share_inputs)
             except KernelError as exc:
-                if self.layout.tier != "compiled" or not self.tiered or not not_cached(exc):
+                if self.layout.tier != "unproven" or not not_cached(exc):
                     raise
                 self._downgrade(arrays)  # a kernel called at run time is not compiled yet
                 shared = self._feed_and_run(arrays, share_inputs)
@@ -389,7 +389,7 @@ class Net:
         self._compile_attempts[key] = attempt
         if attempt > 3:
             layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
-            layout.tier = "inline"  # runs outside cache-only mode: compiles what it meets
+            layout.tier = "compiled"  # runs outside memory-only mode: compiles what it meets
         else:
             with compiled.reference_kernels():
                 layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
@@ -402,13 +402,16 @@ class Net:
         """Call every bound node in order (timed while profiling), in the layout's tier's mode
         (engine/tiering.py); errors name the node."""
         tier = self.layout.tier
+        if tier == "compiled":
+            return self._run_calls(run)
         if tier == "reference":
             with compiled.reference_kernels():
                 return self._run_calls(run)
-        if tier == "compiled" and self.tiered and compiled.tiered():
-            with compiled.memory_only():
-                return self._run_calls(run)
-        return self._run_calls(run)
+        # "unproven": a tiered compiled layout's first run, in memory-only mode (a kernel it calls at
+        # run time, not loaded yet, raises NotCached: forward() falls back); then plainly "compiled"
+        with compiled.memory_only():
+            self._run_calls(run)
+        self.layout.tier = "compiled"
 
     def _run_calls(self, run: list) -> None:
         i = 0
