@@ -196,6 +196,8 @@ class Net:
             return  # same shapes: nothing to do
         spec = self.input_spec
         self._reshape_checked(spec.check_shapes(input_shapes if input_shapes is not None else spec.default_shapes()))
+        if COMPILER.holding:
+            COMPILER.release()  # a background compile it asked for (engine/tiering.py)
 
     def _reshape_checked(self, shapes: dict[str, tuple]) -> None:
         if shapes == self._input_shapes:
@@ -214,14 +216,19 @@ class Net:
         if tier is None and not (self.tiered and compiled.tiered()):
             return build_layout(self.program, shapes, self.device, self._options(), BODIES)
         generation = COMPILER.generation
-        try:
-            with compiled.memory_only():  # kernels loaded in this process already: no compile, no disk
-                layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
-            layout.tier, layout.generation = "unproven", generation
-            return layout
-        except Exception as exc:
-            if not not_cached(exc) or tier == "compiled":
-                raise
+        # Until one compiled layout of this Program has been built in this process (its kernels loaded
+        # by the background compiler), trying one fails, after the weights' packing and transforms
+        # (ResNet-50's Winograd: seconds): the reference layout at once.
+        if tier is not None or self.program.tiers_loaded:
+            try:
+                with compiled.memory_only():  # kernels loaded in this process already: no compile, no disk
+                    layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
+                layout.tier, layout.generation = "unproven", generation
+                self.program.tiers_loaded = True
+                return layout
+            except Exception as exc:
+                if not not_cached(exc) or tier == "compiled":
+                    raise
         with compiled.reference_kernels():
             layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
         layout.tier, layout.generation = "reference", generation
@@ -246,7 +253,7 @@ class Net:
 
         COMPILER.request((id(program), tuple(shapes.items()), options, attempt), load, lambda: dict(
             graph=program.graph, device="cpu", shapes=shapes, options=options, feeds=feeds,
-            jobs=compile_jobs()))
+            jobs=compile_jobs()), hold=True)  # released when this forward (or reshape) is done
 
     def release(self) -> None:
         """Drop every layout (activations, arena): the next forward lays them out again."""
@@ -325,31 +332,35 @@ class Net:
             KernelError: a kernel failed; the message names the node.
             ResourceExhaustedError: the inputs' layout passes memory_limit_bytes.
         """
-        if inputs is None:
-            if self.layout is None:
-                raise InputError("forward() with no inputs before any reshape: feed inputs first")
-            self._run(self.layout.run)
-            shared = {}
-        else:
-            arrays = self.input_spec.check(inputs)
-            current = self._input_shapes
-            if current is None:
-                self._reshape_checked({n: a.shape for n, a in arrays.items()})
+        try:
+            if inputs is None:
+                if self.layout is None:
+                    raise InputError("forward() with no inputs before any reshape: feed inputs first")
+                self._run(self.layout.run)
+                shared = {}
             else:
-                for n, a in arrays.items():
-                    if a.shape != current[n]:
-                        self._reshape_checked({n: a.shape for n, a in arrays.items()})
-                        break
-            layout = self.layout
-            if layout.tier == "reference" and layout.generation != COMPILER.generation:
-                self._upgrade()
-            try:
-                shared = self._feed_and_run(arrays, share_inputs)
-            except KernelError as exc:
-                if self.layout.tier != "unproven" or not not_cached(exc):
-                    raise
-                self._downgrade(arrays)  # a kernel called at run time is not compiled yet
-                shared = self._feed_and_run(arrays, share_inputs)
+                arrays = self.input_spec.check(inputs)
+                current = self._input_shapes
+                if current is None:
+                    self._reshape_checked({n: a.shape for n, a in arrays.items()})
+                else:
+                    for n, a in arrays.items():
+                        if a.shape != current[n]:
+                            self._reshape_checked({n: a.shape for n, a in arrays.items()})
+                            break
+                layout = self.layout
+                if layout.tier == "reference" and layout.generation != COMPILER.generation:
+                    self._upgrade()
+                try:
+                    shared = self._feed_and_run(arrays, share_inputs)
+                except KernelError as exc:
+                    if self.layout.tier != "unproven" or not not_cached(exc):
+                        raise
+                    self._downgrade(arrays)  # a kernel called at run time is not compiled yet
+                    shared = self._feed_and_run(arrays, share_inputs)
+        finally:
+            if COMPILER.holding:
+                COMPILER.release()  # a background compile this forward asked for: after its result
         return self._outputs(outputs, out, shared)
 
     def _feed_and_run(self, arrays: dict, share_inputs) -> dict:

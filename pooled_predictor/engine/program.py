@@ -53,6 +53,8 @@ class Program:
         self.weights: dict[str, np.ndarray] = dict(graph.weights)
         # kernel-type plans (passes/assign.py) by (candidates, outputs, sizes), shared by this Program's Nets
         self.assignments: dict = {}
+        # a Net built a compiled layout of this Program in this process (engine/tiering.py): its kernels load
+        self.tiers_loaded = False
         try:
             graph.toposort()
         except Exception as exc:  # a cycle, undefined values, names of mixed types

@@ -73,6 +73,7 @@ class BackgroundCompiler:
         self.log: list[tuple[Hashable, float, str | None]] = []
         self._jobs: "queue.Queue[tuple[Hashable, Callable[[], dict]] | None]" = queue.Queue()
         self._seen: set = set()
+        self._held: list = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen | None = None
@@ -80,12 +81,16 @@ class BackgroundCompiler:
         self._idle.set()
         self._stopping = False
 
-    def request(self, key: Hashable, load: Callable[[], None], payload: Callable[[], dict]) -> bool:
+    def request(self, key: Hashable, load: Callable[[], None], payload: Callable[[], dict],
+                hold: bool = False) -> bool:
         """Queue a job unless `key` was requested before. In the compiler's thread, load() (it builds a
         layout and runs it once) runs in cache-only mode, loading its kernels from numba's disk cache
         into this process; where one is not there, payload() (the compile_worker's job dict: graph,
         device, shapes, options, feeds, jobs), pickled, goes to a compile process, and load() runs
         again after it.
+
+        With hold, the job waits for release() (the end of the forward that asked: loading kernels
+        beside it slowed the first result by up to 1.5 s on 2 cores).
 
         Returns:
             whether it was queued now.
@@ -95,15 +100,33 @@ class BackgroundCompiler:
                 return False
             self._seen.add(key)
             self._idle.clear()
-            self._jobs.put((key, (load, payload)))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="pooled-predictor-compile", daemon=True)
-                self._thread.start()
+            if hold:
+                self._held.append((key, (load, payload)))
+                return True
+            self._put((key, (load, payload)))
         return True
 
+    @property
+    def holding(self) -> bool:
+        """Whether request(hold=True) jobs wait for release()."""
+        return bool(self._held)
+
+    def release(self) -> None:
+        """Queue the jobs held by request(hold=True)."""
+        with self._lock:
+            held, self._held = self._held, []
+            for item in held:
+                self._put(item)
+
+    def _put(self, item) -> None:  # under self._lock
+        self._jobs.put(item)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="pooled-predictor-compile", daemon=True)
+            self._thread.start()
+
     def pending(self) -> int:
-        """Jobs queued or running."""
-        return self._jobs.unfinished_tasks
+        """Jobs held, queued or running."""
+        return self._jobs.unfinished_tasks + len(self._held)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every queued job has finished (benchmarks, tests).

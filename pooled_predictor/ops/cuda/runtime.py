@@ -1,6 +1,6 @@
 """What the CUDA kernels share: CuPy (imported here, optional), the compiled modules, launches, cuBLAS.
 
-* CuPy is optional: without it this module imports, `cupy` is None and `unavailable()` says why;
+* CuPy is optional, imported on first use (`cupy.module()` is None without it) and `unavailable()` says why;
   the kernels stay registered (their coverage is the build's, `pooled-predictor ops --device cuda`)
   and engine/device.py refuses device="cuda" with a typed error before any is set up.
 * Each kernels/*.cu file is compiled once per GPU (cupy.RawModule, NVRTC) on first use; KERNELS
@@ -21,10 +21,34 @@ import numpy as np
 
 from . import sources
 
-try:
-    import cupy
-except ImportError:  # the CPU-only install: kernels registered, none set up
-    cupy = None
+class _Cupy:
+    """cupy, imported on first use: its import takes 1.5-2 s, which `import pooled_predictor` never pays
+    on the CPU; `module()` is None on the CPU-only install (kernels registered, none set up)."""
+
+    _lock = threading.Lock()
+
+    def __init__(self):
+        self._module, self._tried = None, False
+
+    def module(self):
+        if not self._tried:
+            with self._lock:
+                if not self._tried:
+                    try:
+                        import cupy as module  # noqa: PLC0415  (optional, and slow to import)
+                    except ImportError:
+                        module = None
+                    self._module, self._tried = module, True
+        return self._module
+
+    def __getattr__(self, name):
+        module = self.module()
+        if module is None:
+            raise ModuleNotFoundError(f"CuPy is not installed (cupy.{name} was asked for)")
+        return getattr(module, name)
+
+
+cupy = _Cupy()
 
 THREADS = 256       # threads per block of the element-wise kernels (and the row kernels' blocks)
 MAX_BLOCKS = 65535  # grid-stride loops: a larger n loops inside the kernel
@@ -48,7 +72,7 @@ _local = threading.local()
 
 def unavailable() -> str | None:
     """None when CUDA kernels can run here, else what is missing (CuPy, a driver, a GPU)."""
-    if cupy is None:
+    if cupy.module() is None:
         return "CuPy is not installed (pip install 'pooled-predictor[gpu]': cupy-cuda13x, nvmath-python)"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
