@@ -66,8 +66,9 @@ def _cmd_demo(args) -> int:
     rows.append((f"total wall time of the command (fetch, load, {runs}, close)", total))
     width = max(len(label) for label, _ in rows)
     if args.repeat == 1:
-        print("(the page's first run in this process: its pool jobs include laying out the Nets and compiling, "
-              "or loading from numba's cache, the kernels; --repeat 2 times the steady state)")
+        print("(the page's first run in this process: its pool jobs lay out the Nets and, with kernels not in "
+              "memory yet, run the numpy reference kernels while the compiled ones load or compile in the "
+              "background; --repeat N times the steady state)")
     else:
         print(f"(the page's stages: the last of {runs})")
     for label, seconds in rows:
