@@ -35,7 +35,8 @@ def test_cli_warmup(tmp_path):
     onnx.save(make_mlp(), path)
     proc = cli("warmup", path, "--shape", "x=2x16")
     assert proc.returncode == 0, proc.stderr
-    assert "compiled kernels ready" in proc.stdout and "first forward" in proc.stdout
+    # only the kernels the model calls are compiled (no MODEL: every kernel, minutes on a fresh machine)
+    assert "compiling the kernels each model calls" in proc.stdout and "first forward" in proc.stdout
 
 
 def test_numba_cache_goes_under_the_user_cache_when_the_package_is_read_only(monkeypatch, tmp_path):
