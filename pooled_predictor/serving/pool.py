@@ -359,13 +359,15 @@ class _Workers:
         get = jobs.get
         batchers = self.batchers
         while True:
-            running[index] = None
+            # idle or running, never neither: another worker's batch shares with this one (fair_share)
             idle[index] = True
+            running[index] = None
             job = get()
-            idle[index] = False
             if job is STOP:
+                idle[index] = False
                 return
             running[index] = (job.net_id, job.rows)
+            idle[index] = False
             try:
                 batcher = batchers[job.net_id]
                 # gather only when other jobs wait, or a batch may wait for them
