@@ -123,24 +123,30 @@ class Batcher:
         self.row_costs: dict[int, float] = {}  # batch rows -> seconds per row, once calibrated
 
     # ---- how large a batch is ------------------------------------------------------
-    def calibrate(self, net, shapes: Mapping[str, Sequence[int]] | None = None, rounds: int = 5,
-                  budget: float = 2.0) -> bool:
+    def calibrate(self, net, shapes: Mapping[str, Sequence[int]] | None = None, rounds: int = 7,
+                  budget: float = 2.0, clock: Callable[[], float] | None = None) -> bool:
         """Set the preferred size (and max_rows) from `net`'s seconds per row at each batch size.
 
-        Times forwards at 1, 2, 4, ... max_rows rows (and max_rows), zeros of the
-        inputs' dtypes, `shapes` with the first dimension replaced: the least
-        time of each size, over `rounds` interleaved rounds (fewer once `budget`
-        seconds have passed, at least 2) of max_rows // rows forwards each (as
-        many rows at every size, more chances for a short forward to find the
-        machine quiet), after one untimed forward each (its layout). The
-        preferred size is the smallest whose row costs at most NEAR_BEST of the
-        cheapest; max_rows becomes it, or 1 (the model does not batch) unless its
-        row costs at most PAYS of a row alone. The Net keeps those layouts.
+        Runs forwards at 1, 2, 4, ... max_rows rows (and max_rows), zeros of the
+        inputs' dtypes, `shapes` with the first dimension replaced, after one
+        untimed forward each (its layout). A round runs about max_rows rows at
+        each size (max_rows // size forwards), the sizes in a rotated order; up to
+        `rounds` rounds, none started after `budget` seconds (at least 3). Time is
+        read on `clock` (default `cpu_clock()`: this thread's CPU time where BLAS
+        runs one thread, which other processes' load moves little). Sizes are
+        compared within a round, where the machine was the same: row_costs[b] is
+        the median over rounds of a row's time at b over a row's time at 1, times
+        the median time of a row at 1. The preferred size is the smallest whose
+        row costs at most NEAR_BEST of the cheapest; max_rows becomes it, or 1
+        (the model does not batch) unless its row costs at most PAYS of a row
+        alone. The Net keeps those layouts.
 
         Args:
             net: a Net of the model (a scratch one: the pool's workers have their own).
             shapes: input name -> shape (the first dimension is ignored); None: the
                 declared shapes, when every dimension but the first is a number.
+            rounds, budget: rounds at most; seconds (wall) after which no new round starts.
+            clock: seconds, read before and after each size's forwards in a round.
         Returns:
             False (nothing changed) when `shapes` is None and a declared dimension
             beyond the first is free: timings at a guessed size would mislead.
@@ -158,17 +164,20 @@ class Batcher:
                      for n, dt in zip(self.input_names, self._dtypes)} for b in sizes}
         for b in sizes:
             net.forward(feeds[b])
-        best = dict.fromkeys(sizes, float("inf"))
+        clock = clock or cpu_clock()
+        per_row = {b: [] for b in sizes}  # seconds per row at b, one entry per round
         start = time.perf_counter()
         for r in range(rounds):
             for b in sizes[r % len(sizes):] + sizes[:r % len(sizes)]:
-                for _ in range(max(1, self.max_rows // b)):
-                    t0 = time.perf_counter()
+                n = max(1, self.max_rows // b)
+                t0 = clock()
+                for _ in range(n):
                     net.forward(feeds[b])
-                    best[b] = min(best[b], time.perf_counter() - t0)
-            if r >= 1 and time.perf_counter() - start > budget:
+                per_row[b].append((clock() - t0) / (n * b))
+            if r >= 2 and time.perf_counter() - start > budget:
                 break
-        self.row_costs = {b: best[b] / b for b in sizes}
+        one = float(np.median(per_row[1]))
+        self.row_costs = {b: one * float(np.median(np.divide(per_row[b], per_row[1]))) for b in sizes}
         size = preferred_size(self.row_costs)
         self.preferred = (size,) if size > 1 else ()
         self.max_rows = size
@@ -254,6 +263,20 @@ class Batcher:
             results.append({n: wanted[n][start:start + r].copy() for n in j.output_names})
             start += r
         return results
+
+
+def cpu_clock() -> Callable[[], float]:
+    """time.thread_time while every BLAS library runs one thread (a pool's default), else time.perf_counter.
+
+    A forward then runs on its calling thread alone (our kernels do not start
+    threads), so that thread's CPU time is what the forward costs, however
+    loaded the machine is; with threaded BLAS, only the wall clock sees all of it.
+    """
+    from threadpoolctl import threadpool_info
+
+    if all(i.get("num_threads", 1) == 1 for i in threadpool_info() if i.get("user_api") == "blas"):
+        return time.thread_time
+    return time.perf_counter
 
 
 def preferred_size(row_costs: Mapping[int, float]) -> int:

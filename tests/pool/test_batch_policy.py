@@ -181,18 +181,26 @@ class FakeNet:
     (0.0, 1.0, 1, ()),      # rows cost the same in any batch: the model does not batch
     (1.0, 0.1, 8, (8,)),    # a fixed cost per forward: the largest batch
 ])
-def test_calibrate_times_each_batch_size_and_sets_the_preferred_size(monkeypatch, overhead, per_row,
-                                                                      max_rows, preferred):
+def test_calibrate_times_each_batch_size_and_sets_the_preferred_size(overhead, per_row, max_rows, preferred):
     clock = [0.0]
-    monkeypatch.setattr(batching.time, "perf_counter", lambda: clock[0])
     model = make_mlp()
     batcher = Batcher(Predictor(model).program, 8, 0.002)
     net = FakeNet(clock, overhead, per_row, model)
-    assert batcher.calibrate(net, {"x": (1, 16)}, rounds=3, budget=1e9)
+    assert batcher.calibrate(net, {"x": (1, 16)}, rounds=3, budget=1e9, clock=lambda: clock[0])
     # a forward each for its layout, then 3 rounds of 8 rows at each size
     assert sorted(set(net.calls)) == [1, 2, 4, 8] and len(net.calls) == 4 + 3 * (8 + 4 + 2 + 1)
     assert batcher.row_costs == pytest.approx({b: overhead / b + per_row for b in (1, 2, 4, 8)})
     assert (batcher.max_rows, batcher.preferred) == (max_rows, preferred)
+
+
+def test_calibration_reads_cpu_time_while_blas_runs_one_thread():
+    from pooled_predictor.serving.blas import limit_blas_threads, release_blas_threads
+
+    token = limit_blas_threads(1)
+    try:
+        assert batching.cpu_clock() is time.thread_time
+    finally:
+        release_blas_threads(token)
 
 
 def test_warmup_calibrates_and_a_model_that_gains_nothing_does_not_batch(monkeypatch):
