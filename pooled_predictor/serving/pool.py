@@ -131,8 +131,8 @@ class Config:
             largest reachable); one sequence for all models or one per model.
             Without them, `warmup` measures each batching model's time per row
             at batch 1, 2, 4, ... max_batch_size and prefers the size where a
-            row is cheapest; a model whose rows cost as much in a batch does not
-            batch (pooled_predictor.serving.batching). A batch takes at most its
+            row is cheapest; a model whose rows are not clearly cheaper in a
+            batch does not batch (pooled_predictor.serving.batching). A batch takes at most its
             share of the model's rows over the workers, and never waits for
             max_queue_delay while a worker is idle.
         priority_aging: seconds after which a queued job goes before younger
