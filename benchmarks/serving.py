@@ -19,8 +19,9 @@ recognizer) and MobileNetV2 (1x3x224x224, pooled_predictor.zoo). The runners:
 * onnxruntime: one InferenceSession (intra_op_num_threads=1) shared by the
   clients, which call run() at once from their threads (it releases the GIL).
 
-Every round runs every runner for `--seconds`, in an order rotated each round,
-so that all see the same machine state; requests/s is over all rounds,
+Every round runs every runner for `--seconds`, in an order rotated every other
+round and reversed in the others (each runner at each place, after each
+other one), so that all see the same machine state; requests/s is over all rounds,
 latency percentiles over all requests. The machine is shared, and one busy
 round moves a p99 over all requests: the ratios are also given per round
 (runners side by side in one round), as their median and range. The load
@@ -113,7 +114,8 @@ def bench(name, model, x, args):
     order = list(runners)
     for r in range(args.rounds):
         this = {}
-        for k in order[r % len(order):] + order[:r % len(order)]:
+        shift = r // 2 % len(order)
+        for k in (order[shift:] + order[:shift])[::-1 if r % 2 else 1]:  # each runner at each place, after each other
             n, w, l = run_threads(runners[k], args.clients, args.seconds)
             calls[k] += n
             wall[k] += w
