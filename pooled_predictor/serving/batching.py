@@ -137,8 +137,9 @@ class Batcher:
         untimed forward each (its layout). A round runs about max_rows rows at
         each size (max_rows // size forwards), the sizes in a rotated order; up to
         `rounds` rounds, none started after `budget` seconds (at least 3). Time is
-        read on `clock` (default `cpu_clock()`: this thread's CPU time where BLAS
-        runs one thread, which other processes' load moves little). Sizes are
+        read on `clock`: the wall clock by default; the pool gives time.thread_time
+        when it limits BLAS to one thread (the forward then runs on this thread
+        alone, and its CPU time moves little with other processes' load). Sizes are
         compared within a round, where the machine was the same: row_costs[b] is
         the median over rounds of a row's time at b over a row's time at 1, times
         the median time of a row at 1. The preferred size is the smallest whose
@@ -151,7 +152,8 @@ class Batcher:
             shapes: input name -> shape (the first dimension is ignored); None: the
                 declared shapes, when every dimension but the first is a number.
             rounds, budget: rounds at most; seconds (wall) after which no new round starts.
-            clock: seconds, read before and after each size's forwards in a round.
+            clock: seconds, read before and after each size's forwards in a round
+                (None: time.perf_counter).
         Returns:
             False (nothing changed) when `shapes` is None and a declared dimension
             beyond the first is free: timings at a guessed size would mislead.
@@ -169,7 +171,7 @@ class Batcher:
                      for n, dt in zip(self.input_names, self._dtypes)} for b in sizes}
         for b in sizes:
             net.forward(feeds[b])
-        clock = clock or cpu_clock()
+        clock = clock or time.perf_counter
         per_row = {b: [] for b in sizes}  # seconds per row at b, one entry per round
         start = time.perf_counter()
         for r in range(rounds):
@@ -270,20 +272,6 @@ class Batcher:
         return results
 
 
-def cpu_clock() -> Callable[[], float]:
-    """time.thread_time while every BLAS library runs one thread (a pool's default), else time.perf_counter.
-
-    A forward then runs on its calling thread alone (our kernels do not start
-    threads), so that thread's CPU time is what the forward costs, however
-    loaded the machine is; with threaded BLAS, only the wall clock sees all of it.
-    """
-    from threadpoolctl import threadpool_info
-
-    if all(i.get("num_threads", 1) == 1 for i in threadpool_info() if i.get("user_api") == "blas"):
-        return time.thread_time
-    return time.perf_counter
-
-
 def preferred_size(row_costs: Mapping[int, float]) -> int:
     """The batch size to prefer from seconds per row by batch size (1 must be there); 1: do not batch.
 
@@ -330,13 +318,14 @@ def fair_share(waiting: int, net_id: int, me: int, idle: Sequence[bool], running
 
 
 def make_batchers(programs, sizes, delays, preferred, *, explicit: bool,
-                  calibration: Sequence[tuple[Callable, Mapping]] | None = None) -> list[Batcher | None]:
+                  calibration: Sequence[tuple[Callable, Mapping]] | None = None,
+                  clock: Callable[[], float] | None = None) -> list[Batcher | None]:
     """A Batcher per model whose max_batch_size (`sizes`) is > 1; None for the others.
 
     With `calibration` (per model: a factory of scratch Nets and the warm-up
     input shapes or None), each Batcher of a model without preferred sizes is
-    calibrated (Batcher.calibrate): one whose max_rows becomes 1 does not batch,
-    which its log line says; it stays in the list with its row_costs.
+    calibrated (Batcher.calibrate, on `clock`): one whose max_rows becomes 1 does
+    not batch, which its log line says; it stays in the list with its row_costs.
 
     Raises:
         ValueError: `explicit` (per-model sizes were given) and a model with a
@@ -354,7 +343,7 @@ def make_batchers(programs, sizes, delays, preferred, *, explicit: bool,
                 log.info("net %d does not batch: %s", net_id, exc)
         if batcher is not None and calibration is not None and not batcher.preferred:
             new_net, shapes = calibration[net_id]
-            if not batcher.calibrate(new_net(), shapes):
+            if not batcher.calibrate(new_net(), shapes, clock=clock):
                 log.info("net %d: batching not calibrated (an input has a free dimension beyond the first: "
                          "give Config.warmup_shapes)", net_id)
                 out.append(batcher)

@@ -511,16 +511,18 @@ def _rows(job: _Job) -> int:
 def _batchers(config: Config, predictors: list[Predictor]) -> list[Batcher | None]:
     """A Batcher per model whose max_batch_size > 1 (None: that model never batches).
 
-    With Config.warmup, each is calibrated at the warm-up shapes (Batcher.calibrate).
+    With Config.warmup, each is calibrated at the warm-up shapes (Batcher.calibrate), on
+    the thread's CPU time when BLAS is limited to one thread (a forward runs on its thread alone).
     """
     n = len(predictors)
     calibration = None
     if config.warmup:
         shapes = list(config.warmup_shapes) + [None] * (n - len(config.warmup_shapes))
         calibration = [(p.new_net, s) for p, s in zip(predictors, shapes)]
+    one_thread = config.disable_blas_threading and int(config.blas_threads) == 1
     return make_batchers([p.program for p in predictors], config.batch_sizes(n), config.queue_delays(n),
                          config.preferred_sizes(n), explicit=isinstance(config.max_batch_size, (list, tuple)),
-                         calibration=calibration)
+                         calibration=calibration, clock=time.thread_time if one_thread else time.perf_counter)
 
 
 _live_pools: "weakref.WeakSet[PooledPredictor]" = weakref.WeakSet()

@@ -193,14 +193,14 @@ def test_calibrate_times_each_batch_size_and_sets_the_preferred_size(overhead, p
     assert (batcher.max_rows, batcher.preferred) == (max_rows, preferred)
 
 
-def test_calibration_reads_cpu_time_while_blas_runs_one_thread():
-    from pooled_predictor.serving.blas import limit_blas_threads, release_blas_threads
-
-    token = limit_blas_threads(1)
-    try:
-        assert batching.cpu_clock() is time.thread_time
-    finally:
-        release_blas_threads(token)
+@pytest.mark.parametrize("one_blas_thread,clock", [(True, time.thread_time), (False, time.perf_counter)])
+def test_the_pool_calibrates_on_cpu_time_while_blas_runs_one_thread(monkeypatch, one_blas_thread, clock):
+    seen = []
+    monkeypatch.setattr(Batcher, "calibrate", lambda self, net, shapes, clock=None: seen.append(clock) or True)
+    config = Config(model_bytes=[make_mlp().SerializeToString()], max_batch_size=8, warmup=True,
+                    disable_blas_threading=one_blas_thread)
+    with PooledPredictor(config):
+        assert seen == [clock]
 
 
 def test_warmup_calibrates_and_a_model_that_gains_nothing_does_not_batch(monkeypatch):
