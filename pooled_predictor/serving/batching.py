@@ -24,12 +24,36 @@ max_batch_size=0 for it, as in Triton, where the model's configuration says so.
 Jobs batch together when they are for the same net_id, have the same
 signature, and ask only for graph outputs; a job asking for a kept
 intermediate or a weight runs alone.
+
+How large a batch is (measured on 2 cores, 8 closed-loop clients, 2 workers;
+benchmarks/serving.py):
+
+* Its share (`fair_share`): the rows of the model in the pool, those waiting and
+  those other workers run, split evenly over this worker, the idle ones and
+  those running the model. Taking every queued job left the other worker one
+  client to serve, each of its jobs waiting out the delay, while seven waited
+  through one long batch (PP-OCR rec's p99 2.5x the pool's without batching);
+  a lone job never waits for the delay while a worker is idle.
+* Whether it pays (`Batcher.calibrate`, at warm-up, when the model has no
+  preferred_batch_sizes): the seconds per row of one forward at batch 1, 2, 4,
+  ... max_batch_size. The preferred size is the smallest within 5% of the
+  cheapest per row; unless it costs at most PAYS (0.8) of a row alone, the
+  model does not batch. Even sharing, batches widen the spread of latencies:
+  at every size up to 8, PP-OCR rec's and MobileNetV2's p99s were 1.0-1.3x the
+  pool's (median of rounds, four runs), their rows costing 0.9-1.05 of a row
+  alone; a batch must make rows cheaper by more than that costs. PP-OCR rec
+  and MobileNetV2, one single-threaded forward per worker, do not batch (rows
+  at batch 8 cost 0.93-1.05 of a row alone; 0.83 once at batch 4 under load 6,
+  where other processes shared the cores' caches); the tests' MLP, mostly
+  per-forward cost, batches 8 (0.2).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -38,6 +62,10 @@ from ..errors import PooledPredictorError
 from ..engine.program import Program
 
 log = logging.getLogger("pooled_predictor")
+
+
+PAYS = 0.8        # a batch size pays when a row costs at most this much of a row alone
+NEAR_BEST = 1.05  # the preferred size: the smallest whose row costs at most this much of the cheapest
 
 
 class NotBatchable(Exception):
@@ -91,11 +119,76 @@ class Batcher:
         self.output_names = program.output_names  # the very list forward() gives jobs asking for the outputs
         self._outputs = set(self.output_names)
         self._dtypes = [v.dtype for v in program.inputs]
+        self._dims = [d for v in program.inputs for d in v.shape[1:]]  # all but the batch dimension
         # outputs proven by their declared shape; the rest need the probe
         self.needs_probe = [v.name for v in program.outputs
                             if not (symbol and v.shape and v.shape[0] == symbol)]
         self._signatures: dict = {}  # signature -> batchable (bool), filled by probes
         self._lock = threading.Lock()
+        self.row_costs: dict[int, float] = {}  # batch rows -> seconds per row, once calibrated
+
+    # ---- how large a batch is ------------------------------------------------------
+    def calibrate(self, net, shapes: Mapping[str, Sequence[int]] | None = None, rounds: int = 7,
+                  budget: float = 2.0, clock: Callable[[], float] | None = None) -> bool:
+        """Set the preferred size (and max_rows) from `net`'s seconds per row at each batch size.
+
+        Runs forwards at 1, 2, 4, ... max_rows rows (and max_rows), zeros of the
+        inputs' dtypes, `shapes` with the first dimension replaced, after one
+        untimed forward each (its layout). A round runs about max_rows rows at
+        each size (max_rows // size forwards), the sizes in a rotated order; up to
+        `rounds` rounds, none started after `budget` seconds (at least 3). Time is
+        read on `clock`: the wall clock by default; the pool gives time.thread_time
+        when it limits BLAS to one thread (the forward then runs on this thread
+        alone, and its CPU time moves little with other processes' load). Sizes are
+        compared within a round, where the machine was the same: row_costs[b] is
+        the median over rounds of a row's time at b over a row's time at 1, times
+        the median time of a row at 1. The preferred size is the smallest whose
+        row costs at most NEAR_BEST of the cheapest; max_rows becomes it, or 1
+        (the model does not batch) unless its row costs at most PAYS of a row
+        alone. The Net keeps those layouts.
+
+        Args:
+            net: a Net of the model (a scratch one: the pool's workers have their own).
+            shapes: input name -> shape (the first dimension is ignored); None: the
+                declared shapes, when every dimension but the first is a number.
+            rounds, budget: rounds at most; seconds (wall) after which no new round starts.
+            clock: seconds, read before and after each size's forwards in a round
+                (None: time.perf_counter).
+        Returns:
+            False (nothing changed) when `shapes` is None and a declared dimension
+            beyond the first is free: timings at a guessed size would mislead.
+        Raises:
+            InputError, ShapeInferenceError: shapes the model does not take.
+        """
+        if shapes is None:
+            if not all(isinstance(d, int) for d in self._dims):
+                return False
+            shapes = net.default_input_shapes()
+        else:
+            shapes = net.input_spec.check_shapes(shapes)
+        sizes = sorted({min(1 << k, self.max_rows) for k in range(self.max_rows.bit_length() + 1)})
+        feeds = {b: {n: np.zeros((b,) + tuple(shapes[n][1:]), dt if dt is not None else np.float32)
+                     for n, dt in zip(self.input_names, self._dtypes)} for b in sizes}
+        for b in sizes:
+            net.forward(feeds[b])
+        clock = clock or time.perf_counter
+        per_row = {b: [] for b in sizes}  # seconds per row at b, one entry per round
+        start = time.perf_counter()
+        for r in range(rounds):
+            for b in sizes[r % len(sizes):] + sizes[:r % len(sizes)]:
+                n = max(1, self.max_rows // b)
+                t0 = clock()
+                for _ in range(n):
+                    net.forward(feeds[b])
+                per_row[b].append((clock() - t0) / (n * b))
+            if r >= 2 and time.perf_counter() - start > budget:
+                break
+        one = float(np.median(per_row[1]))
+        self.row_costs = {b: one * float(np.median(np.divide(per_row[b], per_row[1]))) for b in sizes}
+        size = preferred_size(self.row_costs)
+        self.preferred = (size,) if size > 1 else ()
+        self.max_rows = size
+        return True
 
     # ---- which jobs go together -----------------------------------------------------
     def key(self, job):
@@ -179,8 +272,60 @@ class Batcher:
         return results
 
 
-def make_batchers(programs, sizes, delays, preferred, *, explicit: bool) -> list[Batcher | None]:
+def preferred_size(row_costs: Mapping[int, float]) -> int:
+    """The batch size to prefer from seconds per row by batch size (1 must be there); 1: do not batch.
+
+    The smallest size whose row costs at most NEAR_BEST of the cheapest, if that
+    costs at most PAYS of a row alone.
+    """
+    cheapest = min(row_costs.values())
+    size = min(b for b, c in row_costs.items() if c <= cheapest * NEAR_BEST)
+    return size if row_costs[size] <= PAYS * row_costs[1] else 1
+
+
+def fair_share(waiting: int, net_id: int, me: int, idle: Sequence[bool], running: Sequence) -> tuple[int, bool]:
+    """How many rows a batch of model `net_id` may take, and whether a worker is idle.
+
+    The model's rows in the pool, those `waiting` (the batch's first job and the
+    queued jobs it could take) and those the other workers run now, split
+    evenly over this worker, the idle ones and those running the model; a
+    worker running a large batch leaves more to this one, an idle one gets its
+    part at once. The lists are read without a lock: a stale entry only moves
+    one batch's size.
+
+    Args:
+        waiting: rows of the first job and of the queued jobs that could join it.
+        net_id: the model.
+        me: this worker's index.
+        idle: per worker, True while it waits for a job.
+        running: per worker, (net_id, rows) of the run it is in, or None.
+    Returns:
+        (cap in rows, or None when no other worker takes the model's rows;
+        True when another worker is idle).
+    """
+    peers = rows = 0
+    any_idle = False
+    for i, (free, run) in enumerate(zip(idle, running)):
+        if i == me:
+            continue
+        if free:
+            peers += 1
+            any_idle = True
+        elif run is not None and run[0] == net_id:
+            peers += 1
+            rows += run[1]
+    return (-(-(waiting + rows) // (1 + peers)) if peers else None), any_idle
+
+
+def make_batchers(programs, sizes, delays, preferred, *, explicit: bool,
+                  calibration: Sequence[tuple[Callable, Mapping]] | None = None,
+                  clock: Callable[[], float] | None = None) -> list[Batcher | None]:
     """A Batcher per model whose max_batch_size (`sizes`) is > 1; None for the others.
+
+    With `calibration` (per model: a factory of scratch Nets and the warm-up
+    input shapes or None), each Batcher of a model without preferred sizes is
+    calibrated (Batcher.calibrate, on `clock`): one whose max_rows becomes 1 does
+    not batch, which its log line says; it stays in the list with its row_costs.
 
     Raises:
         ValueError: `explicit` (per-model sizes were given) and a model with a
@@ -196,5 +341,18 @@ def make_batchers(programs, sizes, delays, preferred, *, explicit: bool) -> list
                 if explicit:
                     raise ValueError(f"Config: net {net_id} cannot batch (max_batch_size={size}): {exc}") from None
                 log.info("net %d does not batch: %s", net_id, exc)
+        if batcher is not None and calibration is not None and not batcher.preferred:
+            new_net, shapes = calibration[net_id]
+            if not batcher.calibrate(new_net(), shapes, clock=clock):
+                log.info("net %d: batching not calibrated (an input has a free dimension beyond the first: "
+                         "give Config.warmup_shapes)", net_id)
+                out.append(batcher)
+                continue
+            costs = ", ".join(f"{b}: {c * 1e3:.3g}" for b, c in batcher.row_costs.items())
+            if batcher.max_rows > 1:
+                log.info("net %d batches up to %d rows (ms per row by batch size: %s)", net_id, batcher.max_rows, costs)
+            else:
+                log.info("net %d does not batch: no batch size makes a row cost %.0f%% of a row alone or less "
+                         "(ms per row by batch size: %s)", net_id, PAYS * 100, costs)
         out.append(batcher)
     return out

@@ -19,7 +19,10 @@
   back at once; the entry itself is skipped when a worker reaches it.
 * Batching (Triton's dynamic batcher): gather() takes, beside a first job,
   more queued jobs that a predicate accepts, highest level first, up to a row
-  limit, waiting up to a delay for more unless a preferred size is reached.
+  limit and the batch's share of the waiting rows (a share function the pool
+  gives, see pooled_predictor.serving.batching), waiting up to a delay for more
+  unless a preferred size or the share is reached, and never while a worker
+  is idle: a worker that goes idle (get()) wakes the waiting batches.
 """
 
 from __future__ import annotations
@@ -116,6 +119,9 @@ class JobQueue:
         """The next job for a worker (blocking), or STOP after close()."""
         tickets = self._tickets
         while True:
+            if self._batchers_waiting:  # a batch waiting for more jobs goes now: this worker is idle
+                with self._lock:
+                    self._arrived.notify_all()
             if tickets.get() is STOP:
                 return STOP
             with self._lock:
@@ -162,51 +168,45 @@ class JobQueue:
             self._slots.put(None)
 
     def gather(self, first, accept: Callable, rows: Callable, max_rows: int, delay: float,
-               preferred: Sequence[int] = (), share: int = 1) -> list:
+               preferred: Sequence[int] = (), share: Callable | None = None,
+               taken: Callable | None = None) -> list:
         """More jobs to run in one batch with `first` (which the caller already took).
 
         Takes queued jobs that `accept(job)` approves, highest level first and
         FIFO within a level, while their `rows(job)` fit in `max_rows` in all.
-        With no preferred size reached and room left, waits for more jobs until
-        `delay` seconds after `first` was queued. With preferred sizes, a batch
-        that can stop at one stops at the largest it can reach. With `share`
-        > 1 (this worker and the idle ones), it takes only its share of the
-        rows waiting, ceil(rows / share), and leaves the rest to the others
-        without waiting. Returns the jobs taken (without `first`); they are no
-        longer queued.
+        `share(waiting)`, given the rows of `first` and of every accepted job
+        queued, returns (cap, idle): the most rows this batch may take, its
+        share, the rest being left to other workers (None: no other worker takes
+        these jobs), and whether a worker is idle. A batch that reaches its
+        share or `max_rows` goes at once; with preferred sizes, it stops at the
+        largest it can reach. Otherwise it waits for more jobs until `delay`
+        seconds after `first` was queued, but never while a worker is idle. Each
+        arrival, and each worker that goes idle, re-evaluates. `taken(rows)` is
+        told the batch's rows under the lock, before another batch can count
+        them. Returns the jobs taken (without `first`); they are no longer queued.
         """
         first_rows = rows(first)
         until = first.enqueued + delay
         with self._lock:
             while True:
-                chosen, total = [], first_rows
+                chosen, total, waiting = [], first_rows, first_rows
                 for level in self._order:
                     for job in level:
                         if job.queued and accept(job):
                             r = rows(job)
+                            waiting += r
                             if total + r <= max_rows:
                                 chosen.append(job)
                                 total += r
-                                if total >= max_rows:
-                                    break
-                    if total >= max_rows:
-                        break
+                cap, idle = share(waiting) if share is not None else (None, False)
+                if cap is not None and total > cap:
+                    chosen, total = _fit(first_rows, chosen, rows, cap)
                 if preferred:
                     cut = _preferred_cut(first_rows, [rows(j) for j in chosen], preferred)
                     if cut is not None:
                         chosen = chosen[:cut]
                         break
-                if share > 1 and chosen:
-                    mine, kept = -(-total // share) - first_rows, 0
-                    for i, job in enumerate(chosen):
-                        mine -= rows(job)
-                        if mine < 0:
-                            break
-                        kept = i + 1
-                    if kept < len(chosen):
-                        chosen = chosen[:kept]
-                        break
-                if total >= max_rows or self.closed:
+                if total >= min(cap or max_rows, max_rows) or idle or self.closed:
                     break
                 left = until - time.perf_counter()
                 if left <= 0:
@@ -218,6 +218,8 @@ class JobQueue:
                     self._batchers_waiting -= 1
             for job in chosen:
                 self._dequeue(job)
+            if taken is not None:
+                taken(first_rows + sum(rows(j) for j in chosen))
         return chosen
 
     # ---- removal and shutdown ----------------------------------------------------------
@@ -253,6 +255,16 @@ class JobQueue:
         if job.slot:
             job.slot = False
             self._slots.put(None)
+
+
+def _fit(first_rows: int, jobs: list, rows: Callable, cap: int) -> tuple[list, int]:
+    """The first of `jobs` (in order) that fit with `first_rows` in `cap` rows, and the rows they make."""
+    total = first_rows
+    for i, job in enumerate(jobs):
+        if total + rows(job) > cap:
+            return jobs[:i], total
+        total += rows(job)
+    return jobs, total
 
 
 def _preferred_cut(first_rows: int, more_rows: list[int], preferred: Sequence[int]) -> int | None:

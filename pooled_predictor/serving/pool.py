@@ -49,7 +49,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .batching import Batcher, NotBatchable, make_batchers
+from .batching import Batcher, NotBatchable, fair_share, make_batchers
 from .blas import limit_blas_threads, release_blas_threads
 from ..budget import resolve_limit
 from ..errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
@@ -131,6 +131,12 @@ class Config:
             waited once a preferred size or max_batch_size is reached.
         preferred_batch_sizes: row counts a batch stops at when it can (the
             largest reachable); one sequence for all models or one per model.
+            Without them, `warmup` measures each batching model's time per row
+            at batch 1, 2, 4, ... max_batch_size and prefers the size where a
+            row is cheapest; a model whose rows are not clearly cheaper in a
+            batch does not batch (pooled_predictor.serving.batching). A batch takes at most its
+            share of the model's rows over the workers, and never waits for
+            max_queue_delay while a worker is idle.
         priority_aging: seconds after which a queued job goes before younger
             jobs of higher priority levels (no level starves); None (default):
             strict priority levels, as Triton.
@@ -144,7 +150,8 @@ class Config:
         warmup: run each model once at construction (compiled kernels compiled
             or loaded from numba's disk cache, kernels set up), so the first
             request does not pay it; shapes from `warmup_shapes[net_id]` (name ->
-            shape) or the declared ones with symbolic dims as 1.
+            shape) or the declared ones with symbolic dims as 1; and calibrates
+            batching (see preferred_batch_sizes).
         enable_profiling: time every node of every worker's Nets (onnxruntime's
             option); each `predictor(i).profiler` collects, end_profiling() writes.
     """
@@ -288,7 +295,8 @@ class _Workers:
         self.callback = callback
         self.restore = config.shape_policy == "restore"
         self.queue = JobQueue(config.capacity, config.priority_aging)
-        self.batchers = _batchers(config, predictors)
+        self.batch_plans = _batchers(config, predictors)  # every model's Batcher or None (with row_costs)
+        self.batchers = [b if b is not None and b.max_rows > 1 else None for b in self.batch_plans]
         self.stats = StatsRecorder(range(len(predictors)))
         self.stats.batching = {i for i, b in enumerate(self.batchers) if b is not None}
         # the Callback's methods, None where it keeps Callback's no-op (not called at all)
@@ -297,6 +305,7 @@ class _Workers:
         self.threads: list[threading.Thread] = []
         self.threads_lock = threading.Lock()
         self.idle: list[bool] = []  # per worker, written only by that worker
+        self.running: list = []     # per worker, (net_id, rows) of its run or None; written only by it
         self.started = False        # all num_threads workers are running
         self.local = threading.local()  # .worker: True on this pool's workers; .depth: inline depth
         self.known_outputs = [self._readable(p) for p in predictors]
@@ -338,6 +347,7 @@ class _Workers:
             t = threading.Thread(target=self.worker_main, args=(index,), name=f"pooled-predictor-{index}",
                                  daemon=True)
             self.idle.append(True)  # idle until it takes its first job
+            self.running.append(None)
             self.threads.append(t)
             self.started = len(self.threads) >= self.config.num_threads  # then no more checks
         t.start()
@@ -346,19 +356,24 @@ class _Workers:
         self.local.worker = True
         self.local.depth = 0
         idle = self.idle
+        running = self.running
         jobs = self.queue
         get = jobs.get
         batchers = self.batchers
         while True:
+            # idle or running, never neither: another worker's batch shares with this one (fair_share)
             idle[index] = True
+            running[index] = None
             job = get()
-            idle[index] = False
             if job is STOP:
+                idle[index] = False
                 return
+            running[index] = (job.net_id, job.rows)
+            idle[index] = False
             try:
                 batcher = batchers[job.net_id]
                 # gather only when other jobs wait, or a batch may wait for them
-                if batcher is not None and (jobs._size or batcher.delay) and self.run_batch(job, batcher):
+                if batcher is not None and (jobs._size or batcher.delay) and self.run_batch(job, batcher, index):
                     continue
                 if not job.set_running_or_notify_cancel():
                     self.stats.count(job.net_id, "cancelled")  # cancelled between take and start
@@ -416,7 +431,7 @@ class _Workers:
         else:
             job.set_result(result)
 
-    def run_batch(self, first: _Job, batcher: Batcher) -> bool:
+    def run_batch(self, first: _Job, batcher: Batcher, index: int) -> bool:
         """Gather jobs like `first` into one batched run; False (nothing done) when `first` runs alone.
 
         Each job of the batch is started on its own (a cancelled one leaves, an
@@ -431,9 +446,15 @@ class _Workers:
         if not batcher.admits(first, net):
             return False
         key = first.batch_key
-        # share the waiting jobs with the idle workers (a batch of all of them would leave those idle)
+        idle, running = self.idle, self.running
+
+        def taken(rows):  # under the queue's lock: the next batch's share counts these rows
+            running[index] = (net_id, rows)
+
+        # this batch's share of the model's rows in the pool (batching.fair_share)
         more = self.queue.gather(first, lambda j: j.net_id == net_id and batcher.key(j) == key, _rows,
-                                 batcher.max_rows, batcher.delay, batcher.preferred, share=1 + sum(self.idle))
+                                 batcher.max_rows, batcher.delay, batcher.preferred,
+                                 lambda rows: fair_share(rows, net_id, index, idle, running), taken)
         if not more:
             return False
         live = []
@@ -490,10 +511,20 @@ def _rows(job: _Job) -> int:
 
 
 def _batchers(config: Config, predictors: list[Predictor]) -> list[Batcher | None]:
-    """A Batcher per model whose max_batch_size > 1 (None: that model never batches)."""
+    """A Batcher per model whose max_batch_size > 1 (None: that model never batches).
+
+    With Config.warmup, each is calibrated at the warm-up shapes (Batcher.calibrate), on
+    the thread's CPU time when BLAS is limited to one thread (a forward runs on its thread alone).
+    """
     n = len(predictors)
+    calibration = None
+    if config.warmup:
+        shapes = list(config.warmup_shapes) + [None] * (n - len(config.warmup_shapes))
+        calibration = [(p.new_net, s) for p, s in zip(predictors, shapes)]
+    one_thread = config.disable_blas_threading and int(config.blas_threads) == 1
     return make_batchers([p.program for p in predictors], config.batch_sizes(n), config.queue_delays(n),
-                         config.preferred_sizes(n), explicit=isinstance(config.max_batch_size, (list, tuple)))
+                         config.preferred_sizes(n), explicit=isinstance(config.max_batch_size, (list, tuple)),
+                         calibration=calibration, clock=time.thread_time if one_thread else time.perf_counter)
 
 
 _live_pools: "weakref.WeakSet[PooledPredictor]" = weakref.WeakSet()

@@ -192,7 +192,8 @@ def test_a_worker_takes_only_its_share_when_others_are_idle():
     for _ in range(6):
         q.put(J(), block=False, timeout=None)
     first = q.get()
-    more = q.gather(first, lambda j: True, lambda j: j.rows, max_rows=8, delay=10.0, share=2)
+    more = q.gather(first, lambda j: True, lambda j: j.rows, max_rows=8, delay=10.0,
+                    share=lambda rows: (-(-rows // 2), True))
     assert len(more) == 2 and len(q) == 3   # 3 of the 6 rows; the idle worker gets the rest at once
     rest = q.gather(q.get(), lambda j: True, lambda j: j.rows, max_rows=8, delay=0.0)
     assert len(rest) == 2 and len(q) == 0
