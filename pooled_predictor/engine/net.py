@@ -214,7 +214,10 @@ class Net:
         not hold yet) the reference kernels while a background compile builds the compiled ones
         (engine/tiering.py). tier "compiled" builds that one or raises NotCached."""
         if tier is None and not (self.tiered and compiled.tiered()):
-            return build_layout(self.program, shapes, self.device, self._options(), BODIES)
+            layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
+            if compiled.active():  # its kernels are in memory now (warm-up, untiered): later layouts try them
+                self.program.tiers_loaded = True
+            return layout
         generation = COMPILER.generation
         # Until one compiled layout of this Program has been built in this process (its kernels loaded
         # by the background compiler), trying one fails, after the weights' packing and transforms
