@@ -159,3 +159,17 @@ def test_cold_cache_serves_reference_kernels_then_switches_to_compiled(tmp_path)
     assert warm["after_tier"] == "compiled"
     np.testing.assert_allclose(np.array(warm["first"], np.float32), ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.array(warm["after"], np.float32), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_after_a_warmup_new_shapes_take_the_compiled_kernels_at_once(monkeypatch):
+    """Warm-up compiles inline; a later shape (the batcher's sizes) is then laid out compiled, not
+    on the reference kernels while nothing needs loading."""
+    from pooled_predictor import Predictor
+
+    monkeypatch.setattr(compiled, "TIERED", True)
+    p = Predictor(make_mlp(batch="N").SerializeToString())
+    p.warmup({"x": (1, 16)})
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    y = p.forward({"x": x})["y"]
+    assert p.net().layout.tier == "compiled"
+    np.testing.assert_allclose(y, mlp_reference(make_mlp(batch="N"), x), rtol=1e-5, atol=1e-6)
