@@ -1,151 +1,425 @@
-"""Compiled time loops of RNN, GRU and LSTM (numba; float32 and float64).
+"""Compiled RNN, GRU and LSTM, float32: one call runs a whole node (ONNX spec equations).
 
-Same semantics as the numpy loops of ops/cpu/recurrent_cell.py (the reference they
-are tested against), fused: per step one BLAS call H_{t-1} R^T into `g` (numba's
-np.dot with an output), then one pass over the gates of every batch row
-that updates H (and C) in place and writes Y. Rows past their sequence
-length are skipped (their state is kept, Y stays zero). Nothing is
-allocated inside the loop; no threads are started.
+Per call, for every direction:
 
-Arguments: xw [seq, batch, G*H] (the input projection, biases included),
-rt = R^T [H, G*H] (a view of the weight), lens [batch], tidx [seq, batch]
-(time index per step and row), h / c [batch, H] states (updated in place),
-g [batch, G*H] workspace, y [seq, batch, H] (ignored unless write_y),
-acts [k, 3] rows (code, alpha, beta) as float64, clip < 0 for none.
+1. the input projection XW = X W^T for all time steps and both directions, one
+   packed-panel GEMM (compiled/matmul.py's matmul_const; W^T packed once per
+   weight by pack_weights, shared by every Net);
+2. the time loop: per step one small GEMM H_{t-1} R^T (matmul_const again, over
+   R^T packed per direction), then, per batch row, the gates in contiguous
+   passes of H to 4H floats that LLVM vectorizes (8 lanes on AVX2): projection
+   and folded bias added, peepholes, clip, activations, the state update, Y.
+
+Rows past their sequence length are skipped (their state is kept, Y stays
+zero); a backward direction starts each row at its own last element,
+lens[b] - 1. Nothing is allocated; no threads are started; the GIL is released.
+
+Activations are computed in float32: Sigmoid as compiled/sigmoid.py (exp32 of
+-|x|, at most 2 ulp), Tanh by Cephes' tanhf (Moshier: an odd polynomial below
+|x| = 0.625, (1 - e) / (1 + e) with e = exp32(-2|x|) above, branch-free), so
+their passes vectorize; the spec's other activations element by element
+(act_scalar). Numerically the GEMMs are BLAS sgemm's (a sequential FMA chain
+over k); the tested reference is recurrent_cell.py's numpy loops
+(tests/ops/test_recurrent.py runs both against onnxruntime).
+
+Arguments common to the three (flat C-contiguous float32 arrays unless said;
+absent inputs and outputs as empty arrays):
+x (X, layout 0: [seq, batch, input], 1: [batch, seq, input]), wp
+(pack_weights of W), rp (pack_recurrent of R), b (B [D, 2 G H]), lens (int32
+[batch]), h0 (initial_h, layout 0: [D, batch, H], 1: [batch, D, H]), y
+(Y, layout 0: [seq, D, batch, H], 1: [batch, seq, D, H]), yh (Y_h, as h0),
+xw (workspace, seq * batch * D * G * H floats), work (workspace,
+work_size floats), acts (float64 [D * k, 3]: code, alpha, beta per
+activation, ACTIVATIONS' codes), seq, batch, input_size, hidden, num_dir,
+layout, reverse (direction "reverse"), clip (< 0: none).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from numba import njit
+from numba import njit, types
+
+from .expf import exp32_nonpositive
+from .matmul import PANEL, matmul_const, pack_right, scratch_size
+
+_f = np.float32
+ZERO, ONE, TWO, HALF = _f(0.0), _f(1.0), _f(2.0), _f(0.5)
+TANH_SMALL = _f(0.625)  # Cephes' tanhf: the polynomial below, the exponential form above
+T0, T1, T2, T3, T4 = (_f(-5.70498872745e-3), _f(2.06390887954e-2), _f(-5.37397155531e-2),
+                      _f(1.33314422036e-1), _f(-3.33332819422e-1))
+MS = scratch_size()  # matmul_const's tile for a last, partial panel
+
+RELU, TANH, SIGMOID = 0, 1, 2  # recurrent_cell.ACTIVATIONS' codes of the vectorized ones
+
+_f4, _i8, _b1 = types.float32, types.int64, types.boolean
+_R1 = types.Array(_f4, 1, "C", readonly=True)
+_W1 = types.Array(_f4, 1, "C")
+_L1 = types.Array(types.int32, 1, "C", readonly=True)
+_A2 = types.Array(types.float64, 2, "C", readonly=True)
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _act(v, act):
-    code = int(act[0])
-    if code == 0:
-        return v if v > 0 else 0.0
-    if code == 1:
-        return math.tanh(v)
-    if code == 2:
-        if v >= 0:
-            return 1.0 / (1.0 + math.exp(-v))
-        e = math.exp(v)
-        return e / (1.0 + e)
-    if code == 3:
-        return act[1] * v + act[2]
-    if code == 4:
-        return v if v >= 0 else act[1] * v
-    if code == 5:
-        return v if v > act[1] else 0.0
-    if code == 6:
-        return act[1] * math.tanh(act[2] * v)
-    if code == 7:
-        return min(1.0, max(0.0, act[1] * v + act[2]))
-    if code == 8:
-        return v if v >= 0 else act[1] * (math.exp(v) - 1.0)
-    if code == 9:
-        return v / (1.0 + abs(v))
-    # 10: softplus, ln(1 + e^v) without overflow
-    return v + math.log1p(math.exp(-v)) if v > 0 else math.log1p(math.exp(v))
+def pack_weights(w: np.ndarray) -> np.ndarray:
+    """W [D, G*H, input] -> W^T (input x D*G*H) in matmul_const's panels (one GEMM for every direction)."""
+    w = np.asarray(w, np.float32)
+    return pack_right(w.reshape(-1, w.shape[2]).T, None)
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _clip(v, clip):
-    if clip >= 0:
-        return min(clip, max(-clip, v))
-    return v
-
-
-@njit(nogil=True, cache=True)
-def rnn_loop(xw, rt, lens, tidx, h, g, y, write_y, acts, clip):
-    seq, batch = tidx.shape
-    hid = h.shape[1]
-    for s in range(seq):
-        np.dot(h, rt, g)
-        for b in range(batch):
-            if s >= lens[b]:
-                continue
-            t = tidx[s, b]
-            for j in range(hid):
-                v = _act(_clip(g[b, j] + xw[t, b, j], clip), acts[0])
-                h[b, j] = v
-                if write_y:
-                    y[t, b, j] = v
-
-
-@njit(nogil=True, cache=True)
-def gru_loop(xw, rzt, rht, rbh, lens, tidx, h, g, gh, rh, y, write_y, acts, clip, linear_before_reset):
-    """rzt = R[:2H]^T, rht = R[2H:]^T; g [batch, 2H] holds H R_zr^T, gh [batch, H] the candidate's
-    product (H R_h^T, or (r * H) R_h^T), rh [batch, H] workspace for r * H."""
-    seq, batch = tidx.shape
-    hid = h.shape[1]
-    for s in range(seq):
-        np.dot(h, rzt, g)
-        for b in range(batch):
-            if s >= lens[b]:
-                continue
-            t = tidx[s, b]
-            for j in range(2 * hid):
-                g[b, j] = _act(_clip(g[b, j] + xw[t, b, j], clip), acts[0])
-        if linear_before_reset:
-            np.dot(h, rht, gh)
+def pack_recurrent(r: np.ndarray, op: str) -> np.ndarray:
+    """R [D, G*H, H] -> R_d^T in panels, direction after direction (GRU: R_zr^T, then R_h^T, per direction)."""
+    r = np.asarray(r, np.float32)
+    hid = r.shape[2]
+    parts = []
+    for d in range(r.shape[0]):
+        if op == "GRU":
+            parts += [pack_right(r[d, :2 * hid].T, None), pack_right(r[d, 2 * hid:].T, None)]
         else:
-            for b in range(batch):
+            parts.append(pack_right(r[d].T, None))
+    out = np.concatenate(parts)
+    out.flags.writeable = False
+    return out
+
+
+@njit("int64(int64, int64)", nogil=True, cache=True, inline="always")
+def _panels(n, k):
+    """Floats of a pack_right of k rows and n columns (panels of PANEL columns, the last zero-padded)."""
+    return (n + PANEL - 1) // PANEL * PANEL * k
+
+
+def work_size(op: str, batch: int, hidden: int, num_dir: int) -> int:
+    """Floats of `work` for the loops (the matmul tile, folded bias, gates, states)."""
+    g = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    return MS + num_dir * g * hidden + num_dir * hidden + batch * g * hidden + 4 * batch * hidden + hidden
+
+
+@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def sigmoid32(v):
+    """1 / (1 + exp(-v)) in float32 (compiled/sigmoid.py's form: exp's argument is -|v|)."""
+    z = -v if v >= ZERO else v
+    e = exp32_nonpositive(z)
+    num = ONE if v >= ZERO else e
+    return num / (ONE + e)
+
+
+@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def tanh32(v):
+    """tanh(v) in float32, Cephes' tanhf without branches: |v| <= 0.625, v + v^3 P(v^2); above,
+    (1 - e) / (1 + e), e = exp(-2|v|), the sign restored."""
+    a = -v if v < ZERO else v
+    e = exp32_nonpositive(-TWO * a)
+    big = (ONE - e) / (ONE + e)
+    z = a * a
+    small = ((((T0 * z + T1) * z + T2) * z + T3) * z + T4) * z * a + a
+    r = small if a <= TANH_SMALL else big
+    return -r if v < ZERO else r
+
+
+@njit("float32(float32, int64, float32, float32)", nogil=True, cache=True, error_model="numpy")
+def act_scalar(v, code, alpha, beta):
+    """One element through the spec's activation `code` (recurrent_cell.ACTIVATIONS)."""
+    if code == RELU:
+        return v if v > ZERO else ZERO
+    if code == TANH:
+        return tanh32(v)
+    if code == SIGMOID:
+        return sigmoid32(v)
+    if code == 3:  # Affine
+        return alpha * v + beta
+    if code == 4:  # LeakyRelu
+        return v if v >= ZERO else alpha * v
+    if code == 5:  # ThresholdedRelu
+        return v if v > alpha else ZERO
+    if code == 6:  # ScaledTanh
+        return alpha * tanh32(beta * v)
+    if code == 7:  # HardSigmoid
+        return min(ONE, max(ZERO, alpha * v + beta))
+    if code == 8:  # Elu
+        return v if v >= ZERO else _f(alpha * (np.exp(np.float64(v)) - 1.0))
+    if code == 9:  # Softsign
+        return v / (ONE + abs(v))
+    # 10: Softplus, ln(1 + e^v) without overflow
+    w = np.float64(v)
+    return _f(w + np.log1p(np.exp(-w)) if w > 0 else np.log1p(np.exp(w)))
+
+
+@njit(types.void(_W1, _i8, _i8, _A2, _i8), nogil=True, cache=True, error_model="numpy", inline="always")
+def act_range(g, at, n, acts, k):
+    """g[at:at + n] = activation acts[k] of it, in place; Sigmoid and Tanh vectorized."""
+    code = int(acts[k, 0])
+    if code == SIGMOID:
+        for j in range(n):
+            g[at + j] = sigmoid32(g[at + j])
+    elif code == TANH:
+        for j in range(n):
+            g[at + j] = tanh32(g[at + j])
+    else:
+        alpha, beta = _f(acts[k, 1]), _f(acts[k, 2])
+        for j in range(n):
+            g[at + j] = act_scalar(g[at + j], code, alpha, beta)
+
+
+@njit(types.void(_W1, _i8, _i8, _f4), nogil=True, cache=True, error_model="numpy", inline="always")
+def clip_range(g, at, n, clip):
+    """g[at:at + n] clipped to [-clip, clip] when clip >= 0."""
+    if clip >= ZERO:
+        for j in range(n):
+            v = g[at + j]
+            g[at + j] = clip if v > clip else (-clip if v < -clip else v)
+
+
+@njit(types.void(_L1, _i8, _W1), nogil=True, cache=True, error_model="numpy")
+def _check_lens(lens, seq, y):
+    """Raise for a length outside [0, seq]; zero Y when a sequence ends before seq (its tail stays zero)."""
+    short = False
+    for b in range(lens.size):
+        if lens[b] < 0 or lens[b] > seq:
+            raise ValueError("sequence_lens outside [0, seq_length]")
+        short |= lens[b] < seq
+    if short:
+        y[:] = ZERO
+
+
+@njit(types.void(_R1, _R1, _W1, _W1, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
+def _project(x, wp, xw, ws, rows, input_size, n_all):
+    """XW [rows, n_all] = X [rows, input] W^T (every direction's columns side by side)."""
+    matmul_const(x, rows, input_size, False, wp, xw, n_all, ws)
+
+
+@njit(types.void(_R1, _W1, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy", inline="always")
+def _fold_bias(b, bias, gh, num_dir, inner_from):
+    """bias[d, g] = Wb[d, g] + Rb[d, g] for g < inner_from (Rb beyond stays inside a product: GRU's
+    linear_before_reset); zero without B."""
+    for d in range(num_dir):
+        for g in range(gh):
+            v = ZERO
+            if b.size:
+                v = b[d * 2 * gh + g]
+                if g < inner_from:
+                    v += b[d * 2 * gh + gh + g]
+            bias[d * gh + g] = v
+
+
+@njit(types.void(_R1, _W1, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy", inline="always")
+def _load_state(s0, s, d, num_dir, batch, hidden, layout):
+    """s [batch, H] = direction d's rows of initial_h / initial_c (zero when absent)."""
+    for b in range(batch):
+        at = ((b * num_dir + d) if layout else (d * batch + b)) * hidden
+        for j in range(hidden):
+            s[b * hidden + j] = s0[at + j] if s0.size else ZERO
+
+
+@njit(types.void(_W1, _W1, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy", inline="always")
+def _store_state(s, out, d, num_dir, batch, hidden, layout):
+    """Y_h / Y_c's direction d = s [batch, H] (nothing when the output is absent)."""
+    if out.size == 0:
+        return
+    for b in range(batch):
+        at = ((b * num_dir + d) if layout else (d * batch + b)) * hidden
+        for j in range(hidden):
+            out[at + j] = s[b * hidden + j]
+
+
+@njit(types.UniTuple(_i8, 3)(_L1, _i8, _i8, _i8, _b1, _i8, _i8, _i8, _i8),
+      nogil=True, cache=True, error_model="numpy", inline="always")
+def _row(lens, s, b, seq, backward, batch, layout, num_dir, d):
+    """(time index or -1 past the row's length, its XW row, its Y offset / hidden) at step s, row b."""
+    n = lens[b] if lens.size else seq
+    if s >= n:
+        return -1, 0, 0
+    t = n - 1 - s if backward else s
+    xrow = b * seq + t if layout else t * batch + b
+    yrow = (b * seq + t) * num_dir + d if layout else (t * num_dir + d) * batch + b
+    return t, xrow, yrow
+
+
+_COMMON = (_R1, _R1, _R1, _R1, _L1, _R1, _W1, _W1, _W1, _W1, _A2, _i8, _i8, _i8, _i8, _i8, _i8, _b1, _f4)
+
+
+@njit(types.void(*_COMMON), nogil=True, cache=True, error_model="numpy")
+def rnn(x, wp, rp, b, lens, h0, y, yh, xw, work, acts, seq, batch, input_size, hidden, num_dir, layout, reverse,
+        clip):
+    """RNN: H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb) (module docstring: the arguments)."""
+    hid = hidden
+    n_all = num_dir * hid
+    ws, bias = work[:MS], work[MS:MS + n_all]
+    at = MS + n_all
+    g, h = work[at:at + batch * hid], work[at + batch * hid:at + 2 * batch * hid]
+    if lens.size:
+        _check_lens(lens, seq, y)
+    _project(x, wp, xw, ws, seq * batch, input_size, n_all)
+    _fold_bias(b, bias, hid, num_dir, hid)
+    rsize = _panels(hid, hid)
+    for d in range(num_dir):
+        backward = reverse or d == 1
+        _load_state(h0, h, d, num_dir, batch, hid, layout)
+        rd = rp[d * rsize:(d + 1) * rsize]
+        for s in range(seq):
+            matmul_const(h, batch, hid, False, rd, g, hid, ws)
+            for bb in range(batch):
+                t, xrow, yrow = _row(lens, s, bb, seq, backward, batch, layout, num_dir, d)
+                if t < 0:
+                    continue
+                go, xo, bo = bb * hid, xrow * n_all + d * hid, d * hid
                 for j in range(hid):
-                    rh[b, j] = g[b, hid + j] * h[b, j]
-            np.dot(rh, rht, gh)
-        for b in range(batch):
-            if s >= lens[b]:
-                continue
-            t = tidx[s, b]
-            for j in range(hid):
-                z = g[b, j]
+                    g[go + j] += xw[xo + j] + bias[bo + j]
+                clip_range(g, go, hid, clip)
+                act_range(g, go, hid, acts, d)
+                for j in range(hid):
+                    h[go + j] = g[go + j]
+                if y.size:
+                    for j in range(hid):
+                        y[yrow * hid + j] = g[go + j]
+        _store_state(h, yh, d, num_dir, batch, hid, layout)
+
+
+@njit(types.void(*_COMMON, _b1), nogil=True, cache=True, error_model="numpy")
+def gru(x, wp, rp, b, lens, h0, y, yh, xw, work, acts, seq, batch, input_size, hidden, num_dir, layout, reverse,
+        clip, linear_before_reset):
+    """GRU (gates z, r, h): z, r = f(X W_zr^T + H R_zr^T + Wb + Rb); h~ = g(X Wh^T + (r * H) Rh^T + Rbh +
+    Wbh), or with linear_before_reset g(X Wh^T + r * (H Rh^T + Rbh) + Wbh); H' = h~ + z * (H - h~)."""
+    hid = hidden
+    gh = 3 * hid
+    n_all = num_dir * gh
+    ws, bias = work[:MS], work[MS:MS + n_all]
+    at = MS + n_all
+    rbh = work[at:at + num_dir * hid]
+    at += num_dir * hid
+    g = work[at:at + 2 * batch * hid]
+    at += 2 * batch * hid
+    n = batch * hid
+    cand, h, rh = work[at:at + n], work[at + n:at + 2 * n], work[at + 2 * n:at + 3 * n]
+    if lens.size:
+        _check_lens(lens, seq, y)
+    _project(x, wp, xw, ws, seq * batch, input_size, n_all)
+    # Rbh stays inside the reset product with linear_before_reset; it commutes otherwise
+    _fold_bias(b, bias, gh, num_dir, 2 * hid if linear_before_reset else gh)
+    for d in range(num_dir):
+        for j in range(hid):
+            rbh[d * hid + j] = b[d * 2 * gh + gh + 2 * hid + j] if (b.size and linear_before_reset) else ZERO
+    zr_size, h_size = _panels(2 * hid, hid), _panels(hid, hid)
+    for d in range(num_dir):
+        backward = reverse or d == 1
+        _load_state(h0, h, d, num_dir, batch, hid, layout)
+        rzr = rp[d * (zr_size + h_size):d * (zr_size + h_size) + zr_size]
+        rhh = rp[d * (zr_size + h_size) + zr_size:(d + 1) * (zr_size + h_size)]
+        for s in range(seq):
+            matmul_const(h, batch, hid, False, rzr, g, 2 * hid, ws)
+            if linear_before_reset:
+                matmul_const(h, batch, hid, False, rhh, cand, hid, ws)
+            for bb in range(batch):
+                t, xrow, yrow = _row(lens, s, bb, seq, backward, batch, layout, num_dir, d)
+                if t < 0:
+                    continue
+                go, xo, bo = 2 * bb * hid, xrow * n_all + d * gh, d * gh
+                for j in range(2 * hid):
+                    g[go + j] += xw[xo + j] + bias[bo + j]
+                clip_range(g, go, 2 * hid, clip)
+                act_range(g, go, 2 * hid, acts, 2 * d)
+                if not linear_before_reset:
+                    ho = bb * hid
+                    for j in range(hid):
+                        rh[ho + j] = g[go + hid + j] * h[ho + j]
+            if not linear_before_reset:
+                matmul_const(rh, batch, hid, False, rhh, cand, hid, ws)
+            for bb in range(batch):
+                t, xrow, yrow = _row(lens, s, bb, seq, backward, batch, layout, num_dir, d)
+                if t < 0:
+                    continue
+                go, ho, xo, bo = 2 * bb * hid, bb * hid, xrow * n_all + d * gh + 2 * hid, d * gh + 2 * hid
                 if linear_before_reset:
-                    pre = xw[t, b, 2 * hid + j] + g[b, hid + j] * (gh[b, j] + rbh[j])
+                    for j in range(hid):
+                        cand[ho + j] = xw[xo + j] + bias[bo + j] + g[go + hid + j] * (cand[ho + j] + rbh[d * hid + j])
                 else:
-                    pre = xw[t, b, 2 * hid + j] + gh[b, j] + rbh[j]
-                cand = _act(_clip(pre, clip), acts[1])
-                v = cand + z * (h[b, j] - cand)
-                h[b, j] = v
-                if write_y:
-                    y[t, b, j] = v
+                    for j in range(hid):
+                        cand[ho + j] += xw[xo + j] + bias[bo + j]
+                clip_range(cand, ho, hid, clip)
+                act_range(cand, ho, hid, acts, 2 * d + 1)
+                for j in range(hid):
+                    c = cand[ho + j]
+                    h[ho + j] = c + g[go + j] * (h[ho + j] - c)
+                if y.size:
+                    for j in range(hid):
+                        y[yrow * hid + j] = h[ho + j]
+        _store_state(h, yh, d, num_dir, batch, hid, layout)
 
 
-@njit(nogil=True, cache=True)
-def lstm_loop(xw, rt, peep, has_peep, lens, tidx, h, c, g, y, write_y, acts, clip, input_forget):
-    seq, batch = tidx.shape
-    hid = h.shape[1]
-    for s in range(seq):
-        np.dot(h, rt, g)
-        for b in range(batch):
-            if s >= lens[b]:
-                continue
-            t = tidx[s, b]
-            for j in range(hid):
-                cj = c[b, j]
-                vi = g[b, j] + xw[t, b, j]
-                vo = g[b, hid + j] + xw[t, b, hid + j]
-                vf = g[b, 2 * hid + j] + xw[t, b, 2 * hid + j]
-                vc = g[b, 3 * hid + j] + xw[t, b, 3 * hid + j]
-                if has_peep:
-                    vi += peep[j] * cj
-                    vf += peep[2 * hid + j] * cj
-                i = _act(_clip(vi, clip), acts[0])
-                f = 1.0 - i if input_forget else _act(_clip(vf, clip), acts[0])
-                cn = f * cj + i * _act(_clip(vc, clip), acts[1])
-                if has_peep:
-                    vo += peep[hid + j] * cn
-                o = _act(_clip(vo, clip), acts[0])
-                v = o * _act(cn, acts[2])
-                c[b, j] = cn
-                h[b, j] = v
-                if write_y:
-                    y[t, b, j] = v
+@njit(types.void(*_COMMON, _R1, _R1, _W1, _b1), nogil=True, cache=True, error_model="numpy")
+def lstm(x, wp, rp, b, lens, h0, y, yh, xw, work, acts, seq, batch, input_size, hidden, num_dir, layout, reverse,
+         clip, c0, p, yc, input_forget):
+    """LSTM (gates i, o, f, c; peepholes p = [Pi, Po, Pf] per direction): i = f(.. + Pi * C), f = f(.. + Pf * C)
+    (1 - i with input_forget), c~ = g(..), C' = f * C + i * c~, o = f(.. + Po * C'), H' = o * h(C')."""
+    hid = hidden
+    gh = 4 * hid
+    n_all = num_dir * gh
+    ws, bias = work[:MS], work[MS:MS + n_all]
+    at = MS + n_all + num_dir * hid
+    g = work[at:at + batch * gh]
+    at += batch * gh
+    h, c = work[at:at + batch * hid], work[at + batch * hid:at + 2 * batch * hid]
+    tmp = work[at + 2 * batch * hid:at + 2 * batch * hid + hid]
+    if lens.size:
+        _check_lens(lens, seq, y)
+    _project(x, wp, xw, ws, seq * batch, input_size, n_all)
+    _fold_bias(b, bias, gh, num_dir, gh)
+    peep = p.size > 0
+    rsize = _panels(gh, hid)
+    for d in range(num_dir):
+        backward = reverse or d == 1
+        _load_state(h0, h, d, num_dir, batch, hid, layout)
+        _load_state(c0, c, d, num_dir, batch, hid, layout)
+        rd = rp[d * rsize:(d + 1) * rsize]
+        pi, po, pf = 3 * d * hid, (3 * d + 1) * hid, (3 * d + 2) * hid
+        a_gate, a_cell, a_out = 3 * d, 3 * d + 1, 3 * d + 2
+        fast_out = int(acts[a_out, 0]) == TANH
+        for s in range(seq):
+            matmul_const(h, batch, hid, False, rd, g, gh, ws)
+            for bb in range(batch):
+                t, xrow, yrow = _row(lens, s, bb, seq, backward, batch, layout, num_dir, d)
+                if t < 0:
+                    continue
+                go, ho, xo, bo = bb * gh, bb * hid, xrow * n_all + d * gh, d * gh
+                gi, gout, gf, gc = go, go + hid, go + 2 * hid, go + 3 * hid
+                for j in range(gh):
+                    g[go + j] += xw[xo + j] + bias[bo + j]
+                if peep:
+                    for j in range(hid):
+                        g[gi + j] += p[pi + j] * c[ho + j]
+                        g[gf + j] += p[pf + j] * c[ho + j]
+                    clip_range(g, gi, hid, clip)
+                    clip_range(g, gf, 2 * hid, clip)
+                    act_range(g, gi, hid, acts, a_gate)
+                    act_range(g, gf, hid, acts, a_gate)
+                else:  # i, o, f at once
+                    clip_range(g, go, gh, clip)
+                    act_range(g, go, 3 * hid, acts, a_gate)
+                act_range(g, gc, hid, acts, a_cell)
+                if input_forget:
+                    for j in range(hid):
+                        g[gf + j] = ONE - g[gi + j]
+                for j in range(hid):
+                    c[ho + j] = g[gf + j] * c[ho + j] + g[gi + j] * g[gc + j]
+                if peep:
+                    for j in range(hid):
+                        g[gout + j] += p[po + j] * c[ho + j]
+                    clip_range(g, gout, hid, clip)
+                    act_range(g, gout, hid, acts, a_gate)
+                if fast_out:
+                    for j in range(hid):
+                        h[ho + j] = g[gout + j] * tanh32(c[ho + j])
+                else:
+                    for j in range(hid):
+                        tmp[j] = c[ho + j]
+                    act_range(tmp, 0, hid, acts, a_out)
+                    for j in range(hid):
+                        h[ho + j] = g[gout + j] * tmp[j]
+                if y.size:
+                    for j in range(hid):
+                        y[yrow * hid + j] = h[ho + j]
+        _store_state(h, yh, d, num_dir, batch, hid, layout)
+        _store_state(c, yc, d, num_dir, batch, hid, layout)
 
 
 def act_table(acts) -> np.ndarray:
-    """[(code, alpha, beta), ...] -> float64 array [k, 3] for the loops."""
-    return np.array([[c, a, b] for c, a, b in acts], np.float64)
+    """[[(code, alpha, beta), ...] per direction] -> float64 [D * k, 3] (read-only) for the loops."""
+    out = np.array([[c, a, b] for per in acts for c, a, b in per], np.float64).reshape(-1, 3)
+    out.flags.writeable = False
+    return out
