@@ -5,39 +5,44 @@ Per call, for every direction:
 1. the input projection XW = X W^T for all time steps and both directions, one
    packed-panel GEMM (compiled/matmul.py's matmul_const; W^T packed once per
    weight by pack_weights, shared by every Net);
-2. the time loop: per step one small GEMM H_{t-1} R^T (matmul_const again, over
-   R^T packed per direction), then, per batch row, the gates in contiguous
-   passes of H to 4H floats that LLVM vectorizes (8 lanes on AVX2): projection
-   and folded bias added, peepholes, clip, activations, the state update, Y.
+2. the time loop: per step one GEMM of `batch` rows, H_{t-1} R^T (small_gemm,
+   below, over R^T packed per direction), then, per batch row, the gates in
+   contiguous passes of H to 3H floats that LLVM vectorizes (8 lanes on AVX2):
+   projection and folded bias added, peepholes, clip, activations, the state
+   update, Y. With the default activations, no clip and no peepholes a row's
+   step is 1 to 3 fused passes (sigmoid_input, tanh_input, lstm_state,
+   gru_candidate_row, rnn_row); otherwise one pass per operation (act_range,
+   clip_range, ...), in the order of the spec's equations.
 
 Rows past their sequence length are skipped (their state is kept, Y stays
-zero); a backward direction starts each row at its own last element,
-lens[b] - 1. Nothing is allocated; no threads are started; the GIL is released.
+zero; Y_h and Y_c are zero for a row of length 0, as onnxruntime's); a
+backward direction starts each row at its own last element, lens[b] - 1.
+Nothing is allocated; no threads are started; the GIL is released.
 
-Activations are computed in float32. Tanh: tanh(x) = x P(x^2) / Q(x^2), P of degree 6 and Q of
-degree 3, x clamped to [-9, 9] (tanh(9) rounds to 1 - 2^-24), Horner with fused multiply-adds:
-the coefficients are our fit of the minimax relative error on [0, 9] (Loeb's linearization,
-iterated reweighted least squares in float64: 2.1e-8), the form of Eigen's and MLAS's float
-tanh. Measured in float32 over 2M points of [-12, 12] and 1e-30..1: at most 4.9 ulp, 2.9e-7
-absolute. Sigmoid(x) = 0.5 + 0.5 tanh(x / 2): at most 1.7e-7 absolute (0 below x = -18,
-where the true value is under 1.6e-8). Both branch-free: 0.6-0.7 ns an element, vectorized,
-against 1.1-1.2 for exp32-based forms (one thread). The spec's other activations go element
-by element (act_scalar). With the default activations, no clip and no peepholes, a batch
-row's step takes a few fused passes (sigmoid_input, tanh_input, lstm_state, gru_candidate_row, rnn_row); otherwise passes per
-operation (act_range, clip_range, ...), in the order of the spec's equations.
-Numerically the GEMMs are BLAS sgemm's (a sequential FMA chain over k); the tested reference
-is recurrent_cell.py's numpy loops (tests/ops/test_recurrent.py runs both against onnxruntime).
+Activations are computed in float32. Tanh: tanh(x) = x P(x^2) / Q(x^2), P of
+degree 6 and Q of degree 3, Horner with fused multiply-adds, kept within
+[-1, 1], +-1 from |x| = 9 on (tanh(9) is 1 - 3e-8). The coefficients are our
+fit of the minimax relative error on [0, 9] (Loeb's linearization, iterated
+reweighted least squares in float64: 2.1e-8), the form of Eigen's and MLAS's
+float tanh. Measured in float32 over 2M points of [-12, 12] and 1e-30..1: at
+most 4.9 ulp, 2.9e-7 absolute. Sigmoid(x) = 0.5 + 0.5 tanh(x / 2): at most
+1.8e-7 absolute (0 from x = -18 down, where the true value is under 1.6e-8).
+Both branch-free: 0.6-0.7 ns an element vectorized, against 1.1-2.6 for
+exp32-based forms (one thread). The spec's other activations go element by
+element (act_scalar). The GEMMs' error is BLAS sgemm's (a sequential FMA chain
+over k). The tested reference is recurrent_cell.py's numpy loops
+(tests/ops/test_recurrent.py runs both against onnxruntime).
 
 Arguments common to the three (flat C-contiguous float32 arrays unless said;
-absent inputs and outputs as empty arrays):
-x (X, layout 0: [seq, batch, input], 1: [batch, seq, input]), wp
-(pack_weights of W), rp (pack_recurrent of R), b (B [D, 2 G H]), lens (int32
-[batch]), h0 (initial_h, layout 0: [D, batch, H], 1: [batch, D, H]), y
-(Y, layout 0: [seq, D, batch, H], 1: [batch, seq, D, H]), yh (Y_h, as h0),
-xw (workspace, seq * batch * D * G * H floats), work (workspace,
-work_size floats), acts (float64 [D * k, 3]: code, alpha, beta per
-activation, ACTIVATIONS' codes), seq, batch, input_size, hidden, num_dir,
-layout, reverse (direction "reverse"), clip (< 0: none).
+absent inputs and outputs as empty arrays): x (X, layout 0: [seq, batch,
+input], 1: [batch, seq, input]), wp (pack_weights of W), rp (pack_recurrent
+of R), b (B [D, 2 G H]), lens (int32 [batch]), h0 (initial_h, layout 0:
+[D, batch, H], 1: [batch, D, H]), y (Y, layout 0: [seq, D, batch, H], 1:
+[batch, seq, D, H]), yh (Y_h, as h0), xw (workspace, seq * batch * D * G * H
+floats), work (workspace, work_size floats), acts (float64 [D * k, 3]: code,
+alpha, beta per activation, recurrent_cell.ACTIVATIONS' codes), seq, batch,
+input_size, hidden, num_dir, layout, reverse (direction "reverse"), clip
+(< 0: none). Raises ValueError for a sequence length outside [0, seq].
 """
 
 from __future__ import annotations
@@ -91,7 +96,7 @@ def pack_recurrent(r: np.ndarray, op: str) -> np.ndarray:
     return out
 
 
-@njit("int64(int64, int64)", nogil=True, cache=True, inline="always")
+@njit("int64(int64, int64)", nogil=True, cache=True)
 def _panels(n, k):
     """Floats of a pack_right of k rows and n columns (panels of PANEL columns, the last zero-padded)."""
     return (n + PANEL - 1) // PANEL * PANEL * k
@@ -105,13 +110,16 @@ def work_size(op: str, batch: int, hidden: int, num_dir: int) -> int:
 
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
 def tanh32(v):
-    """tanh(v) in float32: v P(v^2) / Q(v^2), v clamped to [-9, 9] (module docstring: error)."""
+    """tanh(v) in float32: v P(v^2) / Q(v^2) within [-1, 1], +-1 from |v| = 9 on (module docstring:
+    error). Branch-free; NaN passes (comparisons with it are false)."""
     c = TANH_CLAMP if v > TANH_CLAMP else v
-    c = -TANH_CLAMP if c < -TANH_CLAMP else c  # NaN passes: comparisons with it are false
+    c = -TANH_CLAMP if c < -TANH_CLAMP else c
     z = c * c
     p = fmuladd32(fmuladd32(fmuladd32(fmuladd32(fmuladd32(fmuladd32(P6, z, P5), z, P4), z, P3), z, P2), z, P1), z, P0)
     q = fmuladd32(fmuladd32(fmuladd32(Q3, z, Q2), z, Q1), z, Q0)
-    return (c * p) / q
+    r = (c * p) / q
+    r = ONE if (r > ONE or v >= TANH_CLAMP) else r  # the fit overshoots 1 by an ulp near 8.9
+    return -ONE if (r < -ONE or v <= -TANH_CLAMP) else r
 
 
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
@@ -153,9 +161,11 @@ def act_scalar(v, code, alpha, beta):
 # matmul_const's micro-tile is 6 rows x 1 panel (16 columns): with 1 or 2 rows (batch 1, 2) its
 # k loop has 2 or 4 multiply-add chains, too few to hide the FMA latency (4 cycles, 2 a cycle on
 # Zen 3: 8 chains keep both units busy). Here a tile covers more panels when it has fewer rows
-# (1 x 4 panels, 2 x 2, 3, 4 and 6 x 1: 6 to 12 chains), over groups of 4 panels so that a
-# group's panels stay in L2 for every row tile. Measured per step against matmul_const (one
-# thread, load 3 to 6 on 2 cores): 1.4-2.1x at batch 1, 1.2-1.8x at batch 2, 1.0-1.2x at 4-8.
+# (1 x 4 panels, 2 x 2, 3 x 1, 4 x 1: 6 to 8 chains; more rows in tiles of 4), over groups of
+# 4 panels so that a group's panels stay in L2 for every row tile. Measured, one thread, hidden
+# 64-512 (K = H, N = 3H or 4H): 1 row 24-47 GFLOP/s (bandwidth-bound from hidden 256 on: R is
+# 1-4 MiB), 2 rows 50-77, 3 to 8 rows 82-98; matmul_const's 6 + 2 tiles gave 8 rows 13-56
+# (tiles of 6 rows by 1 panel, 2 by 3 and 3 by 2: 55-78, spilling).
 
 _F4 = ir.FloatType()
 _I64 = ir.IntType(64)
@@ -196,11 +206,15 @@ def _make_micro(rows: int, panels: int):
             k.add_incoming(_c(0), entry)
             accs = vector_phis(builder, n, (zero, entry))
             at = builder.mul(k, _c(PANEL))
-            xv = [vload(builder, builder.gep(xpan[p], [at]), v) for p in range(panels) for v in range(2)]
-            new = []
-            for r in range(rows):
-                w = splat(builder, builder.load(builder.gep(arows[r], [k])))
-                new += [builder.call(fma, [w, xv[i], accs[r * 2 * panels + i]]) for i in range(2 * panels)]
+            # the rows' broadcasts first, then one vector of the panels at a time with its multiply-adds:
+            # at most rows + 1 + 2 * rows * panels live vectors (loading the panels' vectors first ran
+            # 2-3x slower with 2 and 3 rows, measured)
+            w = [splat(builder, builder.load(builder.gep(arows[r], [k]))) for r in range(rows)]
+            new = [None] * n
+            for i in range(2 * panels):
+                xv = vload(builder, builder.gep(xpan[i // 2], [at]), i % 2)
+                for r in range(rows):
+                    new[r * 2 * panels + i] = builder.call(fma, [w[r], xv, accs[r * 2 * panels + i]])
             k1 = builder.add(k, _c(1))
             k.add_incoming(k1, loop_bb)
             for acc, v in zip(accs, new):
@@ -219,14 +233,13 @@ def _make_micro(rows: int, panels: int):
     return micro
 
 
-_m14, _m12, _m11, _m22, _m21, _m31, _m41, _m61 = (
-    _make_micro(r, p) for r, p in ((1, 4), (1, 2), (1, 1), (2, 2), (2, 1), (3, 1), (4, 1), (6, 1)))
+_m14, _m12, _m11, _m22, _m21, _m31, _m41 = (
+    _make_micro(r, p) for r, p in ((1, 4), (1, 2), (1, 1), (2, 2), (2, 1), (3, 1), (4, 1)))
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _tile(rows, panels, a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy):
-    """One tile of `rows` rows (1, 2, 3, 4 or 6) by `panels` panels (1, 2 or 4 with 1 row; 1 or 2
-    with 2; else 1)."""
+    """One tile of `rows` rows (1 to 4) by `panels` panels (1, 2 or 4 with 1 row; 1 or 2 with 2; else 1)."""
     if rows == 1:
         if panels == 4:
             _m14(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
@@ -241,10 +254,8 @@ def _tile(rows, panels, a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy):
             _m21(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
     elif rows == 3:
         _m31(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
-    elif rows == 4:
-        _m41(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
     else:
-        _m61(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
+        _m41(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
 
 
 @njit("int64(int64, int64)", nogil=True, cache=True, inline="always")
@@ -266,7 +277,7 @@ def small_gemm(a, rows, k_n, xp, y, n_n, ws):
         gp = min(GROUP, full - g0)
         m = 0
         while m < rows:
-            rt = 6 if rows - m >= 6 else min(4, rows - m)
+            rt = min(4, rows - m)
             p = 0
             while p < gp:
                 pw = _widest(rt, gp - p)
@@ -276,7 +287,7 @@ def small_gemm(a, rows, k_n, xp, y, n_n, ws):
     if full * PANEL < n_n:
         m = 0
         while m < rows:
-            rt = 6 if rows - m >= 6 else min(4, rows - m)
+            rt = min(4, rows - m)
             _tile(rt, 1, a, m * k_n, k_n, xp, full * kk, kk, k_n, ws, 0, PANEL)
             for r in range(rt):
                 for j in range(n_n - full * PANEL):
@@ -473,7 +484,7 @@ def _project(x, wp, xw, ws, rows, input_size, n_all):
         matmul_const(x, rows, input_size, False, wp, xw, n_all, ws)
 
 
-@njit(types.void(_R1, _W1, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy", inline="always")
+@njit(types.void(_R1, _W1, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
 def _fold_bias(b, bias, gh, num_dir, inner_from):
     """bias[d, g] = Wb[d, g] + Rb[d, g] for g < inner_from (Rb beyond stays inside a product: GRU's
     linear_before_reset); zero without B."""
@@ -487,7 +498,7 @@ def _fold_bias(b, bias, gh, num_dir, inner_from):
             bias[d * gh + g] = v
 
 
-@njit(types.void(_R1, _W1, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy", inline="always")
+@njit(types.void(_R1, _W1, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
 def _load_state(s0, s, d, num_dir, batch, hidden, layout):
     """s [batch, H] = direction d's rows of initial_h / initial_c (zero when absent)."""
     for b in range(batch):
@@ -496,19 +507,21 @@ def _load_state(s0, s, d, num_dir, batch, hidden, layout):
             s[b * hidden + j] = s0[at + j] if s0.size else ZERO
 
 
-@njit(types.void(_W1, _W1, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy", inline="always")
-def _store_state(s, out, d, num_dir, batch, hidden, layout):
-    """Y_h / Y_c's direction d = s [batch, H] (nothing when the output is absent)."""
+@njit(types.void(_W1, _W1, _L1, _i8, _i8, _i8, _i8, _i8), nogil=True, cache=True, error_model="numpy")
+def _store_state(s, out, lens, d, num_dir, batch, hidden, layout):
+    """Y_h / Y_c's direction d = s [batch, H], zero for a row of length 0 (as onnxruntime); nothing when
+    the output is absent."""
     if out.size == 0:
         return
     for b in range(batch):
         at = ((b * num_dir + d) if layout else (d * batch + b)) * hidden
+        empty = lens.size > 0 and lens[b] == 0
         for j in range(hidden):
-            out[at + j] = s[b * hidden + j]
+            out[at + j] = ZERO if empty else s[b * hidden + j]
 
 
 @njit(types.UniTuple(_i8, 3)(_L1, _i8, _i8, _i8, _b1, _i8, _i8, _i8, _i8),
-      nogil=True, cache=True, error_model="numpy", inline="always")
+      nogil=True, cache=True, error_model="numpy")
 def _row(lens, s, b, seq, backward, batch, layout, num_dir, d):
     """(time index or -1 past the row's length, its XW row, its Y offset / hidden) at step s, row b."""
     n = lens[b] if lens.size else seq
@@ -558,7 +571,7 @@ def rnn(x, wp, rp, b, lens, h0, y, yh, xw, work, acts, seq, batch, input_size, h
                     copy_range(h, go, g, go, hid)
                 if y.size:
                     copy_range(y, yrow * hid, h, go, hid)
-        _store_state(h, yh, d, num_dir, batch, hid, layout)
+        _store_state(h, yh, lens, d, num_dir, batch, hid, layout)
 
 
 @njit(types.void(*_COMMON, _b1), nogil=True, cache=True, error_model="numpy")
@@ -628,7 +641,7 @@ def gru(x, wp, rp, b, lens, h0, y, yh, xw, work, acts, seq, batch, input_size, h
                     gru_update(h, ho, cand, g, go, hid)
                 if y.size:
                     copy_range(y, yrow * hid, h, ho, hid)
-        _store_state(h, yh, d, num_dir, batch, hid, layout)
+        _store_state(h, yh, lens, d, num_dir, batch, hid, layout)
 
 
 @njit(types.void(*_COMMON, _R1, _R1, _W1, _b1), nogil=True, cache=True, error_model="numpy")
@@ -702,8 +715,8 @@ def lstm(x, wp, rp, b, lens, h0, y, yh, xw, work, acts, seq, batch, input_size, 
                     lstm_hidden(g, gout, tmp, h, ho, hid)
                 if y.size:
                     copy_range(y, yrow * hid, h, ho, hid)
-        _store_state(h, yh, d, num_dir, batch, hid, layout)
-        _store_state(c, yc, d, num_dir, batch, hid, layout)
+        _store_state(h, yh, lens, d, num_dir, batch, hid, layout)
+        _store_state(c, yc, lens, d, num_dir, batch, hid, layout)
 
 
 def act_table(acts) -> np.ndarray:
