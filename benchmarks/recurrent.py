@@ -21,9 +21,12 @@ seeded generator; inputs standard normal (seeded).
 Ours: Predictor.run (the Net's compiled kernels) with BLAS limited to one thread
 (threadpoolctl); onnxruntime: InferenceSession.run, intra_op_num_threads = inter_op_num_threads = 1,
 ORT_ENABLE_ALL. Each round times every row's two engines back to back (the order
-alternating by round) for S seconds each, after a warm-up call; a row's time is
-the median over rounds of each round's median call. "speed" is onnxruntime's time
-/ ours (above 1: ours is faster). Outputs are checked first: max |ours - ort| /
+alternating by round) for S seconds each, in samples of at least 5 ms. A row's
+time is the CPU time a call of this process (time.process_time) in its fastest
+sample over all rounds, as conv_kernels.py times (on this shared machine other
+processes' load stays out of it); "ort / ours" is onnxruntime's time over ours
+(above 1: ours is faster); "wall-time ratio" the median over rounds of the same
+ratio in wall time (each round's median sample). Outputs are checked first: max |ours - ort| /
 max |ort| over every output. The load average (os.getloadavg) is printed
 before and after: the machine is shared.
 
@@ -151,15 +154,23 @@ def rel_err(ours, ref) -> float:
     return worst
 
 
-def timed(call, seconds: float) -> float:
-    """The median time of call() (seconds) over about `seconds` of calls (at least 3)."""
-    times = []
+def timed(call, seconds: float) -> tuple[float, float]:
+    """(CPU seconds a call, wall seconds a call) over about `seconds` of calls in samples of at
+    least 5 ms: the fastest sample's CPU time of this process (time.process_time, as
+    conv_kernels.per_call: on a shared machine other processes' load stays out of it) and the
+    median sample's wall time."""
+    t0 = time.process_time()
+    call()
+    inner = max(1, int(0.005 / max(time.process_time() - t0, 1e-7)))
+    cpu, wall = [], []
     stop = time.perf_counter() + seconds
-    while len(times) < 3 or time.perf_counter() < stop:
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    while len(cpu) < 3 or time.perf_counter() < stop:
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(inner):
+            call()
+        cpu.append((time.process_time() - c0) / inner)
+        wall.append((time.perf_counter() - w0) / inner)
+    return min(cpu), statistics.median(wall)
 
 
 def cpu_isa() -> dict:
@@ -203,13 +214,13 @@ def main(argv=None) -> int:
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     load_after = os.getloadavg()
     for row, (t_ours, t_ort) in zip(rows, times):
-        row["ours_ms"] = statistics.median(t_ours) * 1e3
-        row["ort_ms"] = statistics.median(t_ort) * 1e3
+        row["ours_ms"] = min(c for c, _ in t_ours) * 1e3
+        row["ort_ms"] = min(c for c, _ in t_ort) * 1e3
         row["speed"] = row["ort_ms"] / row["ours_ms"]
-        # per round: both engines measured back to back, so the ratio is less exposed to drift
-        row["speed_min_round"] = min(b / a for a, b in zip(t_ours, t_ort))
+        # wall time, both engines measured back to back in each round: the median of the rounds' ratios
+        row["speed_wall"] = statistics.median(b[1] / a[1] for a, b in zip(t_ours, t_ort))
     print(table(rows, [("model", "model", "s"), ("ours_ms", "ours ms", ".3f"), ("ort_ms", "onnxruntime ms", ".3f"),
-                       ("speed", "ort / ours", ".2f"), ("speed_min_round", "worst round", ".2f"),
+                       ("speed", "ort / ours", ".2f"), ("speed_wall", "wall-time ratio", ".2f"),
                        ("err_vs_ort", "max err / max|ort|", ".1e")]))
     slower = [r["model"] for r in rows if r["speed"] < 1.0]
     print(f"\nload average (1, 5, 15 min) before {load_before}, after {load_after}; "
