@@ -163,9 +163,10 @@ def act_scalar(v, code, alpha, beta):
 # Zen 3: 8 chains keep both units busy). Here a tile covers more panels when it has fewer rows
 # (1 x 4 panels, 2 x 2, 3 x 1, 4 x 1: 6 to 8 chains; more rows in tiles of 4), over groups of
 # 4 panels so that a group's panels stay in L2 for every row tile. Measured, one thread, hidden
-# 64-512 (K = H, N = 3H or 4H): 1 row 24-47 GFLOP/s (bandwidth-bound from hidden 256 on: R is
-# 1-4 MiB), 2 rows 50-77, 3 to 8 rows 82-98; matmul_const's 6 + 2 tiles gave 8 rows 13-56
-# (tiles of 6 rows by 1 panel, 2 by 3 and 3 by 2: 55-78, spilling).
+# 64-512 (K = H, N = 3H or 4H), load 4-9 on 2 cores: 1 row 24-47 GFLOP/s (bandwidth-bound from
+# hidden 256 on: R^T is 1-4 MiB), 2 rows 50-77, 3 to 8 rows 82-98; against matmul_const 1.4-2.1x
+# faster at 1 row, 1.2-1.8x at 2, 1.0-1.2x at 4 to 8. Tried and dropped: 6-row tiles (8 rows as
+# 6 + 2: 13-56 GFLOP/s, spilling with this load order), 2 x 3 and 3 x 2 panels (55-78).
 
 _F4 = ir.FloatType()
 _I64 = ir.IntType(64)
