@@ -47,6 +47,8 @@ input_size, hidden, num_dir, layout, reverse (direction "reverse"), clip
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -111,15 +113,16 @@ def work_size(op: str, batch: int, hidden: int, num_dir: int) -> int:
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
 def tanh32(v):
     """tanh(v) in float32: v P(v^2) / Q(v^2) within [-1, 1], +-1 from |v| = 9 on (module docstring:
-    error). Branch-free; NaN passes (comparisons with it are false)."""
-    c = TANH_CLAMP if v > TANH_CLAMP else v
-    c = -TANH_CLAMP if c < -TANH_CLAMP else c
+    error). Evaluated on |v| and the sign copied back (2 selects fewer than clamping both ends: 0.83
+    -> 0.6 ns an element); branch-free; NaN passes (comparisons with it are false)."""
+    a = abs(v)
+    c = TANH_CLAMP if a > TANH_CLAMP else a
     z = c * c
     p = fmuladd32(fmuladd32(fmuladd32(fmuladd32(fmuladd32(fmuladd32(P6, z, P5), z, P4), z, P3), z, P2), z, P1), z, P0)
     q = fmuladd32(fmuladd32(fmuladd32(Q3, z, Q2), z, Q1), z, Q0)
     r = (c * p) / q
-    r = ONE if (r > ONE or v >= TANH_CLAMP) else r  # the fit overshoots 1 by an ulp near 8.9
-    return -ONE if (r < -ONE or v <= -TANH_CLAMP) else r
+    r = ONE if (r > ONE or a >= TANH_CLAMP) else r  # the fit overshoots 1 by an ulp near 8.9
+    return math.copysign(r, v)
 
 
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
@@ -161,12 +164,13 @@ def act_scalar(v, code, alpha, beta):
 # matmul_const's micro-tile is 6 rows x 1 panel (16 columns): with 1 or 2 rows (batch 1, 2) its
 # k loop has 2 or 4 multiply-add chains, too few to hide the FMA latency (4 cycles, 2 a cycle on
 # Zen 3: 8 chains keep both units busy). Here a tile covers more panels when it has fewer rows
-# (1 x 4 panels, 2 x 2, 3 x 1, 4 x 1: 6 to 8 chains; more rows in tiles of 4), over groups of
-# 4 panels so that a group's panels stay in L2 for every row tile. Measured, one thread, hidden
-# 64-512 (K = H, N = 3H or 4H), load 4-9 on 2 cores: 1 row 24-47 GFLOP/s (bandwidth-bound from
-# hidden 256 on: R^T is 1-4 MiB), 2 rows 50-77, 3 to 8 rows 82-98; against matmul_const 1.4-2.1x
-# faster at 1 row, 1.2-1.8x at 2, 1.0-1.2x at 4 to 8. Tried and dropped: 6-row tiles (8 rows as
-# 6 + 2: 13-56 GFLOP/s, spilling with this load order), 2 x 3 and 3 x 2 panels (55-78).
+# (1 x 4 panels, 2 x 2, 3 x 1, 4 x 1: 6 to 8 chains; from 6 rows on, matmul_const's 6 x 1 with
+# 12), over groups of 4 panels so that a group's panels stay in L2 for every row tile. Measured,
+# one thread, hidden 64-512 (K = H, N = 3H or 4H), load 4-9 on 2 cores: 1 row 24-47 GFLOP/s
+# (bandwidth-bound from hidden 256 on: R^T is 1-4 MiB), 2 rows 50-77, 3 to 8 rows 53-98 (the
+# low end at hidden 64: k loops of 64); against matmul_const 1.4-2.1x faster at 1 row, 1.2-1.8x
+# at 2. With 6 and 8 rows, 6 + 2 rows measured 4-13% faster than 4 + 4 (A/B, interleaved).
+# Tried and dropped: 2 x 3 and 3 x 2 panels (spilling: 55-78).
 
 _F4 = ir.FloatType()
 _I64 = ir.IntType(64)
@@ -207,15 +211,24 @@ def _make_micro(rows: int, panels: int):
             k.add_incoming(_c(0), entry)
             accs = vector_phis(builder, n, (zero, entry))
             at = builder.mul(k, _c(PANEL))
-            # the rows' broadcasts first, then one vector of the panels at a time with its multiply-adds:
-            # at most rows + 1 + 2 * rows * panels live vectors (loading the panels' vectors first ran
-            # 2-3x slower with 2 and 3 rows, measured)
-            w = [splat(builder, builder.load(builder.gep(arows[r], [k]))) for r in range(rows)]
             new = [None] * n
-            for i in range(2 * panels):
-                xv = vload(builder, builder.gep(xpan[i // 2], [at]), i % 2)
+            if rows <= 4:
+                # the rows' broadcasts first, then one vector of the panels at a time with its
+                # multiply-adds: rows + 1 + 2 * rows * panels live vectors (loading the panels'
+                # vectors first ran 2-3x slower with 2 and 3 rows, measured)
+                w = [splat(builder, builder.load(builder.gep(arows[r], [k]))) for r in range(rows)]
+                for i in range(2 * panels):
+                    xv = vload(builder, builder.gep(xpan[i // 2], [at]), i % 2)
+                    for r in range(rows):
+                        new[r * 2 * panels + i] = builder.call(fma, [w[r], xv, accs[r * 2 * panels + i]])
+            else:
+                # 6 rows x 1 panel: the panel's 2 vectors first, then one broadcast at a time (12
+                # accumulators + 3: matmul.k_loop's order; the other order spills)
+                xv = [vload(builder, builder.gep(xpan[0], [at]), v) for v in range(2)]
                 for r in range(rows):
-                    new[r * 2 * panels + i] = builder.call(fma, [w[r], xv, accs[r * 2 * panels + i]])
+                    w = splat(builder, builder.load(builder.gep(arows[r], [k])))
+                    for v in range(2):
+                        new[r * 2 + v] = builder.call(fma, [w, xv[v], accs[r * 2 + v]])
             k1 = builder.add(k, _c(1))
             k.add_incoming(k1, loop_bb)
             for acc, v in zip(accs, new):
@@ -234,13 +247,14 @@ def _make_micro(rows: int, panels: int):
     return micro
 
 
-_m14, _m12, _m11, _m22, _m21, _m31, _m41 = (
-    _make_micro(r, p) for r, p in ((1, 4), (1, 2), (1, 1), (2, 2), (2, 1), (3, 1), (4, 1)))
+_m14, _m12, _m11, _m22, _m21, _m31, _m41, _m61 = (
+    _make_micro(r, p) for r, p in ((1, 4), (1, 2), (1, 1), (2, 2), (2, 1), (3, 1), (4, 1), (6, 1)))
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _tile(rows, panels, a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy):
-    """One tile of `rows` rows (1 to 4) by `panels` panels (1, 2 or 4 with 1 row; 1 or 2 with 2; else 1)."""
+    """One tile of `rows` rows (1 to 4, or 6) by `panels` panels (1, 2 or 4 with 1 row; 1 or 2 with 2;
+    else 1)."""
     if rows == 1:
         if panels == 4:
             _m14(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
@@ -255,8 +269,10 @@ def _tile(rows, panels, a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy):
             _m21(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
     elif rows == 3:
         _m31(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
-    else:
+    elif rows == 4:
         _m41(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
+    else:
+        _m61(a, a_off, lda, xp, x_off, kk, k_n, y, y_off, ldy)
 
 
 @njit("int64(int64, int64)", nogil=True, cache=True, inline="always")
@@ -266,6 +282,12 @@ def _widest(rows, left):
     while most > left:
         most //= 2
     return most
+
+
+@njit("int64(int64)", nogil=True, cache=True, inline="always")
+def _tile_rows(left):
+    """Rows of the next tile with `left` rows to go: 6 (matmul_const's tile), else up to 4."""
+    return 6 if left >= 6 else min(4, left)
 
 
 @njit(types.void(_R1, _i8, _i8, _R1, _W1, _i8, _W1), nogil=True, cache=True, error_model="numpy")
@@ -278,7 +300,7 @@ def small_gemm(a, rows, k_n, xp, y, n_n, ws):
         gp = min(GROUP, full - g0)
         m = 0
         while m < rows:
-            rt = min(4, rows - m)
+            rt = _tile_rows(rows - m)
             p = 0
             while p < gp:
                 pw = _widest(rt, gp - p)
@@ -288,7 +310,7 @@ def small_gemm(a, rows, k_n, xp, y, n_n, ws):
     if full * PANEL < n_n:
         m = 0
         while m < rows:
-            rt = min(4, rows - m)
+            rt = _tile_rows(rows - m)
             _tile(rt, 1, a, m * k_n, k_n, xp, full * kk, kk, k_n, ws, 0, PANEL)
             for r in range(rt):
                 for j in range(n_n - full * PANEL):
