@@ -97,9 +97,9 @@ def synthetic_rows(quick: bool):
                 for batch in batches:
                     x = rng.standard_normal((seq, batch, INPUT)).astype(np.float32)
                     yield f"{op} h{hidden} seq{seq} b{batch}", data, {"X": x}
-    for op, hidden, layers, bi, seq, batch, inp in (("LSTM", 128, 2, True, 32, 2, 40), ("GRU", 128, 2, False, 32, 2, 40),
-                                                    ("LSTM", 256, 2, True, 100, 4, 80),
-                                                    ("GRU", 256, 2, True, 100, 4, 80)):
+    stacks = (("LSTM", 128, 2, True, 32, 2, 40), ("GRU", 128, 2, False, 32, 2, 40),
+              ("LSTM", 256, 2, True, 100, 4, 80), ("GRU", 256, 2, True, 100, 4, 80))
+    for op, hidden, layers, bi, seq, batch, inp in stacks:
         if quick and hidden > 128:
             continue
         x = rng.standard_normal((seq, batch, inp)).astype(np.float32)

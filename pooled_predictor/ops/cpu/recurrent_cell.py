@@ -137,7 +137,7 @@ def gru_steps(xw, r, rbh, h0, lens, tidx, y, yh, work, acts, clip, linear_before
     hid = r.shape[1]
     st = _Steps(xw, lens, tidx, y, work, 3 * hid, hid)
     st.h[...] = h0
-    g, g2, h, tmp = st.g, st.g2, st.h, st.tmp
+    g, h, tmp = st.g, st.h, st.tmp
     zr, hh = g[:, :2 * hid], g[:, 2 * hid:]
     z, rg = g[:, :hid], g[:, hid:2 * hid]
     r_zr, r_h = r[:2 * hid], r[2 * hid:]
