@@ -150,3 +150,96 @@ def test_recurrent_other_float_types(op, dtype):
 
     check_node(op, inputs, attrs, opset=14, outputs=outputs, static=(1, 2, 3, 7),
                rtol=1e-5 if dtype == np.float64 else 1e-2, reference=reference)
+
+
+# ---- the compiled path over sizes: panel tails (hidden not a multiple of 16), batch tiles (1 to 4
+# rows, 5 to 9 split), both directions, sequence_lens, layouts, against onnxruntime ----
+
+SIZES = [1, 5, 16, 24, 40, 64]
+BATCHES = [1, 2, 3, 5, 6, 8, 9]
+
+
+def _sized_inputs(op, rng, hidden, batch, seq, *, direction, layout, seq_lens, input_size=7):
+    d = 2 if direction == "bidirectional" else 1
+    g = GATES[op]
+    s = 1 / np.sqrt(hidden)
+    x = rng.standard_normal((batch, seq, input_size) if layout else (seq, batch, input_size)).astype(np.float32)
+    w = rng.uniform(-s, s, (d, g * hidden, input_size)).astype(np.float32)
+    r = rng.uniform(-s, s, (d, g * hidden, hidden)).astype(np.float32)
+    b = rng.uniform(-s, s, (d, 2 * g * hidden)).astype(np.float32)
+    lens = rng.integers(1, seq + 1, batch).astype(np.int32) if seq_lens else None
+    if lens is not None:
+        lens[0] = seq
+    state = (batch, d, hidden) if layout else (d, batch, hidden)
+    inputs = [x, w, r, b, lens, rng.standard_normal(state).astype(np.float32)]
+    if op == "LSTM":
+        inputs.append(rng.standard_normal(state).astype(np.float32))
+    return inputs
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("hidden", SIZES)
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("seq_lens", [False, True])
+def test_recurrent_sizes(op, hidden, direction, seq_lens):
+    """Every hidden size of SIZES with each direction; batch, sequence length and layout rotate
+    through their values (compiled path: the default activations' fused passes)."""
+    k = SIZES.index(hidden) + 3 * ["forward", "reverse", "bidirectional"].index(direction) + int(seq_lens)
+    batch, seq, layout = BATCHES[k % len(BATCHES)], (1, 4, 9)[k % 3], k % 2
+    rng = np.random.default_rng(k + 100 * hidden)
+    inputs = _sized_inputs(op, rng, hidden, batch, seq, direction=direction, layout=layout, seq_lens=seq_lens)
+    attrs = {"hidden_size": hidden, "direction": direction}
+    if op == "GRU":
+        attrs["linear_before_reset"] = k % 2
+    outputs = 3 if op == "LSTM" else 2
+    if layout:
+        attrs["layout"] = 1
+    reference = _layout0_reference(op, attrs, outputs) if layout else None
+    check_node(op, inputs, attrs, opset=14, outputs=outputs, static=(1, 2, 3), rtol=1e-5, reference=reference)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("batch", [1, 4, 7])
+def test_recurrent_weights_as_inputs(op, batch):
+    """W, R, B fed per forward (no weight to pack ahead: packed per call, the plain call's path)."""
+    rng = np.random.default_rng(batch)
+    inputs = _sized_inputs(op, rng, 20, batch, 6, direction="bidirectional", layout=0, seq_lens=True)
+    check_node(op, inputs, {"hidden_size": 20, "direction": "bidirectional"}, opset=14,
+               outputs=3 if op == "LSTM" else 2, static=(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_recurrent_prepared_call_same_bits(op, monkeypatch):
+    """The bound call (prepare_run) and the plain call give the same bits."""
+    from pooled_predictor.engine import layout as layout_module
+    from tests.onnx_helpers import run_ours
+
+    rng = np.random.default_rng(9)
+    inputs = _sized_inputs(op, rng, 33, 5, 7, direction="bidirectional", layout=1, seq_lens=True)
+    attrs = {"hidden_size": 33, "direction": "bidirectional", "layout": 1}
+    model = make_node_model(op, inputs, attrs, opset=14, outputs=3 if op == "LSTM" else 2, static=(1, 2, 3))
+    feeds = feeds_of(inputs, (1, 2, 3))
+    bound = run_ours(model, feeds)
+    monkeypatch.setattr(layout_module, "PREPARE_CALLS", False)
+    plain = run_ours(model, feeds)
+    for a, b in zip(bound, plain):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("lens", [[3, 5], [0, 5], [5, 0]])
+def test_recurrent_sequence_lens_bounds(lens, loops):
+    """Lengths outside [0, seq] are an error naming the node; a length of 0 leaves Y zero and the
+    state as given (onnxruntime's values)."""
+    from pooled_predictor.errors import KernelError
+    from tests.onnx_helpers import run_ours
+
+    rng = np.random.default_rng(4)
+    inputs = _sized_inputs("LSTM", rng, 8, 2, 5, direction="bidirectional", layout=0, seq_lens=False)
+    inputs[4] = np.array(lens, np.int32)
+    check_node("LSTM", inputs, {"hidden_size": 8, "direction": "bidirectional"}, opset=14, outputs=3,
+               static=(1, 2, 3), rtol=1e-5)
+    inputs[4] = np.array([6, 2], np.int32)
+    model = make_node_model("LSTM", inputs, {"hidden_size": 8, "direction": "bidirectional"}, opset=14, outputs=3,
+                            static=(1, 2, 3))
+    with pytest.raises(KernelError, match="sequence_lens"):
+        run_ours(model, feeds_of(inputs, (1, 2, 3)))

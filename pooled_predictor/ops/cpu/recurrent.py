@@ -6,15 +6,25 @@ layout (0: time-major X [seq, batch, input]; 1: batch-major [batch, seq,
 input], from version 14), sequence_lens, initial_h / initial_c, peepholes P
 (LSTM), input_forget (LSTM), linear_before_reset (GRU).
 
-The input projection X W^T + Wb (+ Rb where it commutes with the recurrence)
-is one GEMM for all time steps and both directions, before the time loop,
-into workspace planned by the Net (ctx.scratch); the time loop then does one
-small GEMM per step (H_{t-1} R^T) and the gate arithmetic in place in
-per-Net workspace: compiled with numba for float32/float64
-(compiled/recurrent.py), in numpy otherwise (recurrent_cell.py, also the
-reference the compiled loops are tested against). Weights are read through
-views (W.T, R.T): nothing is copied per thread; the projection bias and the
-time indices are computed once per reshape.
+Two paths, chosen when the kernel is built:
+
+* compiled (float32; compiled/recurrent.py): the whole node is one numba call
+  -- the input projection X W^T for all time steps and both directions in one
+  packed-panel GEMM, then per direction the time loop: per step one GEMM of
+  `batch` rows H_{t-1} R^T and the gates in vectorized passes, sequence
+  lengths and layouts read in the loop. W^T and R^T are packed once per weight
+  and shared by every Net (conv_shared.shared_weights); the projection and the
+  states live in per-Net workspace (ctx.scratch); prepare_run binds the call to
+  the Net's arrays once per shape, so a forward costs one call. Weights fed as
+  graph inputs are packed per call. Issue 34's 2-layer bidirectional LSTM
+  (hidden 128, 32 steps, batch 2) went from 13 ms to about 1 ms, onnxruntime's
+  1.2-1.6 (benchmarks/recurrent.py, one thread).
+* numpy (float16, float64, or compiled kernels off: compiled.active() False,
+  USE_COMPILED; recurrent_cell.py): the projection through
+  np.matmul, the time loop per step in numpy; the reference the compiled path
+  is tested against (tests/ops/test_recurrent.py runs both against
+  onnxruntime). Weights are read through views (W.T, R.T); the projection bias
+  and the time indices are computed once per reshape.
 
 Shapes (D = 2 if bidirectional else 1, H = hidden_size, G = gates: 1 RNN,
 3 GRU, 4 LSTM): W [D, G*H, input], R [D, G*H, H], B [D, 2*G*H],
@@ -29,12 +39,14 @@ import numpy as np
 
 from ...errors import UnsupportedOpError
 from ..registry import kernel
-from .compiled import recurrent as recurrent_loops
+from . import compiled
+from .compiled import recurrent as loops
+from .conv_shared import shared_weights
 from .recurrent_cell import ACTIVATIONS, gru_steps, lstm_steps, rnn_steps
 
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
-# float32/float64 time loops run compiled (compiled/recurrent.py); others, and tests of the
-# compiled loops, use the numpy loops of recurrent_cell.py.
+# float32 runs compiled (compiled/recurrent.py: the whole node in one call); other types, and
+# tests of the compiled loops, use the numpy loops of recurrent_cell.py.
 USE_COMPILED = True
 _DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
 _DIRECTIONS = ("forward", "reverse", "bidirectional")
@@ -72,7 +84,7 @@ def parse_activations(op, activations, alphas, betas, num_directions):
 
 
 class _Recurrent:
-    """What the three ops share: projection, layouts, sequence lengths, directions."""
+    """What the three ops share: attributes, layouts, the compiled call, the numpy path's projection."""
 
     op = ""
 
@@ -89,35 +101,66 @@ class _Recurrent:
         self.dtype = np.dtype(ctx.dtype(0))
         self.clip = -1.0 if clip is None else float(clip)
         self.acts = parse_activations(self.op, activations, activation_alpha, activation_beta, self.num_dir)
-        # one spare column: every direction's slice of the projection is then strided alike, so
-        # the compiled loops see one array layout (fewer numba specializations to compile)
+        self.compiled = USE_COMPILED and compiled.active() and self.dtype == np.float32
+        if self.compiled:
+            op = self.op
+            self.wp = shared_weights(ctx.value(1), "recurrent_w", loops.pack_weights) if ctx.is_static(1) else None
+            self.rp = (shared_weights(ctx.value(2), ("recurrent_r", op), lambda r: loops.pack_recurrent(r, op))
+                       if ctx.is_static(2) else None)
+            self.xw = ctx.scratch((seq * batch * self.num_dir * self.gh,), np.float32)
+            self.work = ctx.scratch((loops.work_size(op, batch, self.hidden, self.num_dir),), np.float32)
+            self.act_rows = loops.act_table(self.acts)
+            self.loop = {"RNN": loops.rnn, "GRU": loops.gru, "LSTM": loops.lstm}[op]
+            return
+        # one spare column: every direction's slice of the projection is then strided alike
         self.xw = ctx.scratch((seq * batch, self.num_dir * self.gh + 1), self.dtype)
         self.work = ctx.scratch((batch * (2 * self.gh + 3 * self.hidden),), self.dtype)
-        self.compiled = USE_COMPILED and self.dtype in (np.float32, np.float64)
-        if self.compiled:
-            self.loops = recurrent_loops
-            self.act_tables = [recurrent_loops.act_table(a) for a in self.acts]
 
-    def buffers(self, *widths):
-        """Contiguous [batch, width] pieces of the workspace (the compiled loops' g, h, c, ...)."""
-        flat, at, out = self.work.array, 0, []
-        for w in widths:
-            out.append(flat[at:at + self.batch * w].reshape(self.batch, w))
-            at += self.batch * w
-        return out
+    # ---- the compiled path: one call of compiled/recurrent.py per forward ----
+
+    def loop_args(self, x, w, r, b, seq_lens, h0, outs, extra, *, bind):
+        """The compiled loop's arguments for these arrays (outputs: Y, Y_h (, Y_c) or None each;
+        extra: the op's own trailing arguments), or None with bind where an array is not a
+        C-contiguous one of the loop's type (the plain call converts it instead)."""
+        wp = self.wp if self.wp is not None else (None if bind else loops.pack_weights(w))
+        rp = self.rp if self.rp is not None else (None if bind else loops.pack_recurrent(r, self.op))
+        if wp is None or rp is None:
+            return None
+        ins = [_flat(a, dt, bind) for a, dt in ((x, np.float32), (b, np.float32), (seq_lens, np.int32),
+                                                (h0, np.float32))]
+        outs = [_NO_OUTPUT if o is None else (o.reshape(-1) if o.flags.c_contiguous else None) for o in outs]
+        if any(a is None for a in ins + outs):
+            return None
+        x, b, lens, h0 = ins
+        return (x, wp, rp, b, lens, h0, *outs[:2], self.xw.array, self.work.array, self.act_rows, self.seq,
+                self.batch, self.input_size, self.hidden, self.num_dir, self.layout, self.reverse,
+                np.float32(self.clip), *extra(outs))
+
+    def run_compiled(self, inputs, out, extra):
+        """The plain call: loop_args with copies where needed (outputs not C-contiguous: through temporaries)."""
+        fixed = [o if o is None or o.flags.c_contiguous else np.empty(o.shape, o.dtype) for o in out]
+        self.loop(*self.loop_args(*inputs, fixed, extra, bind=False))
+        for o, f in zip(out, fixed):
+            if o is not None and f is not o:
+                o[...] = f
+
+    def prepare_compiled(self, inputs, out, extra):
+        """prepare_run: the compiled loop bound to these arrays (compiled.bound), or None."""
+        if not self.compiled:
+            return None
+        args = self.loop_args(*inputs, out, extra, bind=True)
+        return None if args is None else compiled.bound(self.loop, *args)
+
+    # ---- the numpy path (float16, float64; the tested reference of the compiled loops) ----
 
     def numpy_work(self):
         return self.work.array.reshape(self.batch, -1)
 
-    def y_arg(self, y, d):
-        """(Y view of direction d, write it?) for the compiled loops; zeroed where sequences end early."""
-        if y is None:
-            return np.empty((0, 0, 0), self.dtype), False
-        return y[:, d], True
-
     def prepare(self, ctx, rb_mask):
         """Once per reshape: the projection bias when B is a weight, the time indices without sequence_lens."""
         self.rb_mask = rb_mask
+        if self.compiled:
+            return
         self.bias = self.fold_bias(ctx.value(3)) if ctx.is_static(3) else None
         self.indices = [self.time_index(None, d) for d in range(self.num_dir)]
 
@@ -168,12 +211,25 @@ class _Recurrent:
             if lens.min(initial=0) < 0 or lens.max(initial=0) > self.seq:
                 raise ValueError(f"sequence_lens {lens.tolist()} outside [0, {self.seq}]")
         if not backward:
-            return lens, np.broadcast_to(steps, (self.seq, self.batch)).copy()  # writeable: one numba type
+            return lens, np.broadcast_to(steps, (self.seq, self.batch))
         return lens, np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)
 
 
-_COMMON = dict(activation_alpha=None, activation_beta=None, activations=None, clip=None,
-               direction="forward", hidden_size=None, layout=0)
+_EMPTY = np.empty(0, np.float32)
+_EMPTY.flags.writeable = False
+_NO_OUTPUT = np.empty(0, np.float32)  # an absent output: writable, as the loops' outputs are typed
+_EMPTY_LENS = np.empty(0, np.int32)
+_EMPTY_LENS.flags.writeable = False
+
+
+def _flat(a, dtype, bind):
+    """a flattened for the compiled loop (an empty array for an absent input); with bind, None where
+    that would need a copy (the array's values change per forward), else a copy where needed."""
+    if a is None:
+        return _EMPTY_LENS if dtype == np.int32 else _EMPTY
+    if a.dtype == dtype and a.flags.c_contiguous:
+        return a.reshape(-1)
+    return None if bind else np.ascontiguousarray(a, dtype).reshape(-1)
 
 
 @kernel("RNN", since=(7, 14, 22), check=_check("RNN"))
@@ -188,6 +244,8 @@ class RNN(_Recurrent):
         self.prepare(ctx, np.ones(self.gh, bool))
 
     def __call__(self, x, w, r, b=None, seq_lens=None, h0=None, *, out):
+        if self.compiled:
+            return self.run_compiled((x, w, r, b, seq_lens, h0), out, _no_extra)
         xw = self.project(x, w, b)
         y, (yh,) = self.views(out)
         h0 = self.initial(h0)
@@ -195,16 +253,15 @@ class RNN(_Recurrent):
         for d in range(self.num_dir):
             lens, tidx = self.time_index(seq_lens, d)
             xw_d = xw[:, :, d * self.gh:(d + 1) * self.gh]
-            if self.compiled:
-                g, h = self.buffers(self.gh, self.hidden)
-                h[...] = h0[d]
-                self.loops.rnn_loop(xw_d, r[d].T, lens, tidx, h, g, *self.y_arg(y, d), self.act_tables[d],
-                                    self.clip)
-                if yh is not None:
-                    yh[d] = h
-                continue
             rnn_steps(xw_d, r[d], h0[d], lens, tidx, None if y is None else y[:, d],
                       None if yh is None else yh[d], self.numpy_work(), self.acts[d], self.clip)
+
+    def prepare_run(self, x, w, r, b=None, seq_lens=None, h0=None, *, out):
+        return self.prepare_compiled((x, w, r, b, seq_lens, h0), out, _no_extra)
+
+
+def _no_extra(outs):
+    return ()
 
 
 @kernel("GRU", since=(7, 14, 22), check=_check("GRU"))
@@ -224,7 +281,12 @@ class GRU(_Recurrent):
         self.linear_before_reset = bool(linear_before_reset)
         self.prepare(ctx, np.arange(self.gh) < 2 * self.hidden)  # Rbh stays inside the reset product
 
+    def extra(self, outs):
+        return (self.linear_before_reset,)
+
     def __call__(self, x, w, r, b=None, seq_lens=None, h0=None, *, out):
+        if self.compiled:
+            return self.run_compiled((x, w, r, b, seq_lens, h0), out, self.extra)
         hid = self.hidden
         xw = self.project(x, w, b)
         y, (yh,) = self.views(out)
@@ -234,17 +296,12 @@ class GRU(_Recurrent):
             rbh = np.zeros(hid, self.dtype) if b is None else b[d, self.gh + 2 * hid:].astype(self.dtype)
             lens, tidx = self.time_index(seq_lens, d)
             xw_d = xw[:, :, d * self.gh:(d + 1) * self.gh]
-            if self.compiled:
-                g, h, gh, rh = self.buffers(2 * hid, hid, hid, hid)
-                h[...] = h0[d]
-                self.loops.gru_loop(xw_d, r[d, :2 * hid].T, r[d, 2 * hid:].T, rbh, lens, tidx, h, g, gh, rh,
-                                    *self.y_arg(y, d), self.act_tables[d], self.clip, self.linear_before_reset)
-                if yh is not None:
-                    yh[d] = h
-                continue
             gru_steps(xw_d, r[d], rbh, h0[d], lens, tidx, None if y is None else y[:, d],
                       None if yh is None else yh[d], self.numpy_work(), self.acts[d], self.clip,
                       self.linear_before_reset)
+
+    def prepare_run(self, x, w, r, b=None, seq_lens=None, h0=None, *, out):
+        return self.prepare_compiled((x, w, r, b, seq_lens, h0), out, self.extra)
 
 
 @kernel("LSTM", since=(7, 14, 22), check=_check("LSTM"))
@@ -265,7 +322,16 @@ class LSTM(_Recurrent):
         self.input_forget = bool(input_forget)
         self.prepare(ctx, np.ones(self.gh, bool))
 
+    def extras(self, c0, p, bind):
+        """(c0, p, yc, input_forget)'s builder for loop_args, or None where c0 / p need a copy under bind."""
+        c0, p = _flat(c0, np.float32, bind), _flat(p, np.float32, bind)
+        if c0 is None or p is None:
+            return None
+        return lambda outs: (c0, p, outs[2], self.input_forget)
+
     def __call__(self, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None, *, out):
+        if self.compiled:
+            return self.run_compiled((x, w, r, b, seq_lens, h0), out, self.extras(c0, p, False))
         xw = self.project(x, w, b)
         y, (yh, yc) = self.views(out)
         h0, c0 = self.initial(h0), self.initial(c0)
@@ -274,17 +340,10 @@ class LSTM(_Recurrent):
             peep = None if p is None else p[d].astype(self.dtype)
             lens, tidx = self.time_index(seq_lens, d)
             xw_d = xw[:, :, d * self.gh:(d + 1) * self.gh]
-            if self.compiled:
-                g, h, c = self.buffers(self.gh, self.hidden, self.hidden)
-                h[...], c[...] = h0[d], c0[d]
-                self.loops.lstm_loop(xw_d, r[d].T, np.zeros(0, self.dtype) if peep is None else peep,
-                                     peep is not None, lens, tidx, h, c, g, *self.y_arg(y, d),
-                                     self.act_tables[d], self.clip, self.input_forget)
-                if yh is not None:
-                    yh[d] = h
-                if yc is not None:
-                    yc[d] = c
-                continue
             lstm_steps(xw_d, r[d], peep, h0[d], c0[d], lens, tidx, None if y is None else y[:, d],
                        None if yh is None else yh[d], None if yc is None else yc[d], self.numpy_work(),
                        self.acts[d], self.clip, self.input_forget)
+
+    def prepare_run(self, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None, *, out):
+        extra = self.extras(c0, p, True) if self.compiled else None
+        return None if extra is None else self.prepare_compiled((x, w, r, b, seq_lens, h0), out, extra)

@@ -4,7 +4,8 @@ Each function runs one direction: at step s every batch row b reads the
 projection at time tidx[s, b] (s itself forward; lens[b] - 1 - s backward,
 so a reverse pass over a shorter sequence starts at its own last element),
 rows with s >= lens[b] keep their state and write no output (Y is zero
-there). Gate pre-activations are clipped to [-clip, clip] when clip >= 0.
+there; Y_h and Y_c are zero for a row of length 0, as onnxruntime's). Gate
+pre-activations are clipped to [-clip, clip] when clip >= 0.
 All arithmetic is in place in `work` [batch, 2*G*H + 3*H] (per-Net workspace):
 one GEMM H R^T per step (BLAS through numpy), then element-wise ops.
 
@@ -91,6 +92,12 @@ class _Steps:
             return self.xw[t[0]]
         return self.xw[t, self.rows]
 
+    def final(self, out, state):
+        """Y_h / Y_c = the final state, zero for a row of length 0 (as onnxruntime); out may be None."""
+        if out is not None:
+            out[...] = state
+            out[self.lens == 0] = 0
+
     def commit(self, s, new_h, state, new_state):
         """Store step s: state rows still inside their sequence take the new values; write Y."""
         if self.full:
@@ -123,15 +130,14 @@ def rnn_steps(xw, r, h0, lens, tidx, y, yh, work, acts, clip):
         _clip(g, clip)
         activate(g, acts[0])
         st.commit(s, g, None, None)
-    if yh is not None:
-        yh[...] = st.h
+    st.final(yh, st.h)
 
 
 def gru_steps(xw, r, rbh, h0, lens, tidx, y, yh, work, acts, clip, linear_before_reset):
     hid = r.shape[1]
     st = _Steps(xw, lens, tidx, y, work, 3 * hid, hid)
     st.h[...] = h0
-    g, g2, h, tmp = st.g, st.g2, st.h, st.tmp
+    g, h, tmp = st.g, st.h, st.tmp
     zr, hh = g[:, :2 * hid], g[:, 2 * hid:]
     z, rg = g[:, :hid], g[:, hid:2 * hid]
     r_zr, r_h = r[:2 * hid], r[2 * hid:]
@@ -158,8 +164,7 @@ def gru_steps(xw, r, rbh, h0, lens, tidx, y, yh, work, acts, clip, linear_before
         tmp *= z
         tmp += hh
         st.commit(s, tmp, None, None)
-    if yh is not None:
-        yh[...] = h
+    st.final(yh, h)
 
 
 def lstm_steps(xw, r, peep, h0, c0, lens, tidx, y, yh, yc, work, acts, clip, input_forget):
@@ -195,7 +200,5 @@ def lstm_steps(xw, r, peep, h0, c0, lens, tidx, y, yh, yc, work, acts, clip, inp
         activate(tmp, acts[2])
         tmp *= go
         st.commit(s, tmp, c, new_c)
-    if yh is not None:
-        yh[...] = st.h
-    if yc is not None:
-        yc[...] = c
+    st.final(yh, st.h)
+    st.final(yc, c)

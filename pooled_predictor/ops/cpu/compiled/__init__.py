@@ -38,9 +38,8 @@ nchwc_depthwise.py (depthwise convolution, a tile of 8 pixels a call), nchwc_cha
 convolution and the depthwise convolution reading it, a group of channels at a time), nchwc_winograd.py
 (Winograd F(4x4,3x3) with both transforms on 8-channel vectors), reorder.py
 (NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
-Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); recurrent.py (the time loops of RNN,
-GRU and LSTM, ops/cpu/recurrent.py: without explicit signatures, typed on first call for
-float32 and float64, cached on disk likewise).
+Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
+a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid).
 """
 
 
@@ -109,7 +108,7 @@ def tiered() -> bool:
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
-           "blocked", "lrn")
+           "blocked", "lrn", "recurrent")
 
 
 def load_all() -> float:
