@@ -173,3 +173,22 @@ def test_after_a_warmup_new_shapes_take_the_compiled_kernels_at_once(monkeypatch
     y = p.forward({"x": x})["y"]
     assert p.net().layout.tier == "compiled"
     np.testing.assert_allclose(y, mlp_reference(make_mlp(batch="N"), x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_net_laid_out_after_its_programs_compile_finished_takes_the_compiled_kernels(monkeypatch):
+    """Another Net of the Program had its kernels loaded (the background job is finished) before this
+    one lays out: it takes them at once, and never waits for a further job that would not come."""
+    from pooled_predictor import Predictor
+    from pooled_predictor.engine.tiering import COMPILER
+
+    monkeypatch.setattr(compiled, "TIERED", True)
+    p = Predictor(make_mlp(batch="N").SerializeToString())
+    x = np.random.default_rng(2).standard_normal((3, 16)).astype(np.float32)
+    first = p.new_net()
+    first.forward({"x": x})
+    assert first.layout.tier == "reference"  # the Program's first layout in this process
+    assert COMPILER.wait(120)
+    second = p.new_net()  # laid out now: the Program has still no compiled layout, its job is done
+    y = second.forward({"x": x})["y"]
+    assert second.layout.tier == "compiled"
+    np.testing.assert_allclose(y, mlp_reference(make_mlp(batch="N"), x), rtol=1e-5, atol=1e-6)

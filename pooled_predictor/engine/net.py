@@ -222,7 +222,7 @@ class Net:
         # Until one compiled layout of this Program has been built in this process (its kernels loaded
         # by the background compiler), trying one fails, after the weights' packing and transforms
         # (ResNet-50's Winograd: seconds): the reference layout at once.
-        if tier is not None or self.program.tiers_loaded:
+        if tier is not None or self.program.tiers_loaded or COMPILER.finished(self._compile_key(shapes)):
             try:
                 with compiled.memory_only():  # kernels loaded in this process already: no compile, no disk
                     layout = build_layout(self.program, shapes, self.device, self._options(), BODIES)
@@ -238,12 +238,19 @@ class Net:
         self._request_compile(shapes)
         return layout
 
+    def _compile_key(self, shapes: dict[str, tuple], attempt: int = 0) -> tuple:
+        return self.program.token, tuple(shapes.items()), self._options(), attempt
+
     def _request_compile(self, shapes: dict[str, tuple], feeds: dict | None = None, attempt: int = 0) -> None:
         """Ask the background compiler for the compiled kernels of these shapes' layout: its thread
         builds that layout and runs it once (on `feeds`, or zeros) loading each kernel from numba's
         disk cache, and where one is not there, a process of its own compiles them all into the
-        cache first. Once per Program, shapes, options and attempt."""
+        cache first. Once per Program, shapes, options and attempt.
+        """
         program, device, options = self.program, self.device, self._options()
+        key = self._compile_key(shapes, attempt)
+        if COMPILER.finished(key):
+            return
         if feeds is None:
             feeds = {v.name: np.zeros(shapes[v.name], v.dtype if v.dtype is not None else np.float32)
                      for v in program.inputs}
@@ -254,7 +261,7 @@ class Net:
             for call in layout.run:
                 call()
 
-        COMPILER.request((id(program), tuple(shapes.items()), options, attempt), load, lambda: dict(
+        COMPILER.request(key, load, lambda: dict(
             graph=program.graph, device="cpu", shapes=shapes, options=options, feeds=feeds,
             jobs=compile_jobs()), hold=True)  # released when this forward (or reshape) is done
 

@@ -9,6 +9,7 @@ a Net binds it to blobs.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -55,6 +56,7 @@ class Program:
         self.assignments: dict = {}
         # a Net built a compiled layout of this Program in this process (engine/tiering.py): its kernels load
         self.tiers_loaded = False
+        self.token = next(_TOKENS)  # this Program among every one of the process (background compile keys)
         try:
             graph.toposort()
         except Exception as exc:  # a cycle, undefined values, names of mixed types
@@ -139,6 +141,7 @@ class Program:
 
 
 _compile_lock = threading.RLock()  # a body compiles the bodies nested in it
+_TOKENS = itertools.count()  # Program.token
 
 
 def program_of(sub: Subgraph, device: str = "cpu") -> Program:

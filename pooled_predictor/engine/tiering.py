@@ -73,6 +73,7 @@ class BackgroundCompiler:
         self.log: list[tuple[Hashable, float, str | None]] = []
         self._jobs: "queue.Queue[tuple[Hashable, Callable[[], dict]] | None]" = queue.Queue()
         self._seen: set = set()
+        self._finished: set = set()
         self._held: list = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -105,6 +106,10 @@ class BackgroundCompiler:
                 return True
             self._put((key, (load, payload)))
         return True
+
+    def finished(self, key: Hashable) -> bool:
+        """Whether the job of `key` has run (successfully or not)."""
+        return key in self._finished
 
     @property
     def holding(self) -> bool:
@@ -153,6 +158,7 @@ class BackgroundCompiler:
                 log.warning("background compile of %s failed (its Nets keep the reference kernels): %s", key, error)
             self.log.append((key, time.perf_counter() - t0, error))
             with self._lock:
+                self._finished.add(key)
                 self.generation += 1
                 self._jobs.task_done()
                 if self._jobs.unfinished_tasks == 0:
