@@ -387,8 +387,8 @@ class Net:
 
     # ---- tiers (engine/tiering.py) -----------------------------------------------
     def _upgrade(self) -> None:
-        """A background compile finished since this reference layout was built: load the compiled one
-        from numba's cache if it holds every kernel now (else wait for the next)."""
+        """A background job finished since this reference layout was built: build the compiled one if
+        every kernel it needs is in this process's memory now (memory-only; else wait for the next)."""
         key = tuple(self._input_shapes.items())
         try:
             layout = self._build(self._input_shapes, tier="compiled")
@@ -401,9 +401,9 @@ class Net:
         self.layout = layout
 
     def _downgrade(self, arrays: dict) -> None:
-        """The compiled layout met a kernel numba's cache does not hold while running: the reference
-        layout for these shapes, and a background compile run on these inputs (after 3 of those for
-        the same shapes, the next compiled layout compiles inline instead)."""
+        """The compiled layout's first run met a kernel not loaded in this process: the reference
+        layout for these shapes, and a background job run on these inputs (after 3 of those for the
+        same shapes, the next compiled layout compiles what it meets inline instead)."""
         shapes = self._input_shapes
         key = tuple(shapes.items())
         attempt = self._compile_attempts.get(key, 0) + 1
