@@ -5,6 +5,8 @@ shapes, built by engine/layout.py's pipeline, cached by shapes), and runs the cu
 forward(inputs) checks the inputs (engine/inputs.py), reshapes when their shapes changed,
 feeds them and runs the bound calls, allocating no activation arrays; nodes whose output
 shape depends on data run per forward (Layout.run_dynamic). One thread at a time uses a Net.
+Tiered (engine/tiering.py), a layout whose compiled kernels are not loaded in this process yet
+runs the numpy reference kernels until a background job has them ready (_build, _upgrade).
 """
 
 from __future__ import annotations
