@@ -213,8 +213,12 @@ class BackgroundCompiler:
 def compile_jobs() -> int:
     """Processes one layout's compile runs in: POOLED_PREDICTOR_COMPILE_JOBS, else the CPU count up to 4
     (on 2 cores, both: the serving thread loses speed for a while, the compile ends sooner)."""
-    given = os.environ.get("POOLED_PREDICTOR_COMPILE_JOBS")
-    return max(1, int(given)) if given else max(1, min(4, os.cpu_count() or 1))
+    given = os.environ.get("POOLED_PREDICTOR_COMPILE_JOBS", "").strip()
+    if given.isdigit():
+        return max(1, int(given))
+    if given:
+        log.warning("POOLED_PREDICTOR_COMPILE_JOBS=%r is not a count of processes: using the CPU count", given)
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 COMPILER = BackgroundCompiler()

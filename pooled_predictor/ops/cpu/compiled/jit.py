@@ -49,7 +49,7 @@ def njit(*args, **options):
     def wrap(py_func):
         disp = numba.njit(**options)(py_func)
         _LAZY[id(disp)] = (disp, tuple(sigs))
-        compile_for_args, call_template = disp._compile_for_args, disp.get_call_template
+        call_template = disp.get_call_template
 
         def first_call(*a, **kw):  # returns what numba's C dispatcher then calls with the arguments
             ensure(disp)
@@ -61,7 +61,6 @@ def njit(*args, **options):
 
         # numba's C dispatcher looks both up on the instance (compile_and_invoke, typing of callers)
         disp._compile_for_args, disp.get_call_template = first_call, first_typing
-        disp._pp_originals = (compile_for_args, call_template)
         return disp
 
     return wrap
@@ -88,7 +87,6 @@ def ensure(fn) -> None:
         del _LAZY[id(fn)]
         fn.disable_compile()
         del fn._compile_for_args, fn.get_call_template  # numba's own methods again
-        del fn._pp_originals
 
 
 def is_pending(fn) -> bool:
