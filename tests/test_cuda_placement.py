@@ -8,11 +8,15 @@ test declares), so every output is checked against the CPU Net's; the real CUDA 
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pooled_predictor import Config, PooledPredictor, Predictor
+from pooled_predictor import Callback, Config, PooledPredictor, Predictor
 from pooled_predictor.engine import device as device_mod
 from pooled_predictor.engine.device import DeviceWithHost, GraphCache, get_device, worker_devices
 from pooled_predictor.engine.net import Net, Optimization
@@ -266,3 +270,81 @@ def test_a_disabled_graph_cache_never_captures():
 def test_graph_keys_name_the_net_and_the_input_shapes():
     assert GraphCache.key(0, {"x": [1, 3]}) == (0, (("x", (1, 3)),))
     assert GraphCache.key(0, {"x": (1, 3)}) != GraphCache.key(1, {"x": (1, 3)})
+
+
+# ---- the pool over several devices -------------------------------------------------------------------
+class _RecordingDevice(HostMemoryDevice):
+    """A stand-in GPU that also records which threads entered its worker context."""
+
+    def __init__(self, ordinal, ops):
+        super().__init__(ops)
+        self.ordinal = ordinal
+        self.worker_threads = []
+
+    def worker_context(self):
+        self.worker_threads.append(threading.current_thread().name)
+        return contextlib.nullcontext()
+
+
+def test_pool_workers_spread_over_devices_and_share_weights_per_device(monkeypatch):
+    devs = {0: _RecordingDevice(0, {"Conv", "Relu", "Mul"}), 1: _RecordingDevice(1, {"Conv", "Relu", "Mul"})}
+    monkeypatch.setattr(device_mod, "_CUDA", devs)
+    gate, held = threading.Event(), []
+
+    class Hold(Callback):  # each worker stays busy after its job until the gate opens
+        def on_job_processed(self, process_time_ms):
+            held.append(threading.current_thread().name)
+            gate.wait(60)
+
+    config = Config(model_bytes=[_model().SerializeToString()], device="cuda", devices=[0, 1], num_threads=4)
+    pool = PooledPredictor(config, callback=Hold())
+    try:
+        futures = []
+        for i in range(4):  # a job submitted while no worker is idle starts the next worker
+            futures.append(pool.forward({"x": X}))
+            deadline = time.monotonic() + 60
+            while len(held) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+        gate.set()
+        results = [f.result(timeout=60)["y"] for f in futures]
+    finally:
+        gate.set()
+        pool.close()
+    for y in results:
+        np.testing.assert_allclose(y, _reference(), rtol=1e-6, atol=1e-7)
+    assert sorted(held) == [f"pooled-predictor-{i}" for i in range(4)]
+    # worker i on device i % 2, each in its device's worker context
+    assert sorted(devs[0].worker_threads) == ["pooled-predictor-0", "pooled-predictor-2"]
+    assert sorted(devs[1].worker_threads) == ["pooled-predictor-1", "pooled-predictor-3"]
+    for dev in devs.values():
+        assert dev.uploads == 3  # w, b and s placed once on each device, shared by its Nets
+        assert len(dev.arenas) >= 2  # one device arena per worker Net on it
+
+
+def test_devices_need_a_cuda_device_and_valid_ordinals():
+    model = [_model().SerializeToString()]
+    with pytest.raises(ValueError, match="needs device 'cuda'"):
+        Config(model_bytes=model, devices=[0]).validate()
+    for bad in ([-1], [0.5], [True]):
+        with pytest.raises(ValueError, match="GPU ordinals"):
+            Config(model_bytes=model, device="cuda", devices=bad).validate()
+    assert Config(model_bytes=model, device="cuda", devices=[1, 3]).worker_device(2) == "cuda:1"
+    assert Config(model_bytes=model, device="cuda", devices=[1, 3]).worker_device(1) == "cuda:3"
+    assert Config(model_bytes=model, device="cuda").worker_device(5) is None
+
+
+def test_a_missing_gpu_ordinal_is_a_typed_error(monkeypatch):
+    class FakeRuntime:
+        @staticmethod
+        def getDeviceCount():
+            return 1
+
+    class FakeCupy:
+        class cuda:
+            runtime = FakeRuntime
+
+    monkeypatch.setattr(cuda_runtime, "unavailable", lambda: None)
+    monkeypatch.setattr(cuda_runtime, "cupy", FakeCupy, raising=False)
+    monkeypatch.setattr(device_mod, "_CUDA", {})
+    with pytest.raises(UnsupportedOpError, match=r"cuda:2.*1 GPU\(s\)"):
+        get_device("cuda:2")

@@ -20,12 +20,12 @@ and the bounded per-worker cache of CUDA graphs keyed by input shapes (GraphCach
 
 from __future__ import annotations
 
+import contextlib
 import math
-
-import numpy as np
-
 from collections import OrderedDict
 from typing import Callable, Sequence
+
+import numpy as np
 
 from ..errors import ResourceExhaustedError, UnsupportedOpError
 from ..ops.cuda import runtime as cuda_runtime
@@ -94,6 +94,12 @@ class Device:
         """io_copy device -> host, a step of the run: when it returns, `out` holds the value (the
         device's queued work is done up to here)."""
         raise NotImplementedError
+
+    def worker_context(self):
+        """A context a pool worker thread runs all its jobs in (entered once, on the thread): the
+        host needs none; a GPU makes itself the thread's current device and gives the thread a
+        non-blocking stream of its own, so workers on one GPU overlap their work."""
+        return contextlib.nullcontext()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -184,12 +190,27 @@ class CUDA(DeviceWithHost):
         why = cuda_runtime.unavailable()
         if why is not None:
             raise UnsupportedOpError(f"device 'cuda': {why}")
+        count = cuda_runtime.cupy.cuda.runtime.getDeviceCount()
+        if not 0 <= int(ordinal) < count:
+            raise UnsupportedOpError(f"device 'cuda:{ordinal}': this machine has {count} GPU(s), "
+                                     f"ordinals 0..{count - 1}")
         super().__init__()
         self.ordinal = int(ordinal)
         self.cupy = cuda_runtime.cupy
 
     def _on(self):
         return self.cupy.cuda.Device(self.ordinal)
+
+    @contextlib.contextmanager
+    def worker_context(self):
+        """This GPU current on the thread, and a non-blocking stream of the thread's own current on it
+        (CuPy's current device and stream are per thread): the worker's kernels, io_copy and cuBLAS
+        calls (ops/cuda/runtime.py sets the handle's stream from the current one) go on it."""
+        with self._on():
+            stream = self.cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                yield stream
+            stream.synchronize()
 
     def arena(self, nbytes: int):
         try:

@@ -200,9 +200,14 @@ class Predictor(HandleAPI):
         """How many per-thread Nets have been created so far."""
         return self._net_count
 
-    def new_net(self) -> Net:
-        """A new Net over this model's shared weights, with the Predictor's options."""
-        net = Net(self.program, **self._net_options)
+    def new_net(self, device=None) -> Net:
+        """A new Net over this model's shared weights, with the Predictor's options.
+
+        Args:
+            device: where the Net lays out ("cuda:1", an engine.device.Device); None: the
+                Predictor's device. Weights are placed once per device and shared.
+        """
+        net = Net(self.program, device=device, **self._net_options)
         if self.profiler is not None:
             net.enable_profiling(self.profiler)
         return net
@@ -221,11 +226,26 @@ class Predictor(HandleAPI):
             path = time.strftime("pooled_predictor_profile_%Y-%m-%d_%H-%M-%S.json")
         return self.profiler.write_trace(path)
 
-    def net(self) -> Net:
-        """This thread's Net (created on the first call from this thread)."""
-        net = getattr(self._local, "net", None)
+    def net(self, device=None) -> Net:
+        """This thread's Net (created on the first call from this thread).
+
+        Args:
+            device: None (the Predictor's device), or another device this thread's Net for it is
+                on (a pool worker on one of several GPUs, Config.devices): one Net per thread and device.
+        """
+        if device is None:
+            net = getattr(self._local, "net", None)
+            if net is None:
+                net = self._local.net = self.new_net()
+                with self._nets_lock:
+                    self._net_count += 1
+            return net
+        nets = getattr(self._local, "nets", None)
+        if nets is None:
+            nets = self._local.nets = {}
+        net = nets.get(device)
         if net is None:
-            net = self._local.net = self.new_net()
+            net = nets[device] = self.new_net(device)
             with self._nets_lock:
                 self._net_count += 1
         return net

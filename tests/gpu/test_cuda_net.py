@@ -99,3 +99,33 @@ def test_threads_each_with_their_own_net_and_stream():
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_pool_workers_each_run_on_a_stream_of_their_own():
+    """Config(device="cuda", devices=[0, 0]): two workers on GPU 0, each in its own non-blocking
+    stream (Device.worker_context); concurrent jobs match the CPU."""
+    from pooled_predictor import Config, PooledPredictor
+
+    cupy = runtime.cupy
+    streams = {}  # worker thread -> the current stream its then() callbacks saw
+
+    def seen(result):
+        name = threading.current_thread().name
+        if name.startswith("pooled-predictor-"):
+            streams.setdefault(name, set()).add(cupy.cuda.get_current_stream().ptr)
+        return result
+
+    xs = [RNG.standard_normal((2, 3, 32, 32)).astype(np.float32) for _ in range(16)]
+    refs = [Predictor(MODEL).forward({"x": x})["prob"] for x in xs]
+    pool = PooledPredictor(Config(model_bytes=[MODEL], device="cuda", devices=[0, 0], num_threads=2))
+    try:
+        futures = [pool.forward({"x": x}, ["prob"]).then(seen) for x in xs]
+        got = [f.result(timeout=120)["prob"] for f in futures]
+    finally:
+        pool.close()
+    for g, ref in zip(got, refs):
+        np.testing.assert_allclose(g, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+    assert streams, "no callback ran on a worker"
+    per_worker = [ptrs for ptrs in streams.values()]
+    assert all(len(p) == 1 and 0 not in p for p in per_worker), streams  # one non-default stream each
+    assert len(set().union(*per_worker)) == len(per_worker)  # and not shared between workers
