@@ -231,8 +231,12 @@ class CUDA(DeviceWithHost):
         return raw[start:start + nbytes]  # the view keeps `mem` (its base) alive
 
     def _upload(self, array: np.ndarray):
-        with self._on():
-            return self.cupy.asarray(np.ascontiguousarray(array))
+        try:
+            with self._on():
+                return self.cupy.asarray(np.ascontiguousarray(array))
+        except self.cupy.cuda.memory.OutOfMemoryError as exc:
+            raise ResourceExhaustedError(f"cannot place a weight of {array.nbytes:,} bytes on GPU {self.ordinal}",
+                                         array.nbytes) from exc
 
     def to_device(self, x: np.ndarray, *, out) -> None:
         out.set(x, stream=self.cupy.cuda.get_current_stream())

@@ -129,3 +129,29 @@ def test_pool_workers_each_run_on_a_stream_of_their_own():
     per_worker = [ptrs for ptrs in streams.values()]
     assert all(len(p) == 1 and 0 not in p for p in per_worker), streams  # one non-default stream each
     assert len(set().union(*per_worker)) == len(per_worker)  # and not shared between workers
+
+
+def test_gpu_out_of_memory_fails_the_job_not_the_worker():
+    """An arena the GPU cannot hold (CuPy's pool limited under it): ResourceExhaustedError on that job's
+    Future; the worker lives on and the next job, at a size that fits, runs."""
+    from pooled_predictor import Config, PooledPredictor, ResourceExhaustedError
+
+    cupy = runtime.cupy
+    mempool = cupy.get_default_memory_pool()
+    pool = PooledPredictor(Config(model_bytes=[MODEL], device="cuda", num_threads=1))
+    small = RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    big = RNG.standard_normal((256, 3, 32, 32)).astype(np.float32)  # an arena of tens of MB
+    try:
+        ref = pool.forward({"x": small}, ["prob"]).result(timeout=120)["prob"]
+        limit = mempool.get_limit()
+        mempool.set_limit(size=mempool.total_bytes() + (1 << 20))
+        try:
+            with pytest.raises(ResourceExhaustedError):
+                pool.forward({"x": big}, ["prob"]).result(timeout=120)
+        finally:
+            mempool.set_limit(size=limit)
+        again = pool.forward({"x": small}, ["prob"]).result(timeout=120)["prob"]
+    finally:
+        pool.close()
+    np.testing.assert_array_equal(again, ref)
+    assert pool.worker_count == 1
