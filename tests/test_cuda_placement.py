@@ -348,3 +348,75 @@ def test_a_missing_gpu_ordinal_is_a_typed_error(monkeypatch):
     monkeypatch.setattr(device_mod, "_CUDA", {})
     with pytest.raises(UnsupportedOpError, match=r"cuda:2.*1 GPU\(s\)"):
         get_device("cuda:2")
+
+
+# ---- CUDA graphs: capture on the second run, replay after (stand-in: capture records, replay runs) ----
+ALL_ON_DEVICE = {"Conv", "Relu", "Softmax", "Mul"}
+
+
+def _batch_model():
+    """_model with a free batch dimension, so that several input shapes (layouts) exist."""
+    model = _model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    return model
+
+
+def test_a_layout_wholly_on_the_device_is_captured_on_its_second_run_then_replayed():
+    dev = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    net = Net(Program(load_onnx(_model()), "cuda"), device=dev, optimization=Optimization.MEMORY)
+    ref = _reference()
+    for i in range(4):
+        x = X * (i + 1)
+        got = net.forward({"x": x})["y"]
+        want = Net(Program(load_onnx(_model())), optimization=Optimization.MEMORY).forward({"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(net.forward({"x": X})["y"], ref, rtol=1e-6, atol=1e-7)
+    assert dev.captures == 1 and dev.replays == 4  # run 1 eager, run 2 captured and replayed, 3-5 replayed
+    assert net.layout.graphable is True
+
+
+def test_a_host_node_in_the_run_keeps_it_eager():
+    dev = HostMemoryDevice({"Conv", "Relu", "Mul"}, graphs=True)  # Softmax on the host
+    net = Net(Program(load_onnx(_model()), "cuda"), device=dev, optimization=Optimization.MEMORY)
+    for _ in range(3):
+        np.testing.assert_allclose(net.forward({"x": X})["y"], _reference(), rtol=1e-6, atol=1e-7)
+    assert dev.captures == 0 and dev.replays == 0 and net.layout.graphable is False
+
+
+def test_graphs_off_profiling_or_a_failed_capture_run_eagerly(caplog):
+    program = Program(load_onnx(_model()), "cuda")
+    off = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    net = Net(program, device=off, optimization=Optimization.MEMORY, cuda_graphs=0)
+    for _ in range(3):
+        net.forward({"x": X})
+    assert net.graphs is None and off.captures == 0
+
+    failing = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    failing.fail_capture = RuntimeError("operation not permitted when stream is capturing")
+    net = Net(program, device=failing, optimization=Optimization.MEMORY)
+    for _ in range(4):
+        np.testing.assert_allclose(net.forward({"x": X})["y"], _reference(), rtol=1e-6, atol=1e-7)
+    assert net.layout.graphable is False and failing.replays == 0
+    assert sum("capture failed" in r.message for r in caplog.records) == 1  # said once, then eager
+
+    from pooled_predictor.engine.profiling import Profiler
+
+    profiled = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    net = Net(program, device=profiled, optimization=Optimization.MEMORY)
+    net.enable_profiling(Profiler())
+    for _ in range(3):
+        net.forward({"x": X})
+    assert profiled.captures == 0  # per-node times need the eager run
+
+
+def test_graphs_are_kept_per_layout_in_a_bounded_lru():
+    dev = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    program = Program(load_onnx(_batch_model()), "cuda")
+    net = Net(program, device=dev, optimization=Optimization.MEMORY, cuda_graphs=2)
+    cpu = Net(Program(load_onnx(_batch_model())), optimization=Optimization.MEMORY)
+    xs = {n: RNG.standard_normal((n, 3, 8, 8)).astype(np.float32) for n in (1, 2, 3)}
+    for n in (1, 1, 2, 2, 3, 3, 1, 1):  # each shape captured on its second run; 3 evicts 1
+        np.testing.assert_allclose(net.forward({"x": xs[n]})["y"], cpu.forward({"x": xs[n]})["y"],
+                                   rtol=1e-6, atol=1e-7)
+    assert len(net.graphs) == 2 and net.graphs.evictions >= 1
+    assert dev.captures == 4  # 1, 2, 3, then 1 again after its eviction

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from collections import OrderedDict
 from typing import Callable, Sequence
 
@@ -32,6 +33,7 @@ from ..ops.cuda import runtime as cuda_runtime
 from ..ops.registry import KernelDef, find
 
 ALIGNMENT = 64  # bytes: every arena and every value in it starts on a cache line
+_capturing = threading.local()  # .active: this thread is inside CUDA.capture (to_host must not synchronize)
 
 
 class Device:
@@ -93,6 +95,23 @@ class Device:
     def to_host(self, x, *, out: np.ndarray) -> None:
         """io_copy device -> host, a step of the run: when it returns, `out` holds the value (the
         device's queued work is done up to here)."""
+        raise NotImplementedError
+
+    supports_graphs = False
+    """Whether capture() and replay() work: a Net's layouts that run wholly on the device are then
+    captured once and replayed (CUDA graphs; engine/net.py)."""
+
+    def can_capture(self) -> bool:
+        """Whether a capture may start on this thread now (CUDA: its current stream is not the default one)."""
+        return self.supports_graphs
+
+    def capture(self, run: list):
+        """Record the calls of `run` (a layout's, every one a launch or a copy on this thread's
+        current stream) into a graph, without running them."""
+        raise NotImplementedError
+
+    def replay(self, graph) -> None:
+        """Run a graph from capture() on this thread's current stream; when it returns, its work is done."""
         raise NotImplementedError
 
     def worker_context(self):
@@ -244,6 +263,47 @@ class CUDA(DeviceWithHost):
     def to_host(self, x, *, out: np.ndarray) -> None:
         stream = self.cupy.cuda.get_current_stream()
         x.get(stream=stream, out=out)
+        if not getattr(_capturing, "active", False):  # in a capture: replay() synchronizes
+            stream.synchronize()
+
+    supports_graphs = True
+
+    def can_capture(self) -> bool:
+        return self.cupy.cuda.get_current_stream().ptr != 0
+
+    def capture(self, run: list):
+        """Stream capture of `run` on this thread's current stream into a cupy.cuda.Graph (nothing runs).
+
+        The caller has run the same calls eagerly first: every RawModule is loaded, the cuBLAS
+        handle's stream set (ops/cuda/runtime.py), and the calls allocate nothing -- their outputs
+        are views of the layout's arenas, whose addresses the graph keeps.
+
+        Raises:
+            RuntimeError: the current stream is the default one (capture needs a stream of its own,
+                as a pool worker has: worker_context), or anything the capture raised.
+        """
+        stream = self.cupy.cuda.get_current_stream()
+        if stream.ptr == 0:
+            raise RuntimeError("CUDA graph capture needs a non-default stream (a pool worker's)")
+        _capturing.active = True
+        try:
+            stream.begin_capture()
+            try:
+                for call in run:
+                    call()
+            except BaseException:
+                try:
+                    stream.end_capture()
+                except Exception:  # the capture was invalidated already: nothing to end
+                    pass
+                raise
+            return stream.end_capture()
+        finally:
+            _capturing.active = False
+
+    def replay(self, graph) -> None:
+        stream = self.cupy.cuda.get_current_stream()
+        graph.launch(stream)
         stream.synchronize()
 
     def copy_in(self, dst, src: np.ndarray) -> None:
@@ -348,6 +408,13 @@ class GraphCache:
             self.evictions += 1
             self._release(old)
         return graph
+
+    def discard(self, key) -> None:
+        """Forget `key` (its graph released): what it was captured for is gone."""
+        graph = self._graphs.pop(key, None)
+        if graph is not None:
+            self._release(graph)
+        self._seen.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._graphs)

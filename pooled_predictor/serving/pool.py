@@ -122,6 +122,9 @@ class Config:
             runs on devices[i % len(devices)], as in fb-caffe-exts, each worker on a
             non-blocking stream of its own; the weights are uploaded once per GPU and
             shared by its workers. Empty (default): every worker on `device`.
+        cuda_graphs: on "cuda", CUDA graphs each worker keeps per model (an LRU
+            of input shapes; 0: off): a shape run wholly on the GPU is captured
+            on its second run and replayed from then on (Predictor's cuda_graphs).
         unknown_output: "raise" (default: forward() raises UnknownBlobError at the
             call, as onnxruntime's run() and Predictor.forward do) or "warn" (log and
             skip the unknown names, as fb-caffe-exts).
@@ -180,6 +183,7 @@ class Config:
     disabled_passes: Sequence[str] = ()
     device: str = "cpu"
     devices: Sequence[int] = ()
+    cuda_graphs: int = 8
     unknown_output: str = "raise"
     max_batch_size: int | Sequence[int] = 0
     max_queue_delay: float | Sequence[float] = 0.0
@@ -213,6 +217,9 @@ class Config:
                 raise ValueError(f"Config: devices {list(self.devices)} needs device 'cuda', got {self.device!r}")
             if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in self.devices):
                 raise ValueError(f"Config: devices must be GPU ordinals >= 0, got {list(self.devices)}")
+        if isinstance(self.cuda_graphs, bool) or not isinstance(self.cuda_graphs, (int, np.integer)) \
+                or self.cuda_graphs < 0:
+            raise ValueError(f"Config: cuda_graphs must be a count >= 0, got {self.cuda_graphs!r}")
         if self.unknown_output not in ("warn", "raise"):
             raise ValueError(f"Config: unknown_output must be 'warn' or 'raise', got {self.unknown_output!r}")
         if int(self.blas_threads) < 1:
@@ -596,7 +603,7 @@ class PooledPredictor:
                                 disabled_passes=config.disabled_passes, disable_blas_threading=False,
                                 memory_limit_bytes=config.memory_limit_bytes,
                                 external_data_dir=config.external_data_dir,
-                                enable_profiling=config.enable_profiling)
+                                enable_profiling=config.enable_profiling, cuda_graphs=config.cuda_graphs)
                       for src in sources]
         if config.warmup:
             for i, p in enumerate(predictors):

@@ -155,3 +155,34 @@ def test_gpu_out_of_memory_fails_the_job_not_the_worker():
         pool.close()
     np.testing.assert_array_equal(again, ref)
     assert pool.worker_count == 1
+
+
+def _cnn_without_topk():
+    import onnx
+
+    model = onnx.load_from_string(MODEL)
+    keep = [n for n in model.graph.node if n.op_type != "TopK"]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    outputs = [o for o in model.graph.output if o.name == "prob"]
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    return model.SerializeToString()
+
+
+def test_a_net_wholly_on_the_gpu_is_captured_once_and_replays_the_eager_result():
+    """CUDA graphs (engine/net.py): on a stream of its own, the second run at a shape is captured and
+    replayed; every run, replayed or not, matches the CPU with new input values."""
+    cupy = runtime.cupy
+    model = _cnn_without_topk()
+    cpu = Predictor(model)
+    gpu = Predictor(model, device="cuda")
+    with cupy.cuda.Stream(non_blocking=True):
+        for i in range(5):
+            x = RNG.standard_normal((2, 3, 32, 32)).astype(np.float32)
+            got = gpu.forward({"x": x})["prob"]
+            ref = cpu.forward({"x": x})["prob"]
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+        net = gpu.net()
+        assert net.layout.graphable is True
+        assert net.graphs.captures == 1 and net.graphs.hits == 3
