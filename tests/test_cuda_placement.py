@@ -420,3 +420,24 @@ def test_graphs_are_kept_per_layout_in_a_bounded_lru():
                                    rtol=1e-6, atol=1e-7)
     assert len(net.graphs) == 2 and net.graphs.evictions >= 1
     assert dev.captures == 4  # 1, 2, 3, then 1 again after its eviction
+
+
+def test_pool_jobs_on_a_device_go_through_the_staging_blobs_and_replay_graphs(monkeypatch):
+    """The pool reads large inputs in place on the host (share_inputs="large"); on a device they are
+    staged instead, so the captured graph, which reads the staging blob, replays for them too."""
+    dev = HostMemoryDevice(ALL_ON_DEVICE | {"FusedConv"}, graphs=True)  # the passes fuse Conv + Relu
+    monkeypatch.setattr(device_mod, "_CUDA", {0: dev})
+    big = RNG.standard_normal((1, 3, 320, 320)).astype(np.float32)  # over SHARED_INPUT_MIN_BYTES (1 MiB)
+    model = _model()
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 320
+    model.graph.input[0].type.tensor_type.shape.dim[3].dim_value = 320
+    cpu = Predictor(model.SerializeToString())
+    pool = PooledPredictor(Config(model_bytes=[model.SerializeToString()], device="cuda", num_threads=1))
+    try:
+        for i in range(4):
+            x = big * (i + 1)
+            got = pool.forward({"x": x}).result(timeout=60)["y"]
+            np.testing.assert_allclose(got, cpu.forward({"x": x})["y"], rtol=1e-6, atol=1e-7)
+    finally:
+        pool.close()
+    assert dev.captures == 1 and dev.replays == 3

@@ -177,12 +177,16 @@ class Layout:
     def feed(self, arrays: dict, share) -> dict:
         """Copy checked inputs into the input blobs (the Device's io_copy), except those read in
         place (share: True, every array that can be; "large": those of SHARED_INPUT_MIN_BYTES and
-        more; False: none); returns those.
+        more, on the host only -- a device's layout stages them; False: none); returns those.
 
         Raises:
             InputError: share is none of those.
         """
         blobs, copy_in = self.blobs, (self.device.host or self.device).copy_in  # inputs are host blobs
+        if share == "large" and self.device.host is not None:
+            # a device's layout: inputs go through its pinned staging blobs, from which io_copy runs
+            # asynchronously and a captured CUDA graph reads (engine/net.py)
+            share = False
         if not share:
             for n, a in arrays.items():
                 copy_in(blobs[n], a)
