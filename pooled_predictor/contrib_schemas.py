@@ -71,6 +71,13 @@ def schemas() -> list[OpSchema]:
         _unary("QLinearSigmoid", "Y = quantize(Sigmoid(dequantize(X)))."),
         _unary("QLinearLeakyRelu", "Y = quantize(LeakyRelu(dequantize(X), alpha)).",
                [_attr("alpha", _A.FLOAT, 0.01)]),
+        OpSchema("QLinearSoftmax", DOMAIN, VERSION,
+                 doc="Softmax of 8-bit X along axis (opset >= 13) or over the axes from axis on (opset < 13), "
+                     "by onnxruntime's integer algorithm.",
+                 inputs=[_in("X", "T"), _in("X_scale", FLOAT), _in("x_zero_point", "T", True),
+                         _in("y_scale", FLOAT), _in("y_zero_point", "T")],
+                 outputs=[_in("Y", "T")], type_constraints=[("T", Q8, "")],
+                 attributes=[_attr("axis", _A.INT, -1), _attr("opset", _A.INT, required=True)]),
         OpSchema("QLinearGlobalAveragePool", DOMAIN, VERSION,
                  doc="GlobalAveragePool of 8-bit X, requantized to y_scale, y_zero_point.",
                  inputs=[_in("X", "T"), _in("x_scale", FLOAT), _in("x_zero_point", "T"),

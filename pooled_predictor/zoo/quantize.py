@@ -63,8 +63,6 @@ def quantized_cnn(name: str, fmt: str = "QOperator", *, input_size=None, calibra
         reduce_range: quantize weights to 7 bits (onnxruntime's option for AVX2 hosts).
     Returns:
         The cached .onnx path. Per channel, activations uint8, weights int8, MinMax calibration.
-        The final Softmax ("prob") stays float (QOperator would make it com.microsoft's
-        QLinearSoftmax, which has no kernel here yet).
     Raises:
         ValueError: unknown format.
         ImportError: onnxruntime is missing and the file is not cached.
@@ -75,9 +73,7 @@ def quantized_cnn(name: str, fmt: str = "QOperator", *, input_size=None, calibra
     size = model.graph.input[0].type.tensor_type.shape.dim[2].dim_value
     settings = dict(name=f"{name}-{fmt}", format=fmt, per_channel=True, activation="QUInt8", weight="QInt8",
                     calibration="MinMax", images=calibration_images, seed=seed, input_size=size,
-                    reduce_range=bool(reduce_range), float_softmax=True)
-
-    softmax = [n.name for n in model.graph.node if n.op_type == "Softmax"]
+                    reduce_range=bool(reduce_range))
 
     def make(src: str, dst: str) -> None:
         from onnxruntime import quantization as q
@@ -92,8 +88,7 @@ def quantized_cnn(name: str, fmt: str = "QOperator", *, input_size=None, calibra
 
         q.quantize_static(src, dst, Images(), quant_format=getattr(q.QuantFormat, fmt), per_channel=True,
                           activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8,
-                          calibrate_method=q.CalibrationMethod.MinMax, reduce_range=reduce_range,
-                          nodes_to_exclude=softmax)
+                          calibrate_method=q.CalibrationMethod.MinMax, reduce_range=reduce_range)
 
     return _cached(model, settings, make)
 

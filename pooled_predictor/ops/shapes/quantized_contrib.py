@@ -1,7 +1,7 @@
 """Shape rules of onnxruntime's quantized contrib ops (domain com.microsoft), version 1.
 
-QLinearAdd, QLinearMul (numpy broadcasting), QLinearSigmoid, QLinearLeakyRelu
-(X's shape), QLinearGlobalAveragePool, QLinearAveragePool (NCHW, or NHWC with
+QLinearAdd, QLinearMul (numpy broadcasting), QLinearSigmoid, QLinearLeakyRelu,
+QLinearSoftmax (X's shape), QLinearGlobalAveragePool, QLinearAveragePool (NCHW, or NHWC with
 channels_last=1), QLinearConcat, QGemm, DynamicQuantizeMatMul,
 MatMulIntegerToFloat. Scales and zero points of these ops are per tensor (one
 element), except b_scale / b_zero_point of QGemm, DynamicQuantizeMatMul and
@@ -66,6 +66,18 @@ def qlinear_unary(ctx):
     check_types(ctx)
     per_tensor(ctx, 1, 2, 3, 4)
     return [(tuple(ctx.shape(0)), np.dtype(ctx.dtype(0)))]
+
+
+@shape_rule("QLinearSoftmax", domain=DOMAIN)
+def qlinear_softmax(ctx):
+    """X's shape and type; axis in range, opset given."""
+    check_types(ctx)
+    per_tensor(ctx, 1, 2, 3, 4)
+    shape = tuple(ctx.shape(0))
+    if ctx.attr("opset") is None:
+        raise ctx.error("attribute opset (the Softmax opset it replaces) is required")
+    norm_axis(ctx, int(ctx.attr("axis", -1)), max(len(shape), 1))
+    return [(shape, np.dtype(ctx.dtype(0)))]
 
 
 @shape_rule("QLinearGlobalAveragePool", domain=DOMAIN)
