@@ -17,6 +17,7 @@ from pooled_predictor.errors import ModelLoadError, ShapeInferenceError
 from tests.onnx_helpers import assert_close, feeds_of, make_node_model, run_ort, run_ours, type_outputs
 
 MS = "com.microsoft"
+F32_ = np.float32
 rng = np.random.default_rng(33)
 
 
@@ -205,8 +206,25 @@ def test_qgemm_alpha_and_bias(alpha, with_c, out):
     c = rng.integers(-3000, 3000, (1, 9)).astype(np.int32) if with_c else None
     inputs = [a, f(0.02), zp(np.uint8), b, f(0.01), np.array(0, np.int8), c]
     if out == "quantized":
-        inputs += [f(0.1), zp(np.int8)]
+        inputs += [f(0.1), zp(np.uint8)]  # onnxruntime's QGemm with uint8 A has no int8 Y
     check("QGemm", inputs, {"alpha": alpha}, static=tuple(range(1, len(inputs))), rtol=1e-6)
+
+
+@pytest.mark.parametrize("y_type", [np.int8, np.uint8])
+def test_qgemm_int8_a_against_the_formula(y_type):
+    """onnxruntime has no QGemm for int8 A: the real-valued formula (float64), within one step."""
+    a, b = q((7, 30), np.int8), q((30, 5), np.int8)
+    c = rng.integers(-3000, 3000, 5).astype(np.int32)
+    za, zb, zy = np.array(3, np.int8), np.array(0, np.int8), zp(y_type)
+    inputs = [a, f(0.02), za, b, f([0.01, 0.02, 0.005, 0.03, 0.011]), np.zeros(5, np.int8), c, f(0.05), zy]
+    model = make_node_model("QGemm", inputs, {"alpha": 0.75}, static=tuple(range(1, 9)), domain=MS)
+    (ours,) = run_ours(model, {"in0": a})
+    acc = (a.astype(np.float64) - 3) @ (b.astype(np.float64) - zb) + c
+    real = 0.75 * np.float64(F32_(0.02)) * f([0.01, 0.02, 0.005, 0.03, 0.011]).astype(np.float64) * acc / F32_(0.05)
+    info = np.iinfo(y_type)
+    expected = np.clip(np.rint(real) + zy, info.min, info.max)
+    assert ours.dtype == y_type
+    assert np.abs(ours.astype(np.float64) - expected).max() <= 1
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [((4, 32), (32, 16)), ((2, 5, 48), (48, 8)), ((1, 7), (7, 3))])
