@@ -2,7 +2,7 @@
 
 The model (zoo/encoder.py: 2 post-LN layers, d = 64, 4 heads, attention mask, exact Gelu in its
 Erf form) quantized with int8 weights: every MatMul with a weight becomes DynamicQuantizeLinear
--> MatMulInteger -> Cast -> Mul (zoo/quantize.py: quantized_encoder).
+-> MatMulInteger -> Cast -> Mul (tests/quantized_zoo.py: quantized_encoder).
 
 Issue 33 reported our int8 BERT 2.4e-2 x max|ref| away from onnxruntime. The gap is
 onnxruntime's: on AVX2 hosts without VNNI its u8 x s8 MatMulInteger (vpmaddubsw) saturates each
@@ -24,7 +24,7 @@ from onnx import numpy_helper
 
 from pooled_predictor import Predictor
 from pooled_predictor.zoo.encoder import encoder_inputs
-from pooled_predictor.zoo.quantize import quantized_encoder
+from tests.quantized_zoo import quantized_encoder
 from tests.models.test_quantized_models import ort_u8s8_saturates
 
 HIDDEN = 64

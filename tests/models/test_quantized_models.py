@@ -2,7 +2,7 @@
 
 Models: ResNet-50 and MobileNetV2 of the zoo (cnn.build, 224x224, batch 1), quantized per
 channel with uint8 activations and int8 weights, calibrated on 16 seeded random images
-(zoo/quantize.py, cached under ~/.cache/pooled-predictor/quantized/). They are built, not
+(tests/quantized_zoo.py, cached under ~/.cache/pooled-predictor/quantized/). They are built, not
 fetched, like the other zoo tests (tests/zoo), so they run wherever the suite runs.
 
 The bar, per output: max |ours - onnxruntime| <= one quantization step of the output (the
@@ -36,7 +36,7 @@ from onnx import numpy_helper
 
 from pooled_predictor import Predictor
 from pooled_predictor.zoo import cnn
-from pooled_predictor.zoo.quantize import quantized_cnn
+from tests.quantized_zoo import quantized_cnn
 
 SIZE = 224
 OUTPUTS = ("prob", "logits")

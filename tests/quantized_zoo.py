@@ -1,10 +1,12 @@
 """Zoo models quantized with onnxruntime's own tool (onnxruntime.quantization), cached on disk.
 
-`quantized_cnn(name, fmt)` quantizes a zoo CNN (cnn.build) with quantize_static: per-channel,
+A test and benchmark helper (onnxruntime is never imported by the package itself).
+
+`quantized_cnn(name, fmt)` quantizes a zoo CNN (pooled_predictor.zoo.cnn.build) with quantize_static: per-channel,
 uint8 activations, int8 weights, calibrated (MinMax) on `calibration_images` seeded random
 images of `cnn.sample_input`, in onnxruntime's QDQ format (QuantizeLinear/DequantizeLinear
 pairs around float ops) or its QOperator format (QLinearConv, QLinearAdd, QGemm, ... of domain
-com.microsoft). `quantized_encoder()` quantizes a BERT-like encoder (encoder.py) with
+com.microsoft). `quantized_encoder()` quantizes a BERT-like encoder (pooled_predictor/zoo/encoder.py) with
 quantize_dynamic (DynamicQuantizeLinear + MatMulInteger, int8 weights).
 
 The files are cached under <cache>/quantized/ (cache: fetch.cache_dir(), by default
@@ -23,9 +25,9 @@ from pathlib import Path
 
 import onnx
 
-from . import cnn
-from .encoder import bert_encoder
-from .fetch import cache_dir
+from pooled_predictor.zoo import cnn
+from pooled_predictor.zoo.encoder import bert_encoder
+from pooled_predictor.zoo.fetch import cache_dir
 
 FORMATS = ("QDQ", "QOperator")
 
