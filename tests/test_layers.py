@@ -27,7 +27,7 @@ PACKAGES = ("pooled_predictor", "memory_opt")
 
 # lowest first; a module may import its own layer's modules and lower layers'
 LAYERS = [
-    {"pooled_predictor.errors", "pooled_predictor.budget", "pooled_predictor.ir"},
+    {"pooled_predictor.errors", "pooled_predictor.budget", "pooled_predictor.ir", "pooled_predictor.contrib_schemas"},
     {"pooled_predictor.ops", "pooled_predictor.importers"},
     {"pooled_predictor.passes"},
     {"pooled_predictor.engine"},

@@ -16,7 +16,9 @@ refused here (ModelLoadError, naming the node, tensor or value):
   required attributes missing, attributes the schema does not have or whose
   type is not the schema's, initializers whose element type the input's type
   constraint does not allow (an int4 weight of an Add; other element-type
-  checks are the kernels', at compile and reshape);
+  checks are the kernels', at compile and reshape); the same for onnxruntime's
+  contrib ops of domain com.microsoft that its quantizer emits, whose schemas
+  contrib_schemas.py registers with onnx (onnxruntime refuses these too);
 * spatial attributes outside their ranges (ONNX Operators: Conv, ConvTranspose,
   MaxPool, AveragePool, LpPool, ...): pads and output_padding >= 0, strides,
   dilations and kernel_shape >= 1, pads of length 2 x (number of spatial axes),
@@ -37,6 +39,7 @@ import onnx
 from onnx import AttributeProto, TensorProto
 
 from .. import budget
+from ..contrib_schemas import is_registered_contrib  # registers onnxruntime's com.microsoft schemas
 from ..errors import ModelLoadError
 from .external import declared_nbytes
 
@@ -172,7 +175,7 @@ def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str, weigh
                                       "is not optional but its name is empty")
         for a in node.attribute:
             spec = schema.attributes.get(a.name)
-            if spec is None and node.domain in ("", "ai.onnx"):
+            if spec is None and (node.domain in ("", "ai.onnx") or is_registered_contrib(node.domain)):
                 raise _err(where, f"{label}: attribute {a.name!r} is not in its schema (opset "
                                   f"{schema.since_version}): {sorted(schema.attributes)}")
             if spec is not None and a.type != AttributeProto.UNDEFINED and int(a.type) != int(spec.type.value):

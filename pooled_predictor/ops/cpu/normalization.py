@@ -46,9 +46,13 @@ class BatchNormalization:
             self.ab = self._fold(*(ctx.value(i) for i in range(1, 5)), dtype=ctx.dtype(0))
 
     def _fold(self, scale, bias, mean, var, dtype):
-        s = np.asarray(scale, np.float64)
-        a = s / np.sqrt(np.asarray(var, np.float64) + self.epsilon)
-        b = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * a
+        """a = (1 / sqrt(var + epsilon)) * scale, b = B - mean * a, each step in float32 (float64 for a
+        float64 X), as onnxruntime's batch_norm.h: a value quantized right after (a QOperator model's
+        BatchNormalization between DequantizeLinear and QuantizeLinear) then rounds as onnxruntime's."""
+        ct = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+        inv_std = ct(1) / np.sqrt(np.asarray(var, ct) + ct(self.epsilon))
+        a = inv_std * np.asarray(scale, ct)
+        b = np.asarray(bias, ct) - np.asarray(mean, ct) * a
         return a.astype(dtype).reshape(self.bshape), b.astype(dtype).reshape(self.bshape)
 
     def __call__(self, x, scale, bias, mean, var, *, out):

@@ -8,7 +8,8 @@ are written back as int32 (the *Integer ops) or requantized:
 
     y = saturate(round_half_even(acc * (scale_a * scale_b / y_scale)) + y_zero_point)
 
-with acc the int32 accumulator (plus QLinearConv's int32 bias B).
+with acc the int32 accumulator (plus QLinearConv's int32 bias B), the product in float32 as
+onnxruntime's MlasRequantizeOutput.
 """
 
 from __future__ import annotations
@@ -32,8 +33,13 @@ def _shifted(v, zp, *, rows: bool = False) -> np.ndarray:
 
 
 def _requantize(acc: np.ndarray, mult, y_zp, out: np.ndarray) -> None:
-    """out = saturate(rint(acc * mult) + y_zp) in out's integer type; acc is overwritten."""
-    acc *= mult
+    """out = saturate(rint(float32(float32(acc) * mult)) + y_zp) in out's integer type; acc is overwritten.
+
+    The product is a float32 one (acc and the multiplier as float32, the product rounded to
+    float32), as onnxruntime's MlasRequantizeOutput computes it: rounding the exact product
+    instead differs where it lies within float32 rounding of a half.
+    """
+    acc[...] = np.multiply(acc.astype(np.float32), np.asarray(mult, np.float32), dtype=np.float32)
     np.rint(acc, out=acc)
     if y_zp is not None:
         acc += np.asarray(y_zp, np.float64)

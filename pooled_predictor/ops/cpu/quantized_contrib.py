@@ -1,0 +1,405 @@
+"""onnxruntime's quantized contrib ops (domain com.microsoft, version 1), as its quantizer emits
+them in the QOperator format: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
+QLinearSoftmax, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QGemm, DynamicQuantizeMatMul,
+MatMulIntegerToFloat.
+
+Schemas: onnxruntime docs/ContribOperators.md (registered with onnx by contrib_schemas.py).
+The schemas give the real-valued formula; its rounding is onnxruntime's (MLAS), which these
+kernels reproduce step by step so that integer outputs equal onnxruntime's bit for bit: every
+float step is a float32 operation rounded to nearest even, computed here in float64 from
+operands exact in float64 and rounded once to float32 (so a fused multiply-add is one rounding,
+a multiply then an add two), and float -> integer conversion is round half to even followed by
+saturation to the output type:
+
+* QLinearAdd (MLAS qladd_avx2.cpp, the x86-64 kernel on AVX2 and AVX-512 hosts):
+  r_a = s_a / s_c, r_b = s_b / s_c, k = z_c - (r_a z_a + r_b z_b), then
+  y = fma(a, r_a, fma(b, r_b, k)); where the broadcast makes one side constant along the
+  innermost run of the output (a scalar, or a per-channel (C, 1, 1) operand), that side is
+  folded first: k' = k + r_b b, y = fma(a, r_a, k') (or the same with a and b swapped).
+* QLinearMul (MLAS qlmul.cpp): y = ((a - z_a)(b - z_b)) * (s_a s_b / s_c) + z_c.
+* QLinearSigmoid, QLinearLeakyRelu, QLinearConcat (onnxruntime's lookup tables): for each of the
+  256 codes q, x = (q - z_x) s_x, f(x), then y = f(x) / s_y clamped and rounded, + z_y.
+* QLinearGlobalAveragePool (MLAS qlgavgpool.cpp): y = (sum(x) - z_x HW) * (s_x / (s_y HW)) + z_y.
+* QLinearAveragePool (onnxruntime qlinear_pool.cc): the float32 sum of (x - z_x) s_x over the
+  window in row-major order, divided by the count, then y = sum / s_y + z_y.
+* QGemm (onnxruntime qgemm.cc; MLAS requantization): the int32 accumulator C + (A' - z_a)(B' - z_b)
+  times alpha s_a s_b[j] (/ s_y), rounded (+ z_y) or as float32.
+* DynamicQuantizeMatMul, MatMulIntegerToFloat: (A - z_a)(B - z_b) in int32, times s_a s_b[j],
+  + bias, float32 (A of DynamicQuantizeMatMul quantized as DynamicQuantizeLinear does).
+
+The integer products are exact (float64 BLAS of 8-bit operands, as ops/cpu/quantized.py does).
+onnxruntime's own u8 x s8 GEMM on AVX2 hosts without VNNI (vpmaddubsw) saturates each pair of
+products to int16; these kernels never do (they follow the spec). Where a model's weights use
+the full int8 range the two may differ there; quantize with reduce_range=True (7-bit weights,
+as onnxruntime recommends for such hosts) to compare bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...contrib_schemas import DOMAIN, VERSION
+from ..registry import kernel
+from ..shapes.quantized_contrib import nchw_pool_geometry
+from .quantize import dynamic_quantize_linear, int_range
+from .quantized import _shifted
+
+F32 = np.float32
+
+
+def _f32(x) -> np.ndarray:
+    """float64 values rounded to float32 (round to nearest even) and held in float64 again."""
+    return np.asarray(x, np.float64).astype(F32).astype(np.float64)
+
+
+def _scalar(v, default=0) -> float:
+    """The one element of a per-tensor scale or zero point as a Python number (default if absent)."""
+    if v is None:
+        return default
+    return np.asarray(v).reshape(-1)[0].item()
+
+
+def saturate_rint(v: np.ndarray, out: np.ndarray, zero_point=0) -> None:
+    """out = saturate(round_half_even(v) + zero_point) in out's integer type (v float64, overwritten)."""
+    np.rint(v, out=v)
+    if np.ndim(zero_point) or zero_point:
+        v += zero_point
+    lo, hi = int_range(out.dtype)
+    np.clip(v, lo, hi, out=v)
+    np.copyto(out, v, casting="unsafe")
+
+
+def quantize_f32(x: np.ndarray, y_scale: float, y_zero_point: int, dtype) -> np.ndarray:
+    """MLAS's QuantizeLinear of float32 values: saturate(rint(float32(x / y_scale)) + z), as `dtype`."""
+    v = _f32(np.asarray(x, np.float64) / np.float64(F32(y_scale)))
+    out = np.empty(v.shape, dtype)
+    saturate_rint(v, out, int(y_zero_point))
+    return out
+
+
+def dequantize_f32(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """float32((q - z) * s) (held in float64): the exact difference times the float32 scale, rounded."""
+    return _f32((np.asarray(q, np.float64) - zero_point) * np.float64(F32(scale)))
+
+
+def codes(dtype) -> np.ndarray:
+    """Every value of an 8-bit type, in the order of its bytes read as uint8 (a table index)."""
+    return np.arange(256, dtype=np.uint8).view(dtype)
+
+
+def lookup(x: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
+    """out = table[x's byte] for 8-bit x (the table indexed by the byte read as uint8)."""
+    np.take(table, np.ascontiguousarray(x).view(np.uint8), out=out)
+
+
+def _constant_inner(x_shape: tuple, out_shape: tuple) -> bool:
+    """Whether an operand is constant along the innermost run of the broadcast output (onnxruntime's
+    broadcaster then hands it to the kernel as a scalar per run): its size is 1, or it has size 1 on
+    the output's last axis longer than 1."""
+    if int(np.prod(x_shape)) == 1:
+        return True
+    padded = (1,) * (len(out_shape) - len(x_shape)) + tuple(x_shape)
+    for d_out, d_x in zip(reversed(out_shape), reversed(padded)):
+        if d_out > 1:
+            return d_x == 1
+    return False
+
+
+# ---- element-wise -------------------------------------------------------------------------------
+@kernel("QLinearAdd", since=VERSION, domain=DOMAIN)
+def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+    """C = (A_scale (A - A_zero_point) + B_scale (B - B_zero_point)) / C_scale + C_zero_point.
+
+    A, B, C: uint8 or int8 (one type), numpy broadcasting; scales float32 scalars; zero points
+    scalars of A's type (absent: 0). Rounded as MLAS's AVX2 kernel (module docstring).
+    Source: onnxruntime ContribOperators.md#com.microsoft.QLinearAdd.
+    """
+    ra = _f32(np.float64(F32(_scalar(a_scale))) / np.float64(F32(_scalar(c_scale))))
+    rb = _f32(np.float64(F32(_scalar(b_scale))) / np.float64(F32(_scalar(c_scale))))
+    za, zb, zc = _scalar(a_zero_point), _scalar(b_zero_point), _scalar(c_zero_point)
+    k = _f32(zc - _f32(_f32(ra * za) + _f32(rb * zb)))
+    av = np.broadcast_to(a, out.shape).astype(np.float64)
+    bv = np.broadcast_to(b, out.shape).astype(np.float64)
+    if _constant_inner(np.shape(b), out.shape):
+        v = _f32(av * ra + _f32(k + _f32(bv * rb)))
+    elif _constant_inner(np.shape(a), out.shape):
+        v = _f32(bv * rb + _f32(k + _f32(av * ra)))
+    else:
+        v = _f32(av * ra + _f32(bv * rb + k))
+    saturate_rint(v, out)
+
+
+@kernel("QLinearMul", since=VERSION, domain=DOMAIN)
+def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+    """C = (A - A_zero_point) (B - B_zero_point) A_scale B_scale / C_scale + C_zero_point.
+
+    Types and broadcasting as QLinearAdd. The integer product is exact; the rest float32 as MLAS's
+    qlmul (module docstring). Source: onnxruntime ContribOperators.md#com.microsoft.QLinearMul.
+    """
+    ratio = _f32(_f32(np.float64(F32(_scalar(a_scale))) * np.float64(F32(_scalar(b_scale))))
+                 / np.float64(F32(_scalar(c_scale))))
+    prod = ((np.asarray(a, np.float64) - _scalar(a_zero_point))
+            * (np.asarray(b, np.float64) - _scalar(b_zero_point)))
+    v = _f32(_f32(np.broadcast_to(prod, out.shape) * ratio) + _scalar(c_zero_point))
+    saturate_rint(v, out)
+
+
+def _table(dtype, x_scale, x_zero_point, y_scale, y_zero_point, fn) -> np.ndarray:
+    """onnxruntime's lookup table of an element-wise quantized op: y[q] = quantize(fn(dequantize(q)))."""
+    x = dequantize_f32(codes(dtype), _scalar(x_scale), _scalar(x_zero_point))
+    return quantize_f32(fn(x), _scalar(y_scale), _scalar(y_zero_point), dtype)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """float32 logistic of float32 values (computed in float64, rounded once)."""
+    return _f32(1.0 / (1.0 + np.exp(-x)))
+
+
+@kernel("QLinearSigmoid", since=VERSION, domain=DOMAIN)
+def qlinear_sigmoid(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out):
+    """Y = quantize(Sigmoid(dequantize(X))), by a 256-entry table.
+
+    X, Y: uint8 or int8 (one type); scales float32 scalars; zero points of X's type (absent: 0).
+    Source: onnxruntime ContribOperators.md#com.microsoft.QLinearSigmoid.
+    """
+    lookup(x, _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, _sigmoid), out)
+
+
+@kernel("QLinearLeakyRelu", since=VERSION, domain=DOMAIN)
+def qlinear_leaky_relu(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, alpha=0.01):
+    """Y = quantize(LeakyRelu(dequantize(X), alpha)), by a 256-entry table; alpha's product in float32.
+
+    Types as QLinearSigmoid. Source: onnxruntime ContribOperators.md#com.microsoft.QLinearLeakyRelu.
+    """
+    a = np.float64(F32(alpha))
+    table = _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point,
+                   lambda v: np.where(v >= 0, v, _f32(v * a)))
+    lookup(x, table, out)
+
+
+def _softmax_table(x_scale: float, d: int, signed: bool) -> np.ndarray:
+    """onnxruntime's float32 table of exp for rows of d values (held in float64):
+
+        shift = max(0, ln(float32(FLT_MAX / d)) - 5) / x_scale      (keeps every row's sum finite)
+        t[i] = float32(exp((i - 255 + shift) x_scale)),  i = 0..255,
+
+    indexed by i (uint8 X) or by the byte of i - 128 (int8 X)."""
+    s = np.float64(F32(x_scale))
+    limit = np.float64(F32(np.finfo(F32).max) / F32(d))
+    shift = max(0.0, float(np.log(limit)) - 5.0) / s
+    i = np.arange(256)
+    table = np.empty(256, np.float64)
+    table[((i - 128) & 0xFF) if signed else i] = _f32(np.exp((i - 255 + shift) * s))
+    return table
+
+
+def _row_sums_avx2(e: np.ndarray) -> np.ndarray:
+    """float32 sums of the rows of e (float32 values held in float64) in the order of MLAS's AVX2
+    kernel: 8 lanes over blocks of 16 (lane j adds e[16b + j], then e[16b + 8 + j]), the tail after
+    the last whole block summed in order from 0, then the 8 lanes added to it one by one."""
+    n, d = e.shape
+    whole = d // 16 * 16
+    lanes = np.zeros((n, 8))
+    for b in range(0, whole, 16):
+        lanes = _f32(lanes + e[:, b:b + 8])
+        lanes = _f32(lanes + e[:, b + 8:b + 16])
+    total = np.zeros(n)
+    for i in range(whole, d):
+        total = _f32(total + e[:, i])
+    for j in range(8):
+        total = _f32(total + lanes[:, j])
+    return total
+
+
+@kernel("QLinearSoftmax", since=VERSION, domain=DOMAIN)
+def qlinear_softmax(x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, *, out, opset, axis=-1):
+    """Y = Softmax(X) in 8 bits, by onnxruntime's algorithm (qlinear_softmax.cc, MLAS's AVX2 kernel).
+
+    Per row of D values (opset >= 13: along `axis`; below: X as (N, D) from `axis` on), with
+    t the table of `_softmax_table` and m the row's maximum: e_j = t[x_j + 255 - m] (int8:
+    t[byte(x_j + 127 - m)]); s = the float32 sum of the e_j (`_row_sums_avx2`);
+    y_j = saturate(rint(fma(e_j, float32(float32(1 / s) floor(1 / y_scale)), y_zero_point))).
+    x_zero_point is not read (a shift of X does not change Softmax). X, Y: uint8 or int8.
+    Equal to onnxruntime 1.32 on its AVX2 kernel except for rare values next to a rounding tie
+    (measured: 1 of 6e6 uint8 values, 2e-5 of int8 values, one step each), whose cause we have
+    not found; onnxruntime's AVX-512 kernel sums in another order.
+    Source: onnxruntime ContribOperators.md#com.microsoft.QLinearSoftmax.
+    """
+    rank = x.ndim
+    axis = axis + rank if axis < 0 else axis
+    if int(opset) < 13:
+        rows, back = x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1), None
+    else:
+        moved = np.moveaxis(x, axis, -1)
+        rows, back = moved.reshape(-1, x.shape[axis]), moved.shape
+    if rows.size == 0:
+        return
+    signed = x.dtype == np.int8
+    table = _softmax_table(_scalar(x_scale), rows.shape[1], signed)
+    m = rows.max(axis=1, keepdims=True).astype(np.int64)
+    idx = ((rows.astype(np.int64) + 127 - m) & 0xFF) if signed else rows.astype(np.int64) + 255 - m
+    e = table[idx]
+    ys = np.float64(np.floor(F32(1.0) / F32(_scalar(y_scale))))
+    scale = _f32(_f32(1.0 / _row_sums_avx2(e)) * ys)[:, None]
+    v = _f32(e * scale + _scalar(y_zero_point))
+    y = np.empty(v.shape, out.dtype)
+    saturate_rint(v, y)
+    if back is None:
+        out[...] = y.reshape(out.shape)
+    else:
+        np.moveaxis(out, axis, -1)[...] = y.reshape(back)
+
+
+@kernel("QLinearConcat", since=VERSION, domain=DOMAIN)
+def qlinear_concat(y_scale, y_zero_point, *inputs, out, axis):
+    """Y = Concat(requantize(X_i)) along `axis`, for inputs (X_0, X_0_scale, X_0_zero_point, X_1, ...).
+
+    An X whose scale and zero point are Y's is copied; any other is mapped through a 256-entry
+    table (dequantize with its own, quantize with Y's). X: uint8 or int8; Y: Y_zero_point's type.
+    Source: onnxruntime ContribOperators.md#com.microsoft.QLinearConcat.
+    """
+    ys, yz = _scalar(y_scale), _scalar(y_zero_point)
+    axis = axis + out.ndim if axis < 0 else axis
+    start = 0
+    for i in range(0, len(inputs), 3):
+        x, xs, xz = inputs[i], _scalar(inputs[i + 1]), _scalar(inputs[i + 2])
+        dst = out[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)]
+        start += x.shape[axis]
+        if F32(xs) == F32(ys) and xz == yz and x.dtype == out.dtype:
+            np.copyto(dst, x)
+        else:
+            table = quantize_f32(dequantize_f32(codes(x.dtype), xs, xz), ys, yz, out.dtype)
+            dst[...] = table[np.ascontiguousarray(x).view(np.uint8)]
+
+
+# ---- pooling ------------------------------------------------------------------------------------
+@kernel("QLinearGlobalAveragePool", since=VERSION, domain=DOMAIN)
+def qlinear_global_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, *, out, channels_last=0):
+    """Y = (sum over the spatial axes of X - x_zero_point HW) x_scale / (y_scale HW) + y_zero_point.
+
+    X: (N, C, spatial...) or, channels_last=1, (N, spatial..., C); uint8 or int8. Y: (N, C, 1...)
+    or (N, 1..., C). The sum is exact; the multiplier s_x / (s_y HW) and the product float32.
+    Source: onnxruntime ContribOperators.md#com.microsoft.QLinearGlobalAveragePool.
+    """
+    axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
+    size = int(np.prod([x.shape[d] for d in axes]))
+    acc = x.sum(axis=axes, dtype=np.int64, keepdims=True).astype(np.float64) - _scalar(x_zero_point) * size
+    mult = _f32(np.float64(F32(_scalar(x_scale))) / _f32(np.float64(F32(_scalar(y_scale))) * np.float64(F32(size))))
+    saturate_rint(_f32(_f32(acc) * mult), out, int(_scalar(y_zero_point)))
+
+
+@kernel("QLinearAveragePool", since=VERSION, domain=DOMAIN)
+class QLinearAveragePool:
+    """Y = quantize(AveragePool(dequantize(X))) with AveragePool's attributes (no dilations).
+
+    X: (N, C, spatial...) or, channels_last=1, (N, spatial..., C); uint8 or int8; Y alike. The
+    window's float32 values are summed in float32 in row-major window order, divided by the count
+    (the window's taps inside the input, or the whole kernel with count_include_pad=1), then
+    quantized as y = rint(float32(float32(sum / y_scale) + y_zero_point)), saturated.
+    Source: onnxruntime ContribOperators.md#com.microsoft.QLinearAveragePool (qlinear_pool.cc).
+    """
+
+    def __init__(self, ctx, *, kernel_shape=None, auto_pad="NOTSET", ceil_mode=0, channels_last=0,
+                 count_include_pad=0, pads=None, strides=None):
+        self.geometry = nchw_pool_geometry(ctx)
+        self.channels_last = bool(channels_last)
+        self.kernel = [a.kernel for a in self.geometry]
+        if count_include_pad:
+            count = np.full([a.out for a in self.geometry], float(np.prod(self.kernel)))
+        else:
+            count = np.ones([a.out for a in self.geometry])
+            for d, a in enumerate(self.geometry):
+                shape = [1] * len(self.geometry)
+                shape[d] = a.out
+                count = count * a.counts(False).reshape(shape)
+        self.count = count.astype(F32).astype(np.float64)
+
+    def __call__(self, x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, *, out):
+        if self.channels_last:
+            x = np.moveaxis(x, -1, 1)
+        v = dequantize_f32(x, _scalar(x_scale), _scalar(x_zero_point))
+        pad = [(0, 0), (0, 0)]
+        for a in self.geometry:
+            reach = (a.out - 1) * a.stride + a.kernel
+            pad.append((a.head, max(0, reach - a.head - a.size)))
+        v = np.pad(v, pad)
+        total = np.zeros(v.shape[:2] + tuple(a.out for a in self.geometry), np.float64)
+        for taps in np.ndindex(*self.kernel):
+            window = tuple(slice(t, t + (a.out - 1) * a.stride + 1, a.stride) for t, a in zip(taps, self.geometry))
+            total = _f32(total + v[(slice(None), slice(None)) + window])
+        mean = _f32(total / self.count)
+        q = _f32(_f32(mean / np.float64(F32(_scalar(y_scale)))) + _scalar(y_zero_point))
+        res = np.moveaxis(out, -1, 1) if self.channels_last else out
+        saturate_rint(q, res)
+
+
+# ---- products -----------------------------------------------------------------------------------
+def _columns(v, n: int) -> np.ndarray | None:
+    """A per-tensor or per-column (N,) parameter as float64, broadcasting over (..., N) (None: None)."""
+    if v is None:
+        return None
+    v = np.asarray(v, np.float64).reshape(-1)
+    return v.reshape(()) if v.size == 1 else v.reshape(n)
+
+
+@kernel("QGemm", since=VERSION, domain=DOMAIN)
+def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None, y_zero_point=None, *, out,
+          alpha=1.0, transA=0, transB=0):
+    """Y = alpha a_scale b_scale (C + (A' - a_zero_point)(B' - b_zero_point)), quantized or float32.
+
+    A (M, K) or (K, M) with transA, uint8/int8; B (K, N) or (N, K) with transB, uint8/int8;
+    a_scale float32 scalar, a_zero_point scalar of A's type; b_scale, b_zero_point: scalars or
+    per column (N,); C: int32 bias broadcasting to (M, N), in the scale a_scale b_scale. With
+    y_scale and y_zero_point, Y = saturate(rint(float32(acc) * float32(alpha s_a s_b / s_y)) + z_y)
+    in y_zero_point's type; without, Y = float32(acc) * float32(alpha s_a s_b).
+    Source: onnxruntime ContribOperators.md#com.microsoft.QGemm.
+    """
+    a2 = a.T if transA else a
+    b2 = b.T if transB else b
+    n = out.shape[1]
+    acc = np.matmul(_shifted(a2, a_zero_point), _shifted(b2, _columns(b_zero_point, n)))
+    if c is not None:
+        acc += np.asarray(c, np.float64)
+    scale = _f32(_f32(np.float64(F32(_scalar(a_scale))) * _columns(np.asarray(b_scale, F32), n))
+                 * np.float64(F32(alpha)))
+    if y_scale is None:
+        np.copyto(out, _f32(_f32(acc) * scale), casting="unsafe")
+        return
+    scale = _f32(scale / np.float64(F32(_scalar(y_scale))))
+    saturate_rint(_f32(_f32(acc) * scale), out, int(_scalar(y_zero_point)))
+
+
+def _scaled_product(a_q, a_zero_point, a_scale, b, b_zero_point, b_scale, bias, out) -> None:
+    """out = float32(acc) * float32(s_a s_b[j]) (+ bias[j]), acc = (A - z_a)(B - z_b[j]) exactly."""
+    n = out.shape[-1]
+    acc = np.matmul(_shifted(a_q, a_zero_point), _shifted(b, _columns(b_zero_point, n)))
+    scale = _f32(np.float64(F32(a_scale)) * _columns(np.asarray(b_scale, F32), n))
+    y = _f32(_f32(acc) * scale)
+    if bias is not None:
+        y = _f32(y + np.asarray(bias, np.float64))
+    np.copyto(out, y, casting="unsafe")
+
+
+@kernel("DynamicQuantizeMatMul", since=VERSION, domain=DOMAIN)
+def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None, *, out):
+    """Y = DynamicQuantizeLinear(A) x (B - b_zero_point), times a_scale b_scale, + bias; float32.
+
+    A float32 (..., M, K) (quantized to uint8 over [min(0, A), max(0, A)], as DynamicQuantizeLinear);
+    B int8/uint8 (..., K, N); b_scale, b_zero_point scalars or per column (N,); bias (N,).
+    Source: onnxruntime ContribOperators.md#com.microsoft.DynamicQuantizeMatMul.
+    """
+    q = np.empty(a.shape, np.uint8)
+    a_scale, a_zp = np.empty((), F32), np.empty((), np.uint8)
+    dynamic_quantize_linear(a, out=(q, a_scale, a_zp))
+    _scaled_product(q, a_zp, float(a_scale), b, b_zero_point, b_scale, bias, out)
+
+
+@kernel("MatMulIntegerToFloat", since=VERSION, domain=DOMAIN)
+def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None, *, out):
+    """Y = (A - a_zero_point)(B - b_zero_point) a_scale b_scale + bias, in a_scale's type.
+
+    A, B int8/uint8 with numpy.matmul's shapes; a_scale, a_zero_point scalars; b_scale,
+    b_zero_point scalars or per column (N,); bias (N,).
+    Source: onnxruntime ContribOperators.md#com.microsoft.MatMulIntegerToFloat.
+    """
+    _scaled_product(a, a_zero_point, _scalar(a_scale), b, b_zero_point, b_scale, bias, out)

@@ -1,0 +1,351 @@
+"""onnxruntime's quantized contrib ops (com.microsoft) against onnxruntime itself.
+
+Integer outputs must equal onnxruntime's bit for bit; float outputs (QGemm without y_scale,
+DynamicQuantizeMatMul, MatMulIntegerToFloat) agree to float32 rounding. Scales are drawn so
+that ties (x.5 before rounding) occur (0.5, 0.25 ratios) as well as generic ones.
+
+onnxruntime's u8 x s8 GEMM on AVX2 hosts without VNNI saturates each pair of products to
+int16 (vpmaddubsw); int8 weights here stay within [-64, 63] (7 bits, onnxruntime's
+reduce_range), where that never happens, so the comparison holds on every host.
+"""
+
+import numpy as np
+import onnx
+import pytest
+
+from pooled_predictor.errors import ModelLoadError, ShapeInferenceError
+from tests.onnx_helpers import assert_close, feeds_of, make_node_model, run_ort, run_ours, type_outputs
+
+MS = "com.microsoft"
+F32_ = np.float32
+rng = np.random.default_rng(33)
+
+
+def q(shape, dtype, lo=None, hi=None):
+    info = np.iinfo(dtype)
+    lo = info.min if lo is None else lo
+    hi = info.max if hi is None else hi
+    return rng.integers(lo, hi + 1, shape).astype(dtype)
+
+
+def zp(dtype, present=True):
+    if not present:
+        return None
+    return np.array(q((), dtype, np.iinfo(dtype).min // 2 + 64, np.iinfo(dtype).max // 2 + 64) if dtype == np.uint8
+                    else q((), dtype, -20, 20))
+
+
+def f(v):
+    return np.array(v, np.float32)
+
+
+def check(op, inputs, attrs=None, static=(), rtol=0.0):
+    """One com.microsoft node through onnxruntime and us; the outputs must match."""
+    model = make_node_model(op, inputs, attrs, static=static, domain=MS)
+    feeds = feeds_of(inputs, static)
+    (ref,) = run_ort(model, feeds)
+    (ours,) = run_ours(model, feeds)
+    if ref.dtype.kind in "iu":
+        assert ours.dtype == ref.dtype and ours.shape == ref.shape, (ours.dtype, ours.shape, ref.dtype, ref.shape)
+        bad = np.flatnonzero(ours != ref)
+        assert bad.size == 0, (f"{op}: {bad.size} of {ref.size} values differ, first at {bad[:5]}: "
+                               f"ours {ours.ravel()[bad[:5]]}, onnxruntime {ref.ravel()[bad[:5]]}")
+    else:
+        assert_close(ours, ref, rtol, op)
+    return ours
+
+
+SCALES = [(0.02, 0.03, 0.05), (0.5, 0.25, 1.0), (0.1, 0.1, 0.1), (0.0123, 0.0071, 0.0191)]
+BINARY_SHAPES = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (1, 3, 1, 1)), ((1, 3, 1, 1), (2, 3, 4, 5)),
+                 ((2, 3, 4, 5), ()), ((), (4, 37)), ((2, 1, 5), (3, 1)), ((3, 1), (2, 1, 5)), ((70,), (70,))]
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("a_shape,b_shape", BINARY_SHAPES)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("scales", SCALES)
+def test_qlinear_binary(op, a_shape, b_shape, dtype, scales):
+    sa, sb, sc = scales
+    inputs = [q(a_shape, dtype), f(sa), zp(dtype), q(b_shape, dtype), f(sb), zp(dtype), f(sc), zp(dtype)]
+    check(op, inputs, static=(1, 2, 4, 5, 6, 7))
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("absent", [(2,), (5,), (7,), (2, 5, 7)])
+def test_qlinear_binary_absent_zero_points_are_zero(op, dtype, absent):
+    """An absent (optional) zero point is 0. onnxruntime refuses the node without them, so it runs
+    with explicit zeros, we without."""
+    full = [q((4, 33), dtype), f(0.04), zp(dtype), q((33,), dtype), f(0.02), zp(dtype), f(0.05), zp(dtype)]
+    for i in absent:
+        full[i] = np.zeros((), dtype)
+    ref = check(op, full, static=(1, 2, 4, 5, 6, 7))
+    sparse = [None if i in absent else a for i, a in enumerate(full)]
+    while sparse[-1] is None:
+        sparse.pop()
+    static = tuple(i for i in (1, 2, 4, 5, 6, 7) if i < len(sparse) and sparse[i] is not None)
+    model = make_node_model(op, sparse, static=static, domain=MS)
+    (ours,) = run_ours(model, feeds_of(sparse, static))
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("op,attrs", [("QLinearSigmoid", {}), ("QLinearLeakyRelu", {}),
+                                      ("QLinearLeakyRelu", {"alpha": 0.1}), ("QLinearLeakyRelu", {"alpha": 0.5})])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("x_scale,y_scale", [(0.05, 1 / 256), (0.1, 0.02), (0.5, 0.25), (0.0173, 0.0041)])
+@pytest.mark.parametrize("with_zp", [True, False])
+def test_qlinear_unary(op, attrs, dtype, x_scale, y_scale, with_zp):
+    x = np.arange(256, dtype=np.uint8).view(dtype).reshape(4, 64)  # every code
+    check(op, [x, f(x_scale), zp(dtype, with_zp), f(y_scale), zp(dtype, with_zp)], attrs, static=(1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("shape,axis,opset", [((2, 10), -1, 13), ((1, 1000), 1, 13), ((3, 4096), 1, 13),
+                                              ((2, 3, 7), 1, 13), ((2, 3, 7), 0, 13), ((2, 3, 7), 1, 12),
+                                              ((4, 5, 6), -1, 12), ((64, 40), -1, 13)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("x_scale", [0.05, 0.2, 0.0123])
+@pytest.mark.parametrize("y_scale", [1 / 256, 0.0042])
+def test_qlinear_softmax(shape, axis, opset, dtype, x_scale, y_scale):
+    """onnxruntime's integer Softmax. Not every value is bit for bit: next to a rounding tie
+    onnxruntime 1.32 sometimes rounds the other way (measured over 6e6 random values: uint8 1,
+    int8 2e-5 of them, one step each; kernel docstring), so a value may differ by one step, and
+    only in at most 1e-3 of the values."""
+    y_zp = np.array(0 if dtype == np.uint8 else -128, dtype)
+    inputs = [q(shape, dtype), f(x_scale), zp(dtype), f(y_scale), y_zp]
+    model = make_node_model("QLinearSoftmax", inputs, {"axis": axis, "opset": opset}, static=(1, 2, 3, 4),
+                            domain=MS)
+    feeds = feeds_of(inputs, (1, 2, 3, 4))
+    (ref,) = run_ort(model, feeds)
+    (ours,) = run_ours(model, feeds)
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    diff = np.abs(ours.astype(np.int64) - ref)
+    assert diff.max() <= 1 and (diff > 0).mean() <= 1e-3, (int(diff.max()), int((diff > 0).sum()), ref.size)
+
+
+def test_qlinear_softmax_requires_opset():
+    model = make_node_model("QLinearSoftmax", [q((2, 4), np.uint8), f(0.1), zp(np.uint8), f(1 / 256),
+                                               np.array(0, np.uint8)], static=(1, 2, 3, 4), domain=MS)
+    with pytest.raises(ModelLoadError, match="opset"):
+        run_ours(model, {"in0": q((2, 4), np.uint8)})
+
+
+@pytest.mark.parametrize("shapes,axis", [([(2, 3, 4), (2, 5, 4)], 1), ([(2, 3, 4), (2, 3, 1), (2, 3, 7)], -1),
+                                         ([(1, 4), (3, 4)], 0)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("same_params", [True, False])
+def test_qlinear_concat(shapes, axis, dtype, same_params):
+    ys, yz = f(0.05), zp(dtype)
+    inputs, static = [ys, yz], [0, 1]
+    for k, s in enumerate(shapes):
+        scale, z = (ys, yz) if same_params and k == 0 else (f(rng.choice([0.02, 0.1, 0.025, 0.0371])), zp(dtype))
+        inputs += [q(s, dtype), scale, z]
+        static += [len(inputs) - 2, len(inputs) - 1]
+    check("QLinearConcat", inputs, {"axis": axis}, static=tuple(static))
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 7, 7), (2, 3, 5, 4), (2, 16, 1, 1), (1, 4, 9)])
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("x_scale,y_scale", [(0.05, 0.05), (0.1, 0.03), (0.5, 0.25)])
+def test_qlinear_global_average_pool(shape, channels_last, dtype, x_scale, y_scale):
+    inputs = [q(shape, dtype), f(x_scale), zp(dtype), f(y_scale), zp(dtype)]
+    check("QLinearGlobalAveragePool", inputs, {"channels_last": channels_last}, static=(1, 2, 3, 4))
+
+
+POOLS = [dict(kernel_shape=[3, 3]), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+         dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1),
+         dict(kernel_shape=[2, 3], strides=[2, 1], ceil_mode=1), dict(kernel_shape=[2, 2], auto_pad="SAME_UPPER"),
+         dict(kernel_shape=[7, 7])]
+
+
+@pytest.mark.parametrize("attrs", POOLS)
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("x_scale,y_scale", [(0.05, 0.05), (0.1, 0.03)])
+def test_qlinear_average_pool(attrs, channels_last, dtype, x_scale, y_scale):
+    shape = (2, 7, 7, 5) if channels_last else (2, 5, 7, 7)
+    inputs = [q(shape, dtype), f(x_scale), zp(dtype), f(y_scale), zp(dtype)]
+    check("QLinearAveragePool", inputs, dict(attrs, channels_last=channels_last), static=(1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_average_pool_1d(dtype):
+    check("QLinearAveragePool", [q((2, 3, 11), dtype), f(0.05), zp(dtype), f(0.02), zp(dtype)],
+          {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}, static=(1, 2, 3, 4))
+
+
+def _b_values(shape, dtype):
+    """Weights within [-64, 63] for int8 (no int16 saturation in onnxruntime's AVX2 u8 x s8 kernel)."""
+    return q(shape, dtype, -64, 63) if dtype == np.int8 else q(shape, dtype)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 16, 8), (5, 37, 11), (32, 64, 24)])
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1)])
+@pytest.mark.parametrize("a_type,b_type", [(np.uint8, np.int8), (np.uint8, np.uint8)])  # onnxruntime: no s8 A
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("out", ["quantized", "float"])
+def test_qgemm(m, k, n, trans, a_type, b_type, per_column, out):
+    ta, tb = trans
+    a = q((k, m) if ta else (m, k), a_type)
+    b = _b_values((n, k) if tb else (k, n), b_type)
+    b_scale = f(rng.uniform(0.002, 0.02, n)) if per_column else f(0.01)
+    b_zp = (np.zeros(n, b_type) if b_type == np.int8 else q((n,), b_type, 100, 150)) if per_column else \
+        np.array(0 if b_type == np.int8 else 128, b_type)
+    c = rng.integers(-5000, 5000, n).astype(np.int32)
+    inputs = [a, f(0.03), zp(a_type), b, b_scale, b_zp, c]
+    if out == "quantized":
+        inputs += [f(0.25), zp(np.uint8)]
+    check("QGemm", inputs, {"transA": ta, "transB": tb}, static=tuple(range(1, len(inputs))), rtol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 1.7])
+@pytest.mark.parametrize("with_c", [True, False])
+@pytest.mark.parametrize("out", ["quantized", "float"])
+def test_qgemm_alpha_and_bias(alpha, with_c, out):
+    a, b = q((6, 20), np.uint8), _b_values((20, 9), np.int8)
+    c = rng.integers(-3000, 3000, (1, 9)).astype(np.int32) if with_c else None
+    inputs = [a, f(0.02), zp(np.uint8), b, f(0.01), np.array(0, np.int8), c]
+    if out == "quantized":
+        inputs += [f(0.1), zp(np.uint8)]  # onnxruntime's QGemm with uint8 A has no int8 Y
+    check("QGemm", inputs, {"alpha": alpha}, static=tuple(range(1, len(inputs))), rtol=1e-6)
+
+
+@pytest.mark.parametrize("y_type", [np.int8, np.uint8])
+def test_qgemm_int8_a_against_the_formula(y_type):
+    """onnxruntime has no QGemm for int8 A: the real-valued formula (float64), within one step."""
+    a, b = q((7, 30), np.int8), q((30, 5), np.int8)
+    c = rng.integers(-3000, 3000, 5).astype(np.int32)
+    za, zb, zy = np.array(3, np.int8), np.array(0, np.int8), zp(y_type)
+    inputs = [a, f(0.02), za, b, f([0.01, 0.02, 0.005, 0.03, 0.011]), np.zeros(5, np.int8), c, f(0.05), zy]
+    model = make_node_model("QGemm", inputs, {"alpha": 0.75}, static=tuple(range(1, 9)), domain=MS)
+    (ours,) = run_ours(model, {"in0": a})
+    acc = (a.astype(np.float64) - 3) @ (b.astype(np.float64) - zb) + c
+    real = 0.75 * np.float64(F32_(0.02)) * f([0.01, 0.02, 0.005, 0.03, 0.011]).astype(np.float64) * acc / F32_(0.05)
+    info = np.iinfo(y_type)
+    expected = np.clip(np.rint(real) + zy, info.min, info.max)
+    assert ours.dtype == y_type
+    assert np.abs(ours.astype(np.float64) - expected).max() <= 1
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 32), (32, 16)), ((2, 5, 48), (48, 8)), ((1, 7), (7, 3))])
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_dynamic_quantize_matmul(a_shape, b_shape, b_type, per_column, bias):
+    n = b_shape[-1]
+    a = rng.standard_normal(a_shape).astype(np.float32) * 3 + 0.5
+    b = _b_values(b_shape, b_type)
+    b_scale = f(rng.uniform(0.002, 0.02, n)) if per_column else f(0.01)
+    b_zp = (q((n,), b_type, -3, 3) if b_type == np.int8 else q((n,), b_type, 120, 136)) if per_column else zp(b_type)
+    inputs = [a, b, b_scale, b_zp, rng.standard_normal(n).astype(np.float32) if bias else None]
+    check("DynamicQuantizeMatMul", inputs, static=(1, 2, 3, 4), rtol=1e-6)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 32), (32, 16)), ((2, 5, 48), (48, 8))])
+@pytest.mark.parametrize("a_type,b_type", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_matmul_integer_to_float(a_shape, b_shape, a_type, b_type, per_column, bias):
+    n = b_shape[-1]
+    b_scale = f(rng.uniform(0.002, 0.02, n)) if per_column else f(0.01)
+    b_zp = (q((n,), b_type, -3, 3) if b_type == np.int8 else q((n,), b_type, 120, 136)) if per_column else zp(b_type)
+    inputs = [q(a_shape, a_type), _b_values(b_shape, b_type), f(0.05), b_scale, zp(a_type), b_zp,
+              rng.standard_normal(n).astype(np.float32) if bias else None]
+    check("MatMulIntegerToFloat", inputs, static=(1, 3, 5, 6), rtol=1e-6)
+
+
+def test_registered_by_domain():
+    """The kernels resolve for com.microsoft at opset 1, and only there (not in the default domain)."""
+    from pooled_predictor.ops.registry import find
+
+    for op in ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax",
+               "QLinearGlobalAveragePool",
+               "QLinearAveragePool", "QLinearConcat", "QGemm", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"):
+        assert find(op, MS, 1, "cpu") is not None, op
+        assert find(op, "", 17, "cpu") is None, op
+        assert find(op, MS, 0, "cpu") is None, op  # no opset import of com.microsoft: no kernel
+
+
+# ---- malformed nodes ----------------------------------------------------------------------------
+def _load(model):
+    return run_ours(model, {})
+
+
+def test_missing_required_scale_is_a_model_load_error():
+    x = q((1, 4, 3, 3), np.uint8)
+    model = make_node_model("QLinearGlobalAveragePool", [x, None, zp(np.uint8), f(0.1), zp(np.uint8)],
+                            static=(0, 2, 3, 4), domain=MS)
+    with pytest.raises(ModelLoadError, match="x_scale"):
+        _load(model)
+
+
+def test_unknown_attribute_is_a_model_load_error():
+    model = make_node_model("QLinearSigmoid", [q((4,), np.uint8), f(0.1), zp(np.uint8), f(0.1), zp(np.uint8)],
+                            {"beta": 2.0}, static=(0, 1, 2, 3, 4), domain=MS)
+    with pytest.raises(ModelLoadError, match="beta"):
+        _load(model)
+
+
+def test_attribute_of_the_wrong_type_is_a_model_load_error():
+    model = make_node_model("QLinearLeakyRelu", [q((4,), np.uint8), f(0.1), zp(np.uint8), f(0.1), zp(np.uint8)],
+                            {"alpha": 2}, static=(0, 1, 2, 3, 4), domain=MS)
+    with pytest.raises(ModelLoadError, match="alpha"):
+        _load(model)
+
+
+def test_bad_channels_last_is_a_shape_error():
+    model = make_node_model("QLinearGlobalAveragePool", [q((1, 4, 3, 3), np.uint8), f(0.1), zp(np.uint8), f(0.1),
+                                                         zp(np.uint8)], {"channels_last": 2},
+                            static=(0, 1, 2, 3, 4), domain=MS)
+    with pytest.raises(ShapeInferenceError, match="channels_last"):
+        _load(model)
+
+
+def test_per_channel_scale_of_qlinear_add_is_a_shape_error():
+    inputs = [q((1, 3, 2, 2), np.uint8), f([0.1, 0.2, 0.3]), zp(np.uint8), q((1, 3, 2, 2), np.uint8), f(0.1),
+              zp(np.uint8), f(0.1), zp(np.uint8)]
+    model = make_node_model("QLinearAdd", inputs, static=tuple(range(8)), domain=MS)
+    with pytest.raises(ShapeInferenceError, match="scalar"):
+        _load(model)
+
+
+def test_wrong_zero_point_type_is_a_shape_error():
+    inputs = [q((2, 2), np.uint8), f(0.1), np.array(3, np.int8), q((2, 2), np.uint8), f(0.1), zp(np.uint8), f(0.1)]
+    model = make_node_model("QLinearAdd", inputs, static=tuple(range(7)), domain=MS)
+    with pytest.raises(ShapeInferenceError, match="same type"):
+        _load(model)
+
+
+def test_broken_concat_triples_is_a_shape_error():
+    inputs = [f(0.1), zp(np.uint8), q((2, 2), np.uint8), f(0.1)]
+    model = make_node_model("QLinearConcat", inputs, {"axis": 0}, static=(0, 1, 2, 3), domain=MS)
+    with pytest.raises(ShapeInferenceError, match="triples"):
+        _load(model)
+
+
+def test_qgemm_inner_dimension_mismatch_is_a_shape_error():
+    inputs = [q((3, 4), np.uint8), f(0.1), zp(np.uint8), q((5, 2), np.int8), f(0.1), np.array(0, np.int8)]
+    model = make_node_model("QGemm", inputs, static=tuple(range(6)), domain=MS)
+    with pytest.raises(ShapeInferenceError, match="inner dimensions"):
+        _load(model)
+
+
+def test_missing_opset_import_is_unsupported():
+    from pooled_predictor.errors import UnsupportedOpError
+
+    model = make_node_model("QLinearSigmoid", [q((4,), np.uint8), f(0.1), zp(np.uint8), f(0.1), zp(np.uint8)],
+                            static=(0, 1, 2, 3, 4), domain=MS)
+    del model.opset_import[1]
+    with pytest.raises((UnsupportedOpError, ModelLoadError)):
+        _load(model)
+
+
+def test_schemas_known_to_onnx():
+    """contrib_schemas registers the ops with onnx: the checker accepts a QOperator node."""
+    import pooled_predictor.contrib_schemas  # noqa: F401
+
+    model = make_node_model("QLinearAdd", [q((2,), np.uint8), f(0.1), zp(np.uint8), q((2,), np.uint8), f(0.1),
+                                           zp(np.uint8), f(0.1), zp(np.uint8)], static=(1, 2, 4, 5, 6, 7), domain=MS)
+    type_outputs(model, [np.zeros(2, np.uint8)])
+    onnx.checker.check_model(model)
+    assert onnx.defs.get_schema("QGemm", 1, MS).attributes["alpha"].default_value.f == 1.0
