@@ -16,8 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
+from ..shapes.conv import conv_geometry
 from ..shapes.quantize import inner_conv
+from . import compiled
 from .conv import Conv
+from .qconv import compiled_qconv
 
 
 def _shifted(v, zp, *, rows: bool = False) -> np.ndarray:
@@ -129,12 +132,24 @@ class QLinearConv(_IntegerConv):
 
     def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                  strides=None):
+        self.fast = compiled_qconv(ctx, conv_geometry(inner_conv(ctx, 3)), None)
+        if self.fast is not None:  # integer kernels (ops/cpu/qconv.py); else the float64 reference below
+            return
         self.setup(ctx, 3, 5, 2, dict(auto_pad=auto_pad, dilations=dilations, group=group,
                                       kernel_shape=kernel_shape, pads=pads, strides=strides))
         self.per_channel = (self.m,) + (1,) * self.rank
 
+    def prepare_run(self, x, *inputs, out):
+        """The compiled path's calls bound once for these arrays (registry.py: prepare_run); None otherwise."""
+        if self.fast is None:
+            return None
+        return compiled.prepared(self.fast.steps(x, out))
+
     def __call__(self, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,
                  *, out):
+        if self.fast is not None:
+            self.fast(x, out)
+            return
         acc = self.accumulate(x, x_zero_point, w, w_zero_point)
         if B is not None:
             acc += np.asarray(B, np.float64).reshape(self.per_channel)
