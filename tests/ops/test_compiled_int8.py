@@ -134,3 +134,23 @@ def test_qgemm2d(m, k, p, x_type, y_type):
     f = acc.astype(np.float32) * mult.reshape(-1, 1)
     ref = np.clip(np.rint(f).astype(np.int64) + y_zp, yi.min, yi.max).astype(y_type)
     assert np.array_equal(y.reshape(m, p), ref)
+
+
+@pytest.mark.parametrize("q_type", [np.uint8, np.int8])
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_per_tensor_quantize_compiled_equals_numpy(op, q_type, monkeypatch):
+    """compiled/quantize.py's one-pass kernels give the numpy kernels' bits (ties, saturation included)."""
+    from pooled_predictor.ops.cpu import compiled
+
+    scale, zp = np.array(0.037, np.float32), np.array(3 if q_type == np.uint8 else -5, q_type)
+    if op == "QuantizeLinear":
+        x = rng.uniform(-12, 12, (2, 3, 17, 9)).astype(np.float32)
+        x.reshape(-1)[:40] = (np.arange(40, dtype=np.float32) - 20 + 0.5) * scale  # exact ties
+    else:
+        info = np.iinfo(q_type)
+        x = rng.integers(info.min, info.max + 1, (2, 3, 17, 9)).astype(q_type)
+    model = make_node_model(op, [x, scale, zp], opset=13, static=(1, 2))
+    fast = run_ours(model, {"in0": x})[0]
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    slow = run_ours(model, {"in0": x})[0]
+    assert fast.dtype == slow.dtype and np.array_equal(fast, slow)

@@ -23,6 +23,7 @@ from .phases import inside
 from .qgemm import signed
 
 _i8 = types.int64
+BAND = 2048  # int32 accumulators per pass of the depthwise taps (8 KiB, in L1)
 
 
 def _split_sig(t):
@@ -44,31 +45,35 @@ def split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, fill):
     n_b, c_n, h, wd = x.shape
     f_n, pq = sh * sw, hq * wq
     v = planes.dtype.type(fill)
-    for n in range(n_b):
-        for c in range(c_n):
-            for f in range(f_n):
-                a, b = f // sw, f % sw
-                i0, i1 = inside(h, ph, a, sh, hq)
-                j0, j1 = inside(wd, pw, b, sw, wq)
-                base = ((n * c_n + c) * f_n + f) * pq
-                for i in range(hq):
-                    r = base + i * wq
-                    if i < i0 or i >= i1:
-                        for j in range(wq):
-                            planes[r + j] = v
-                        continue
-                    for j in range(j0):
+    xf = x.reshape(x.size)
+    u = np.uint64
+    for nc in range(n_b * c_n):
+        for f in range(f_n):
+            a, b = f // sw, f % sw
+            i0, i1 = inside(h, ph, a, sh, hq)
+            j0, j1 = inside(wd, pw, b, sw, wq)
+            base = (nc * f_n + f) * pq
+            for i in range(hq):
+                r = u(base + i * wq)
+                if i < i0 or i >= i1:
+                    for j in range(u(wq)):
                         planes[r + j] = v
-                    for j in range(j1, wq):
-                        planes[r + j] = v
-                    ih = a + sh * i - ph
-                    iw0 = b + sw * j0 - pw
-                    if sw == 1:
-                        for j in range(j1 - j0):
-                            planes[r + j0 + j] = x[n, c, ih, iw0 + j]
-                    else:
-                        for j in range(j1 - j0):
-                            planes[r + j0 + j] = x[n, c, ih, iw0 + sw * j]
+                    continue
+                for j in range(u(j0)):
+                    planes[r + j] = v
+                for j in range(u(j1), u(wq)):
+                    planes[r + j] = v
+                src = u(nc * h * wd + (a + sh * i - ph) * wd + b + sw * j0 - pw)
+                d = r + u(j0)
+                if sw == 1:
+                    for j in range(u(j1 - j0)):
+                        planes[d + j] = xf[src + j]
+                elif sw == 2:
+                    for j in range(u(j1 - j0)):
+                        planes[d + j] = xf[src + j + j]
+                else:
+                    for j in range(u(j1 - j0)):
+                        planes[d + j] = xf[src + u(sw) * j]
 
 
 def _dw_sig(xt, yt):
@@ -92,30 +97,56 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
             zero point folded in; mult: (C,) float32; zp: y_zero_point.
         y, y0: output channel c, row i, column j at y[y0 + (c * oh + i) * ow + j]; oh, ow: output size;
             wq: the planes' row pitch.
-        acc: int32 workspace of oh * wq elements.
+        acc: int32 workspace of min(oh * wq, BAND + wq) elements at least.
     """
     c_n = b.size
     t_n = offs.size
-    p_n = oh * wq
+    u = np.uint64
     lo = -128.0 if signed(y) else 0.0
     hi = 127.0 if signed(y) else 255.0
     zpf = np.float32(zp)
     lo_f, hi_f = np.float32(lo) - zpf, np.float32(hi) - zpf
+    if t_n == 9:  # 3x3: the 9 taps and the requantization in one pass over each output row
+        for c in range(c_n):
+            base = u(x0 + c * image)
+            bc = b[c]
+            m = mult[c]
+            k = c * 9
+            w0, w1, w2, w3, w4, w5, w6, w7, w8 = (wt[k], wt[k + 1], wt[k + 2], wt[k + 3], wt[k + 4], wt[k + 5],
+                                                  wt[k + 6], wt[k + 7], wt[k + 8])
+            o0, o1, o2, o3, o4, o5, o6, o7, o8 = (u(offs[0]), u(offs[1]), u(offs[2]), u(offs[3]), u(offs[4]),
+                                                  u(offs[5]), u(offs[6]), u(offs[7]), u(offs[8]))
+            for r in range(oh):
+                s = base + u(r * wq)
+                d = u(y0 + (c * oh + r) * ow)
+                for j in range(u(ow)):
+                    i = s + j
+                    a = (bc + w0 * np.int32(planes[i + o0]) + w1 * np.int32(planes[i + o1])
+                         + w2 * np.int32(planes[i + o2]) + w3 * np.int32(planes[i + o3])
+                         + w4 * np.int32(planes[i + o4]) + w5 * np.int32(planes[i + o5])
+                         + w6 * np.int32(planes[i + o6]) + w7 * np.int32(planes[i + o7])
+                         + w8 * np.int32(planes[i + o8]))
+                    f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)
+                    y[d + j] = np.int32(np.rint(f)) + zp
+        return
+    band = min(oh, max(1, BAND // wq))  # output rows per pass: the accumulator stays in L1
     for c in range(c_n):
-        base = x0 + c * image
+        base = u(x0 + c * image)
         bc = b[c]
-        for p in range(p_n):
-            acc[p] = bc
-        for t in range(t_n):
-            wv = wt[c * t_n + t]
-            s = base + offs[t]
-            for p in range(p_n):
-                acc[p] += wv * np.int32(planes[s + p])
         m = mult[c]
-        for i in range(oh):
-            d = y0 + (c * oh + i) * ow
-            r = i * wq
-            for j in range(ow):
-                f = np.float32(acc[r + j]) * m
-                f = min(max(f, lo_f), hi_f)
-                y[d + j] = np.int32(np.rint(f)) + zp
+        for r0 in range(0, oh, band):
+            rows = min(band, oh - r0)
+            n = u(rows * wq)
+            for i in range(n):
+                acc[i] = bc
+            for t in range(t_n):
+                wv = wt[c * t_n + t]
+                s = base + u(offs[t] + r0 * wq)
+                for i in range(n):
+                    acc[i] += wv * np.int32(planes[s + i])
+            for r in range(rows):
+                d = u(y0 + (c * oh + r0 + r) * ow)
+                a = u(r * wq)
+                for j in range(u(ow)):
+                    f = min(max(np.float32(acc[a + j]) * m, lo_f), hi_f)
+                    y[d + j] = np.int32(np.rint(f)) + zp

@@ -1,0 +1,221 @@
+"""QDQ models to quantized nodes: DequantizeLinear -> op -> QuantizeLinear becomes one integer node.
+
+A QDQ model (onnxruntime.quantization's QuantFormat.QDQ) states every quantized op
+in float32 between a DequantizeLinear on each input and a QuantizeLinear on its
+output. Run as written, every op pays a dequantize and a quantize pass over its
+activations. onnxruntime's QDQ transformer (qdq_transformer/selectors_actions)
+turns the groups into its integer kernels; this pass does the same:
+
+    Q(Conv(DQ(x), DQ(W), DQ(B)))    = QLinearConv(x, xs, xz, W, ws, wz, ys, yz, B)
+    Q(MatMul(DQ(a), DQ(b)))         = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
+    Q(MaxPool(DQ(x)))               = MaxPool(x)          (same scale and zero point;
+                                                           max commutes with a monotone map)
+
+Q(v) = saturate(rint(v / ys) + yz), DQ(q) = (q - z) * s (ONNX Operators.md). The
+QLinear ops compute exactly Q(op(DQ(...))) with the int32 sum exact and the
+requantization fused (ops/cpu/qconv.py), as onnxruntime's QLinearConv does for the
+same model. A Relu or Clip between the op and the Q is folded when the Q alone
+already applies it -- Relu when yz is the type's minimum (Q(max(v, 0)) = max(Q(v),
+Q(0)) = Q(v) then), Clip(lo, hi) when Q(lo) and Q(hi) are the type's bounds --
+onnxruntime's rule (its quantizer removes such activations itself).
+
+Fires when: the op's output is read by the Q alone (through the Relu/Clip), and is
+no graph output; scales and zero points are weights, per tensor for activations
+(x, a, y), per tensor or per output channel (DequantizeLinear axis 0 for Conv's W,
+axis 1 for MatMul's b) for weights; W / b are 8-bit weights, B a DQ of an int32
+weight with zero point 0 (the bias quantized at xs * ws: its int32 is used as it
+is, as onnxruntime does). The DequantizeLinear nodes are left for their other
+readers; those left unread are removed here (before constant folding would turn
+the weights' ones into float32 copies); the weights only they read go with
+eliminate_dead_nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ..ir import Graph, Node
+from .base import PassContext
+
+_8BIT = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+def _w(graph: Graph, name: str):
+    return graph.weights.get(name) if name else None
+
+
+def _dq(graph: Graph, prod: dict, value: str, *, weight: bool):
+    """(q, scale, zero_point, axis, node) of the DequantizeLinear producing `value` (8-bit, constant
+    scale and zero point; q a weight when `weight`, else an activation), or None."""
+    node = prod.get(value)
+    if node is None or node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx"):
+        return None
+    ins = list(node.inputs) + [""] * (3 - len(node.inputs))
+    q, s, z = ins[:3]
+    scale, zp = _w(graph, s), _w(graph, z)
+    if scale is None or zp is None or zp.dtype not in _8BIT or "block_size" in node.attrs and node.attrs["block_size"]:
+        return None
+    if weight != (q in graph.weights) or (weight and graph.weights[q].dtype != zp.dtype):
+        return None
+    return q, s, z, int(node.attrs.get("axis", 1)), node
+
+
+def _per_tensor(graph: Graph, *names) -> bool:
+    return all(np.size(graph.weights[n]) == 1 for n in names)
+
+
+def _quantize_after(graph: Graph, cons: dict, outs: set, value: str):
+    """(Q node, [folded activation nodes]) when `value` is read only by a QuantizeLinear to 8 bits with
+    a per-tensor scale and zero point, possibly through a Relu / Clip that Q makes redundant; else None."""
+    chain = []
+    while True:
+        readers = cons.get(value, [])
+        if value in outs or len(readers) != 1:
+            return None
+        node = readers[0]
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        if node.op_type == "QuantizeLinear":
+            ins = list(node.inputs) + [""] * (3 - len(node.inputs))
+            s, z = _w(graph, ins[1]), _w(graph, ins[2])
+            if s is None or z is None or z.dtype not in _8BIT or np.size(s) != 1 or np.size(z) != 1:
+                return None
+            if any(not _redundant(graph, a, float(s.reshape(())), int(z.reshape(())), np.iinfo(z.dtype)) for a in chain):
+                return None
+            return node, chain
+        if node.op_type not in ("Relu", "Clip") or chain:
+            return None
+        chain.append(node)
+        value = node.outputs[0]
+
+
+def _redundant(graph: Graph, act: Node, scale: float, zp: int, info) -> bool:
+    """Whether Q(act(v)) = Q(v) for every v (module docstring)."""
+    if act.op_type == "Relu":
+        return zp == info.min
+    lo = hi = None
+    if "min" in act.attrs or "max" in act.attrs:  # Clip-1 / -6
+        lo, hi = act.attrs.get("min", -np.inf), act.attrs.get("max", np.inf)
+    else:
+        ins = list(act.inputs) + [""] * (3 - len(act.inputs))
+        for i in (1, 2):
+            if ins[i] and ins[i] not in graph.weights:
+                return False
+        lo = float(graph.weights[ins[1]].reshape(())) if ins[1] else -np.inf
+        hi = float(graph.weights[ins[2]].reshape(())) if ins[2] else np.inf
+
+    def q(v):
+        return min(max(np.rint(np.float32(v) / np.float32(scale)) + zp, info.min), info.max)
+
+    return q(lo) == info.min and q(hi) == info.max
+
+
+def _conv(graph, prod, node):
+    ins = list(node.inputs) + [""] * (3 - len(node.inputs))
+    x = _dq(graph, prod, ins[0], weight=False)
+    w = _dq(graph, prod, ins[1], weight=True)
+    if x is None or w is None or not _per_tensor(graph, x[1], x[2]):
+        return None
+    m = graph.weights[w[0]].shape[0]
+    if not (_per_tensor(graph, w[1], w[2]) or (w[3] == 0 and np.size(graph.weights[w[1]]) == m)):
+        return None
+    bias = ""
+    if ins[2]:  # the bias: DQ of an int32 weight with zero point 0
+        bnode = prod.get(ins[2])
+        if bnode is None or bnode.op_type != "DequantizeLinear":
+            return None
+        bq = _w(graph, bnode.inputs[0])
+        bz = _w(graph, bnode.inputs[2]) if len(bnode.inputs) > 2 and bnode.inputs[2] else None
+        if bq is None or bq.dtype != np.int32 or (bz is not None and np.any(bz != 0)):
+            return None
+        bias = bnode.inputs[0]
+    return [x[0], x[1], x[2], w[0], w[1], w[2]], bias
+
+
+def _matmul(graph, prod, node):
+    a = _dq(graph, prod, node.inputs[0], weight=False)
+    b = _dq(graph, prod, node.inputs[1], weight=True)
+    if a is None or b is None or not _per_tensor(graph, a[1], a[2]):
+        return None
+    bw = graph.weights[b[0]]
+    if bw.ndim != 2:
+        return None
+    if not (_per_tensor(graph, b[1], b[2]) or (b[3] in (1, -1) and np.size(graph.weights[b[1]]) == bw.shape[1])):
+        return None
+    return [a[0], a[1], a[2], b[0], b[1], b[2]], ""
+
+
+def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
+    """Rewrite DQ -> Conv / MatMul / MaxPool -> Q groups into integer nodes (module docstring)."""
+    prod, cons = graph.producers(), graph.consumers()
+    outs = set(graph.output_names)
+    counts: Counter = Counter()
+    replace: dict[int, Node | None] = {}
+    for node in graph.nodes:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "MatMul", "MaxPool"):
+            continue
+        if node.op_type == "MaxPool":
+            _maxpool(graph, prod, cons, outs, node, replace, counts)
+            continue
+        after = _quantize_after(graph, cons, outs, node.outputs[0])
+        if after is None:
+            continue
+        q, chain = after
+        found = (_conv if node.op_type == "Conv" else _matmul)(graph, prod, node)
+        if found is None:
+            continue
+        ins, bias = found
+        ins += [q.inputs[1], q.inputs[2]]
+        if node.op_type == "Conv":
+            new = Node("QLinearConv", ins + ([bias] if bias else []), [q.outputs[0]], dict(node.attrs), "", node.name)
+        else:
+            new = Node("QLinearMatMul", ins, [q.outputs[0]], {}, "", node.name)
+        replace[id(node)] = new
+        for n in chain + [q]:
+            replace[id(n)] = None
+        counts[f"DQ -> {node.op_type}{''.join(' -> ' + a.op_type for a in chain)} -> Q fused into {new.op_type}"] += 1
+    if not replace:
+        return {}
+    nodes = []
+    for n in graph.nodes:
+        r = replace.get(id(n), n)
+        if r is not None:
+            nodes.append(r)
+    graph.nodes = nodes
+    counts.update(_drop_unread_dequantize(graph))
+    return dict(counts)
+
+
+def _maxpool(graph, prod, cons, outs, node, replace, counts):
+    """Q(MaxPool(DQ(x))) = MaxPool(x) when Q's scale and zero point are DQ's (and Indices is unread)."""
+    if len(node.present_outputs()) != 1:
+        return
+    x = _dq(graph, prod, node.inputs[0], weight=False)
+    after = _quantize_after(graph, cons, outs, node.outputs[0])
+    if x is None or after is None or after[1] or not _per_tensor(graph, x[1], x[2]):
+        return
+    q = after[0]
+    same = (np.array_equal(graph.weights[x[1]], graph.weights[q.inputs[1]])
+            and np.array_equal(graph.weights[x[2]], graph.weights[q.inputs[2]])
+            and graph.weights[x[2]].dtype == graph.weights[q.inputs[2]].dtype)
+    if not same:
+        return
+    replace[id(node)] = Node("MaxPool", [x[0]], [q.outputs[0]], dict(node.attrs), node.domain, node.name)
+    replace[id(q)] = None
+    counts["DQ -> MaxPool -> Q run on the 8-bit input"] += 1
+
+
+def _drop_unread_dequantize(graph: Graph) -> Counter:
+    """Remove DequantizeLinear nodes nobody reads any more (and the weights only they read)."""
+    removed: Counter = Counter()
+    while True:
+        read = {i for n in graph.nodes for i in n.inputs if i} | set(graph.output_names)
+        dead = [n for n in graph.nodes if n.op_type == "DequantizeLinear" and not any(o in read for o in n.outputs)]
+        if not dead:
+            break
+        ids = {id(n) for n in dead}
+        graph.nodes = [n for n in graph.nodes if id(n) not in ids]
+        removed["unread DequantizeLinear removed"] += len(dead)
+    return removed  # the weights only they read: eliminate_dead_nodes drops them
