@@ -53,7 +53,7 @@ def _multiplier(a_scale, b_scale, y_scale, *, a_rows: bool):
     return np.asarray(a * np.asarray(b_scale) / np.asarray(y_scale), np.float64)
 
 
-@kernel("MatMulInteger", since=10)
+@kernel("MatMulInteger", since=10, precision="int8")
 def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out):
     """Y = (A - a_zero_point) @ (B - b_zero_point) in int32 (numpy.matmul semantics).
 
@@ -64,7 +64,7 @@ def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out):
     np.copyto(out, acc, casting="unsafe")
 
 
-@kernel("QLinearMatMul", since=(10, 21))
+@kernel("QLinearMatMul", since=(10, 21), precision="int8")
 def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, *, out):
     """y = saturate(rint(((a - a_zp) @ (b - b_zp)) * a_scale * b_scale / y_scale) + y_zp).
 
@@ -105,7 +105,7 @@ class _IntegerConv:
         return acc
 
 
-@kernel("ConvInteger", since=10)
+@kernel("ConvInteger", since=10, precision="int8")
 class ConvInteger(_IntegerConv):
     """Y = (X - x_zero_point) (*) (W - w_zero_point) in int32, with Conv's attributes.
 
@@ -122,7 +122,7 @@ class ConvInteger(_IntegerConv):
         np.copyto(out, self.accumulate(x, x_zero_point, w, w_zero_point), casting="unsafe")
 
 
-@kernel("QLinearConv", since=10)
+@kernel("QLinearConv", since=10, precision="int8")
 class QLinearConv(_IntegerConv):
     """y = saturate(rint((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale / y_scale) + y_zp).
 
