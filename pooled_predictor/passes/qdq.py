@@ -10,6 +10,9 @@ turns the groups into its integer kernels; this pass does the same:
     Q(MatMul(DQ(a), DQ(b)))         = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
     Q(MaxPool(DQ(x)))               = MaxPool(x)          (same scale and zero point;
                                                            max commutes with a monotone map)
+    Mul(Cast(MatMulInteger(DynamicQuantizeLinear(A)[0], B, DQL(A)[2], bz)), Mul(DQL(A)[1], bs))
+                                    = DynamicQuantizeMatMul(A, B, bs, bz)   (our domain; quantize_dynamic's
+                                                           pattern; ops/cpu/qmatmul.py)
 
 Q(v) = saturate(rint(v / ys) + yz), DQ(q) = (q - z) * s (ONNX Operators.md). The
 QLinear ops compute exactly Q(op(DQ(...))) with the int32 sum exact and the
@@ -37,6 +40,7 @@ from collections import Counter
 import numpy as np
 
 from ..ir import Graph, Node
+from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
 from .base import PassContext
 
 _8BIT = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -154,6 +158,9 @@ def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
     counts: Counter = Counter()
     replace: dict[int, Node | None] = {}
     for node in graph.nodes:
+        if node.domain in ("", "ai.onnx") and node.op_type == "MatMulInteger":
+            _dynamic_matmul(graph, prod, cons, outs, node, replace, counts)
+            continue
         if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "MatMul", "MaxPool"):
             continue
         if node.op_type == "MaxPool":
@@ -205,6 +212,41 @@ def _maxpool(graph, prod, cons, outs, node, replace, counts):
     replace[id(node)] = Node("MaxPool", [x[0]], [q.outputs[0]], dict(node.attrs), node.domain, node.name)
     replace[id(q)] = None
     counts["DQ -> MaxPool -> Q run on the 8-bit input"] += 1
+
+
+def _dynamic_matmul(graph, prod, cons, outs, mm, replace, counts):
+    """Mul(Cast(MatMulInteger(q, B, zp, bz)), Mul(scale, bs)) with (q, scale, zp) = DynamicQuantizeLinear(A)
+    = DynamicQuantizeMatMul(A, B, bs, bz) (module docstring)."""
+    ins = list(mm.inputs) + [""] * (4 - len(mm.inputs))
+    dql = prod.get(ins[0])
+    if dql is None or dql.op_type != "DynamicQuantizeLinear" or ins[2] != dql.outputs[2] or not ins[3]:
+        return
+    b, bz = _w(graph, ins[1]), _w(graph, ins[3])
+    if b is None or bz is None or b.ndim != 2 or b.dtype not in _8BIT or np.size(bz) not in (1, b.shape[1]):
+        return
+    chain = []
+    for op in ("Cast", "Mul"):
+        value = (chain[-1] if chain else mm).outputs[0]
+        readers = cons.get(value, [])
+        if value in outs or len(readers) != 1 or readers[0].op_type != op:
+            return
+        chain.append(readers[0])
+    cast, mul = chain
+    if int(cast.attrs.get("to", 0)) != 1:  # FLOAT
+        return
+    other = mul.inputs[1] if mul.inputs[0] == cast.outputs[0] else mul.inputs[0]
+    smul = prod.get(other)
+    if smul is None or smul.op_type != "Mul" or dql.outputs[1] not in smul.inputs:
+        return
+    bs_name = smul.inputs[1] if smul.inputs[0] == dql.outputs[1] else smul.inputs[0]
+    bs = _w(graph, bs_name)
+    if bs is None or bs.dtype != np.float32 or np.size(bs) not in (1, b.shape[1]):
+        return
+    replace[id(mm)] = Node("DynamicQuantizeMatMul", [dql.inputs[0], ins[1], bs_name, ins[3]], [mul.outputs[0]], {},
+                           DOMAIN, mm.name)
+    replace[id(cast)] = replace[id(mul)] = None
+    graph.opset[DOMAIN] = max(graph.opset.get(DOMAIN, 0), DOMAIN_VERSION)
+    counts["DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul fused into DynamicQuantizeMatMul"] += 1
 
 
 def _drop_unread_dequantize(graph: Graph) -> Counter:

@@ -154,3 +154,47 @@ def test_per_tensor_quantize_compiled_equals_numpy(op, q_type, monkeypatch):
     monkeypatch.setattr(compiled, "ENABLED", False)
     slow = run_ours(model, {"in0": x})[0]
     assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
+
+
+@pytest.mark.parametrize("a_shape,n", [((1, 20, 48), 24), ((37, 33), 17), ((2, 3, 16, 64), 40)])
+@pytest.mark.parametrize("b_type,per_column", [(np.int8, False), (np.int8, True), (np.uint8, True)])
+def test_dynamic_quantize_matmul_equals_the_unfused_nodes(a_shape, n, b_type, per_column):
+    """DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul, fused by passes/qdq.py into one
+    DynamicQuantizeMatMul: bit for bit the spec's arithmetic (exact int32 sums); and onnxruntime's
+    (ORT_DISABLE_ALL: the unfused nodes) where its u8 x s8 pair sums cannot saturate (int8 B in [-64, 63])."""
+    from pooled_predictor.ops.cpu.quantize import dynamic_quantize_linear
+
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pooled_predictor.importers import load_onnx
+    from pooled_predictor.passes import optimize
+    from tests.passes.pass_helpers import run_net
+
+    k = a_shape[-1]
+    info = np.iinfo(b_type)
+    b = rng.integers(info.min, info.max + 1, (k, n)).astype(b_type)
+    bz = (rng.integers(info.min // 4, info.max // 4, n if per_column else ()).astype(b_type))
+    if b_type == np.int8:
+        b, bz = b // 2, bz // 2  # no saturating pair in onnxruntime's u8 x s8 kernel
+    bs = (rng.random(n if per_column else ()) * 0.05 + 0.001).astype(np.float32)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["a"], ["q", "s", "z"]),
+             helper.make_node("Mul", ["s", "bs"], ["sb"]),
+             helper.make_node("MatMulInteger", ["q", "b", "z", "bz"], ["acc"]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["accf", "sb"], ["y"])]
+    inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(bz, "bz"), numpy_helper.from_array(bs, "bs")]
+    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    a = (rng.standard_normal(a_shape) * 3).astype(np.float32)
+    g, _ = optimize(load_onnx(model), level="extended")
+    assert g.op_counts()["DynamicQuantizeMatMul"] == 1 and g.op_counts()["MatMulInteger"] == 0
+    (ref,) = run_ort(model, {"a": a})
+    (ours,) = run_net(g, {"a": a})
+    q, s, z = np.empty(a.shape, np.uint8), np.zeros((), np.float32), np.zeros((), np.uint8)
+    dynamic_quantize_linear(a, out=(q, s, z))
+    acc = (q.astype(np.int64) - int(z)) @ (b.astype(np.int64) - bz.astype(np.int64))
+    exact = acc.astype(np.float32) * (s * bs).astype(np.float32)
+    assert ours.dtype == np.float32 and np.array_equal(ours, exact), float(np.abs(ours - exact).max())
+    assert np.array_equal(ours, ref), float(np.abs(ours - ref).max())

@@ -78,13 +78,14 @@ def _intrinsic_fn(builder, name, ret, args):
     return fn
 
 
-def _make_micro(rows: int, x_signed: bool, y_signed: bool):
+def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False):
     """The micro-kernel for a tile of `rows` x 16 outputs.
 
     micro(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp):
     for r < rows, c < 16: acc = b[b_off + r] + sum_{j < kp_n} sum_{h < 2} W'(r, 2j + h) *
     x[x_off + offs[2j + h] + c], W'(r, 2j + h) the int16 half h of wp[w_off + j * rows + r];
-    y[y_off + r * ldy + c] = saturate(rint(float32(acc) * mult[b_off + r]) + zp) (module docstring).
+    y[y_off + r * ldy + c] = saturate(rint(float32(acc) * mult[b_off + r]) + zp) (module docstring), or
+    with y_float, float32(acc) * mult[b_off + r] (MatMulInteger -> Cast -> Mul: zp unused).
     offs holds 2 * kp_n entries. The caller keeps every access in bounds.
     """
     ext = "sext" if x_signed else "zext"
@@ -161,6 +162,9 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool):
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 for v in range(2):
                     f = builder.fmul(builder.sitofp(builder.add(final[2 * r + v], bv), _V8F), mv)
+                    if y_float:
+                        builder.store(f, builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()), align=4)
+                        continue
                     f = builder.call(rint, [builder.call(fmin, [builder.call(fmax, [f, lo_v]), hi_v])])
                     q = builder.trunc(builder.add(builder.fptosi(f, _V8I), zp_vec), v8i8)
                     builder.store(q, builder.bitcast(builder.gep(row, [_c(8 * v)]), v8i8.as_pointer()), align=1)
@@ -176,6 +180,8 @@ _TILES = {(xs, ys): dispatch_rows(lambda r, xs=xs, ys=ys: _make_micro(r, xs, ys)
           for xs in (False, True) for ys in (False, True)}
 _t_uu, _t_us, _t_su, _t_ss = (_TILES[(False, False)], _TILES[(False, True)], _TILES[(True, False)],
                               _TILES[(True, True)])
+_t_uf = dispatch_rows(lambda r: _make_micro(r, False, False, True), MR, _ARGS)
+_t_sf = dispatch_rows(lambda r: _make_micro(r, True, False, True), MR, _ARGS)
 
 
 def pack_pairs(w: np.ndarray, zero_point=None, tile: int = MR) -> np.ndarray:
@@ -227,13 +233,29 @@ def signed(a):
 
 @overload(signed)
 def _signed(a):
-    s = bool(a.dtype.signed)
+    s = bool(getattr(a.dtype, "signed", False))
     return lambda a: s
+
+
+def is_float(a):
+    """Whether an array's type is a float (a compile-time constant in numba code)."""
+    return a.dtype.kind == "f"
+
+
+@overload(is_float)
+def _is_float(a):
+    f = isinstance(a.dtype, types.Float)
+    return lambda a: f
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _tile(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows, xs, ys):
-    if xs:
+    if is_float(y):
+        if xs:
+            _t_sf(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+        else:
+            _t_uf(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+    elif xs:
         if ys:
             _t_ss(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
         else:
@@ -278,6 +300,7 @@ def _sigs(xt, yt):
 
 
 _QGEMM_SIGS = [_sigs(xt, yt) for xt in (types.uint8, types.int8) for yt in (types.uint8, types.int8)]
+_QGEMM_F32_SIGS = [_sigs(xt, types.float32) for xt in (types.uint8, types.int8)]
 
 
 @njit(_QGEMM_SIGS, nogil=True, cache=True, error_model="numpy")
@@ -295,3 +318,10 @@ def qgemm2d(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws):
         ws: workspace of at least MR * 16 elements of Y's type.
     """
     _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, signed(xf), signed(yf))
+
+
+@njit(_QGEMM_F32_SIGS, nogil=True, cache=True, error_model="numpy")
+def qgemm2d_f32(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws):
+    """Y = float32(W' @ X + b) * mult[m], float32 Y (MatMulInteger -> Cast -> Mul fused): qgemm2d's
+    arguments, zp unused, ws float32."""
+    _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, signed(xf), False)

@@ -41,3 +41,19 @@ def dequantize_f32(x, y, scale, zp):
     z = np.int32(zp)
     for i in range(np.uint64(x.size)):
         y[i] = np.float32(np.int32(x[i]) - z) * scale
+
+
+@njit([types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(types.uint8, 1, "C"), types.float32,
+                  types.int64)], nogil=True, cache=True, error_model="numpy")
+def quantize_transpose(a, x, scale, zp):
+    """x[k * M + m] = saturate(rint(a[m, k] / scale) + zp) as uint8, a (M, K) float32: A quantized (as
+    DynamicQuantizeLinear does, for its scale and zero point) and transposed, K rows of M."""
+    m_n, k_n = a.shape
+    lo = np.float32(0.0) - np.float32(zp)
+    hi = np.float32(255.0) - np.float32(zp)
+    z = np.int32(zp)
+    u = np.uint64
+    for m in range(m_n):
+        for k in range(k_n):
+            f = min(max(np.rint(a[m, k] / scale), lo), hi)
+            x[u(k) * u(m_n) + u(m)] = np.int32(f) + z
