@@ -10,6 +10,13 @@ turns the groups into its integer kernels; this pass does the same:
     Q(MatMul(DQ(a), DQ(b)))         = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
     Q(MaxPool(DQ(x)))               = MaxPool(x)          (same scale and zero point;
                                                            max commutes with a monotone map)
+    Q(Add(DQ(a), DQ(b)))            = QLinearAdd(a, as, az, b, bs, bz, ys, yz)       (com.microsoft;
+    Q(Mul(DQ(a), DQ(b)))            = QLinearMul(...)                                 onnxruntime's
+    Q(GlobalAveragePool(DQ(x)))     = QLinearGlobalAveragePool(x, xs, xz, ys, yz)     contrib ops, taken
+    Q(AveragePool(DQ(x)))           = QLinearAveragePool(x, xs, xz, ys, yz)           only where a kernel
+    Q(Concat(DQ(x1), DQ(x2), ...))  = QLinearConcat(ys, yz, x1, x1s, x1z, ...)        for them is
+    Q(Sigmoid(DQ(x)))               = QLinearSigmoid(x, xs, xz, ys, yz)               registered: the
+    Q(LeakyRelu(DQ(x)))             = QLinearLeakyRelu(x, xs, xz, ys, yz)             qop kernels)
     Mul(Cast(MatMulInteger(DynamicQuantizeLinear(A)[0], B, DQL(A)[2], bz)), Mul(DQL(A)[1], bs))
                                     = DynamicQuantizeMatMul(A, B, bs, bz)   (our domain; quantize_dynamic's
                                                            pattern; ops/cpu/qmatmul.py)
@@ -161,6 +168,9 @@ def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
         if node.domain in ("", "ai.onnx") and node.op_type == "MatMulInteger":
             _dynamic_matmul(graph, prod, cons, outs, node, replace, counts)
             continue
+        if node.domain in ("", "ai.onnx") and node.op_type in CONTRIB:
+            _contrib(graph, prod, cons, outs, node, replace, counts)
+            continue
         if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "MatMul", "MaxPool"):
             continue
         if node.op_type == "MaxPool":
@@ -212,6 +222,48 @@ def _maxpool(graph, prod, cons, outs, node, replace, counts):
     replace[id(node)] = Node("MaxPool", [x[0]], [q.outputs[0]], dict(node.attrs), node.domain, node.name)
     replace[id(q)] = None
     counts["DQ -> MaxPool -> Q run on the 8-bit input"] += 1
+
+
+MS = "com.microsoft"
+# ONNX op -> onnxruntime's quantized contrib op (com.microsoft, version 1), and the ONNX attributes it keeps
+CONTRIB = {"Add": ("QLinearAdd", ()), "Mul": ("QLinearMul", ()),
+           "GlobalAveragePool": ("QLinearGlobalAveragePool", ()),
+           "AveragePool": ("QLinearAveragePool", ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape",
+                                                  "pads", "strides")),
+           "Concat": ("QLinearConcat", ("axis",)), "Sigmoid": ("QLinearSigmoid", ()),
+           "LeakyRelu": ("QLinearLeakyRelu", ("alpha",))}
+
+
+def _contrib(graph, prod, cons, outs, node, replace, counts):
+    """Q(op(DQ(x), ...)) = its onnxruntime contrib op (module docstring), when that op has a CPU kernel."""
+    from ..ops.registry import find
+
+    name, keep = CONTRIB[node.op_type]
+    if find(name, MS, 1, "cpu") is None:
+        return
+    after = _quantize_after(graph, cons, outs, node.outputs[0])
+    if after is None or after[1] or len(node.present_outputs()) != 1:
+        return
+    q = after[0]
+    ins = [_dq(graph, prod, v, weight=False) if v not in graph.weights else None for v in node.inputs]
+    if not ins or any(i is None or not _per_tensor(graph, i[1], i[2]) for i in ins):
+        return
+    y_type = graph.weights[q.inputs[2]].dtype
+    if any(graph.weights[i[2]].dtype != y_type for i in ins):
+        return
+    if node.op_type in ("Add", "Mul") and len(ins) != 2:
+        return
+    if node.op_type == "Concat":
+        args = [q.inputs[1], q.inputs[2]] + [v for i in ins for v in i[:3]]
+    else:
+        args = [v for i in ins for v in i[:3]] + [q.inputs[1], q.inputs[2]]
+    attrs = {k: v for k, v in node.attrs.items() if k in keep}
+    if node.op_type == "GlobalAveragePool":
+        attrs["channels_last"] = 0
+    replace[id(node)] = Node(name, args, [q.outputs[0]], attrs, MS, node.name)
+    replace[id(q)] = None
+    graph.opset[MS] = max(graph.opset.get(MS, 0), 1)
+    counts[f"DQ -> {node.op_type} -> Q fused into {name}"] += 1
 
 
 def _dynamic_matmul(graph, prod, cons, outs, mm, replace, counts):

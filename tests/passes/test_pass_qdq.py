@@ -126,3 +126,26 @@ def test_relu_kept_when_the_quantizer_does_not_make_it_redundant():
     (ref,) = run_ort(model, {"xq": xq})
     (ours,) = run_net(g, {"xq": xq})
     assert ours.min() >= 10 and np.max(np.abs(ours.astype(int) - ref)) <= 1  # the Relu applied: y >= y_zero_point
+
+
+def test_add_routed_to_the_contrib_op_only_where_it_has_a_kernel(tmp_path, monkeypatch):
+    """Q(Add(DQ(a), DQ(b))) becomes com.microsoft QLinearAdd when a kernel for it is registered; else it stays."""
+    from pooled_predictor.ops import registry
+
+    model, _ = _quantized("conv", True, tmp_path)
+    real = registry.find
+    has_kernel = registry.find("QLinearAdd", "com.microsoft", 1, "cpu") is not None
+    graph, _ = optimize(load_onnx(model), level="extended")
+    assert graph.op_counts()["QLinearAdd"] == (1 if has_kernel else 0)
+
+    def find(op_type, domain, *args, **kw):
+        if (op_type, domain) == ("QLinearAdd", "com.microsoft"):
+            return object()  # stands for a registered kernel: only the graph rewrite is checked here
+        return real(op_type, domain, *args, **kw)
+
+    monkeypatch.setattr(registry, "find", find)
+    graph, report = optimize(load_onnx(model), level="extended")
+    ops = graph.op_counts()
+    assert ops["QLinearAdd"] == 1 and ops["Add"] == 0, ops
+    node = next(n for n in graph.nodes if n.op_type == "QLinearAdd")
+    assert node.domain == "com.microsoft" and len(node.inputs) == 8 and graph.opset["com.microsoft"] >= 1
