@@ -9,7 +9,7 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
 * gemm -- every group of output channels is one integer GEMM (compiled/qgemm.py)
   per image whose rows (k = (c, kh, kw)) are read in place from the stride phases
   of the input padded with x_zp (compiled/qconv.py's split; skipped for a 1x1,
-  stride-1, unpadded conv over at least 16 pixels a multiple of 16: X read as is),
+  stride-1, unpadded, ungrouped conv: X read as is, its last P % 16 pixels through a 16-wide strip),
   through an offset table (conv_indirect.indirect_layout): no column matrix. The
   requantization runs on each 6 x 16 tile in registers and the tile is stored as
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
@@ -35,6 +35,10 @@ from .conv_indirect import indirect_layout
 from .conv_shared import shared_weights
 
 SLACK = 64  # elements past the phase planes: the last 16-pixel tile's reads past the last row
+
+
+def yflat_of(out):
+    return out.reshape(-1)
 
 
 def _scalar(a) -> bool:
@@ -87,11 +91,16 @@ class QConvCompiled:
         oh, ow = g.out_shape
         h, wd = g.in_shape
         self.depthwise = g.group == c == m and c > 1
-        self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1)
-                       and g.pads_begin == (0, 0) and g.pads_end == (0, 0) and (h * wd) % NP == 0)
+        self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1) and g.group == 1
+                       and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
         if self.direct:
             self.hq, self.wq, self.phases = h, wd, [(0, 0)]
             self.offs = pair_offsets(np.arange(self.cg, dtype=np.int64) * (h * wd))
+            # the last P % 16 pixels: their X columns copied into a strip of 16 per row (the tile's reads
+            # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs)
+            self.tail = (h * wd) % NP
+            self.strip_ref = ctx.scratch((len(self.offs) * NP + NP,), ctx.dtype(0)) if self.tail else None
+            self.strip_offs = pair_offsets(np.arange(self.cg, dtype=np.int64) * NP)
         else:
             self.hq, self.wq, self.phases, offs = indirect_layout(g, 1 if self.depthwise else self.cg)
             self.offs = offs if self.depthwise else pair_offsets(offs)
@@ -138,6 +147,19 @@ class QConvCompiled:
         steps = []
         if self.direct:
             xf = x.reshape(-1)
+            p_n, vec = oh * ow, oh * ow - self.tail
+            for n in range(g.batch):
+                y0 = n * m * p_n
+                if vec:
+                    steps.append((qgemm2d, (self.wp[0], xf, n * self.image, self.offs, yflat_of(out), y0, p_n, m, vec,
+                                            self.b, self.mult, self.zp, self.ws_ref.array)))
+                if self.tail:
+                    strip = self.strip_ref.array
+                    rows = strip[:self.cg * NP].reshape(self.cg, NP)[:, :self.tail]
+                    steps.append((np.copyto, (rows, x[n].reshape(self.cg, p_n)[:, vec:])))
+                    steps.append((qgemm2d, (self.wp[0], strip, 0, self.strip_offs, yflat_of(out), y0 + vec, p_n, m,
+                                            self.tail, self.b, self.mult, self.zp, self.ws_ref.array)))
+            return steps
         else:
             xf = self.planes_ref.array
             steps.append((split_phases_q, (x, xf, *self._split)))
