@@ -19,7 +19,9 @@ Every round runs every configuration for S seconds in a rotated order; the table
 gives medians over rounds and ours / ort_best, ours / ours_f32 (the issue's goals:
 >= 1.0 and >= 1.5). Accuracy: max |ours - onnxruntime| over the output, in units of
 the output's quantization step (the scale of the DequantizeLinear that produces
-it), or / max|ref| for a float output (the encoder's). A model we cannot load gets
+it), or / max|ref| for a float output (the encoder's); also against onnxruntime with
+its graph optimizations off (the quantized graph run as written), and onnxruntime's
+two outputs against each other. A model we cannot load gets
 a row saying why. Writes benchmarks/results/int8.json (machine, ISA, versions, command).
 """
 
@@ -154,6 +156,17 @@ def output_step(data: bytes) -> float | None:
     return float(numpy_helper.to_array(inits[node.input[1]]).reshape(-1)[0])
 
 
+def unfused_reference(data: bytes, input_name: str, x: np.ndarray):
+    """onnxruntime's output with its graph optimizations off: the quantized graph run as written (QDQ:
+    dequantize, float op, quantize), beside its fused integer kernels' output (whose u8 x s8 pair sums
+    may saturate on AVX2): how far onnxruntime's own two readings of the model lie apart."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, {input_name: x})[0]
+
+
 class Named(Ours):
     def __init__(self, name, data, input_name, x):
         super().__init__(data, input_name, x)
@@ -173,12 +186,14 @@ def bench(name: str, fmt: str, work: Path, args) -> dict:
                Named("ours_f32", fdata, input_name, x)]
     ref = np.asarray(configs[1].once(), np.float64)
     got = np.asarray(ours.once(), np.float64)
-    err = float(np.abs(got - ref).max())
+    as_written = np.asarray(unfused_reference(qdata, input_name, x), np.float64)
     step = output_step(qdata)
-    if step:
-        row["err_steps"] = err / step
-    else:
-        row["err_rel"] = err / max(float(np.abs(ref).max()), 1e-30)
+    for key, a, b in (("", got, ref), ("_vs_ort_unfused", got, as_written), ("_ort_fused_vs_unfused", ref, as_written)):
+        err = float(np.abs(a - b).max())
+        if step:
+            row["err_steps" + key] = err / step
+        else:
+            row["err_rel" + key] = err / max(float(np.abs(b).max()), 1e-30)
     rates = {c.name: [] for c in configs}
     for r in range(args.rounds):
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
@@ -214,8 +229,10 @@ def main(argv=None) -> int:
     columns = [("model", "model", "s"), ("ours", "ours img/s", ".1f"), ("ort_2x1", "ort 1x2thr", ".1f"),
                ("ort_1x2", "ort 2x1thr", ".1f"), ("ours_f32", "ours f32 img/s", ".1f"),
                ("vs_ort", "ours/ort best", ".2f"), ("vs_f32", "ours/our f32", ".2f"),
-               ("err_steps", "max err (steps)", ".2f"), ("err_rel", "max err / max|ref|", ".1e"),
-               ("error", "error", "s")]
+               ("err_steps", "err (steps)", ".1f"), ("err_steps_vs_ort_unfused", "err vs ort unfused", ".1f"),
+               ("err_steps_ort_fused_vs_unfused", "ort vs itself", ".1f"), ("err_rel", "err / max|ref|", ".1e"),
+               ("err_rel_vs_ort_unfused", "vs ort unfused", ".1e"), ("err_rel_ort_fused_vs_unfused", "ort vs itself",
+                                                                        ".1e"), ("error", "error", "s")]
     print()
     print(table(rows, columns))
     isa = cpu()
