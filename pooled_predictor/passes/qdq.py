@@ -47,6 +47,7 @@ from collections import Counter
 import numpy as np
 
 from ..ir import Graph, Node
+from ..ops import registry
 from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
 from .base import PassContext
 
@@ -236,10 +237,8 @@ CONTRIB = {"Add": ("QLinearAdd", ()), "Mul": ("QLinearMul", ()),
 
 def _contrib(graph, prod, cons, outs, node, replace, counts):
     """Q(op(DQ(x), ...)) = its onnxruntime contrib op (module docstring), when that op has a CPU kernel."""
-    from ..ops.registry import find
-
     name, keep = CONTRIB[node.op_type]
-    if find(name, MS, 1, "cpu") is None:
+    if registry.find(name, MS, 1, "cpu") is None:
         return
     after = _quantize_after(graph, cons, outs, node.outputs[0])
     if after is None or after[1] or len(node.present_outputs()) != 1:

@@ -37,15 +37,11 @@ from .conv_shared import shared_weights
 SLACK = 64  # elements past the phase planes: the last 16-pixel tile's reads past the last row
 
 
-def yflat_of(out):
-    return out.reshape(-1)
-
-
 def _scalar(a) -> bool:
     return np.size(a) == 1
 
 
-def compiled_qconv(ctx, geo, attrs) -> "QConvCompiled | None":
+def compiled_qconv(ctx, geo) -> "QConvCompiled | None":
     """The compiled integer path for a QLinearConv node at these shapes, or None where it does not apply."""
     if not compiled.active() or geo.rank != 2:
         return None
@@ -145,26 +141,26 @@ class QConvCompiled:
         m = g.out_channels
         f = len(self.phases)
         steps = []
+        yflat = out.reshape(-1)
         if self.direct:
             xf = x.reshape(-1)
             p_n, vec = oh * ow, oh * ow - self.tail
             for n in range(g.batch):
                 y0 = n * m * p_n
                 if vec:
-                    steps.append((qgemm2d, (self.wp[0], xf, n * self.image, self.offs, yflat_of(out), y0, p_n, m, vec,
+                    steps.append((qgemm2d, (self.wp[0], xf, n * self.image, self.offs, yflat, y0, p_n, m, vec,
                                             self.b, self.mult, self.zp, self.ws_ref.array)))
                 if self.tail:
                     strip = self.strip_ref.array
                     rows = strip[:self.cg * NP].reshape(self.cg, NP)[:, :self.tail]
                     steps.append((np.copyto, (rows, x[n].reshape(self.cg, p_n)[:, vec:])))
-                    steps.append((qgemm2d, (self.wp[0], strip, 0, self.strip_offs, yflat_of(out), y0 + vec, p_n, m,
+                    steps.append((qgemm2d, (self.wp[0], strip, 0, self.strip_offs, yflat, y0 + vec, p_n, m,
                                             self.tail, self.b, self.mult, self.zp, self.ws_ref.array)))
             return steps
         else:
             xf = self.planes_ref.array
             steps.append((split_phases_q, (x, xf, *self._split)))
         ws = self.ws_ref.array
-        yflat = out.reshape(-1)
         for n in range(g.batch):
             if self.depthwise:
                 steps.append((depthwise_q, (xf, n * self.image, f * self.plane, self.offs, self.wp, self.b, self.mult,

@@ -132,7 +132,7 @@ class QLinearConv(_IntegerConv):
 
     def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                  strides=None):
-        self.fast = compiled_qconv(ctx, conv_geometry(inner_conv(ctx, 3)), None)
+        self.fast = compiled_qconv(ctx, conv_geometry(inner_conv(ctx, 3)))
         if self.fast is not None:  # integer kernels (ops/cpu/qconv.py); else the float64 reference below
             return
         self.setup(ctx, 3, 5, 2, dict(auto_pad=auto_pad, dilations=dilations, group=group,
