@@ -122,6 +122,9 @@ def model_files(name: str, where: Path) -> dict:
 
 def child(code: str, spec: dict, cache: str | None, timeout: float) -> dict:
     env = dict(os.environ, POOLED_PREDICTOR_TIERED="1", PYTHONPATH=str(ROOT))
+    # A user's Python writes .pyc files (pip compiles a wheel's at install): a PYTHONDONTWRITEBYTECODE
+    # inherited from a developer's shell would compile every module from source in every process.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if cache is not None:
         env["NUMBA_CACHE_DIR"] = cache
     done = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], env=env, cwd=ROOT, capture_output=True,

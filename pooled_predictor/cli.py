@@ -1,6 +1,6 @@
 """The `pooled-predictor` command (also `python -m pooled_predictor`).
 
-    pooled-predictor demo [--threads N] [--image PAGE.png]
+    pooled-predictor demo [--threads N] [--image PAGE.png] [--device cpu|cuda]
     pooled-predictor faces [IMAGE] [-o boxes.png] [--threshold 0.5] [--threads N]
     pooled-predictor run MODEL.onnx [--input x.npy|x.npz] [--save-outputs out.npz]
                          [--threads N] [--requests R] [--shape NAME=1x3x224x224] [--dim NAME=V]
@@ -28,6 +28,7 @@ import numpy as np
 
 from .apps.faces import detect_faces, draw_faces
 from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
+from .engine.device import get_device
 from .errors import PooledPredictorError
 from .ops.cpu.compiled import compile_inline, load_all
 from .ops.registry import registered_ops
@@ -41,6 +42,7 @@ from .zoo.fetch import downloads
 
 def _cmd_demo(args) -> int:
     start = time.perf_counter()
+    get_device(args.device)  # no GPU where one is asked for: the typed error now, before any download
     before = len(downloads())
     models = fetch_ppocr()
     page = args.image or fetch_page_image()
@@ -48,7 +50,7 @@ def _cmd_demo(args) -> int:
     how = "downloaded" if len(downloads()) > before else "cached"
     image = load_image(page)
     t1 = time.perf_counter()
-    config = Config(model_paths=[models.det, models.rec], num_threads=args.threads)
+    config = Config(model_paths=[models.det, models.rec], num_threads=args.threads, device=args.device)
     with PooledPredictor(config) as pool:
         loaded = time.perf_counter() - t1
         result = read_page(pool, image)
@@ -57,7 +59,7 @@ def _cmd_demo(args) -> int:
                 result = read_page(pool, image)
     total = time.perf_counter() - start
     print(f"# {page} ({image.shape[1]}x{image.shape[0]}), PP-OCRv6 tiny det (net 0) + rec (net 1), "
-          f"{args.threads} worker thread(s)\n")
+          f"{args.threads} worker thread(s) on {args.device}\n")
     print(result.text)
     print()
     runs = f"{args.repeat} run{'s' if args.repeat > 1 else ''}"
@@ -290,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--threads", type=int, default=2, help="worker threads of the pool (default 2)")
     d.add_argument("--image", help="another image instead of skimage's page.png")
     d.add_argument("--repeat", type=int, default=1, help="run the page this many times (timings of the last)")
+    d.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:<n> (needs the gpu extra and a GPU)")
     d.set_defaults(fn=_cmd_demo)
 
     f = sub.add_parser("faces", help="detect faces in a photo with OpenCV's res10 SSD (Caffe) through the pool")

@@ -15,15 +15,31 @@ from pooled_predictor.engine.device import CPU, DeviceWithHost
 
 
 class HostMemoryDevice(DeviceWithHost):
-    """Args: ops: the op types it "has kernels for" (the others run on the host)."""
+    """Args: ops: the op types it "has kernels for" (the others run on the host); graphs: it "has
+    CUDA graphs": capture() records the calls without running them, as a stream capture does, and
+    replay() runs what was recorded."""
 
     name = "cuda"
 
-    def __init__(self, ops=()):
+    def __init__(self, ops=(), graphs=False):
         super().__init__()
         self.ops = set(ops)
+        self.supports_graphs = bool(graphs)
         self.uploads = self.to_device_calls = self.to_host_calls = 0
+        self.captures = self.replays = 0
+        self.fail_capture = None  # an exception capture() raises
         self.arenas, self.host_arenas = [], []
+
+    def capture(self, run):
+        if self.fail_capture is not None:
+            raise self.fail_capture
+        self.captures += 1
+        return tuple(run)
+
+    def replay(self, graph):
+        self.replays += 1
+        for call in graph:
+            call()
 
     def kernel_for(self, step, ctx):
         return step.kernel if step.node.op_type in self.ops else None

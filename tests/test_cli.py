@@ -66,3 +66,16 @@ def test_inspect_prints_counts_per_pass(ppocr, level):
     assert "Conv" in proc.stdout and "nodes" in proc.stdout
     if level == "all":
         assert "eliminate_identity" in proc.stdout
+
+
+def test_demo_on_cuda_without_a_gpu_is_a_typed_error_before_any_download(monkeypatch, capsys):
+    from pooled_predictor import cli
+    from pooled_predictor.engine import device as device_mod
+    from pooled_predictor.ops.cuda import runtime as cuda_runtime
+
+    monkeypatch.setattr(cuda_runtime, "unavailable", lambda: "CuPy finds no CUDA device (test)")
+    monkeypatch.setattr(device_mod, "_CUDA", {})
+    monkeypatch.setattr(cli, "fetch_ppocr", lambda: pytest.fail("fetched models for a device that is missing"))
+    assert cli.main(["demo", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "UnsupportedOpError" in err and "device 'cuda'" in err and "no CUDA device" in err

@@ -8,11 +8,15 @@ test declares), so every output is checked against the CPU Net's; the real CUDA 
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pooled_predictor import Config, PooledPredictor, Predictor
+from pooled_predictor import Callback, Config, PooledPredictor, Predictor
 from pooled_predictor.engine import device as device_mod
 from pooled_predictor.engine.device import DeviceWithHost, GraphCache, get_device, worker_devices
 from pooled_predictor.engine.net import Net, Optimization
@@ -266,3 +270,174 @@ def test_a_disabled_graph_cache_never_captures():
 def test_graph_keys_name_the_net_and_the_input_shapes():
     assert GraphCache.key(0, {"x": [1, 3]}) == (0, (("x", (1, 3)),))
     assert GraphCache.key(0, {"x": (1, 3)}) != GraphCache.key(1, {"x": (1, 3)})
+
+
+# ---- the pool over several devices -------------------------------------------------------------------
+class _RecordingDevice(HostMemoryDevice):
+    """A stand-in GPU that also records which threads entered its worker context."""
+
+    def __init__(self, ordinal, ops):
+        super().__init__(ops)
+        self.ordinal = ordinal
+        self.worker_threads = []
+
+    def worker_context(self):
+        self.worker_threads.append(threading.current_thread().name)
+        return contextlib.nullcontext()
+
+
+def test_pool_workers_spread_over_devices_and_share_weights_per_device(monkeypatch):
+    devs = {0: _RecordingDevice(0, {"Conv", "Relu", "Mul"}), 1: _RecordingDevice(1, {"Conv", "Relu", "Mul"})}
+    monkeypatch.setattr(device_mod, "_CUDA", devs)
+    gate, held = threading.Event(), []
+
+    class Hold(Callback):  # each worker stays busy after its job until the gate opens
+        def on_job_processed(self, process_time_ms):
+            held.append(threading.current_thread().name)
+            gate.wait(60)
+
+    config = Config(model_bytes=[_model().SerializeToString()], device="cuda", devices=[0, 1], num_threads=4)
+    pool = PooledPredictor(config, callback=Hold())
+    try:
+        futures = []
+        for i in range(4):  # a job submitted while no worker is idle starts the next worker
+            futures.append(pool.forward({"x": X}))
+            deadline = time.monotonic() + 60
+            while len(held) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+        gate.set()
+        results = [f.result(timeout=60)["y"] for f in futures]
+    finally:
+        gate.set()
+        pool.close()
+    for y in results:
+        np.testing.assert_allclose(y, _reference(), rtol=1e-6, atol=1e-7)
+    assert sorted(held) == [f"pooled-predictor-{i}" for i in range(4)]
+    # worker i on device i % 2, each in its device's worker context
+    assert sorted(devs[0].worker_threads) == ["pooled-predictor-0", "pooled-predictor-2"]
+    assert sorted(devs[1].worker_threads) == ["pooled-predictor-1", "pooled-predictor-3"]
+    for dev in devs.values():
+        assert dev.uploads == 3  # w, b and s placed once on each device, shared by its Nets
+        assert len(dev.arenas) >= 2  # one device arena per worker Net on it
+
+
+def test_devices_need_a_cuda_device_and_valid_ordinals():
+    model = [_model().SerializeToString()]
+    with pytest.raises(ValueError, match="needs device 'cuda'"):
+        Config(model_bytes=model, devices=[0]).validate()
+    for bad in ([-1], [0.5], [True]):
+        with pytest.raises(ValueError, match="GPU ordinals"):
+            Config(model_bytes=model, device="cuda", devices=bad).validate()
+    assert Config(model_bytes=model, device="cuda", devices=[1, 3]).worker_device(2) == "cuda:1"
+    assert Config(model_bytes=model, device="cuda", devices=[1, 3]).worker_device(1) == "cuda:3"
+    assert Config(model_bytes=model, device="cuda").worker_device(5) is None
+
+
+def test_a_missing_gpu_ordinal_is_a_typed_error(monkeypatch):
+    class FakeRuntime:
+        @staticmethod
+        def getDeviceCount():
+            return 1
+
+    class FakeCupy:
+        class cuda:
+            runtime = FakeRuntime
+
+    monkeypatch.setattr(cuda_runtime, "unavailable", lambda: None)
+    monkeypatch.setattr(cuda_runtime, "cupy", FakeCupy, raising=False)
+    monkeypatch.setattr(device_mod, "_CUDA", {})
+    with pytest.raises(UnsupportedOpError, match=r"cuda:2.*1 GPU\(s\)"):
+        get_device("cuda:2")
+
+
+# ---- CUDA graphs: capture on the second run, replay after (stand-in: capture records, replay runs) ----
+ALL_ON_DEVICE = {"Conv", "Relu", "Softmax", "Mul"}
+
+
+def _batch_model():
+    """_model with a free batch dimension, so that several input shapes (layouts) exist."""
+    model = _model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    return model
+
+
+def test_a_layout_wholly_on_the_device_is_captured_on_its_second_run_then_replayed():
+    dev = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    net = Net(Program(load_onnx(_model()), "cuda"), device=dev, optimization=Optimization.MEMORY)
+    ref = _reference()
+    for i in range(4):
+        x = X * (i + 1)
+        got = net.forward({"x": x})["y"]
+        want = Net(Program(load_onnx(_model())), optimization=Optimization.MEMORY).forward({"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(net.forward({"x": X})["y"], ref, rtol=1e-6, atol=1e-7)
+    assert dev.captures == 1 and dev.replays == 4  # run 1 eager, run 2 captured and replayed, 3-5 replayed
+    assert net.layout.graphable is True
+
+
+def test_a_host_node_in_the_run_keeps_it_eager():
+    dev = HostMemoryDevice({"Conv", "Relu", "Mul"}, graphs=True)  # Softmax on the host
+    net = Net(Program(load_onnx(_model()), "cuda"), device=dev, optimization=Optimization.MEMORY)
+    for _ in range(3):
+        np.testing.assert_allclose(net.forward({"x": X})["y"], _reference(), rtol=1e-6, atol=1e-7)
+    assert dev.captures == 0 and dev.replays == 0 and net.layout.graphable is False
+
+
+def test_graphs_off_profiling_or_a_failed_capture_run_eagerly(caplog):
+    program = Program(load_onnx(_model()), "cuda")
+    off = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    net = Net(program, device=off, optimization=Optimization.MEMORY, cuda_graphs=0)
+    for _ in range(3):
+        net.forward({"x": X})
+    assert net.graphs is None and off.captures == 0
+
+    failing = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    failing.fail_capture = RuntimeError("operation not permitted when stream is capturing")
+    net = Net(program, device=failing, optimization=Optimization.MEMORY)
+    for _ in range(4):
+        np.testing.assert_allclose(net.forward({"x": X})["y"], _reference(), rtol=1e-6, atol=1e-7)
+    assert net.layout.graphable is False and failing.replays == 0
+    assert sum("capture failed" in r.message for r in caplog.records) == 1  # said once, then eager
+
+    from pooled_predictor.engine.profiling import Profiler
+
+    profiled = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    net = Net(program, device=profiled, optimization=Optimization.MEMORY)
+    net.enable_profiling(Profiler())
+    for _ in range(3):
+        net.forward({"x": X})
+    assert profiled.captures == 0  # per-node times need the eager run
+
+
+def test_graphs_are_kept_per_layout_in_a_bounded_lru():
+    dev = HostMemoryDevice(ALL_ON_DEVICE, graphs=True)
+    program = Program(load_onnx(_batch_model()), "cuda")
+    net = Net(program, device=dev, optimization=Optimization.MEMORY, cuda_graphs=2)
+    cpu = Net(Program(load_onnx(_batch_model())), optimization=Optimization.MEMORY)
+    xs = {n: RNG.standard_normal((n, 3, 8, 8)).astype(np.float32) for n in (1, 2, 3)}
+    for n in (1, 1, 2, 2, 3, 3, 1, 1):  # each shape captured on its second run; 3 evicts 1
+        np.testing.assert_allclose(net.forward({"x": xs[n]})["y"], cpu.forward({"x": xs[n]})["y"],
+                                   rtol=1e-6, atol=1e-7)
+    assert len(net.graphs) == 2 and net.graphs.evictions >= 1
+    assert dev.captures == 4  # 1, 2, 3, then 1 again after its eviction
+
+
+def test_pool_jobs_on_a_device_go_through_the_staging_blobs_and_replay_graphs(monkeypatch):
+    """The pool reads large inputs in place on the host (share_inputs="large"); on a device they are
+    staged instead, so the captured graph, which reads the staging blob, replays for them too."""
+    dev = HostMemoryDevice(ALL_ON_DEVICE | {"FusedConv"}, graphs=True)  # the passes fuse Conv + Relu
+    monkeypatch.setattr(device_mod, "_CUDA", {0: dev})
+    big = RNG.standard_normal((1, 3, 320, 320)).astype(np.float32)  # over SHARED_INPUT_MIN_BYTES (1 MiB)
+    model = _model()
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 320
+    model.graph.input[0].type.tensor_type.shape.dim[3].dim_value = 320
+    cpu = Predictor(model.SerializeToString())
+    pool = PooledPredictor(Config(model_bytes=[model.SerializeToString()], device="cuda", num_threads=1))
+    try:
+        for i in range(4):
+            x = big * (i + 1)
+            got = pool.forward({"x": x}).result(timeout=60)["y"]
+            np.testing.assert_allclose(got, cpu.forward({"x": x})["y"], rtol=1e-6, atol=1e-7)
+    finally:
+        pool.close()
+    assert dev.captures == 1 and dev.replays == 3

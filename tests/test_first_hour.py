@@ -238,3 +238,14 @@ def test_errors_of_callbacks_added_to_a_finished_pool_job_are_counted():
         before = callback_errors()
         job.add_done_callback(lambda _: 1 / 0)
         assert callback_errors() == before + 1
+
+
+def test_importing_the_package_leaves_scipy_special_for_first_use():
+    """Warm start: scipy.special costs 0.2-0.4 s to import (its array-API layer pulls numpy.f2py);
+    the kernels that fall back on it import it when they first call it."""
+    code = ("import sys, numpy as np, pooled_predictor\n"
+            "assert 'scipy.special' not in sys.modules, 'imported with the package'\n"
+            "from pooled_predictor.ops.cpu._special import special\n"
+            "assert special.expit(np.float64(0.0)) == 0.5 and 'scipy.special' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr

@@ -20,18 +20,20 @@ and the bounded per-worker cache of CUDA graphs keyed by input shapes (GraphCach
 
 from __future__ import annotations
 
+import contextlib
 import math
-
-import numpy as np
-
+import threading
 from collections import OrderedDict
 from typing import Callable, Sequence
+
+import numpy as np
 
 from ..errors import ResourceExhaustedError, UnsupportedOpError
 from ..ops.cuda import runtime as cuda_runtime
 from ..ops.registry import KernelDef, find
 
 ALIGNMENT = 64  # bytes: every arena and every value in it starts on a cache line
+_capturing = threading.local()  # .active: this thread is inside CUDA.capture (to_host must not synchronize)
 
 
 class Device:
@@ -94,6 +96,29 @@ class Device:
         """io_copy device -> host, a step of the run: when it returns, `out` holds the value (the
         device's queued work is done up to here)."""
         raise NotImplementedError
+
+    supports_graphs = False
+    """Whether capture() and replay() work: a Net's layouts that run wholly on the device are then
+    captured once and replayed (CUDA graphs; engine/net.py)."""
+
+    def can_capture(self) -> bool:
+        """Whether a capture may start on this thread now (CUDA: its current stream is not the default one)."""
+        return self.supports_graphs
+
+    def capture(self, run: list):
+        """Record the calls of `run` (a layout's, every one a launch or a copy on this thread's
+        current stream) into a graph, without running them."""
+        raise NotImplementedError
+
+    def replay(self, graph) -> None:
+        """Run a graph from capture() on this thread's current stream; when it returns, its work is done."""
+        raise NotImplementedError
+
+    def worker_context(self):
+        """A context a pool worker thread runs all its jobs in (entered once, on the thread): the
+        host needs none; a GPU makes itself the thread's current device and gives the thread a
+        non-blocking stream of its own, so workers on one GPU overlap their work."""
+        return contextlib.nullcontext()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -184,12 +209,27 @@ class CUDA(DeviceWithHost):
         why = cuda_runtime.unavailable()
         if why is not None:
             raise UnsupportedOpError(f"device 'cuda': {why}")
+        count = cuda_runtime.cupy.cuda.runtime.getDeviceCount()
+        if not 0 <= int(ordinal) < count:
+            raise UnsupportedOpError(f"device 'cuda:{ordinal}': this machine has {count} GPU(s), "
+                                     f"ordinals 0..{count - 1}")
         super().__init__()
         self.ordinal = int(ordinal)
         self.cupy = cuda_runtime.cupy
 
     def _on(self):
         return self.cupy.cuda.Device(self.ordinal)
+
+    @contextlib.contextmanager
+    def worker_context(self):
+        """This GPU current on the thread, and a non-blocking stream of the thread's own current on it
+        (CuPy's current device and stream are per thread): the worker's kernels, io_copy and cuBLAS
+        calls (ops/cuda/runtime.py sets the handle's stream from the current one) go on it."""
+        with self._on():
+            stream = self.cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                yield stream
+            stream.synchronize()
 
     def arena(self, nbytes: int):
         try:
@@ -210,8 +250,12 @@ class CUDA(DeviceWithHost):
         return raw[start:start + nbytes]  # the view keeps `mem` (its base) alive
 
     def _upload(self, array: np.ndarray):
-        with self._on():
-            return self.cupy.asarray(np.ascontiguousarray(array))
+        try:
+            with self._on():
+                return self.cupy.asarray(np.ascontiguousarray(array))
+        except self.cupy.cuda.memory.OutOfMemoryError as exc:
+            raise ResourceExhaustedError(f"cannot place a weight of {array.nbytes:,} bytes on GPU {self.ordinal}",
+                                         array.nbytes) from exc
 
     def to_device(self, x: np.ndarray, *, out) -> None:
         out.set(x, stream=self.cupy.cuda.get_current_stream())
@@ -219,6 +263,47 @@ class CUDA(DeviceWithHost):
     def to_host(self, x, *, out: np.ndarray) -> None:
         stream = self.cupy.cuda.get_current_stream()
         x.get(stream=stream, out=out)
+        if not getattr(_capturing, "active", False):  # in a capture: replay() synchronizes
+            stream.synchronize()
+
+    supports_graphs = True
+
+    def can_capture(self) -> bool:
+        return self.cupy.cuda.get_current_stream().ptr != 0
+
+    def capture(self, run: list):
+        """Stream capture of `run` on this thread's current stream into a cupy.cuda.Graph (nothing runs).
+
+        The caller has run the same calls eagerly first: every RawModule is loaded, the cuBLAS
+        handle's stream set (ops/cuda/runtime.py), and the calls allocate nothing -- their outputs
+        are views of the layout's arenas, whose addresses the graph keeps.
+
+        Raises:
+            RuntimeError: the current stream is the default one (capture needs a stream of its own,
+                as a pool worker has: worker_context), or anything the capture raised.
+        """
+        stream = self.cupy.cuda.get_current_stream()
+        if stream.ptr == 0:
+            raise RuntimeError("CUDA graph capture needs a non-default stream (a pool worker's)")
+        _capturing.active = True
+        try:
+            stream.begin_capture()
+            try:
+                for call in run:
+                    call()
+            except BaseException:
+                try:
+                    stream.end_capture()
+                except Exception:  # the capture was invalidated already: nothing to end
+                    pass
+                raise
+            return stream.end_capture()
+        finally:
+            _capturing.active = False
+
+    def replay(self, graph) -> None:
+        stream = self.cupy.cuda.get_current_stream()
+        graph.launch(stream)
         stream.synchronize()
 
     def copy_in(self, dst, src: np.ndarray) -> None:
@@ -323,6 +408,13 @@ class GraphCache:
             self.evictions += 1
             self._release(old)
         return graph
+
+    def discard(self, key) -> None:
+        """Forget `key` (its graph released): what it was captured for is gone."""
+        graph = self._graphs.pop(key, None)
+        if graph is not None:
+            self._release(graph)
+        self._seen.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._graphs)

@@ -111,12 +111,14 @@ class Layout:
         tier, generation: "compiled"; "unproven" (compiled, tiered, before its first run: that
             run is in memory-only mode); or "reference" (engine/tiering.py); and the background
             compiler's generation when it was built.
+        graphable: whether the run may be captured into a CUDA graph (every node on the device,
+            none data-dependent; engine/net.py), None until a Net first asks.
     """
 
     __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
                  "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
                  "device", "memory_limit_bytes", "bodies", "fixed_outputs", "host_arena", "host_plan",
-                 "device_nodes", "tier", "generation")
+                 "device_nodes", "tier", "generation", "graphable", "__weakref__")
 
     def __init__(self, device: Device, memory_limit_bytes: int, bodies):
         self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
@@ -133,6 +135,8 @@ class Layout:
         # "compiled" (as ops/cpu/compiled.active() chose), or "reference": the numpy kernels while the
         # compiled ones compile (engine/tiering.py); generation: the compiler's when it was built
         self.tier, self.generation = "compiled", 0
+        # whether its run may be captured into a CUDA graph (engine/net.py): None until first asked
+        self.graphable: bool | None = None
 
     @property
     def nbytes(self) -> int:
@@ -173,12 +177,16 @@ class Layout:
     def feed(self, arrays: dict, share) -> dict:
         """Copy checked inputs into the input blobs (the Device's io_copy), except those read in
         place (share: True, every array that can be; "large": those of SHARED_INPUT_MIN_BYTES and
-        more; False: none); returns those.
+        more, on the host only -- a device's layout stages them; False: none); returns those.
 
         Raises:
             InputError: share is none of those.
         """
         blobs, copy_in = self.blobs, (self.device.host or self.device).copy_in  # inputs are host blobs
+        if share == "large" and self.device.host is not None:
+            # a device's layout: inputs go through its pinned staging blobs, from which io_copy runs
+            # asynchronously and a captured CUDA graph reads (engine/net.py)
+            share = False
         if not share:
             for n, a in arrays.items():
                 copy_in(blobs[n], a)

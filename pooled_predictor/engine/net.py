@@ -11,7 +11,9 @@ runs the numpy reference kernels until a background job has them ready (_build, 
 
 from __future__ import annotations
 
+import logging
 import time
+import weakref
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -21,14 +23,17 @@ from ..errors import InputError, KernelError, PooledPredictorError, ResourceExha
 from ..ops.context import set_default_body_runner
 from ..ops.cpu import compiled
 from .control_flow import BodyRuns
-from .device import get_device
+from .device import GraphCache, get_device
 from .inputs import InputSpec, fill_out
 from . import layout as layout_stage
 from .layout import Layout, LayoutOptions, Optimization, build_layout
 from .layout_cache import LayoutCache
 from .tiering import COMPILER, compile_jobs, not_cached
+from .placement import IO_COPY_OP
 from .profiling import Profiler, precision_of
 from .program import Program
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BODIES", "Net", "Optimization"]
 
@@ -50,6 +55,12 @@ class Net:
             ResourceExhaustedError and leaves the Net at its previous shapes.
         device: where it lays out ("cpu", "cuda", "cuda:1" or an engine.device.Device); None: the
             Program's device.
+        cuda_graphs: on a device with graphs (CUDA), the most captured graphs kept (an LRU of
+            layouts; 0: never capture). A layout whose every node runs on the device, none
+            data-dependent, is captured the second time it runs and replayed from then on, when
+            the thread's current stream is not the default one (a pool worker's own stream);
+            the rest run eagerly. A graph keeps its layout's arenas' addresses: it is dropped
+            with its layout.
     Attributes:
         input_names / output_names: the graph's, in order.
         input_spec: the InputSpec every input goes through.
@@ -59,7 +70,7 @@ class Net:
     def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                  optimization: Optimization = Optimization.NONE, planner: str = "arena",
                  keep: Iterable[str] = (), cache_bytes: int = 256 << 20, memory_limit_bytes: int | None = None,
-                 device=None):
+                 device=None, cuda_graphs: int = 8):
         if planner not in ("arena", "shared"):
             raise ValueError(f"planner must be 'arena' or 'shared' (fb-caffe-exts' baseline), got {planner!r}")
         self.program = program
@@ -78,6 +89,9 @@ class Net:
         self.tiered = True  # tier kernels when compiled.tiered() (engine/tiering.py); bodies: as their Net
         self._compile_attempts: dict[tuple, int] = {}  # shapes -> background compiles asked for them
         self._input_shapes = None
+        self.graphs = None  # GraphCache of this Net's CUDA graphs (device.supports_graphs), keys id(layout)
+        if int(cuda_graphs) > 0 and self.device.supports_graphs:
+            self.graphs = GraphCache(int(cuda_graphs), self._capture)
         if input_shapes is not None:
             self.reshape(input_shapes)
 
@@ -454,7 +468,47 @@ class Net:
             self._run_calls(run)
         self.layout.tier = "compiled"
 
+    # ---- CUDA graphs -------------------------------------------------------------
+    def _capture(self, key):
+        """GraphCache's capture: the current layout's run, recorded (key is id(layout))."""
+        layout = self.layout
+        return weakref.ref(layout), self.device.capture(layout.run)
+
+    def _replayed(self, layout) -> bool:
+        """Run `layout` from its CUDA graph when it has one or is due for capture (GraphCache: the
+        second run of a layout); False: run it eagerly. A layout that fails to capture runs eagerly
+        from then on (logged once)."""
+        if layout.graphable is None:
+            layout.graphable = bool(layout.device_nodes) and not layout.dynamic and all(
+                n.name in layout.device_nodes or n.op_type == IO_COPY_OP for n in layout.run_nodes)
+        if not layout.graphable or layout.tier != "compiled" or not self.device.can_capture():
+            return False
+        graphs, key = self.graphs, id(layout)
+        try:
+            entry = graphs.get(key)
+            if entry is not None and entry[0]() is not layout:  # id reused by a new layout: recapture later
+                graphs.discard(key)
+                entry = None
+        except Exception as exc:  # the capture failed: this layout runs eagerly
+            layout.graphable = False
+            graphs.discard(key)
+            log.warning("CUDA graph capture failed for input shapes %s; they run eagerly: %s: %s",
+                        self._input_shapes, type(exc).__name__, exc)
+            return False
+        if entry is None:
+            return False
+        try:
+            self.device.replay(entry[1])
+        except MemoryError as exc:
+            raise ResourceExhaustedError(f"CUDA graph replay ran out of memory: {exc}") from exc
+        except Exception as exc:
+            raise KernelError(f"CUDA graph replay failed: {type(exc).__name__}: {exc}") from exc
+        return True
+
     def _run_calls(self, run: list) -> None:
+        if (self.graphs is not None and run is self.layout.run and self.profiler is None
+                and self._replayed(self.layout)):
+            return
         i = 0
         try:
             if self.profiler is not None:

@@ -245,12 +245,21 @@ class Batcher:
             self._signatures[key] = False
 
     # ---- one batched run -------------------------------------------------------------
+    def graph_rows(self, rows: int) -> int:
+        """The rows a batch of `rows` is padded to on a Net with CUDA graphs (Triton's graph batch
+        sizes): the next power of two, or max_rows above the largest power under it -- at most
+        log2(max_rows) + 2 shapes, each captured once and replayed."""
+        size = 1 << max(0, int(rows) - 1).bit_length()
+        return min(size, max(self.max_rows, int(rows)))
+
     def run(self, net, jobs) -> list[dict]:
         """Run `jobs` (same signature) as one batch on `net`; one output dict per job.
 
         The jobs' inputs are concatenated along the first dimension and go through
         Net.forward (read in place where large, as any job's); each job's outputs are
-        its rows of the output blobs, copied once.
+        its rows of the output blobs, copied once. On a Net with CUDA graphs the batch
+        is padded with rows of zeros to graph_rows() (rows are independent in a
+        batching model), and the padding's outputs are dropped.
 
         Raises:
             NotBatchable: an output's first dimension is not the batch's rows.
@@ -258,13 +267,19 @@ class Batcher:
         """
         rows = [j.rows for j in jobs]
         total = sum(rows)
-        inputs = CheckedInputs((name, np.concatenate([j.inputs[name] for j in jobs], axis=0))
-                               for name in self.input_names)  # each job's arrays were checked at submit
+        # on a Net with CUDA graphs, rows of zeros up to a graph size: few shapes, each replayed
+        padded = self.graph_rows(total) if getattr(net, "graphs", None) is not None else total
+        inputs = CheckedInputs()
+        for name in self.input_names:  # each job's arrays were checked at submit
+            parts = [j.inputs[name] for j in jobs]
+            if padded > total:
+                parts.append(np.zeros((padded - total,) + parts[0].shape[1:], parts[0].dtype))
+            inputs[name] = np.concatenate(parts, axis=0)
         names = list(dict.fromkeys(name for j in jobs for name in j.output_names))
         wanted = net.forward(inputs, names, share_inputs="large")
         for name, blob in wanted.items():
-            if blob.ndim == 0 or blob.shape[0] != total:
-                raise NotBatchable(f"output {name!r} has shape {blob.shape} for a batch of {total} rows")
+            if blob.ndim == 0 or blob.shape[0] != padded:
+                raise NotBatchable(f"output {name!r} has shape {blob.shape} for a batch of {padded} rows")
         results, start = [], 0
         for j, r in zip(jobs, rows):
             results.append({n: wanted[n][start:start + r].copy() for n in j.output_names})

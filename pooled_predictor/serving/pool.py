@@ -56,6 +56,7 @@ from ..errors import (DeadlineExceededError, InputError, PoolClosedError, QueueF
                      UnknownBlobError, UnknownNetError)
 from .futures import Future
 from .jobqueue import STOP, JobQueue
+from ..engine.device import get_device, worker_devices
 from ..engine.net import Optimization
 from .paddle_api import HandleAPI
 from .predictor import Predictor, check_output_names
@@ -116,7 +117,14 @@ class Config:
         graph_optimization_level: "none", "basic", "extended" or "all" (default):
             the graph passes run on each model before it is compiled.
         disabled_passes: pass names never to run.
-        device: "cpu" or "cuda".
+        device: "cpu", "cuda" or "cuda:<n>".
+        devices: GPU ordinals the workers spread over (device "cuda" only): worker i
+            runs on devices[i % len(devices)], as in fb-caffe-exts, each worker on a
+            non-blocking stream of its own; the weights are uploaded once per GPU and
+            shared by its workers. Empty (default): every worker on `device`.
+        cuda_graphs: on "cuda", CUDA graphs each worker keeps per model (an LRU
+            of input shapes; 0: off): a shape run wholly on the GPU is captured
+            on its second run and replayed from then on (Predictor's cuda_graphs).
         unknown_output: "raise" (default: forward() raises UnknownBlobError at the
             call, as onnxruntime's run() and Predictor.forward do) or "warn" (log and
             skip the unknown names, as fb-caffe-exts).
@@ -174,6 +182,8 @@ class Config:
     graph_optimization_level: str = "all"
     disabled_passes: Sequence[str] = ()
     device: str = "cpu"
+    devices: Sequence[int] = ()
+    cuda_graphs: int = 8
     unknown_output: str = "raise"
     max_batch_size: int | Sequence[int] = 0
     max_queue_delay: float | Sequence[float] = 0.0
@@ -202,6 +212,14 @@ class Config:
                              f"got {self.graph_optimization_level!r}")
         if self.planner not in ("arena", "shared"):
             raise ValueError(f"Config: planner must be 'arena' or 'shared', got {self.planner!r}")
+        if self.devices:
+            if not str(self.device).lower().startswith("cuda"):
+                raise ValueError(f"Config: devices {list(self.devices)} needs device 'cuda', got {self.device!r}")
+            if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in self.devices):
+                raise ValueError(f"Config: devices must be GPU ordinals >= 0, got {list(self.devices)}")
+        if isinstance(self.cuda_graphs, bool) or not isinstance(self.cuda_graphs, (int, np.integer)) \
+                or self.cuda_graphs < 0:
+            raise ValueError(f"Config: cuda_graphs must be a count >= 0, got {self.cuda_graphs!r}")
         if self.unknown_output not in ("warn", "raise"):
             raise ValueError(f"Config: unknown_output must be 'warn' or 'raise', got {self.unknown_output!r}")
         if int(self.blas_threads) < 1:
@@ -228,6 +246,13 @@ class Config:
     @property
     def capacity(self) -> int:
         return int(self.queue_capacity or self.num_threads)
+
+    def worker_device(self, index: int) -> str | None:
+        """The device worker `index` runs on: "cuda:<n>" by `devices` (engine.device.worker_devices),
+        None without them (the Predictors' own device)."""
+        if not self.devices:
+            return None
+        return f"cuda:{worker_devices(index + 1, self.devices)[index]}"
 
     def batch_sizes(self, n: int) -> list[int]:
         """max_batch_size per model (n models)."""
@@ -355,6 +380,23 @@ class _Workers:
     def worker_main(self, index: int) -> None:
         self.local.worker = True
         self.local.depth = 0
+        device = self.local.device = self.config.worker_device(index)
+        try:
+            context = get_device(device or self.config.device).worker_context()
+            context.__enter__()
+        except BaseException:  # no device context: the jobs still run, and fail on the Net if the device does
+            log.exception("pool worker %d: cannot set up device %s", index, device or self.config.device)
+            context = None
+        try:
+            self._work(index)
+        finally:
+            if context is not None:
+                try:
+                    context.__exit__(None, None, None)
+                except Exception:
+                    log.exception("pool worker %d: device teardown failed", index)
+
+    def _work(self, index: int) -> None:
         idle = self.idle
         running = self.running
         jobs = self.queue
@@ -408,7 +450,7 @@ class _Workers:
         result = error = None
         net = None
         try:
-            net = self.predictors[job.net_id].net()
+            net = self.predictors[job.net_id].net(getattr(self.local, "device", None))
             # CheckedInputs (checked in the caller's thread at submit), read in place where they can be
             blobs = net.forward(job.inputs, job.output_names, share_inputs="large")
             result = {n: np.array(blobs[n]) for n in job.output_names}
@@ -442,7 +484,7 @@ class _Workers:
         only the jobs that cause it.
         """
         net_id = first.net_id
-        net = self.predictors[net_id].net()
+        net = self.predictors[net_id].net(self.local.device)
         if not batcher.admits(first, net):
             return False
         key = first.batch_key
@@ -554,14 +596,14 @@ class PooledPredictor:
         config.validate()
         self.config = config
         sources = list(config.model_paths) or list(config.model_bytes)
-        predictors = [Predictor(src, device=config.device, optimization=config.optimization,
+        predictors = [Predictor(src, device=config.worker_device(0) or config.device, optimization=config.optimization,
                                 planner=config.planner, keep=config.keep,
                                 cache_bytes=config.layout_cache_bytes,
                                 graph_optimization_level=config.graph_optimization_level,
                                 disabled_passes=config.disabled_passes, disable_blas_threading=False,
                                 memory_limit_bytes=config.memory_limit_bytes,
                                 external_data_dir=config.external_data_dir,
-                                enable_profiling=config.enable_profiling)
+                                enable_profiling=config.enable_profiling, cuda_graphs=config.cuda_graphs)
                       for src in sources]
         if config.warmup:
             for i, p in enumerate(predictors):

@@ -66,6 +66,10 @@ class Predictor(HandleAPI):
             for each Net's layout at reshape (see pooled_predictor.budget).
         enable_profiling: time every node of every Net (onnxruntime's option):
             `profiler` collects them; end_profiling() writes the Chrome trace.
+        cuda_graphs: on "cuda", CUDA graphs kept per Net (0: none): a layout run
+            wholly on the GPU is captured on its second run and replayed after,
+            on a thread whose current stream is its own (a pool worker's, or
+            inside `with cupy.cuda.Stream():`); see engine.net.Net.
     Raises:
         ModelLoadError: unreadable or invalid model file, external data outside
             its directory, any failure of a graph pass (naming it).
@@ -77,7 +81,7 @@ class Predictor(HandleAPI):
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  graph_optimization_level: str = "all", disabled_passes=(),
                  disable_blas_threading: bool = True, external_data_dir=None, memory_limit_bytes: int | None = None,
-                 enable_profiling: bool = False):
+                 enable_profiling: bool = False, cuda_graphs: int = 8):
         self.memory_limit_bytes = limit = budget.resolve_limit(memory_limit_bytes)
         graph = model if isinstance(model, Graph) else load_model(
             model, device=device, external_data_dir=external_data_dir, memory_limit_bytes=limit)
@@ -98,7 +102,7 @@ class Predictor(HandleAPI):
         self.optimization = Optimization(optimization)
         self.program = Program(graph, device, memory_limit_bytes=limit)
         self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep),
-                                 cache_bytes=cache_bytes, memory_limit_bytes=limit)
+                                 cache_bytes=cache_bytes, memory_limit_bytes=limit, cuda_graphs=cuda_graphs)
         self.profiler = None
         if enable_profiling:
             self.profiler = Profiler()
@@ -200,9 +204,14 @@ class Predictor(HandleAPI):
         """How many per-thread Nets have been created so far."""
         return self._net_count
 
-    def new_net(self) -> Net:
-        """A new Net over this model's shared weights, with the Predictor's options."""
-        net = Net(self.program, **self._net_options)
+    def new_net(self, device=None) -> Net:
+        """A new Net over this model's shared weights, with the Predictor's options.
+
+        Args:
+            device: where the Net lays out ("cuda:1", an engine.device.Device); None: the
+                Predictor's device. Weights are placed once per device and shared.
+        """
+        net = Net(self.program, device=device, **self._net_options)
         if self.profiler is not None:
             net.enable_profiling(self.profiler)
         return net
@@ -221,11 +230,26 @@ class Predictor(HandleAPI):
             path = time.strftime("pooled_predictor_profile_%Y-%m-%d_%H-%M-%S.json")
         return self.profiler.write_trace(path)
 
-    def net(self) -> Net:
-        """This thread's Net (created on the first call from this thread)."""
-        net = getattr(self._local, "net", None)
+    def net(self, device=None) -> Net:
+        """This thread's Net (created on the first call from this thread).
+
+        Args:
+            device: None (the Predictor's device), or another device this thread's Net for it is
+                on (a pool worker on one of several GPUs, Config.devices): one Net per thread and device.
+        """
+        if device is None:
+            net = getattr(self._local, "net", None)
+            if net is None:
+                net = self._local.net = self.new_net()
+                with self._nets_lock:
+                    self._net_count += 1
+            return net
+        nets = getattr(self._local, "nets", None)
+        if nets is None:
+            nets = self._local.nets = {}
+        net = nets.get(device)
         if net is None:
-            net = self._local.net = self.new_net()
+            net = nets[device] = self.new_net(device)
             with self._nets_lock:
                 self._net_count += 1
         return net

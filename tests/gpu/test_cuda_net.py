@@ -99,3 +99,90 @@ def test_threads_each_with_their_own_net_and_stream():
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_pool_workers_each_run_on_a_stream_of_their_own():
+    """Config(device="cuda", devices=[0, 0]): two workers on GPU 0, each in its own non-blocking
+    stream (Device.worker_context); concurrent jobs match the CPU."""
+    from pooled_predictor import Config, PooledPredictor
+
+    cupy = runtime.cupy
+    streams = {}  # worker thread -> the current stream its then() callbacks saw
+
+    def seen(result):
+        name = threading.current_thread().name
+        if name.startswith("pooled-predictor-"):
+            streams.setdefault(name, set()).add(cupy.cuda.get_current_stream().ptr)
+        return result
+
+    xs = [RNG.standard_normal((2, 3, 32, 32)).astype(np.float32) for _ in range(16)]
+    refs = [Predictor(MODEL).forward({"x": x})["prob"] for x in xs]
+    pool = PooledPredictor(Config(model_bytes=[MODEL], device="cuda", devices=[0, 0], num_threads=2))
+    try:
+        futures = [pool.forward({"x": x}, ["prob"]).then(seen) for x in xs]
+        got = [f.result(timeout=120)["prob"] for f in futures]
+    finally:
+        pool.close()
+    for g, ref in zip(got, refs):
+        np.testing.assert_allclose(g, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+    assert streams, "no callback ran on a worker"
+    per_worker = [ptrs for ptrs in streams.values()]
+    assert all(len(p) == 1 and 0 not in p for p in per_worker), streams  # one non-default stream each
+    assert len(set().union(*per_worker)) == len(per_worker)  # and not shared between workers
+
+
+def test_gpu_out_of_memory_fails_the_job_not_the_worker():
+    """An arena the GPU cannot hold (CuPy's pool limited under it): ResourceExhaustedError on that job's
+    Future; the worker lives on and the next job, at a size that fits, runs."""
+    from pooled_predictor import Config, PooledPredictor, ResourceExhaustedError
+
+    cupy = runtime.cupy
+    mempool = cupy.get_default_memory_pool()
+    pool = PooledPredictor(Config(model_bytes=[MODEL], device="cuda", num_threads=1))
+    small = RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    big = RNG.standard_normal((256, 3, 32, 32)).astype(np.float32)  # an arena of tens of MB
+    try:
+        ref = pool.forward({"x": small}, ["prob"]).result(timeout=120)["prob"]
+        limit = mempool.get_limit()
+        mempool.set_limit(size=mempool.total_bytes() + (1 << 20))
+        try:
+            with pytest.raises(ResourceExhaustedError):
+                pool.forward({"x": big}, ["prob"]).result(timeout=120)
+        finally:
+            mempool.set_limit(size=limit)
+        again = pool.forward({"x": small}, ["prob"]).result(timeout=120)["prob"]
+    finally:
+        pool.close()
+    np.testing.assert_array_equal(again, ref)
+    assert pool.worker_count == 1
+
+
+def _cnn_without_topk():
+    import onnx
+
+    model = onnx.load_from_string(MODEL)
+    keep = [n for n in model.graph.node if n.op_type != "TopK"]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    outputs = [o for o in model.graph.output if o.name == "prob"]
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    return model.SerializeToString()
+
+
+def test_a_net_wholly_on_the_gpu_is_captured_once_and_replays_the_eager_result():
+    """CUDA graphs (engine/net.py): on a stream of its own, the second run at a shape is captured and
+    replayed; every run, replayed or not, matches the CPU with new input values."""
+    cupy = runtime.cupy
+    model = _cnn_without_topk()
+    cpu = Predictor(model)
+    gpu = Predictor(model, device="cuda")
+    with cupy.cuda.Stream(non_blocking=True):
+        for i in range(5):
+            x = RNG.standard_normal((2, 3, 32, 32)).astype(np.float32)
+            got = gpu.forward({"x": x})["prob"]
+            ref = cpu.forward({"x": x})["prob"]
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+        net = gpu.net()
+        assert net.layout.graphable is True
+        assert net.graphs.captures == 1 and net.graphs.hits == 3

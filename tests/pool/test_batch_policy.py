@@ -252,3 +252,47 @@ def test_a_free_dimension_beyond_the_first_is_calibrated_only_at_given_warmup_sh
     with PooledPredictor(Config(model_bytes=[m.SerializeToString()], max_batch_size=8, warmup=True,
                                 warmup_shapes=[{"x": (1, 64)}])) as pool:
         assert sorted(pool._core.batch_plans[0].row_costs) == [1, 2, 4, 8]
+
+
+def test_graph_rows_are_powers_of_two_up_to_max_rows():
+    b = Batcher.__new__(Batcher)
+    b.max_rows = 12
+    assert [b.graph_rows(r) for r in range(1, 13)] == [1, 2, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12]
+    b.max_rows = 8
+    assert [b.graph_rows(r) for r in (1, 3, 5, 8)] == [1, 4, 8, 8]
+
+
+def test_on_a_device_with_graphs_batches_are_padded_to_graph_sizes(monkeypatch):
+    """Triton's graph batch sizes: a batch of 3 jobs runs as 4 rows (one of zeros), so the Net
+    sees few shapes, each captured once; every job gets its own rows, right."""
+    from pooled_predictor.engine import device as device_mod
+    from tests.cuda_stand_in import HostMemoryDevice
+
+    class Everything(HostMemoryDevice):  # every node "on the device", graphs on
+        def kernel_for(self, step, ctx):
+            return step.kernel
+
+    dev = Everything(graphs=True)
+    staged = []
+    to_device = dev.to_device
+    dev.to_device = lambda x, *, out: (staged.append(x.shape[0]), to_device(x, out=out))
+    monkeypatch.setattr(device_mod, "_CUDA", {0: dev})
+    model = make_mlp()
+    cpu = Predictor(model.SerializeToString())
+    xs = [np.random.default_rng(i).standard_normal((1, 16)).astype(np.float32) for i in range(4)]
+    gate = Gate()
+    pool = PooledPredictor(Config(model_bytes=[model.SerializeToString()], device="cuda", num_threads=1,
+                                  queue_capacity=8, max_batch_size=8), gate)
+    try:
+        held = pool.forward({"x": xs[0]})
+        gate.wait_for_workers(1)
+        futures = [pool.forward({"x": x}) for x in xs[1:]]  # 3 rows queued behind the held job
+        gate.open()
+        results = [f.result(timeout=30)["y"] for f in [held] + futures]
+    finally:
+        gate.open()
+        pool.close()
+    for x, y in zip(xs, results):
+        np.testing.assert_allclose(y, cpu.forward({"x": x})["y"], rtol=1e-6, atol=1e-7)
+    assert pool.stats().nets[0].batch_sizes == {1: 1, 3: 1}  # the jobs' rows, not the padding
+    assert sorted(set(staged)) == [1, 4]  # the Net ran 1 row, then 3 jobs padded to 4

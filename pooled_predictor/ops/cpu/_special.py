@@ -23,6 +23,27 @@ _Q = (1.00000000e+00, 5.04984746e-01, 1.15409409e-01, 1.52195553e-02, 1.18700713
 _P32 = tuple(np.float32(c) for c in _P)
 _Q32 = tuple(np.float32(c) for c in _Q)
 
+class _LazyScipySpecial:
+    """scipy.special, imported on first use.
+
+    Importing it costs 0.2-0.4 s (its array-API layer imports numpy.f2py), more than
+    a warm start spends on anything else, and most models never call it: Sigmoid,
+    Erf and Gelu reach it only off their float32 fast paths. An attribute, once
+    fetched, is kept on the instance, so later lookups cost what a module's do.
+    """
+
+    def __getattr__(self, name: str):
+        from scipy import special as module
+
+        value = getattr(module, name)
+        setattr(self, name, value)
+        return value
+
+
+special = _LazyScipySpecial()
+"""Stands in for `from scipy import special` in the kernel modules (imported on first use)."""
+
+
 CHUNK = 65536
 """Elements per chunk: four float32 temporaries of this size (1 MiB) stay in L2."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
+from ._special import special
 
 from ...errors import UnsupportedOpError
 from ..registry import kernel

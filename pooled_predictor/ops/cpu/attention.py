@@ -11,7 +11,7 @@ The other kernels compute float16 in float32 and round once at the end.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from ._special import special
 
 from ...errors import InputError
 from ..registry import kernel

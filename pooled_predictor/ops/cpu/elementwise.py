@@ -8,7 +8,7 @@ ONNX spec: each op's section of Operators.md; broadcasting per
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from ._special import special
 
 from ..registry import kernel
 from . import compiled

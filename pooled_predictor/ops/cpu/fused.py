@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-from scipy import special
+from ._special import special
 
 from ..registry import kernel
 from ..shapes.fused import DOMAIN, activation_problem, depthwise_chain_parts

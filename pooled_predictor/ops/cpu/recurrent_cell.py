@@ -17,7 +17,7 @@ corresponding ONNX operators.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from ._special import special
 
 ACTIVATIONS = {
     "relu": (0, False, False, 0.0, 0.0),
