@@ -10,6 +10,10 @@ our arena (plan_arena, with in-place reuse and the kernels' scratch planned as
 values live at one step), the liveness lower bound without and with in-place
 reuse (scratch included), arena / bound and the reductions vs naive.
 
+Rows for quantized models: ResNet-50 and MobileNetV2 quantized with onnxruntime's
+tool (static QDQ, per channel, u8 activations), optimized so they run as integer
+nodes with 8-bit activations, beside the same float32 models through the same passes.
+
 Also: the planning time for ResNet-50, the GoogLeNet allocation plots (arena
 and fb baseline) as PNG, and the measured memory of one forward of ResNet-50 at
 batch 32 under NONE and MEMORY (tracemalloc peak in a fresh process, weights
@@ -49,6 +53,30 @@ def models():
 
     res10 = fetch_res10_face_detector()  # a Caffe model: prototxt + caffemodel
     yield "res10_ssd (caffe)", load_caffe(res10.prototxt, res10.caffemodel), (3, 300, 300), "data"
+    yield from quantized_models()
+
+
+def quantized_models():
+    """ResNet-50 and MobileNetV2 quantized by onnxruntime's tool (static QDQ, per channel, u8/s8;
+    benchmarks/int8.py), optimized (passes/qdq.py turns them into integer nodes: 8-bit activations),
+    beside their float32 selves through the same passes. Skipped without onnxruntime."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from pooled_predictor.importers import load_onnx
+    from pooled_predictor.passes import optimize
+    from pooled_predictor.zoo import ZOO
+
+    try:
+        from benchmarks.int8 import quantized
+    except ImportError:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        for name in ("resnet50", "mobilenet_v2"):
+            qdata, fdata, input_name, _ = quantized(name, "qdq", Path(d), SimpleNamespace())
+            for label, data in ((f"{name} f32 (optimized)", fdata), (f"{name} int8 QDQ (optimized)", qdata)):
+                graph, _ = optimize(load_onnx(data), "all")
+                yield label, graph, ZOO[name].input_shape, input_name
 
 
 def plan_rows(batches):

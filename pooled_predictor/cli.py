@@ -175,8 +175,10 @@ def _cmd_run(args) -> int:
 def _cmd_ops(args) -> int:
     by_op: dict = {}
     for k in registered_ops(args.device):
+        kind = ", ".join(t for t in (k.layout if k.layout != "NCHW" else "",
+                                     k.precision if k.precision != "any" else "") if t)
         by_op.setdefault((k.domain, k.op_type), {}).setdefault(k.device, []).append(
-            k.since if k.layout == "NCHW" else f"{k.since} ({k.layout})")
+            f"{k.since} ({kind})" if kind else k.since)
     if args.json:
         print(json.dumps([{"op_type": op, "domain": d, "devices": devs} for (d, op), devs in sorted(by_op.items())]))
         return 0

@@ -30,7 +30,7 @@ from .layout import Layout, LayoutOptions, Optimization, build_layout
 from .layout_cache import LayoutCache
 from .tiering import COMPILER, compile_jobs, not_cached
 from .placement import IO_COPY_OP
-from .profiling import Profiler
+from .profiling import Profiler, precision_of
 from .program import Program
 
 log = logging.getLogger(__name__)
@@ -311,6 +311,24 @@ class Net:
         self.restored = True  # until the next reshape to other shapes
 
     # ---- profiling -----------------------------------------------------------
+    def _precisions(self) -> list[str]:
+        """Each run node's precision (profiling.precision_of: its first input's and output's element
+        types), computed once per layout."""
+        layout = self.layout
+        cached = getattr(self, "_precisions_of", None)
+        if cached is not None and cached[0] is layout:
+            return cached[1]
+        blobs = layout.blobs
+
+        def dtype(name):
+            a = blobs.get(name) if name else None
+            return None if a is None else a.dtype
+
+        out = [precision_of(dtype(n.inputs[0] if n.inputs else ""), dtype(n.outputs[0] if n.outputs else ""))
+               for n in layout.run_nodes]
+        self._precisions_of = (layout, out)
+        return out
+
     def enable_profiling(self, profiler: Profiler | None = None) -> Profiler:
         """Time every node of each forward from now on (onnxruntime's enable_profiling).
 
@@ -500,7 +518,7 @@ class Net:
                     f()
                     times.append((t0, clock()))
                     i += 1
-                self.profiler.add_forward(self.layout.run_nodes, times)
+                self.profiler.add_forward(self.layout.run_nodes, times, self._precisions())
             else:
                 for f in run:
                     f()

@@ -38,6 +38,14 @@ class Event:
     forward: int
 
 
+def precision_of(in_dtype, out_dtype) -> str:
+    """A node's precision as the profile shows it: its output's element type ("uint8", "float32"),
+    or "in->out" where a node changes it (QuantizeLinear: "float32->uint8"); "" when unknown."""
+    name = lambda d: "" if d is None else str(d)  # noqa: E731
+    i, o = name(in_dtype), name(out_dtype)
+    return o if not i or i == o or not o else f"{i}->{o}"
+
+
 class Profiler:
     """Collects node timings from any number of Nets and threads.
 
@@ -49,6 +57,7 @@ class Profiler:
     def __init__(self):
         self.events: list[Event] = []
         self.forwards = 0
+        self.precisions: dict[str, str] = {}  # node name -> its precision (precision_of), as last seen
         self._lock = threading.Lock()
         self.origin_ns = time.perf_counter_ns()
 
@@ -57,10 +66,13 @@ class Profiler:
             self.events = []
             self.forwards = 0
 
-    def add_forward(self, nodes, times) -> None:
-        """Record one forward: nodes[i] ran from times[i][0] to times[i][1] (perf_counter_ns)."""
+    def add_forward(self, nodes, times, precisions=None) -> None:
+        """Record one forward: nodes[i] ran from times[i][0] to times[i][1] (perf_counter_ns);
+        precisions: optional, node i's precision (precision_of)."""
         tid = threading.get_ident()
         with self._lock:
+            if precisions is not None:
+                self.precisions.update((n.name, p) for n, p in zip(nodes, precisions))
             index = self.forwards
             self.forwards += 1
             self.events.extend(Event(n.name, n.op_type, t0, t1 - t0, tid, index)
@@ -75,8 +87,11 @@ class Profiler:
         return self._group(lambda e: e.op_type, "op_type")
 
     def by_node(self) -> list[dict]:
-        """Rows {node, op_type, calls, total_ms, ms_per_forward, percent}, costliest first."""
-        return self._group(lambda e: (e.name, e.op_type), "node")
+        """Rows {node, op_type, precision, calls, total_ms, ms_per_forward, percent}, costliest first."""
+        rows = self._group(lambda e: (e.name, e.op_type), "node")
+        for r in rows:
+            r["precision"] = self.precisions.get(r["node"], "")
+        return rows
 
     def _group(self, key, label) -> list[dict]:
         totals: dict = {}
@@ -111,10 +126,10 @@ class Profiler:
                  "", f"{'op_type':<28} {'nodes':>5} {'ms/forward':>11} {'%':>6}"]
         for r in self.by_op_type():
             lines.append(f"{r['op_type']:<28} {r['nodes']:>5} {r['ms_per_forward']:>11.3f} {r['percent']:>6.1f}")
-        lines += ["", f"{'node':<40} {'op_type':<20} {'ms/forward':>11} {'%':>6}"]
+        lines += ["", f"{'node':<40} {'op_type':<20} {'precision':<16} {'ms/forward':>11} {'%':>6}"]
         for r in self.by_node()[:top]:
-            lines.append(f"{r['node'][:40]:<40} {r['op_type'][:20]:<20} {r['ms_per_forward']:>11.3f} "
-                         f"{r['percent']:>6.1f}")
+            lines.append(f"{r['node'][:40]:<40} {r['op_type'][:20]:<20} {r['precision'][:16]:<16} "
+                         f"{r['ms_per_forward']:>11.3f} {r['percent']:>6.1f}")
         return "\n".join(lines)
 
     # ---- Chrome trace --------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Kernel registry: one implementation per (op_type, since_version, device, layout).
+"""Kernel registry: one implementation per (op_type, since_version, device, layout, precision).
 
 A kernel is registered with the ONNX schema versions it implements:
 
@@ -28,8 +28,11 @@ A kernel is registered with the ONNX schema versions it implements:
   lists, numba's type dispatch (ops/cpu/compiled: bound, prepared) -- done ahead
   (engine/layout.py: _prepared; tests/test_prepared.py checks the bits).
 
-A kernel has a kernel type (Paddle-Lite's TypeSystem): its device and its
-layout (ops/layouts.py: "NCHW" -- ONNX's own layout, channels second, any
+A kernel has a kernel type (Paddle-Lite's TypeSystem): its device, its precision
+(PRECISIONS: "any", the default -- it computes in whatever types ONNX gives its
+inputs, Paddle-Lite's kAny -- or "int8" for the kernels that compute in 8-bit
+integers with int32 sums, int8 and uint8 alike, Paddle-Lite's kInt8; later "fp16",
+"bf16") and its layout (ops/layouts.py: "NCHW" -- ONNX's own layout, channels second, any
 rank -- the default, "NHWC", or a blocked "NCHW8c"...). It may declare a
 layout per input and output (None: that input is read as ONNX gives it, e.g. a
 weight). Lookup by (op, version, device) returns the default-layout kernel;
@@ -59,6 +62,8 @@ from ..errors import UnsupportedOpError
 
 DEVICES = ("cpu", "cuda")
 DEFAULT_LAYOUT = "NCHW"
+PRECISIONS = ("any", "float32", "int8", "fp16", "bf16")
+DEFAULT_PRECISION = "any"
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class KernelDef:
         preference: lower is preferred by the assignment pass (default 0).
         supports: optional ``supports(ctx) -> bool``: the kernel can run this
             node at these shapes (a non-default layout kernel must say).
+        precision: the kernel type's precision (PRECISIONS; "any": its inputs' ONNX types).
     """
 
     op_type: str
@@ -103,6 +109,7 @@ class KernelDef:
     output_layouts: tuple | None = None
     preference: int = 0
     supports: Callable | None = None
+    precision: str = DEFAULT_PRECISION
 
     def input_layout(self, i: int) -> str | None:
         """The layout input i must arrive in (None: as stored, no transform; e.g. weights)."""
@@ -125,10 +132,12 @@ class KernelDef:
         return sorted(a for a in attrs if a not in self.params)
 
 
-# (domain, op_type, device, layout) -> since_version -> KernelDef
-_KERNELS: dict[tuple[str, str, str, str], dict[int, KernelDef]] = {}
+# (domain, op_type, device, layout, precision) -> since_version -> KernelDef
+_KERNELS: dict[tuple[str, str, str, str, str], dict[int, KernelDef]] = {}
 # (domain, op_type, device) -> layouts registered for it
 _LAYOUTS: dict[tuple[str, str, str], set] = {}
+# (domain, op_type, device, layout) -> precisions registered for it, in registration order
+_PRECISIONS: dict[tuple[str, str, str, str], list] = {}
 
 
 def _schema_outputs(op_type: str, domain: str, since: int) -> tuple[bool, int]:
@@ -157,7 +166,8 @@ def _params(impl) -> frozenset:
 def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", domain: str = "",
            inplace: Iterable[int] = (), check: Callable | None = None, dynamic_output: bool = False,
            layout: str = DEFAULT_LAYOUT, input_layouts: Iterable | None = None,
-           output_layouts: Iterable | None = None, preference: int = 0, supports: Callable | None = None):
+           output_layouts: Iterable | None = None, preference: int = 0, supports: Callable | None = None,
+           precision: str = DEFAULT_PRECISION):
     """Register a kernel for `op_type` at the given schema version(s) and device.
 
     Args:
@@ -171,14 +181,16 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
             the kernel does not implement (e.g. training mode).
         dynamic_output: the output shapes depend on input values: the kernel
             takes no `out` and returns its (allocated) outputs.
-        layout, input_layouts, output_layouts, preference, supports: the
-            kernel type (see KernelDef); the defaults make an ONNX-layout kernel.
+        layout, input_layouts, output_layouts, preference, supports, precision: the
+            kernel type (see KernelDef); the defaults make an ONNX-layout kernel of any precision.
     Raises:
-        ValueError: the key (domain, op_type, since, device, layout) is registered
-            already, `device` is unknown, or a non-default layout has no `supports`.
+        ValueError: the key (domain, op_type, since, device, layout, precision) is registered
+            already, `device` or `precision` is unknown, or a non-default layout has no `supports`.
     """
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
     versions = (since,) if isinstance(since, int) else tuple(since)
     if layout != DEFAULT_LAYOUT and supports is None:
         raise ValueError(f"kernel {op_type} in layout {layout}: give supports(ctx) -> bool")
@@ -186,16 +198,19 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
     outs = None if output_layouts is None else tuple(output_layouts)
 
     def register(impl):
-        table = _KERNELS.setdefault((domain, op_type, device, layout), {})
+        table = _KERNELS.setdefault((domain, op_type, device, layout, precision), {})
         _LAYOUTS.setdefault((domain, op_type, device), set()).add(layout)
+        kinds = _PRECISIONS.setdefault((domain, op_type, device, layout), [])
+        if precision not in kinds:
+            kinds.append(precision)
         params = _params(impl)
         for v in versions:
             if v in table:
-                raise ValueError(f"kernel {op_type} since {v} on {device} ({layout}) registered twice "
+                raise ValueError(f"kernel {op_type} since {v} on {device} ({layout}, {precision}) registered twice "
                                  f"({table[v].impl.__qualname__} and {impl.__qualname__})")
             multi, count = _schema_outputs(op_type, domain, v)
             table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace), multi, count, check, params,
-                                 dynamic_output, layout, ins, outs, int(preference), supports)
+                                 dynamic_output, layout, ins, outs, int(preference), supports, precision)
         return impl
 
     return register
@@ -210,15 +225,23 @@ def schema_version(op_type: str, domain: str, opset: int) -> int | None:
         return None
 
 
-def versions(op_type: str, domain: str = "", device: str = "cpu", layout: str = DEFAULT_LAYOUT) -> dict[int, KernelDef]:
-    """since_version -> KernelDef of an op's kernels registered so far in one layout (a copy: for
-    modules that register another layout's kernel of each version at import)."""
-    return dict(_KERNELS.get((domain, op_type, device, layout), {}))
+def versions(op_type: str, domain: str = "", device: str = "cpu", layout: str = DEFAULT_LAYOUT,
+             precision: str | None = None) -> dict[int, KernelDef]:
+    """since_version -> KernelDef of an op's kernels registered so far in one layout (and precision;
+    None: the first registered) (a copy: for modules that register another layout's kernel of each
+    version at import)."""
+    kinds = _PRECISIONS.get((domain, op_type, device, layout), [DEFAULT_PRECISION])
+    return dict(_KERNELS.get((domain, op_type, device, layout, precision or kinds[0]), {}))
 
 
-def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAULT_LAYOUT) -> KernelDef | None:
-    """The kernel for an op at a model opset on a device (in a layout), or None."""
-    table = _KERNELS.get((domain, op_type, device, layout))
+def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAULT_LAYOUT,
+         precision: str | None = None) -> KernelDef | None:
+    """The kernel for an op at a model opset on a device (in a layout; in a precision, None: the
+    first registered for that layout -- an op's kernels of one precision are its default), or None."""
+    kinds = _PRECISIONS.get((domain, op_type, device, layout))
+    if not kinds:
+        return None
+    table = _KERNELS.get((domain, op_type, device, layout, precision or kinds[0]))
     if not table:
         return None
     version = schema_version(op_type, domain, opset)
@@ -231,9 +254,11 @@ def find(op_type: str, domain: str, opset: int, device: str, layout: str = DEFAU
 
 
 def candidates(op_type: str, domain: str, opset: int, device: str) -> list[KernelDef]:
-    """Every layout's kernel for an op at a model opset on a device (the default layout's first)."""
+    """Every (layout, precision)'s kernel for an op at a model opset on a device (the default layout's
+    first precision first)."""
     layouts = sorted(_LAYOUTS.get((domain, op_type, device), ()), key=lambda lay: (lay != DEFAULT_LAYOUT, lay))
-    found = [find(op_type, domain, opset, device, lay) for lay in layouts]
+    found = [find(op_type, domain, opset, device, lay, p) for lay in layouts
+             for p in _PRECISIONS.get((domain, op_type, device, lay), ())]
     return [k for k in found if k is not None]
 
 
@@ -261,8 +286,8 @@ def missing_kernels(ops: Iterable[tuple[str, str]], opset: dict[str, int], devic
 
 def registered_ops(device: str | None = None) -> list[KernelDef]:
     """All kernel definitions, sorted by (domain, op_type, device, since)."""
-    defs = [k for (dom, op, dev, lay), t in _KERNELS.items() for k in t.values()
+    defs = [k for (dom, op, dev, lay, _), t in _KERNELS.items() for k in t.values()
             if device is None or dev == device]
     return sorted(defs, key=lambda k: (k.domain, k.op_type, k.device, k.since, k.layout != DEFAULT_LAYOUT,
-                                       k.layout))
+                                       k.layout, k.precision))
 

@@ -42,6 +42,7 @@ from .fuse_activation import fuse_conv_activation, fuse_gemm_activation
 from .gelu import fuse_gelu
 from .hard_swish import fuse_hard_swish
 from .pointwise_depthwise import fuse_pointwise_depthwise
+from .qdq import fuse_qdq
 from .transpose import compose_transposes
 
 log = logging.getLogger("pooled_predictor.passes")
@@ -49,6 +50,8 @@ log = logging.getLogger("pooled_predictor.passes")
 _PIPELINE = [
     Pass("eliminate_identity", "basic", eliminate_identity,
          "remove Identity and inference Dropout (readers read the input)"),
+    Pass("fuse_qdq", "extended", fuse_qdq,
+         "DequantizeLinear -> Conv/MatMul/MaxPool -> QuantizeLinear -> QLinearConv/QLinearMatMul/8-bit MaxPool"),
     Pass("constant_folding", "basic", constant_folding,
          "evaluate nodes whose inputs are all weights (our CPU kernels)"),
     Pass("shape_folding", "basic", shape_folding,

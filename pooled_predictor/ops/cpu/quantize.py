@@ -25,7 +25,27 @@ import numpy as np
 from ...ir import elem_dtype
 from ..registry import kernel
 from ..shapes.quantize import quant_param_layout
+from . import compiled
+from .compiled import quantize as compiled_quantize
 from .cast import cast_into
+
+_8BIT = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+def _per_tensor_8bit(ctx, x_type, q_type) -> tuple | None:
+    """(scale, zero point) as (float32, int) when a (De)QuantizeLinear node can take the compiled
+    one-pass kernel (compiled/quantize.py): float32 x_type, 8-bit q_type, static per-tensor float32
+    scale and 8-bit zero point; else None."""
+    if not compiled.active() or x_type != np.float32 or q_type not in _8BIT:
+        return None
+    if not ctx.is_static(1) or np.size(ctx.value(1)) != 1 or ctx.dtype(1) != np.float32:
+        return None
+    zp = 0
+    if ctx.has_input(2):
+        if not ctx.is_static(2) or np.size(ctx.value(2)) != 1 or ctx.dtype(2) not in _8BIT:
+            return None
+        zp = int(np.asarray(ctx.value(2)).reshape(()))
+    return np.float32(np.asarray(ctx.value(1)).reshape(())), zp
 
 
 def int_range(dtype) -> tuple[int, int] | None:
@@ -112,8 +132,19 @@ class QuantizeLinear:
         zp_type = np.float64 if self.range else self.wide
         self.params = _Params(ctx, lambda s: rounded(s, self.quotient, self.wide),
                               lambda z: z.astype(zp_type))
+        self.fast = (_per_tensor_8bit(ctx, ctx.dtype(0), ctx.out_dtypes[0])
+                     if self.quotient == np.float32 and not precision else None)
+
+    def prepare_run(self, x, *inputs, out):
+        """The one-pass compiled kernel bound for these arrays (per-tensor float32 -> 8 bits), else None."""
+        if self.fast is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        return compiled.bound(compiled_quantize.quantize_f32, x.reshape(-1), out.reshape(-1), *self.fast)
 
     def __call__(self, x, y_scale, y_zero_point=None, *, out):
+        if self.fast is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+            compiled_quantize.quantize_f32(x.reshape(-1), out.reshape(-1), *self.fast)
+            return
         scale = self.params.get(0, y_scale)
         zp = self.params.get(1, y_zero_point)
         q = rounded(x, self.quotient, self.wide) / scale
@@ -149,8 +180,19 @@ class DequantizeLinear:
         self.integer = int_range(ctx.dtype(0)) is not None
         zp_type = np.int64 if self.integer else self.ct
         self.params = _Params(ctx, lambda s: s.astype(self.ct), lambda z: z.astype(zp_type))
+        self.fast = (_per_tensor_8bit(ctx, ctx.out_dtypes[0], ctx.dtype(0))
+                     if self.ct == np.float32 else None)
+
+    def prepare_run(self, x, *inputs, out):
+        """The one-pass compiled kernel bound for these arrays (per-tensor 8 bits -> float32), else None."""
+        if self.fast is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        return compiled.bound(compiled_quantize.dequantize_f32, x.reshape(-1), out.reshape(-1), *self.fast)
 
     def __call__(self, x, x_scale, x_zero_point=None, *, out):
+        if self.fast is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+            compiled_quantize.dequantize_f32(x.reshape(-1), out.reshape(-1), *self.fast)
+            return
         scale = self.params.get(0, x_scale)
         zp = self.params.get(1, x_zero_point)
         if self.integer:

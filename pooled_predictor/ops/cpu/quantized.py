@@ -17,8 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
+from ..shapes.conv import conv_geometry
 from ..shapes.quantize import inner_conv
+from . import compiled
 from .conv import Conv
+from .qconv import compiled_qconv
 
 
 def _shifted(v, zp, *, rows: bool = False) -> np.ndarray:
@@ -56,7 +59,7 @@ def _multiplier(a_scale, b_scale, y_scale, *, a_rows: bool):
     return np.asarray(a * np.asarray(b_scale) / np.asarray(y_scale), np.float64)
 
 
-@kernel("MatMulInteger", since=10)
+@kernel("MatMulInteger", since=10, precision="int8")
 def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out):
     """Y = (A - a_zero_point) @ (B - b_zero_point) in int32 (numpy.matmul semantics).
 
@@ -67,7 +70,7 @@ def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out):
     np.copyto(out, acc, casting="unsafe")
 
 
-@kernel("QLinearMatMul", since=(10, 21))
+@kernel("QLinearMatMul", since=(10, 21), precision="int8")
 def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, *, out):
     """y = saturate(rint(((a - a_zp) @ (b - b_zp)) * a_scale * b_scale / y_scale) + y_zp).
 
@@ -108,7 +111,7 @@ class _IntegerConv:
         return acc
 
 
-@kernel("ConvInteger", since=10)
+@kernel("ConvInteger", since=10, precision="int8")
 class ConvInteger(_IntegerConv):
     """Y = (X - x_zero_point) (*) (W - w_zero_point) in int32, with Conv's attributes.
 
@@ -125,7 +128,7 @@ class ConvInteger(_IntegerConv):
         np.copyto(out, self.accumulate(x, x_zero_point, w, w_zero_point), casting="unsafe")
 
 
-@kernel("QLinearConv", since=10)
+@kernel("QLinearConv", since=10, precision="int8")
 class QLinearConv(_IntegerConv):
     """y = saturate(rint((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale / y_scale) + y_zp).
 
@@ -135,12 +138,24 @@ class QLinearConv(_IntegerConv):
 
     def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                  strides=None):
+        self.fast = compiled_qconv(ctx, conv_geometry(inner_conv(ctx, 3)))
+        if self.fast is not None:  # integer kernels (ops/cpu/qconv.py); else the float64 reference below
+            return
         self.setup(ctx, 3, 5, 2, dict(auto_pad=auto_pad, dilations=dilations, group=group,
                                       kernel_shape=kernel_shape, pads=pads, strides=strides))
         self.per_channel = (self.m,) + (1,) * self.rank
 
+    def prepare_run(self, x, *inputs, out):
+        """The compiled path's calls bound once for these arrays (registry.py: prepare_run); None otherwise."""
+        if self.fast is None:
+            return None
+        return compiled.prepared(self.fast.steps(x, out))
+
     def __call__(self, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,
                  *, out):
+        if self.fast is not None:
+            self.fast(x, out)
+            return
         acc = self.accumulate(x, x_zero_point, w, w_zero_point)
         if B is not None:
             acc += np.asarray(B, np.float64).reshape(self.per_channel)

@@ -163,3 +163,14 @@ def unary_float(ctx):
     """Y has X's shape and dtype; X must be a float tensor (as the ONNX ops require)."""
     _check_float(ctx, ctx.node.op_type)
     return [(ctx.shape(0), ctx.dtype(0))]
+
+
+@shape_rule("DynamicQuantizeMatMul", domain=DOMAIN)
+def dynamic_quantize_matmul(ctx):
+    """Y float32 (..., M, N) of A float32 (..., M, K) and a 2-D 8-bit B (K, N) (ops/cpu/qmatmul.py)."""
+    a, b = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+    if len(a) < 2 or len(b) != 2 or a[-1] != b[0]:
+        raise ctx.error(f"DynamicQuantizeMatMul takes A (..., M, K) and B (K, N), got {a} and {b}")
+    if np.dtype(ctx.dtype(0)) != np.float32 or np.dtype(ctx.dtype(1)) not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise ctx.error(f"DynamicQuantizeMatMul takes float32 A and 8-bit B, got {ctx.dtype(0)} and {ctx.dtype(1)}")
+    return [(a[:-1] + (b[1],), np.dtype(np.float32))]

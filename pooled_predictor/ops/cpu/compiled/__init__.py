@@ -38,7 +38,10 @@ nchwc_depthwise.py (depthwise convolution, a tile of 8 pixels a call), nchwc_cha
 convolution and the depthwise convolution reading it, a group of channels at a time), nchwc_winograd.py
 (Winograd F(4x4,3x3) with both transforms on 8-channel vectors), reorder.py
 (NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
-Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
+Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); the 8-bit integer kernels: qgemm.py (u8/s8
+GEMM with exact int32 sums, vpmaddwd, and the requantization fused; QLinearConv, DynamicQuantizeMatMul),
+qconv.py (the 8-bit phase split, int8 depthwise convolution), quantize.py (per-tensor Quantize /
+DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
 a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid).
 """
 

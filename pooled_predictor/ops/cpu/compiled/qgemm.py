@@ -1,0 +1,327 @@
+"""8-bit integer GEMM with int32 accumulation and the requantization fused: Y = requant(W @ X + b).
+
+    acc[m, p] = b[m] + sum_k W'[m, k] * X[k, p]                       (int32, exact)
+    Y[m, p]   = saturate(rint(float32(acc[m, p]) * mult[m]) + y_zp)   (uint8 or int8)
+
+W' = W - w_zero_point (per row) is a weight, packed once at build time as int16
+pairs (pack_pairs); X is 8-bit (uint8 or int8) read through a table of row
+offsets, pixels contiguous, as compiled/gemm.py's float GEMM reads it (an
+indirect GEMM: a convolution's taps are rows at fixed offsets into the padded
+input, no im2col); b holds the int32 bias with the input's zero point folded in
+(b[m] = B[m] - x_zp * sum_k W'[m, k]: padding filled with x_zp then contributes
+nothing, as (x_zp - x_zp) * W' would). mult[m] = x_scale * w_scale[m] / y_scale
+in float32, as onnxruntime computes it (QLinearConv, QLinearMatMul); the
+requantization is MLAS's (MlasRequantizeOutput): acc converted to float32,
+multiplied in float32, clamped to the output type's range less y_zp, rounded half
+to even (cvtps2dq under the default rounding mode; llvm.rint here), + y_zp.
+
+The micro-kernel keeps a tile of R (1..MR) rows x 16 pixels in 2R <8 x i32>
+accumulators. Per pair of k rows it loads 16 pixels of each row, widens them to
+int16 and interleaves them, (x[k0, p], x[k1, p]) in each 32-bit lane, and for each
+tile row multiplies them by the broadcast pair (W'[m, k0], W'[m, k1]) as int16 and
+adds the pairs into int32: written with LLVM's generic vector operations (sext,
+mul, even/odd shuffles, add), which its x86 back end selects as vpmaddwd (and
+vpdpwssd where the CPU has AVX-VNNI / AVX512-VNNI). Every product is at most
+255 * 255 in magnitude, so no sum saturates: the result is exact for any zero
+points and either signedness (vpmaddubsw on u8 x s8 would saturate its int16
+pair sums; MLAS on AVX2 accepts that, we do not). An exact int32 sum also needs
+K * 255 * 255 < 2^31 (K < 33000).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic, overload
+
+from .gemm import arg_pointers, dispatch_rows
+from .jit import njit
+
+MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast of 16 ymm
+NP = 16  # pixels per micro-tile
+
+_I8 = ir.IntType(8)
+_I16 = ir.IntType(16)
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_F4 = ir.FloatType()
+_V8I = ir.VectorType(_I32, 8)
+_V8F = ir.VectorType(_F4, 8)
+
+
+def _c(v, t=_I64):
+    return ir.Constant(t, v)
+
+
+def _splat(builder, s, vt):
+    v = builder.insert_element(ir.Constant(vt, ir.Undefined), s, _c(0, _I32))
+    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_I32, vt.count), [0] * vt.count))
+
+
+def _pmaddwd(builder, a16, b16):
+    """<8 x i32>: lane i = a[2i] * b[2i] + a[2i+1] * b[2i+1], a and b <16 x i16> (vpmaddwd)."""
+    v16 = ir.VectorType(_I32, 16)
+    prod = builder.mul(builder.sext(a16, v16), builder.sext(b16, v16))
+    undef = ir.Constant(v16, ir.Undefined)
+    even = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2))))
+    odd = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2))))
+    return builder.add(even, odd)
+
+
+def _intrinsic_fn(builder, name, ret, args):
+    mod = builder.module
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(ret, args), name)
+    return fn
+
+
+def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False):
+    """The micro-kernel for a tile of `rows` x 16 outputs.
+
+    micro(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp):
+    for r < rows, c < 16: acc = b[b_off + r] + sum_{j < kp_n} sum_{h < 2} W'(r, 2j + h) *
+    x[x_off + offs[2j + h] + c], W'(r, 2j + h) the int16 half h of wp[w_off + j * rows + r];
+    y[y_off + r * ldy + c] = saturate(rint(float32(acc) * mult[b_off + r]) + zp) (module docstring), or
+    with y_float, float32(acc) * mult[b_off + r] (MatMulInteger -> Cast -> Mul: zp unused).
+    offs holds 2 * kp_n entries. The caller keeps every access in bounds.
+    """
+    ext = "sext" if x_signed else "zext"
+    lo_q, hi_q = (-128.0, 127.0) if y_signed else (0.0, 255.0)
+
+    @intrinsic
+    def micro(typingctx, wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp):
+        sig = types.void(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp)
+
+        def codegen(context, builder, signature, args):
+            ldy_v, kp_v, zp_v = args[7], args[8], args[12]
+            wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
+                                                        (0, 1), (2, 3), (5, 6), (9, 10), (11, 10))
+            optr = context.make_array(signature.args[4])(context, builder, args[4]).data
+            v16i8 = ir.VectorType(_I8, 16)
+            v16i16 = ir.VectorType(_I16, 16)
+            fn = builder.function
+            pre_bb = builder.block
+            loop_bb = fn.append_basic_block("kp_loop")
+            done_bb = fn.append_basic_block("kp_done")
+            zero = ir.Constant(_V8I, [0] * 8)
+            n_acc = 2 * rows
+            builder.cbranch(builder.icmp_signed(">", kp_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = []
+            for _ in range(n_acc):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                accs.append(ph)
+            j2 = builder.mul(j, _c(2))
+            o0 = builder.load(builder.gep(optr, [j2]))
+            o1 = builder.load(builder.gep(optr, [builder.add(j2, _c(1))]))
+            r0 = builder.load(builder.bitcast(builder.gep(xptr, [o0]), v16i8.as_pointer()), align=1)
+            r1 = builder.load(builder.bitcast(builder.gep(xptr, [o1]), v16i8.as_pointer()), align=1)
+            w0 = getattr(builder, ext)(r0, v16i16)
+            w1 = getattr(builder, ext)(r1, v16i16)
+            lo = builder.shuffle_vector(w0, w1, ir.Constant(ir.VectorType(_I32, 16),
+                                                            [v for i in range(8) for v in (i, 16 + i)]))
+            hi = builder.shuffle_vector(w0, w1, ir.Constant(ir.VectorType(_I32, 16),
+                                                            [v for i in range(8, 16) for v in (i, 16 + i)]))
+            wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+            new = []
+            for r in range(rows):
+                wv = builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r)])), _V8I), v16i16)
+                new.append(builder.add(accs[2 * r], _pmaddwd(builder, lo, wv)))
+                new.append(builder.add(accs[2 * r + 1], _pmaddwd(builder, hi, wv)))
+            j1 = builder.add(j, _c(1))
+            j.add_incoming(j1, loop_bb)
+            for a, n in zip(accs, new):
+                a.add_incoming(n, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", j1, kp_v), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for i in range(n_acc):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(new[i], loop_bb)
+                final.append(ph)
+            # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
+            zp32 = builder.trunc(zp_v, _I32) if zp_v.type.width > 32 else zp_v
+            zpf = builder.sitofp(zp32, _F4)
+            lo_v = _splat(builder, builder.fsub(ir.Constant(_F4, lo_q), zpf), _V8F)
+            hi_v = _splat(builder, builder.fsub(ir.Constant(_F4, hi_q), zpf), _V8F)
+            zp_vec = _splat(builder, zp32, _V8I)
+            fmax = _intrinsic_fn(builder, "llvm.maxnum.v8f32", _V8F, [_V8F, _V8F])
+            fmin = _intrinsic_fn(builder, "llvm.minnum.v8f32", _V8F, [_V8F, _V8F])
+            rint = _intrinsic_fn(builder, "llvm.rint.v8f32", _V8F, [_V8F])
+            v8i8 = ir.VectorType(_I8, 8)
+            for r in range(rows):
+                bv = _splat(builder, builder.load(builder.gep(bptr, [_c(r)])), _V8I)
+                mv = _splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F)
+                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
+                for v in range(2):
+                    f = builder.fmul(builder.sitofp(builder.add(final[2 * r + v], bv), _V8F), mv)
+                    if y_float:
+                        builder.store(f, builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()), align=4)
+                        continue
+                    f = builder.call(rint, [builder.call(fmin, [builder.call(fmax, [f, lo_v]), hi_v])])
+                    q = builder.trunc(builder.add(builder.fptosi(f, _V8I), zp_vec), v8i8)
+                    builder.store(q, builder.bitcast(builder.gep(row, [_c(8 * v)]), v8i8.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_ARGS = "wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp"
+_TILES = {(xs, ys): dispatch_rows(lambda r, xs=xs, ys=ys: _make_micro(r, xs, ys), MR, _ARGS)
+          for xs in (False, True) for ys in (False, True)}
+_t_uu, _t_us, _t_su, _t_ss = (_TILES[(False, False)], _TILES[(False, True)], _TILES[(True, False)],
+                              _TILES[(True, True)])
+_t_uf = dispatch_rows(lambda r: _make_micro(r, False, False, True), MR, _ARGS)
+_t_sf = dispatch_rows(lambda r: _make_micro(r, True, False, True), MR, _ARGS)
+
+
+def pack_pairs(w: np.ndarray, zero_point=None, tile: int = MR) -> np.ndarray:
+    """W - zero_point (M, K) as int16 pairs in tiles of `tile` rows, k-pair-major: flat int32, read-only.
+
+    Tile t (rows m_t .. m_t + r_t, r_t = min(tile, M - m_t)) starts at m_t * KP (KP = ceil(K / 2));
+    its element (j, r) at m_t * KP + j * r_t + r holds W'[m_t + r, 2j] in the low and W'[m_t + r, 2j + 1]
+    in the high 16 bits (0 past K). zero_point: None, a scalar, or one per row (M,).
+    """
+    w = np.asarray(w)
+    m, k = w.shape
+    ws = w.astype(np.int32)
+    if zero_point is not None:
+        ws = ws - np.asarray(zero_point, np.int32).reshape(-1, 1) if np.ndim(zero_point) else ws - int(zero_point)
+    kp = (k + 1) // 2
+    if k % 2:
+        ws = np.concatenate([ws, np.zeros((m, 1), np.int32)], axis=1)
+    pairs = (ws[:, 0::2] & 0xFFFF) | (ws[:, 1::2] << 16)  # int32, the high half's sign carried by the shift
+    out = np.empty(m * kp, np.int32)
+    for t0 in range(0, m, tile):
+        r = min(tile, m - t0)
+        out[t0 * kp:(t0 + r) * kp] = pairs[t0:t0 + r].T.reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def row_sums(w: np.ndarray, zero_point=None) -> np.ndarray:
+    """sum_k (W[m, k] - zero_point[m]) as int64 (M,): the bias correction for the input's zero point."""
+    ws = np.asarray(w, np.int64)
+    if zero_point is not None:
+        ws = ws - (np.asarray(zero_point, np.int64).reshape(-1, 1) if np.ndim(zero_point) else int(zero_point))
+    return ws.sum(axis=1)
+
+
+def pair_offsets(offs: np.ndarray) -> np.ndarray:
+    """A row-offset table padded to an even length (the last row repeated; its weight is 0): read-only int64."""
+    offs = np.asarray(offs, np.int64)
+    if offs.size % 2:
+        offs = np.concatenate([offs, offs[-1:]])
+    offs = np.ascontiguousarray(offs)
+    offs.flags.writeable = False
+    return offs
+
+
+def signed(a):
+    """Whether an integer array's type is signed (a compile-time constant in numba code)."""
+    return a.dtype.kind == "i"
+
+
+@overload(signed)
+def _signed(a):
+    s = bool(getattr(a.dtype, "signed", False))
+    return lambda a: s
+
+
+def is_float(a):
+    """Whether an array's type is a float (a compile-time constant in numba code)."""
+    return a.dtype.kind == "f"
+
+
+@overload(is_float)
+def _is_float(a):
+    f = isinstance(a.dtype, types.Float)
+    return lambda a: f
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _tile(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows, xs, ys):
+    if is_float(y):
+        if xs:
+            _t_sf(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+        else:
+            _t_uf(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+    elif xs:
+        if ys:
+            _t_ss(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+        else:
+            _t_su(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+    elif ys:
+        _t_us(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+    else:
+        _t_uu(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, rows)
+
+
+PB = 256  # pixels per column block: its X rows (K x PB bytes) stay in L2 across the row tiles
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, xs, ys):
+    kp_n = offs.size // 2
+    vec_end = p_n // NP * NP
+    for p0 in range(0, vec_end, PB):
+        pe = min(vec_end, p0 + PB)
+        for m in range(0, m_n, MR):
+            rows = min(MR, m_n - m)
+            for p in range(p0, pe, NP):
+                _tile(wp, m * kp_n, xf, x0 + p, offs, yf, y0 + m * ldy + p, ldy, kp_n, b, m, mult, zp, rows, xs, ys)
+    tail = p_n - vec_end
+    if tail:  # the last < 16 pixels: computed into the workspace (MR x 16), the valid ones copied
+        for m in range(0, m_n, MR):
+            rows = min(MR, m_n - m)
+            _tile(wp, m * kp_n, xf, x0 + vec_end, offs, ws, 0, NP, kp_n, b, m, mult, zp, rows, xs, ys)
+            for r in range(rows):
+                for j in range(tail):
+                    yf[y0 + (m + r) * ldy + vec_end + j] = ws[r * NP + j]
+
+
+def _sigs(xt, yt):
+    ri32 = types.Array(types.int32, 1, "C", readonly=True)
+    ri64 = types.Array(types.int64, 1, "C", readonly=True)
+    rf32 = types.Array(types.float32, 1, "C", readonly=True)
+    x = types.Array(xt, 1, "C", readonly=True)
+    y = types.Array(yt, 1, "C")
+    i = types.int64
+    return types.void(ri32, x, i, ri64, y, i, i, i, i, ri32, rf32, i, y)
+
+
+_QGEMM_SIGS = [_sigs(xt, yt) for xt in (types.uint8, types.int8) for yt in (types.uint8, types.int8)]
+_QGEMM_F32_SIGS = [_sigs(xt, types.float32) for xt in (types.uint8, types.int8)]
+
+
+@njit(_QGEMM_SIGS, nogil=True, cache=True, error_model="numpy")
+def qgemm2d(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws):
+    """Y = requant(W' @ X + b) (module docstring), X given by an offset table (indirect GEMM).
+
+    Args:
+        wp: pack_pairs(W, w_zero_point), W (m_n, K).
+        xf, x0, offs: X[k, p] = xf[x0 + offs[k] + p], uint8 or int8; offs from pair_offsets (K rounded up
+            to even). Reads 16-pixel tiles: xf must hold 15 elements of slack past the last p < p_n read.
+        yf, y0, ldy: Y[m, p] = yf[y0 + m * ldy + p], uint8 or int8 (the requantized output's type).
+        m_n, p_n: rows of Y, pixels.
+        b: (m_n,) int32 bias, the input's zero point folded in (b[m] = B[m] - x_zp * row_sums(W)[m]).
+        mult: (m_n,) float32 x_scale * w_scale[m] / y_scale; zp: y_zero_point.
+        ws: workspace of at least MR * 16 elements of Y's type.
+    """
+    _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, signed(xf), signed(yf))
+
+
+@njit(_QGEMM_F32_SIGS, nogil=True, cache=True, error_model="numpy")
+def qgemm2d_f32(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws):
+    """Y = float32(W' @ X + b) * mult[m], float32 Y (MatMulInteger -> Cast -> Mul fused): qgemm2d's
+    arguments, zp unused, ws float32."""
+    _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, signed(xf), False)

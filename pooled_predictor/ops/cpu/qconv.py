@@ -1,0 +1,177 @@
+"""QLinearConv in integers: the compiled path of ops/cpu/quantized.py's QLinearConv.
+
+    y = saturate(rint((conv(x - x_zp, W - w_zp) + B) * x_scale * w_scale[m] / y_scale) + y_zp)
+
+(ONNX Operators.md#QLinearConv.) Taken for 2-D convolutions whose weights, bias,
+scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
+(the spec's) and w_scale / w_zero_point per tensor or per output channel:
+
+* gemm -- every group of output channels is one integer GEMM (compiled/qgemm.py)
+  per image whose rows (k = (c, kh, kw)) are read in place from the stride phases
+  of the input padded with x_zp (compiled/qconv.py's split; skipped for a 1x1,
+  stride-1, unpadded, ungrouped conv: X read as is, its last P % 16 pixels through a 16-wide strip),
+  through an offset table (conv_indirect.indirect_layout): no column matrix. The
+  requantization runs on each 6 x 16 tile in registers and the tile is stored as
+  8-bit; rows computed past the output width (the taps' reach) land in a scratch
+  image cropped after.
+* depthwise -- group == C == M: compiled/qconv.py's depthwise_q, tap by tap in int32.
+
+W' = W - w_zp is packed once (shared by every Net); B - x_zp * sum_k W'[m, k] is the
+int32 bias (the input's zero point folded in, so padding with x_zp adds nothing);
+the multiplier x_scale * w_scale[m] / y_scale is computed in float32 (onnxruntime's
+order). The integer sum is exact (no int16 saturation, qgemm.py), the
+requantization MLAS's: the output matches onnxruntime bit for bit wherever MLAS's
+own u8 x s8 pair sums do not saturate (tests/ops/test_compiled_int8.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import compiled
+from .compiled.qconv import depthwise_q, split_phases_q
+from .compiled.qgemm import MR, NP, pack_pairs, pair_offsets, qgemm2d, row_sums
+from .conv_indirect import indirect_layout
+from .conv_shared import shared_weights
+
+SLACK = 64  # elements past the phase planes: the last 16-pixel tile's reads past the last row
+
+
+def _scalar(a) -> bool:
+    return np.size(a) == 1
+
+
+def compiled_qconv(ctx, geo) -> "QConvCompiled | None":
+    """The compiled integer path for a QLinearConv node at these shapes, or None where it does not apply."""
+    if not compiled.active() or geo.rank != 2:
+        return None
+    x_t, w_t, y_t = ctx.dtype(0), ctx.dtype(3), ctx.dtype(7)
+    if any(t not in (np.dtype(np.uint8), np.dtype(np.int8)) for t in (x_t, w_t, y_t)):
+        return None
+    if not all(ctx.is_static(i) for i in (1, 2, 3, 4, 5, 6, 7)) or (ctx.has_input(8) and not ctx.is_static(8)):
+        return None
+    if not all(_scalar(ctx.value(i)) for i in (1, 2, 6, 7)):
+        return None
+    m = geo.out_channels
+    if not all(np.size(ctx.value(i)) in (1, m) for i in (4, 5)):
+        return None
+    k = geo.in_channels // geo.group * int(np.prod(geo.kernel))
+    if k >= 33000:  # K * 255 * 255 must stay below 2^31 (qgemm.py)
+        return None
+    return QConvCompiled(ctx, geo)
+
+
+class QConvCompiled:
+    """The gemm / depthwise paths (module docstring); called as obj(x, out)."""
+
+    def __init__(self, ctx, geo):
+        g = self.geo = geo
+        m, c = g.out_channels, g.in_channels
+        self.cg, self.mg = c // g.group, m // g.group
+        w = ctx.value(3)
+        x_zp = int(np.asarray(ctx.value(2)).reshape(()))
+        w_zp = np.asarray(ctx.value(5)).astype(np.int32).reshape(-1)
+        w_zp = np.broadcast_to(w_zp, (m,))
+        x_scale = np.float32(np.asarray(ctx.value(1)).reshape(()))
+        y_scale = np.float32(np.asarray(ctx.value(6)).reshape(()))
+        w_scale = np.broadcast_to(np.asarray(ctx.value(4), np.float32).reshape(-1), (m,))
+        self.zp = int(np.asarray(ctx.value(7)).reshape(()))
+        self.x_zp = x_zp
+        mult = ((x_scale * w_scale).astype(np.float32) / y_scale).astype(np.float32)
+        bias = np.zeros(m, np.int64) if not ctx.has_input(8) else np.asarray(ctx.value(8), np.int64).reshape(-1)
+        wm = np.asarray(w).reshape(m, -1)
+        b = bias - x_zp * row_sums(wm, w_zp)
+        self.b = self._ro(b.astype(np.int32))
+        self.mult = self._ro(mult)
+        (sh, sw), (ph, pw) = g.strides, g.pads_begin
+        oh, ow = g.out_shape
+        h, wd = g.in_shape
+        self.depthwise = g.group == c == m and c > 1
+        self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1) and g.group == 1
+                       and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
+        if self.direct:
+            self.hq, self.wq, self.phases = h, wd, [(0, 0)]
+            self.offs = pair_offsets(np.arange(self.cg, dtype=np.int64) * (h * wd))
+            # the last P % 16 pixels: their X columns copied into a strip of 16 per row (the tile's reads
+            # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs)
+            self.tail = (h * wd) % NP
+            self.strip_ref = ctx.scratch((len(self.offs) * NP + NP,), ctx.dtype(0)) if self.tail else None
+            self.strip_offs = pair_offsets(np.arange(self.cg, dtype=np.int64) * NP)
+        else:
+            self.hq, self.wq, self.phases, offs = indirect_layout(g, 1 if self.depthwise else self.cg)
+            self.offs = offs if self.depthwise else pair_offsets(offs)
+        f = len(self.phases)
+        self.plane = self.hq * self.wq
+        self.image = c * f * self.plane
+        x_dt = ctx.dtype(0)
+        self.planes_ref = None if self.direct else ctx.scratch((g.batch * self.image + SLACK,), x_dt)
+        self.p_ext = oh * self.wq
+        self.crop = self.wq != ow
+        y_dt = ctx.dtype(7)
+        self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
+        self.ws_ref = ctx.scratch((MR * NP,), y_dt)
+        self.acc_ref = ctx.scratch((self.p_ext,), np.int32) if self.depthwise else None
+        if self.depthwise:
+            self.wp = shared_weights(w, ("qdepthwise", tuple(w_zp)), lambda w: self._ro(
+                (np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)).reshape(-1)))
+        else:
+            def pack(w):
+                wg = np.asarray(w).reshape(g.group, self.mg, -1)
+                zg = w_zp.reshape(g.group, self.mg)
+                return tuple(pack_pairs(wg[i], zg[i]) for i in range(g.group))
+
+            self.wp = shared_weights(w, ("qpacked", g.group, tuple(w_zp)), pack)
+        self.bg = [self.b[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]
+        self.mg_mult = [self.mult[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]
+        self._split = (self.hq, self.wq, sh, sw, ph, pw, x_zp)
+
+    @staticmethod
+    def _ro(a):
+        a = np.ascontiguousarray(a)
+        a.flags.writeable = False
+        return a
+
+    def __call__(self, x, out):
+        compiled.run_steps(self.steps(x, out))
+
+    def steps(self, x, out):
+        """__call__'s calls, in order: (function, arguments) (compiled.prepared binds them once)."""
+        g = self.geo
+        oh, ow = g.out_shape
+        m = g.out_channels
+        f = len(self.phases)
+        steps = []
+        yflat = out.reshape(-1)
+        if self.direct:
+            xf = x.reshape(-1)
+            p_n, vec = oh * ow, oh * ow - self.tail
+            for n in range(g.batch):
+                y0 = n * m * p_n
+                if vec:
+                    steps.append((qgemm2d, (self.wp[0], xf, n * self.image, self.offs, yflat, y0, p_n, m, vec,
+                                            self.b, self.mult, self.zp, self.ws_ref.array)))
+                if self.tail:
+                    strip = self.strip_ref.array
+                    rows = strip[:self.cg * NP].reshape(self.cg, NP)[:, :self.tail]
+                    steps.append((np.copyto, (rows, x[n].reshape(self.cg, p_n)[:, vec:])))
+                    steps.append((qgemm2d, (self.wp[0], strip, 0, self.strip_offs, yflat, y0 + vec, p_n, m,
+                                            self.tail, self.b, self.mult, self.zp, self.ws_ref.array)))
+            return steps
+        else:
+            xf = self.planes_ref.array
+            steps.append((split_phases_q, (x, xf, *self._split)))
+        ws = self.ws_ref.array
+        for n in range(g.batch):
+            if self.depthwise:
+                steps.append((depthwise_q, (xf, n * self.image, f * self.plane, self.offs, self.wp, self.b, self.mult,
+                                            self.zp, yflat, n * m * oh * ow, oh, ow, self.wq, self.acc_ref.array)))
+                continue
+            yf = self.y_ref.array if self.crop else yflat
+            y0 = 0 if self.crop else n * m * self.p_ext
+            for gi in range(g.group):
+                steps.append((qgemm2d, (self.wp[gi], xf, n * self.image + gi * self.cg * f * self.plane, self.offs,
+                                        yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext,
+                                        self.bg[gi], self.mg_mult[gi], self.zp, ws)))
+            if self.crop:
+                steps.append((np.copyto, (out[n], yf.reshape(m, oh, self.wq)[:, :, :ow])))
+        return steps

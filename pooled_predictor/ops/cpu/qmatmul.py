@@ -1,0 +1,80 @@
+"""DynamicQuantizeMatMul (our domain): DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul in one kernel.
+
+    a_q, a_scale, a_zp = DynamicQuantizeLinear(A)                 (ONNX Operators.md#DynamicQuantizeLinear)
+    Y = float32((a_q - a_zp) @ (B - b_zp)) * float32(a_scale * b_scale)
+
+-- what onnxruntime.quantization.quantize_dynamic writes as DynamicQuantizeLinear,
+MatMulInteger, Cast(to float) and Mul(Cast, Mul(a_scale, b_scale)) (passes/qdq.py
+fuses them; onnxruntime's contrib op DynamicQuantizeMatMul has these semantics).
+A float32 (..., M, K); B (K, N) 8-bit, b_scale and b_zero_point per tensor or per
+column (N,), all weights. Per call: A's range (numpy min / max, the reference
+kernel's arithmetic: ops/cpu/quantize.dynamic_quantize_linear), then one pass that
+quantizes A and writes it transposed, K rows of the M pixels, into scratch
+(compiled/quantize.quantize_transpose), then the integer GEMM of compiled/qgemm.py
+with B^T packed once as its weight and the float epilogue (float32(acc) * scale per
+column, as the Cast and Mul would round it), into Y^T, copied transposed into Y.
+Bit for bit the unfused nodes' result (tests/ops/test_compiled_int8.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from ..shapes.fused import DOMAIN
+from . import compiled
+from .compiled.qgemm import MR, NP, pack_pairs, pair_offsets, qgemm2d_f32, row_sums
+from .compiled.quantize import quantize_transpose
+from .conv_shared import shared_weights
+from .quantize import dynamic_quantize_linear
+
+
+def _ro(a):
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+@kernel("DynamicQuantizeMatMul", since=1, domain=DOMAIN, precision="int8")
+class DynamicQuantizeMatMul:
+    """Y = DynamicQuantizeLinear(A) times B in integers, as float32 (module docstring).
+
+    Raises (at build): a ShapeInferenceError for B, b_scale or b_zero_point that are not weights.
+    """
+
+    def __init__(self, ctx):
+        for i in (1, 2, 3):
+            if not ctx.is_static(i):
+                raise ctx.error("DynamicQuantizeMatMul needs B, b_scale and b_zero_point as weights")
+        b = ctx.value(1)
+        self.k, self.n = b.shape
+        self.m = int(np.prod(ctx.shape(0)[:-1]))
+        self.b_scale = np.broadcast_to(np.asarray(ctx.value(2), np.float32).reshape(-1), (self.n,))
+        zp = np.broadcast_to(np.asarray(ctx.value(3)).astype(np.int32).reshape(-1), (self.n,))
+        self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: pack_pairs(np.asarray(w).T, zp))
+        self.sums = row_sums(np.asarray(b).T, zp)
+        self.offs = pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
+        self.x_ref = ctx.scratch((self.k * self.m + 64,), np.uint8)
+        self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
+        self.ws_ref = ctx.scratch((MR * NP,), np.float32)
+        self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
+        self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
+
+    def __call__(self, a, b, b_scale, b_zero_point, *, out):
+        a2 = a.reshape(self.m, self.k)
+        scale, zp = self.q
+        if not self.compiled:
+            q = np.empty(a2.shape, np.uint8)
+            dynamic_quantize_linear(a2, out=(q, scale, zp))
+            acc = (q.astype(np.float64) - float(zp)) @ (np.asarray(b, np.float64) - np.asarray(b_zero_point, np.float64))
+            mult = (np.float32(scale) * self.b_scale).astype(np.float32)
+            np.multiply(acc.astype(np.int32).astype(np.float32), mult, out=out.reshape(self.m, self.n))
+            return
+        dynamic_quantize_linear(a2, out=(None, scale, zp))
+        x = self.x_ref.array
+        quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
+        bias = _ro((-int(zp) * self.sums).astype(np.int32))
+        mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
+        yt = self.y_ref.array
+        qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
+        np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
