@@ -12,7 +12,12 @@ previous one returned):
                   streams), an AsyncInferQueue of 2 jobs kept full (when installed).
 Models: ResNet-50, GoogLeNet, MobileNetV2 (zoo, 224x224, seeded weights),
 PP-OCR det (480x640) and rec (48x320) (pooled_predictor/zoo/fetch.py); batch
-1 and 8. Every round runs every configuration for S seconds, in a rotated
+1 and 8. Transformers, batch 1 only (the batch 8 rows are skipped), when their
+exported files exist under ~/.cache/pooled-predictor/exported/ (made by
+benchmarks/export_transformers.py, run with a Python that has torch): a
+BERT-base-sized encoder (sequence 128, the last 16 tokens padding), torchvision's
+ViT-B/16 and Swin-T (224x224); a missing one is skipped with a line saying
+how to make it. Every round runs every configuration for S seconds, in a rotated
 order, after one warm-up call each; the table gives the median images/s over
 rounds and ours / best onnxruntime setup, ours / OpenVINO. Outputs are checked
 against onnxruntime first (max |ours - ort| / max |ort|).
@@ -36,11 +41,41 @@ import numpy as np  # noqa: E402
 
 from benchmarks._common import table, write_results  # noqa: E402
 
-MODELS = ("resnet50", "googlenet", "mobilenet_v2", "ppocr_det", "ppocr_rec")
+CNNS = ("resnet50", "googlenet", "mobilenet_v2", "ppocr_det", "ppocr_rec")
+TRANSFORMERS = {"bert_base": "bert", "vit_b_16": "vit", "swin_t": "swin"}  # -> export_transformers.py's name
+MODELS = CNNS + tuple(TRANSFORMERS)
+
+
+def exported_path(name: str) -> Path:
+    """Where benchmarks/export_transformers.py writes a transformer's ONNX file."""
+    from benchmarks.export_transformers import FILES, exported_dir
+
+    return exported_dir() / FILES[TRANSFORMERS[name]]
+
+
+def available(name: str) -> bool:
+    """A CNN always; a transformer when its exported file exists (else a line says how to make it)."""
+    if name not in TRANSFORMERS or exported_path(name).exists():
+        return True
+    print(f"{name}: skipped, {exported_path(name)} is missing; make it with "
+          f"`<python with torch> benchmarks/export_transformers.py --models {TRANSFORMERS[name]}`", flush=True)
+    return False
 
 
 def load_model(name: str, batch: int):
     """(ONNX bytes, input name, input array) for a benchmark model at a batch size."""
+    if name in TRANSFORMERS:
+        import onnx
+
+        from benchmarks.export_transformers import SEQ
+
+        model = onnx.load(exported_path(name))
+        if name == "bert_base":
+            x = np.random.default_rng(0).integers(1, 30522, (batch, SEQ)).astype(np.int64)
+            x[:, SEQ - 16:] = 0  # padding: the attention mask is live
+        else:
+            x = np.random.default_rng(0).uniform(-1, 1, (batch, 3, 224, 224)).astype(np.float32)
+        return model.SerializeToString(), model.graph.input[0].name, x
     if name.startswith("ppocr"):
         import onnx
 
@@ -208,7 +243,11 @@ def main(argv=None) -> int:
         args.rounds, args.seconds = 3, 1.0
     rows = []
     for name in args.models:
+        if not available(name):
+            continue
         for batch in args.batches:
+            if name in TRANSFORMERS and batch != 1:
+                continue
             row = bench(name, batch, args.rounds, args.seconds, not args.no_openvino)
             rows.append(row)
             print(f"{name} batch {batch}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "

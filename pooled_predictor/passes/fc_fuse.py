@@ -2,6 +2,7 @@
 
     MatMul(A, W) + c  =  Gemm(A, W, c)          A 2-D (M, K) (alpha = beta = 1, no transposes)
     MatMul(A, W) + c  =  MatMulAdd(A, W, c)     A of rank >= 3 (..., M, K) (our domain)
+    MatMul(A, W) + c  =  MatMulAdd(A, W, c)     A of unknown rank, c of rank <= 1
 
 Only when the fused op means the same thing: A's rank is known (from the
 declared types or the shape analysis), W is a 2-D weight (K, N), and c is a
@@ -12,6 +13,14 @@ a transformer's or a CTC head's (N, T, C) @ W) becomes MatMulAdd, Paddle's fc
 with in_num_col_dims = rank - 1: MatMul then + c in one kernel (on its
 compiled path c is added to each output block in registers after its sum,
 the same rounding as the Add: ops/cpu/compiled/matmul.py).
+
+A's rank is often unknown before the input shapes are: exporters compute
+Reshape targets from Shape nodes (a transformer's heads split and merged), so
+nothing after the first such Reshape has a rank until a Net is shaped. There
+MatMulAdd is still MatMul + Add when c has rank <= 1 ((N,), (1,), ()): the sum
+then has MatMul's shape whatever A's rank (>= 1), so the fused node means the
+same for every A the MatMul accepts. A c of shape (1, N) or (1, 1) would add a
+dimension to a 1-D A's product, so it waits for a known rank.
 """
 
 from __future__ import annotations
@@ -38,6 +47,10 @@ def _batched_bias_fits(m: Match) -> bool:
     return _bias_fits(m) and rank is not None and rank >= 3
 
 
+def _unknown_rank_bias_fits(m: Match) -> bool:
+    return _bias_fits(m) and m.rank(m.value("a")) is None and m.weight("c").ndim <= 1
+
+
 def to_gemm(m: Match, rw: Rewriter):
     """MatMul(A, W) + c = Gemm(A, W, c; alpha=1, beta=1)"""
     mm = m.node("mm")
@@ -59,6 +72,9 @@ def _pattern():
 
 FC_RULES = [Rule("MatMul+Add -> Gemm", _pattern(), to_gemm, where=_bias_shape_fits, doc=to_gemm.__doc__),
             Rule("MatMul+Add -> MatMulAdd", _pattern(), to_matmul_add, where=_batched_bias_fits,
-                 doc=to_matmul_add.__doc__)]
+                 doc=to_matmul_add.__doc__),
+            Rule("MatMul+Add -> MatMulAdd (rank unknown)", _pattern(), to_matmul_add,
+                 where=_unknown_rank_bias_fits, doc="MatMul(A, W) + c = MatMulAdd(A, W, c), c of rank <= 1, "
+                                                    "A of any rank >= 1")]
 
 fuse_matmul_add = rules_pass(FC_RULES, shapes=True)

@@ -64,8 +64,20 @@ def test_batched_bias_over_rows_is_left_alone():
     check_pass(mm_add((3, N), a_shape=(2, 3, K)), feeds((2, 3, K)), "fuse_matmul_add", fires=False)
 
 
-def test_unknown_rank_is_left_alone():
-    model = mm_add((N,))
+@pytest.mark.parametrize("bias_shape", [(N,), (1,), ()], ids=str)
+@pytest.mark.parametrize("a_shape", [(3, K), (2, 3, K), (K,)], ids=str)
+def test_unknown_rank_with_a_bias_of_rank_1_becomes_matmul_add(a_shape, bias_shape):
+    """c of rank <= 1 adds no dimension: MatMulAdd means MatMul + Add for A of any rank, 1-D included."""
+    model = mm_add(bias_shape)
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    after, _ = check_pass(model, feeds(a_shape), "fuse_matmul_add", fires=True)
+    assert ops(after) == ["pooled_predictor.MatMulAdd"]
+
+
+@pytest.mark.parametrize("bias_shape", [(1, N), (1, 1)], ids=str)
+def test_unknown_rank_with_a_2d_bias_is_left_alone(bias_shape):
+    """(1, N) would make a 1-D A's (N,) product (1, N): only a known rank >= 2 may take it."""
+    model = mm_add(bias_shape)
     model.graph.input[0].type.tensor_type.ClearField("shape")
     check_pass(model, feeds(), "fuse_matmul_add", fires=False)
 
@@ -78,11 +90,17 @@ def test_matmul_output_read_elsewhere_is_left_alone():
     check_pass(mm_add((N,), extra_outputs=["m"]), feeds(), "fuse_matmul_add", fires=False)
 
 
-def test_rank_through_squeeze_without_axes_is_unknown():
-    """Squeeze() of ("N", 1, K): the rank depends on whether N is 1, which a probe cannot know."""
+@pytest.mark.parametrize("n", [1, 3])
+def test_rank_through_squeeze_without_axes_is_unknown(n):
+    """Squeeze() of ("N", 1, K): the rank depends on whether N is 1, which a probe cannot know. A (1, N)
+    bias waits for the shapes; an (N,) one fuses, A 1-D (N = 1) or 2-D alike."""
     nodes = [helper.make_node("Squeeze", ["x"], ["a"]),
              helper.make_node("MatMul", ["a", "W"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])]
-    model = make_model(nodes, {"x": ("N", 1, K)}, ["y"], {"W": rand(K, N, seed=1), "b": rand(N, seed=2)}, opset=11)
-    f = {"x": rand(3, 1, K, seed=3)}
+    f = {"x": rand(n, 1, K, seed=3)}
+    model = make_model(nodes, {"x": ("N", 1, K)}, ["y"], {"W": rand(K, N, seed=1), "b": rand(1, N, seed=2)},
+                       opset=11)
     check_pass(model, f, "fuse_matmul_add", fires=False)
-    check_pass(model, f, "fuse_matmul_add", fires=True, input_shapes={"x": (3, 1, K)})
+    check_pass(model, f, "fuse_matmul_add", fires=n > 1, input_shapes={"x": (n, 1, K)})  # A 2-D: Gemm
+    model = make_model(nodes, {"x": ("N", 1, K)}, ["y"], {"W": rand(K, N, seed=1), "b": rand(N, seed=2)}, opset=11)
+    after, _ = check_pass(model, f, "fuse_matmul_add", fires=True)
+    assert ops(after) == ["pooled_predictor.MatMulAdd"]

@@ -132,8 +132,8 @@ class MatMul(_MatMul):
 class MatMulAdd(_MatMul):
     """Y = MatMul(A, B) + C, C a bias broadcast over Y's last axis (passes/fc_fuse.py emits it).
 
-    Shapes: A (..., M, K) of rank >= 2, B (K, N), C (N,), (1, N), (1,), (1, 1) or
-    (); Y (..., M, N). The same bits as the MatMul and Add nodes it replaces on
+    Shapes: A (..., M, K) of rank >= 2, or A (K,) with C of rank <= 1 (Y (N,)), B (K, N),
+    C (N,), (1, N), (1,), (1, 1) or (); Y (..., M, N). The same bits as the MatMul and Add nodes it replaces on
     the numpy path; the compiled path adds C in the product's last rounding
     (compiled/matmul.py), as a GEMM followed by + C does.
     """

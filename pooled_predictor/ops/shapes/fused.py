@@ -14,6 +14,7 @@ them imports the domain (graph.opset["pooled_predictor"] = 1).
                              depthwise Conv (group = its channels) that alone reads it
                              (passes/pointwise_depthwise.py)
     MatMulAdd(A, B, C)     = MatMul(A, B) + C, B (K, N), C a bias over the last axis (N,), (1, N), (1,), (1, 1), ()
+                             (A of rank >= 1; C of rank <= 1 when A is 1-D)
     Gelu(X)                = ONNX Gelu-20 (approximate "none" | "tanh"), for models below opset 20
     HardSwish(X)           = ONNX HardSwish-14, for models below opset 14
 
@@ -149,12 +150,13 @@ def fused_gemm(ctx):
 
 @shape_rule("MatMulAdd", domain=DOMAIN)
 def matmul_add(ctx):
-    """Y as MatMul's (ops/shapes/matmul.py), A of rank >= 2 and B (K, N); C must broadcast as a bias of N."""
+    """Y as MatMul's (ops/shapes/matmul.py), A of rank >= 1 and B (K, N); C must broadcast as a bias of N,
+    and have rank <= 1 when A is 1-D (Y (N,): C may not add a dimension)."""
     a, b, c = tuple(ctx.shape(0)), tuple(ctx.shape(1)), tuple(ctx.shape(2))
-    if len(a) < 2 or len(b) != 2:
-        raise ctx.error(f"MatMulAdd takes A of rank >= 2 and a 2-D B, got {a} @ {b}")
-    if c not in ((b[1],), (1, b[1]), (1,), (1, 1), ()):
-        raise ctx.error(f"C {c} is not a bias of N = {b[1]}")
+    if len(a) < 1 or len(b) != 2:
+        raise ctx.error(f"MatMulAdd takes A of rank >= 1 and a 2-D B, got {a} @ {b}")
+    if c not in ((b[1],), (1, b[1]), (1,), (1, 1), ()) or (len(a) == 1 and len(c) > 1):
+        raise ctx.error(f"C {c} is not a bias of N = {b[1]}" + (" for a 1-D A" if len(a) == 1 else ""))
     return [(_matmul_shape(ctx, a, b), ctx.dtype(0))]
 
 
