@@ -17,6 +17,7 @@ from ..registry import kernel
 from ..shapes.normalization import STASH_DTYPES
 from . import compiled
 from .compiled import lrn
+from .compiled.layernorm import layernorm_rows
 from .compiled.lrn import pow_mode
 from .compiled.softmax import softmax_rows
 
@@ -305,6 +306,11 @@ class LayerNormalization:
     broadcast unidirectionally to X; Mean and InvStdDev (d[0], ..., d[axis-1],
     1, ..., 1) of the stash type. Workspace: the centred values when X is not
     of the stash type (otherwise they live in Y), and two row vectors.
+
+    Paths: float32 X and stash, Scale and B one value per normalized element
+    (shape X.shape[axis:], leading 1s allowed): compiled/layernorm.py, each row
+    read from memory once (a transformer's (tokens, 768): 0.07 ms a node, numpy's
+    six passes about 0.35). Otherwise numpy, row statistics over the whole tensor.
     """
 
     def __init__(self, ctx, *, axis=-1, epsilon=1e-5, stash_type=1):
@@ -315,11 +321,33 @@ class LayerNormalization:
         self.cols = int(np.prod(shape[axis:], dtype=np.int64))
         self.epsilon = epsilon
         self.stash = STASH_DTYPES[int(stash_type)]
+        self.compiled = (compiled.active() and self.rows * self.cols > 0 and ctx.dtype(0) == np.float32
+                         and self.stash == np.float32
+                         and all(_per_column(ctx.shape(i), shape[axis:]) for i in range(1, len(ctx.node.inputs))
+                                 if ctx.node.inputs[i]))
         self.d = None if self.stash == ctx.dtype(0) else ctx.scratch((self.rows, self.cols), self.stash)
         self.stats = ctx.scratch((2, self.rows), self.stash)
 
+    def _compiled_args(self, x, scale, bias, out):
+        y, mean_out, inv_out = (tuple(out) + (None, None))[:3]
+        none = _NO_STATS
+        return (x.reshape(-1), scale.reshape(-1), (scale if bias is None else bias).reshape(-1), y.reshape(-1),
+                self.rows, self.cols, np.float32(self.epsilon), bias is not None,
+                none if mean_out is None else mean_out.reshape(-1), none if inv_out is None else inv_out.reshape(-1))
+
+    def prepare_run(self, x, scale, bias=None, *, out):
+        outs = [o for o in (tuple(out) if isinstance(out, tuple) else (out,)) if o is not None]
+        if not self.compiled or not all(a.flags.c_contiguous for a in [x] + outs):
+            return None
+        return compiled.bound(layernorm_rows, *self._compiled_args(x, scale, bias, out if isinstance(out, tuple)
+                                                                    else (out,)))
+
     def __call__(self, x, scale, bias=None, *, out):
-        y, mean_out, inv_out = (tuple(out) + (None, None))[:3]  # trailing outputs may be absent
+        outs = tuple(out) if isinstance(out, tuple) else (out,)
+        if self.compiled and all(a.flags.c_contiguous for a in (x,) + tuple(o for o in outs if o is not None)):
+            layernorm_rows(*self._compiled_args(x, scale, bias, outs))
+            return
+        y, mean_out, inv_out = (outs + (None, None))[:3]  # trailing outputs may be absent
         rows, cols = self.rows, self.cols
         xs, ys = x.reshape(rows, cols), _rows(y, rows, cols)
         d = ys if self.d is None else self.d.array
@@ -336,6 +364,17 @@ class LayerNormalization:
             np.copyto(mean_out.reshape(rows), mean)
         if inv_out is not None:
             np.copyto(inv_out.reshape(rows), inv)
+
+
+_NO_STATS = np.empty(0, np.float32)  # an absent Mean / InvStdDev output (layernorm_rows writes none)
+
+
+def _per_column(shape, normalized) -> bool:
+    """Whether an input of `shape` is one value per element of the normalized axes (leading 1s allowed)."""
+    shape = tuple(shape)
+    extra = len(shape) - len(normalized)
+    return extra >= 0 and all(d == 1 for d in shape[:extra]) and shape[extra:] == tuple(normalized) or (
+        extra < 0 and tuple(normalized[-extra:]) == shape and all(d == 1 for d in normalized[:-extra]))
 
 
 # ---- InstanceNormalization --------------------------------------------------------

@@ -111,7 +111,7 @@ def tiered() -> bool:
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
-           "blocked", "lrn", "recurrent")
+           "blocked", "lrn", "recurrent", "layernorm")
 
 
 def load_all() -> float:
