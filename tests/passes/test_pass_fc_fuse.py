@@ -103,4 +103,4 @@ def test_rank_through_squeeze_without_axes_is_unknown(n):
     check_pass(model, f, "fuse_matmul_add", fires=n > 1, input_shapes={"x": (n, 1, K)})  # A 2-D: Gemm
     model = make_model(nodes, {"x": ("N", 1, K)}, ["y"], {"W": rand(K, N, seed=1), "b": rand(N, seed=2)}, opset=11)
     after, _ = check_pass(model, f, "fuse_matmul_add", fires=True)
-    assert ops(after) == ["pooled_predictor.MatMulAdd"]
+    assert ops(after) == ["Squeeze", "pooled_predictor.MatMulAdd"]
