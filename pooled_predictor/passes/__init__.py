@@ -17,6 +17,7 @@ Modules, one per rewrite family:
     conv_bn.py          fold_conv_bn, fold_conv_add, fold_conv_mul
     fc_fuse.py          fuse_matmul_add (MatMul + Add -> Gemm, or MatMulAdd when batched)
     gelu.py             fuse_gelu (erf form -> Gelu)
+    attention.py        fuse_attention (MatMul, scale, mask, Softmax, MatMul -> ScaledDotProductAttention)
     hard_swish.py       fuse_hard_swish (x * HardSigmoid(x) -> HardSwish)
     fuse_activation.py  fuse_conv_activation, fuse_gemm_activation (-> FusedConv, FusedGemm)
     conv_sum.py         fuse_conv_sum (Conv + same-shape Add [+ activation] -> FusedConv with a sum input)

@@ -8,7 +8,8 @@ Levels mean what onnxruntime's graph_optimization_level means:
               Conv+BatchNormalization/Add/Mul folding, dead-node elimination
     extended  basic + fusions, most into our own domain's kernels
               (FusedConv, FusedGemm, FusedConvDepthwise, Gelu and HardSwish below their ONNX
-              opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, HardSwish, Conv/Gemm + activation
+              opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, the attention pattern
+              (ScaledDotProductAttention), HardSwish, Conv/Gemm + activation
     all       extended + layout-independent extras (Transpose pairs composed)
 
 A pass runs when its level is at most the chosen one, or when it is named in
@@ -33,6 +34,7 @@ from ..importers import load_onnx
 from ..ir import Graph
 from .analysis import static_input_shapes
 from .base import LEVELS, Pass, PassContext
+from .attention import fuse_attention
 from .cleanup import eliminate_dead_nodes, eliminate_identity
 from .conv_bn import fold_conv_add, fold_conv_bn, fold_conv_mul
 from .fc_fuse import fuse_matmul_add
@@ -68,6 +70,8 @@ _PIPELINE = [
          "MatMul + bias Add -> Gemm (2-D) or MatMulAdd (batched) (Paddle fc_fuse)"),
     Pass("fuse_gelu", "extended", fuse_gelu,
          "x * 0.5 * (1 + erf(x / sqrt 2)) -> Gelu"),
+    Pass("fuse_attention", "extended", fuse_attention,
+         "MatMul(Softmax(MatMul(Q, Kt) [/ or * c] [+ M]), V) -> ScaledDotProductAttention"),
     Pass("fuse_hard_swish", "extended", fuse_hard_swish,
          "x * HardSigmoid(x; 1/6, 1/2) -> HardSwish"),
     Pass("fuse_conv_sum", "extended", fuse_conv_sum,

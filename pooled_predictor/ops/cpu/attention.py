@@ -1,5 +1,6 @@
 """Attention-family CPU kernels: Attention (23, 24, 25), RotaryEmbedding (23),
-LinearAttention (27), CausalConvWithState (27).
+LinearAttention (27), CausalConvWithState (27), and our ScaledDotProductAttention (the
+exported MatMul -> scale -> mask -> Softmax -> MatMul pattern, passes/attention.py).
 
 Attention is computed per (batch, kv head, group) with batched matmuls: grouped-query
 heads are never copied (query head h reads kv head h // (q_heads / kv_heads), the
@@ -15,6 +16,9 @@ from ._special import special
 
 from ...errors import InputError
 from ..registry import kernel
+from ..shapes.fused import DOMAIN
+from . import compiled
+from .compiled.softmax import softmax_rows_biased
 
 # softmax_precision (ONNX TensorProto elem_type) -> numpy dtype; 16 (bfloat16) has none.
 _PRECISIONS = {1: np.float32, 10: np.float16, 11: np.float64}
@@ -335,3 +339,77 @@ def flex_attention(q, k, v, *, out, scale=None, softmax_precision=None, score_mo
     scores /= scores.sum(axis=-1, keepdims=True)
     res = np.matmul(scores, v.astype(ct, copy=False)[:, :, None])
     np.copyto(out, res.reshape(b, hq, length, -1), casting="unsafe")
+
+
+# ---- ScaledDotProductAttention (our domain; passes/attention.py) ------------------------------
+@kernel("ScaledDotProductAttention", since=1, domain=DOMAIN)
+class ScaledDotProductAttention:
+    """Y = MatMul(Softmax(op(MatMul(Q, Kt), scale) + M, axis=-1), V): the attention pattern exporters
+    write (Vaswani et al. 2017, eq. 1, with the scale and an additive mask or bias), one node.
+
+    Shapes: Q (..., S, D), Kt (..., D, T) (K already transposed), V (..., T, Dv), M (optional)
+    broadcasting with the scores (..., S, T); numpy.matmul's batch broadcasting throughout;
+    Y (..., S, Dv). op: * scale (divide 0) or / scale (divide 1). Types: float16/32/64.
+    The same arithmetic as the nodes it replaces, in their order and rounding: np.matmul for both
+    products (as MatMul of two activations), the scale and the mask rounded one by one, then
+    Softmax. float32 with scores M does not enlarge: the scale, the mask and the softmax are one
+    compiled pass per row of the scores (compiled/softmax.py: softmax_rows_biased) while the row
+    is in cache, instead of three passes over the (..., S, T) scores. Otherwise numpy's passes.
+    Workspace: the scores (their broadcast shape) and, on the numpy path, their row maxima.
+    """
+
+    def __init__(self, ctx, *, scale=1.0, divide=0):
+        self.scale, self.divide = float(scale), int(divide)
+        dtype = np.dtype(ctx.dtype(0))
+        raw = np.broadcast_shapes(tuple(ctx.shape(0))[:-2], tuple(ctx.shape(1))[:-2]) + (
+            tuple(ctx.shape(0))[-2], tuple(ctx.shape(1))[-1])
+        self.masked = ctx.has_input(3)
+        full = np.broadcast_shapes(raw, tuple(ctx.shape(3))) if self.masked else raw
+        self.raw_shape, self.full_shape = raw, full
+        self.scores = ctx.scratch(full, dtype)
+        d = full[-1] if full else 1
+        rows = int(np.prod(full, dtype=np.int64)) // max(d, 1)
+        self.rows = None
+        if compiled.active() and dtype == np.float32 and full == raw and d > 0 and rows > 0 and (
+                not self.masked or np.dtype(ctx.dtype(3)) == np.float32):
+            self.rows = (rows, d)
+            if self.masked:  # the mask's element offset at each score row's start, and its step along the row
+                m_shape = tuple(ctx.shape(3))
+                index = np.arange(int(np.prod(m_shape, dtype=np.int64)), dtype=np.int64).reshape(m_shape)
+                self.m_rows = np.ascontiguousarray(np.broadcast_to(index, full)[..., 0]).reshape(-1)
+                self.m_step = 1 if m_shape and m_shape[-1] == d and d > 1 else 0
+            else:
+                self.m_rows, self.m_step = np.empty(0, np.int64), 0
+            self.m_rows.flags.writeable = False
+        else:
+            self.red = ctx.scratch(full[:-1] + (1,) if full else (1,), dtype)
+            self.raw = None if raw == full else ctx.scratch(raw, dtype)  # the scores before a mask enlarges them
+
+    def __call__(self, q, kt, v, m=None, *, out):
+        s = self.scores.array
+        if self.rows is not None:
+            np.matmul(q, kt, out=s)
+            flat = s.reshape(-1)
+            mask = _NO_MASK if m is None else np.ascontiguousarray(m, np.float32).reshape(-1)
+            softmax_rows_biased(flat, flat, self.rows[0], self.rows[1], np.float32(self.scale),
+                                2 if self.divide else 1, mask, self.m_rows, self.m_step)
+            np.matmul(s, v, out=out)
+            return
+        raw = s if self.raw is None else self.raw.array
+        np.matmul(q, kt, out=raw)
+        c = s.dtype.type(self.scale)
+        (np.divide if self.divide else np.multiply)(raw, c, out=raw)
+        if self.masked:
+            np.add(raw, m, out=s)
+        elif raw is not s:
+            np.copyto(s, raw)
+        mx = self.red.array
+        np.max(s, axis=-1, keepdims=True, out=mx)
+        np.subtract(s, mx, out=s)
+        np.exp(s, out=s)
+        np.sum(s, axis=-1, keepdims=True, out=mx)
+        s /= mx
+        np.matmul(s, v, out=out)
+
+
+_NO_MASK = np.empty(0, np.float32)

@@ -15,6 +15,10 @@ them imports the domain (graph.opset["pooled_predictor"] = 1).
                              (passes/pointwise_depthwise.py)
     MatMulAdd(A, B, C)     = MatMul(A, B) + C, B (K, N), C a bias over the last axis (N,), (1, N), (1,), (1, 1), ()
                              (A of rank >= 1; C of rank <= 1 when A is 1-D)
+    ScaledDotProductAttention(Q, Kt, V [, M])
+                           = MatMul(Softmax(op(MatMul(Q, Kt), scale) + M, axis=-1), V), op: * (divide 0)
+                             or / (divide 1) by the float `scale`; M an additive mask or bias, any shape that
+                             broadcasts with the scores (passes/attention.py)
     Gelu(X)                = ONNX Gelu-20 (approximate "none" | "tanh"), for models below opset 20
     HardSwish(X)           = ONNX HardSwish-14, for models below opset 14
 
@@ -37,6 +41,7 @@ import numpy as np
 from ...ir import Node
 from . import shape_rule
 from .conv import conv as _conv_rule
+from .common import broadcast as _broadcast
 from .gemm import gemm as _gemm_rule
 from .matmul import matmul_shape as _matmul_shape
 
@@ -176,3 +181,15 @@ def dynamic_quantize_matmul(ctx):
     if np.dtype(ctx.dtype(0)) != np.float32 or np.dtype(ctx.dtype(1)) not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise ctx.error(f"DynamicQuantizeMatMul takes float32 A and 8-bit B, got {ctx.dtype(0)} and {ctx.dtype(1)}")
     return [(a[:-1] + (b[1],), np.dtype(np.float32))]
+
+
+@shape_rule("ScaledDotProductAttention", domain=DOMAIN)
+def scaled_dot_product_attention(ctx):
+    """Y = MatMul(P, V), P of the scores' shape MatMul(Q, Kt) broadcast with M's (when M is given)."""
+    _check_float(ctx, "ScaledDotProductAttention")
+    scores = _matmul_shape(ctx, tuple(ctx.shape(0)), tuple(ctx.shape(1)))
+    if ctx.has_input(3):
+        scores = _broadcast(ctx, [scores, tuple(ctx.shape(3))])
+    if len(scores) < 1:
+        raise ctx.error("the scores MatMul(Q, Kt) are a scalar: Softmax over the last axis needs rank >= 1")
+    return [(_matmul_shape(ctx, scores, tuple(ctx.shape(2))), ctx.dtype(0))]

@@ -57,3 +57,39 @@ def softmax_rows(x, y, rows, d):
         inv = ONE / np.float32(_sum64(y, r * d, d))  # times the reciprocal, as MLAS: within 1 ulp of / sum
         for i in range(d):
             yr[i] = yr[i] * inv
+
+
+_R1 = types.Array(types.float32, 1, "C", readonly=True)
+_I1 = types.Array(types.int64, 1, "C", readonly=True)
+
+
+@njit(types.void(_R1, types.Array(types.float32, 1, "C"), types.int64, types.int64, types.float32, types.int64,
+                 _R1, _I1, types.int64), nogil=True, cache=True, error_model="numpy")
+def softmax_rows_biased(x, y, rows, d, scale, mode, m, m_rows, m_step):
+    """y row r = softmax(t), t[i] = op(x[r*d + i], scale) + m[m_rows[r] + i * m_step] (flat float32 arrays,
+    y may be x): op is nothing (mode 0), * scale (1) or / scale (2), each rounded as the Mul / Div node it
+    replaces; the + m (an additive mask or bias, broadcast by m_rows and m_step) only when m_rows has rows
+    entries (else no mask). Then softmax_rows' steps on the row while it is in cache."""
+    masked = m_rows.size > 0
+    for r in range(rows):
+        o = r * d
+        mo = m_rows[r] if masked else 0
+        if mode == 1:
+            for i in range(d):
+                y[o + i] = x[o + i] * scale
+        elif mode == 2:
+            for i in range(d):
+                y[o + i] = x[o + i] / scale
+        else:  # (a copy onto itself when y is x)
+            for i in range(d):
+                y[o + i] = x[o + i]
+        if masked:
+            for i in range(d):
+                y[o + i] = y[o + i] + m[mo + i * m_step]
+        yr = y[o:o + d]
+        mx = _row_max(yr, d)
+        for i in range(d):
+            yr[i] = exp32_nonpositive(yr[i] - mx)
+        inv = ONE / np.float32(_sum64(y, o, d))
+        for i in range(d):
+            yr[i] = yr[i] * inv
