@@ -39,7 +39,8 @@ convolution and the depthwise convolution reading it, a group of channels at a t
 (Winograd F(4x4,3x3) with both transforms on 8-channel vectors), reorder.py
 (NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
 Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
-a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid).
+a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); nms.py (greedy non-maximum
+suppression, ops/nms.py's procedure with the boxes that cannot overlap skipped).
 """
 
 
@@ -108,7 +109,7 @@ def tiered() -> bool:
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
-           "blocked", "lrn", "recurrent")
+           "blocked", "lrn", "recurrent", "nms")
 
 
 def load_all() -> float:
