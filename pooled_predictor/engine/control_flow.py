@@ -119,7 +119,7 @@ class BodyRun:
         blobs = layout.blobs
         for n, i in self._pairs:
             if i < first:
-                np.copyto(blobs[n], arrays[i], casting="unsafe")
+                blobs[n][...] = arrays[i]  # np.copyto(casting="unsafe") at a third of its call cost
         net.run_in_place()
         blobs = layout.blobs  # dynamic nodes store their outputs here per run
         return [blobs[o].copy() if o in self._fed_names else blobs[o] for o in self.output_names]
