@@ -427,6 +427,7 @@ def main(argv=None) -> int:
                 rows.append(row)
                 if not path.exists():
                     row["status"] = "not exported: " + note.get("status", "?")
+                    row["export_error"] = note.get("error_detail", "")[:600]
                     calls.append(None)
                     print(f"{name} ({exporter}): {row['status']}", file=sys.stderr)
                     continue
