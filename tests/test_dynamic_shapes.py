@@ -153,3 +153,49 @@ def test_pool_error_in_a_dynamic_node_goes_to_its_future():
         with pytest.raises(InputError, match="beyond the axis"):
             bad.result(timeout=60)
         np.testing.assert_array_equal(good.result(timeout=60)["y"], [1, 3])
+
+
+def _slice_by_data_model():
+    """x (n,) -> the positive values (NonZero, Gather), cut at an end read from the data (Slice whose
+    `ends` is floor(max x)): downstream of a data-dependent shape, a setup that reads a value."""
+    f, i = TensorProto.FLOAT, TensorProto.INT64
+    init = [numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+            numpy_helper.from_array(np.array([0], np.int64), "axes0"),
+            numpy_helper.from_array(np.array([0], np.int64), "start")]
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["m"]),
+             helper.make_node("NonZero", ["m"], ["nz"]),
+             helper.make_node("Squeeze", ["nz", "axes0"], ["idx"]),
+             helper.make_node("Gather", ["x", "idx"], ["pos"], axis=0),
+             helper.make_node("ReduceMax", ["x"], ["mx"], keepdims=1),
+             helper.make_node("Cast", ["mx"], ["end"], to=i),
+             helper.make_node("Slice", ["pos", "start", "end"], ["head"]),
+             helper.make_node("Shape", ["pos"], ["count"])]
+    graph = helper.make_graph(nodes, "slice_by_data", [helper.make_tensor_value_info("x", f, ["n"])],
+                              [helper.make_empty_tensor_value_info(o) for o in ("head", "count")], init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_setups_downstream_of_a_dynamic_shape_are_kept_per_shape_and_read_value():
+    """A node run per forward keeps its shape rule's and kernel setup's result (Step.evaluate's memo)
+    for inputs of the same shapes and the same values where the setup read one: Slice's `ends` comes
+    from the data, so the same shapes with another end must not reuse the setup. Large read values
+    (Gather's indices, over MEMO_VALUE_MAX) are never kept."""
+    model = _slice_by_data_model()
+    net = Net(Program(load_onnx(model)), optimization=Optimization.MEMORY)
+    xs = [np.array([3.5, -1, 2, 5.2, -3, 1], np.float32),    # 4 positive, end 5
+          np.array([3.5, -1, 2, 5.2, -3, 1], np.float32),    # the same: setups reused
+          np.array([2.5, -1, 2, 1.2, -3, 1], np.float32),    # 4 positive, end 2: same shapes, another value
+          np.array([1.5, 2, -1, 3.2, 7, 1, 0.5], np.float32)]  # another n
+    xs.append(rng.uniform(0.5, 1.5, 200).astype(np.float32))  # 200 indices: Gather's setup is not kept
+    for x in xs:
+        net.forward({"x": x})
+        ours = [net.blob_by_name("head"), net.blob_by_name("count")]
+        for o, r in zip(ours, run_ort(model, {"x": x})):
+            np.testing.assert_array_equal(o, r)
+    memos = {st.node.op_type: [e for (sid, _), m in net.layout.memos.items() if sid == id(st) for e in m]
+             for st in net.layout.dynamic}
+    assert {"Slice", "Gather", "Squeeze"} <= set(memos)
+    assert all(len(e.values) for e in memos["Slice"])  # its setup read `ends`: kept by value
+    assert all(np.size(v) <= 64 for e in memos["Gather"] for _, v in e.values)

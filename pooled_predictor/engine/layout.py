@@ -118,7 +118,7 @@ class Layout:
     __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
                  "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
                  "device", "memory_limit_bytes", "bodies", "fixed_outputs", "host_arena", "host_plan",
-                 "device_nodes", "tier", "generation", "graphable", "__weakref__")
+                 "device_nodes", "tier", "generation", "graphable", "memos", "__weakref__")
 
     def __init__(self, device: Device, memory_limit_bytes: int, bodies):
         self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
@@ -137,16 +137,25 @@ class Layout:
         self.tier, self.generation = "compiled", 0
         # whether its run may be captured into a CUDA graph (engine/net.py): None until first asked
         self.graphable: bool | None = None
+        # (id(step), compiled.active()) -> the setups Step.evaluate keeps for a node run per forward (its memo); this
+        # layout's own, so one thread's
+        self.memos: dict = {}
 
     @property
     def nbytes(self) -> int:
         return int(self.arena.nbytes)
 
     def run_dynamic(self, step: Step) -> None:
-        """Run a node whose shapes depend on data: infer, allocate and run now."""
+        """Run a node whose shapes depend on data: infer, allocate and run now (the shape rule and the
+        kernel's setup kept per distinct input shapes: Step.evaluate's memo)."""
         env = self.env
         arrays = [env[i] if i else None for i in step.node.inputs]
-        outs = step.evaluate(arrays, (self.device.host or self.device).name, self.memory_limit_bytes, self.bodies)
+        key = (id(step), compiled.active())  # a setup made under reference_kernels() serves only there
+        memo = self.memos.get(key)
+        if memo is None:
+            memo = self.memos[key] = []
+        outs = step.evaluate(arrays, (self.device.host or self.device).name, self.memory_limit_bytes, self.bodies,
+                             memo)
         for o, arr in zip(step.node.outputs, outs):
             if o:
                 env[o] = arr

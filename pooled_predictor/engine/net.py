@@ -407,6 +407,18 @@ class Net:
                 COMPILER.release()  # a background compile this forward asked for: after its result
         return self._outputs(outputs, out, shared)
 
+    def run_in_place(self) -> None:
+        """Run the current layout on its blobs as they are, returning nothing: a control-flow body's
+        iteration (control_flow.BodyRun), which writes its inputs into the blobs and reads its
+        outputs from them; forward(None) without building the outputs' dict.
+
+        Raises:
+            InputError: no layout yet (reshape first); KernelError as forward().
+        """
+        if self.layout is None:
+            raise InputError("run_in_place() before any reshape")
+        self._run(self.layout.run)
+
     def _feed_and_run(self, arrays: dict, share_inputs) -> dict:
         layout = self.layout
         shared = layout.feed(arrays, share_inputs)

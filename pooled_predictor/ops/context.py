@@ -17,6 +17,9 @@ from ..ir import Node
 
 _default_bodies: Callable | None = None
 
+UNTRACKED = object()
+"""OpContext.reads after the context handed its values on to another (retyped, derive, inner)."""
+
 
 def set_default_body_runner(bodies: Callable | None) -> None:
     """The body runner an OpContext built without one falls back to (folding at compile and the
@@ -68,7 +71,7 @@ class OpContext:
     """
 
     __slots__ = ("node", "version", "shapes", "dtypes", "_values", "out_shapes", "out_dtypes",
-                 "device", "_scratch", "bodies")
+                 "device", "_scratch", "bodies", "reads")
 
     def __init__(self, node: Node, version: int, shapes, dtypes, values=None, device="cpu",
                  scratch: Callable | None = None, bodies: Callable | None = None):
@@ -82,6 +85,22 @@ class OpContext:
         self.device = device
         self._scratch = scratch
         self.bodies = bodies
+        self.reads = None  # track_reads(): the indices whose value() was asked for
+
+    def track_reads(self) -> None:
+        """Record from now on which inputs' values the rule and the kernel's setup read (value(),
+        value_or_none()), so that a caller may reuse what they built while those values stay the
+        same (Step.evaluate's memo). A context handed on (retyped, derive, inner) reads values
+        out of sight: the record then says UNTRACKED."""
+        self.reads = set()
+
+    def _read(self, i: int) -> None:
+        if self.reads is not None and self.reads is not UNTRACKED:
+            self.reads.add(i)
+
+    def _handed_on(self) -> None:
+        if self.reads is not None:
+            self.reads = UNTRACKED
 
     def body_run(self, sub, dtypes, values=None, constants=None):
         """The BodyRun of a control-flow body (a Subgraph attribute of this node) for these
@@ -133,6 +152,7 @@ class OpContext:
             NotStatic: the value depends on data fed at forward time.
         """
         v = self._values[i] if i < len(self._values) else None
+        self._read(i)
         if v is None:
             raise NotStatic(f"node {self.node.name!r}: input {i} ({self.node.inputs[i]!r}) is not static")
         return v
@@ -146,6 +166,7 @@ class OpContext:
     def retyped(self, dtypes, values) -> "OpContext":
         """The same node and shapes with other input dtypes and static values
         (same device and scratch allocator; outputs to be set by the caller)."""
+        self._handed_on()
         return OpContext(self.node, self.version, self.shapes, dtypes, values, self.device, self._scratch)
 
     def derive(self, op_type: str, inputs, version: int, dtypes=None, values=None) -> "OpContext":
@@ -161,6 +182,7 @@ class OpContext:
         Returns:
             OpContext with this node's attributes, name and scratch allocator.
         """
+        self._handed_on()
         def pick(seq, i, const):
             if isinstance(i, np.ndarray):
                 return const(i)
@@ -180,6 +202,7 @@ class OpContext:
         """A context for an inner node of a composite one (FusedConvDepthwise's two convolutions): its
         own node, attributes, input shapes, dtypes and static values; this one's version, device and
         scratch allocator."""
+        self._handed_on()
         return OpContext(node, self.version, shapes, dtypes, values, self.device, self._scratch)
 
     # ---- helpers -----------------------------------------------------------

@@ -124,7 +124,8 @@ class Step:
         missing = self.kernel.num_outputs - len(outs)
         return tuple(outs) + (None,) * missing if missing > 0 else tuple(outs)
 
-    def evaluate(self, arrays: list, device: str = "cpu", memory_limit: int | None = None, bodies=None) -> list:
+    def evaluate(self, arrays: list, device: str = "cpu", memory_limit: int | None = None, bodies=None,
+                 memo: list | None = None) -> list:
         """Run the node once on concrete arrays, allocating its outputs.
 
         Used for folding constants, for values known at reshape time, and for
@@ -132,23 +133,41 @@ class Step:
         outputs, then outputs and scratch, are checked against the memory
         budget before the kernel is set up and before anything is allocated.
 
+        With `memo` (a list the caller keeps for this node, per thread: Layout.run_dynamic),
+        what the shape rule and the kernel's setup built (the output shapes and dtypes, the
+        bound kernel, its scratch) is kept and reused by a later call whose inputs have the
+        same shapes and dtypes and the same values wherever the rule or the setup read one
+        (OpContext.track_reads): a node downstream of a data-dependent shape is then set up
+        once per distinct shape, not once per forward. Only setups that read small values
+        (MEMO_VALUE_MAX elements at most: shapes, axes, counts) are kept; one that read a
+        large value (indices, data) is set up per call as before. The outputs are allocated
+        per call (they may be returned to the caller). Control-flow nodes (own evaluate) are
+        never kept: their bodies keep their own layouts (engine/control_flow.py).
+
         Args:
             memory_limit: bytes; None: budget.default_memory_limit().
             bodies: the body runner for If/Loop/Scan (OpContext.bodies); None outside a Net.
+            memo: the node's kept setups (MemoEntry), most recent first; None: keep nothing.
         Raises:
             ResourceExhaustedError: outputs and scratch over the budget.
             NotStatic: a control-flow node evaluated with no body runner.
         """
-        limit = budget.default_memory_limit() if memory_limit is None else memory_limit
         shapes = [None if a is None else a.shape for a in arrays]
         dtypes = [None if a is None else a.dtype for a in arrays]
+        if memo:
+            entry = _lookup(memo, shapes, dtypes, arrays)
+            if entry is not None:
+                return entry.run(self, arrays)
+        limit = budget.default_memory_limit() if memory_limit is None else memory_limit
         own = getattr(self.kernel.impl, "evaluate", None)
         if self.kernel.dynamic_output or own is not None:
             # a kernel that allocates its outputs (NonZero...) or sizes them by running (Loop, If, Scan)
             ctx = self.context(shapes, dtypes, arrays, device, bodies=bodies)
+            if memo is not None and own is None:
+                ctx.track_reads()
             try:
                 if self.kernel.dynamic_output:
-                    return self._evaluate_dynamic(ctx, arrays)
+                    return self._evaluate_dynamic(ctx, arrays, memo if own is None else None)
                 return own(ctx, *arrays, **self.node.attrs)
             except (PooledPredictorError, NotStatic):
                 raise
@@ -156,6 +175,8 @@ class Step:
                 raise self.typed_error(exc, "kernel") from exc
         refs: list = []
         ctx = self.context(shapes, dtypes, arrays, device, refs.append, bodies)
+        if memo is not None:
+            ctx.track_reads()
         specs = self.infer(ctx)
         what = f"node {self.node.name!r} ({self.node.op_type})"
         out_bytes = sum(budget.nbytes_of(s, t) for s, t in specs if s is not None)
@@ -171,12 +192,20 @@ class Step:
             raise
         except Exception as exc:
             raise self.typed_error(exc, "kernel") from exc
+        if memo is not None:
+            _keep(memo, ctx, shapes, dtypes, arrays, MemoEntry(specs=specs, runner=runner))
         return outs
 
-    def _evaluate_dynamic(self, ctx: OpContext, arrays: list) -> list:
+    def _evaluate_dynamic(self, ctx: OpContext, arrays: list, memo: list | None = None) -> list:
         """Run a kernel that allocates its outputs; check them against the rule's dtypes."""
         specs = self.rule(ctx)  # checks the input types; gives the output dtypes
-        outs = self.bind(ctx)(*arrays)
+        runner = self.bind(ctx)
+        if memo is not None:
+            _keep(memo, ctx, ctx.shapes, ctx.dtypes, arrays, MemoEntry(specs=specs, runner=runner, dynamic=True))
+        return self._dynamic_outputs(specs, runner(*arrays))
+
+    def _dynamic_outputs(self, specs, outs) -> list:
+        """A dynamic-output kernel's outputs as a list, each checked against the rule's dtype."""
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         result = []
         for k, name in enumerate(self.node.outputs):
@@ -189,3 +218,60 @@ class Step:
                                   f"{arr.dtype}, its shape rule says {specs[k][1]}")
             result.append(arr)
         return result
+
+
+MEMO_VALUE_MAX = 64
+"""Step.evaluate keeps a setup only when every input value it read has at most this many elements."""
+MEMO_ENTRIES = 4
+"""Setups kept per node (distinct input shapes and read values), the most recently used first."""
+
+
+@dataclass
+class MemoEntry:
+    """A node's setup kept by Step.evaluate: the rule's output (shape, dtype) per output, the bound
+    kernel, and what it was built for (input shapes and dtypes; the values it read, by index)."""
+
+    specs: list
+    runner: Callable
+    dynamic: bool = False
+    shapes: list | None = None
+    dtypes: list | None = None
+    values: tuple = ()
+
+    def run(self, step: Step, arrays: list) -> list:
+        """Run the kept kernel on `arrays`, allocating the outputs (step.evaluate's last stage)."""
+        try:
+            if self.dynamic:
+                return step._dynamic_outputs(self.specs, self.runner(*arrays))
+            outs = [np.empty(s, t) if s is not None else None for s, t in self.specs]
+            self.runner(*arrays, out=step.out_arg(outs))
+            return outs
+        except PooledPredictorError:
+            raise
+        except Exception as exc:
+            raise step.typed_error(exc, "kernel") from exc
+
+
+def _lookup(memo: list, shapes, dtypes, arrays) -> MemoEntry | None:
+    for k, e in enumerate(memo):
+        if e.shapes == shapes and e.dtypes == dtypes and all(np.array_equal(arrays[i], v) for i, v in e.values):
+            if k:
+                memo.insert(0, memo.pop(k))
+            return e
+    return None
+
+
+def _keep(memo: list, ctx: OpContext, shapes, dtypes, arrays, entry: MemoEntry) -> None:
+    """Keep `entry` when the setup read only small values, each known (OpContext.track_reads)."""
+    reads = ctx.reads
+    if not isinstance(reads, set):
+        return
+    values = []
+    for i in sorted(reads):
+        a = arrays[i] if i < len(arrays) else None
+        if a is None or np.size(a) > MEMO_VALUE_MAX:
+            return
+        values.append((i, np.array(a, copy=True)))
+    entry.shapes, entry.dtypes, entry.values = list(shapes), list(dtypes), tuple(values)
+    memo.insert(0, entry)
+    del memo[MEMO_ENTRIES:]

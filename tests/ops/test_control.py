@@ -116,6 +116,19 @@ def test_loop_while_form_and_for_form():
     compare(loop_model(cond_input=False), {**feeds, "M": np.array(6, np.int64)})  # body's condition ignored
 
 
+def test_loop_captures_change_between_forwards():
+    """One Net, forwards with other captured values and carried inputs: each outer run copies the
+    captures into the body once (BodyRun.invalidate), each iteration the formal inputs."""
+    m = loop_model()
+    net = Net(Program(load_onnx(m)))
+    for k, (x, limit) in enumerate([([0.5, 1.0, 2.0], 1e9), ([2.0, -1.0, 0.25], 1e9), ([0.5, 1.0, 2.0], 12.0)]):
+        feeds = {"x": np.array(x, np.float32), "a0": np.array([1.5, 0.5, 1.1], np.float32) * (k + 1),
+                 "limit": np.array(limit, np.float32), "M": np.array(9, np.int64), "c": np.array(True)}
+        net.forward(feeds)
+        for name, r in zip(net.output_names, run_ort(m, feeds)):
+            assert_close(net.blob_by_name(name), r, 1e-6, name)
+
+
 def test_loop_with_static_trip_count_is_planned():
     """M a weight and no cond: output shapes are static, the node is planned (no per-forward allocation)."""
     m = loop_model(trip_input=False, cond_input=False, stop_on_limit=False)

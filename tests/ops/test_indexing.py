@@ -188,6 +188,23 @@ def test_topk(k, axis, largest, opset, static):
     check_node("TopK", [x, i64(k)], {"axis": axis, "largest": largest}, opset=opset, outputs=2, static=static)
 
 
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+def test_topk_by_selection(axis, largest, dtype):
+    """k <= n / 4: the selection path (np.partition, then the k sorted), ties by the lower index;
+    a row with a NaN takes the sort."""
+    shape = [3, 5, 4]
+    shape[axis] = 40
+    x = tied(tuple(shape), dtype)
+    check_node("TopK", [x, i64(6)], {"axis": axis, "largest": largest}, opset=11, outputs=2)
+    check_node("TopK", [rng.standard_normal((2, 3234)).astype(np.float32), i64(300)], {"largest": largest},
+               opset=11, outputs=2)
+    if dtype == np.float32:
+        x[(0,) * x.ndim] = np.nan
+        check_node("TopK", [x, i64(6)], {"axis": axis, "largest": largest}, opset=11, outputs=2)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.uint8, np.int8, np.uint64])
 @pytest.mark.parametrize("largest", [1, 0])
 def test_topk_dtypes(dtype, largest):

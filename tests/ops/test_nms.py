@@ -52,3 +52,59 @@ def test_boxes_without_area_or_inverted_overlap_nothing():
     boxes = np.array([[0, 0, 1, 1], [0, 0, 1, 1], [0.5, 0, 0.5, 1], [1, 1, 0, 0], [np.nan, 0, 1, 1]], np.float32)
     scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5], np.float32)
     assert greedy_nms(boxes, candidates(scores), 0.5) == [0, 2, 3, 4]  # only the duplicate goes
+
+
+# ---- compiled/nms.py: the same procedure, boxes that cannot overlap skipped ----------------------
+
+def _compiled(boxes, order, iou_threshold, limit=None, eta=1.0):
+    from pooled_predictor.ops.cpu.compiled.nms import greedy_nms as compiled_nms
+
+    keep = np.empty(len(order), np.int64)
+    n = compiled_nms(np.ascontiguousarray(boxes, np.float64), np.asarray(order, np.int64), iou_threshold,
+                     -1 if limit is None else limit, eta, keep)
+    return keep[:n].tolist()
+
+
+@pytest.mark.parametrize("eta", [1.0, 0.9])
+@pytest.mark.parametrize("limit", [None, 1, 3])
+@pytest.mark.parametrize("threshold", [-0.1, 0.0, 0.3, 0.5, 1.0, float("nan")])
+def test_compiled_nms_is_the_reference(eta, limit, threshold):
+    """Random boxes with ties, inverted boxes, NaN and infinite coordinates, boxes far apart."""
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n = int(rng.integers(0, 50))
+        lo = rng.uniform(0, 10, (n, 2)) + (rng.integers(0, 3, (n, 1)) * 100 if trial % 2 else 0)
+        ext = rng.uniform(-1, 5, (n, 2)) if trial % 3 else rng.uniform(0, 5, (n, 2))
+        boxes = np.concatenate([lo, lo + ext], axis=1)
+        if n and trial % 4 == 0:
+            boxes[rng.integers(0, n), rng.integers(0, 4)] = np.nan
+        if n and trial % 5 == 0:
+            boxes[rng.integers(0, n), rng.integers(2, 4)] = np.inf
+        order = candidates(np.round(rng.random(n), 1), 0.1)
+        assert _compiled(boxes, order, threshold, limit, eta) == greedy_nms(boxes, order, threshold, limit=limit,
+                                                                            eta=eta)
+
+
+def test_compiled_nms_class_offset_boxes():
+    """torchvision's batched NMS: 2,000 boxes of 20 classes, each class's boxes offset so that no two
+    classes overlap, one NMS over all of them (the case compiled/nms.py's window is for)."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    lo = rng.uniform(0, 300, (n, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(5, 300, (n, 2))], axis=1) + rng.integers(0, 20, (n, 1)) * 601.0
+    order = candidates(rng.random(n).astype(np.float32), 0.01)
+    assert _compiled(boxes, order, 0.5) == greedy_nms(boxes, order, 0.5)
+
+
+def test_non_max_suppression_node_compiled_and_reference_agree_with_onnxruntime():
+    from tests.onnx_helpers import check_node
+
+    rng = np.random.default_rng(5)
+    b, c, n = 2, 3, 300
+    lo = rng.uniform(0, 50, (b, n, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(1, 30, (b, n, 2))], axis=2).astype(np.float32)
+    scores = rng.random((b, c, n)).astype(np.float32)
+    for center in (0, 1):
+        check_node("NonMaxSuppression", [boxes, scores, np.array([40], np.int64), np.array([0.45], np.float32),
+                                         np.array([0.2], np.float32)], {"center_point_box": center},
+                   opset=11, static=(2, 3, 4))

@@ -15,6 +15,8 @@ import numpy as np
 from ...errors import InputError
 from ..nms import candidates, greedy_nms
 from ..registry import kernel
+from . import compiled
+from .compiled import nms
 
 
 @kernel("NonZero", since=(9, 13), dynamic_output=True)
@@ -103,6 +105,8 @@ class NonMaxSuppression(_Named):
     area never suppress (IoU taken as 0), as in onnxruntime.
     Shapes: boxes (B, N, 4), scores (B, C, N) float; the optional inputs are
     scalars (or 1-element); selected_indices (K, 3) int64 rows (batch, class, box).
+    Compiled kernels on: compiled/nms.py (the same IoU bits, the boxes that cannot
+    overlap a candidate skipped); else ops/nms.py's greedy_nms, the reference.
     Raises:
         InputError: boxes and scores disagree on B or N.
     """
@@ -110,6 +114,7 @@ class NonMaxSuppression(_Named):
     def __init__(self, ctx, *, center_point_box=0):
         super().__init__(ctx)
         self.center = int(center_point_box)
+        self.compiled = compiled.active()
 
     def __call__(self, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
                  score_threshold=None):
@@ -127,9 +132,17 @@ class NonMaxSuppression(_Named):
             for b in range(boxes.shape[0]):
                 corners = np.stack(self._corners(boxes[b].astype(np.float64)), axis=1)
                 for c in range(scores.shape[1]):
-                    keep = greedy_nms(corners, candidates(scores[b, c], floor), iou_max, limit=limit)
-                    selected.extend((b, c, i) for i in keep)
-        return np.array(selected, dtype=np.int64).reshape(-1, 3)
+                    order = candidates(scores[b, c], floor)
+                    if self.compiled:
+                        keep = np.empty(len(order), np.int64)
+                        keep = keep[:nms.greedy_nms(corners, order, iou_max, limit, 1.0, keep)]
+                        rows = np.empty((len(keep), 3), np.int64)
+                        rows[:, 0], rows[:, 1], rows[:, 2] = b, c, keep
+                        selected.append(rows)
+                    else:
+                        keep = greedy_nms(corners, order, iou_max, limit=limit)
+                        selected.append(np.array([(b, c, i) for i in keep], np.int64).reshape(-1, 3))
+        return np.concatenate(selected) if selected else np.empty((0, 3), np.int64)
 
     def _corners(self, box: np.ndarray):
         if self.center:

@@ -101,9 +101,16 @@ class TopK:
     first, as the spec and onnxruntime do; with sorted=0 the order is
     unspecified and this kernel returns them sorted. k: attribute (TopK-1) or
     input K (TopK-10+); largest and sorted from TopK-11. Indices are int64.
-    One stable argsort along the axis (k == 1 takes an argmax instead).
+    One stable argsort along the axis (k == 1 takes an argmax instead); when k is at most
+    n / PARTITION_RATIO and the rows are few and hold no NaN, a selection instead
+    (np.partition: the k-th value; the elements beyond it and the lowest-index ones equal
+    to it; those k sorted): O(n + k log k) a row, the same indices (a detector's
+    per-class TopK of 300 among 3,234 scores: 0.05 ms instead of 0.4).
     Spec: Operators.md#TopK.
     """
+
+    PARTITION_RATIO = 4
+    PARTITION_ROWS = 64
 
     def __init__(self, ctx, *, axis=-1, k=None, largest=1, sorted=1):
         self.axis, self.k = topk_k(ctx)
@@ -116,6 +123,9 @@ class TopK:
         if k == 1:
             pick = np.argmax if self.largest else np.argmin
             return pick(x, axis=ax, keepdims=True)
+        if k * self.PARTITION_RATIO <= n and x.size <= n * self.PARTITION_ROWS \
+                and not (x.dtype.kind in "fc" and np.isnan(x).any()):
+            return self._selected(x)
         if not self.largest:
             return np.argsort(x, axis=ax, kind="stable").take(range(k), axis=ax)
         # Descending with ties in ascending index order: stable ascending sort of
@@ -123,6 +133,28 @@ class TopK:
         rev = np.flip(x, axis=ax)
         order = np.argsort(rev, axis=ax, kind="stable").take(range(n - 1, n - 1 - k, -1), axis=ax)
         return (n - 1) - order
+
+    def _selected(self, x: np.ndarray) -> np.ndarray:
+        """_order by selection (class docstring), row by row along the last axis; no NaN in x."""
+        ax, k, n = self.axis, self.k, self.n
+        rows = np.moveaxis(x, ax, -1).reshape(-1, n)
+        res = np.empty((rows.shape[0], k), np.int64)
+        for j, row in enumerate(rows):
+            if self.largest:
+                v = np.partition(row, n - k)[n - k]  # the k-th largest
+                beyond = np.flatnonzero(row > v)
+            else:
+                v = np.partition(row, k - 1)[k - 1]  # the k-th smallest
+                beyond = np.flatnonzero(row < v)
+            ties = np.flatnonzero(row == v)[:k - len(beyond)]  # at least one: v itself
+            sel = np.sort(np.concatenate([beyond, ties]))  # ascending index
+            if self.largest:  # descending value, ties by ascending index: a stable sort of the reversed, read back
+                r = sel[::-1]
+                res[j] = r[np.argsort(row[r], kind="stable")[::-1]]
+            else:
+                res[j] = sel[np.argsort(row[sel], kind="stable")]
+        shape = list(np.moveaxis(x, ax, -1).shape[:-1]) + [k]
+        return np.moveaxis(res.reshape(shape), -1, ax)
 
     def __call__(self, x, k=None, *, out):
         values, indices = out

@@ -42,7 +42,8 @@ Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); the 8-bit integer kern
 GEMM with exact int32 sums, vpmaddwd, and the requantization fused; QLinearConv, DynamicQuantizeMatMul),
 qconv.py (the 8-bit phase split, int8 depthwise convolution), quantize.py (per-tensor Quantize /
 DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
-a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid).
+a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); nms.py (greedy non-maximum
+suppression, ops/nms.py's procedure with the boxes that cannot overlap skipped).
 """
 
 
@@ -111,7 +112,7 @@ def tiered() -> bool:
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
-           "blocked", "lrn", "recurrent", "layernorm")
+           "blocked", "lrn", "recurrent", "layernorm", "nms")
 
 
 def load_all() -> float:
