@@ -40,6 +40,13 @@ convolution and the depthwise convolution reading it, a group of channels at a t
 (NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
 Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
 a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid).
+
+Vector width: isa.py detects the host's (8 float32 lanes on AVX2, 16 on AVX-512;
+POOLED_PREDICTOR_ISA overrides). The blocked kernels (nchwc_*.py, blocked.py) are
+templates over it (widths.py): imported as themselves they are the 8-lane NCHW8c kernels,
+lanes16/ holds the same sources at 16 lanes (NCHW16c), both registered as kernel types;
+a Net lays its chains out at the width isa.lanes() gave when it was made. The other
+modules (gemm.py's NCHW GEMM, matmul.py, softmax.py, ...) are 8 lanes wide.
 """
 
 
@@ -122,9 +129,13 @@ def load_all() -> float:
     import importlib
     import time
 
+    from . import isa, widths
+
     t0 = time.perf_counter()
     for name in MODULES:
         importlib.import_module(f"{__name__}.{name}")
+    for name in widths.TEMPLATES:  # the blocked kernels at the host's width (the 8-lane ones are MODULES)
+        widths.module(name, isa.LANES)
     ensure_all()
     return time.perf_counter() - t0
 
