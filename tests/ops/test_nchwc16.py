@@ -244,3 +244,30 @@ def test_winograd16_and_fused_chain16_give_the_8_lane_bits():
         np.testing.assert_array_equal(outs[16], outs[8])
         ref = run_ort(model, feeds)[0]
         np.testing.assert_allclose(outs[16], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
+ONE_WIDTH = r"""
+import numpy as np
+from pooled_predictor.engine.net import Net
+from pooled_predictor.engine.program import Program
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.ops.cpu.compiled import isa, jit, widths
+from tests.ops.test_nchwc import _chain_model
+assert isa.LANES == 16, isa.describe()
+net = Net(Program(load_onnx(_chain_model(c=32, n=1))))
+net.forward(np.ones((1, 32, 9, 7), np.float32))
+names = {o.split("@", 1)[1] for node in net.layout.run_nodes for o in node.outputs if "@" in o}
+g8, g16 = widths.module("nchwc_gemm", 8), widths.module("nchwc_gemm", 16)
+print(sorted(names), jit.is_pending(g8.gemm_nchwc), jit.is_pending(g16.gemm_nchwc),
+      jit.is_pending(widths.module("blocked", 8).pixel_mean), jit.is_pending(widths.module("blocked", 16).pixel_mean))
+"""
+
+
+def test_a_net_compiles_only_its_widths_kernels():
+    """POOLED_PREDICTOR_ISA=avx512: the Net lays its chain out in NCHW16c and compiles (or loads) the
+    16-lane kernels only; the 8-lane ones stay uncompiled in that process (issue 31: one width per model)."""
+    env = dict(os.environ, POOLED_PREDICTOR_ISA="avx512", POOLED_PREDICTOR_TIERED="0")
+    proc = subprocess.run([sys.executable, "-c", ONE_WIDTH], env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["['NCHW16c']", "True", "False", "True", "False"], proc.stdout

@@ -121,7 +121,7 @@ def _physical_class(impl, blocked_inputs, layout: str = LAYOUT):
             prepare = getattr(self.inner, "prepare_run", None)
             return None if prepare is None else prepare(*args, out=out)
 
-    Blocked.__name__ = Blocked.__qualname__ = f"{impl.__name__}{layout.replace('NCHW', 'NCHW_')}"
+    Blocked.__name__ = Blocked.__qualname__ = f"{impl.__name__}{'NCHWc' if layout == LAYOUT else layout}"
     Blocked.__doc__ = f"{impl.__name__} over {layout} arrays (ops/cpu/blocked.py)."
     return Blocked
 
