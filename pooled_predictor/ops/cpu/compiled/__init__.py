@@ -97,6 +97,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 from .jit import ensure, ensure_all, is_pending  # noqa: E402 -- numba is imported after its cache directory is set
+from . import isa, widths  # noqa: E402
 from .tiers import (NotCached, cache_only, compile_inline, discovering, memory_only,  # noqa: E402
                     reference_kernels, state as _state, tiered_mode)
 
@@ -128,8 +129,6 @@ def load_all() -> float:
     """
     import importlib
     import time
-
-    from . import isa, widths
 
     t0 = time.perf_counter()
     for name in MODULES:
