@@ -151,8 +151,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from pooled_predictor.ops.cpu.compiled import isa
 
-    t0 = time.perf_counter()
-    print(f"CPU kernels: {isa.describe()}; {os.cpu_count()} CPUs; workers {args.workers}; "
+    t0, load_before = time.perf_counter(), os.getloadavg()
+    print(f"CPU kernels: {isa.describe()}; {os.cpu_count()} CPUs (load {load_before[0]:.1f}); workers {args.workers}; "
           f"{'inline compile' if args.inline else 'tiered, compile jobs ' + os.environ['POOLED_PREDICTOR_COMPILE_JOBS']}",
           flush=True)
     rows, skipped = [], []
@@ -184,10 +184,12 @@ def main(argv=None) -> int:
     print(table(rows, columns))
     total = time.perf_counter() - t0
     print(f"\n{isa.describe()}: geometric mean ours / best onnxruntime {geomean:.2f}x "
-          f"({args.rounds} rounds x {args.seconds:g} s, medians); {total:.0f} s in all")
+          f"({args.rounds} rounds x {args.seconds:g} s, medians); {total:.0f} s in all; "
+          f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     path = write_results(f"cpu_check_{isa.ISA}", rows, geomean_vs_ort=geomean, rounds=args.rounds,
                          seconds=args.seconds, total_seconds=total, kernels=isa.describe(),
                          tiered=os.environ.get("POOLED_PREDICTOR_TIERED"), skipped=skipped,
+                         load_average_before=load_before, load_average_after=os.getloadavg(),
                          compile_jobs=os.environ.get("POOLED_PREDICTOR_COMPILE_JOBS"))
     print(f"written to {path}")
     return 0
