@@ -65,13 +65,15 @@ def test_isa_override_and_unknown_value():
 
 
 def test_use_lanes_sets_the_width_of_nets_made_inside():
-    assert isa.lanes() == isa.LANES and isa.blocked_layout() == f"NCHW{isa.LANES}c"
+    before = isa.lanes()  # 8: the suite's (tests/conftest.py), whatever the host's LANES
+    assert before == 8 and isa.blocked_layout() == "NCHW8c" and isa.LANES in isa.ISAS.values()
     with isa.use_lanes(16):
         assert isa.lanes() == 16 and isa.blocked_layout() == L16
+        assert Net(Program(load_onnx(_small_model()))).lanes == 16
         with isa.use_lanes(8):
             assert isa.lanes() == 8
         assert isa.lanes() == 16
-    assert isa.lanes() == isa.LANES
+    assert isa.lanes() == before
     with pytest.raises(ValueError, match="lanes"):
         with isa.use_lanes(4):
             pass
@@ -89,6 +91,12 @@ def test_each_width_has_its_own_cache_names_and_functions():
     assert not g8.gemm_nchwc._cache._impl.filename_base.startswith("nchwc_gemm.gemm_nchwc__")
     with pytest.raises(ValueError, match="multiple of 16"):
         g16.pack_weights(f32(24, 16))
+
+
+def _small_model():
+    from tests.ops.test_nchwc import _chain_model
+
+    return _chain_model(c=16, n=1)
 
 
 # ---- kernels, bit for bit ---------------------------------------------------------------------------

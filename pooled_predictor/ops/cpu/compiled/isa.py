@@ -91,8 +91,8 @@ def use_lanes(width: int):
     try:
         yield
     finally:
-        with _lock:
-            _override.remove(int(width))
+        with _lock:  # this context's entry: the last of its width (nested contexts of one width unwind in order)
+            del _override[len(_override) - 1 - _override[::-1].index(int(width))]
 
 
 def describe() -> str:
