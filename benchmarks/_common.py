@@ -43,6 +43,13 @@ def machine() -> dict:
             "onnx": onnx.__version__}
     info.update(cpu())
     try:
+        from pooled_predictor.ops.cpu.compiled import isa
+
+        info["kernel_isa"], info["kernel_lanes"] = isa.ISA, isa.LANES  # what our kernels run (POOLED_PREDICTOR_ISA)
+        info["kernel_isa_detected"] = isa.DETECTED
+    except ImportError:
+        pass
+    try:
         import numba
 
         info["numba"] = numba.__version__

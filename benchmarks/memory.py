@@ -1,6 +1,6 @@
 """Activation memory of every zoo model, the PP-OCR detector and res10 (Caffe): naive, fb-caffe-exts, arena, bounds.
 
-    python benchmarks/memory.py [--batches 1 32] [--skip-measure]
+    python benchmarks/memory.py [--batches 1 32] [--lanes 8 16] [--skip-measure]
 
 For each model and batch: naive bytes (what Optimization.NONE allocates: every
 activation its own buffer, plus one workspace shared by all kernels' scratch,
@@ -8,7 +8,8 @@ like Caffe's col buffer), the fb-caffe-exts shared-buffer baseline
 (memory_opt's plan_shared_buffers over the activations, plus that workspace),
 our arena (plan_arena, with in-place reuse and the kernels' scratch planned as
 values live at one step), the liveness lower bound without and with in-place
-reuse (scratch included), arena / bound and the reductions vs naive.
+reuse (scratch included), arena / bound and the reductions vs naive; in each
+blocked layout (--lanes: 8, NCHW8c, AVX2's; 16, NCHW16c, AVX-512's: compiled/isa.py).
 
 Rows for quantized models: ResNet-50 and MobileNetV2 quantized with onnxruntime's
 tool (static QDQ, per channel, u8 activations), optimized so they run as integer
@@ -79,21 +80,21 @@ def quantized_models():
                 yield label, graph, ZOO[name].input_shape, input_name
 
 
-def plan_rows(batches):
+def plan_rows(batches, lanes=(8, 16)):
     from pooled_predictor import Net, Optimization, Program
 
     rows, extras = [], {}
     for name, graph, chw, input_name in models():
         program = Program(graph)
-        for batch in batches:
+        for batch, width in ((b, w) for b in batches for w in lanes):
             shape = {input_name: (batch,) + tuple(chw)}
-            arena = Net(program, shape, optimization=Optimization.MEMORY)
-            fb = Net(program, shape, optimization=Optimization.MEMORY, planner="shared")
-            naive = Net(program, shape, optimization=Optimization.NONE)  # virtual memory, never touched
+            arena = Net(program, shape, optimization=Optimization.MEMORY, lanes=width)
+            fb = Net(program, shape, optimization=Optimization.MEMORY, planner="shared", lanes=width)
+            naive = Net(program, shape, optimization=Optimization.NONE, lanes=width)  # virtual memory, never touched
             p, q = arena.memory_plan, fb.memory_plan
             p.validate()
             q.validate()
-            row = {"model": name, "batch": batch, "naive_bytes": naive.arena_bytes,
+            row = {"model": name, "batch": batch, "layout": f"NCHW{width}c", "naive_bytes": naive.arena_bytes,
                    "fb_baseline_bytes": fb.arena_bytes, "arena_bytes": arena.arena_bytes,
                    "lower_bound_bytes": p.lower_bound_no_inplace_bytes,
                    "lower_bound_inplace_bytes": p.lower_bound_bytes,
@@ -103,7 +104,7 @@ def plan_rows(batches):
             row["arena_reduction_vs_naive"] = 1 - row["arena_bytes"] / row["naive_bytes"]
             row["naive_over_arena"] = row["naive_bytes"] / row["arena_bytes"]
             rows.append(row)
-            if name == "googlenet" and batch == batches[0]:
+            if name == "googlenet" and batch == batches[0] and width == lanes[0]:
                 from memory_opt import plot_plan
 
                 for label, net in (("arena", arena), ("fb_baseline", fb)):
@@ -112,7 +113,7 @@ def plan_rows(batches):
                               title=f"GoogLeNet batch {batch}: {label.replace('_', ' ')} "
                                     f"({net.memory_plan.arena_bytes / MiB:.1f} MiB)")
                     extras[f"googlenet_{label}_plot"] = str(png.relative_to(RESULTS.parent.parent))
-            if name == "resnet50":
+            if name == "resnet50" and width == lanes[0]:
                 # planning time alone, best of 5 (the first includes imports)
                 import time
 
@@ -159,12 +160,15 @@ def measure_resnet50():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--lanes", type=int, nargs="+", default=[8, 16], choices=[8, 16],
+                    help="blocked layouts: 8 (NCHW8c), 16 (NCHW16c)")
     ap.add_argument("--skip-measure", action="store_true", help="skip the ResNet-50 process-memory run")
     args = ap.parse_args(argv)
-    rows, extras = plan_rows(args.batches)
+    rows, extras = plan_rows(args.batches, tuple(args.lanes))
     show = [dict(r, **{k: r[k] / MiB for k in r if k.endswith("_bytes")}) for r in rows]
     print("Activation memory (MiB) per model and batch\n")
-    print(table(show, [("model", "model", "s"), ("batch", "batch", "d"), ("naive_bytes", "naive", ".1f"),
+    print(table(show, [("model", "model", "s"), ("batch", "batch", "d"), ("layout", "layout", "s"),
+                       ("naive_bytes", "naive", ".1f"),
                        ("fb_baseline_bytes", "fb-caffe-exts", ".1f"), ("arena_bytes", "arena", ".1f"),
                        ("lower_bound_bytes", "bound", ".1f"), ("lower_bound_inplace_bytes", "bound+inplace", ".1f"),
                        ("arena_over_bound", "arena/bound", ".3f"), ("fb_reduction_vs_naive", "fb saves", ".1%"),

@@ -84,3 +84,15 @@ def nchw_winograd_minimums(monkeypatch):
 
     minimums = (conv.WINOGRAD_MIN_CHANNELS, conv.WINOGRAD_MIN_OUT_CHANNELS)
     monkeypatch.setattr(conv_nchwc, "WINOGRAD_MIN_CHANNELS", minimums)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nets_at_8_lanes():
+    """Nets made in the suite lay their blocked chains out at 8 lanes (NCHW8c) on every machine, AVX-512
+    hosts included (compiled/isa.py), so the tests that assert NCHW8c structures hold everywhere; the
+    16-lane (NCHW16c) tests say so with isa.use_lanes(16) (tests/ops/test_nchwc16.py, the zoo and
+    PP-OCR tests at 16 lanes), and a subprocess test sets POOLED_PREDICTOR_ISA."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    with isa.use_lanes(8):
+        yield

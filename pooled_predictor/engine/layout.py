@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -39,6 +40,7 @@ from .. import budget
 from ..errors import InputError, ResourceExhaustedError, UnknownBlobError
 from ..ops.context import NotStatic, ScratchRef
 from ..ops.cpu import compiled
+from ..ops.cpu.compiled import isa
 from ..ops.layouts import DEFAULT_LAYOUT, TRANSFORM_OP, physical_shape, transform
 from ..ops.registry import lookup
 from ..ops.shapes import get_rule
@@ -86,6 +88,8 @@ class LayoutOptions:
         keep: intermediate blobs that stay readable under MEMORY.
         memory_limit_bytes: budget of one layout (outputs of each node, then the arena).
         prepare_calls: bind kernels' prepared calls (PREPARE_CALLS at the Net's creation).
+        lanes: the vector width of the blocked kernel types the assignment may choose (8: NCHW8c,
+            16: NCHW16c; compiled/isa.py's lanes() at the Net's creation); 0: lanes() now.
     """
 
     optimization: Optimization = Optimization.NONE
@@ -93,6 +97,7 @@ class LayoutOptions:
     keep: tuple = ()
     memory_limit_bytes: int = 0
     prepare_calls: bool = True
+    lanes: int = 0
 
 
 class Layout:
@@ -263,7 +268,8 @@ def build_layout(program, shapes: dict[str, tuple], device: Device, options: Lay
     # Values that must survive the run: outputs, kept blobs, inputs of dynamic nodes.
     keep = set(program.output_names) | set(options.keep)
     keep.update(i for st in dynamic for i in st.node.inputs if i and i not in static)
-    planned, layout_of = assign_types(program, planned, shape, dtype, static, keep, layout)
+    planned, layout_of = assign_types(program, planned, shape, dtype, static, keep, layout,
+                                      options.lanes or isa.lanes())
     on_device: set = set()
     if layout.device_nodes:
         planned, on_device = assign_devices(program, planned, shape, dtype, static, keep, layout)
@@ -381,8 +387,20 @@ def infer_and_bind(program, shapes: dict, layout: Layout):
     return shape, dtype, static, planned, dynamic
 
 
-def assign_types(program, planned, shape: dict, dtype: dict, static: dict, keep: set, layout: Layout):
+_BLOCKED = re.compile(r"NCHW(\d+)c")
+
+
+def at_width(kernel_def, lanes: int) -> bool:
+    """Whether a kernel type's layouts are unblocked or blocked by `lanes` (NCHW8c, NCHW->NCHW8c at 8)."""
+    return all(int(b) == lanes for b in _BLOCKED.findall(kernel_def.layout))
+
+
+def assign_types(program, planned, shape: dict, dtype: dict, static: dict, keep: set, layout: Layout,
+                 lanes: int = 8):
     """Stage 2: a kernel type per node and layout transforms between disagreeing neighbours.
+
+    Blocked kernel types are those of one width, `lanes` (compiled/isa.py: the host's), so a
+    model compiles one width's kernels.
 
     Returns (planned steps with transforms inserted and changed kernels bound, value ->
     layout for values not in the default layout). A model whose ops have one kernel type
@@ -398,7 +416,8 @@ def assign_types(program, planned, shape: dict, dtype: dict, static: dict, keep:
                             [static.get(i) if i else None for i in ins], device.name,
                             None if refs is None else refs.append, layout.bodies)
 
-    choices = [supported_choices(st.kernel, st.alternatives, context(st)) if st.alternatives else [st.kernel]
+    accept = partial(at_width, lanes=lanes)
+    choices = [supported_choices(st.kernel, st.alternatives, context(st), accept) if st.alternatives else [st.kernel]
                for st, _, _ in planned]
     sizes = {v: math.prod(s) for v, s in shape.items() if s is not None}
     # the plan depends on the candidates and sizes only: every thread's Net of a Program shares it

@@ -22,6 +22,7 @@ from .. import budget
 from ..errors import InputError, KernelError, PooledPredictorError, ResourceExhaustedError, UnknownBlobError
 from ..ops.context import set_default_body_runner
 from ..ops.cpu import compiled
+from ..ops.cpu.compiled import isa
 from .control_flow import BodyRuns
 from .device import GraphCache, get_device
 from .inputs import InputSpec, fill_out
@@ -55,6 +56,8 @@ class Net:
             ResourceExhaustedError and leaves the Net at its previous shapes.
         device: where it lays out ("cpu", "cuda", "cuda:1" or an engine.device.Device); None: the
             Program's device.
+        lanes: the vector width of the blocked kernel types its layouts may use (8: NCHW8c, 16:
+            NCHW16c); None: compiled/isa.py's lanes() now (the host's, or use_lanes()'s).
         cuda_graphs: on a device with graphs (CUDA), the most captured graphs kept (an LRU of
             layouts; 0: never capture). A layout whose every node runs on the device, none
             data-dependent, is captured the second time it runs and replayed from then on, when
@@ -70,7 +73,7 @@ class Net:
     def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                  optimization: Optimization = Optimization.NONE, planner: str = "arena",
                  keep: Iterable[str] = (), cache_bytes: int = 256 << 20, memory_limit_bytes: int | None = None,
-                 device=None, cuda_graphs: int = 8):
+                 device=None, lanes: int | None = None, cuda_graphs: int = 8):
         if planner not in ("arena", "shared"):
             raise ValueError(f"planner must be 'arena' or 'shared' (fb-caffe-exts' baseline), got {planner!r}")
         self.program = program
@@ -85,6 +88,8 @@ class Net:
         self.restored = False  # restore() has nothing to do: it ran, and no reshape since
         self.profiler = None  # a profiling.Profiler while profiling (enable_profiling)
         self.prepare_calls = layout_stage.PREPARE_CALLS  # kernels' prepared calls in the run (layout._prepared)
+        # the width of its blocked kernel types (8: NCHW8c, 16: NCHW16c), fixed now: compiled/isa.py
+        self.lanes = isa.lanes() if lanes is None else int(lanes)
         self.layout: Layout | None = None  # the current layout (None before reshape)
         self.tiered = True  # tier kernels when compiled.tiered() (engine/tiering.py); bodies: as their Net
         self._compile_attempts: dict[tuple, int] = {}  # shapes -> background compiles asked for them
@@ -223,7 +228,8 @@ class Net:
         self._input_shapes = shapes
 
     def _options(self) -> LayoutOptions:
-        return LayoutOptions(self.optimization, self.planner, self.keep, self.memory_limit_bytes, self.prepare_calls)
+        return LayoutOptions(self.optimization, self.planner, self.keep, self.memory_limit_bytes, self.prepare_calls,
+                             self.lanes)
 
     def _build(self, shapes: dict[str, tuple], tier: str | None = None) -> Layout:
         """The layout for these shapes: compiled kernels, or (tiered, with kernels numba's cache does

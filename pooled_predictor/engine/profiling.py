@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ops.cpu.compiled import isa
+
 
 @dataclass(frozen=True)
 class Event:
@@ -122,7 +124,8 @@ class Profiler:
     def table(self, top: int = 15) -> str:
         """Two plain-text tables: by op type (all) and the `top` costliest nodes."""
         forwards = self._forwards_seen()
-        lines = [f"{forwards} forward(s), {self.total_ms_per_forward():.3f} ms per forward in kernels",
+        lines = [f"{forwards} forward(s), {self.total_ms_per_forward():.3f} ms per forward in kernels; "
+                 f"CPU kernels {isa.describe()}",
                  "", f"{'op_type':<28} {'nodes':>5} {'ms/forward':>11} {'%':>6}"]
         for r in self.by_op_type():
             lines.append(f"{r['op_type']:<28} {r['nodes']:>5} {r['ms_per_forward']:>11.3f} {r['percent']:>6.1f}")

@@ -28,7 +28,7 @@ from ..engine.program import Program
 from ..errors import InputError, UnknownBlobError
 from ..importers import load_caffe, load_model
 from ..ir import Graph, Value
-from ..ops.cpu.compiled import compile_inline
+from ..ops.cpu.compiled import compile_inline, isa
 from ..passes import optimize
 from .blas import limit_blas_threads, release_blas_threads
 from .paddle_api import HandleAPI
@@ -101,7 +101,7 @@ class Predictor(HandleAPI):
         self.device = device
         self.optimization = Optimization(optimization)
         self.program = Program(graph, device, memory_limit_bytes=limit)
-        self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep),
+        self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep), lanes=isa.lanes(),
                                  cache_bytes=cache_bytes, memory_limit_bytes=limit, cuda_graphs=cuda_graphs)
         self.profiler = None
         if enable_profiling:

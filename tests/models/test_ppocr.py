@@ -107,3 +107,20 @@ def test_consistent_across_threads_on_the_recognizer(ppocr, page):
     for triple in results:
         for r in triple:
             np.testing.assert_array_equal(r, single)
+
+
+def test_both_models_at_16_lanes_match_onnxruntime(ppocr, page):
+    """PP-OCR det and rec in NCHW16c (compiled/isa.py's AVX-512 width; LLVM splits it on AVX2): within TOL
+    of onnxruntime, and their blocked chains in NCHW16c."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    for path, x in ((ppocr.det, page_det_input(page, 1, 192, 384)), (ppocr.rec, page_rec_input(page, 2, 320))):
+        with isa.use_lanes(16):
+            p = Predictor(path, optimization=Optimization.MEMORY)
+        ours = p.forward({"x": x}, ["fetch_name_0"])[0]
+        ref = ort_session(path).run(None, {"x": x})[0]
+        err = rel_err(ours, ref)
+        print(f"{path.name} at 16 lanes: max abs error {err:.2e} x max|ref|")
+        assert ours.shape == ref.shape and err <= TOL, f"{path.name} at 16 lanes: {err:.2e} > {TOL}"
+        layouts = {o.split("@", 1)[1] for node in p.net().layout.run_nodes for o in node.outputs if "@" in o}
+        assert layouts == {"NCHW16c"}, layouts

@@ -1,4 +1,5 @@
-"""compiled/nchwc_depthwise.py: the NCHW8c depthwise conv against onnxruntime's Conv (group == C)."""
+"""compiled/nchwc_depthwise.py: the NCHW8c depthwise conv against onnxruntime's Conv (group == C), and the
+NCHW16c one (compiled/lanes16) where the grid runs at both widths (channels doubled at 16)."""
 
 import itertools
 
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 
 from pooled_predictor.ops.cpu.compiled import epilogue as ep
-from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
+from pooled_predictor.ops.cpu.compiled import widths
+from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import pack_depthwise
 from pooled_predictor.ops.layouts import physical_shape, transform
 from tests.onnx_helpers import assert_close, feeds_of, make_node_model, run_ort
 
@@ -26,17 +28,18 @@ def reference(x, w, b, strides, dilations, pads):
     return run_ort(make_node_model("Conv", inputs, attrs, opset=11, static=(1, 2)), feeds_of(inputs, (1, 2)))[0]
 
 
-def ours(x, w, b, strides, dilations, pads, out_hw, act=ep.NONE, p0=0.0, p1=0.0):
-    """depthwise_nchwc through NCHW8c: transform in, run, transform back."""
+def ours(x, w, b, strides, dilations, pads, out_hw, act=ep.NONE, p0=0.0, p1=0.0, lanes=8):
+    """depthwise_nchwc through NCHW<lanes>c: transform in, run, transform back."""
     n, c = x.shape[:2]
-    xb = np.empty(physical_shape(x.shape, "NCHW8c"), np.float32)
-    transform(x, "NCHW", "NCHW8c", xb)
+    layout, mod = f"NCHW{lanes}c", widths.module("nchwc_depthwise", lanes)
+    xb = np.empty(physical_shape(x.shape, layout), np.float32)
+    transform(x, "NCHW", layout, xb)
     xb.flags.writeable = False
-    yb = np.full(physical_shape((n, c) + out_hw, "NCHW8c"), np.nan, np.float32)
+    yb = np.full(physical_shape((n, c) + out_hw, layout), np.nan, np.float32)
     (kh, kw), (sh, sw), (dh, dw) = w.shape[2:], strides, dilations
-    depthwise_nchwc(xb, pack_depthwise(w), b, yb, kh, kw, sh, sw, dh, dw, pads[0], pads[1], act, p0, p1)
+    mod.depthwise_nchwc(xb, mod.pack_depthwise(w), b, yb, kh, kw, sh, sw, dh, dw, pads[0], pads[1], act, p0, p1)
     y = np.empty((n, c) + out_hw, np.float32)
-    transform(yb, "NCHW8c", "NCHW", y)
+    transform(yb, layout, "NCHW", y)
     return y
 
 
@@ -64,13 +67,14 @@ GRID = [(k, s, d, p) for k in [(3, 3), (5, 5), (1, 3), (3, 1)]
 
 
 @pytest.mark.parametrize("kernel,strides,dilations,pads", GRID)
-def test_matches_onnxruntime(kernel, strides, dilations, pads):
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_matches_onnxruntime(kernel, strides, dilations, pads, lanes):
     for i, hw in enumerate(SIZES):
         out_hw = tuple(out_size(hw[a], kernel[a], strides[a], dilations[a], pads[a], pads[a + 2]) for a in (0, 1))
         if min(out_hw) < 1:
             continue  # no output for this geometry (ONNX: invalid)
-        x, w, b = case((8, 16, 24)[i % 3], hw, kernel, strides, dilations, pads)
-        got = ours(x, w, b, strides, dilations, pads, out_hw)
+        x, w, b = case((8, 16, 24)[i % 3] * lanes // 8, hw, kernel, strides, dilations, pads)
+        got = ours(x, w, b, strides, dilations, pads, out_hw, lanes=lanes)
         assert_close(got, reference(x, w, b, strides, dilations, pads), 1e-5, f"{hw} {kernel} {strides}")
 
 
@@ -98,13 +102,14 @@ ACTS = [(ep.RELU, 0.0, 0.0, lambda y: np.maximum(y, 0)),
 
 @pytest.mark.parametrize("act,p0,p1,formula", ACTS)
 @pytest.mark.parametrize("hw,pads", [((14, 14), (1, 1, 1, 1)), ((60, 9), (2, 0, 1, 2))])
-def test_activation_after_bias(act, p0, p1, formula, hw, pads):
-    x, w, b = case(24, hw, (3, 3), (1, 1), (1, 1), pads)
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_activation_after_bias(act, p0, p1, formula, hw, pads, lanes):
+    x, w, b = case(24 * lanes // 8, hw, (3, 3), (1, 1), (1, 1), pads)
     x[1, 5, 4, 3] = np.nan  # passes through every activation, as in numpy
     out_hw = (out_size(hw[0], 3, 1, 1, pads[0], pads[2]), out_size(hw[1], 3, 1, 1, pads[1], pads[3]))
-    got = ours(x, w, b, (1, 1), (1, 1), pads, out_hw, act, p0, p1)
+    got = ours(x, w, b, (1, 1), (1, 1), pads, out_hw, act, p0, p1, lanes)
     assert_close(got, formula(reference(x, w, b, (1, 1), (1, 1), pads)), 1e-5, f"activation {act}")
     # fused in registers, the same bits as epilogue's activation applied to the unfused output
-    plain = ours(x, w, b, (1, 1), (1, 1), pads, out_hw).reshape(-1)
+    plain = ours(x, w, b, (1, 1), (1, 1), pads, out_hw, lanes=lanes).reshape(-1)
     ep.activate_inplace(plain, act, p0, p1)
     np.testing.assert_array_equal(got, plain.reshape(got.shape))

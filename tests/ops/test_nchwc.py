@@ -27,15 +27,15 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def blocked(x):
-    out = np.empty(physical_shape(x.shape, L), np.float32)
-    transform(x, "NCHW", L, out)
+def blocked(x, layout=L):
+    out = np.empty(physical_shape(x.shape, layout), np.float32)
+    transform(x, "NCHW", layout, out)
     return out
 
 
-def unblocked(x, shape):
+def unblocked(x, shape, layout=L):
     out = np.empty(shape, np.float32)
-    transform(x, L, "NCHW", out)
+    transform(x, layout, "NCHW", out)
     return out
 
 

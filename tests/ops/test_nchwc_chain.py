@@ -8,7 +8,7 @@ from onnx import helper
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.engine.net import Net, Optimization
 from pooled_predictor.ops.cpu import conv_nchwc
-from pooled_predictor.ops.cpu.compiled import epilogue
+from pooled_predictor.ops.cpu.compiled import epilogue, widths
 from pooled_predictor.ops.cpu.compiled.nchwc_chain import panel_starts, pointwise_depthwise_nchwc, scratch_size
 from pooled_predictor.ops.cpu.compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
 from pooled_predictor.ops.cpu.compiled.nchwc_gemm import KC, channel_offsets, gemm_nchwc, pack_weights
@@ -26,16 +26,17 @@ def _ro(a):
     return a
 
 
-def _reference(wp, x, offs, b1, act1, z, w2, b2, out, geo, act2):
-    """The two kernels apart: gemm_nchwc image by image into T, then depthwise_nchwc over T."""
+def _reference(wp, x, offs, b1, act1, z, w2, b2, out, geo, act2, lanes=8):
+    """The two kernels apart: gemm_nchwc image by image into T, then depthwise_nchwc over T (at `lanes`)."""
     n_b, k_b, h, w, _ = x.shape
-    m = b1.size
-    t = np.full((n_b, m // 8, h, w, 8), np.nan, F)
+    m, L = b1.size, lanes  # noqa: N806
+    t = np.full((n_b, m // L, h, w, L), np.nan, F)
     zf = b1 if z is None else z.reshape(-1)
+    gemm = widths.module("nchwc_gemm", lanes).gemm_nchwc
     for n in range(n_b):
-        gemm_nchwc(wp, x.reshape(-1), n * k_b * 8 * h * w, offs, 8, t.reshape(-1), n * m * h * w, 8 * h * w, m, h * w,
-                   b1, *act1, zf, z is not None)
-    depthwise_nchwc(t, w2, b2, out, *geo, *act2)
+        gemm(wp, x.reshape(-1), n * k_b * L * h * w, offs, L, t.reshape(-1), n * m * h * w, L * h * w, m, h * w,
+             b1, *act1, zf, z is not None)
+    widths.module("nchwc_depthwise", lanes).depthwise_nchwc(t, w2, b2, out, *geo, *act2)
 
 
 # K: one block, a projection (K > M, M in 32..96: gemm_nchwc's smaller K chunks), past one KC chunk;
@@ -58,27 +59,34 @@ CASES = [  # k, m, (h, w), (kh, kw), (sh, sw), (dh, dw), (ph, pw), end pads, z
 @pytest.mark.parametrize("acts", [(epilogue.CLIP, epilogue.CLIP), (epilogue.NONE, epilogue.HARD_SWISH),
                                   (epilogue.LEAKY_RELU, epilogue.NONE)])
 @pytest.mark.parametrize("group_bytes", [0, 1 << 20])
+@pytest.mark.parametrize("lanes", [8, 16])
 def test_chain_kernel_gives_the_two_kernels_bits(k, m, hw, kernel, strides, dilations, pads, ends, z, acts,
-                                                  group_bytes):
+                                                  group_bytes, lanes):
+    """At 16 lanes (NCHW16c, compiled/lanes16) the channel counts double: the same panels and tiles in blocks."""
+    k, m, L = k * lanes // 8, m * lanes // 8, lanes  # noqa: N806
+    pack_weights = widths.module("nchwc_gemm", lanes).pack_weights
+    pack_depthwise = widths.module("nchwc_depthwise", lanes).pack_depthwise
+    chain = widths.module("nchwc_chain", lanes)
+    channel_offsets = widths.module("nchwc_gemm", lanes).channel_offsets
     n_b, (h, w), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = 2, hw, kernel, strides, dilations, pads
     oh = (h + ph + ends[0] - (kh - 1) * dh - 1) // sh + 1
     ow = (w + pw + ends[1] - (kw - 1) * dw - 1) // sw + 1
     wp = _ro(pack_weights(rand(m, k, seed=1, scale=0.3)))
     b1, b2 = _ro(rand(m, seed=2)), _ro(rand(m, seed=3))
     w2 = _ro(pack_depthwise(rand(m, 1, kh, kw, seed=4)))
-    x = _ro(rand(n_b, k // 8, h, w, 8, seed=5))
-    zz = _ro(rand(n_b, m // 8, h, w, 8, seed=6)) if z else None
+    x = _ro(rand(n_b, k // L, h, w, L, seed=5))
+    zz = _ro(rand(n_b, m // L, h, w, L, seed=6)) if z else None
     params = {epilogue.CLIP: (F(0), F(6)), epilogue.LEAKY_RELU: (F(0.1), F(0)), epilogue.NONE: (F(0), F(0)),
               epilogue.HARD_SWISH: (F(0), F(0))}
     act1, act2 = (acts[0], *params[acts[0]]), (acts[1], *params[acts[1]])
     geo = (kh, kw, sh, sw, dh, dw, ph, pw)
     offs = channel_offsets(k, h * w)
-    ref = np.full((n_b, m // 8, oh, ow, 8), np.nan, F)
-    _reference(wp, x, offs, b1, act1, zz, w2, b2, ref, geo, act2)
+    ref = np.full((n_b, m // L, oh, ow, L), np.nan, F)
+    _reference(wp, x, offs, b1, act1, zz, w2, b2, ref, geo, act2, lanes)
     got = np.full_like(ref, np.nan)
-    scr = np.full(scratch_size(m, h, w, group_bytes), np.nan, F)  # never read before written
-    pointwise_depthwise_nchwc(wp, x.reshape(-1), offs, b1, *act1, b1 if zz is None else zz.reshape(-1), z,
-                              panel_starts(m), scr, w2, b2, got, h, w, *geo, *act2, group_bytes)
+    scr = np.full(chain.scratch_size(m, h, w, group_bytes), np.nan, F)  # never read before written
+    chain.pointwise_depthwise_nchwc(wp, x.reshape(-1), offs, b1, *act1, b1 if zz is None else zz.reshape(-1), z,
+                                    chain.panel_starts(m), scr, w2, b2, got, h, w, *geo, *act2, group_bytes)
     np.testing.assert_array_equal(got, ref)
 
 

@@ -9,9 +9,7 @@ import pytest
 from onnx import helper
 
 from pooled_predictor.ops.cpu import conv_nchwc
-from pooled_predictor.ops.cpu.compiled import epilogue
-from pooled_predictor.ops.cpu.compiled.nchwc_gemm import channel_offsets
-from pooled_predictor.ops.cpu.compiled.nchwc_winograd import winograd_nchwc
+from pooled_predictor.ops.cpu.compiled import epilogue, widths
 from tests.ops.test_nchwc import _model, _w, _y_under_none_and_memory, blocked, f32, unblocked
 from tests.onnx_helpers import run_ort
 
@@ -30,9 +28,12 @@ def _direct(x, w, b, pads):
     return y + b[None, :, None, None]
 
 
-def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None, block_rows=None):
+def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None, block_rows=None, lanes=8):
     """winograd_nchwc over X (NCHW, blocked here), `group` images per call, `block_rows` rows of tiles a
-    block (None: all of the call's); Y back in NCHW."""
+    block (None: all of the call's); Y back in NCHW. lanes: 8 (NCHW8c) or 16 (NCHW16c, compiled/lanes16)."""
+    L, layout = lanes, f"NCHW{lanes}c"  # noqa: N806
+    winograd_nchwc = widths.module("nchwc_winograd", lanes).winograd_nchwc
+    channel_offsets = widths.module("nchwc_gemm", lanes).channel_offsets
     n, c, h, wd = x.shape
     mo, a = w.shape[0], m + 2
     oh, ow = h + pads[0] + pads[2] - 2, wd + pads[1] + pads[3] - 2
@@ -40,21 +41,21 @@ def _run(x, w, b, pads, m, z=None, act=epilogue.NONE, a0=0.0, a1=0.0, group=None
     group = group or n
     block_rows = block_rows or group * th
     t_pitch = block_rows * tw
-    up = conv_nchwc.winograd_weights(w, m)
+    up = conv_nchwc.winograd_weights(w, m, lanes)
     hp, wp = th * m + 2, tw * m + 2
-    xb = blocked(x)
+    xb = blocked(x, layout)
     v, mb = np.full(a * a * c * t_pitch, np.nan, np.float32), np.full(a * a * mo * t_pitch, np.nan, np.float32)
     y = np.full(n * mo * oh * ow, np.nan, np.float32)
-    zf = blocked(z).reshape(-1) if z is not None else np.zeros(1, np.float32)
+    zf = blocked(z, layout).reshape(-1) if z is not None else np.zeros(1, np.float32)
     zero = np.zeros(mo, np.float32)
     for n0 in range(0, n, group):
         k = min(group, n - n0)
-        pad = np.full((k, c // 8, hp, wp, 8), 0, np.float32)
+        pad = np.full((k, c // L, hp, wp, L), 0, np.float32)
         pad[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = xb[n0:n0 + k]
         winograd_nchwc(pad.reshape(-1), k, c, hp, wp, th, tw, t_pitch, up, channel_offsets(c, t_pitch), v, mb, y,
                        n0 * mo * oh * ow, mo, oh, ow, b, zero, act, np.float32(a0), np.float32(a1), zf,
                        z is not None, m, block_rows)
-    return unblocked(y.reshape(n, mo // 8, oh, ow, 8), (n, mo, oh, ow))
+    return unblocked(y.reshape(n, mo // L, oh, ow, L), (n, mo, oh, ow), layout)
 
 
 # channels: one block, several, a 24-wide GEMM panel; planes: one tile, partial tiles at both edges,
@@ -90,11 +91,16 @@ def test_block_rows_follow_the_budget(monkeypatch):
 
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("n, c, mo, h, w, pads", CASES)
-def test_winograd_kernel_matches_direct_convolution(m, n, c, mo, h, w, pads):
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_winograd_kernel_matches_direct_convolution(m, n, c, mo, h, w, pads, lanes):
+    """At 16 lanes the channels double (the same blocks and panels) and the output is the 8-lane one's bits."""
+    c, mo = c * lanes // 8, mo * lanes // 8
     x, wt, b = f32(n, c, h, w), f32(mo, c, 3, 3), f32(mo)
     ref = _direct(x, wt, b, pads)
-    got = _run(x, wt, b, pads, m)
+    got = _run(x, wt, b, pads, m, lanes=lanes)
     assert np.abs(got - ref).max() <= TOL[m] * np.abs(ref).max()
+    if lanes != 8:
+        np.testing.assert_array_equal(got, _run(x, wt, b, pads, m))
 
 
 @pytest.mark.parametrize("m", [2, 4])
@@ -102,13 +108,14 @@ def test_winograd_kernel_matches_direct_convolution(m, n, c, mo, h, w, pads):
     (epilogue.NONE, 0.0, 0.0, lambda v: v),
     (epilogue.RELU, 0.0, 0.0, lambda v: np.maximum(v, 0)),
     (epilogue.CLIP, -0.5, 0.75, lambda v: np.clip(v, -0.5, 0.75))])
-def test_winograd_kernel_adds_the_sum_input_then_activates(m, act, a0, a1, fn):
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_winograd_kernel_adds_the_sum_input_then_activates(m, act, a0, a1, fn, lanes):
     """act((conv + B) + Z), Z laid out as Y; images in groups of 2 over 3 (the last group short)."""
     n, c, mo, h, w, pads = 3, 16, 32, 9, 10, (1, 1, 1, 1)
     x, wt, b = f32(n, c, h, w), f32(mo, c, 3, 3), f32(mo)
     ref = _direct(x, wt, b, pads)
     z = f32(*ref.shape)
-    got = _run(x, wt, b, pads, m, z=z, act=act, a0=a0, a1=a1, group=2)
+    got = _run(x, wt, b, pads, m, z=z, act=act, a0=a0, a1=a1, group=2, lanes=lanes)
     want = fn(ref + z)
     assert np.abs(got - want).max() <= TOL[m] * np.abs(ref).max() + 1e-6
 

@@ -83,3 +83,32 @@ def test_matches_onnxruntime(name, size, batch, pools):
         assert err <= REL_TOL * scale, (
             f"{name} {size}x{size} batch {batch}, {out!r}: max |ours - onnxruntime| = {err:.3g}, "
             f"allowed {REL_TOL:g} x max|ref| = {REL_TOL * scale:.3g} (relative {err / scale:.3g})")
+
+
+# ---- at 16 lanes (NCHW16c, compiled/isa.py): the AVX-512 layout, its bits checked on any machine -------------
+# The nets whose chains block at 16 channels (GoogLeNet, ResNet-50, MobileNetV2, SqueezeNet 1.1) at their
+# test_size, batch 4: the 16-lane kernels compile once per session (LLVM splits <16 x float> on AVX2).
+CASES16 = [pytest.param(name, id=f"{name}-16lanes") for name in ("googlenet", "resnet50", "mobilenet_v2",
+                                                                  "squeezenet1_1")]
+
+
+@pytest.mark.parametrize("name", CASES16)
+def test_matches_onnxruntime_at_16_lanes(name):
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    size, batch = cnn.ZOO[name].test_size, 4
+    data, sess = reference(name, size)
+    x = cnn.sample_input(name, batch, seed=batch, input_size=size)
+    expected = dict(zip(("prob", "logits"), sess.run(["prob", "logits"], {"data": x})))
+    with isa.use_lanes(16):
+        pool = PooledPredictor(Config(model_bytes=[data], num_threads=2))
+    with pool:
+        assert pool.predictor(0).new_net().lanes == 16  # its workers' Nets too, whatever the thread
+        got = pool.forward({"data": x}).result()
+    net = pool.predictor(0).canonical_net
+    if net.layout is not None:
+        assert {o.split("@", 1)[1] for node in net.layout.run_nodes for o in node.outputs if "@" in o} == {"NCHW16c"}
+    for out, ref in expected.items():
+        err = float(np.max(np.abs(got[out].astype(np.float64) - ref)))
+        scale = float(np.max(np.abs(ref)))
+        assert got[out].shape == ref.shape and err <= REL_TOL * scale, (name, out, err / scale)

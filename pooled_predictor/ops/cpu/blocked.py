@@ -18,7 +18,8 @@ keeps these ops in the blocked layout for the same reason. Here:
 * Concat along C (the inputs' blocks in order), nearest Resize over H, W (the
   NCHW kernel's index tables), 2-D MaxPool without Indices.
 
-Each is registered under layout "NCHW8c" (ops/registry.py) for every version
+Each is registered under layouts "NCHW8c" and "NCHW16c" (ops/registry.py; the
+16-lane kernels are compiled/lanes16's, compiled/widths.py) for every version
 of its NCHW kernel, with a `supports(ctx)` that checks the shapes; element-wise
 ops register the NCHW kernel itself, class kernels getting a context whose
 shapes are the physical (blocked) ones, for their workspace. Every one gives
@@ -39,12 +40,16 @@ from ..shapes.pooling import pool_geometry
 from . import activation, elementwise, fused, math as _math, pooling, reduce, resize, tensor  # noqa: F401  (theirs first)
 from . import compiled
 from . import conv_nchwc
-from .compiled import blocked as kernels
-from .compiled.blocked import maxpool, nearest, pixel_mean
-from .conv_nchwc import LAYOUT
+from .compiled.widths import module as _width_module
+from .conv_nchwc import LAYOUT, WIDTHS, layout_of
 from .resize import Resize
 
 BLOCK = 8
+
+
+def kernels(block: int = BLOCK):
+    """compiled/blocked.py at `block` lanes (compiled/widths.py), imported on first use."""
+    return _width_module("blocked", block)
 UNARY = [("", "Relu"), ("", "Sigmoid"), ("", "HardSigmoid"), ("", "HardSwish"), ("", "Clip"), ("", "LeakyRelu"),
          ("", "Tanh"), ("", "Gelu"), (DOMAIN, "Gelu"), (DOMAIN, "HardSwish")]
 BINARY = [("", "Add"), ("", "Sub"), ("", "Mul")]
@@ -56,19 +61,19 @@ FOLLOW = 0
 POOL_PREFERENCE = -1
 
 
-def _blockable(shape) -> bool:
-    return len(shape) == 4 and shape[1] % BLOCK == 0 and shape[1] > 0
+def _blockable(shape, block: int = BLOCK) -> bool:
+    return len(shape) == 4 and shape[1] % block == 0 and shape[1] > 0
 
 
 def _on() -> bool:
     return conv_nchwc.ENABLED and compiled.active()
 
 
-def _unary_supported(ctx) -> bool:
-    return _on() and np.dtype(ctx.dtype(0)) == np.float32 and _blockable(ctx.shape(0))
+def _unary_supported(ctx, block: int = BLOCK) -> bool:
+    return _on() and np.dtype(ctx.dtype(0)) == np.float32 and _blockable(ctx.shape(0), block)
 
 
-def _binary_supported(ctx) -> bool:
+def _binary_supported(ctx, block: int = BLOCK) -> bool:
     if not _on() or np.dtype(ctx.dtype(0)) != np.float32:
         return False
     channels = set()
@@ -78,36 +83,36 @@ def _binary_supported(ctx) -> bool:
             if int(np.prod(shape)) != 1:
                 return False
             continue
-        if not _blockable(shape):
+        if not _blockable(shape, block):
             return False
         channels.add(shape[1])
     return len(channels) == 1
 
 
 class _PhysicalContext:
-    """An OpContext whose input and output shapes are the physical NCHW8c ones (for workspace)."""
+    """An OpContext whose input and output shapes are the physical NCHW<c>c ones (for workspace)."""
 
-    def __init__(self, ctx, blocked_inputs):
-        self._ctx, self._blocked = ctx, set(blocked_inputs)
+    def __init__(self, ctx, blocked_inputs, layout: str = LAYOUT):
+        self._ctx, self._blocked, self._layout = ctx, set(blocked_inputs), layout
 
     def __getattr__(self, name):
         return getattr(self._ctx, name)
 
     def shape(self, i):
         s = self._ctx.shape(i)
-        return physical_shape(s, LAYOUT) if i in self._blocked and not self._ctx.is_static(i) else s
+        return physical_shape(s, self._layout) if i in self._blocked and not self._ctx.is_static(i) else s
 
     @property
     def out_shapes(self):
-        return [physical_shape(s, LAYOUT) for s in self._ctx.out_shapes]
+        return [physical_shape(s, self._layout) for s in self._ctx.out_shapes]
 
 
-def _physical_class(impl, blocked_inputs):
-    """A kernel class running `impl` built over physical shapes."""
+def _physical_class(impl, blocked_inputs, layout: str = LAYOUT):
+    """A kernel class running `impl` built over physical shapes (in `layout`)."""
 
     class Blocked:
         def __init__(self, ctx, **attrs):
-            self.inner = impl(_PhysicalContext(ctx, blocked_inputs), **attrs)
+            self.inner = impl(_PhysicalContext(ctx, blocked_inputs, layout), **attrs)
 
         def __call__(self, *args, **kwargs):
             return self.inner(*args, **kwargs)
@@ -116,27 +121,41 @@ def _physical_class(impl, blocked_inputs):
             prepare = getattr(self.inner, "prepare_run", None)
             return None if prepare is None else prepare(*args, out=out)
 
-    Blocked.__name__ = Blocked.__qualname__ = f"{impl.__name__}NCHWc"
-    Blocked.__doc__ = f"{impl.__name__} over NCHW8c arrays (ops/cpu/blocked.py)."
+    Blocked.__name__ = Blocked.__qualname__ = f"{impl.__name__}{'NCHWc' if layout == LAYOUT else layout}"
+    Blocked.__doc__ = f"{impl.__name__} over {layout} arrays (ops/cpu/blocked.py)."
     return Blocked
 
 
-def _register_like(op: str, impl, supports, preference: int, input_layouts: tuple, domain: str = "") -> None:
-    """Register in NCHW8c, for every version of op's NCHW cpu kernel, with its inplace and check:
-    impl(NCHW KernelDef) -> the blocked implementation of that version."""
+def _register_like(op: str, impl, supports, preference: int, n_blocked: int, domain: str = "",
+                   block: int = BLOCK) -> None:
+    """Register in NCHW<block>c, for every version of op's NCHW cpu kernel, with its inplace and check:
+    impl(NCHW KernelDef, block) -> the blocked implementation of that version; its first n_blocked inputs
+    NCHW<block>c (the rest as stored); supports(ctx, block)."""
+    layout = layout_of(block)
     for version, k in sorted(registry.versions(op, domain).items()):
-        kernel(op, since=version, domain=domain, inplace=k.inplace, check=k.check, layout=LAYOUT,
-               input_layouts=input_layouts, output_layouts=(LAYOUT,), preference=preference,
-               supports=supports)(impl(k))
+        kernel(op, since=version, domain=domain, inplace=k.inplace, check=k.check, layout=layout,
+               input_layouts=(layout,) * n_blocked,
+               output_layouts=(layout,), preference=preference,
+               supports=partial(supports, block=block))(impl(k, block))
 
 
-def _same_kernel(k):
+def _same_kernel(k, block):
     """The NCHW kernel itself over the blocked arrays (a class built over the physical shapes)."""
-    return _physical_class(k.impl, (0,)) if k.is_class else k.impl
+    return _physical_class(k.impl, (0,), layout_of(block)) if k.is_class else k.impl
 
 
-for _domain, _op in UNARY:
-    _register_like(_op, _same_kernel, _unary_supported, FOLLOW, (LAYOUT,), _domain)
+def _at_width(cls):
+    """cls at a block: cls itself at BLOCK, else a subclass with `block` set (e.g. SpatialMean16)."""
+    def make(k, block):
+        if block == BLOCK:
+            return cls
+        return type(f"{cls.__name__}{block}", (cls,), {"block": block, "__module__": __name__})
+    return make
+
+
+for _b in WIDTHS:
+    for _domain, _op in UNARY:
+        _register_like(_op, _same_kernel, _unary_supported, FOLLOW, 1, _domain, _b)
 
 
 class _OneCall:
@@ -166,8 +185,10 @@ class BlockedBinary(_OneCall):
     """
 
     _OPS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
+    block = BLOCK
 
     def __init__(self, ctx, **attrs):
+        BLOCK, kernels_ = self.block, kernels(self.block)  # noqa: N806 -- this kernel's block
         op = ctx.node.op_type
         self.ufunc = self._OPS[op]
         self.compiled = None
@@ -176,10 +197,10 @@ class BlockedBinary(_OneCall):
         for full, vec, swapped in ((a, b, False), (b, a, True)):
             if (full == out and not ctx.is_static(int(swapped)) and not ctx.is_static(int(not swapped))
                     and len(vec) == 4 and vec[2:] == (1, 1) and vec[1] == out[1] and vec[0] in (1, out[0])):
-                code = {"Add": kernels.ADD, "Mul": kernels.MUL,
-                        "Sub": kernels.RSUB if swapped else kernels.SUB}[op]
+                code = {"Add": kernels_.ADD, "Mul": kernels_.MUL,
+                        "Sub": kernels_.RSUB if swapped else kernels_.SUB}[op]
                 n, c, h, w = out
-                self.compiled = (kernels.channel_op, swapped, n * c // BLOCK, h * w, vec[0] * c // BLOCK, code)
+                self.compiled = (kernels_.channel_op, swapped, n * c // BLOCK, h * w, vec[0] * c // BLOCK, code)
                 break
 
     def _call(self, a, b, *, out):
@@ -190,8 +211,9 @@ class BlockedBinary(_OneCall):
         return fn, (x.reshape(-1), s.reshape(-1), out.reshape(-1), rows, pixels, s_rows, code)
 
 
-for _domain, _op in BINARY:
-    _register_like(_op, lambda k: BlockedBinary, _binary_supported, FOLLOW, (LAYOUT, LAYOUT), _domain)
+for _b in WIDTHS:
+    for _domain, _op in BINARY:
+        _register_like(_op, _at_width(BlockedBinary), _binary_supported, FOLLOW, 2, _domain, _b)
 
 
 # ---- spatial means ---------------------------------------------------------------
@@ -205,8 +227,8 @@ def _mean_axes(ctx):
     return None if axes is None else sorted(int(a) % 4 for a in axes)
 
 
-def _mean_supported(ctx) -> bool:
-    if not (_unary_supported(ctx)):
+def _mean_supported(ctx, block: int = BLOCK) -> bool:
+    if not (_unary_supported(ctx, block)):
         return False
     if ctx.node.op_type == "GlobalAveragePool":
         return True
@@ -221,28 +243,31 @@ class SpatialMean(_OneCall):
     of the NCHW kernels).
     """
 
+    block = BLOCK
+
     def __init__(self, ctx, **attrs):
         n, c, h, w = ctx.shape(0)
-        self.rows, self.pixels = n * c // BLOCK, h * w
+        self.rows, self.pixels = n * c // self.block, h * w
         self.scale = 1.0 / max(1, self.pixels)  # sum_rows' scale for a mean (ops/cpu/reduce.py, pool.py)
-        self._mean = pixel_mean
+        self._mean = kernels(self.block).pixel_mean
         self.acc = ctx.scratch((128,), np.float32)
-        self.tot = ctx.scratch((8,), np.float64)
+        self.tot = ctx.scratch((self.block,), np.float64)
 
     def _call(self, x, *rest, out):
         return self._mean, (x.reshape(-1), out.reshape(-1), self.rows, self.pixels, self.scale, self.acc.array,
                             self.tot.array)
 
 
-_register_like("GlobalAveragePool", lambda k: SpatialMean, _mean_supported, POOL_PREFERENCE, (LAYOUT,))
-_register_like("ReduceMean", lambda k: SpatialMean, _mean_supported, POOL_PREFERENCE, (LAYOUT, None))
+for _b in WIDTHS:
+    _register_like("GlobalAveragePool", _at_width(SpatialMean), _mean_supported, POOL_PREFERENCE, 1, "", _b)
+    _register_like("ReduceMean", _at_width(SpatialMean), _mean_supported, POOL_PREFERENCE, 1, "", _b)
 
 
 # ---- Concat over channels, nearest Resize over H, W --------------------------------
-def _concat_supported(ctx) -> bool:
+def _concat_supported(ctx, block: int = BLOCK) -> bool:
     if not _on() or not 1 <= ctx.num_inputs <= MAX_CONCAT_INPUTS or int(ctx.attr("axis", 1)) % 4 != 1:
         return False
-    return all(ctx.has_input(i) and not ctx.is_static(i) and _blockable(ctx.shape(i))
+    return all(ctx.has_input(i) and not ctx.is_static(i) and _blockable(ctx.shape(i), block)
                and np.dtype(ctx.dtype(i)) == np.float32 for i in range(ctx.num_inputs))
 
 
@@ -253,7 +278,8 @@ def concat_blocks(*inputs, out, axis):
 
 
 concat_blocks.prepare_run = lambda *inputs, out, axis: partial(np.concatenate, inputs, axis=1, out=out)
-_register_like("Concat", lambda k: concat_blocks, _concat_supported, FOLLOW, (LAYOUT,) * MAX_CONCAT_INPUTS)
+for _b in WIDTHS:
+    _register_like("Concat", lambda k, block: concat_blocks, _concat_supported, FOLLOW, MAX_CONCAT_INPUTS, "", _b)
 
 
 def _nearest_plan(ctx):
@@ -268,30 +294,33 @@ def _nearest_plan(ctx):
     return c[2][0], c[2][1]
 
 
-def _resize_supported(ctx) -> bool:
-    return _unary_supported(ctx) and _nearest_plan(ctx) is not None
+def _resize_supported(ctx, block: int = BLOCK) -> bool:
+    return _unary_supported(ctx, block) and _nearest_plan(ctx) is not None
 
 
 class ResizeNearest(_OneCall):
     """ONNX Resize, mode "nearest", over H and W of NCHW8c X (N, C/8, H, W, 8): the NCHW kernel's
     index tables (ops/cpu/resize.py, every coordinate and nearest mode), one vector copy per pixel."""
 
+    block = BLOCK
+
     def __init__(self, ctx, **attrs):
         self.ih, self.iw = _nearest_plan(ctx)
         n, c, self.h, self.w = ctx.shape(0)
-        self.rows = n * c // BLOCK
-        self._nearest = nearest
+        self.rows = n * c // self.block
+        self._nearest = kernels(self.block).nearest
 
     def _call(self, x, *rest, out):
         return self._nearest, (x.reshape(-1), out.reshape(-1), self.ih, self.iw, self.rows, self.h, self.w)
 
 
-_register_like("Resize", lambda k: ResizeNearest, _resize_supported, FOLLOW, (LAYOUT,))
+for _b in WIDTHS:
+    _register_like("Resize", _at_width(ResizeNearest), _resize_supported, FOLLOW, 1, "", _b)
 
 
 # ---- MaxPool ---------------------------------------------------------------------
-def _maxpool_supported(ctx) -> bool:
-    if not _unary_supported(ctx) or ctx.has_output(1):  # Indices: NCHW's flat indices, the NCHW kernel
+def _maxpool_supported(ctx, block: int = BLOCK) -> bool:
+    if not _unary_supported(ctx, block) or ctx.has_output(1):  # Indices: NCHW's flat indices, the NCHW kernel
         return False
     try:
         return len(pool_geometry(ctx)) == 2
@@ -304,15 +333,18 @@ class MaxPoolBlocked(_OneCall):
     each window's input taps, eight channels a vector (onnxruntime's NCHWc MaxPool); the geometry
     (pads, auto_pad, ceil_mode, dilations) of ops/shapes/pooling.py. Max is exact: the NCHW kernel's values."""
 
+    block = BLOCK
+
     def __init__(self, ctx, **attrs):
         gh, gw = pool_geometry(ctx)
         n, c, h, w = ctx.shape(0)
-        self.args = (n * c // BLOCK, h, w, gh.out, gw.out, gh.kernel, gw.kernel, gh.stride, gw.stride,
+        self.args = (n * c // self.block, h, w, gh.out, gw.out, gh.kernel, gw.kernel, gh.stride, gw.stride,
                      gh.dilation, gw.dilation, gh.head, gw.head, np.finfo(np.float32).min)
-        self._pool = maxpool
+        self._pool = kernels(self.block).maxpool
 
     def _call(self, x, *, out):
         return self._pool, (x.reshape(-1), (out[0] if isinstance(out, tuple) else out).reshape(-1), *self.args)
 
 
-_register_like("MaxPool", lambda k: MaxPoolBlocked, _maxpool_supported, POOL_PREFERENCE, (LAYOUT,))
+for _b in WIDTHS:
+    _register_like("MaxPool", _at_width(MaxPoolBlocked), _maxpool_supported, POOL_PREFERENCE, 1, "", _b)

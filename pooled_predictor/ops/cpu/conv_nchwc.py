@@ -39,6 +39,11 @@ depthwise convolution that alone reads it) has an NCHW8c kernel here where both
 would have theirs: compiled/nchwc_chain.py, the same bits as the two.
 Shapes: X (N, C/8, H, W, 8), W (M, C/group, KH, KW) as ONNX gives it, B (M,),
 Z (FusedConv's sum input) and Y (N, M/8, OH, OW, 8).
+
+Widths: every kernel type here is registered at 8 lanes (NCHW8c, NCHW->NCHW8c) and at 16
+(NCHW16c, NCHW->NCHW16c: compiled/lanes16's kernels, the same operations per channel, so the
+same bits), with channel counts multiples of the block; read 8 above as the block. A Net's
+assignment takes the kernel types of its width only (compiled/isa.py: the host's, AVX-512's 16).
 """
 
 from __future__ import annotations
@@ -55,11 +60,8 @@ from ..shapes.conv import conv_geometry
 from ..shapes.fused import DOMAIN, depthwise_chain_parts
 from . import compiled, conv
 from .compiled.epilogue import CODES, NONE
-from .compiled.nchwc_chain import panel_starts, pointwise_depthwise_nchwc, scratch_size
-from .compiled.nchwc_depthwise import depthwise_nchwc, pack_depthwise
-from .compiled.nchwc_gemm import channel_offsets, gemm_nchwc, gemm_nchwc_rows, pack_weights, pixel_offsets
-from .compiled.nchwc_winograd import winograd_nchwc
 from .compiled.phases import split_phases
+from .compiled.widths import module as _width_module
 from .compiled.winograd import transform_weights
 from .conv import _readonly, winograd_geometry
 from .conv_indirect import indirect_layout
@@ -68,6 +70,8 @@ from .fused import Activation, _check, _compiled_params
 
 LAYOUT = "NCHW8c"
 BLOCK = 8
+WIDTHS = (8, 16)
+"""Blocks registered: NCHW8c and NCHW16c kernel types (compiled/isa.py: a Net takes its host's width's)."""
 # Below the default kernel's 0 by more than two transforms' cost (passes/assign.py TRANSFORM_COST):
 # a chain of two blocked convolutions pays for its way in and out.
 PREFERENCE = -2
@@ -130,23 +134,36 @@ def _bias_vector(ctx, m: int) -> np.ndarray:
     return _readonly(np.ascontiguousarray(b))
 
 
-def packed_weights(w: np.ndarray, m: int) -> np.ndarray:
-    """W (M, C/group, KH, KW) as compiled/nchwc_gemm.py's panels of (M, C * KH * KW), once per weight
-    array and shared read-only by every Net (pointwise, indirect and stem kernels alike)."""
-    return shared_weights(w, ("packed", LAYOUT), lambda w: pack_weights(np.asarray(w, np.float32).reshape(m, -1)))
+def layout_of(block: int) -> str:
+    """"NCHW<block>c"."""
+    return f"NCHW{block}c"
 
 
-def depthwise_weights(w: np.ndarray) -> np.ndarray:
-    """W (M, 1, KH, KW) packed by compiled/nchwc_depthwise.pack_depthwise, once per weight array and shared
-    read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike)."""
-    return shared_weights(w, ("depthwise", LAYOUT), lambda w: pack_depthwise(np.asarray(w, np.float32)))
+def kernels(name: str, block: int = BLOCK):
+    """The compiled module `name` (nchwc_gemm, nchwc_depthwise, nchwc_winograd, nchwc_chain) at `block`
+    lanes (compiled/widths.py), imported on first use."""
+    return _width_module(name, block)
 
 
-def blocked_kind(ctx) -> str | None:
-    """"pointwise", "depthwise", "winograd" or "indirect" when an NCHW8c kernel here implements this Conv/FusedConv
-    node at its shapes, else None (the node keeps its NCHW kernel)."""
+def packed_weights(w: np.ndarray, m: int, block: int = BLOCK) -> np.ndarray:
+    """W (M, C/group, KH, KW) as compiled/nchwc_gemm.py's panels of (M, C * KH * KW) at `block` lanes,
+    once per weight array and width, shared read-only by every Net (pointwise, indirect and stem kernels)."""
+    pack = kernels("nchwc_gemm", block).pack_weights
+    return shared_weights(w, ("packed", layout_of(block)), lambda w: pack(np.asarray(w, np.float32).reshape(m, -1)))
+
+
+def depthwise_weights(w: np.ndarray, block: int = BLOCK) -> np.ndarray:
+    """W (M, 1, KH, KW) packed by compiled/nchwc_depthwise.pack_depthwise at `block` lanes, once per weight
+    array and width, shared read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike)."""
+    pack = kernels("nchwc_depthwise", block).pack_depthwise
+    return shared_weights(w, ("depthwise", layout_of(block)), lambda w: pack(np.asarray(w, np.float32)))
+
+
+def blocked_kind(ctx, block: int = BLOCK) -> str | None:
+    """"pointwise", "depthwise", "winograd" or "indirect" when an NCHW<block>c kernel here implements this
+    Conv/FusedConv node at its shapes, else None (the node keeps its NCHW kernel)."""
     g = _compiled_geometry(ctx)
-    if g is None or g.in_channels % BLOCK or g.out_channels % BLOCK:
+    if g is None or g.in_channels % block or g.out_channels % block:
         return None
     if g.group == 1 and g.kernel == (1, 1) and not any(g.pads_begin) and not any(g.pads_end):
         return "pointwise"  # any strides (strided: X subsampled first)
@@ -164,9 +181,11 @@ def winograd_fits(g) -> bool:
     return WINOGRAD and winograd_geometry(g, WINOGRAD_MIN_CHANNELS)
 
 
-def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
+def winograd_weights(w: np.ndarray, m: int, block: int = BLOCK) -> np.ndarray:
     """U[xi] = (G W G^T)[xi] (compiled/winograd.py) for each of the (m+2)^2 positions, packed for the
-    NCHW8c GEMM: (a^2, M * C) float32, read-only, once per weight array and shared by every Net."""
+    NCHW<block>c GEMM: (a^2, M * C) float32, read-only, once per weight array and width, shared by every Net."""
+    pack_weights = kernels("nchwc_gemm", block).pack_weights
+
     def make(w):
         u = transform_weights(np.asarray(w, np.float32), m)
         packed = np.empty((u.shape[0], u.shape[1] * u.shape[2]), np.float32)
@@ -175,11 +194,11 @@ def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
         packed.flags.writeable = False
         return packed
 
-    return shared_weights(w, ("winograd", LAYOUT, m), make)
+    return shared_weights(w, ("winograd", layout_of(block), m), make)
 
 
-def _supported(ctx) -> bool:
-    return blocked_kind(ctx) is not None
+def _supported(ctx, block: int = BLOCK) -> bool:
+    return blocked_kind(ctx, block) is not None
 
 
 class _Steps:
@@ -204,38 +223,43 @@ class _Steps:
 
 
 class _BlockedConv(_Steps):
-    """The shared part: geometry, packed weights, the compiled call (act fused where it can be)."""
+    """The shared part: geometry, packed weights, the compiled call (act fused where it can be).
+    `block`: the width (8: NCHW8c; a subclass per width, _register)."""
+
+    block = BLOCK
 
     def __init__(self, ctx):
         g = self.geo = conv_geometry(ctx)
-        self.kind = blocked_kind(ctx)
+        block = self.block
+        self.kind = blocked_kind(ctx, block)
         if self.kind is None:
-            raise ctx.error(f"no {LAYOUT} kernel for this Conv (group {g.group}, kernel {g.kernel}, "
+            raise ctx.error(f"no {layout_of(block)} kernel for this Conv (group {g.group}, kernel {g.kernel}, "
                             f"{g.in_channels} -> {g.out_channels} channels)")
         self.p = math.prod(g.out_shape)
         m, c = g.out_channels, g.in_channels
         w = np.asarray(ctx.value(1))
+        gemm = kernels("nchwc_gemm", block)
         if self.kind == "pointwise":
-            self.wp = packed_weights(w, m)
-            self.offs = channel_offsets(c, self.p)
-            self._gemm = gemm_nchwc
+            self.wp = packed_weights(w, m, block)
+            self.offs = gemm.channel_offsets(c, self.p)
+            self._gemm = gemm.gemm_nchwc
             # strided (ResNet's downsampling 1x1s): one image's X[:, ::SH, ::SW] copied out, then the GEMM over it
             self.sub = ctx.scratch((c * self.p,), np.float32) if g.strides != (1, 1) else None
         elif self.kind == "winograd":
             self._init_winograd(ctx, w)
         elif self.kind == "indirect":
-            self.wp = packed_weights(w, m)
-            self.padded_hw, self.offs = padded_layout(g)
+            self.wp = packed_weights(w, m, block)
+            self.padded_hw, self.offs = padded_layout(g, block)
             hp, wp = self.padded_hw
             (sh, sw), (oh, ow) = g.strides, g.out_shape
-            self.px = pixel_offsets(ow, oh, sw * BLOCK, sh * wp * BLOCK)  # narrow rows share micro-tiles
+            self.px = gemm.pixel_offsets(ow, oh, sw * block, sh * wp * block)  # narrow rows share micro-tiles
             self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
-            self._gemm_rows = gemm_nchwc_rows
+            self._gemm_rows = gemm.gemm_nchwc_rows
         else:
-            self.wp = depthwise_weights(w)
+            self.wp = depthwise_weights(w, block)
             (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
             self.dw_args = (kh, kw, sh, sw, dh, dw, ph, pw)
-            self._dw = depthwise_nchwc
+            self._dw = kernels("nchwc_depthwise", block).depthwise_nchwc
         self.b = _bias_vector(ctx, m)
         self.act = (NONE, np.float32(0), np.float32(0))
 
@@ -252,13 +276,13 @@ class _BlockedConv(_Steps):
         self.group = max(1, min(g.batch, WINOGRAD_GROUP_BYTES // per_image))
         self.block_rows = winograd_block_rows(a, c, m, self.tiles_hw[1], self.group * self.tiles_hw[0])
         self.t_pitch = self.block_rows * self.tiles_hw[1]
-        self.up = winograd_weights(w, t)
-        self.offs = channel_offsets(c, self.t_pitch)
+        self.up = winograd_weights(w, t, self.block)
+        self.offs = kernels("nchwc_gemm", self.block).channel_offsets(c, self.t_pitch)
         self.padded = ctx.scratch((self.group * c * hp * wp,), np.float32)
         self.v = ctx.scratch((a * a * c * self.t_pitch,), np.float32)
         self.mb = ctx.scratch((a * a * m * self.t_pitch,), np.float32)
         self.zero_b = _readonly(np.zeros(m, np.float32))
-        self._winograd = winograd_nchwc
+        self._winograd = kernels("nchwc_winograd", self.block).winograd_nchwc
 
     def _winograd_steps(self, x, yf, zf, has_z):
         """Groups of images: X copied into the zero-padded buffer (its borders zeroed each call: the
@@ -266,11 +290,11 @@ class _BlockedConv(_Steps):
         g = self.geo
         c, m = g.in_channels, g.out_channels
         (hp, wp), (ph, pw), (h, w), (oh, ow) = self.padded_hw, g.pads_begin, g.in_shape, g.out_shape
-        pf = self.padded.array
+        pf, block = self.padded.array, self.block
         steps = []
         for n0 in range(0, g.batch, self.group):
             k = min(self.group, g.batch - n0)
-            pad = pf[:k * c * hp * wp].reshape(k, c // BLOCK, hp, wp, BLOCK)
+            pad = pf[:k * c * hp * wp].reshape(k, c // block, hp, wp, block)
             borders = (pad[:, :, :ph], pad[:, :, ph + h:], pad[:, :, ph:ph + h, :pw], pad[:, :, ph:ph + h, pw + w:])
             steps += [(np.copyto, (v, 0)) for v in borders if v.size]
             steps.append((np.copyto, (pad[:, :, ph:ph + h, pw:pw + w], x[n0:n0 + k])))
@@ -280,10 +304,10 @@ class _BlockedConv(_Steps):
         return steps
 
     def _steps(self, x, out, z):
-        """out = act(conv(x) + B (+ z)), every array NCHW8c (z: not depthwise): the calls, in order."""
+        """out = act(conv(x) + B (+ z)), every array NCHW<block>c (z: not depthwise): the calls, in order."""
         if self.kind == "depthwise":
             return [(self._dw, (x, self.wp, self.b, out, *self.dw_args, *self.act))]
-        g, has_z = self.geo, z is not None
+        g, has_z, BLOCK = self.geo, z is not None, self.block  # noqa: N806 -- this kernel's block
         c, m = g.in_channels, g.out_channels
         yf = out.reshape(-1)
         zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)  # Z indexed as Y
@@ -319,16 +343,17 @@ class _BlockedConv(_Steps):
         return steps
 
 
-def padded_layout(g):
+def padded_layout(g, block: int = BLOCK):
     """The zero-padded blocked input of an indirect NCHW8c convolution and its tap offsets.
 
     Returns:
         ((HP, WP), offs): the padded plane's size, (OH - 1) * SH + (KH - 1) * DH + 1 rows by the
         same in columns (pads_begin before X; pads_end, or X's unread tail, cut or zero-filled), and
         offs (C * KH * KW,) read-only int64: tap k = (c, kh, kw)'s element offset from an output
-        pixel's window origin in one image's (C/8, HP, WP, 8) buffer, in the NCHW indirect kernel's
-        k order (conv_indirect.indirect_layout), so the micro-kernel's sums are the same.
+        pixel's window origin in one image's (C/block, HP, WP, block) buffer, in the NCHW indirect
+        kernel's k order (conv_indirect.indirect_layout), so the micro-kernel's sums are the same.
     """
+    BLOCK = block  # noqa: N806
     (sh, sw), (dh, dw), (kh_n, kw_n), (oh, ow) = g.strides, g.dilations, g.kernel, g.out_shape
     hp, wp = (oh - 1) * sh + (kh_n - 1) * dh + 1, (ow - 1) * sw + (kw_n - 1) * dw + 1
     offs = np.asarray([(ci // BLOCK) * hp * wp * BLOCK + (kh * dh * wp + kw * dw) * BLOCK + ci % BLOCK
@@ -337,22 +362,18 @@ def padded_layout(g):
     return (hp, wp), offs
 
 
-_LAYOUTS = dict(layout=LAYOUT, output_layouts=(LAYOUT,), preference=PREFERENCE, supports=_supported)
-
-
-@kernel("Conv", since=(1, 11, 22), input_layouts=(LAYOUT, None, None), **_LAYOUTS)
 class ConvNCHWc(_BlockedConv):
-    """ONNX Conv (Conv-1/-11/-22) in NCHW8c: Y = X (*) W + B; see the module docstring for where."""
+    """ONNX Conv (Conv-1/-11/-22) in NCHW<block>c: Y = X (*) W + B; see the module docstring for where."""
 
     def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                  strides=None):
         super().__init__(ctx)
 
 
-def fused_activation(ctx, activation, activation_params, in_kernel: bool):
-    """FusedConv's activation for an NCHW8c kernel: (act, after). act: the (code, p0, p1) the compiled
+def fused_activation(ctx, activation, activation_params, in_kernel: bool, layout: str = LAYOUT):
+    """FusedConv's activation for an NCHW<c>c kernel: (act, after). act: the (code, p0, p1) the compiled
     kernel applies to each block in registers (epilogue.py codes; NONE if not in_kernel or not
-    compiled); after: an Activation to apply in place over the blocked Y afterwards, or None."""
+    compiled); after: an Activation to apply in place over the blocked Y (in `layout`) afterwards, or None."""
     name = activation.decode() if isinstance(activation, bytes) else activation
     params = [float(v) for v in activation_params]
     if name in CODES and in_kernel:
@@ -360,7 +381,7 @@ def fused_activation(ctx, activation, activation_params, in_kernel: bool):
     none = (NONE, np.float32(0), np.float32(0))
     if name == "Identity":
         return none, None
-    return none, Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], LAYOUT), ctx.out_dtypes[0])
+    return none, Activation(ctx, name, params, physical_shape(ctx.out_shapes[0], layout), ctx.out_dtypes[0])
 
 
 def then_after(conv, after, out):
@@ -375,14 +396,12 @@ def _fused_check(attrs, version):
     return _check(attrs, version)
 
 
-@kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(LAYOUT, None, None, LAYOUT),
-        **_LAYOUTS)
 class FusedConvNCHWc(_BlockedConv):
-    """Our FusedConv (ops/shapes/fused.py) in NCHW8c: Y = act(X (*) W + B (+ Z)).
+    """Our FusedConv (ops/shapes/fused.py) in NCHW<block>c: Y = act(X (*) W + B (+ Z)).
 
     The activations of compiled/epilogue.py run inside the kernel on each block of Y while it
     is in cache, after the bias and Z; any other (Sigmoid, Gelu...) runs after, in place over
-    the blocked Y (C % 8 == 0: no padding channels for it to touch).
+    the blocked Y (C % block == 0: no padding channels for it to touch).
     """
 
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
@@ -392,7 +411,7 @@ class FusedConvNCHWc(_BlockedConv):
         # depthwise conv adds it after, then activates (the NCHW FusedConv's order: the same bits)
         self.z_inside = self.kind in ("pointwise", "indirect", "winograd")
         self.act, self.after = fused_activation(ctx, activation, activation_params,
-                                                self.z_inside or not ctx.has_input(3))
+                                                self.z_inside or not ctx.has_input(3), layout_of(self.block))
 
     def __call__(self, x, w, b=None, z=None, *, out):
         if z is not None and not self.z_inside:
@@ -413,7 +432,7 @@ class FusedConvNCHWc(_BlockedConv):
 
 
 # ---- a 1x1 convolution and the depthwise convolution reading it, fused ----------------
-# FusedConvDepthwise (ops/shapes/fused.py) in NCHW8c: compiled/nchwc_chain.py computes the 1x1
+# FusedConvDepthwise (ops/shapes/fused.py) in NCHW<c>c: compiled/nchwc_chain.py computes the 1x1
 # convolution's output T a group of output panels at a time, into a scratch of at most CHAIN_GROUP_BYTES
 # (or one panel over the plane), and runs the depthwise convolution on it while it is in L2. The group
 # size, one thread, MobileNetV2's pairs at batch 8 (tests in tests/ops/test_nchwc_chain.py): one panel
@@ -421,9 +440,9 @@ class FusedConvNCHWc(_BlockedConv):
 CHAIN_GROUP_BYTES = 64 << 10
 
 
-def chain_fits(ctx) -> bool:
-    """Both convolutions of a FusedConvDepthwise node have their NCHW8c kernels (pointwise and depthwise
-    kinds), with activations the compiled kernels apply in registers (epilogue.CODES, or Identity)."""
+def chain_fits(ctx, block: int = BLOCK) -> bool:
+    """Both convolutions of a FusedConvDepthwise node have their NCHW<block>c kernels (pointwise and
+    depthwise kinds), with activations the compiled kernels apply in registers (epilogue.CODES, or Identity)."""
     if not all(_name(a) in CODES or _name(a) == "Identity"
                for a in (ctx.attr("activation"), ctx.attr("dw_activation"))):
         return False
@@ -431,40 +450,42 @@ def chain_fits(ctx) -> bool:
         pw, dw = depthwise_chain_parts(ctx)
     except Exception:
         return False
-    return blocked_kind(pw) == "pointwise" and blocked_kind(dw) == "depthwise"
+    return blocked_kind(pw, block) == "pointwise" and blocked_kind(dw, block) == "depthwise"
 
 
 def _name(activation) -> str:
     return activation.decode() if isinstance(activation, bytes) else str(activation)
 
 
-@kernel("FusedConvDepthwise", since=1, domain=DOMAIN, input_layouts=(LAYOUT, None, None, LAYOUT, None, None),
-        layout=LAYOUT, output_layouts=(LAYOUT,), preference=2 * PREFERENCE, supports=chain_fits)
 class FusedConvDepthwiseNCHWc(_Steps):
-    """Our FusedConvDepthwise in NCHW8c: Y = act2(depthwise(act1(W X + B (+ Z)), W_dw) + B_dw), T never
-    stored whole (compiled/nchwc_chain.py); the same bits as the two FusedConv nodes in NCHW8c or NCHW.
+    """Our FusedConvDepthwise in NCHW<block>c: Y = act2(depthwise(act1(W X + B (+ Z)), W_dw) + B_dw), T never
+    stored whole (compiled/nchwc_chain.py); the same bits as the two FusedConv nodes in NCHW<block>c or NCHW.
     Preference: two blocked convolutions' (a chain through it pays for the same transforms as through them).
     """
 
+    block = BLOCK
+
     def __init__(self, ctx, *, activation, activation_params=(), dw_activation, dw_activation_params=(),
                  auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+        block = self.block
         pw, dw = depthwise_chain_parts(ctx)
         gp, gd = conv_geometry(pw), conv_geometry(dw)
         m, c = gp.out_channels, gp.in_channels
         h, w = gp.out_shape
-        self.wp = packed_weights(np.asarray(pw.value(1)), m)
-        self.offs = channel_offsets(c, h * w)
+        chain = kernels("nchwc_chain", block)
+        self.wp = packed_weights(np.asarray(pw.value(1)), m, block)
+        self.offs = kernels("nchwc_gemm", block).channel_offsets(c, h * w)
         self.b1 = _bias_vector(pw, m)
-        self.starts = panel_starts(m)
-        self.wd = depthwise_weights(np.asarray(dw.value(1)))
+        self.starts = chain.panel_starts(m)
+        self.wd = depthwise_weights(np.asarray(dw.value(1)), block)
         self.b2 = _bias_vector(dw, m)
-        self.scr = ctx.scratch((scratch_size(m, h, w, CHAIN_GROUP_BYTES),), np.float32)
+        self.scr = ctx.scratch((chain.scratch_size(m, h, w, CHAIN_GROUP_BYTES),), np.float32)
         (kh, kw), (sh, sw), (dh, dw_), (ph, pw_) = gd.kernel, gd.strides, gd.dilations, gd.pads_begin
         self.geometry = (h, w, kh, kw, sh, sw, dh, dw_, ph, pw_)
         # chain_fits: both activations run in registers (no `after` pass)
         self.act1 = fused_activation(pw, activation, activation_params, True)[0]
         self.act2 = fused_activation(dw, dw_activation, dw_activation_params, True)[0]
-        self._chain = pointwise_depthwise_nchwc
+        self._chain = chain.pointwise_depthwise_nchwc
 
     def _steps(self, x, out, z):
         zf = self.b1 if z is None else np.ascontiguousarray(z).reshape(-1)
@@ -479,33 +500,40 @@ class FusedConvDepthwiseNCHWc(_Steps):
         return self.prepare(x, out, z)
 
 
-# ---- NCHW in, NCHW8c out: a chain's first convolution ----------------------------
-# The kernel type of a convolution reading NCHW and writing NCHW8c (onnxruntime's NCHWc
+# ---- NCHW in, NCHW<c>c out: a chain's first convolution ----------------------------
+# The kernel type of a convolution reading NCHW and writing NCHW<c>c (onnxruntime's NCHWc
 # transformer gives a chain's first conv, e.g. a network's 3-channel stem, NCHW input and
 # blocked output, so no reorder of its large output is needed).
 TO_BLOCKED = "NCHW->NCHW8c"
-# One unit below the NCHW kernel: taken where its consumers read NCHW8c (no gain otherwise).
+# One unit below the NCHW kernel: taken where its consumers read NCHW<c>c (no gain otherwise).
 TO_BLOCKED_PREFERENCE = -1
 
 
-def to_blocked_fits(ctx) -> bool:
-    """The node is a 2-D float32 group-1 Conv with static W (and B), C % 8 != 0, M % 8 == 0, that the NCHW
-    kernel runs as an indirect GEMM of wide rows (conv.py: the same sums in the same order here,
-    so the same bits); its output in NCHW8c."""
+def to_blocked_layout(block: int = BLOCK) -> str:
+    """The kernel-type name of a convolution reading NCHW and writing NCHW<block>c."""
+    return f"NCHW->{layout_of(block)}"
+
+
+def to_blocked_fits(ctx, block: int = BLOCK) -> bool:
+    """The node is a 2-D float32 group-1 Conv with static W (and B), C % block != 0, M % block == 0, that the
+    NCHW kernel runs as an indirect GEMM of wide rows (conv.py: the same sums in the same order here,
+    so the same bits); its output in NCHW<block>c."""
     g = _compiled_geometry(ctx)
     if g is None or not conv.INDIRECT_COMPILED:
         return False
     pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin) and g.out_shape == g.in_shape
-    # only where X cannot be blocked (C % 8 != 0: a network's stem): elsewhere a producer could
+    # only where X cannot be blocked (C % block != 0: a network's stem): elsewhere a producer could
     # have written X blocked, and this kernel would pull the chain back to NCHW in front of it
-    return (g.group == 1 < g.in_channels and g.in_channels % BLOCK and not pointwise and g.out_channels % BLOCK == 0
-            and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH)
+    return (g.group == 1 < g.in_channels and g.in_channels % block and not pointwise
+            and g.out_channels % block == 0 and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH)
 
 
 class _ToBlockedConv(_Steps):
-    """X (N, C, H, W) NCHW -> Y (N, M/8, OH, OW, 8): the indirect GEMM of conv_indirect.py (X split
-    into its zero-padded stride phases, a table of tap offsets) with the NCHW8c micro-kernel
-    (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of 8 output channels."""
+    """X (N, C, H, W) NCHW -> Y (N, M/block, OH, OW, block): the indirect GEMM of conv_indirect.py (X split
+    into its zero-padded stride phases, a table of tap offsets) with the NCHW<block>c micro-kernel
+    (compiled/nchwc_gemm.py) writing each output row's pixels as vectors of `block` output channels."""
+
+    block = BLOCK
 
     def __init__(self, ctx):
         g = self.geo = conv_geometry(ctx)
@@ -514,14 +542,15 @@ class _ToBlockedConv(_Steps):
         self.planes = ctx.scratch((g.batch * self.image,), np.float32)
         m = g.out_channels
         w = np.asarray(ctx.value(1))
-        self.wp = packed_weights(w, m)
+        gemm = kernels("nchwc_gemm", self.block)
+        self.wp = packed_weights(w, m, self.block)
         self.b = _bias_vector(ctx, m)
-        self._gemm_rows, self._split = gemm_nchwc_rows, split_phases
-        self.px = pixel_offsets(g.out_shape[1], g.out_shape[0], 1, self.wq)
+        self._gemm_rows, self._split = gemm.gemm_nchwc_rows, split_phases
+        self.px = gemm.pixel_offsets(g.out_shape[1], g.out_shape[0], 1, self.wq)
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def _steps(self, x, out, z):
-        g = self.geo
+        g, block = self.geo, self.block
         (sh, sw), (ph, pw) = g.strides, g.pads_begin
         planes = self.planes.array
         oh, ow = g.out_shape
@@ -530,32 +559,26 @@ class _ToBlockedConv(_Steps):
         # output rows: OW pixels one float apart in the phase planes, in one call per image
         return [(self._split, (np.ascontiguousarray(x), planes, self.hq, self.wq, sh, sw, ph, pw))] + [
             (self._gemm_rows, (self.wp, planes, n * self.image, self.offs, 1, self.wq, yf, n * m * oh * ow,
-                               ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None, self.px))
+                               ow * block, block * oh * ow, m, ow, oh, self.b, *self.act, zf, z is not None, self.px))
             for n in range(g.batch)]
 
 
-_TO = dict(layout=TO_BLOCKED, output_layouts=(LAYOUT,), preference=TO_BLOCKED_PREFERENCE, supports=to_blocked_fits)
-
-
-@kernel("Conv", since=(1, 11, 22), input_layouts=(DEFAULT_LAYOUT, None, None), **_TO)
 class ConvToNCHWc(_ToBlockedConv):
-    """ONNX Conv (-1/-11/-22) reading NCHW and writing NCHW8c: see _ToBlockedConv and to_blocked_fits."""
+    """ONNX Conv (-1/-11/-22) reading NCHW and writing NCHW<block>c: see _ToBlockedConv and to_blocked_fits."""
 
     def __init__(self, ctx, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                  strides=None):
         super().__init__(ctx)
 
 
-@kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(DEFAULT_LAYOUT, None, None, LAYOUT),
-        **_TO)
 class FusedConvToNCHWc(_ToBlockedConv):
-    """Our FusedConv reading NCHW X and writing NCHW8c Y = act(X (*) W + B (+ Z)), Z in NCHW8c: the
+    """Our FusedConv reading NCHW X and writing NCHW<block>c Y = act(X (*) W + B (+ Z)), Z in NCHW<block>c: the
     compiled activations and Z inside the micro-kernel (as conv.py's pointwise path), others after."""
 
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
                  kernel_shape=None, pads=None, strides=None):
         super().__init__(ctx)
-        self.act, self.after = fused_activation(ctx, activation, activation_params, True)
+        self.act, self.after = fused_activation(ctx, activation, activation_params, True, layout_of(self.block))
 
     def __call__(self, x, w, b=None, z=None, *, out):
         self.run(x, out, z)
@@ -564,3 +587,38 @@ class FusedConvToNCHWc(_ToBlockedConv):
 
     def prepare_run(self, x, w, b=None, z=None, *, out):
         return then_after(self.prepare(x, out, z), self.after, out)
+
+
+def _at_width(cls, block: int):
+    """cls with `block` lanes: cls itself at BLOCK, else a subclass named for the width (ConvNCHW16c)."""
+    if block == BLOCK:
+        return cls
+    sub = type(cls.__name__.replace("NCHWc", f"NCHW{block}c"), (cls,), {"block": block, "__module__": __name__})
+    sub.__qualname__ = sub.__name__
+    return sub
+
+
+def _register(block: int) -> dict:
+    """Register the NCHW<block>c kernel types of Conv, FusedConv and FusedConvDepthwise, and the
+    NCHW -> NCHW<block>c ones of Conv and FusedConv; returns name -> class."""
+    layout = layout_of(block)
+    blocked = dict(layout=layout, output_layouts=(layout,), preference=PREFERENCE,
+                   supports=partial(_supported, block=block))
+    to = dict(layout=to_blocked_layout(block), output_layouts=(layout,), preference=TO_BLOCKED_PREFERENCE,
+              supports=partial(to_blocked_fits, block=block))
+    made = {cls.__name__: _at_width(cls, block) for cls in (ConvNCHWc, FusedConvNCHWc, FusedConvDepthwiseNCHWc,
+                                                              ConvToNCHWc, FusedConvToNCHWc)}
+    kernel("Conv", since=(1, 11, 22), input_layouts=(layout, None, None), **blocked)(made["ConvNCHWc"])
+    kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(layout, None, None, layout),
+           **blocked)(made["FusedConvNCHWc"])
+    kernel("FusedConvDepthwise", since=1, domain=DOMAIN, input_layouts=(layout, None, None, layout, None, None),
+           layout=layout, output_layouts=(layout,), preference=2 * PREFERENCE,
+           supports=partial(chain_fits, block=block))(made["FusedConvDepthwiseNCHWc"])
+    kernel("Conv", since=(1, 11, 22), input_layouts=(DEFAULT_LAYOUT, None, None), **to)(made["ConvToNCHWc"])
+    kernel("FusedConv", since=1, domain=DOMAIN, check=_fused_check, input_layouts=(DEFAULT_LAYOUT, None, None, layout),
+           **to)(made["FusedConvToNCHWc"])
+    return made
+
+
+KERNELS = {block: _register(block) for block in WIDTHS}
+"""block -> the registered kernel classes at that width (8: this module's classes themselves)."""

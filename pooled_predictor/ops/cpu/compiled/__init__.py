@@ -44,6 +44,13 @@ qconv.py (the 8-bit phase split, int8 depthwise convolution), quantize.py (per-t
 DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
 a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); nms.py (greedy non-maximum
 suppression, ops/nms.py's procedure with the boxes that cannot overlap skipped).
+
+Vector width: isa.py detects the host's (8 float32 lanes on AVX2, 16 on AVX-512;
+POOLED_PREDICTOR_ISA overrides). The blocked kernels (nchwc_*.py, blocked.py) are
+templates over it (widths.py): imported as themselves they are the 8-lane NCHW8c kernels,
+lanes16/ holds the same sources at 16 lanes (NCHW16c), both registered as kernel types;
+a Net lays its chains out at the width isa.lanes() gave when it was made. The other
+modules (gemm.py's NCHW GEMM, matmul.py, softmax.py, ...) are 8 lanes wide.
 """
 
 
@@ -94,6 +101,7 @@ def _configure_cache() -> None:
 _configure_cache()
 
 from .jit import ensure, ensure_all, is_pending  # noqa: E402 -- numba is imported after its cache directory is set
+from . import isa, widths  # noqa: E402
 from .tiers import (NotCached, cache_only, compile_inline, discovering, memory_only,  # noqa: E402
                     reference_kernels, state as _state, tiered_mode)
 
@@ -129,6 +137,8 @@ def load_all() -> float:
     t0 = time.perf_counter()
     for name in MODULES:
         importlib.import_module(f"{__name__}.{name}")
+    for name in widths.TEMPLATES:  # the blocked kernels at the host's width (the 8-lane ones are MODULES)
+        widths.module(name, isa.LANES)
     ensure_all()
     return time.perf_counter() - t0
 

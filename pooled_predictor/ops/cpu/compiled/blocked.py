@@ -14,6 +14,10 @@ NCHW kernels, so choosing a layout never changes a result.
 nearest (Resize mode "nearest" over H and W, the index tables of ops/cpu/resize.py):
 
     y[r, oh, ow, l] = x[r, ih[oh], iw[ow], l]    (rows = N * C/8): one vector copy per pixel.
+
+Widths: a template over LANES (compiled/widths.py): NCHW8c imported as itself, NCHW16c as
+lanes16/blocked.py (<16 x float> per pixel; pixel_mean's 8-pixel groups unchanged, so the same
+sums per channel): read the 8 channels of a block above as BLOCK = LANES.
 """
 
 from __future__ import annotations
@@ -24,9 +28,13 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .gemm import vector_type
 from .jit import njit
+from .widths import lanes_here
 
-_V8 = ir.VectorType(ir.FloatType(), 8)
+LANES = lanes_here(globals())  # 8 imported as itself; 16 as lanes16/blocked.py (compiled/widths.py)
+BLOCK = LANES  # channels per block
+_V8 = vector_type(LANES)  # <LANES x float>: one pixel's block
 
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _F1 = types.Array(types.float32, 1, "C")
@@ -47,7 +55,7 @@ def _block_sums(typingctx, x, off, nvec, dst):
         xp = builder.bitcast(builder.gep(context.make_array(signature.args[0])(context, builder, x_a).data,
                                          [off_v]), _V8.as_pointer())
         dp = builder.bitcast(context.make_array(signature.args[3])(context, builder, d_a).data, _V8.as_pointer())
-        zero = ir.Constant(_V8, [0.0] * 8)
+        zero = ir.Constant(_V8, [0.0] * LANES)
         acc = [cgutils.alloca_once_value(builder, zero) for _ in range(16)]  # E[0..7], O[0..7]
         c = lambda v: ir.Constant(n_v.type, v)  # noqa: E731
 
@@ -74,24 +82,25 @@ def _block_sums(typingctx, x, off, nvec, dst):
 @njit(types.void(_R1, _F1, types.int64, types.int64, types.float64, _F1, _D1), nogil=True, cache=True,
       error_model="numpy")
 def pixel_mean(x, out, rows, p_n, scale, acc, tot):
-    """out[r*8 + l] = float32(scale * sum_p x[(r*p_n + p)*8 + l]), r < rows, l < 8, in sum_rows' order.
+    """out[r*8 + l] = float32(scale * sum_p x[(r*p_n + p)*8 + l]), r < rows, l < 8, in sum_rows' order
+    (8: BLOCK).
 
-    acc: (>= 8,) float32 workspace (a block's sums); tot: (8,) float64 workspace.
+    acc: (>= BLOCK,) float32 workspace (a block's sums); tot: (>= BLOCK,) float64 workspace.
     """
-    n8 = p_n // 8 * 8
+    n8 = p_n // 8 * 8  # pixels in groups of 8 (rowreduce's), at any BLOCK
     for r in range(rows):
-        base = r * p_n * 8
-        for lane in range(8):
+        base = r * p_n * BLOCK
+        for lane in range(BLOCK):
             tot[lane] = 0.0
         for b0 in range(0, n8, 256):
-            _block_sums(x, base + b0 * 8, min(256, n8 - b0) // 8, acc)
-            for lane in range(8):
+            _block_sums(x, base + b0 * BLOCK, min(256, n8 - b0) // 8, acc)
+            for lane in range(BLOCK):
                 tot[lane] += np.float64(acc[lane])
         for p in range(n8, p_n):
-            for lane in range(8):
-                tot[lane] += np.float64(x[base + p * 8 + lane])
-        for lane in range(8):
-            out[r * 8 + lane] = np.float32(tot[lane] * scale)
+            for lane in range(BLOCK):
+                tot[lane] += np.float64(x[base + p * BLOCK + lane])
+        for lane in range(BLOCK):
+            out[r * BLOCK + lane] = np.float32(tot[lane] * scale)
 
 
 _I1 = types.Array(types.int64, 1, "C", readonly=True)
@@ -102,18 +111,18 @@ _I1 = types.Array(types.int64, 1, "C", readonly=True)
 def nearest(x, out, ih, iw, rows, h, w):
     """out (rows, OH, OW, 8) flat = x (rows, h, w, 8) flat at rows ih (OH,) and columns iw (OW,)."""
     oh_n, ow_n = ih.size, iw.size
-    row = ow_n * 8
+    row = ow_n * BLOCK
     for r in range(rows):
         for oh in range(oh_n):
-            src = (r * h + ih[oh]) * w * 8
+            src = (r * h + ih[oh]) * w * BLOCK
             dst = (r * oh_n + oh) * row
             if oh > 0 and ih[oh] == ih[oh - 1]:  # a repeated row (upsampling): copy the one just written
                 out[dst:dst + row] = out[dst - row:dst]
                 continue
             for ow in range(ow_n):
-                s = src + iw[ow] * 8
-                d = dst + ow * 8
-                for lane in range(8):
+                s = src + iw[ow] * BLOCK
+                d = dst + ow * BLOCK
+                for lane in range(BLOCK):
                     out[d + lane] = x[s + lane]
 
 
@@ -159,7 +168,7 @@ def channel_op(x, s, out, rows, p_n, s_rows, op):
     vector (N or 1, C/8, 1, 1, 8), e.g. a squeeze-and-excitation scale. One float32 operation per element,
     as numpy's broadcast (op: ADD, SUB, MUL, RSUB = s - x)."""
     for r in range(rows):
-        so, b = (r % s_rows) * 8, r * p_n * 8
+        so, b = (r % s_rows) * BLOCK, r * p_n * BLOCK
         if op == MUL:
             _mul_rows(x, s, out, b, so, p_n)
         elif op == ADD:
@@ -181,7 +190,7 @@ def _max_window(typingctx, x, x_off, rows, cols, x_row, x_col, y, y_off):
         x_a, x_off_v, rows_v, cols_v, x_row_v, x_col_v, y_a, y_off_v = args
         xp = builder.gep(context.make_array(signature.args[0])(context, builder, x_a).data, [x_off_v])
         yp = builder.gep(context.make_array(signature.args[6])(context, builder, y_a).data, [y_off_v])
-        acc = cgutils.alloca_once_value(builder, ir.Constant(_V8, [float("-inf")] * 8))
+        acc = cgutils.alloca_once_value(builder, ir.Constant(_V8, [float("-inf")] * LANES))
         with cgutils.for_range(builder, rows_v) as ri:
             row = builder.gep(xp, [builder.mul(ri.index, x_row_v)])
             with cgutils.for_range(builder, cols_v) as ci:
@@ -217,9 +226,9 @@ def maxpool(x, out, rows, h, w, oh_n, ow_n, kh, kw, sh, sw, dh, dw, ph, pw, lowe
             row = (r * h + base + i0 * dh) * w
             for ow in range(ow_n):
                 j0, j1 = j0s[ow], j1s[ow]
-                o = ((r * oh_n + oh) * ow_n + ow) * 8
+                o = ((r * oh_n + oh) * ow_n + ow) * BLOCK
                 if i1 <= i0 or j1 <= j0:
-                    for lane in range(8):
+                    for lane in range(BLOCK):
                         out[o + lane] = lowest
                     continue
-                _max_window(x, (row + ow * sw - pw + j0 * dw) * 8, i1 - i0, j1 - j0, dh * w * 8, dw * 8, out, o)
+                _max_window(x, (row + ow * sw - pw + j0 * dw) * BLOCK, i1 - i0, j1 - j0, dh * w * BLOCK, dw * BLOCK, out, o)

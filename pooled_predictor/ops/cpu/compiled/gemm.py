@@ -49,19 +49,29 @@ _I64 = ir.IntType(64)
 _V8 = ir.VectorType(_F4, 8)
 
 
-def _splat(builder, s):
-    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
-    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined),
-                                  ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+def vector_type(lanes: int = 8):
+    """<lanes x float>: LLVM's generic vector type (one ymm register at 8 lanes, one zmm at 16 on
+    AVX-512; LLVM splits wider vectors into the host's registers)."""
+    return _V8 if lanes == 8 else ir.VectorType(_F4, lanes)
+
+
+def _splat(builder, s, lanes: int = 8):
+    """<lanes x float> with every lane s."""
+    vt = vector_type(lanes)
+    v = builder.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
 
 def vector_phis(builder, n: int, *incoming) -> list:
-    """n <8 x float> phis at the builder's position, each fed by every (values, block) pair of
-    `incoming`: values a list with one per phi, or one value for all of them. (A loop's phis get
-    their back edge later, through add_incoming.)"""
+    """n vector phis (the type of the first incoming values) at the builder's position, each fed by
+    every (values, block) pair of `incoming`: values a list with one per phi, or one value for all of
+    them. (A loop's phis get their back edge later, through add_incoming.)"""
+    first = incoming[0][0]
+    vt = (first[0] if isinstance(first, list) else first).type
     out = []
     for i in range(n):
-        ph = builder.phi(_V8)
+        ph = builder.phi(vt)
         for values, block in incoming:
             ph.add_incoming(values[i] if isinstance(values, list) else values, block)
         out.append(ph)
@@ -75,11 +85,14 @@ def arg_pointers(context, builder, signature, args, *at) -> list:
             for i, j in at]
 
 
-def _fmuladd(builder):
+def _fmuladd(builder, lanes: int = 8):
+    """llvm.fmuladd on <lanes x float> (a fused multiply-add where the CPU has FMA)."""
     mod = builder.module
-    fn = mod.globals.get("llvm.fmuladd.v8f32")
+    name = f"llvm.fmuladd.v{lanes}f32"
+    fn = mod.globals.get(name)
     if fn is None:
-        fn = ir.Function(mod, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+        vt = vector_type(lanes)
+        fn = ir.Function(mod, ir.FunctionType(vt, [vt, vt, vt]), name)
     return fn
 
 
@@ -90,12 +103,13 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
     accs = step(k, accs) (the caller's loads and multiply-adds of one k); then + bias[i] (mode & 2,
     after the sum, as a GEMM followed by + B), then + the vectors at z_slots() (mode & 4, the sum
     input, after the bias, as an Add; its addresses computed there only, off the k loop's
-    registers); stored back to `slots`. slots: one <8 x float>* per accumulator; bias: one vector
+    registers); stored back to `slots`. slots: one <L x float>* per accumulator (any lanes L); bias: one vector
     per accumulator; mode, k_n: i64 values.
     """
     fn = builder.function
     c = lambda v: ir.Constant(_I64, v)  # noqa: E731
-    zero = ir.Constant(_V8, [0.0] * 8)
+    vt = slots[0].type.pointee
+    zero = ir.Constant(vt, [0.0] * vt.count)
     from_y_bb = fn.append_basic_block("from_y")
     from_0_bb = fn.append_basic_block("from_zero")
     pre_bb = fn.append_basic_block("pre")

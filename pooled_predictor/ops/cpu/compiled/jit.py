@@ -43,11 +43,13 @@ def njit(*args, **options):
     """
     if not args or callable(args[0]) and not isinstance(args[0], (str, list, tuple)) \
             and not hasattr(args[0], "args"):
-        return numba.njit(*args, **options)
+        if args:
+            return _tagged(args[0], numba.njit(**options))
+        return lambda py_func: _tagged(py_func, numba.njit(**options))
     sigs = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
 
     def wrap(py_func):
-        disp = numba.njit(**options)(py_func)
+        disp = _tagged(py_func, numba.njit(**options))
         _LAZY[id(disp)] = (disp, tuple(sigs))
         call_template = disp.get_call_template
 
@@ -64,6 +66,21 @@ def njit(*args, **options):
         return disp
 
     return wrap
+
+
+def _tagged(py_func, decorate):
+    """decorate(py_func), numba's cache filed under `<qualname>__<CACHE_TAG>` when the function's module
+    sets CACHE_TAG (a width's copy of a template, compiled/widths.py: same file and name as the 8-lane
+    function, other machine code). numba reads the name when the dispatcher is made; it is put back after."""
+    tag = py_func.__globals__.get("CACHE_TAG")
+    if not tag:
+        return decorate(py_func)
+    qualname = py_func.__qualname__
+    py_func.__qualname__ = f"{qualname}__{tag}"
+    try:
+        return decorate(py_func)
+    finally:
+        py_func.__qualname__ = qualname
 
 
 def ensure(fn) -> None:

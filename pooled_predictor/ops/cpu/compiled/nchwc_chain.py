@@ -21,6 +21,9 @@ Numerically the same operations in the same order as the two kernels run
 apart (the panel's multiply-add chains over k, KC chunks stored and loaded
 back exactly, then the bias, Z and the activation; then the depthwise taps),
 so the same bits as the unfused pair (tests/ops/test_nchwc_chain.py).
+
+Widths: a template over LANES (compiled/widths.py): NCHW8c imported as itself, NCHW16c as
+lanes16/nchwc_chain.py over lanes16's GEMM and depthwise kernels; read every 8 as BLOCK = LANES.
 """
 
 from __future__ import annotations
@@ -30,8 +33,13 @@ from numba import types
 
 from .epilogue import activate_range
 from .jit import njit
-from .nchwc_depthwise import depthwise_nchwc
-from .nchwc_gemm import BLOCK, KC, KC_PROJECTION, _panel, panel_widths
+from .widths import lanes_here, sibling
+
+LANES = lanes_here(globals())  # 8 imported as itself; 16 as lanes16/nchwc_chain.py (compiled/widths.py)
+depthwise_nchwc = sibling(globals(), "nchwc_depthwise").depthwise_nchwc  # both at this width
+_pointwise = sibling(globals(), "nchwc_gemm")
+BLOCK, KC, KC_PROJECTION, _panel, panel_widths = (_pointwise.BLOCK, _pointwise.KC, _pointwise.KC_PROJECTION,
+                                                  _pointwise._panel, _pointwise.panel_widths)
 
 _f4, _i8 = types.float32, types.int64
 _R1 = types.Array(_f4, 1, "C", readonly=True)

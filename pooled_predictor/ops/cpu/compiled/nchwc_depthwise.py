@@ -45,6 +45,11 @@ stride 1) 0.98x..1.18x from 112x112 to 7x7 (576ch 14x14: 1.7x in that run),
 0.87x..0.95x on PP-OCR det's 5x5 layers.
 Callers pass p0, p1 as Python floats (np.float32 scalars cost numba's
 dispatcher 2 us a call).
+
+Widths: a template over LANES (compiled/widths.py): imported as itself, NCHW8c as above;
+lanes16/nchwc_depthwise.py is the same source at LANES = 16, NCHW16c (one <16 x float> a pixel,
+packed weights (M/16, KH*KW, 16)): read every 8 above as BLOCK = LANES. The same operations per
+channel, so the same bits at either width.
 """
 
 from __future__ import annotations
@@ -55,13 +60,15 @@ from numba import types
 from numba.extending import intrinsic
 
 from . import epilogue as ep
-from .gemm import _splat, vector_phis
+from .gemm import _splat, vector_phis, vector_type
 from .jit import njit
+from .widths import lanes_here
 
-BLOCK = 8  # channels per block: one AVX2 vector
+LANES = lanes_here(globals())  # 8 imported as itself; 16 as lanes16/nchwc_depthwise.py (compiled/widths.py)
+BLOCK = LANES  # channels per block: one vector (AVX2's ymm at 8, AVX-512's zmm at 16)
 RW = 8  # output pixels per micro-tile (RW accumulators of the 16 ymm registers; 6 and 12 measured no better)
 
-_V8 = ir.VectorType(ir.FloatType(), 8)
+_V8 = vector_type(LANES)  # <LANES x float>
 _I64 = ir.IntType(64)
 
 
@@ -87,9 +94,9 @@ def _activate(builder, vals, code, p0, p1):
     operations in the same order (fmul, fadd apart: no contraction; compares false on NaN), so the
     same bits as epilogue.activate_range on the stored row, without its pass over memory."""
     fn = builder.function
-    f = lambda v: ir.Constant(_V8, [float(v)] * 8)  # noqa: E731
+    f = lambda v: ir.Constant(_V8, [float(v)] * LANES)  # noqa: E731
     zero, one, sixth, half = f(0.0), f(1.0), f(ep.SIXTH), f(ep.HALF)
-    a, b = _splat(builder, p0), _splat(builder, p1)
+    a, b = _splat(builder, p0, LANES), _splat(builder, p1, LANES)
 
     def lt(x, y, then, other):  # x < y ? then : other
         return builder.select(builder.fcmp_ordered("<", x, y), then, other)
@@ -163,11 +170,11 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
             # wrapping to the next kernel row: x and w move by a row less the (cols - 1) column steps taken
             cols1 = builder.sub(cols_v, c(1))
             x_wrap = builder.sub(xrow, builder.mul(cols1, xcol))
-            w_wrap = builder.sub(wrow, builder.mul(cols1, c(8)))
+            w_wrap = builder.sub(wrow, builder.mul(cols1, c(BLOCK)))
             entry = builder.block
             loop_bb = fn.append_basic_block("taps")
             done_bb = fn.append_basic_block("taps_done")
-            zero = ir.Constant(_V8, [0.0] * 8)
+            zero = ir.Constant(_V8, [0.0] * LANES)
             builder.cbranch(builder.icmp_signed(">", n_taps, c(0)), loop_bb, done_bb)
             builder.position_at_end(loop_bb)
             t, j = builder.phi(_I64), builder.phi(_I64)
@@ -189,7 +196,7 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
                 return builder.load(vec(builder.gep(xrow_ptr, [off])), align=4)
 
             for jj in range(max(1, unroll)):  # the taps of this iteration, in (kh, kw) order
-                wv = builder.load(vec(builder.gep(wptr, [builder.add(wp, c(8 * jj))])), align=4)
+                wv = builder.load(vec(builder.gep(wptr, [builder.add(wp, c(BLOCK * jj))])), align=4)
                 # acc + w * x, two roundings (no contraction): the NCHW kernel's (depthwise.py) bits
                 new = [builder.fadd(new[r], builder.fmul(wv, x_at(r, jj))) for r in range(width)]
             t1, j1 = builder.add(t, c(1)), builder.add(j, c(1))
@@ -201,7 +208,7 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
                 wrap = builder.icmp_signed("==", j1, cols_v)
                 j.add_incoming(builder.select(wrap, c(0), j1), loop_bb)
                 xp.add_incoming(builder.add(xp, builder.select(wrap, x_wrap, xcol)), loop_bb)
-                wp.add_incoming(builder.add(wp, builder.select(wrap, w_wrap, c(8))), loop_bb)
+                wp.add_incoming(builder.add(wp, builder.select(wrap, w_wrap, c(BLOCK))), loop_bb)
             t.add_incoming(t1, loop_bb)
             for a, v in zip(accs, new):
                 a.add_incoming(v, loop_bb)
@@ -264,7 +271,7 @@ def _end_tap(o, s, d, p, size, k):
 
 @njit(SIGNATURE, nogil=True, cache=True, error_model="numpy")
 def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
-    """out = act(depthwise_conv(x, W) + b), NCHW8c in and out.
+    """out = act(depthwise_conv(x, W) + b), NCHW8c in and out (NCHW16c at 16 lanes: read 8 as BLOCK).
 
     Args:
         x: (N, CB, H, W, 8) float32, C-contiguous (read-only view is fine).
@@ -277,8 +284,8 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
     n_b, cb_n, h, wd = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     oh_n, ow_n = out.shape[2], out.shape[3]
     of = out.reshape(out.size)
-    x_col, x_row, x_pix, w_row = dw * 8, dh * wd * 8, sw * 8, kw * 8
-    row_len = ow_n * 8
+    x_col, x_row, x_pix, w_row = dw * BLOCK, dh * wd * BLOCK, sw * BLOCK, kw * BLOCK
+    row_len = ow_n * BLOCK
     # interior columns: every kernel column in range
     ow_lo = (pw + sw - 1) // sw
     ow_hi = min(ow_n, (wd - 1 + pw - (kw - 1) * dw) // sw + 1)
@@ -295,12 +302,12 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
     oh_hi = min(oh_n, (h - 1 + ph - (kh - 1) * dh) // sh + 1)
     if oh_hi < oh_lo:
         oh_hi = oh_lo
-    x_down = sh * wd * 8  # x's step from one output row to the next
+    x_down = sh * wd * BLOCK  # x's step from one output row to the next
     for n in range(n_b):
         for cb in range(cb_n):
-            x_plane = ((n * cb_n + cb) * h) * wd * 8
+            x_plane = ((n * cb_n + cb) * h) * wd * BLOCK
             y_plane = ((n * cb_n + cb) * oh_n) * row_len
-            w0, b0 = cb * kh * kw * 8, cb * 8
+            w0, b0 = cb * kh * kw * BLOCK, cb * BLOCK
             # the border columns of the interior rows first, as tiles of pixels down a column: RW independent
             # chains of multiply-adds (a pixel at a time, its one chain's latency would bound it)
             for k in range(n_left + ow_n - ow_hi):
@@ -312,8 +319,8 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 oh = oh_lo
                 while oh < oh_hi:
                     width = min(RW, oh_hi - oh)
-                    _tile(x, x_plane + ((oh * sh - ph) * wd + iw) * 8, wp, w0 + j0 * 8, b, b0, of,
-                          y_plane + oh * row_len + ow * 8, kh, cols, x_col, x_row, w_row, x_down, row_len,
+                    _tile(x, x_plane + ((oh * sh - ph) * wd + iw) * BLOCK, wp, w0 + j0 * BLOCK, b, b0, of,
+                          y_plane + oh * row_len + ow * BLOCK, kh, cols, x_col, x_row, w_row, x_down, row_len,
                           act, p0, p1, width)
                     oh += width
             for oh in range(oh_n):
@@ -321,7 +328,7 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 i1 = _end_tap(oh, sh, dh, ph, h, kh)
                 rows = max(0, i1 - i0)
                 ih = oh * sh + i0 * dh - ph
-                x_r = x_plane + ih * wd * 8 if rows else x_plane
+                x_r = x_plane + ih * wd * BLOCK if rows else x_plane
                 y_r = y_plane + oh * row_len
                 w_r = w0 + i0 * w_row
                 edge = oh < oh_lo or oh >= oh_hi  # the border pixels of this row not done above
@@ -331,25 +338,25 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                     j1 = _end_tap(ow, sw, dw, pw, wd, kw)
                     cols = max(0, j1 - j0)
                     iw = ow * sw + j0 * dw - pw if cols and rows else 0
-                    _pixel(x, x_r + iw * 8, wp, w_r + j0 * 8, b, b0, of, y_r + ow * 8, rows, cols,
-                           x_col, x_row, w_row, x_pix, 8, act, p0, p1)
+                    _pixel(x, x_r + iw * BLOCK, wp, w_r + j0 * BLOCK, b, b0, of, y_r + ow * BLOCK, rows, cols,
+                           x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1)
                 ow = ow_lo
                 for t in range(n_tiles):  # interior
                     width = t_width + 1 if t < t_wider else t_width
                     iw = ow * sw - pw if rows else 0
                     if kw == 3 and sw == dw:
-                        _tile3s(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                                x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
+                        _tile3s(x, x_r + iw * BLOCK, wp, w_r, b, b0, of, y_r + ow * BLOCK, rows, kw,
+                                x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1, width)
                     elif kw == 5 and sw == dw:
-                        _tile5s(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                                x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
+                        _tile5s(x, x_r + iw * BLOCK, wp, w_r, b, b0, of, y_r + ow * BLOCK, rows, kw,
+                                x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1, width)
                     elif kw == 3:
-                        _tile3(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                               x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
+                        _tile3(x, x_r + iw * BLOCK, wp, w_r, b, b0, of, y_r + ow * BLOCK, rows, kw,
+                               x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1, width)
                     elif kw == 5:
-                        _tile5(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                               x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
+                        _tile5(x, x_r + iw * BLOCK, wp, w_r, b, b0, of, y_r + ow * BLOCK, rows, kw,
+                               x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1, width)
                     else:
-                        _tile(x, x_r + iw * 8, wp, w_r, b, b0, of, y_r + ow * 8, rows, kw,
-                              x_col, x_row, w_row, x_pix, 8, act, p0, p1, width)
+                        _tile(x, x_r + iw * BLOCK, wp, w_r, b, b0, of, y_r + ow * BLOCK, rows, kw,
+                              x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1, width)
                     ow += width

@@ -43,6 +43,12 @@ float32 (fused where the CPU has FMA), then + b[m], then + Z, then the
 activation (epilogue.py): the operations and order of the NCHW kernel
 (compiled/gemm.py), so the two layouts give the same bits; |error| <=
 K u sum_k |W X| + O(u^2), u = 2^-24 (Higham 2002, sec. 3.5).
+
+Widths: this is a template over LANES (compiled/widths.py). Imported as itself it is the NCHW8c
+kernel described above; lanes16/nchwc_gemm.py is the same source at LANES = 16, the NCHW16c kernel
+(AVX-512: one zmm register a block): read every 8 above as BLOCK = LANES channels and the panels as
+2 (a last 3) blocks. The tile shapes and chunk sizes are the 8-lane ones at both widths (the sums,
+so the bits, do not depend on them).
 """
 
 from __future__ import annotations
@@ -53,11 +59,14 @@ from numba import types
 from numba.extending import intrinsic
 
 from .epilogue import activate_range
-from .gemm import _I64, _V8, _fmuladd, _splat, accumulate_tile, arg_pointers, dispatch_rows
+from .gemm import _I64, _fmuladd, _splat, accumulate_tile, arg_pointers, dispatch_rows, vector_type
 from .gemm import pack_weights as gemm_pack
 from .jit import njit
+from .widths import lanes_here
 
-BLOCK = 8  # channels per block (one AVX2 vector of float32)
+LANES = lanes_here(globals())  # 8 imported as itself; 16 as lanes16/nchwc_gemm.py (compiled/widths.py)
+BLOCK = LANES  # channels per block: one vector of float32 (one ymm register at 8, one zmm at 16)
+_VL = vector_type(LANES)
 RP = 6  # pixels per micro-tile (12 accumulators + 2 W vectors + 1 broadcast: 15 of 16 ymm)
 NV = 2  # output blocks per micro-tile (16 channels)
 RP3 = 4  # pixels per micro-tile of a 24-channel panel (12 accumulators + 3 W vectors + 1 broadcast)
@@ -87,27 +96,27 @@ def _tile_codegen(rows: int, vectors: int, gathered: bool):
             xrows = [builder.gep(xptr, [builder.load(builder.gep(pptr, [c(r)]))]) for r in range(rows)]
         else:
             xrows = [builder.gep(xptr, [builder.mul(args[6], c(r))]) for r in range(rows)]
-        fma = _fmuladd(builder)
-        bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(8 * v)]), _V8.as_pointer()), align=4)
+        fma = _fmuladd(builder, LANES)
+        bvec = [builder.load(builder.bitcast(builder.gep(bptr, [c(BLOCK * v)]), _VL.as_pointer()), align=4)
                 for v in range(vectors)]
-        at = [builder.add(builder.mul(ldb_v, c(v)), c(8 * r)) for r in range(rows) for v in range(vectors)]
-        slots = [builder.bitcast(builder.gep(yptr, [a]), _V8.as_pointer()) for a in at]
+        at = [builder.add(builder.mul(ldb_v, c(v)), c(BLOCK * r)) for r in range(rows) for v in range(vectors)]
+        slots = [builder.bitcast(builder.gep(yptr, [a]), _VL.as_pointer()) for a in at]
 
         def step(k, accs):
             xo = builder.load(builder.gep(optr, [k]))
-            wrow = builder.gep(wptr, [builder.mul(k, c(8 * vectors))])
-            wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(8 * v)]), _V8.as_pointer()), align=4)
+            wrow = builder.gep(wptr, [builder.mul(k, c(BLOCK * vectors))])
+            wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(BLOCK * v)]), _VL.as_pointer()), align=4)
                   for v in range(vectors)]
             new = []
             for r in range(rows):
-                xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])))
+                xb = _splat(builder, builder.load(builder.gep(xrows[r], [xo])), LANES)
                 for v in range(vectors):
                     new.append(builder.call(fma, [xb, wv[v], accs[r * vectors + v]]))
             return new
 
         def z_slots():
             (zptr,) = arg_pointers(context, builder, signature, args, (14 + s, 8 + s))
-            return [builder.bitcast(builder.gep(zptr, [a]), _V8.as_pointer()) for a in at]
+            return [builder.bitcast(builder.gep(zptr, [a]), _VL.as_pointer()) for a in at]
 
         mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
         accumulate_tile(builder, slots, mode, k_n_v, step, [bvec[i % vectors] for i in range(len(slots))],

@@ -30,6 +30,10 @@ channels (K in chunks, exactly as a pointwise conv), then A^T M A in float32
 a different rounding from direct convolution (different sums), within the bound
 of compiled/winograd.py (F(2x2,3x3): that of direct convolution; F(4x4,3x3):
 measured below 2e-6 x max|Y| on random data).
+
+Widths: a template over LANES (compiled/widths.py): NCHW8c imported as itself, NCHW16c as
+lanes16/nchwc_winograd.py (the transforms on <16 x float>, the GEMMs lanes16/nchwc_gemm.py's); read
+every 8 above as BLOCK = LANES. The same operations per channel, so the same bits at either width.
 """
 
 from __future__ import annotations
@@ -41,10 +45,15 @@ from llvmlite import ir
 from numba.extending import intrinsic
 
 from .epilogue import activate_range
-from .gemm import _I64, _V8, _fmuladd, arg_pointers
+from .gemm import _I64, _fmuladd, arg_pointers, vector_type
 from .jit import njit
-from .nchwc_gemm import BLOCK, KC, _gemm
+from .widths import lanes_here, sibling
 from .winograd import MATRICES
+
+LANES = lanes_here(globals())  # 8 imported as itself; 16 as lanes16/nchwc_winograd.py (compiled/widths.py)
+_pointwise = sibling(globals(), "nchwc_gemm")  # the pointwise GEMM at this width
+BLOCK, KC, _gemm = _pointwise.BLOCK, _pointwise.KC, _pointwise._gemm
+_V8 = vector_type(LANES)  # <LANES x float>
 
 _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _R2 = types.Array(types.float32, 2, "C", readonly=True)
@@ -59,19 +68,19 @@ _V8P = _V8.as_pointer()
 def _combine(builder, row, vecs):
     """sum_k row[k] * vecs[k] over the nonzero coefficients, in k order: +-1 as adds and
     subtractions, others as multiply-adds by the constant (exact: small integers)."""
-    fma, acc = _fmuladd(builder), None
+    fma, acc = _fmuladd(builder, LANES), None
     for cf, v in zip(row, vecs):
         cf = float(cf)
         if cf == 0.0:
             continue
         if acc is None:
-            acc = v if cf == 1.0 else builder.fmul(ir.Constant(_V8, [cf] * 8), v)
+            acc = v if cf == 1.0 else builder.fmul(ir.Constant(_V8, [cf] * LANES), v)
         elif cf == 1.0:
             acc = builder.fadd(acc, v)
         elif cf == -1.0:
             acc = builder.fsub(acc, v)
         else:
-            acc = builder.call(fma, [ir.Constant(_V8, [cf] * 8), v, acc])
+            acc = builder.call(fma, [ir.Constant(_V8, [cf] * LANES), v, acc])
     return acc
 
 
@@ -100,7 +109,7 @@ def _make_input_tile(m: int):
             sp, dp = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
             s_row_v, d_pitch_v = args[2], args[5]
             c = lambda v: ir.Constant(_I64, v)  # noqa: E731
-            d = [[builder.load(_vec(builder, sp, builder.add(builder.mul(s_row_v, c(i)), c(8 * j))), align=4)
+            d = [[builder.load(_vec(builder, sp, builder.add(builder.mul(s_row_v, c(i)), c(BLOCK * j))), align=4)
                   for j in range(a)] for i in range(a)]
             v = _sandwich(builder, bt, d)
             for i in range(a):
@@ -137,7 +146,7 @@ def _make_output_tile(m: int, with_z: bool):
                 for j in range(m):
                     inside = builder.and_(builder.icmp_signed("<", c(i), rows_v), builder.icmp_signed("<", c(j), cols_v))
                     with builder.if_then(inside):
-                        off = builder.add(builder.mul(d_row_v, c(i)), c(8 * j))
+                        off = builder.add(builder.mul(d_row_v, c(i)), c(BLOCK * j))
                         val = builder.fadd(y[i][j], bias)
                         if with_z:
                             val = builder.fadd(val, builder.load(_vec(builder, zp, off), align=4))

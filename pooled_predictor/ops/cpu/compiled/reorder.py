@@ -4,9 +4,10 @@ to_blocked: out[n, k, p, l] = X[n, k*c + l, p] (0 for the padding channels k*c +
 from_blocked: out[n, ch, p] = X[n, ch // c, p, ch % c]. P = the product of the
 spatial sizes. oneDNN's "reorder" primitive / MLAS's ReorderInput and ReorderOutput.
 
-For c = 8, full blocks of 8 channels x 8 pixels are transposed in registers
-(eight <8 x float> loads, three rounds of two-input shuffles -- AVX2's
-unpack/shuffle/permute2f128 8x8 transpose -- and eight stores); the rest
+For c a multiple of 8 (NCHW8c, NCHW16c), full blocks of 8 channels x 8 pixels are
+transposed in registers (eight <8 x float> loads, three rounds of two-input shuffles --
+AVX2's unpack/shuffle/permute2f128 8x8 transpose -- and eight stores; c / 8 of them per
+8 pixels of a block, each storing half-rows of 16 at c = 16); the rest
 (pixels past a multiple of 8, a partial last block, other c) is a scalar
 loop tiled over TILE pixels. Measured (one thread, cache-hot): NCHW ->
 NCHW8c of 32 x 112 x 112 in about a third of numpy's strided-copy time.
@@ -79,11 +80,12 @@ def to_blocked(x, out, n_b, c_n, p_n, blk):
             cn = min(blk, c_n - c0)
             ob = (n * cb_n + cb) * p_n * blk
             p_v = 0
-            if blk == 8 and cn == 8:  # 8 x 8 tiles transposed in registers
+            if blk % 8 == 0 and cn == blk:  # 8 x 8 tiles transposed in registers (blk / 8 a pixel tile)
                 p_v = p_n // 8 * 8
                 xb = (n * c_n + c0) * p_n
                 for p in range(0, p_v, 8):
-                    transpose8(x, xb + p, p_n, out, ob + p * 8, 8)
+                    for q in range(0, blk, 8):
+                        transpose8(x, xb + q * p_n + p, p_n, out, ob + p * blk + q, blk)
             for p0 in range(p_v, p_n, TILE):
                 pe = min(p_n, p0 + TILE)
                 for lane in range(cn):
@@ -105,11 +107,12 @@ def from_blocked(x, out, n_b, c_n, p_n, blk):
             cn = min(blk, c_n - c0)
             xb = (n * cb_n + cb) * p_n * blk
             p_v = 0
-            if blk == 8 and cn == 8:
+            if blk % 8 == 0 and cn == blk:
                 p_v = p_n // 8 * 8
                 ob = (n * c_n + c0) * p_n
                 for p in range(0, p_v, 8):
-                    transpose8(x, xb + p * 8, 8, out, ob + p, p_n)
+                    for q in range(0, blk, 8):
+                        transpose8(x, xb + p * blk + q, blk, out, ob + q * p_n + p, p_n)
             for p0 in range(p_v, p_n, TILE):
                 pe = min(p_n, p0 + TILE)
                 for lane in range(cn):

