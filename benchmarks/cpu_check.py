@@ -42,7 +42,7 @@ if "--inline" not in sys.argv:  # before _common (which defaults the benchmarks 
     os.environ.setdefault("POOLED_PREDICTOR_COMPILE_JOBS", str(max(1, min(8, os.cpu_count() or 1))))
 
 from benchmarks._common import table, write_results  # noqa: E402
-from benchmarks.vs_onnxruntime import closed_loop, load_model, rel_err  # noqa: E402
+from benchmarks.vs_onnxruntime import OrtSession, closed_loop, load_model, rel_err  # noqa: E402
 
 MODELS = ("mobilenet_v2", "ppocr_rec", "resnet50")
 
@@ -87,27 +87,13 @@ class Pool:
         self.pool.close()
 
 
-class Ort:
-    def __init__(self, data, input_name, x, intra: int, callers: int):
-        import onnxruntime as ort
+class Ort(OrtSession):
+    """vs_onnxruntime's onnxruntime setup, named by which side grows with the workers."""
 
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = intra
-        so.inter_op_num_threads = 1
-        self.sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-        self.feed = {input_name: x}
-        self.callers = callers
+    def __init__(self, data, input_name, x, intra: int, callers: int):
+        super().__init__(data, input_name, x, intra, callers)
         self.name = "ort_1xN" if intra == 1 else "ort_Nx1"
         self.once()
-
-    def once(self):
-        return self.sess.run(None, self.feed)[0]
-
-    def run(self, seconds):
-        return closed_loop(self.once, self.callers, seconds)
-
-    def close(self):
-        pass
 
 
 def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: bool) -> dict:

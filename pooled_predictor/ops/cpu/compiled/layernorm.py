@@ -23,51 +23,15 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from .jit import njit
-from .rowreduce import _sum64
+from .rowreduce import _sum64, _sumsq_lanes
 
 _f4 = types.float32
 _R1 = types.Array(_f4, 1, "C", readonly=True)
 _W1 = types.Array(_f4, 1, "C")
 _i8 = types.int64
 _V8 = ir.VectorType(ir.FloatType(), 8)
-
-
-@intrinsic
-def _sumsq_lanes(typingctx, x, off, nvec):
-    """sum of x[i]^2 over the nvec vectors <8 x float> at x[off], x[off + 8], ...: the even vectors'
-    squares into one 8-lane accumulator, the odd ones' into another (two chains hide the add latency),
-    each square and sum rounded (fmul then fadd: no FMA); the two added and the lanes summed pairwise.
-    The caller keeps x[off : off + 8 * nvec] in bounds."""
-    sig = types.float32(x, off, nvec)
-
-    def codegen(context, builder, signature, args):
-        x_a, off_v, n_v = args
-        data = context.make_array(signature.args[0])(context, builder, x_a).data
-        vptr = builder.bitcast(builder.gep(data, [off_v]), _V8.as_pointer())
-        acc = [cgutils.alloca_once_value(builder, ir.Constant(_V8, [0.0] * 8)) for _ in range(2)]
-
-        def step(a, index):
-            v = builder.load(builder.gep(vptr, [index]), align=4)
-            builder.store(builder.fadd(builder.load(a), builder.fmul(v, v)), a)
-
-        one = ir.Constant(n_v.type, 1)
-        with cgutils.for_range(builder, builder.lshr(n_v, one)) as loop:
-            even = builder.shl(loop.index, one)
-            step(acc[0], even)
-            step(acc[1], builder.or_(even, one))
-        with builder.if_then(builder.trunc(n_v, ir.IntType(1))):
-            step(acc[0], builder.sub(n_v, one))
-        a = builder.fadd(builder.load(acc[0]), builder.load(acc[1]))
-        for half in (4, 2, 1):
-            mask = ir.Constant(ir.VectorType(ir.IntType(32), 8), [(i + half) % 8 for i in range(8)])
-            a = builder.fadd(a, builder.shuffle_vector(a, ir.Constant(_V8, ir.Undefined), mask))
-        return builder.extract_element(a, ir.Constant(ir.IntType(32), 0))
-
-    return sig, codegen
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")

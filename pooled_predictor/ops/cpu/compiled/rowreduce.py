@@ -42,19 +42,23 @@ _W1 = types.Array(_f4, 1, "C")
 
 def _make_lanes(op: str):
     """An intrinsic lanes(x, off, nvec) -> float32 reducing the nvec vectors <8 x float> at x[off],
-    x[off + 8], ... with op ("add" or "max"): the even ones in order into one 8-lane accumulator,
-    the odd ones into another (two chains: the latency is hidden), then a = op(even, odd) and its
-    lanes as op(op(op(0, 4), op(2, 6)), op(op(1, 5), op(3, 7))). "max" is
-    select(v > a or v is NaN, v, a): NaN propagates, no masked store. The caller keeps
-    x[off : off + 8 * nvec] in bounds."""
+    x[off + 8], ... with op ("add", "max" or "sumsq"): the even ones in order into one 8-lane
+    accumulator, the odd ones into another (two chains: the latency is hidden), then
+    a = op(even, odd) and its lanes as op(op(op(0, 4), op(2, 6)), op(op(1, 5), op(3, 7))). "max" is
+    select(v > a or v is NaN, v, a): NaN propagates, no masked store. "sumsq" accumulates v * v
+    (fmul then fadd, each rounded: no FMA) and adds the accumulators and lanes (LayerNormalization's
+    variance, compiled/layernorm.py). The caller keeps x[off : off + 8 * nvec] in bounds."""
 
     def combine(builder, a, v):
-        if op == "add":
+        if op in ("add", "sumsq"):
             return builder.fadd(a, v)
         take = builder.or_(builder.fcmp_ordered(">", v, a), builder.fcmp_unordered("uno", v, v))
         return builder.select(take, v, a)
 
-    start = ir.Constant(_V8, [0.0 if op == "add" else float("-inf")] * 8)
+    def accumulate(builder, a, v):
+        return combine(builder, a, builder.fmul(v, v) if op == "sumsq" else v)
+
+    start = ir.Constant(_V8, [float("-inf") if op == "max" else 0.0] * 8)
 
     @intrinsic
     def lanes(typingctx, x, off, nvec):
@@ -68,7 +72,7 @@ def _make_lanes(op: str):
 
             def step(a, index):
                 v = builder.load(builder.gep(vptr, [index]), align=4)
-                builder.store(combine(builder, builder.load(a), v), a)
+                builder.store(accumulate(builder, builder.load(a), v), a)
 
             one = ir.Constant(n_v.type, 1)
             with cgutils.for_range(builder, builder.lshr(n_v, one)) as loop:
@@ -88,7 +92,7 @@ def _make_lanes(op: str):
     return lanes
 
 
-_sum_lanes, _max_lanes = _make_lanes("add"), _make_lanes("max")
+_sum_lanes, _max_lanes, _sumsq_lanes = _make_lanes("add"), _make_lanes("max"), _make_lanes("sumsq")
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
