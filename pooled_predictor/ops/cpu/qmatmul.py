@@ -23,8 +23,6 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import compiled
-from .compiled.qgemm import MR, NP, pack_pairs, pair_offsets, qgemm2d_f32, row_sums
-from .compiled.quantize import quantize_transpose
 from .conv_shared import shared_weights
 from .quantize import dynamic_quantize_linear
 
@@ -51,12 +49,12 @@ class DynamicQuantizeMatMul:
         self.m = int(np.prod(ctx.shape(0)[:-1]))
         self.b_scale = np.broadcast_to(np.asarray(ctx.value(2), np.float32).reshape(-1), (self.n,))
         zp = np.broadcast_to(np.asarray(ctx.value(3)).astype(np.int32).reshape(-1), (self.n,))
-        self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: pack_pairs(np.asarray(w).T, zp))
-        self.sums = row_sums(np.asarray(b).T, zp)
-        self.offs = pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
+        self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
+        self.sums = compiled.qgemm.row_sums(np.asarray(b).T, zp)
+        self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
         self.x_ref = ctx.scratch((self.k * self.m + 64,), np.uint8)
         self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
-        self.ws_ref = ctx.scratch((MR * NP,), np.float32)
+        self.ws_ref = ctx.scratch((compiled.qgemm.MR * compiled.qgemm.NP,), np.float32)
         self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
         self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
 
@@ -72,9 +70,9 @@ class DynamicQuantizeMatMul:
             return
         dynamic_quantize_linear(a2, out=(None, scale, zp))
         x = self.x_ref.array
-        quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
+        compiled.quantize.quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
         bias = _ro((-int(zp) * self.sums).astype(np.int32))
         mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
         yt = self.y_ref.array
-        qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
+        compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
         np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
