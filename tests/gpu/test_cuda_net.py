@@ -192,7 +192,7 @@ def test_a_net_wholly_on_the_gpu_is_captured_once_and_replays_the_eager_result()
 @pytest.mark.parametrize("which", ["bert", "vit"])
 def test_a_small_transformer_runs_wholly_on_the_gpu_and_matches_the_cpu(which):
     from tests.onnx_helpers import assert_close
-    from tests.test_cuda_transformer_placement import bert_model, vit_model
+    from tests.transformer_graphs import bert_model, vit_model
 
     if which == "bert":
         model = bert_model().SerializeToString()
