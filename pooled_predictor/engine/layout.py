@@ -122,8 +122,9 @@ class Layout:
             and run[tail:] the copies back to the host after the last node (the run's edges; a CUDA
             graph captures run[head:tail]); edge_in / edge_out: graph input / output name -> the
             index of its copy there. On the CPU: 0, len(run), {}, {}.
-        device_fed: input name -> its device blob, for the inputs the last run read from the
-            caller's device arrays (their host blobs were not written: blob() reads the device's).
+        device_fed: input name -> the caller's device array, for the inputs the last run read from
+            device arrays (their host blobs were not written, and under MEMORY their device blobs
+            are reused: blob() copies the caller's array); dropped at the next feed().
     """
 
     __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
@@ -181,7 +182,7 @@ class Layout:
             UnknownBlobError: no blob has this name, or MEMORY reused its bytes.
         """
         if name in self.device_fed:  # fed from the caller's device array: the host blob was not written
-            return self.device.copy_out(self.blobs[self.device_fed[name]])
+            return self.device.copy_out(self.device_fed[name])
         if name in self.typed:
             return self.model_layout_copy(name)
         if name in self.blobs:
@@ -251,7 +252,7 @@ class Layout:
             if j is not None and self.readers.get(n) == [j]:  # only its copy to the device reads the host blob
                 dst = nodes[j].outputs[0]
                 run[j] = partial(device.copy_device, arrays[n], out=blobs[dst])
-                self.device_fed[n] = dst
+                self.device_fed[n] = arrays[n]
             else:
                 device.to_host(arrays[n], out=blobs[n])
         for n in device_outputs:

@@ -438,10 +438,12 @@ class Net:
 
     def _feed_and_run(self, arrays: dict, share_inputs, device_outputs=()) -> dict:
         layout = self.layout
-        shared = layout.feed(arrays, share_inputs)
         if device_outputs or getattr(arrays, "on_device", None):  # device arrays at the edges
+            layout.feed(arrays, False)  # host inputs into the staging blobs, which io_run's copies read
             self._run(layout.io_run(arrays, device_outputs))
-        elif shared:
+            return {}
+        shared = layout.feed(arrays, share_inputs)
+        if shared:
             try:
                 self._run(layout.calls_reading(shared))
             finally:
