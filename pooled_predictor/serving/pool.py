@@ -728,7 +728,7 @@ class PooledPredictor:
             priority = _check_priority(priority)
         job = _Job(net_id, arrays, names, dl, priority)
         od = self.config.output_device if output_device is None else output_device
-        if od is not None and str(od).lower() != "cpu":
+        if od is not None and od != "cpu" and str(od).lower() != "cpu":
             outputs_on_device(od, predictor.canonical_net.device)  # InputError at the call
             job.output_device = od
 
