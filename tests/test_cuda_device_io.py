@@ -143,8 +143,10 @@ def test_a_predictor_returns_device_copies_on_request(gpu):
     every = p.forward({"x": X}, output_device="cuda")
     assert set(every) >= {"x", "y"} and all(isinstance(a, StandInDeviceArray) for a in every.values())
     np.testing.assert_array_equal(every["x"].get(), X)
-    host = Predictor(MODEL, device="cuda", output_device="cuda").forward({"x": X}, ["y"], output_device="cpu")[0]
-    assert type(host) is np.ndarray
+    on_device = Predictor(MODEL, device="cuda", output_device="cuda")
+    assert type(on_device.forward({"x": X}, ["y"], output_device="cpu")[0]) is np.ndarray
+    assert isinstance(on_device.forward({"x": X}, ["y"])[0], StandInDeviceArray)  # the Predictor's default
+    assert type(on_device.run(None, {"x": X})[0]) is np.ndarray  # onnxruntime's run(): numpy
 
 
 def test_pool_jobs_take_device_arrays_and_return_device_outputs(gpu):

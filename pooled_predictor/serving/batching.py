@@ -197,7 +197,6 @@ class Batcher:
             return job.batch_key
         if getattr(job, "output_device", None) is not None or getattr(job.inputs, "on_device", None):
             return None  # device arrays at its edges: the job runs alone
-            return None
         names = job.output_names
         if names is not self.output_names and not self._outputs.issuperset(names):
             return None

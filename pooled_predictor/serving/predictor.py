@@ -347,6 +347,10 @@ class Predictor(HandleAPI):
         With no arguments, Paddle Inference's run(): runs on the arrays fed to the
         input handles and fills the output handles (see paddle_api.py).
 
+        Outputs are numpy arrays whatever the Predictor's output_device, as
+        onnxruntime's run() returns them (device outputs: forward(output_device="cuda"),
+        as its run_with_iobinding); the feed may hold device arrays (engine/inputs.py).
+
         Raises:
             InputError: input_feed is not a mapping; as forward().
         """
@@ -354,7 +358,8 @@ class Predictor(HandleAPI):
             return self._paddle_run()
         if not isinstance(input_feed, Mapping):
             raise InputError(f"input_feed must be a dict name -> array, not {type(input_feed).__name__}")
-        return self.forward(dict(input_feed), check_output_names(output_names) or list(self.output_names))
+        return self.forward(dict(input_feed), check_output_names(output_names) or list(self.output_names),
+                            output_device="cpu")
 
 
 def check_output_names(output_names) -> list[str] | None:
