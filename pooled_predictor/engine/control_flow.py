@@ -33,6 +33,16 @@ nothing for its activations. What is copied or allocated, and why:
   are copied out.
 * a body output that is a node of the body whose own shape depends on data
   is allocated by that node per run (as in any Net).
+
+Prepared runs (`BodyRun.bind`, a `Bound`): an If or Loop node whose output
+shapes are static binds its bodies once per outer layout, as any kernel's
+prepared call (engine/layout.py: _prepared): the body input blobs to copy
+into, the output blobs to copy out of and the body's bound calls, looked up
+once. A run then costs the copies and the body's calls; no list, tuple or
+dict is built per run or per iteration. A Bound holds while its body Net
+stays at its layout (`current`); the thread's BodyRun is shared by every
+outer layout of the thread, so a prepared call checks that and binds again
+when another layout used the body at other shapes.
 """
 
 from __future__ import annotations
@@ -75,6 +85,7 @@ class BodyRun:
                           if v.name not in static]
         program.input_names = [v.name for v in program.inputs]
         self.fed = [i for i, v in enumerate(sub.inputs) if v.name not in static]
+        self.n_inputs = len(sub.inputs)
         self.names = program.input_names
         self.output_names = program.output_names
         self.net = make_net(program, self.names)
@@ -127,6 +138,64 @@ class BodyRun:
     def invalidate(self) -> None:
         """Make the next run copy every input (a new outer run: captures may have changed)."""
         self._layout = None
+
+    def bind(self, shapes) -> "Bound":
+        """The body laid out for these shapes of all of sub.inputs (in order), as a Bound.
+
+        Raises:
+            ShapeInferenceError, KernelError, ResourceExhaustedError: as Net.reshape (the body
+            rejects these shapes).
+        """
+        self.reshape(shapes)
+        self._layout = None  # a generic run() after this copies every input again
+        return Bound(self, self.net.layout, self._shapes)
+
+
+class Bound:
+    """A body's layout at fixed input shapes, looked up once (BodyRun.bind).
+
+    Attributes:
+        inputs: per input of the Subgraph, in order: the body's input blob to copy into, or None
+            for one baked in as a weight (static captures, a Loop's incoming condition).
+        outputs: per body output: its array, fixed for the layout (an arena view, a weight, or
+            the input blob a pass-through output reads); None for one a data-dependent node
+            allocates per run.
+        dynamic: whether some output is allocated per run (prepared callers then run() the
+            generic way).
+    """
+
+    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "_run")
+
+    def __init__(self, body: BodyRun, layout, shapes):
+        self.body, self.layout, self.shapes = body, layout, shapes
+        blobs, fed = layout.blobs, dict(zip(body.fed, body.names))
+        self.inputs = [blobs[fed[i]] if i in fed else None for i in range(body.n_inputs)]
+        self.outputs = [None if o in layout.dynamic_outputs else blobs[o] for o in body.output_names]
+        self.dynamic = any(o is None for o in self.outputs)
+        self.calls = layout.run
+        self._run = body.net._run
+
+    def current(self) -> bool:
+        """Whether the body Net is still at this layout (no other shapes used it since)."""
+        return self.body.net.layout is self.layout
+
+    def rebind(self) -> "Bound":
+        """This Bound if current, else the body laid out at its shapes again (a new Bound)."""
+        if self.body.net.layout is self.layout:
+            return self
+        body = self.body
+        body._shapes = self.shapes
+        body.net.reshape(dict(zip(body.names, self.shapes)))
+        body._layout = None
+        return Bound(body, body.net.layout, self.shapes)
+
+    def run(self) -> None:
+        """Run the body's calls on its blobs as they are (inputs written by the caller).
+
+        Raises:
+            KernelError, ResourceExhaustedError: as Net.forward (naming the body's node).
+        """
+        self._run(self.calls)
 
 
 class BodyRuns:
