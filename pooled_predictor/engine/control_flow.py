@@ -51,6 +51,7 @@ import copy
 import threading
 import weakref
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 
@@ -64,6 +65,24 @@ _NETS_PER_BODY = 8  # LRU bound per (thread, body): distinct dtypes / static-cap
 def _is_static(array) -> bool:
     """Read-only arrays are weights or values fixed at reshape (the Net's convention)."""
     return isinstance(array, np.ndarray) and not array.flags.writeable
+
+
+def _alias_output_identities(steps: list, output_names: list) -> tuple[list, list]:
+    """Drop each Identity whose output is a body output read by no other node: that output names the
+    Identity's input instead (the same values), so a run copies it once, when the caller reads it, not
+    also through the Identity (a Loop body's `cond_out = Identity(cond_in)`, a scan output that
+    repeats a carried one). Returns new lists (the Program's are shared)."""
+    outs = set(output_names)
+    consumed = {i for st in steps for i in st.node.inputs if i}
+    renamed, kept = {}, []
+    for st in steps:
+        node = st.node
+        if (node.op_type == "Identity" and node.inputs and node.inputs[0] and node.outputs[0] in outs
+                and node.outputs[0] not in consumed):
+            renamed[node.outputs[0]] = node.inputs[0]
+        else:
+            kept.append(st)
+    return kept, [renamed.get(o, o) for o in output_names]
 
 
 class BodyRun:
@@ -84,6 +103,7 @@ class BodyRun:
         program.inputs = [Value(v.name, np.dtype(t), None) for v, t in zip(sub.inputs, dtypes)
                           if v.name not in static]
         program.input_names = [v.name for v in program.inputs]
+        program.steps, program.output_names = _alias_output_identities(program.steps, program.output_names)
         self.fed = [i for i, v in enumerate(sub.inputs) if v.name not in static]
         self.n_inputs = len(sub.inputs)
         self.names = program.input_names
@@ -162,9 +182,12 @@ class Bound:
             allocates per run.
         dynamic: whether some output is allocated per run (prepared callers then run() the
             generic way).
+        run: a zero-argument call running the body's calls on its blobs as they are (the inputs
+            written by the caller); raises KernelError, ResourceExhaustedError as Net.forward,
+            naming the body's node.
     """
 
-    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "_run")
+    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "run")
 
     def __init__(self, body: BodyRun, layout, shapes):
         self.body, self.layout, self.shapes = body, layout, shapes
@@ -173,7 +196,10 @@ class Bound:
         self.outputs = [None if o in layout.dynamic_outputs else blobs[o] for o in body.output_names]
         self.dynamic = any(o is None for o in self.outputs)
         self.calls = layout.run
-        self._run = body.net._run
+        net = body.net
+        # a body's layout runs as built (a body Net is not tiered: Net._build): its calls straight
+        # through Net._run_calls (errors name the node), one call less per run than run_in_place
+        self.run = partial(net._run_calls if layout.tier == "compiled" else net._run, layout.run)
 
     def current(self) -> bool:
         """Whether the body Net is still at this layout (no other shapes used it since)."""
@@ -189,13 +215,6 @@ class Bound:
         body._layout = None
         return Bound(body, body.net.layout, self.shapes)
 
-    def run(self) -> None:
-        """Run the body's calls on its blobs as they are (inputs written by the caller).
-
-        Raises:
-            KernelError, ResourceExhaustedError: as Net.forward (naming the body's node).
-        """
-        self._run(self.calls)
 
 
 class BodyRuns:
