@@ -62,6 +62,19 @@ _local = threading.local()
 _NETS_PER_BODY = 8  # LRU bound per (thread, body): distinct dtypes / static-capture sets
 
 
+_DTYPE_STRS: dict = {}
+
+
+def _dtype_str(t) -> str:
+    """np.dtype(t).str, kept per t (a key of the body cache, built per forward for nodes run per forward)."""
+    try:
+        return _DTYPE_STRS[t]
+    except KeyError:
+        return _DTYPE_STRS.setdefault(t, np.dtype(t).str)
+    except TypeError:  # unhashable
+        return np.dtype(t).str
+
+
 def _is_static(array) -> bool:
     """Read-only arrays are weights or values fixed at reshape (the Net's convention)."""
     return isinstance(array, np.ndarray) and not array.flags.writeable
@@ -243,7 +256,7 @@ class BodyRuns:
         static = {v.name: a for v, a in zip(sub.inputs[first:], values[first:]) if _is_static(a)}
         for i, a in (constants or {}).items():
             static[sub.inputs[i].name] = a
-        key = (device, tuple(np.dtype(t).str for t in dtypes), tuple((n, id(a)) for n, a in static.items()))
+        key = (device, tuple([_dtype_str(t) for t in dtypes]), tuple([(n, id(a)) for n, a in static.items()]))
         cache = getattr(_local, "runs", None)
         if cache is None:
             cache = _local.runs = weakref.WeakKeyDictionary()

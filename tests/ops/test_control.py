@@ -443,3 +443,13 @@ def test_loop_run_per_forward_through_a_bound_body(trips):
              "M": np.array(trips, np.int64)}
     net = compare(m, feeds)
     assert net.has_dynamic_shapes
+
+
+def test_loop_with_a_huge_trip_count_ended_by_its_condition():
+    """An exporter's while loop: M = INT64_MAX, the body's condition ends it (scan outputs collected, not
+    allocated for M rows)."""
+    m = loop_model()
+    feeds = {"x": np.array([0.5, 1.0, 2.0], np.float32), "a0": np.array([1.5, 0.5, 1.1], np.float32),
+             "limit": np.array(50.0, np.float32), "M": np.array(np.iinfo(np.int64).max, np.int64),
+             "c": np.array(True)}
+    compare(m, feeds)

@@ -182,6 +182,9 @@ class _LoopPlan:
         return i if stores is not None else (i, collected)
 
 
+_PREALLOCATE_BYTES = 16 << 20  # a Loop run per forward allocates its scan outputs for M rows up to this
+
+
 def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
     """run_loop's outputs through a bound body (_LoopPlan) when the carried values keep their shapes and
     dtypes and no body output is allocated per run; None: use the generic iteration."""
@@ -195,13 +198,17 @@ def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
         if r.shape != a.shape or r.dtype != a.dtype:
             return None
     plan = _LoopPlan(bound, n_carried, rest)
-    i, collected = plan.run(m, cond)
-    results = [np.array(v) for v in plan.carried]
-    if i == 0:
-        results += [np.empty((0,) + r.shape, r.dtype) for r in plan.scans]
+    trips = None if m is None else int(m.item(0))
+    if trips is not None and 0 <= trips and trips * sum(r.nbytes for r in plan.scans) <= _PREALLOCATE_BYTES:
+        # at most M rows: stored in place, cut to the iterations run (a huge M that the condition ends
+        # early, as exporters write a while loop, collects them instead)
+        scans = [np.empty((trips,) + r.shape, r.dtype) for r in plan.scans]
+        i = plan.run(m, cond, scans)
+        scans = [s[:i] for s in scans]
     else:
-        results += [np.stack(c) for c in collected]
-    return results
+        i, collected = plan.run(m, cond)
+        scans = [np.stack(c) if c else np.empty((0,) + r.shape, r.dtype) for c, r in zip(collected, plan.scans)]
+    return [np.array(v) for v in plan.carried] + scans
 
 
 def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
