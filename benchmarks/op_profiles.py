@@ -1,0 +1,100 @@
+"""Per-op-type time of one forward, ours beside onnxruntime's, one thread each, on the benchmark models.
+
+    python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5]
+
+The models and inputs of benchmarks/vs_onnxruntime.py (load_model). Ours: one Net on one thread
+with its profiler on (`pooled-predictor profile`'s numbers); onnxruntime: one session with one
+intra-op thread and SessionOptions.enable_profiling, its "<node>_kernel_time" events summed by
+op type. Both are timed on this thread's CPU clock (time.thread_time), so that other processes
+on a shared machine do not count: ours by that clock directly (--clock cpu, the default; --clock
+wall: perf_counter), onnxruntime's per-op figures (its profiler reads the wall clock) scaled by
+the ratio of the run's CPU time to its wall time, which leaves its shares exact and its total the
+CPU time. One thread: the rows compare kernels, not the pool (benchmarks/vs_onnxruntime.py does).
+
+Op types differ between the two graphs (our MatMulAdd and ScaledDotProductAttention against
+onnxruntime's MatMul, Add, Softmax; our FusedConv* against its fused Conv): read the totals and
+the rows together. Prints a table per model and writes benchmarks/results/op_profiles.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import table, write_results  # noqa: E402
+from benchmarks.vs_onnxruntime import MODELS, available, load_model  # noqa: E402
+
+
+def ours(data: bytes, input_name: str, x, runs: int, clock: str) -> tuple[float, dict]:
+    """(ms per forward in kernels, {op_type: ms per forward}) of one Net on this thread."""
+    if clock == "cpu":  # the engine reads time.perf_counter_ns at every forward (engine/net.py)
+        time.perf_counter_ns = time.thread_time_ns
+    from pooled_predictor import Predictor
+
+    net = Predictor(data).new_net()
+    net.forward({input_name: x})
+    net.forward({input_name: x})
+    profiler = net.enable_profiling()
+    for _ in range(runs):
+        net.forward({input_name: x})
+    return profiler.total_ms_per_forward(), {r["op_type"]: r["ms_per_forward"] for r in profiler.by_op_type()}
+
+
+def onnxruntime_ops(data: bytes, input_name: str, x, runs: int) -> tuple[float, dict]:
+    """(CPU ms per run, {op_type: ms per run}) of one onnxruntime session with one intra-op thread."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    so.enable_profiling = True
+    so.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "ort")
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    sess.run(None, {input_name: x})
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for _ in range(runs):
+        sess.run(None, {input_name: x})
+    wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    events = json.loads(Path(sess.end_profiling()).read_text())
+    by = collections.defaultdict(float)
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            by[e["args"]["op_name"]] += e["dur"] / 1e3 / (runs + 1)  # us; the warm-up run is in the file
+    scale = cpu / wall
+    return cpu / runs * 1e3, {k: v * scale for k, v in by.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=["vit_b_16", "bert_base", "ppocr_rec", "mobilenet_v2"],
+                    choices=MODELS)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    args = ap.parse_args()
+    results = []
+    for name in args.models:
+        if not available(name):
+            continue
+        data, input_name, x = load_model(name, args.batch)
+        t_ort, ort_ops = onnxruntime_ops(data, input_name, x, args.runs)
+        t_ours, our_ops = ours(data, input_name, x, args.runs, args.clock)
+        rows = [{"op_type": k, "ours": our_ops.get(k), "ort": ort_ops.get(k)}
+                for k in sorted(set(our_ops) | set(ort_ops), key=lambda k: -max(our_ops.get(k, 0), ort_ops.get(k, 0)))]
+        rows = [r for r in rows if max(r["ours"] or 0, r["ort"] or 0) >= 0.005 * max(t_ours, t_ort)]
+        print(f"\n{name} batch {args.batch}: ours {t_ours:.2f} ms in kernels, onnxruntime {t_ort:.2f} ms "
+              f"(one thread, {args.clock} clock; ours / ort {t_ours / t_ort:.2f})")
+        print(table(rows, [("op_type", "op_type", ""), ("ours", "ours ms", ".3f"), ("ort", "ort ms", ".3f")]))
+        results.append({"model": name, "batch": args.batch, "ours_ms": t_ours, "ort_ms": t_ort,
+                        "ours_ops": our_ops, "ort_ops": ort_ops})
+    print(f"\nwritten to {write_results('op_profiles', results, runs=args.runs, clock=args.clock)}")
+
+
+if __name__ == "__main__":
+    main()
