@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,8 +139,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     ap.add_argument("--limit", type=float, default=600.0, help="seconds a cold run may wait for full speed")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of startup.json for models not run now (each row names when it was measured)")
     args = ap.parse_args(argv)
     rows = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="startup-") as tmp:
         for name in args.models:
             spec = {**model_files(name, Path(tmp)), "limit": args.limit, "first_only": False}
@@ -151,7 +155,9 @@ def main(argv=None) -> int:
                    "cold_first_s": cold["first_result_s"], "cold_full_speed_s": cold["full_speed_s"],
                    "warm_first_s": warm["first_result_s"], "warm_tier": warm["first_tier"],
                    "ref_first_s": ref["first_result_s"], "ours_ms": cold["steady_ms"], "ref_ms": ref["steady_ms"],
-                   "import_s": warm["import_s"], "build_s": warm["build_s"], "cold": cold, "warm": warm}
+                   "import_s": warm["import_s"], "build_s": warm["build_s"], "cold": cold, "warm": warm,
+                   "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   "load_average": os.getloadavg()}
             rows.append(row)
             print(f"{name}: cold first {row['cold_first_s']:.2f} s, full speed {row['cold_full_speed_s']} s, "
                   f"warm first {row['warm_first_s']:.2f} s; {row['reference']} {row['ref_first_s']:.2f} s", flush=True)
@@ -162,7 +168,17 @@ def main(argv=None) -> int:
                        ("import_s", "import s", ".2f"), ("build_s", "Predictor s", ".2f"),
                        ("reference", "reference", "s"), ("ref_first_s", "ref first result s", ".2f"),
                        ("ours_ms", "ours ms", ".1f"), ("ref_ms", "ref ms", ".1f")]))
-    print(f"\nwritten to {write_results('startup', rows)}")
+    extra = {"load_average_before": load_before, "load_average_after": os.getloadavg()}
+    if args.merge:
+        path = ROOT / "benchmarks" / "results" / "startup.json"
+        old = json.loads(path.read_text()) if path.exists() else {}
+        now = {r["model"] for r in rows}
+        kept = [r for r in old.get("rows", []) if r["model"] not in now]
+        for r in kept:
+            r.setdefault("measured_at", "an earlier run: " + old.get("command", "?"))
+        rows = sorted(rows + kept, key=lambda r: MODELS.index(r["model"]) if r["model"] in MODELS else len(MODELS))
+        extra["rows_kept_from_earlier_runs"] = sorted(r["model"] for r in kept)
+    print(f"\nwritten to {write_results('startup', rows, **extra)}")
     return 0
 
 
