@@ -162,6 +162,9 @@ class Config:
             batching (see preferred_batch_sizes).
         enable_profiling: time every node of every worker's Nets (onnxruntime's
             option); each `predictor(i).profiler` collects, end_profiling() writes.
+        int8_arithmetic: the quantized kernels' u8 x s8 arithmetic: "onnxruntime"
+            (onnxruntime's sums on this host: int16-saturated pairs where it lacks VNNI) or
+            "exact" (pooled_predictor/ops/int8_arithmetic.py); None: its current().
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -194,6 +197,7 @@ class Config:
     enable_profiling: bool = False
     warmup: bool = False
     warmup_shapes: Sequence[Mapping[str, Sequence[int]]] = ()
+    int8_arithmetic: str | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -220,6 +224,9 @@ class Config:
         if isinstance(self.cuda_graphs, bool) or not isinstance(self.cuda_graphs, (int, np.integer)) \
                 or self.cuda_graphs < 0:
             raise ValueError(f"Config: cuda_graphs must be a count >= 0, got {self.cuda_graphs!r}")
+        if self.int8_arithmetic is not None and self.int8_arithmetic not in ("onnxruntime", "exact"):
+            raise ValueError("Config: int8_arithmetic must be 'onnxruntime', 'exact' or None, "
+                             f"got {self.int8_arithmetic!r}")
         if self.unknown_output not in ("warn", "raise"):
             raise ValueError(f"Config: unknown_output must be 'warn' or 'raise', got {self.unknown_output!r}")
         if int(self.blas_threads) < 1:
@@ -603,7 +610,8 @@ class PooledPredictor:
                                 disabled_passes=config.disabled_passes, disable_blas_threading=False,
                                 memory_limit_bytes=config.memory_limit_bytes,
                                 external_data_dir=config.external_data_dir,
-                                enable_profiling=config.enable_profiling, cuda_graphs=config.cuda_graphs)
+                                enable_profiling=config.enable_profiling, cuda_graphs=config.cuda_graphs,
+                                int8_arithmetic=config.int8_arithmetic)
                       for src in sources]
         if config.warmup:
             for i, p in enumerate(predictors):

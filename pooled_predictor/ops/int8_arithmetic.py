@@ -1,0 +1,105 @@
+"""Which u8 x s8 integer arithmetic the quantized kernels use: onnxruntime's on this host, or exact.
+
+    "onnxruntime" (default): the products of uint8 activations and int8 weights are summed as
+        onnxruntime's MLAS sums them on this host. Without VNNI (AVX2, AVX-512 F/BW without
+        AVX512-VNNI / AVX-VNNI) MLAS multiplies with vpmaddubsw, which adds two adjacent products
+        into int16 WITH SATURATION before the exact int32 sum:
+
+            acc = sum_j saturate_int16(x[2j] w[2j] + x[2j+1] w[2j+1])      (raw x, raw w)
+
+        the pairs taken along k in onnxruntime's order: K's natural order for MatMulInteger,
+        QLinearMatMul, QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat; (kh, kw, c) for a
+        QLinearConv group (im2col on NHWC, or MLAS's symmetric convolution, which packs 4 input
+        channels per tap) -- checked against onnxruntime 1.32 with crafted inputs
+        (tests/ops/test_int8_arithmetic.py). Where the host has VNNI, MLAS uses vpdpbusd
+        (exact), and so does this mode. Our kernels are fastest this way on AVX2 (vpmaddubsw
+        does 32 multiply-adds an instruction) and give onnxruntime's bits.
+    "exact": every sum exact in int32 (the ONNX spec's arithmetic), whatever the host.
+
+Only u8 x s8 products saturate: uint8 weights (MLAS's u8 x u8 kernel), int8 activations
+(MLAS's s8 x s8 and its QLinearConv<int8_t> on this host), depthwise convolutions and
+per-channel weight zero points other than 0 are exact in both modes (the last one a
+documented difference: onnxruntime saturates raw products there; tests skip it).
+
+A Net fixes its arithmetic at creation (Net / Predictor / Config `int8_arithmetic`, default:
+current(), the value use() sets or POOLED_PREDICTOR_INT8_ARITHMETIC, else "onnxruntime"); its
+kernels read current() while its layouts are built (engine/layout.py enters use()).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+from contextlib import contextmanager
+
+__all__ = ["ARITHMETICS", "HOST_VNNI", "current", "saturating", "use", "validate"]
+
+log = logging.getLogger(__name__)
+
+ARITHMETICS = ("onnxruntime", "exact")
+
+
+def _host_vnni() -> bool:
+    try:
+        from llvmlite import binding
+
+        f = binding.get_host_cpu_features()
+        return bool(f.get("avx512vnni", False) or f.get("avxvnni", False))
+    except Exception:  # no feature query: assume the common AVX2 host
+        return False
+
+
+HOST_VNNI = _host_vnni()
+"""Whether this host has AVX512-VNNI or AVX-VNNI (onnxruntime's u8 x s8 sums are then exact)."""
+
+
+def validate(arithmetic: str) -> str:
+    """The arithmetic's name, checked.
+
+    Raises:
+        ValueError: not one of ARITHMETICS.
+    """
+    if arithmetic not in ARITHMETICS:
+        raise ValueError(f"int8_arithmetic must be one of {ARITHMETICS}, got {arithmetic!r}")
+    return arithmetic
+
+
+def _default() -> str:
+    wanted = os.environ.get("POOLED_PREDICTOR_INT8_ARITHMETIC", "").strip().lower()
+    if wanted and wanted not in ARITHMETICS:
+        log.warning("POOLED_PREDICTOR_INT8_ARITHMETIC=%r is not one of %s; using 'onnxruntime'", wanted, ARITHMETICS)
+        wanted = ""
+    return wanted or "onnxruntime"
+
+
+DEFAULT = _default()
+_current: contextvars.ContextVar = contextvars.ContextVar("int8_arithmetic", default=None)
+
+
+def current() -> str:
+    """The arithmetic kernels built now use: use()'s, else DEFAULT."""
+    v = _current.get()
+    return DEFAULT if v is None else v
+
+
+@contextmanager
+def use(arithmetic: str | None):
+    """Kernels built inside use this arithmetic (None: leave current() as it is).
+
+    Raises:
+        ValueError: an unknown arithmetic.
+    """
+    if arithmetic is None:
+        yield
+        return
+    token = _current.set(validate(arithmetic))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def saturating(arithmetic: str | None = None) -> bool:
+    """Whether u8 x s8 pairs saturate to int16 under this arithmetic (None: current()) on this host."""
+    return (current() if arithmetic is None else validate(arithmetic)) == "onnxruntime" and not HOST_VNNI
