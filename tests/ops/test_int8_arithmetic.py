@@ -130,3 +130,121 @@ def test_qlinear_conv_onnxruntime_arithmetic_is_onnxruntimes_bits(x_shape, w_sha
     saturates = (int8_arithmetic.saturating("onnxruntime") and x_type == np.uint8
                  and attrs.get("group", 1) != x_shape[1])
     assert np.array_equal(ref, exact) != saturates  # the inputs do saturate onnxruntime's pairs (or it is exact)
+
+
+def _f(v):
+    return np.array(v, np.float32)
+
+
+def _crafted_product(m, k, n, per_column):
+    a = rng.integers(170, 256, (m, k)).astype(np.uint8)
+    b = _saturating_weights((n, k)).T.copy()  # pairs along k share a sign
+    b_scale = (rng.random(n if per_column else ()) * 0.01 + 0.002).astype(np.float32)
+    return a, b, b_scale
+
+
+PRODUCTS = [(1, 2, 3), (5, 7, 8), (4, 64, 24), (17, 33, 9), (3, 300, 16)]
+
+
+def _same(ours, ref) -> bool:
+    """Bit for bit for integer outputs; float32 outputs within 1e-6 relative (onnxruntime's float epilogue
+    may round a product differently by an ulp), far below one int16 saturation's effect."""
+    if ref.dtype.kind in "iu":
+        return np.array_equal(ours, ref)
+    return np.allclose(ours, ref, rtol=1e-6, atol=1e-6 * float(np.abs(ref).max()))
+
+
+def _check(model, feeds, arithmetic_differs=True):
+    (ref,) = run_ort(model, feeds)
+    with int8_arithmetic.use("onnxruntime"):
+        (ours,) = run_ours(model, feeds)
+    with int8_arithmetic.use("exact"):
+        (exact,) = run_ours(model, feeds)
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    assert _same(ours, ref), f"{int((ours != ref).sum())} of {ref.size} differ"
+    if arithmetic_differs and int8_arithmetic.saturating("onnxruntime"):
+        assert not _same(exact, ref)  # the inputs saturate onnxruntime's pairs
+
+
+@pytest.mark.parametrize("m,k,n", PRODUCTS)
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_matmul_integer(m, k, n, zero_points):
+    a, b, _ = _crafted_product(m, k, n, False)
+    azp = np.array(117 if zero_points else 0, np.uint8)
+    bzp = np.array(-3 if zero_points else 0, np.int8)
+    model = make_node_model("MatMulInteger", [a, b, azp, bzp], opset=10, static=(1, 2, 3))
+    _check(model, {"in0": a}, k > 1)
+
+
+@pytest.mark.parametrize("m,k,n", PRODUCTS)
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qlinear_matmul(m, k, n, per_column):
+    a, b, b_scale = _crafted_product(m, k, n, per_column)
+    bzp = np.zeros(n if per_column else (), np.int8)
+    inputs = [a, _f(0.05), np.array(121, np.uint8), b, b_scale, bzp, _f(1.5), np.array(128, np.uint8)]
+    model = make_node_model("QLinearMatMul", inputs, opset=10, static=tuple(range(1, 8)))
+    _check(model, {"in0": a}, k > 1)
+
+
+@pytest.mark.parametrize("m,k,n", PRODUCTS)
+@pytest.mark.parametrize("quantized_output", [False, True])
+def test_qgemm(m, k, n, quantized_output):
+    a, b, b_scale = _crafted_product(m, k, n, True)
+    c = rng.integers(-3000, 3000, n).astype(np.int32)
+    inputs = [a, _f(0.05), np.array(121, np.uint8), b, b_scale, np.zeros(n, np.int8), c]
+    inputs += [_f(1.5), np.array(128, np.uint8)] if quantized_output else []
+    model = make_node_model("QGemm", inputs, {"alpha": 0.75}, static=tuple(range(1, len(inputs))),
+                            domain="com.microsoft")
+    _check(model, {"in0": a}, k > 1)
+
+
+@pytest.mark.parametrize("m,k,n", PRODUCTS)
+def test_matmul_integer_to_float(m, k, n):
+    a, b, b_scale = _crafted_product(m, k, n, True)
+    inputs = [a, b, _f(0.05), b_scale, np.array(121, np.uint8), np.zeros(n, np.int8), _f(rng.random(n))]
+    model = make_node_model("MatMulIntegerToFloat", inputs, static=tuple(range(1, 7)), domain="com.microsoft")
+    _check(model, {"in0": a}, k > 1)
+
+
+@pytest.mark.parametrize("a_shape,n", [((1, 20, 48), 24), ((37, 33), 17), ((2, 3, 16, 64), 40), ((128, 384), 96)])
+@pytest.mark.parametrize("fused", [False, True])
+def test_dynamic_quantize_matmul(a_shape, n, fused):
+    """com.microsoft's DynamicQuantizeMatMul (numpy), and ours (passes/qdq.py's fusion of
+    DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul, compiled/qgemm.py): onnxruntime's bits
+    with B's pairs crafted to saturate (A's range is its own, so x = 255 where A is largest)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pooled_predictor.importers import load_onnx
+    from pooled_predictor.passes import optimize
+    from tests.passes.pass_helpers import run_net
+
+    k = a_shape[-1]
+    b = _saturating_weights((n, k)).T.copy()
+    bs = (rng.random(n) * 0.05 + 0.001).astype(np.float32)
+    a = (rng.random(a_shape) * 4 + 1).astype(np.float32)  # positive: quantized near the top of [0, 255]
+    if fused:
+        nodes = [helper.make_node("DynamicQuantizeLinear", ["a"], ["q", "s", "z"]),
+                 helper.make_node("Mul", ["s", "bs"], ["sb"]),
+                 helper.make_node("MatMulInteger", ["q", "b", "z", "bz"], ["acc"]),
+                 helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+                 helper.make_node("Mul", ["accf", "sb"], ["y"])]
+        inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.zeros(n, np.int8), "bz"),
+                 numpy_helper.from_array(bs, "bs")]
+        graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        g, _ = optimize(load_onnx(model), level="extended")
+        assert g.op_counts()["DynamicQuantizeMatMul"] == 1
+        (ref,) = run_ort(model, {"a": a})
+        with int8_arithmetic.use("onnxruntime"):
+            (ours,) = run_net(g, {"a": a})
+        with int8_arithmetic.use("exact"):
+            (exact,) = run_net(g, {"a": a})
+        assert _same(ours, ref), float(np.abs(ours - ref).max())
+        if int8_arithmetic.saturating("onnxruntime"):
+            assert not _same(exact, ref)
+        return
+    model = make_node_model("DynamicQuantizeMatMul", [a, b, bs, np.zeros(n, np.int8)], static=(1, 2, 3),
+                            domain="com.microsoft")
+    _check(model, {"in0": a})

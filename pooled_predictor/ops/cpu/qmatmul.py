@@ -13,7 +13,10 @@ quantizes A and writes it transposed, K rows of the M pixels, into scratch
 (compiled/quantize.quantize_transpose), then the integer GEMM of compiled/qgemm.py
 with B^T packed once as its weight and the float epilogue (float32(acc) * scale per
 column, as the Cast and Mul would round it), into Y^T, copied transposed into Y.
-Bit for bit the unfused nodes' result (tests/ops/test_compiled_int8.py).
+Bit for bit the unfused nodes' result (tests/ops/test_compiled_int8.py). Under the
+"onnxruntime" int8 arithmetic on a host without VNNI (ops/int8_arithmetic.py), int8 B
+with zero points 0 runs qgemm2d_sat (adjacent k pairs summed in int16 with saturation,
+as onnxruntime's MLAS kernel on that host): onnxruntime's bits (tests/ops/test_int8_arithmetic.py).
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
+from .. import int8_arithmetic
 from . import compiled
-from .compiled.qgemm import MR, NP, pack_pairs, pair_offsets, qgemm2d_f32, row_sums
+from .compiled.qgemm import (MR, MRS, NP, ONES, pack_pairs, pack_quads, packed_bytes, pair_offsets, qgemm2d_f32,
+                             qgemm2d_sat_f32, quad_offsets, row_sums)
 from .compiled.quantize import quantize_transpose
 from .conv_shared import shared_weights
 from .quantize import dynamic_quantize_linear
+from .quantized import saturating_matmul
 
 
 def _ro(a):
@@ -51,12 +57,19 @@ class DynamicQuantizeMatMul:
         self.m = int(np.prod(ctx.shape(0)[:-1]))
         self.b_scale = np.broadcast_to(np.asarray(ctx.value(2), np.float32).reshape(-1), (self.n,))
         zp = np.broadcast_to(np.asarray(ctx.value(3)).astype(np.int32).reshape(-1), (self.n,))
-        self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: pack_pairs(np.asarray(w).T, zp))
+        self.sat = int8_arithmetic.saturating() and b.dtype == np.int8 and not zp.any()
+        self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
+        if self.sat:
+            self.wp = shared_weights(b, ("qmatmul_quads",), lambda w: pack_quads(np.asarray(w).T))
+            self.offs = quad_offsets(np.arange(self.k, dtype=np.int64) * self.m)
+            self.xq_ref = ctx.scratch((packed_bytes(self.offs.size),), np.uint8)
+        else:
+            self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: pack_pairs(np.asarray(w).T, zp))
+            self.offs = pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
         self.sums = row_sums(np.asarray(b).T, zp)
-        self.offs = pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
         self.x_ref = ctx.scratch((self.k * self.m + 64,), np.uint8)
         self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
-        self.ws_ref = ctx.scratch((MR * NP,), np.float32)
+        self.ws_ref = ctx.scratch((max(MR, MRS) * NP,), np.float32)
         self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
         self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
 
@@ -66,7 +79,11 @@ class DynamicQuantizeMatMul:
         if not self.compiled:
             q = np.empty(a2.shape, np.uint8)
             dynamic_quantize_linear(a2, out=(q, scale, zp))
-            acc = (q.astype(np.float64) - float(zp)) @ (np.asarray(b, np.float64) - np.asarray(b_zero_point, np.float64))
+            if self.sat:
+                acc = saturating_matmul(q, b) - int(zp) * self.sums
+            else:
+                acc = (q.astype(np.float64) - float(zp)) @ (np.asarray(b, np.float64)
+                                                            - np.asarray(b_zero_point, np.float64))
             mult = (np.float32(scale) * self.b_scale).astype(np.float32)
             np.multiply(acc.astype(np.int32).astype(np.float32), mult, out=out.reshape(self.m, self.n))
             return
@@ -76,5 +93,9 @@ class DynamicQuantizeMatMul:
         bias = _ro((-int(zp) * self.sums).astype(np.int32))
         mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
         yt = self.y_ref.array
-        qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
+        if self.sat:
+            qgemm2d_sat_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array,
+                            ONES, self.xq_ref.array)
+        else:
+            qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
         np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
