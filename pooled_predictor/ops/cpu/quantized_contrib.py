@@ -43,6 +43,8 @@ from ..registry import kernel
 from ..shapes.quantized_contrib import nchw_pool_geometry
 from .quantize import dynamic_quantize_linear, int_range
 from .. import int8_arithmetic
+from . import compiled
+from .compiled.quantize import qlinear_add_same
 from .quantized import _shifted, integer_product
 
 F32 = np.float32
@@ -108,6 +110,32 @@ def _constant_inner(x_shape: tuple, out_shape: tuple) -> bool:
 
 # ---- element-wise -------------------------------------------------------------------------------
 @kernel("QLinearAdd", since=VERSION, domain=DOMAIN)
+class QLinearAdd:
+    """qlinear_add below; where A, B and C have one shape, in one compiled pass
+    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit)."""
+
+    def __init__(self, ctx):
+        shapes = {tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])}
+        # one shape (of more than one element: a single one is "constant inner", rounded in another order)
+        self.same = compiled.active() and len(shapes) == 1 and int(np.prod(ctx.out_shapes[0])) > 1
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+        if not (self.same and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
+            return
+        ra, rb, k = _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
+        qlinear_add_same(a.reshape(-1), b.reshape(-1), out.reshape(-1), ra, rb, k)
+
+
+def _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point):
+    """QLinearAdd's float32 ratios ra = s_a / s_c, rb = s_b / s_c and k = z_c - (ra z_a + rb z_b)."""
+    ra = _f32(np.float64(F32(_scalar(a_scale))) / np.float64(F32(_scalar(c_scale))))
+    rb = _f32(np.float64(F32(_scalar(b_scale))) / np.float64(F32(_scalar(c_scale))))
+    za, zb, zc = _scalar(a_zero_point), _scalar(b_zero_point), _scalar(c_zero_point)
+    k = _f32(zc - _f32(_f32(ra * za) + _f32(rb * zb)))
+    return float(ra), float(rb), float(k)
+
+
 def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
     """C = (A_scale (A - A_zero_point) + B_scale (B - B_zero_point)) / C_scale + C_zero_point.
 
@@ -115,10 +143,7 @@ def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     scalars of A's type (absent: 0). Rounded as MLAS's AVX2 kernel (module docstring).
     Source: onnxruntime ContribOperators.md#com.microsoft.QLinearAdd.
     """
-    ra = _f32(np.float64(F32(_scalar(a_scale))) / np.float64(F32(_scalar(c_scale))))
-    rb = _f32(np.float64(F32(_scalar(b_scale))) / np.float64(F32(_scalar(c_scale))))
-    za, zb, zc = _scalar(a_zero_point), _scalar(b_zero_point), _scalar(c_zero_point)
-    k = _f32(zc - _f32(_f32(ra * za) + _f32(rb * zb)))
+    ra, rb, k = _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
     av = np.broadcast_to(a, out.shape).astype(np.float64)
     bv = np.broadcast_to(b, out.shape).astype(np.float64)
     if _constant_inner(np.shape(b), out.shape):
