@@ -17,9 +17,14 @@
     "exact": every sum exact in int32 (the ONNX spec's arithmetic), whatever the host.
 
 Only u8 x s8 products saturate: uint8 weights (MLAS's u8 x u8 kernel), int8 activations
-(MLAS's s8 x s8 and its QLinearConv<int8_t> on this host), depthwise convolutions and
-per-channel weight zero points other than 0 are exact in both modes (the last one a
-documented difference: onnxruntime saturates raw products there; tests skip it).
+(MLAS's s8 x s8 and its QLinearConv<int8_t> on this host) and depthwise convolutions are
+exact in onnxruntime too. Known differences from onnxruntime under "onnxruntime": a compiled
+QLinearConv / QLinearMatMul / QGemm / DynamicQuantizeMatMul whose int8 weights have a zero
+point other than 0 sums exactly (MLAS saturates the raw products there; onnxruntime's
+quantizer writes symmetric int8 weights, zero point 0); so do QLinearConv's float64 reference
+path (3-D convolutions, dynamic weights) and the reference tier a tiered Net serves while its
+kernels compile (engine/tiering.py). The numpy MatMulInteger / QLinearMatMul / QGemm /
+MatMulIntegerToFloat / DynamicQuantizeMatMul kernels saturate as MLAS (quantized.integer_product).
 
 A Net fixes its arithmetic at creation (Net / Predictor / Config `int8_arithmetic`, default:
 current(), the value use() sets or POOLED_PREDICTOR_INT8_ARITHMETIC, else "onnxruntime"); its

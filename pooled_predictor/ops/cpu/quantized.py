@@ -25,22 +25,30 @@ from .conv import Conv
 from .qconv import compiled_qconv
 
 
-def saturating_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def saturating_matmul(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
     """sum_j saturate_int16(a[..., m, 2j] b[2j, n] + a[..., m, 2j+1] b[2j+1, n]) as int64 (..., M, N):
-    uint8 a (..., M, K), int8 b (K, N), their raw values: onnxruntime's u8 x s8 sums on a host without
-    VNNI (ops/int8_arithmetic.py; MLAS's vpmaddubsw kernels). One (..., M, N) int32 step per pair of k."""
-    a = np.asarray(a)
-    b = np.asarray(b)
+    uint8 a (..., M, K), int8 b (..., K, N), their raw values: onnxruntime's u8 x s8 sums on a host
+    without VNNI (ops/int8_arithmetic.py; MLAS's vpmaddubsw kernels). The pair sums are formed a
+    block of pairs at a time, (..., M, J, N) int32 of about `chunk` elements."""
+    a = np.asarray(a).astype(np.int32)
+    b = np.asarray(b).astype(np.int32)
     k = a.shape[-1]
-    a32 = a.astype(np.int32)
-    b32 = b.astype(np.int32)
+    if k % 2:  # a zero pair partner
+        a = np.concatenate([a, np.zeros(a.shape[:-1] + (1,), np.int32)], axis=-1)
+        b = np.concatenate([b, np.zeros(b.shape[:-2] + (1,) + b.shape[-1:], np.int32)], axis=-2)
+    kp = a.shape[-1] // 2
+    ae, ao = a[..., 0::2, None], a[..., 1::2, None]  # (..., M, KP, 1)
+    be, bo = b[..., 0::2, :][..., None, :, :], b[..., 1::2, :][..., None, :, :]  # (..., 1, KP, N)
+    m, n = a.shape[-2], b.shape[-1]
+    step = max(1, chunk // max(1, m * n))
     acc = None
-    for j in range(0, k, 2):
-        s = a32[..., :, j:j + 1] * b32[..., j:j + 1, :]
-        if j + 1 < k:
-            s += a32[..., :, j + 1:j + 2] * b32[..., j + 1:j + 2, :]
+    for j0 in range(0, kp, step):
+        j1 = min(kp, j0 + step)
+        s = ae[..., j0:j1, :] * be[..., j0:j1, :]
+        s += ao[..., j0:j1, :] * bo[..., j0:j1, :]
         np.clip(s, -32768, 32767, out=s)
-        acc = s.astype(np.int64) if acc is None else acc + s
+        part = s.sum(axis=-2, dtype=np.int64)
+        acc = part if acc is None else acc + part
     return acc
 
 
@@ -125,8 +133,24 @@ class QLinearMatMul:
 
     def __init__(self, ctx):
         self.sat = int8_arithmetic.saturating()
+        self.fast = None
+        if (compiled.active() and all(ctx.is_static(i) for i in range(1, 8)) and len(ctx.shape(3)) == 2
+                and all(np.size(ctx.value(i)) == 1 for i in (1, 2, 6, 7))
+                and ctx.dtype(0) in (np.dtype(np.uint8), np.dtype(np.int8))):
+            from .qmatmul import StaticProduct  # compiled/qgemm.py, B^T packed once
+
+            n = ctx.shape(3)[1]
+            mult = np.broadcast_to(_multiplier(ctx.value(1), ctx.value(4), ctx.value(6), a_rows=True)
+                                   .astype(np.float32).reshape(-1), (n,))
+            self.fast = StaticProduct(ctx, ctx.value(3), ctx.value(5), ctx.dtype(0),
+                                      int(np.asarray(ctx.value(2)).reshape(())), np.zeros(n, np.int64), mult,
+                                      ctx.out_dtypes[0], int(np.asarray(ctx.value(7)).reshape(())),
+                                      int(np.prod(ctx.shape(0)[:-1])))
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, *, out):
+        if self.fast is not None:
+            self.fast(a, out)
+            return
         acc = integer_product(a, a_zero_point, b, b_zero_point, self.sat)
         _requantize(acc, _multiplier(a_scale, b_scale, y_scale, a_rows=True), y_zero_point, out)
 

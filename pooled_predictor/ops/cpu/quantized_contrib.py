@@ -375,8 +375,33 @@ class QGemm:
     def __init__(self, ctx, *, alpha=1.0, transA=0, transB=0):
         self.sat = int8_arithmetic.saturating()
         self.attrs = dict(alpha=alpha, transA=transA, transB=transB)
+        self.fast = None
+        quantized_y = ctx.has_input(7)
+        statics = (1, 2, 3, 4, 5) + ((6,) if ctx.has_input(6) else ()) + ((7, 8) if quantized_y else ())
+        if (compiled.active() and not transA and (ctx.has_input(8) or not quantized_y)
+                and all(ctx.is_static(i) for i in statics)
+                and ctx.dtype(0) in (np.dtype(np.uint8), np.dtype(np.int8))
+                and all(np.size(ctx.value(i)) == 1 for i in (1, 2) + ((7, 8) if quantized_y else ()))):
+            from .qmatmul import StaticProduct  # compiled/qgemm.py, B^T packed once
+
+            b = np.asarray(ctx.value(3))
+            b = b.T if transB else b
+            n = b.shape[1]
+            c = np.zeros(n, np.int64) if not ctx.has_input(6) else np.asarray(ctx.value(6), np.int64)
+            if c.size in (1, n):
+                scale = _f32(_f32(np.float64(F32(_scalar(ctx.value(1)))) * _columns(np.asarray(ctx.value(4), F32), n))
+                             * np.float64(F32(alpha)))
+                if quantized_y:
+                    scale = _f32(scale / np.float64(F32(_scalar(ctx.value(7)))))
+                self.fast = StaticProduct(ctx, np.ascontiguousarray(b), _columns(ctx.value(5), n), ctx.dtype(0),
+                                          int(_scalar(ctx.value(2))), np.broadcast_to(c.reshape(-1), (n,)),
+                                          np.broadcast_to(scale.astype(F32), (n,)), ctx.out_dtypes[0],
+                                          int(_scalar(ctx.value(8))) if quantized_y else 0, ctx.shape(0)[0])
 
     def __call__(self, *inputs, out):
+        if self.fast is not None:
+            self.fast(inputs[0], out)
+            return
         qgemm(*inputs, out=out, sat=self.sat, **self.attrs)
 
 
