@@ -109,10 +109,12 @@ def _constant_inner(x_shape: tuple, out_shape: tuple) -> bool:
 
 
 # ---- element-wise -------------------------------------------------------------------------------
-@kernel("QLinearAdd", since=VERSION, domain=DOMAIN)
+@kernel("QLinearAdd", since=VERSION, domain=DOMAIN, inplace=(0, 3))
 class QLinearAdd:
     """qlinear_add below; where A, B and C have one shape, in one compiled pass
-    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit)."""
+    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit). C may take A's or
+    B's storage (the planner's in-place reuse, as Add's): each element is read before it is written,
+    and the numpy path reads its operands into float64 copies first."""
 
     def __init__(self, ctx):
         shapes = {tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])}
