@@ -38,6 +38,8 @@ import logging
 import os
 from contextlib import contextmanager
 
+from .cpu.compiled.vnni import HOST_VNNI as _HOST_VNNI
+
 __all__ = ["ARITHMETICS", "HOST_VNNI", "current", "saturating", "use", "validate"]
 
 log = logging.getLogger(__name__)
@@ -45,17 +47,7 @@ log = logging.getLogger(__name__)
 ARITHMETICS = ("onnxruntime", "exact")
 
 
-def _host_vnni() -> bool:
-    try:
-        from llvmlite import binding
-
-        f = binding.get_host_cpu_features()
-        return bool(f.get("avx512vnni", False) or f.get("avxvnni", False))
-    except Exception:  # no feature query: assume the common AVX2 host
-        return False
-
-
-HOST_VNNI = _host_vnni()
+HOST_VNNI = _HOST_VNNI
 """Whether this host has AVX512-VNNI or AVX-VNNI (onnxruntime's u8 x s8 sums are then exact)."""
 
 

@@ -21,6 +21,7 @@ from ..registry import kernel
 from ..shapes.conv import conv_geometry
 from ..shapes.quantize import inner_conv
 from . import compiled
+from .qproduct import StaticProduct
 from .conv import Conv
 from .qconv import compiled_qconv
 
@@ -137,8 +138,6 @@ class QLinearMatMul:
         if (compiled.active() and all(ctx.is_static(i) for i in range(1, 8)) and len(ctx.shape(3)) == 2
                 and all(np.size(ctx.value(i)) == 1 for i in (1, 2, 6, 7))
                 and ctx.dtype(0) in (np.dtype(np.uint8), np.dtype(np.int8))):
-            from .qmatmul import StaticProduct  # compiled/qgemm.py, B^T packed once
-
             n = ctx.shape(3)[1]
             mult = np.broadcast_to(_multiplier(ctx.value(1), ctx.value(4), ctx.value(6), a_rows=True)
                                    .astype(np.float32).reshape(-1), (n,))

@@ -44,6 +44,7 @@ from ..shapes.quantized_contrib import nchw_pool_geometry
 from .quantize import dynamic_quantize_linear, int_range
 from .. import int8_arithmetic
 from . import compiled
+from .qproduct import StaticProduct
 from .compiled.quantize import qlinear_add_same
 from .quantized import _shifted, integer_product
 
@@ -384,8 +385,6 @@ class QGemm:
                 and all(ctx.is_static(i) for i in statics)
                 and ctx.dtype(0) in (np.dtype(np.uint8), np.dtype(np.int8))
                 and all(np.size(ctx.value(i)) == 1 for i in (1, 2) + ((7, 8) if quantized_y else ()))):
-            from .qmatmul import StaticProduct  # compiled/qgemm.py, B^T packed once
-
             b = np.asarray(ctx.value(3))
             b = b.T if transB else b
             n = b.shape[1]
