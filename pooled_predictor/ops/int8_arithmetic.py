@@ -22,8 +22,8 @@ exact in onnxruntime too. Known differences from onnxruntime under "onnxruntime"
 QLinearConv / QLinearMatMul / QGemm / DynamicQuantizeMatMul whose int8 weights have a zero
 point other than 0 sums exactly (MLAS saturates the raw products there; onnxruntime's
 quantizer writes symmetric int8 weights, zero point 0); so do QLinearConv's float64 reference
-path (3-D convolutions, dynamic weights) and the reference tier a tiered Net serves while its
-kernels compile (engine/tiering.py). The numpy MatMulInteger / QLinearMatMul / QGemm /
+path (3-D convolutions, dynamic weights), and QLinearConv's and the fused DynamicQuantizeMatMul's
+reference tier, which a tiered Net serves while its kernels compile (engine/tiering.py). The numpy MatMulInteger / QLinearMatMul / QGemm /
 MatMulIntegerToFloat / DynamicQuantizeMatMul kernels saturate as MLAS (quantized.integer_product).
 
 A Net fixes its arithmetic at creation (Net / Predictor / Config `int8_arithmetic`, default:
