@@ -1,11 +1,22 @@
 """The device check of issue 30: one short run on the lent GPU machine (< 8 minutes).
 
     python benchmarks/gpu_check.py [--skip-tests] [--skip-speed] [--models resnet50,mobilenet_v2]
+                                   [--transformers bert,vit] [--exported DIR]
 
 1. the gpu-marked tests and the compile test (pytest tests/gpu tests/test_cuda_compile.py);
 2. the zoo CNNs on device="cuda" against onnxruntime on the CPU (max |ours - ort| / max |ort|; the issue's
    bar: 1e-4 with TF32 off), with how many nodes ran on the GPU and how many io_copy steps;
-3. the speed table, ms per forward (median after warm-up), ours on the GPU eager (the default stream) and
+3. the transformers: a BERT-base-sized encoder (batch 1, seq 128) and ViT-B/16 (batch 1) on device="cuda"
+   against onnxruntime on the CPU, with the same columns, and their ms per forward (ours eager and graph
+   replay; PyTorch eager and CUDA graph of the same architecture where torch imports). The models are
+   benchmarks/export_transformers.py's exports (bert_base.onnx, vit_b_16.onnx) when they are in
+   --exported DIR (default: its cache folder, ~/.cache/pooled-predictor/exported). They are 435 MB and
+   346 MB, over the device tool's 64 MiB carry, and the device machine does not run the torch export:
+   where they are absent the check builds graphs of the same sizes in the same export patterns with
+   onnx.helper (tests/transformer_graphs.py: seeded weights; the same ops and fusions, placement and
+   numerics, not the same weights) and says so in the row ("source"). A row is skipped with a line
+   saying why when neither works (out of time, a missing package);
+4. the speed table, ms per forward (median after warm-up), ours on the GPU eager (the default stream) and
    replaying our CUDA graph (a stream of its own, as a pool worker), against PyTorch eager and
    PyTorch's CUDA-graph replay when torch and torchvision import (the device machine has them; never a
    dependency), same process, same GPU.
@@ -70,7 +81,7 @@ def device_facts() -> dict:
 def run_tests(timeout: float) -> dict:
     xml = RESULTS / "gpu_tests.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/gpu", "tests/test_cuda_compile.py",
-           "tests/test_cuda_placement.py", f"--junitxml={xml}", "-x" if os.environ.get("GPU_CHECK_X") else "-q"]
+           "tests/test_cuda_placement.py", "tests/test_cuda_device_io.py", f"--junitxml={xml}", "-x" if os.environ.get("GPU_CHECK_X") else "-q"]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -139,6 +150,111 @@ def check_models(names, batch: int = 1) -> list[dict]:
     return rows
 
 
+TRANSFORMERS = {"bert": ("bert_base.onnx", "input_ids"), "vit": ("vit_b_16.onnx", "data")}
+
+
+def _transformer(name: str, exported: Path):
+    """(model bytes or path, feed, where it came from) for "bert" or "vit" at batch 1."""
+    file, _ = TRANSFORMERS[name]
+    path = exported / file
+    rng = np.random.default_rng(0)
+    if name == "bert":
+        ids = rng.integers(1, 30522, (1, 128)).astype(np.int64)
+        ids[0, 100:] = 0  # padding: the mask path runs
+        feed = {"input_ids": ids}
+    else:
+        feed = {"data": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    if path.exists():
+        return str(path), feed, f"export {path}"
+    from tests.transformer_graphs import bert_base, vit_b_16  # noqa: PLC0415
+
+    model = (bert_base() if name == "bert" else vit_b_16()).SerializeToString()
+    return model, feed, "tests/transformer_graphs.py (same sizes and export patterns; the exports are absent)"
+
+
+def _torch_module(name: str):
+    """The same architecture in torch (its own weights: for the speed columns only)."""
+    if name == "bert":
+        from benchmarks.export_transformers import bert_module  # noqa: PLC0415
+
+        return bert_module()
+    from benchmarks.export_transformers import _torchvision  # noqa: PLC0415
+
+    return _torchvision().models.vit_b_16(weights=None).eval()
+
+
+def check_transformers(names, exported: Path, speed_too: bool = True) -> list[dict]:
+    import onnxruntime as ort
+
+    from pooled_predictor import Predictor
+
+    cp = runtime.cupy
+    rows = []
+    for name in names:
+        if name not in TRANSFORMERS:
+            rows.append({"model": name, "skipped": f"unknown: one of {sorted(TRANSFORMERS)}"})
+            continue
+        if left() < 90:
+            rows.append({"model": name, "skipped": "out of time"})
+            continue
+        row = {"model": name, "batch": 1}
+        try:
+            model, feed, row["source"] = _transformer(name, exported)
+            sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+            ref = sess.run(None, feed)[0]
+            pred = Predictor(model, device="cuda")
+            got = pred.forward(feed)[pred.output_names[0]]
+            row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+            row["ok_1e-4"] = row["rel_error"] <= 1e-4
+            layout = pred.net().layout
+            row["nodes"] = len(layout.run_nodes)
+            row["on_gpu"] = len(layout.device_nodes)
+            row["io_copies"] = sum(n.op_type == "IoCopy" for n in layout.run_nodes)
+            row["on_cpu_ops"] = sorted({n.op_type for n in layout.run_nodes
+                                        if n.name not in layout.device_nodes and n.op_type != "IoCopy"})
+            if speed_too and left() > 60:
+                sync = cp.cuda.Device().synchronize
+                row["ours_ms"] = median_ms(lambda: pred.forward(feed), runs=10, sync=sync)
+                with cp.cuda.Stream(non_blocking=True):
+                    row["ours_graph_ms"] = median_ms(lambda: pred.forward(feed), runs=10, sync=sync)
+                    # device in, device out: no host copy at either edge
+                    dev_feed = {k: cp.asarray(v) for k, v in feed.items()}
+                    row["ours_graph_device_io_ms"] = median_ms(lambda: pred.forward(dev_feed, output_device="cuda"),
+                                                               runs=10, sync=sync)
+                net = pred.net()
+                row["graph"] = {"graphable": net.layout.graphable, "captures": net.graphs.captures,
+                                "hits": net.graphs.hits} if net.graphs is not None else None
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            rows.append(row)
+            continue
+        if speed_too and left() > 45:
+            try:
+                import torch
+
+                if torch.cuda.is_available():
+                    module = _torch_module(name).cuda()
+                    xt = {k: torch.from_numpy(v).cuda() for k, v in feed.items()}
+                    arg = next(iter(xt.values()))
+                    torch.backends.cuda.matmul.allow_tf32 = False
+                    torch.backends.cudnn.allow_tf32 = False
+                    with torch.inference_mode():
+                        row["torch_eager_ms"] = median_ms(lambda: module(arg), runs=10, sync=torch.cuda.synchronize)
+                        g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+                        s.wait_stream(torch.cuda.current_stream())
+                        with torch.cuda.stream(s):
+                            for _ in range(3):
+                                module(arg)
+                        torch.cuda.current_stream().wait_stream(s)
+                        with torch.cuda.graph(g):
+                            module(arg)
+                        row["torch_graph_ms"] = median_ms(g.replay, runs=10, sync=torch.cuda.synchronize)
+            except Exception as exc:  # noqa: BLE001
+                row["torch_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        rows.append(row)
+    return rows
+
+
 def speed(cases) -> list[dict]:
     from pooled_predictor import Predictor, zoo
 
@@ -197,6 +313,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--models", default="resnet50,mobilenet_v2,squeezenet1_1,googlenet,alexnet,vgg16")
+    ap.add_argument("--transformers", default="bert,vit", help="bert, vit (empty: none)")
+    ap.add_argument("--exported", default=None, help="folder of bert_base.onnx / vit_b_16.onnx "
+                    "(default: benchmarks/export_transformers.py's cache folder)")
     ap.add_argument("--out", default=str(RESULTS / "gpu.json"))
     args = ap.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
@@ -217,6 +336,26 @@ def main(argv=None) -> int:
             err = r.get("error") or r.get("skipped")
             print(f"{r['model']:<16} " + (err if err else f"{r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} "
                                                            f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}"))
+        names = [m for m in args.transformers.split(",") if m]
+        if names:
+            from benchmarks.export_transformers import exported_dir  # noqa: PLC0415
+
+            folder = Path(args.exported) if args.exported else exported_dir()
+            report["transformers"] = check_transformers(names, folder, not args.skip_speed)
+            print(f"\n{'transformer':<12} {'rel err':>10} {'gpu/nodes':>10} {'copies':>7} {'ours ms':>8} "
+                  f"{'graph ms':>9} {'dev io ms':>9} {'torch':>7} {'t graph':>8}  source / on cpu")
+            for r in report["transformers"]:
+                err = r.get("error") or r.get("skipped")
+                if err:
+                    print(f"{r['model']:<12} skipped: {err}")
+                    continue
+
+                def fmt(k, r=r):
+                    return f"{r[k]:.2f}" if k in r else "-"
+                print(f"{r['model']:<12} {r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} {r['io_copies']:>7} "
+                      f"{fmt('ours_ms'):>8} {fmt('ours_graph_ms'):>9} {fmt('ours_graph_device_io_ms'):>9} "
+                      f"{fmt('torch_eager_ms'):>7} {fmt('torch_graph_ms'):>8}  {r['source']} "
+                      f"{','.join(r['on_cpu_ops'])} {r.get('torch_error', '')}")
         if not args.skip_speed:
             report["speed"] = speed([("resnet50", 1), ("mobilenet_v2", 1), ("resnet50", 32)])
             print(f"\n{'model':<14} {'batch':>5} {'ours ms':>9} {'ours graph':>11} {'torch eager':>12} "
@@ -228,7 +367,7 @@ def main(argv=None) -> int:
                       f"{fmt('torch_eager_ms'):>12} {fmt('torch_graph_ms'):>12}  {r.get('graph')} "
                       f"{r.get('ours_error', '')}{r.get('torch_error', '')}")
     else:
-        print(f"\nno GPU: {report['gpu']['unavailable']}; models and speed skipped")
+        print(f"\nno GPU: {report['gpu']['unavailable']}; models, transformers and speed skipped")
     report["seconds"] = round(7.5 * 60 - left(), 1)
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(f"\nwritten {args.out} ({report['seconds']} s)")

@@ -11,6 +11,12 @@ Rows:
   input (issue 34: 13 ms against onnxruntime's 1.6), 2-layer GRU hidden 128 on
   the same, and 2-layer bidirectional GRU and LSTM hidden 256, sequence 100,
   batch 4;
+* ONNX Loop (issue 34: an iteration cost about 3.5x onnxruntime's): a tanh RNN cell
+  written as a Loop body, h = Tanh(MatMul(h, W) + B) with W and B captured from the
+  outer graph and h also a scan output, 64 iterations of hidden 64 on [1, 64]; the
+  trip count a weight (the node planned at reshape) or fed as an input (run per
+  forward, its scan output stacked); and an If whose branches are one Identity,
+  chosen by an input (the per-node cost of a body);
 * the real recurrent models of tests/models/test_recurrent_models.py: silero-vad
   6.2.3 (one 32 ms chunk at 16 kHz, its state zero), g2p-id-py 0.4.2's encoder
   (a 7-letter word) and decoder (one step), ddddocr 1.6.1's recognizer (a
@@ -107,6 +113,57 @@ def synthetic_rows(quick: bool):
         yield name, stacked(op, hidden, inp, layers, bi).SerializeToString(), {"X": x}
 
 
+def loop_model(trips_fed: bool, hidden: int = 64, trips: int = 64, seed: int = 3) -> bytes:
+    """Loop(M, "", h0) with body h = Tanh(MatMul(h, W) + B), carried h and scan output h (W, B captured);
+    M a weight or (trips_fed) an input."""
+    rng = np.random.default_rng(seed)
+    s = 1 / np.sqrt(hidden)
+    f = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "W"], ["hw"]), helper.make_node("Add", ["hw", "B"], ["hb"]),
+         helper.make_node("Tanh", ["hb"], ["h_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["h_out"], ["h_scan"])],
+        "cell", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("h_in", f, [1, hidden])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", f, [1, hidden]), helper.make_tensor_value_info("h_scan", f, [1, hidden])])
+    inits = [numpy_helper.from_array(rng.uniform(-s, s, (hidden, hidden)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.uniform(-s, s, (1, hidden)).astype(np.float32), "B")]
+    inputs = [helper.make_tensor_value_info("h0", f, [1, hidden])]
+    if trips_fed:
+        inputs.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
+    else:
+        inits.append(numpy_helper.from_array(np.array(trips, np.int64), "M"))
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "h0"], ["h", "hs"], body=body)], "loop_rnn", inputs,
+        [helper.make_tensor_value_info("h", f, [1, hidden]), helper.make_tensor_value_info("hs", f, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def if_model() -> bytes:
+    """If(c) with then_branch Identity(x) and else_branch Identity(Neg(x)), x [1, 64], c an input."""
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    then_g = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [vi("t", f, [1, 64])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", f, [1, 64])])
+    graph = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)], "if1",
+                              [vi("c", TensorProto.BOOL, []), vi("x", f, [1, 64])], [vi("y", f, [1, 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def control_rows():
+    """(name, model bytes, feeds) of the Loop and If rows."""
+    h0 = np.random.default_rng(4).standard_normal((1, 64)).astype(np.float32)
+    yield "Loop RNN cell h64 x64 (M a weight)", loop_model(False), {"h0": h0}
+    yield "Loop RNN cell h64 x64 (M fed)", loop_model(True), {"h0": h0, "M": np.array(64, np.int64)}
+    yield "If, one-node branches", if_model(), {"c": np.array(True), "x": h0}
+
+
 def model_rows():
     """(name, model path, feeds) for silero-vad, g2p-id's encoder and decoder, ddddocr."""
     from pooled_predictor.zoo.fetch import DDDDOCR, G2P_ID, SILERO_VAD, fetch_wheel_models
@@ -196,7 +253,7 @@ def main(argv=None) -> int:
 
     load_before = os.getloadavg()
     rows, calls = [], []
-    sources = list(synthetic_rows(args.quick)) + ([] if args.no_models else list(model_rows()))
+    sources = list(synthetic_rows(args.quick)) + list(control_rows()) + ([] if args.no_models else list(model_rows()))
     with threadpool_limits(1):
         for name, model, feeds in sources:
             if args.only and not any(s in name for s in args.only):

@@ -25,8 +25,20 @@ other one), so that all see the same machine state; requests/s is over all round
 latency percentiles over all requests. The machine is shared, and one busy
 round moves a p99 over all requests: the ratios are also given per round
 (runners side by side in one round), as their median and range. The load
-average is printed and written with the results. Writes
-benchmarks/results/serving.json.
+average is printed and written with the results.
+
+"CPU ms/request" is the process's CPU time (time.process_time: every thread,
+clients and workers) over a runner's windows divided by its requests: what a
+request costs, apart from how much of the machine the runner's threads get. On
+this shared 2-core machine the other processes' load takes CPU from the 2 pool
+workers in a larger share than from onnxruntime's 8 client threads (the
+scheduler shares a core between runnable threads, not processes), so
+requests/s under load mixes that share with the cost; the CPU column does not.
+With --where, each forward of the pool's workers (Net.forward) and each
+onnxruntime run() is timed in wall and in the thread's CPU time
+(time.thread_time); their means per request are printed and written per
+runner (it wraps Net.forward for the run).
+Writes benchmarks/results/serving.json.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -78,6 +91,30 @@ def cpu() -> dict:
     return info
 
 
+class Where:
+    """Per-call (wall, CPU) nanoseconds of the calling thread, accumulated into `into` (a list) while set.
+
+    CPU time is time.thread_time_ns (exact). Wall minus CPU is time off a core: waiting for one (the
+    run queue) or asleep (for these calls: the GIL). Splitting the two with /proc schedstat was tried
+    and dropped: on this VM its run_delay came out larger than wall minus CPU by about 2 ms per
+    forward, and its run time (first field) lags by up to a tick for a running thread."""
+
+    def __init__(self):
+        self.into = None
+
+    def wrap(self, fn):
+        def timed(*args, **kwargs):
+            into = self.into
+            if into is None:
+                return fn(*args, **kwargs)
+            t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                into.append((time.perf_counter_ns() - t0, time.thread_time_ns() - c0))
+        return timed
+
+
 def bench(name, model, x, args):
     import onnxruntime as ort
 
@@ -103,12 +140,20 @@ def bench(name, model, x, args):
         np.testing.assert_allclose(p.forward({in_name: x}).result()[out_name], expect, rtol=1e-3, atol=1e-4)
 
     runners = {k: (lambda p: lambda: p.forward({in_name: x}).result())(p) for k, p in pools.items()}
-    runners[ORT] = lambda: sess.run([out_name], {in_name: x})
+    where = Where()
+    ort_run = where.wrap(sess.run) if args.where else sess.run
+    runners[ORT] = lambda: ort_run([out_name], {in_name: x})
+    if args.where:
+        from pooled_predictor.engine import net as net_module
+
+        net_module.Net.forward = where.wrap(net_module.Net.forward)
+    splits = {k: [] for k in runners}
     for k, f in runners.items():  # warm-up: every worker's Net and its layouts at each batch size
         run_threads(f, args.clients, 3.0 if k == FORCED else 1.0)
     before = {k: p.stats().nets[0].batch_sizes for k, p in pools.items()}
     calls = dict.fromkeys(runners, 0)
     wall = dict.fromkeys(runners, 0.0)
+    cpu_s = dict.fromkeys(runners, 0.0)
     lat = {k: [] for k in runners}
     rounds = []  # (requests/s, p99 s) of each runner in each round
     order = list(runners)
@@ -116,7 +161,11 @@ def bench(name, model, x, args):
         this = {}
         shift = r // 2 % len(order)
         for k in (order[shift:] + order[:shift])[::-1 if r % 2 else 1]:  # each runner at each place, after each other
+            c0 = time.process_time()
+            where.into = splits[k] if args.where else None
             n, w, l = run_threads(runners[k], args.clients, args.seconds)
+            where.into = None
+            cpu_s[k] += time.process_time() - c0
             calls[k] += n
             wall[k] += w
             lat[k] += l
@@ -132,7 +181,10 @@ def bench(name, model, x, args):
         a = np.asarray(lat[k]) * 1e3
         rows.append({"model": name, "runner": k, "requests": calls[k], "rps": calls[k] / wall[k],
                      "p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
-                     "batch_sizes": sizes.get(k)})
+                     "cpu_ms_per_request": cpu_s[k] / max(calls[k], 1) * 1e3, "batch_sizes": sizes.get(k)})
+        if splits[k]:  # per forward (a batched run: per run), ms
+            wall_ms, cpu_ms = (np.asarray(splits[k], np.float64).mean(axis=0) / 1e6).tolist()
+            rows[-1].update(forward_wall_ms=wall_ms, forward_cpu_ms=cpu_ms, forward_off_cpu_ms=wall_ms - cpu_ms)
     by = {r["runner"]: r for r in rows}
 
     def ratio(a, b, p99=False):
@@ -147,6 +199,7 @@ def bench(name, model, x, args):
                "batching_vs_pool": ratio(BATCHING, POOL),
                "p99_batching_vs_pool": ratio(BATCHING, POOL, p99=True),
                "pool_vs_onnxruntime": ratio(POOL, ORT),
+               "cpu_per_request_onnxruntime_vs_pool": by[ORT]["cpu_ms_per_request"] / by[POOL]["cpu_ms_per_request"],
                "batching_vs_onnxruntime": ratio(BATCHING, ORT)}
     if args.forced:
         summary["every_size_vs_pool"] = ratio(FORCED, POOL)
@@ -165,6 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2, help="pool worker threads")
     ap.add_argument("--models", nargs="+", default=["rec", "mobilenetv2"], choices=["rec", "mobilenetv2"])
+    ap.add_argument("--where", action="store_true",
+                    help="time each forward's wall and CPU time (the rest: waiting for a core or the GIL)")
     ap.add_argument("--no-forced", dest="forced", action="store_false",
                     help="leave out the runner that batches at every size")
     args = ap.parse_args(argv)
@@ -181,7 +236,12 @@ def main(argv=None) -> int:
           f"{load[0][0]:.1f} before, {load[1][0]:.1f} after, on {os.cpu_count()} cores\n")
     print(table(rows, [("model", "model", "s"), ("runner", "runner", "s"), ("requests", "requests", "d"),
                        ("rps", "requests/s", ".1f"), ("p50_ms", "p50 ms", ".1f"), ("p99_ms", "p99 ms", ".1f"),
-                       ("batch_sizes", "batch sizes (rows: runs)", "")]))
+                       ("cpu_ms_per_request", "CPU ms/request", ".2f"), ("batch_sizes", "batch sizes (rows: runs)", "")]))
+    if args.where:
+        print("\nper forward (Net.forward in the workers; onnxruntime's run()), mean ms: wall = CPU + off a core "
+              "(waiting for one, or for the GIL)\n")
+        print(table(rows, [("model", "model", "s"), ("runner", "runner", "s"), ("forward_wall_ms", "wall", ".2f"),
+                           ("forward_cpu_ms", "CPU", ".2f"), ("forward_off_cpu_ms", "off CPU", ".2f")]))
     print("\nratios over all rounds, then the median of the rounds' ratios (their range)")
     for s in summaries:
         costs = ", ".join(f"{b}: {c:.2f}" for b, c in s["row_ms_by_batch"].items())
@@ -189,7 +249,9 @@ def main(argv=None) -> int:
               f"  requests/s batching / pool {_x(s['batching_vs_pool'])} (goal >= 1.0)\n"
               f"  p99 batching / pool {_x(s['p99_batching_vs_pool'])} (goal <= 1.1)\n"
               f"  requests/s pool / onnxruntime {_x(s['pool_vs_onnxruntime'])}, "
-              f"batching / onnxruntime {_x(s['batching_vs_onnxruntime'])} (goal >= 1.0)")
+              f"batching / onnxruntime {_x(s['batching_vs_onnxruntime'])} (goal >= 1.0)\n"
+              f"  CPU per request, onnxruntime / pool {s['cpu_per_request_onnxruntime_vs_pool']:.2f}x "
+              f"(above 1: a request costs the pool less)")
         if "every_size_vs_pool" in s:
             print(f"  every size / pool: requests/s {_x(s['every_size_vs_pool'])}, "
                   f"p99 {_x(s['p99_every_size_vs_pool'])}")

@@ -108,10 +108,12 @@ CHILD = textwrap.dedent(r"""
     from pooled_predictor import Config, PooledPredictor, Predictor
     from pooled_predictor.engine.tiering import COMPILER
 
+    # importing the package imports no kernel module, so not numba (issue 31: ~0.5 s of a warm start)
+    at_import = sorted(m for m in sys.modules if m == "numba" or m.startswith("pooled_predictor.ops.cpu.compiled."))
     data = open(sys.argv[1], "rb").read()
     x = np.load(sys.argv[2])
     p = Predictor(data)
-    report = {"first": p.forward({"x": x})["y"].tolist(), "first_tier": p.net().layout.tier}
+    report = {"first": p.forward({"x": x})["y"].tolist(), "first_tier": p.net().layout.tier, "at_import": at_import}
     report["finished"] = COMPILER.wait(300)
     report["compile_errors"] = [e for _, _, e in COMPILER.log if e]
     report["compiles"] = COMPILER.compiles
@@ -144,6 +146,7 @@ def test_cold_cache_serves_reference_kernels_then_switches_to_compiled(tmp_path)
 
     cold = _child(tmp_path, cache, model.SerializeToString(), x)
     assert cold["first_tier"] == "reference"  # nothing compiled before the first result
+    assert cold["at_import"] == [f"pooled_predictor.ops.cpu.compiled.{m}" for m in ("codes", "isa", "tiers", "widths")]
     assert cold["finished"] and cold["compile_errors"] == [] and cold["compiles"] == 1
     assert cold["after_tier"] == "compiled"
     for key in ("first", "after"):

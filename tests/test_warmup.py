@@ -16,7 +16,8 @@ def test_predictor_warmup_lays_out_and_loads_compiled_kernels():
     assert p.canonical_net.layouts_built == 0
     seconds = p.warmup({"x": (3, 16)})
     assert seconds > 0 and p.canonical_net.input_shapes == {"x": (3, 16)}
-    assert "pooled_predictor.ops.cpu.compiled.depthwise" in sys.modules
+    assert p.canonical_net.layout.tier == "compiled"  # not the numpy reference the tiered start serves first
+    assert "numba" in sys.modules and "pooled_predictor.ops.cpu.compiled.epilogue" in sys.modules  # its Relu
 
 
 def test_pool_warmup_uses_given_or_declared_shapes(tmp_path):

@@ -33,6 +33,16 @@ nothing for its activations. What is copied or allocated, and why:
   are copied out.
 * a body output that is a node of the body whose own shape depends on data
   is allocated by that node per run (as in any Net).
+
+Prepared runs (`BodyRun.bind`, a `Bound`): an If or Loop node whose output
+shapes are static binds its bodies once per outer layout, as any kernel's
+prepared call (engine/layout.py: _prepared): the body input blobs to copy
+into, the output blobs to copy out of and the body's bound calls, looked up
+once. A run then costs the copies and the body's calls; no list, tuple or
+dict is built per run or per iteration. A Bound holds while its body Net
+stays at its layout (`current`); the thread's BodyRun is shared by every
+outer layout of the thread, so a prepared call checks that and binds again
+when another layout used the body at other shapes.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ import copy
 import threading
 import weakref
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 
@@ -51,9 +62,40 @@ _local = threading.local()
 _NETS_PER_BODY = 8  # LRU bound per (thread, body): distinct dtypes / static-capture sets
 
 
+_DTYPE_STRS: dict = {}
+
+
+def _dtype_str(t) -> str:
+    """np.dtype(t).str, kept per t (a key of the body cache, built per forward for nodes run per forward)."""
+    try:
+        return _DTYPE_STRS[t]
+    except KeyError:
+        return _DTYPE_STRS.setdefault(t, np.dtype(t).str)
+    except TypeError:  # unhashable
+        return np.dtype(t).str
+
+
 def _is_static(array) -> bool:
     """Read-only arrays are weights or values fixed at reshape (the Net's convention)."""
     return isinstance(array, np.ndarray) and not array.flags.writeable
+
+
+def _alias_output_identities(steps: list, output_names: list) -> tuple[list, list]:
+    """Drop each Identity whose output is a body output read by no other node: that output names the
+    Identity's input instead (the same values), so a run copies it once, when the caller reads it, not
+    also through the Identity (a Loop body's `cond_out = Identity(cond_in)`, a scan output that
+    repeats a carried one). Returns new lists (the Program's are shared)."""
+    outs = set(output_names)
+    consumed = {i for st in steps for i in st.node.inputs if i}
+    renamed, kept = {}, []
+    for st in steps:
+        node = st.node
+        if (node.op_type == "Identity" and node.inputs and node.inputs[0] and node.outputs[0] in outs
+                and node.outputs[0] not in consumed):
+            renamed[node.outputs[0]] = node.inputs[0]
+        else:
+            kept.append(st)
+    return kept, [renamed.get(o, o) for o in output_names]
 
 
 class BodyRun:
@@ -74,7 +116,9 @@ class BodyRun:
         program.inputs = [Value(v.name, np.dtype(t), None) for v, t in zip(sub.inputs, dtypes)
                           if v.name not in static]
         program.input_names = [v.name for v in program.inputs]
+        program.steps, program.output_names = _alias_output_identities(program.steps, program.output_names)
         self.fed = [i for i, v in enumerate(sub.inputs) if v.name not in static]
+        self.n_inputs = len(sub.inputs)
         self.names = program.input_names
         self.output_names = program.output_names
         self.net = make_net(program, self.names)
@@ -128,6 +172,63 @@ class BodyRun:
         """Make the next run copy every input (a new outer run: captures may have changed)."""
         self._layout = None
 
+    def bind(self, shapes) -> "Bound":
+        """The body laid out for these shapes of all of sub.inputs (in order), as a Bound.
+
+        Raises:
+            ShapeInferenceError, KernelError, ResourceExhaustedError: as Net.reshape (the body
+            rejects these shapes).
+        """
+        self.reshape(shapes)
+        self._layout = None  # a generic run() after this copies every input again
+        return Bound(self, self.net.layout, self._shapes)
+
+
+class Bound:
+    """A body's layout at fixed input shapes, looked up once (BodyRun.bind).
+
+    Attributes:
+        inputs: per input of the Subgraph, in order: the body's input blob to copy into, or None
+            for one baked in as a weight (static captures, a Loop's incoming condition).
+        outputs: per body output: its array, fixed for the layout (an arena view, a weight, or
+            the input blob a pass-through output reads); None for one a data-dependent node
+            allocates per run.
+        dynamic: whether some output is allocated per run (prepared callers then run() the
+            generic way).
+        run: a zero-argument call running the body's calls on its blobs as they are (the inputs
+            written by the caller); raises KernelError, ResourceExhaustedError as Net.forward,
+            naming the body's node.
+    """
+
+    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "run")
+
+    def __init__(self, body: BodyRun, layout, shapes):
+        self.body, self.layout, self.shapes = body, layout, shapes
+        blobs, fed = layout.blobs, dict(zip(body.fed, body.names))
+        self.inputs = [blobs[fed[i]] if i in fed else None for i in range(body.n_inputs)]
+        self.outputs = [None if o in layout.dynamic_outputs else blobs[o] for o in body.output_names]
+        self.dynamic = any(o is None for o in self.outputs)
+        self.calls = layout.run
+        net = body.net
+        # a body's layout runs as built (a body Net is not tiered: Net._build): its calls straight
+        # through Net._run_calls (errors name the node), one call less per run than run_in_place
+        self.run = partial(net._run_calls if layout.tier == "compiled" else net._run, layout.run)
+
+    def current(self) -> bool:
+        """Whether the body Net is still at this layout (no other shapes used it since)."""
+        return self.body.net.layout is self.layout
+
+    def rebind(self) -> "Bound":
+        """This Bound if current, else the body laid out at its shapes again (a new Bound)."""
+        if self.body.net.layout is self.layout:
+            return self
+        body = self.body
+        body._shapes = self.shapes
+        body.net.reshape(dict(zip(body.names, self.shapes)))
+        body._layout = None
+        return Bound(body, body.net.layout, self.shapes)
+
+
 
 class BodyRuns:
     """The body runner a Net hands down to If/Loop/Scan (OpContext.bodies).
@@ -155,7 +256,7 @@ class BodyRuns:
         static = {v.name: a for v, a in zip(sub.inputs[first:], values[first:]) if _is_static(a)}
         for i, a in (constants or {}).items():
             static[sub.inputs[i].name] = a
-        key = (device, tuple(np.dtype(t).str for t in dtypes), tuple((n, id(a)) for n, a in static.items()))
+        key = (device, tuple([_dtype_str(t) for t in dtypes]), tuple([(n, id(a)) for n, a in static.items()]))
         cache = getattr(_local, "runs", None)
         if cache is None:
             cache = _local.runs = weakref.WeakKeyDictionary()

@@ -97,6 +97,35 @@ class Device:
         device's queued work is done up to here)."""
         raise NotImplementedError
 
+    # ---- device arrays at a Net's edges (engine/inputs.py, Layout.io_run) ------------------------
+    def adopt(self, x):
+        """This device's array for `x` -- a DLPack producer on a device other than the CPU, or an array
+        of this device's own type -- without a copy; None when this device does not take it (the CPU
+        takes none: InputSpec.check raises InputError)."""
+        return None
+
+    def record(self, arrays: list):
+        """A mark, on the calling thread's streams, after which the adopted `arrays` are ready: another
+        thread's wait(mark) orders its stream after it (a pool job checked in the caller's thread, run
+        on a worker's stream). None where there are no streams."""
+        return None
+
+    def wait(self, mark) -> None:
+        """Make this thread's current stream wait for a record() mark (None: nothing to wait for)."""
+
+    def copy_device(self, src, *, out) -> None:
+        """io_copy device -> device, a step of a run: `src` (adopted; on this GPU or another one) into the
+        device blob `out` (same shape and dtype), on this thread's current stream."""
+        raise NotImplementedError
+
+    def clone(self, src):
+        """A new device array holding a copy of the device array `src`, queued on this thread's current
+        stream (synchronize() waits for it): an output handed to the caller."""
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        """When it returns, the work queued on this thread's current stream is done."""
+
     supports_graphs = False
     """Whether capture() and replay() work: a Net's layouts that run wholly on the device are then
     captured once and replayed (CUDA graphs; engine/net.py)."""
@@ -305,6 +334,60 @@ class CUDA(DeviceWithHost):
         stream = self.cupy.cuda.get_current_stream()
         graph.launch(stream)
         stream.synchronize()
+
+    # ---- device arrays at a Net's edges ----------------------------------------------------------
+    def adopt(self, x):
+        """A CuPy array as it is, or any DLPack producer on a CUDA device (kDLCUDA, kDLCUDAManaged: a
+        PyTorch or JAX tensor) as a CuPy view (cupy.from_dlpack, which passes the producer this
+        thread's current stream to order its work before ours); no copy."""
+        cp = self.cupy
+        if isinstance(x, cp.ndarray):
+            return x
+        kind = int(x.__dlpack_device__()[0])
+        if kind not in (2, 13):  # kDLCUDA, kDLCUDAManaged
+            return None
+        return cp.from_dlpack(x)
+
+    def record(self, arrays: list):
+        """One event per GPU the arrays are on, recorded on this thread's current stream there."""
+        cp, marks = self.cupy, []
+        for dev in sorted({a.device.id for a in arrays}):
+            with cp.cuda.Device(dev):
+                ev = cp.cuda.Event(disable_timing=True)
+                ev.record()
+                marks.append(ev)
+        return marks
+
+    def wait(self, mark) -> None:
+        if mark:
+            stream = self.cupy.cuda.get_current_stream()
+            for ev in mark:
+                stream.wait_event(ev)
+
+    def copy_device(self, src, *, out) -> None:
+        """On this GPU: cupy.copyto (any strides). From another GPU: cudaMemcpyPeerAsync of a contiguous
+        copy (made and waited for on the source GPU when `src` is strided), never through the host."""
+        cp = self.cupy
+        if src.device.id == self.ordinal:
+            cp.copyto(out, src.reshape(out.shape))
+            return
+        if not src.flags.c_contiguous:
+            with cp.cuda.Device(src.device.id):
+                src = cp.ascontiguousarray(src)
+                cp.cuda.get_current_stream().synchronize()
+        cp.cuda.runtime.memcpyPeerAsync(out.data.ptr, self.ordinal, src.data.ptr, src.device.id, out.nbytes,
+                                        cp.cuda.get_current_stream().ptr)
+
+    def clone(self, src):
+        try:
+            with self._on():
+                return src.copy()
+        except self.cupy.cuda.memory.OutOfMemoryError as exc:
+            raise ResourceExhaustedError(f"cannot allocate an output of {src.nbytes:,} bytes on GPU {self.ordinal}",
+                                         src.nbytes) from exc
+
+    def synchronize(self) -> None:
+        self.cupy.cuda.get_current_stream().synchronize()
 
     def copy_in(self, dst, src: np.ndarray) -> None:
         if isinstance(dst, np.ndarray):  # a host blob of the layout (a graph input: staging)

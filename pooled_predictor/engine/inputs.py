@@ -6,6 +6,19 @@ forward (in the caller's thread, so a bad request fails at the call). What it ac
 comes back as CheckedInputs, a dict name -> ndarray that Net.forward takes without a
 second check (the pool checks at submit and its worker runs the job later).
 
+Device arrays and DLPack (the input side of ONNX Runtime's IOBinding, without its binding object):
+an input may be a numpy array, anything numpy reads (`__array__`), or any DLPack producer
+(`__dlpack__` / `__dlpack_device__`: CuPy, PyTorch, JAX, numpy itself). A producer on the CPU
+(kDLCPU, or CUDA's pinned host memory) is read with numpy.from_dlpack, without a copy. A producer
+on a GPU (kDLCUDA, kDLCUDAManaged) is taken by the Net's Device (Device.adopt: a CuPy view,
+cupy.from_dlpack, no copy) when the Net runs on one -- the Net then copies it device to device
+into its own arena (engine/layout.py, Layout.io_run), never through the host -- and is refused with
+an InputError on a CPU Net (copy it to the host first: cupy.asnumpy(x), x.cpu().numpy()). Such
+inputs are listed in CheckedInputs.on_device; `ready` holds the events recorded on the caller's
+current stream at the check, which the Net's stream waits for before reading them (a pool job
+runs on a worker's stream, not the caller's). Dtype, rank and dimensions are checked as for
+numpy, with the same errors.
+
 Empty inputs: a request may hold a zero only in a dimension the model declares as the fixed
 size 0. A zero where the model declares a symbolic size ("N", "width"), leaves the size
 unknown, or declares no shape at all is refused (InputError): nothing in the model says it
@@ -25,10 +38,30 @@ from ..errors import InputError
 from ..ir import Value
 
 
-class CheckedInputs(dict):
-    """name -> ndarray, every input of the model, accepted by InputSpec.check."""
+# DLPack device types (dlpack.h DLDeviceType)
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 11, 13
+HOST_READABLE = frozenset((KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST))  # numpy.from_dlpack reads these
+_NONE = frozenset()
+DLPACK_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDA pinned host", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
+                  10: "ROCm", 11: "ROCm pinned host", 12: "ExtDev", 13: "CUDA managed", 14: "oneAPI", 15: "WebGPU",
+                  16: "Hexagon"}
 
-    __slots__ = ()
+
+class CheckedInputs(dict):
+    """name -> array, every input of the model, accepted by InputSpec.check.
+
+    Attributes:
+        on_device: names whose array is the Net's Device's own (Device.adopt: a CuPy array), not
+            host memory.
+        ready: what Device.record() returned after adopting them (events on the caller's stream),
+            or None.
+    """
+
+    __slots__ = ("on_device", "ready")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.on_device, self.ready = _NONE, None
 
 
 class InputSpec:
@@ -36,9 +69,12 @@ class InputSpec:
 
     Args:
         inputs: the model's input Values (name, dtype, shape with ints, symbols or None).
+        device: the Net's engine.device.Device, which says which device arrays it takes (adopt);
+            None: host arrays only.
     """
 
-    def __init__(self, inputs: Sequence[Value]):
+    def __init__(self, inputs: Sequence[Value], device=None):
+        self.device = device
         self.values = list(inputs)
         self.names = [v.name for v in self.values]
         self._declared = {v.name: v for v in self.values}
@@ -61,9 +97,10 @@ class InputSpec:
         """Normalize inputs (list in input order, dict by name, or one array) and check them.
 
         Returns:
-            CheckedInputs: name -> ndarray, in input order.
+            CheckedInputs: name -> ndarray (or the device's array, listed in `on_device`), in input order.
         Raises:
-            InputError: wrong count, names, type, dtype, rank or fixed dimension, or a
+            InputError: wrong count, names, type, dtype, rank or fixed dimension, a device array
+                this Net's device does not take (see the module docstring), or a
                 zero in a dimension the model does not declare as 0 (see the module
                 docstring); the message names the input and what was expected.
         """
@@ -117,7 +154,7 @@ class InputSpec:
                                  + (f"; missing: {missing}" if missing else ""))
             items = [(n, inputs[n]) for n in names]
         else:
-            if _is_array(inputs):
+            if _is_array(inputs) or hasattr(inputs, "__dlpack_device__"):
                 inputs = [inputs]
             if not isinstance(inputs, (list, tuple)):
                 raise InputError(f"inputs must be a list, a dict or an array, not {type(inputs).__name__}")
@@ -125,14 +162,18 @@ class InputSpec:
                 raise InputError(f"the model takes {len(names)} input(s) {names}, got {len(inputs)}")
             items = list(zip(names, inputs))
         arrays = CheckedInputs()
+        on_device = []
         for (n, a), v in zip(items, self.values):
             if type(a) is not np.ndarray:
-                if not _is_array(a):
-                    raise InputError(f"input {n!r} must be an array, not {type(a).__name__}")
-                a = np.asarray(a)
+                a, device_array = as_input_array(n, a, self.device)
+                if device_array:
+                    on_device.append(n)
             if v.dtype is not None and a.dtype != v.dtype:
                 raise InputError(f"input {n!r}: expected dtype {v.dtype}, got {a.dtype}")
             arrays[n] = a
+        if on_device:
+            arrays.on_device = frozenset(on_device)
+            arrays.ready = self.device.record([arrays[n] for n in on_device])
         return arrays
 
     def check_shapes(self, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple]:
@@ -202,6 +243,42 @@ def fill_out(names: Sequence[str], out, result: dict) -> dict:
     return result
 
 
+def as_input_array(name: str, a, device=None):
+    """(array, on the device?) for an input that is not an ndarray: a DLPack producer on the CPU read
+    by numpy.from_dlpack (no copy), one on a GPU taken by `device` (Device.adopt), or an array-like
+    numpy reads (np.asarray).
+
+    Raises:
+        InputError: not an array; a device array `device` does not take (a CPU Net: None); a
+            producer numpy cannot read.
+    """
+    dl = getattr(a, "__dlpack_device__", None)
+    if dl is not None:
+        try:
+            kind, ordinal = (int(v) for v in dl())
+        except Exception as exc:
+            raise InputError(f"input {name!r}: __dlpack_device__() of {type(a).__name__} failed: {exc}") from None
+        if kind != KDL_CPU and device is not None:
+            adopted = device.adopt(a)
+            if adopted is not None:
+                return adopted, True
+        if kind in HOST_READABLE:
+            try:
+                return np.from_dlpack(a), False
+            except Exception as exc:  # BufferError, TypeError: a producer numpy cannot read (its dtype)
+                raise InputError(f"input {name!r}: numpy cannot read this DLPack producer "
+                                 f"({type(a).__name__}): {type(exc).__name__}: {exc}") from None
+        where = f"{DLPACK_DEVICES.get(kind, f'DLPack device type {kind}')} device {ordinal}"
+        runs_on = "the CPU" if device is None or device.host is None else f"device {device.name!r}"
+        hint = ("copy it to the host first (cupy.asnumpy(x), x.cpu().numpy()) or create the Predictor with "
+                "device='cuda'" if device is None or device.host is None else "give a host array or a CUDA array")
+        raise InputError(f"input {name!r} is an array on {where} ({type(a).__name__}); this model runs on "
+                         f"{runs_on}: {hint}")
+    if not _is_array(a):
+        raise InputError(f"input {name!r} must be an array, not {type(a).__name__}")
+    return np.asarray(a), False
+
+
 def _is_array(x) -> bool:
     return isinstance(x, np.ndarray) or (hasattr(x, "__array__") and hasattr(x, "shape")
                                          and hasattr(x, "dtype"))
@@ -209,3 +286,39 @@ def _is_array(x) -> bool:
 
 def _fmt(shape) -> str:
     return "(" + ", ".join(str(d) if d is not None else "?" for d in shape) + ")"
+
+
+OUTPUT_DEVICES = ("cpu", "cuda")
+
+
+def outputs_on_device(output_device, device) -> bool:
+    """Whether a forward returns its outputs as arrays of the Net's `device` (Device.name "cuda": CuPy
+    arrays on the GPU that ran it) instead of numpy arrays: the output side of ONNX Runtime's IOBinding
+    (bind_output(name, "cuda")), per call.
+
+    Args:
+        output_device: None or "cpu": numpy arrays (the default); "cuda": the device's arrays;
+            "cuda:<n>": the same, where n is the Net's GPU.
+    Raises:
+        InputError: another value, or a device the Net does not run on (a CPU Net has only "cpu").
+    """
+    if output_device is None:
+        return False
+    key = str(output_device).lower()
+    if key == "cpu":
+        return False
+    if device.host is not None and (key == device.name or key == f"{device.name}:{getattr(device, 'ordinal', 0)}"):
+        return True
+    runs_on = "the CPU" if device.host is None else f"{device.name}:{getattr(device, 'ordinal', 0)}"
+    raise InputError(f"output_device={output_device!r}: this model runs on {runs_on}; output_device must be "
+                     f"'cpu'" + ("" if device.host is None else f" or {device.name!r}"))
+
+
+def owned_copies(blobs: dict, names: Sequence[str], device, on_device: bool) -> dict:
+    """Copies of a Net's arrays that stay valid after its next forward: numpy copies, or (on_device)
+    device copies (Device.clone) whose copying is done when this returns."""
+    if not on_device:
+        return {n: np.array(blobs[n]) for n in names}
+    out = {n: device.clone(blobs[n]) for n in names}
+    device.synchronize()
+    return out

@@ -50,7 +50,7 @@ from ..ops.step import SHAPE_ONLY_OPS, Step
 from ..passes.assign import assign_kernel_types, supported_choices
 from .arena import aligned, concats_in_place, nbytes, plan_memory
 from .device import Device
-from .placement import DEVICE, insert_io_copies, restrict
+from .placement import DEVICE, IO_COPY_OP, insert_io_copies, restrict
 
 
 class Optimization(enum.Enum):
@@ -122,12 +122,20 @@ class Layout:
             compiler's generation when it was built.
         graphable: whether the run may be captured into a CUDA graph (every node on the device,
             none data-dependent; engine/net.py), None until a Net first asks.
+        head, tail: on a device with a host, run[:head] are the graph inputs' copies to the device
+            and run[tail:] the copies back to the host after the last node (the run's edges; a CUDA
+            graph captures run[head:tail]); edge_in / edge_out: graph input / output name -> the
+            index of its copy there. On the CPU: 0, len(run), {}, {}.
+        device_fed: input name -> the caller's device array, for the inputs the last run read from
+            device arrays (their host blobs were not written, and under MEMORY their device blobs
+            are reused: blob() copies the caller's array); dropped at the next feed().
     """
 
     __slots__ = ("blobs", "env", "run", "plain", "run_nodes", "dynamic", "dynamic_outputs", "arena", "plan",
                  "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
                  "device", "memory_limit_bytes", "bodies", "fixed_outputs", "host_arena", "host_plan",
-                 "device_nodes", "tier", "generation", "graphable", "memos", "__weakref__")
+                 "device_nodes", "tier", "generation", "graphable", "memos", "head", "tail", "edge_in", "edge_out",
+                 "device_fed", "__weakref__")
 
     def __init__(self, device: Device, memory_limit_bytes: int, bodies):
         self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
@@ -149,6 +157,7 @@ class Layout:
         # (id(step), compiled.active()) -> the setups Step.evaluate keeps for a node run per forward (its memo); this
         # layout's own, so one thread's
         self.memos: dict = {}
+        self.head, self.tail, self.edge_in, self.edge_out, self.device_fed = 0, 0, {}, {}, {}
 
     @property
     def nbytes(self) -> int:
@@ -176,6 +185,8 @@ class Layout:
         Raises:
             UnknownBlobError: no blob has this name, or MEMORY reused its bytes.
         """
+        if name in self.device_fed:  # fed from the caller's device array: the host blob was not written
+            return self.device.copy_out(self.device_fed[name])
         if name in self.typed:
             return self.model_layout_copy(name)
         if name in self.blobs:
@@ -201,6 +212,11 @@ class Layout:
             InputError: share is none of those.
         """
         blobs, copy_in = self.blobs, (self.device.host or self.device).copy_in  # inputs are host blobs
+        on_device = getattr(arrays, "on_device", ())
+        if self.device_fed:
+            self.device_fed = {}
+        if on_device:  # the caller's device arrays: io_run() reads them
+            arrays = {n: a for n, a in arrays.items() if n not in on_device}
         if share == "large" and self.device.host is not None:
             # a device's layout: inputs go through its pinned staging blobs, from which io_copy runs
             # asynchronously and a captured CUDA graph reads (engine/net.py)
@@ -220,6 +236,42 @@ class Layout:
             else:
                 copy_in(blob, a)
         return shared
+
+    def io_run(self, arrays, device_outputs) -> "IoRun":
+        """The run for device arrays at its edges (ONNX Runtime's IOBinding on a device): each input in
+        arrays.on_device read from the caller's device array -- copied device to device in place of its
+        copy from the host (Device.copy_device), or, where host nodes read the input, copied to its
+        host blob now -- after the stream waits for arrays.ready; the copies back to the host of the
+        outputs in `device_outputs` dropped (their device blobs are returned: device_output()), the
+        stream synchronized in their place. Call after feed().
+
+        Returns:
+            IoRun: the run's calls, aligned with run_nodes (a CUDA graph of run[head:tail] replays for it).
+        """
+        device, blobs, nodes = self.device, self.blobs, self.run_nodes
+        run = IoRun(self.run)
+        device.wait(getattr(arrays, "ready", None))
+        for n in getattr(arrays, "on_device", ()):
+            j = self.edge_in.get(n)
+            if j is not None and self.readers.get(n) == [j]:  # only its copy to the device reads the host blob
+                dst = nodes[j].outputs[0]
+                run[j] = partial(device.copy_device, arrays[n], out=blobs[dst])
+                self.device_fed[n] = arrays[n]
+            else:
+                device.to_host(arrays[n], out=blobs[n])
+        for n in device_outputs:
+            j = self.edge_out.get(n)
+            if j is not None:
+                run[j] = device.synchronize
+        return run
+
+    def device_output(self, name: str):
+        """Output `name` as a device array (io_run's device_outputs): its device blob where the run kept
+        it there (the Net's own array), else a device copy of the host value (Device.upload)."""
+        j = self.edge_out.get(name)
+        if j is not None:
+            return self.blobs[self.run_nodes[j].inputs[0]]
+        return self.device.upload(np.ascontiguousarray(self.blob(name, ())))
 
     def calls_reading(self, arrays: dict) -> list:
         """The run with the calls that read these inputs bound to the given arrays instead of the
@@ -327,10 +379,34 @@ def _build_layout(program, shapes: dict[str, tuple], device: Device, options: La
     layout.typed_names = frozenset(layout_of) | frozenset(on_device)
     layout.activation_bytes = sum(sizes.values())
     layout.dynamic_outputs = frozenset(o for st in dynamic for o in st.node.outputs if o)
+    find_edges(layout, program)
     if all(n in layout.blobs and n not in layout.dynamic_outputs and n not in layout.typed
            for n in program.output_names):
         layout.fixed_outputs = {n: layout.blobs[n] for n in program.output_names}
     return layout
+
+
+class IoRun(list):
+    """A layout's run with its edges swapped for device arrays (Layout.io_run), aligned with run_nodes."""
+
+    __slots__ = ()
+
+
+def find_edges(layout: Layout, program) -> None:
+    """layout.head / tail / edge_in / edge_out (see Layout): the copies of graph inputs to the device at
+    the run's start, and the copies to the host after its last node."""
+    nodes = layout.run_nodes
+    inputs, outputs = set(program.input_names), set(program.output_names)
+    head = 0
+    while (head < len(nodes) and nodes[head].op_type == IO_COPY_OP and nodes[head].attrs.get("to") == DEVICE
+           and nodes[head].inputs[0] in inputs):
+        layout.edge_in[nodes[head].inputs[0]] = head
+        head += 1
+    tail = len(nodes)
+    while tail > head and nodes[tail - 1].op_type == IO_COPY_OP and nodes[tail - 1].attrs.get("to") != DEVICE:
+        tail -= 1
+    layout.edge_out = {nodes[j].outputs[0]: j for j in range(tail, len(nodes)) if nodes[j].outputs[0] in outputs}
+    layout.head, layout.tail = head, tail
 
 
 def _shape_only_stub(shape: tuple, dtype: np.dtype) -> np.ndarray:

@@ -26,9 +26,9 @@ from ..ops.cpu import compiled
 from ..ops.cpu.compiled import isa
 from .control_flow import BodyRuns
 from .device import GraphCache, get_device
-from .inputs import InputSpec, fill_out
+from .inputs import InputSpec, fill_out, outputs_on_device
 from . import layout as layout_stage
-from .layout import Layout, LayoutOptions, Optimization, build_layout
+from .layout import IoRun, Layout, LayoutOptions, Optimization, build_layout
 from .layout_cache import LayoutCache
 from .tiering import COMPILER, compile_jobs, not_cached
 from .placement import IO_COPY_OP
@@ -85,7 +85,7 @@ class Net:
         self.planner = planner
         self.keep = tuple(keep)
         self.memory_limit_bytes = budget.resolve_limit(memory_limit_bytes)
-        self.input_spec = InputSpec(program.inputs)
+        self.input_spec = InputSpec(program.inputs, self.device)
         self._layouts = LayoutCache(cache_bytes)
         self._default_invalid = False
         self.restored = False  # restore() has nothing to do: it ran, and no reshape since
@@ -358,7 +358,7 @@ class Net:
 
     # ---- forward -------------------------------------------------------------
     def forward(self, inputs=None, outputs: Sequence[str] | None = None, *, out=None,
-                share_inputs: bool | str = False) -> dict[str, np.ndarray]:
+                share_inputs: bool | str = False, output_device: str | None = None) -> dict[str, np.ndarray]:
         """Run the net: the one way in (Caffe's Forward; ForwardPrefilled when `inputs` is None).
 
         Args:
@@ -375,18 +375,25 @@ class Net:
                 (Paddle's share_external_data); "large": only those of at least
                 layout.SHARED_INPUT_MIN_BYTES, where that is faster (the pool's jobs); False: copy.
                 Shared arrays must stay unchanged until this returns; others are copied.
+            output_device: None or "cpu": outputs as numpy arrays; the Net's device ("cuda"): as
+                its arrays (CuPy), with no copy to the host (engine/inputs.outputs_on_device).
+                Inputs may be the device's arrays or DLPack producers either way (engine/inputs.py).
         Returns:
             name -> array for each name of `outputs`: the Net's own arrays (valid until the
             next forward or reshape), the caller's array for an input read in place, or
             the `out` arrays.
         Raises:
-            InputError: inputs that do not fit (count, names, rank, dims, dtype), or `out`
-                arrays that do not match.
+            InputError: inputs that do not fit (count, names, rank, dims, dtype), a device array
+                on a CPU Net, `out` arrays that do not match (or given with device outputs), an
+                output_device the Net does not run on.
             UnknownBlobError: a name in `outputs` that cannot be read.
             ShapeInferenceError: shapes the operators reject.
             KernelError: a kernel failed; the message names the node.
             ResourceExhaustedError: the inputs' layout passes memory_limit_bytes.
         """
+        on_device = outputs_on_device(output_device, self.device)
+        if on_device and out is not None:
+            raise InputError("`out` takes host arrays; with output_device on the device, use the returned arrays")
         try:
             if inputs is None:
                 if self.layout is None:
@@ -406,16 +413,20 @@ class Net:
                 layout = self.layout
                 if layout.tier == "reference" and layout.generation != COMPILER.generation:
                     self._upgrade()
+                device_outputs = (self.output_names if outputs is None else outputs) if on_device else ()
                 try:
-                    shared = self._feed_and_run(arrays, share_inputs)
+                    shared = self._feed_and_run(arrays, share_inputs, device_outputs)
                 except KernelError as exc:
                     if self.layout.tier != "unproven" or not not_cached(exc):
                         raise
                     self._downgrade(arrays)  # a kernel called at run time is not compiled yet
-                    shared = self._feed_and_run(arrays, share_inputs)
+                    shared = self._feed_and_run(arrays, share_inputs, device_outputs)
         finally:
             if COMPILER.holding:
                 COMPILER.release()  # a background compile this forward asked for: after its result
+        if on_device:
+            layout = self.layout
+            return {n: layout.device_output(n) for n in (self.output_names if outputs is None else outputs)}
         return self._outputs(outputs, out, shared)
 
     def run_in_place(self) -> None:
@@ -430,8 +441,12 @@ class Net:
             raise InputError("run_in_place() before any reshape")
         self._run(self.layout.run)
 
-    def _feed_and_run(self, arrays: dict, share_inputs) -> dict:
+    def _feed_and_run(self, arrays: dict, share_inputs, device_outputs=()) -> dict:
         layout = self.layout
+        if device_outputs or getattr(arrays, "on_device", None):  # device arrays at the edges
+            layout.feed(arrays, False)  # host inputs into the staging blobs, which io_run's copies read
+            self._run(layout.io_run(arrays, device_outputs))
+            return {}
         shared = layout.feed(arrays, share_inputs)
         if shared:
             try:
@@ -493,14 +508,15 @@ class Net:
 
     # ---- CUDA graphs -------------------------------------------------------------
     def _capture(self, key):
-        """GraphCache's capture: the current layout's run, recorded (key is id(layout))."""
+        """GraphCache's capture: the current layout's run between its edges (layout.head, tail: the
+        copies of inputs in and outputs out, run around each replay), recorded (key is id(layout))."""
         layout = self.layout
-        return weakref.ref(layout), self.device.capture(layout.run)
+        return weakref.ref(layout), self.device.capture(layout.run[layout.head:layout.tail])
 
-    def _replayed(self, layout) -> bool:
+    def _replayed(self, layout, run) -> bool:
         """Run `layout` from its CUDA graph when it has one or is due for capture (GraphCache: the
-        second run of a layout); False: run it eagerly. A layout that fails to capture runs eagerly
-        from then on (logged once)."""
+        second run of a layout), `run`'s edge calls before and after it; False: run it eagerly. A
+        layout that fails to capture runs eagerly from then on (logged once)."""
         if layout.graphable is None:
             layout.graphable = bool(layout.device_nodes) and not layout.dynamic and all(
                 n.name in layout.device_nodes or n.op_type == IO_COPY_OP for n in layout.run_nodes)
@@ -521,7 +537,11 @@ class Net:
         if entry is None:
             return False
         try:
+            for f in run[:layout.head]:
+                f()
             self.device.replay(entry[1])
+            for f in run[layout.tail:]:
+                f()
         except MemoryError as exc:
             raise ResourceExhaustedError(f"CUDA graph replay ran out of memory: {exc}") from exc
         except Exception as exc:
@@ -529,8 +549,8 @@ class Net:
         return True
 
     def _run_calls(self, run: list) -> None:
-        if (self.graphs is not None and run is self.layout.run and self.profiler is None
-                and self._replayed(self.layout)):
+        if (self.graphs is not None and (run is self.layout.run or type(run) is IoRun) and self.profiler is None
+                and self._replayed(self.layout, run)):
             return
         i = 0
         try:

@@ -11,8 +11,11 @@ type. For a layout on a Device with a `host` (engine/device.py: CUDA), in the la
   rule -- a value named v is always the host's, v@<device> its device copy. Graph inputs and outputs,
   kept blobs and the inputs of data-dependent nodes are host values, so the Net feeds and reads
   host (pinned) memory; a device node reads and writes v@<device>; an io_copy step (IoCopy, our
-  domain) is inserted before the first node that needs a value on the side it is not on, and
-  after the last node for the host values read after the run. Weights a device node reads are the
+  domain) is inserted before the first node that needs a value on the side it is not on -- a
+  graph input's copy to the device before every node -- and after the last node for the host
+  values read after the run. Those copies at the run's two ends are its edges: a CUDA graph
+  captures what lies between (engine/net.py), and Layout.io_run swaps them for copies from
+  the caller's device arrays, or drops them for outputs returned on the device. Weights a device node reads are the
   device's copies, placed once per device (w@<device>: Device.weights).
 * the arena (stage 3) is planned per side with memory_opt, the same planner as the CPU's: the
   device's values in the device arena, the host's in a host arena (restrict() gives the planner
@@ -80,12 +83,13 @@ def insert_io_copies(planned, device_nodes: set, static, host_reads, device) -> 
     """
     where: dict[str, set] = {}  # value -> the sides holding it (absent: the host only)
     out = Placement([])
+    front = []  # the graph inputs' copies to the device: first, before any node (Layout.io_run swaps them)
 
-    def copy(value: str, to: str):
+    def copy(value: str, to: str, first: bool = False):
         src, dst = (value, device_name(value, device)) if to == DEVICE else (device_name(value, device), value)
         node = Node(IO_COPY_OP, [src], [dst], {"to": to}, DOMAIN, name=f"{dst}/io_copy")
         out.copies.append(node)
-        out.planned.append((Step(node, IO_COPY, 1, _same_shape), None, []))
+        (front if first else out.planned).append((Step(node, IO_COPY, 1, _same_shape), None, []))
         where.setdefault(value, {HOST}).add(to)
         if to == DEVICE:
             out.on_device.add(dst)
@@ -104,7 +108,7 @@ def insert_io_copies(planned, device_nodes: set, static, host_reads, device) -> 
                     out.on_device.add(inputs[j])
                 continue
             if side not in where.get(v, {HOST}):
-                copy(v, side)
+                copy(v, side, first=v not in where)  # a value no step wrote: a graph input
             if side == DEVICE:
                 inputs[j] = device_name(v, device)
         outputs = list(node.outputs)
@@ -121,6 +125,7 @@ def insert_io_copies(planned, device_nodes: set, static, host_reads, device) -> 
     for v in dict.fromkeys(host_reads):
         if v in where and HOST not in where[v]:
             copy(v, HOST)
+    out.planned[:0] = front
     return out
 
 

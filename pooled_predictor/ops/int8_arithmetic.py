@@ -37,18 +37,22 @@ import contextvars
 import logging
 import os
 from contextlib import contextmanager
+from functools import cache
 
-from .cpu.compiled.vnni import HOST_VNNI as _HOST_VNNI
+from .cpu import compiled
 
-__all__ = ["ARITHMETICS", "HOST_VNNI", "current", "saturating", "use", "validate"]
+__all__ = ["ARITHMETICS", "current", "host_vnni", "saturating", "use", "validate"]
 
 log = logging.getLogger(__name__)
 
 ARITHMETICS = ("onnxruntime", "exact")
 
 
-HOST_VNNI = _HOST_VNNI
-"""Whether this host has AVX512-VNNI or AVX-VNNI (onnxruntime's u8 x s8 sums are then exact)."""
+@cache
+def host_vnni() -> bool:
+    """Whether this host has AVX512-VNNI or AVX-VNNI (onnxruntime's u8 x s8 sums are then exact):
+    compiled/vnni.py, imported on first use (it reads llvmlite's host features)."""
+    return compiled.vnni.HOST_VNNI
 
 
 def validate(arithmetic: str) -> str:
@@ -99,4 +103,4 @@ def use(arithmetic: str | None):
 
 def saturating(arithmetic: str | None = None) -> bool:
     """Whether u8 x s8 pairs saturate to int16 under this arithmetic (None: current()) on this host."""
-    return (current() if arithmetic is None else validate(arithmetic)) == "onnxruntime" and not HOST_VNNI
+    return (current() if arithmetic is None else validate(arithmetic)) == "onnxruntime" and not host_vnni()

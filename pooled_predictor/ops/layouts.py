@@ -24,7 +24,6 @@ import re
 import numpy as np
 
 from .cpu import compiled
-from .cpu.compiled import reorder
 from .registry import DEFAULT_LAYOUT
 
 TRANSFORM_OP = "LayoutTransform"
@@ -115,9 +114,9 @@ def _reorder_call(x, src, dst, out, bs, bd):
         return None
     if bd:
         n, c = x.shape[0], x.shape[1]
-        return reorder.to_blocked, (x.reshape(-1), out.reshape(-1), n, c, x.size // max(1, n * c), bd)
+        return compiled.reorder.to_blocked, (x.reshape(-1), out.reshape(-1), n, c, x.size // max(1, n * c), bd)
     n, c = out.shape[0], out.shape[1]
-    return reorder.from_blocked, (x.reshape(-1), out.reshape(-1), n, c, out.size // max(1, n * c), bs)
+    return compiled.reorder.from_blocked, (x.reshape(-1), out.reshape(-1), n, c, out.size // max(1, n * c), bs)
 
 
 def _compiled_reorder(x, src, dst, out, bs, bd) -> bool:

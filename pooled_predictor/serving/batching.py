@@ -195,6 +195,8 @@ class Batcher:
         """The job's batch signature (cached on it), or None when it must run alone; sets job.rows."""
         if job.batch_key is not None:
             return job.batch_key
+        if getattr(job, "output_device", None) is not None or getattr(job.inputs, "on_device", None):
+            return None  # device arrays at its edges: the job runs alone
         names = job.output_names
         if names is not self.output_names and not self._outputs.issuperset(names):
             return None

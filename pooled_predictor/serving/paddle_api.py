@@ -20,6 +20,11 @@ Net): what one thread feeds is invisible to another.
   input is never copied into the Net's arena, so a shared buffer is read as it
   is at run().
 * `copy_to_cpu()` returns a copy of the output (valid after the next run).
+* Arrays: numpy, or any DLPack producer on the CPU (numpy.from_dlpack, no copy). On a
+  device="cuda" predictor, `share_external_data` also takes a CuPy array or a CUDA DLPack
+  producer (PyTorch, JAX: Paddle's share_external_data of a GPU tensor), which run() copies GPU to
+  GPU into the Net; `copy_from_cpu` takes host arrays only (its name says so), and a device array
+  given to it, or to a CPU predictor, is an InputError (engine/inputs.py).
 
 On a PinnedPooledPredictor, `run()` sends the handles' arrays through the pool
 and waits (the worker's Net copies them in, as any pool job).
@@ -36,6 +41,7 @@ import threading
 
 import numpy as np
 
+from ..engine.inputs import as_input_array
 from ..errors import InputError, UnknownBlobError
 
 
@@ -77,11 +83,14 @@ class Tensor:
                 size must match a shape given by reshape()).
         """
         self._need_input("copy_from_cpu")
-        array = self._checked(array)
+        array = self._checked(array, "copy_from_cpu")
         self._state().feeds[self._name] = np.array(array, copy=True, order="C")
 
     def share_external_data(self, array) -> None:
         """Let run() read `array` itself (zero-copy): keep it alive and unchanged while run() runs.
+
+        On a device="cuda" predictor `array` may be a CuPy array or a CUDA DLPack producer, kept as
+        it is and copied GPU to GPU at run().
 
         Raises:
             InputError: as copy_from_cpu, and for an array that is not C-contiguous.
@@ -90,7 +99,7 @@ class Tensor:
         if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
             raise InputError(f"input {self._name!r}: share_external_data needs a C-contiguous array "
                              "(np.ascontiguousarray), the Net reads its memory as it is")
-        self._state().feeds[self._name] = self._checked(array)  # a view when reshape() gave another shape
+        self._state().feeds[self._name] = self._checked(array, "share_external_data")  # a view for reshape()
 
     def shape(self) -> list[int]:
         """The current shape: fed or declared (inputs), of the last run (outputs; declared before)."""
@@ -119,7 +128,11 @@ class Tensor:
         if self._name not in source:
             what = "fed" if self._is_input else "computed: call run() first"
             raise UnknownBlobError(f"{'input' if self._is_input else 'output'} {self._name!r} has not been {what}")
-        return np.array(source[self._name], copy=True)
+        value = source[self._name]
+        if not isinstance(value, np.ndarray):  # an input shared on the device
+            device = self._owner._handle_device()
+            return device.copy_out(device.adopt(value))
+        return np.array(value, copy=True)
 
     # ---- helpers -------------------------------------------------------------------
     def _state(self):
@@ -129,9 +142,17 @@ class Tensor:
         if not self._is_input:
             raise InputError(f"{what}() on output {self._name!r}: output tensors are read-only")
 
-    def _checked(self, array) -> np.ndarray:
+    def _checked(self, array, what: str):
+        original = array
+        on_device = False
         if not isinstance(array, np.ndarray):
-            raise InputError(f"input {self._name!r}: expected a numpy array, got {type(array).__name__}")
+            if not hasattr(array, "__dlpack_device__"):
+                raise InputError(f"input {self._name!r}: expected a numpy array or a DLPack producer, "
+                                 f"got {type(array).__name__}")
+            array, on_device = as_input_array(self._name, array, self._owner._handle_device())
+            if on_device and what == "copy_from_cpu":
+                raise InputError(f"input {self._name!r}: copy_from_cpu takes a host array, got a device array "
+                                 f"({type(original).__name__}); give it to share_external_data")
         dtype = self.type()
         if dtype is not None and array.dtype != dtype:
             raise InputError(f"input {self._name!r}: expected dtype {dtype}, got {array.dtype}")
@@ -141,6 +162,11 @@ class Tensor:
                              f"reshape() ({int(np.prod(declared))})")
         shape = declared if declared is not None else array.shape
         self._owner._check_input_shape(self._name, tuple(shape))
+        if on_device:  # kept as the caller gave it: the Net adopts it at run()
+            if tuple(array.shape) != tuple(shape):
+                raise InputError(f"input {self._name!r}: a device array of shape {tuple(array.shape)} for the "
+                                 f"shape {tuple(shape)} given to reshape(): reshape it on the device")
+            return original
         return array.reshape(shape) if array.shape != tuple(shape) else array
 
     def __repr__(self):
@@ -187,6 +213,11 @@ class HandleAPI:
             raise InputError(f"run(): inputs {missing} were not fed; use get_input_handle(name)."
                              "copy_from_cpu(array) or share_external_data(array)")
         st.outputs = self._handle_run({n: st.feeds[n] for n in self.get_input_names()})
+
+    def _handle_device(self):
+        """The engine.device.Device the owner's Nets run on (it adopts device arrays)."""
+        net = self.canonical_net
+        return (net() if callable(net) else net).device
 
     def _handle_state(self) -> _HandleState:
         st = self.__dict__.get("_paddle_state")

@@ -60,6 +60,7 @@ from ..engine.device import get_device, worker_devices
 from ..engine.net import Optimization
 from .paddle_api import HandleAPI
 from .predictor import Predictor, check_output_names
+from ..engine.inputs import outputs_on_device, owned_copies
 from .stats import StatsRecorder, StatsSnapshot
 
 log = logging.getLogger("pooled_predictor")
@@ -122,6 +123,10 @@ class Config:
             runs on devices[i % len(devices)], as in fb-caffe-exts, each worker on a
             non-blocking stream of its own; the weights are uploaded once per GPU and
             shared by its workers. Empty (default): every worker on `device`.
+        output_device: where jobs' outputs go by default (forward's output_device overrides it per
+            call): "cpu" (numpy arrays) or, on device "cuda", "cuda" (CuPy arrays on the GPU that ran
+            the job, copied there from the worker's arena; ONNX Runtime IOBinding's bind_output).
+            Inputs may be CuPy arrays or any DLPack producer either way (engine/inputs.py).
         cuda_graphs: on "cuda", CUDA graphs each worker keeps per model (an LRU
             of input shapes; 0: off): a shape run wholly on the GPU is captured
             on its second run and replayed from then on (Predictor's cuda_graphs).
@@ -187,6 +192,7 @@ class Config:
     device: str = "cpu"
     devices: Sequence[int] = ()
     cuda_graphs: int = 8
+    output_device: str = "cpu"
     unknown_output: str = "raise"
     max_batch_size: int | Sequence[int] = 0
     max_queue_delay: float | Sequence[float] = 0.0
@@ -224,6 +230,10 @@ class Config:
         if isinstance(self.cuda_graphs, bool) or not isinstance(self.cuda_graphs, (int, np.integer)) \
                 or self.cuda_graphs < 0:
             raise ValueError(f"Config: cuda_graphs must be a count >= 0, got {self.cuda_graphs!r}")
+        if str(self.output_device).lower() != "cpu" and not (
+                str(self.output_device).lower() == "cuda" and str(self.device).lower().startswith("cuda")):
+            raise ValueError(f"Config: output_device must be 'cpu', or 'cuda' with device 'cuda', got "
+                             f"{self.output_device!r} (device {self.device!r})")
         if self.int8_arithmetic is not None and self.int8_arithmetic not in ("onnxruntime", "exact"):
             raise ValueError("Config: int8_arithmetic must be 'onnxruntime', 'exact' or None, "
                              f"got {self.int8_arithmetic!r}")
@@ -296,6 +306,7 @@ class _Job(Future):
     core = None        # set once queued, so that cancel() can take it out
     batch_key = None   # the batch signature, once a Batcher computed it
     rows = 1
+    output_device = None  # None: numpy outputs; "cuda": the device's arrays (engine/inputs.outputs_on_device)
 
     def __init__(self, net_id, inputs, output_names, deadline, priority=0):
         super().__init__()
@@ -459,8 +470,8 @@ class _Workers:
         try:
             net = self.predictors[job.net_id].net(getattr(self.local, "device", None))
             # CheckedInputs (checked in the caller's thread at submit), read in place where they can be
-            blobs = net.forward(job.inputs, job.output_names, share_inputs="large")
-            result = {n: np.array(blobs[n]) for n in job.output_names}
+            blobs = net.forward(job.inputs, job.output_names, share_inputs="large", output_device=job.output_device)
+            result = owned_copies(blobs, job.output_names, net.device, job.output_device is not None)
         except BaseException as exc:
             error = exc
         if net is not None and not net.restored and self.restore and not inline:
@@ -682,13 +693,15 @@ class PooledPredictor:
 
     def forward(self, inputs, output_names: Sequence[str] | None = None, net_id: int = 0, *,
                 deadline: float | None = None, block: bool | None = None,
-                timeout: float | None = None, priority: int = 0) -> Future:
+                timeout: float | None = None, priority: int = 0, output_device: str | None = None) -> Future:
         """Queue one inference job.
 
         Args:
             inputs: list in input order, dict name -> array, or one array
-                (float32 etc. as the model declares). Read when the job runs:
-                do not modify them until the Future is done.
+                (float32 etc. as the model declares): numpy arrays, DLPack producers, and on
+                device "cuda" CuPy / CUDA DLPack arrays (copied device to device by the worker;
+                jobs with them run unbatched). Read when the job runs: do not modify them until
+                the Future is done.
             output_names: blobs to return; None: the model's outputs. An unknown
                 name raises UnknownBlobError (Config.unknown_output="warn": it is
                 logged and skipped).
@@ -698,8 +711,11 @@ class PooledPredictor:
             block / timeout: admission for this call (default: the Config's).
             priority: the job's priority level (Triton's): workers take the
                 highest level first, FIFO within a level (see Config.priority_aging).
+            output_device: "cpu" or "cuda" for this job (None: Config.output_device); jobs
+                with device outputs run unbatched.
         Returns:
-            Future of a dict output name -> numpy array (copies).
+            Future of a dict output name -> numpy array (copies), or CuPy arrays on the GPU
+            that ran the job (output_device "cuda"); done when the worker's stream is.
         Raises:
             UnknownNetError, InputError (count, names, rank, dims, dtype),
             UnknownBlobError (an unknown output name, unless unknown_output="warn"),
@@ -719,6 +735,10 @@ class PooledPredictor:
         if priority.__class__ is not int:
             priority = _check_priority(priority)
         job = _Job(net_id, arrays, names, dl, priority)
+        od = self.config.output_device if output_device is None else output_device
+        if od is not None and od != "cpu" and str(od).lower() != "cpu":
+            outputs_on_device(od, predictor.canonical_net.device)  # InputError at the call
+            job.output_device = od
 
         in_worker = getattr(core.local, "worker", False)
         if in_worker and self.config.allow_inline_scheduling and core.local.depth < self.config.max_inline_depth:

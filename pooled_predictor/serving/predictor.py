@@ -24,6 +24,7 @@ import numpy as np
 from .. import budget
 from ..engine.net import Net, Optimization
 from ..engine.profiling import Profiler
+from ..engine.inputs import outputs_on_device, owned_copies
 from ..engine.program import Program
 from ..errors import InputError, UnknownBlobError
 from ..importers import load_caffe, load_model
@@ -71,10 +72,15 @@ class Predictor(HandleAPI):
             wholly on the GPU is captured on its second run and replayed after,
             on a thread whose current stream is its own (a pool worker's, or
             inside `with cupy.cuda.Stream():`); see engine.net.Net.
+        output_device: where forward() returns outputs by default (its output_device
+            overrides it per call): "cpu" (numpy arrays) or, on device "cuda", "cuda"
+            (CuPy arrays, copied on the GPU; ONNX Runtime IOBinding's bind_output). Inputs may
+            be CuPy arrays or any DLPack producer either way (engine/inputs.py).
         int8_arithmetic: the quantized kernels' u8 x s8 arithmetic, "onnxruntime" (default:
             onnxruntime's sums on this host, int16-saturated pairs where it lacks VNNI) or
             "exact" (pooled_predictor/ops/int8_arithmetic.py); None: its current().
     Raises:
+        ValueError: an output_device the Predictor does not run on.
         ModelLoadError: unreadable or invalid model file, external data outside
             its directory, any failure of a graph pass (naming it).
         UnsupportedOpError: ops without a kernel, all listed.
@@ -85,7 +91,8 @@ class Predictor(HandleAPI):
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  graph_optimization_level: str = "all", disabled_passes=(),
                  disable_blas_threading: bool = True, external_data_dir=None, memory_limit_bytes: int | None = None,
-                 enable_profiling: bool = False, cuda_graphs: int = 8, int8_arithmetic: str | None = None):
+                 enable_profiling: bool = False, cuda_graphs: int = 8, output_device: str = "cpu",
+                 int8_arithmetic: str | None = None):
         self.memory_limit_bytes = limit = budget.resolve_limit(memory_limit_bytes)
         graph = model if isinstance(model, Graph) else load_model(
             model, device=device, external_data_dir=external_data_dir, memory_limit_bytes=limit)
@@ -113,6 +120,11 @@ class Predictor(HandleAPI):
         if enable_profiling:
             self.profiler = Profiler()
         self.canonical_net = self.new_net()
+        try:
+            outputs_on_device(output_device, self.canonical_net.device)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        self.output_device = output_device
         self._local = threading.local()
         self._nets_lock = threading.Lock()
         self._net_count = 0
@@ -159,7 +171,7 @@ class Predictor(HandleAPI):
         """
         other = object.__new__(type(self))
         shared = ("imported_graph", "optimization_report", "graph", "device", "optimization", "program",
-                  "_net_options", "memory_limit_bytes", "profiler")
+                  "_net_options", "memory_limit_bytes", "profiler", "output_device")
         other.__dict__.update({k: self.__dict__[k] for k in shared})
         other.canonical_net = other.new_net()
         other._local = threading.local()
@@ -283,17 +295,25 @@ class Predictor(HandleAPI):
         return time.perf_counter() - t0
 
     # ---- forward -------------------------------------------------------------
-    def forward(self, inputs, output_names: Sequence[str] | None = None, out: Sequence[np.ndarray] | None = None):
+    def forward(self, inputs, output_names: Sequence[str] | None = None, out: Sequence[np.ndarray] | None = None,
+                *, output_device: str | None = None):
         """Run the model on this thread's Net.
 
         Args:
             inputs: list in input order, dict name -> array, or one array
                 (None is refused: unlike a bare Net's ForwardPrefilled, this
-                thread's Net may hold another request's inputs).
+                thread's Net may hold another request's inputs). Arrays: numpy,
+                DLPack producers on the CPU (numpy.from_dlpack, no copy), and on
+                device "cuda" CuPy / CUDA DLPack arrays (PyTorch, JAX), copied GPU to
+                GPU into the Net, never through the host; on "cpu" a device array is
+                an InputError (engine/inputs.py).
             output_names: blobs to return; with `out`, the blobs to copy into it.
             out: preallocated arrays, one per output name, filled in place
                 (writeable ndarrays of the blob's shape and dtype, any strides: a
                 transposed or sliced view is filled through np.copyto, as numpy's out=).
+            output_device: "cpu" or "cuda" for this call (None: the Predictor's
+                output_device): "cuda" returns CuPy arrays (copies made on the GPU,
+                done when this returns); `out` is then refused.
         Returns:
             list of arrays (output_names given), `out` (filled), or a dict
             name -> array of every readable blob (neither given): all blobs under
@@ -311,11 +331,21 @@ class Predictor(HandleAPI):
         if out is not None:
             out = _check_out_arrays(out, output_names)
         net = self.net()
+        od = self.output_device if output_device is None else output_device
+        on_device = outputs_on_device(od, net.device)
         if output_names is None:
-            net.forward(inputs)
-            return {n: np.array(net.blob_by_name(n)) for n in activation_names(net)}
-        blobs = net.forward(inputs, output_names, out=out)
-        return out if out is not None else [np.array(blobs[n]) for n in output_names]
+            if not on_device:
+                net.forward(inputs)
+                return {n: np.array(net.blob_by_name(n)) for n in activation_names(net)}
+            blobs = net.forward(inputs, output_device=od)
+            names = activation_names(net)
+            blobs.update({n: net.layout.device_output(n) for n in names if n not in blobs})
+            return owned_copies(blobs, names, net.device, True)
+        blobs = net.forward(inputs, output_names, out=out, output_device=od)
+        if out is not None:
+            return out
+        copies = owned_copies(blobs, output_names, net.device, on_device)
+        return [copies[n] for n in output_names]
 
     def run(self, output_names: Sequence[str] | None = None,
             input_feed: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray] | None:
@@ -324,6 +354,10 @@ class Predictor(HandleAPI):
         With no arguments, Paddle Inference's run(): runs on the arrays fed to the
         input handles and fills the output handles (see paddle_api.py).
 
+        Outputs are numpy arrays whatever the Predictor's output_device, as
+        onnxruntime's run() returns them (device outputs: forward(output_device="cuda"),
+        as its run_with_iobinding); the feed may hold device arrays (engine/inputs.py).
+
         Raises:
             InputError: input_feed is not a mapping; as forward().
         """
@@ -331,7 +365,8 @@ class Predictor(HandleAPI):
             return self._paddle_run()
         if not isinstance(input_feed, Mapping):
             raise InputError(f"input_feed must be a dict name -> array, not {type(input_feed).__name__}")
-        return self.forward(dict(input_feed), check_output_names(output_names) or list(self.output_names))
+        return self.forward(dict(input_feed), check_output_names(output_names) or list(self.output_names),
+                            output_device="cpu")
 
 
 def check_output_names(output_names) -> list[str] | None:

@@ -248,3 +248,55 @@ def test_reduce(op, axes, keepdims):
 ])
 def test_shape_only_ops(op, ins, attrs, static):
     check(op, [f32(*a) if isinstance(a, tuple) else a for a in ins], attrs, static=static)
+
+
+# ---- attention (passes/attention.py's fused node) and the mask's logical ops ----------------------
+@pytest.mark.parametrize("q, kt, v, m", [
+    ((2, 4, 9, 16), (2, 4, 16, 11), (2, 4, 11, 8), (2, 1, 1, 11)),   # BERT: the padding mask over keys
+    ((1, 3, 197, 64), (1, 3, 64, 197), (1, 3, 197, 64), None),         # ViT: no mask
+    ((2, 3, 7, 5), (5, 7), (2, 3, 7, 6), (3, 7, 7)),                   # a shared Kt, a bias per head
+])
+@pytest.mark.parametrize("scale", [None, ("div", 8.0), ("mul", 0.125)])
+def test_scaled_dot_product_attention(q, kt, v, m, scale):
+    attrs = {} if scale is None else {"scale": scale[1], "divide": int(scale[0] == "div")}
+    inputs = [f32(*q), f32(*kt), f32(*v)] + ([f32(*m) * 3] if m is not None else [])
+    check("ScaledDotProductAttention", inputs, attrs, domain=DOMAIN)
+
+
+def test_attention_with_an_additive_padding_mask_of_large_negatives():
+    keep = RNG.random((2, 1, 1, 13)) > 0.3
+    keep[..., 0] = True
+    mask = ((1.0 - keep) * np.finfo(np.float32).min).astype(np.float32)
+    check("ScaledDotProductAttention", [f32(2, 3, 13, 8), f32(2, 3, 8, 13), f32(2, 3, 13, 8), mask],
+          {"scale": 8.0 ** 0.5, "divide": 1}, domain=DOMAIN)
+
+
+@pytest.mark.parametrize("op", ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+def test_comparisons(op, dtype):
+    a = RNG.integers(-3, 4, (2, 3, 5)).astype(dtype)
+    check(op, [a, RNG.integers(-3, 4, (3, 1)).astype(dtype)])
+    check(op, [a, np.array(0, dtype)], static=(1,))
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logical(op):
+    check(op, [RNG.random((2, 3, 5)) > 0.5, RNG.random((3, 1)) > 0.5])
+
+
+def test_not_and_where():
+    check("Not", [RNG.random((4, 7)) > 0.5])
+    cond = RNG.random((3, 1, 5)) > 0.5
+    check("Where", [cond, f32(3, 4, 5), f32(4, 1)])
+    check("Where", [cond, RNG.integers(0, 9, (3, 4, 5)).astype(np.int64), np.array(-1, np.int64)], static=(2,))
+
+
+@pytest.mark.parametrize("src, dst", [(np.bool_, np.float32), (np.int64, np.float32), (np.float32, np.int64),
+                                      (np.float32, np.bool_), (np.int64, np.int32), (np.int32, np.float64),
+                                      (np.uint8, np.float32), (np.float32, np.float32)])
+def test_cast(src, dst):
+    from onnx import helper as onnx_helper
+
+    x = (RNG.standard_normal((3, 17)) * 5).astype(np.float32)
+    x[0, :3] = 0
+    check("Cast", [x.astype(src)], {"to": onnx_helper.np_dtype_to_tensor_dtype(np.dtype(dst))})

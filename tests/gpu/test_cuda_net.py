@@ -186,3 +186,28 @@ def test_a_net_wholly_on_the_gpu_is_captured_once_and_replays_the_eager_result()
         net = gpu.net()
         assert net.layout.graphable is True
         assert net.graphs.captures == 1 and net.graphs.hits == 3
+
+
+# ---- transformers: every node on the GPU, against the CPU (tests/test_cuda_transformer_placement.py's graphs) ----
+@pytest.mark.parametrize("which", ["bert", "vit"])
+def test_a_small_transformer_runs_wholly_on_the_gpu_and_matches_the_cpu(which):
+    from tests.onnx_helpers import assert_close
+    from tests.transformer_graphs import bert_model, vit_model
+
+    if which == "bert":
+        model = bert_model().SerializeToString()
+        ids = RNG.integers(1, 50, (2, 8)).astype(np.int64)
+        ids[1, 5:] = 0  # padding: the mask path (Equal, Not, Cast) matters
+        feeds = {"input_ids": ids}
+    else:
+        model = vit_model().SerializeToString()
+        feeds = {"data": RNG.standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    ref = Predictor(model).forward(feeds)
+    gpu = Predictor(model, device="cuda")
+    got = gpu.forward(feeds)
+    layout = gpu.net().layout
+    host = [f"{n.name} ({n.op_type})" for n in layout.run_nodes
+            if n.name not in layout.device_nodes and n.op_type != IO_COPY_OP]
+    assert not host, f"on the CPU: {host}"
+    for name, r in ref.items():
+        assert_close(got[name], r, 1e-4, f"{which} {name}")

@@ -353,3 +353,103 @@ def test_scan8_batch_axis_directions_and_sequence_lens(directions, lens):
     if lens is not None:
         feeds["lens"] = np.array(lens, np.int64)
     compare(m, feeds)
+
+
+# ---- prepared control flow (issue 34: bodies bound once per layout) -------------------------
+def test_if_whose_other_branch_rejects_the_shapes_is_planned_and_raises_when_chosen():
+    """As silero-vad's 8 kHz branch on a 16 kHz chunk: the else-branch Reshapes x to [2, 3], which a
+    [4] x cannot take. The node is planned from the then-branch (not per forward), and choosing the
+    else-branch at forward raises the typed shape error that branch meets (onnxruntime fails too)."""
+    from pooled_predictor.errors import ShapeInferenceError
+
+    then_g = oh.make_graph([oh.make_node("Neg", ["x"], ["t"])], "then", [], [vi("t", F, [4])])
+    else_g = oh.make_graph([oh.make_node("Reshape", ["x", "shape"], ["e"])], "else", [], [vi("e", F, None)])
+    m = model([oh.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", TP.BOOL, []), vi("x", F, [4])], [vi("y", F, None)],
+              [const("shape", np.array([2, 3], np.int64))])
+    x = np.array([1, -2, 3, -4], np.float32)
+    net = compare(m, {"c": np.array(True), "x": x})
+    assert not net.has_dynamic_shapes and net.output_shapes["y"] == (4,)
+    with pytest.raises(ShapeInferenceError):
+        net.forward({"c": np.array(False), "x": x})
+    net.forward({"c": np.array(True), "x": x * 2})  # the Net still runs
+    np.testing.assert_array_equal(net.blob_by_name("y"), -2 * x)
+
+
+def swap_loop_model():
+    """Loop (M a weight) whose body swaps its two carried values and adds a captured value to one:
+    (a, b) -> (b + k, a); scan outputs a and the iteration number. The carried outputs read the
+    other carried input's blob: feeding them back needs a snapshot (control._LoopPlan)."""
+    body = oh.make_graph(
+        [oh.make_node("Add", ["b_in", "k"], ["a_out"]), oh.make_node("Identity", ["a_in"], ["a_scan"]),
+         oh.make_node("Identity", ["i"], ["i_scan"]), oh.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("a_in", F, [2]), vi("b_in", F, [2])],
+        [vi("cond_out", TP.BOOL, []), vi("a_out", F, [2]), vi("a_in", F, [2]), vi("a_scan", F, [2]),
+         vi("i_scan", TP.INT64, [])])  # b_out is a_in itself
+    nodes = [oh.make_node("Relu", ["k0"], ["k"]),
+             oh.make_node("Loop", ["M", "", "a0", "b0"], ["a", "b", "as", "is"], body=body)]
+    return model(nodes, [vi("a0", F, [2]), vi("b0", F, [2]), vi("k0", F, [2])],
+                 [vi("a", F, [2]), vi("b", F, [2]), vi("as", F, [5, 2]), vi("is", TP.INT64, [5])],
+                 [const("M", np.array(5, np.int64))])
+
+
+def test_planned_loop_swapping_its_carried_values():
+    rng = np.random.default_rng(5)
+    feeds = {n: rng.standard_normal(2).astype(np.float32) for n in ("a0", "b0", "k0")}
+    net = compare(swap_loop_model(), feeds)
+    assert not net.has_dynamic_shapes
+    assert any("prepare_run" in getattr(f, "__qualname__", "") for f in net.layout.run)  # the bound body
+    feeds["k0"] = np.abs(feeds["k0"]) + 1  # other captures, the same Net: copied in again
+    for name, r in zip(net.output_names, run_ort(swap_loop_model(), feeds)):
+        net.forward(feeds)
+        assert_close(net.blob_by_name(name), r, 1e-6, name)
+
+
+def test_bodies_shared_by_layouts_of_other_shapes_are_bound_again():
+    """One Net (one thread: one body Net per body) alternating input shapes: each outer layout's If and
+    Loop prepared calls find the body at the other layout's shapes and bind it again."""
+    then_g = oh.make_graph([oh.make_node("Mul", ["x", "x"], ["t"])], "then", [], [vi("t", F, None)])
+    else_g = oh.make_graph([oh.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, None)])
+    body = oh.make_graph(
+        [oh.make_node("Add", ["acc_in", "y"], ["acc_out"]), oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+         oh.make_node("Identity", ["acc_in"], ["acc_scan"])],
+        "body", [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("acc_in", F, None)],
+        [vi("cond_out", TP.BOOL, []), vi("acc_out", F, None), vi("acc_scan", F, None)])
+    m = model([oh.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+               oh.make_node("Loop", ["M", "", "x"], ["acc", "accs"], body=body)],
+              [vi("c", TP.BOOL, []), vi("x", F, ["n"])], [vi("acc", F, None), vi("accs", F, None)],
+              [const("M", np.array(3, np.int64))])
+    net = Net(Program(load_onnx(m)), optimization=Optimization.MEMORY)
+    rng = np.random.default_rng(6)
+    for n, c in [(3, True), (5, True), (3, False), (5, False), (3, True)]:
+        feeds = {"c": np.array(c), "x": rng.standard_normal(n).astype(np.float32)}
+        net.forward(feeds)
+        assert not net.has_dynamic_shapes
+        for name, r in zip(net.output_names, run_ort(m, feeds)):
+            assert_close(net.blob_by_name(name), r, 1e-6, name)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 6])
+def test_loop_run_per_forward_through_a_bound_body(trips):
+    """M fed at forward (the node runs per forward, allocating): carried values keep their shapes, so
+    the iterations run through the bound body (control._fast_loop); scan outputs stacked once."""
+    m = swap_loop_model()
+    m.graph.initializer.pop()  # M becomes an input
+    m.graph.input.append(vi("M", TP.INT64, []))
+    for o in m.graph.output[2:]:
+        o.type.tensor_type.ClearField("shape")
+    rng = np.random.default_rng(7)
+    feeds = {**{n: rng.standard_normal(2).astype(np.float32) for n in ("a0", "b0", "k0")},
+             "M": np.array(trips, np.int64)}
+    net = compare(m, feeds)
+    assert net.has_dynamic_shapes
+
+
+def test_loop_with_a_huge_trip_count_ended_by_its_condition():
+    """An exporter's while loop: M = INT64_MAX, the body's condition ends it (scan outputs collected, not
+    allocated for M rows)."""
+    m = loop_model()
+    feeds = {"x": np.array([0.5, 1.0, 2.0], np.float32), "a0": np.array([1.5, 0.5, 1.1], np.float32),
+             "limit": np.array(50.0, np.float32), "M": np.array(np.iinfo(np.int64).max, np.int64),
+             "c": np.array(True)}
+    compare(m, feeds)

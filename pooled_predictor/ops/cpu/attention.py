@@ -18,7 +18,6 @@ from ...errors import InputError
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import compiled
-from .compiled.softmax import softmax_rows_biased
 
 # softmax_precision (ONNX TensorProto elem_type) -> numpy dtype; 16 (bfloat16) has none.
 _PRECISIONS = {1: np.float32, 10: np.float16, 11: np.float64}
@@ -391,7 +390,7 @@ class ScaledDotProductAttention:
             np.matmul(q, kt, out=s)
             flat = s.reshape(-1)
             mask = _NO_MASK if m is None else np.ascontiguousarray(m, np.float32).reshape(-1)
-            softmax_rows_biased(flat, flat, self.rows[0], self.rows[1], np.float32(self.scale),
+            compiled.softmax.softmax_rows_biased(flat, flat, self.rows[0], self.rows[1], np.float32(self.scale),
                                 2 if self.divide else 1, mask, self.m_rows, self.m_step)
             np.matmul(s, v, out=out)
             return

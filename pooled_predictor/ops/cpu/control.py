@@ -17,9 +17,12 @@ of Scan-8's batch axis and sequence_lens; both are implemented).
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import onnx
 
+from ...errors import PooledPredictorError
 from ..registry import kernel
 from ..shapes.control import branch_run, loop_run, scan8_run, scan_layout, scan_run
 
@@ -43,6 +46,44 @@ class If:
 
     def __init__(self, ctx, *, then_branch, else_branch):
         self.runs = (branch_run(ctx, then_branch), branch_run(ctx, else_branch))
+        self.taken = None if not ctx.is_static(0) else (0 if _true(ctx.value(0)) else 1)
+
+    def prepare_run(self, cond, *captures, out):
+        """__call__ for these arrays with each branch bound once (engine/control_flow.BodyRun.bind):
+        a run reads cond, copies the captures into the chosen branch's input blobs, runs its calls
+        and copies its outputs into `out`. A branch that rejects the captures' shapes runs the plain
+        call (which raises that error); None (no prepared call) where a branch output is allocated
+        per run."""
+        shapes = [c.shape for c in captures]
+        plans = []
+        for k, run in enumerate(self.runs):
+            bound = None
+            if self.taken is None or k == self.taken:
+                try:
+                    bound = run.bind(shapes)
+                except PooledPredictorError:
+                    pass  # the branch rejects these shapes: choosing it raises that (plain call)
+                else:
+                    if bound.dynamic:
+                        return None
+            plans.append(None if bound is None else _BranchPlan(bound, captures, out))
+        plain = partial(self.__call__, cond, *captures, out=out)
+
+        def run_if():
+            k = 0 if cond.item(0) else 1
+            plan = plans[k]
+            if plan is None:
+                plain()
+                return
+            if not plan.bound.current():
+                plan = plans[k] = _BranchPlan(plan.bound.rebind(), captures, out)
+            for d, a in plan.copies:
+                d[...] = a
+            plan.bound.run()
+            for o, r in plan.outs:
+                o[...] = r
+
+        return run_if
 
     def __call__(self, cond, *captures, out):
         run = self.runs[0 if _true(cond) else 1]
@@ -59,6 +100,117 @@ class If:
         return [np.array(r) for r in run.run(captures)]
 
 
+class _BranchPlan:
+    """A branch bound at fixed captures and outputs: (body input blob, capture) and (output, body
+    output) pairs, for If's prepared call."""
+
+    __slots__ = ("bound", "copies", "outs")
+
+    def __init__(self, bound, captures, out):
+        self.bound = bound
+        self.copies = [(d, a) for d, a in zip(bound.inputs, captures) if d is not None]
+        self.outs = [(o, r) for o, r in zip(out, bound.outputs) if o is not None]
+
+
+class _LoopPlan:
+    """A Loop body bound at fixed input shapes (engine/control_flow.Bound) and the pairs an iteration
+    copies: the carried outputs fed back into the carried input blobs (through a snapshot where one
+    is another carried input's blob, as a body that swaps two values has), the scan outputs stored
+    at the iteration's index. Carried values keep their shapes (the caller checks)."""
+
+    __slots__ = ("bound", "n", "feed", "scans", "snap", "back", "carried", "it", "cond_out")
+
+    def __init__(self, bound, n_carried: int, rest):
+        ins, outs = bound.inputs, bound.outputs
+        self.bound, self.n = bound, n_carried
+        # the iteration number is written only where something reads it; a static condition is not read
+        layout, it = bound.layout, ins[0]
+        name = bound.body.names[bound.body.fed.index(0)]
+        read = layout.dynamic or layout.readers.get(name) or any(o is it for o in outs)
+        self.it = it if read else None
+        self.cond_out = None if not outs[0].flags.writeable and bool(outs[0].reshape(-1)[0]) else outs[0]
+        self.feed = [(d, a) for d, a in zip(ins[2:], rest) if d is not None]  # carried and captures
+        self.carried = ins[2:2 + n_carried]
+        self.scans = outs[1 + n_carried:]
+        dests = {id(d) for d in self.carried}
+        self.snap, self.back = [], []
+        for d, r in zip(self.carried, outs[1:1 + n_carried]):
+            if r is d:
+                continue
+            if id(r) in dests:  # another carried input, overwritten by the feedback: read it first
+                t = np.empty_like(r)
+                self.snap.append((t, r))
+                r = t
+            self.back.append((d, r))
+
+    def run(self, m, cond, scan_out=None) -> int:
+        """Run the Loop (the spec's semantics, as run_loop): carried and captured inputs copied in once,
+        then per iteration the iteration number written, the body's calls, the condition read, the
+        scan outputs stored (into scan_out[j][i] where given, else appended to lists returned), the
+        carried outputs fed back. The final carried values are left in `carried` (the body's input
+        blobs). Returns the iterations run, or (iterations, collected scans) without scan_out."""
+        for d, a in self.feed:
+            d[...] = a
+        trips = None if m is None else int(m.item(0))
+        keep = True if cond is None else bool(cond.item(0))
+        it, cond_out, body = self.it, self.cond_out, self.bound.run
+        snap, back = self.snap, self.back
+        if scan_out is not None:
+            stores = [(o, r) for o, r in zip(scan_out, self.scans) if o is not None]
+        else:
+            stores = None
+            collected = [[] for _ in self.scans]
+            appends = [(c.append, r) for c, r in zip(collected, self.scans)]
+        i = 0
+        while keep and (trips is None or i < trips):
+            if it is not None:
+                it[...] = i
+            body()
+            if cond_out is not None:
+                keep = cond_out.item(0)
+            if stores is not None:
+                for o, r in stores:
+                    o[i] = r
+            else:
+                for add, r in appends:
+                    add(r.copy())
+            for t, r in snap:
+                t[...] = r
+            for d, r in back:
+                d[...] = r
+            i += 1
+        return i if stores is not None else (i, collected)
+
+
+_PREALLOCATE_BYTES = 16 << 20  # a Loop run per forward allocates its scan outputs for M rows up to this
+
+
+def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
+    """run_loop's outputs through a bound body (_LoopPlan) when the carried values keep their shapes and
+    dtypes and no body output is allocated per run; None: use the generic iteration."""
+    try:
+        bound = run.bind([(), ()] + [a.shape for a in rest])
+    except PooledPredictorError:
+        return None  # the generic path raises it where the spec would
+    if bound.dynamic or bound.inputs[0] is None:
+        return None
+    for a, r in zip(rest[:n_carried], bound.outputs[1:1 + n_carried]):
+        if r.shape != a.shape or r.dtype != a.dtype:
+            return None
+    plan = _LoopPlan(bound, n_carried, rest)
+    trips = None if m is None else int(m.item(0))
+    if trips is not None and 0 <= trips and trips * sum(r.nbytes for r in plan.scans) <= _PREALLOCATE_BYTES:
+        # at most M rows: stored in place, cut to the iterations run (a huge M that the condition ends
+        # early, as exporters write a while loop, collects them instead)
+        scans = [np.empty((trips,) + r.shape, r.dtype) for r in plan.scans]
+        i = plan.run(m, cond, scans)
+        scans = [s[:i] for s in scans]
+    else:
+        i, collected = plan.run(m, cond)
+        scans = [np.stack(c) if c else np.empty((0,) + r.shape, r.dtype) for c, r in zip(collected, plan.scans)]
+    return [np.array(v) for v in plan.carried] + scans
+
+
 def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
     """The Loop semantics of the spec, over a BodyRun.
 
@@ -73,6 +225,10 @@ def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
     Returns:
         The outputs when `out` is None.
     """
+    if out is None:
+        fast = _fast_loop(run, n_carried, m, cond, rest)
+        if fast is not None:
+            return fast
     carried, captures = list(rest[:n_carried]), list(rest[n_carried:])
     trips = None if m is None else int(np.asarray(m).reshape(-1)[0])
     keep = True if cond is None else _true(cond)
@@ -119,6 +275,33 @@ class Loop:
     def __init__(self, ctx, *, body):
         self.run = loop_run(ctx, body)
         self.n_carried = body.num_formal_inputs - 2
+
+    def prepare_run(self, m, cond, *rest, out):
+        """__call__ for these arrays with the body bound once (engine/control_flow.BodyRun.bind, _LoopPlan):
+        an iteration writes the iteration number, runs the body's calls, reads its condition, stores
+        the scan outputs and feeds the carried ones back, building nothing. None (the plain call) where
+        a body output is allocated per run."""
+        n = self.n_carried
+        try:
+            bound = self.run.bind([(), ()] + [a.shape for a in rest])
+        except PooledPredictorError:
+            return None
+        if bound.dynamic or bound.inputs[0] is None:
+            return None
+        holder = [_LoopPlan(bound, n, rest)]
+        scan_out = list(out[n:])
+        finals = [(o, d) for o, d in zip(out[:n], holder[0].carried) if o is not None]
+
+        def run_loop_prepared():
+            plan = holder[0]
+            if not plan.bound.current():
+                plan = holder[0] = _LoopPlan(plan.bound.rebind(), n, rest)
+                finals[:] = [(o, d) for o, d in zip(out[:n], plan.carried) if o is not None]
+            plan.run(m, cond, scan_out)
+            for o, d in finals:
+                o[...] = d
+
+        return run_loop_prepared
 
     def __call__(self, m, cond, *rest, out):
         run_loop(self.run, self.n_carried, m, cond, rest, out)

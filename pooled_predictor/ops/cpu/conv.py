@@ -66,10 +66,6 @@ from numpy.lib.stride_tricks import as_strided
 from ..registry import kernel
 from . import compiled
 from ..shapes.conv import conv_geometry
-from .compiled import depthwise, gemm
-from .compiled.col2im import tile_gemm_scatter_w2, tile_scatter
-from .compiled.gemm import pack_weights, row_offsets, scratch_size
-from .compiled.winograd import input_transform, output_transform, transform_weights
 from .conv_indirect import IndirectConv2d
 from .conv_shared import _run_fills, shared_weights
 
@@ -156,7 +152,7 @@ def winograd_geometry(g, min_channels: tuple[int, int] | None = None) -> bool:
 
 def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     """U = G W G^T, computed once per weight array and tile size, shared read-only by every Net."""
-    return shared_weights(w, ("winograd", m), lambda w: transform_weights(w, m))
+    return shared_weights(w, ("winograd", m), lambda w: compiled.winograd.transform_weights(w, m))
 
 
 class _Fill:
@@ -440,14 +436,15 @@ class Conv(_ConvBase):
         self.indirect = IndirectConv2d(ctx, self.geo, self.w_static, self._bias_vector(), _phase_fills)
 
     def _init_pointwise_compiled(self, ctx):
+        gemm = compiled.gemm
         self._gemm2d, self._gemm2d_sum = gemm.gemm2d, gemm.gemm2d_sum  # read once, when the kernel is built
 
         g = self.geo
         self.wp = shared_weights(self.w_static, "packed",
-                                 lambda w: pack_weights(w.reshape(g.out_channels, g.in_channels)))
-        self.offs = row_offsets(g.in_channels, self.p)
+                                 lambda w: compiled.gemm.pack_weights(w.reshape(g.out_channels, g.in_channels)))
+        self.offs = compiled.gemm.row_offsets(g.in_channels, self.p)
         self.b_c = self._bias_vector()
-        self.ws_ref = ctx.scratch((max(1, scratch_size(self.p)),), np.float32)
+        self.ws_ref = ctx.scratch((max(1, compiled.gemm.scratch_size(self.p)),), np.float32)
 
     def _pointwise_steps(self, x, out, z=None):
         g = self.geo
@@ -469,12 +466,12 @@ class Conv(_ConvBase):
         self.mult = g.out_channels // g.in_channels
         self.w_c = _readonly(np.ascontiguousarray(self.w_static, np.float32).reshape(g.out_channels, -1))
         self.b_c = self._bias_vector()
-        (hq, wq), offs = depthwise.geometry(g.out_shape, g.kernel, g.strides, g.dilations)
+        (hq, wq), offs = compiled.depthwise.geometry(g.out_shape, g.kernel, g.strides, g.dilations)
         self.dw_geometry = (_readonly(offs), hq, wq)
-        rows = depthwise.band_rows(g.out_shape[0], wq)
+        rows = compiled.depthwise.band_rows(g.out_shape[0], wq)
         self.buf_ref = ctx.scratch((g.strides[0] * g.strides[1] * hq * wq,), np.float32)
         self.acc_ref = ctx.scratch((rows * wq,), np.float32)
-        self._dw_kernel = depthwise.depthwise_conv2d
+        self._dw_kernel = compiled.depthwise.depthwise_conv2d
 
     # ---- Winograd F(m x m, 3 x 3) (compiled/winograd.py) ------------------
     def _winograd_fits(self, ctx) -> bool:
@@ -502,13 +499,13 @@ class Conv(_ConvBase):
         g = self.geo
         small = self.small_ref.array
         v, mb = self.v_ref.array, self.mb_ref.array
-        steps = []
+        steps, winograd = [], compiled.winograd
         for n in range(g.batch):  # an image at a time: its transformed input and output stay in cache
-            steps += [(input_transform, (x[n:n + 1], v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
-                                         self.tiles[0], self.tiles[1], self.wino_m)),
+            steps += [(winograd.input_transform, (x[n:n + 1], v, small[0], small[1], g.pads_begin[0], g.pads_begin[1],
+                                                  self.tiles[0], self.tiles[1], self.wino_m)),
                       (_matmul_into, (self.u, v, mb)),  # one GEMM per transform position, all tiles at once
-                      (output_transform, (mb, out[n:n + 1], self.b_c, small[2], self.tiles[0], self.tiles[1],
-                                          self.wino_m, *self.act))]
+                      (winograd.output_transform, (mb, out[n:n + 1], self.b_c, small[2], self.tiles[0], self.tiles[1],
+                                                   self.wino_m, *self.act))]
         return steps
 
     def fuse_sum(self, code: int, p0: float = 0.0, p1: float = 0.0) -> bool:
@@ -819,13 +816,12 @@ class ConvTranspose(_ConvBase):
         if self.empty:
             return
         if self.tile_fused:  # (no column scratch on this path; a Net's X and Y are contiguous blobs)
+            scatter = compiled.col2im.tile_gemm_scatter_w2
             if out.flags.c_contiguous:
-                tile_gemm_scatter_w2(self.w_mat, np.ascontiguousarray(x), out, self.b_vec, self.has_bias,
-                                     self.geo.kernel[0])
+                scatter(self.w_mat, np.ascontiguousarray(x), out, self.b_vec, self.has_bias, self.geo.kernel[0])
             else:
                 y = np.empty(out.shape, out.dtype)
-                tile_gemm_scatter_w2(self.w_mat, np.ascontiguousarray(x), y, self.b_vec, self.has_bias,
-                                     self.geo.kernel[0])
+                scatter(self.w_mat, np.ascontiguousarray(x), y, self.b_vec, self.has_bias, self.geo.kernel[0])
                 np.copyto(out, y)
             return
         w_mat = self.w_mat if self.w_mat is not None else self._gemm_weights(w)
@@ -835,9 +831,10 @@ class ConvTranspose(_ConvBase):
             g = self.geo
             b_vec = self.b_vec if bias is None or self.b_static is not None else \
                 _readonly(np.ascontiguousarray(b, np.float32))
+            scatter = compiled.col2im.tile_scatter
             for r0, x_mm, cols_mm, cols in tiles:
                 np.matmul(w_mat, x_mm, out=cols_mm)
-                tile_scatter(cols, out, b_vec, bias is not None, g.kernel[0], g.kernel[1], r0, g.in_shape[1])
+                scatter(cols, out, b_vec, bias is not None, g.kernel[0], g.kernel[1], r0, g.in_shape[1])
             return
         if self.path == "gemm":
             x_mm, out_mm, _ = tiles[0]

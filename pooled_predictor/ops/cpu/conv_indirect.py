@@ -33,8 +33,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import compiled
-from .compiled.gemm import gemm2d, gemm2d_rows, pack_weights, scratch_size
-from .compiled.phases import split_phases
 from .conv_shared import _run_fills, shared_weights
 
 
@@ -85,7 +83,7 @@ class IndirectConv2d:
 
         def pack(w):
             wm = np.asarray(w, np.float32).reshape(g.group, self.mg, -1)
-            return tuple(pack_weights(wm[i]) for i in range(g.group))
+            return tuple(compiled.gemm.pack_weights(wm[i]) for i in range(g.group))
 
         self.wp = shared_weights(w, ("packed groups", g.group), pack)  # one copy for every Net
         self.b = [b[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]  # contiguous read-only views
@@ -95,7 +93,7 @@ class IndirectConv2d:
         self.rowwise = self.wq != ow and ow % 16 == 0
         self.crop = self.wq != ow and not self.rowwise
         self.y_ref = ctx.scratch((g.out_channels * self.p_ext,), np.float32) if self.crop else None
-        self.ws_ref = ctx.scratch((max(1, scratch_size(ow if self.rowwise else self.p_ext)),), np.float32)
+        self.ws_ref = ctx.scratch((max(1, compiled.gemm.scratch_size(ow if self.rowwise else self.p_ext)),), np.float32)
         self._key = None
 
     def _views(self, x, planes):
@@ -119,7 +117,7 @@ class IndirectConv2d:
         planes = self.planes_ref.array
         if x.flags.c_contiguous:  # the compiled split (compiled/phases.py), 3x numpy's for stride 2
             (sh, sw), (ph, pw) = g.strides, g.pads_begin
-            steps = [(split_phases, (x, planes, self.hq, self.wq, sh, sw, ph, pw))]
+            steps = [(compiled.phases.split_phases, (x, planes, self.hq, self.wq, sh, sw, ph, pw))]
         else:
             steps = [(_run_fills, (self._views(x, planes),))]
         # the slack read by the last row's dropped pixels
@@ -127,18 +125,18 @@ class IndirectConv2d:
         ws = self.ws_ref.array
         oh, ow = g.out_shape
         yf = self.y_ref.array if self.crop else out.reshape(-1)
-        f = len(self.phases)
+        f, gemm = len(self.phases), compiled.gemm
         for n in range(g.batch):
             if self.rowwise:
                 for gi in range(g.group):
                     y0 = (n * g.out_channels + gi * self.mg) * oh * ow
-                    steps.append((gemm2d_rows, (self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane,
+                    steps.append((gemm.gemm2d_rows, (self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane,
                                                 self.offs, self.wq, yf, y0, oh * ow, ow, oh, self.mg, ow, self.b[gi],
                                                 ws, *act)))
                 continue
             y0 = 0 if self.crop else n * g.out_channels * self.p_ext
             for gi in range(g.group):
-                steps.append((gemm2d, (self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane, self.offs,
+                steps.append((gemm.gemm2d, (self.wp[gi], planes, n * self.image + gi * self.cg * f * self.plane, self.offs,
                                        yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext, self.b[gi],
                                        ws, *act)))
             if self.crop:

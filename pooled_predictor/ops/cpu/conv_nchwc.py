@@ -59,10 +59,8 @@ from ..registry import DEFAULT_LAYOUT, kernel
 from ..shapes.conv import conv_geometry
 from ..shapes.fused import DOMAIN, depthwise_chain_parts
 from . import compiled, conv
-from .compiled.epilogue import CODES, NONE
-from .compiled.phases import split_phases
+from .compiled.codes import CODES, NONE
 from .compiled.widths import module as _width_module
-from .compiled.winograd import transform_weights
 from .conv import _readonly, winograd_geometry
 from .conv_indirect import indirect_layout
 from .conv_shared import shared_weights
@@ -187,7 +185,7 @@ def winograd_weights(w: np.ndarray, m: int, block: int = BLOCK) -> np.ndarray:
     pack_weights = kernels("nchwc_gemm", block).pack_weights
 
     def make(w):
-        u = transform_weights(np.asarray(w, np.float32), m)
+        u = compiled.winograd.transform_weights(np.asarray(w, np.float32), m)
         packed = np.empty((u.shape[0], u.shape[1] * u.shape[2]), np.float32)
         for i in range(u.shape[0]):  # one position at a time (no second list of copies)
             packed[i] = pack_weights(u[i])
@@ -545,7 +543,7 @@ class _ToBlockedConv(_Steps):
         gemm = kernels("nchwc_gemm", self.block)
         self.wp = packed_weights(w, m, self.block)
         self.b = _bias_vector(ctx, m)
-        self._gemm_rows, self._split = gemm.gemm_nchwc_rows, split_phases
+        self._gemm_rows, self._split = gemm.gemm_nchwc_rows, compiled.phases.split_phases
         self.px = gemm.pixel_offsets(g.out_shape[1], g.out_shape[0], 1, self.wq)
         self.act = (NONE, np.float32(0), np.float32(0))
 

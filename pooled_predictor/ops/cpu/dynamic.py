@@ -16,7 +16,6 @@ from ...errors import InputError
 from ..nms import candidates, greedy_nms
 from ..registry import kernel
 from . import compiled
-from .compiled import nms
 
 
 @kernel("NonZero", since=(9, 13), dynamic_output=True)
@@ -135,7 +134,7 @@ class NonMaxSuppression(_Named):
                     order = candidates(scores[b, c], floor)
                     if self.compiled:
                         keep = np.empty(len(order), np.int64)
-                        keep = keep[:nms.greedy_nms(corners, order, iou_max, limit, 1.0, keep)]
+                        keep = keep[:compiled.nms.greedy_nms(corners, order, iou_max, limit, 1.0, keep)]
                         rows = np.empty((len(keep), 3), np.int64)
                         rows[:, 0], rows[:, 1], rows[:, 2] = b, c, keep
                         selected.append(rows)

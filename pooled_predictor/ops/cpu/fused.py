@@ -26,7 +26,7 @@ from .activation import HardSwish as _OnnxHardSwish
 from .activation import _gelu_check, hard_swish_into, leaky_relu_into
 from .elementwise import hard_sigmoid, relu, sigmoid
 from ._special import CHUNK, erf_float32, erf_workspace_shape
-from .compiled.epilogue import CODES, NONE, activate_inplace, gelu_erf, gelu_erf_inplace
+from .compiled.codes import CODES, NONE
 from .conv import Conv
 from . import compiled
 from .gemm import Gemm
@@ -85,12 +85,12 @@ class Activation:
         self.apply = getattr(self, "_" + name.lower())
 
     def _compiled(self, y):
-        activate_inplace(y.reshape(-1), self.code, *self.params)
+        compiled.epilogue.activate_inplace(y.reshape(-1), self.code, *self.params)
 
     def prepare(self, y):
         """apply(y) as a zero-argument call for this array (engine/layout.py: _prepared)."""
         if self.apply == self._compiled and y.flags.c_contiguous:
-            return compiled.bound(activate_inplace, y.reshape(-1), self.code, *self.params)
+            return compiled.bound(compiled.epilogue.activate_inplace, y.reshape(-1), self.code, *self.params)
         return partial(self.apply, y)
 
     # The stand-alone kernels' own code, applied in place: a fused graph gives the same bits.
@@ -267,9 +267,9 @@ class Gelu:
         xf, of = x.reshape(-1), out.reshape(-1)
         if self.compiled:
             if xf.ctypes.data == of.ctypes.data:  # the arena put Y on X (memory_opt's in-place)
-                gelu_erf_inplace(of, self.sqrt2)
+                compiled.epilogue.gelu_erf_inplace(of, self.sqrt2)
             else:
-                gelu_erf(xf, of, self.sqrt2)
+                compiled.epilogue.gelu_erf(xf, of, self.sqrt2)
             return
         self._chunked(xf, of)
 
@@ -278,8 +278,8 @@ class Gelu:
             return None
         xf, of = x.reshape(-1), out.reshape(-1)
         if xf.ctypes.data == of.ctypes.data:
-            return compiled.bound(gelu_erf_inplace, of, self.sqrt2)
-        return compiled.bound(gelu_erf, xf, of, self.sqrt2)
+            return compiled.bound(compiled.epilogue.gelu_erf_inplace, of, self.sqrt2)
+        return compiled.bound(compiled.epilogue.gelu_erf, xf, of, self.sqrt2)
 
     def _chunked(self, xf, of):
         n, tmp = xf.size, self.tmp.array

@@ -21,7 +21,6 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import compiled
-from .compiled.matmul import matmul_const, pack_right, scratch_size
 from .conv_shared import shared_weights
 
 # The compiled path where it measured at least as fast as OpenBLAS (one thread, OpenBLAS
@@ -69,13 +68,13 @@ class ConstRightProduct:
         if k_n == 0 or n_n == 0 or rows < COMPILED_MIN_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
             return None
         self = cls()
-        self.rows, self.k_n, self.n_n, self.bias, self.run = rows, k_n, n_n, c is not None, matmul_const
+        self.rows, self.k_n, self.n_n, self.bias, self.run = rows, k_n, n_n, c is not None, compiled.matmul.matmul_const
         if c is None:
-            self.x = shared_weights(b, ("matmul_panels", trans_b), lambda _: pack_right(bt, None))
+            self.x = shared_weights(b, ("matmul_panels", trans_b), lambda _: compiled.matmul.pack_right(bt, None))
         else:
             cb = np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
-            self.x = shared_weights(c, ("matmul_panels", id(b), trans_b), lambda _: pack_right(bt, cb))
-        self.ws_ref = ctx.scratch((scratch_size(),), np.float32)
+            self.x = shared_weights(c, ("matmul_panels", id(b), trans_b), lambda _: compiled.matmul.pack_right(bt, cb))
+        self.ws_ref = ctx.scratch((compiled.matmul.scratch_size(),), np.float32)
         return self
 
     def __call__(self, a, out) -> bool:

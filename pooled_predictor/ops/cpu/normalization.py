@@ -16,10 +16,6 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.normalization import STASH_DTYPES
 from . import compiled
-from .compiled import lrn
-from .compiled.layernorm import layernorm_rows
-from .compiled.lrn import pow_mode
-from .compiled.softmax import softmax_rows
 
 
 def _bn_check(attrs, version):
@@ -113,7 +109,7 @@ class Softmax:
 
     def __call__(self, x, *, out):
         if self.rows is not None:
-            softmax_rows(x.reshape(-1), out.reshape(-1), *self.rows)
+            compiled.softmax.softmax_rows(x.reshape(-1), out.reshape(-1), *self.rows)
             return
         x, y = self.views(x, out)
         m = self.red.array
@@ -126,7 +122,7 @@ class Softmax:
     def prepare_run(self, x, *, out):
         if self.rows is None or type(self) is not Softmax or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None  # (LogSoftmax and Hardmax have their own __call__)
-        return compiled.bound(softmax_rows, x.reshape(-1), out.reshape(-1), *self.rows)
+        return compiled.bound(compiled.softmax.softmax_rows, x.reshape(-1), out.reshape(-1), *self.rows)
 
 
 @kernel("LogSoftmax", since=(1, 11, 13))
@@ -246,7 +242,7 @@ class LRN:
             self.plane = ctx.scratch((plane,), np.float32)
             f4 = np.float32
             self.compiled = (shape[0], channels, plane, before, after, f4(self.scale), f4(bias), f4(beta),
-                             pow_mode(beta))
+                             compiled.lrn.pow_mode(beta))
             return
         ct = _compute_dtype(ctx.dtype(0))
         self.sq = ctx.scratch(shape, ct)
@@ -258,12 +254,12 @@ class LRN:
     def prepare_run(self, x, *, out):
         if self.compiled is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        return compiled.bound(lrn.lrn_nchw, *self._compiled_args(x, out))
+        return compiled.bound(compiled.lrn.lrn_nchw, *self._compiled_args(x, out))
 
     def __call__(self, x, *, out):
         if self.compiled is not None:
             y = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-            lrn.lrn_nchw(*self._compiled_args(np.ascontiguousarray(x), y))
+            compiled.lrn.lrn_nchw(*self._compiled_args(np.ascontiguousarray(x), y))
             if y is not out:
                 out[...] = y
             return
@@ -339,13 +335,13 @@ class LayerNormalization:
         outs = [o for o in (tuple(out) if isinstance(out, tuple) else (out,)) if o is not None]
         if not self.compiled or not all(a.flags.c_contiguous for a in [x] + outs):
             return None
-        return compiled.bound(layernorm_rows, *self._compiled_args(x, scale, bias, out if isinstance(out, tuple)
-                                                                    else (out,)))
+        outs = out if isinstance(out, tuple) else (out,)
+        return compiled.bound(compiled.layernorm.layernorm_rows, *self._compiled_args(x, scale, bias, outs))
 
     def __call__(self, x, scale, bias=None, *, out):
         outs = tuple(out) if isinstance(out, tuple) else (out,)
         if self.compiled and all(a.flags.c_contiguous for a in (x,) + tuple(o for o in outs if o is not None)):
-            layernorm_rows(*self._compiled_args(x, scale, bias, outs))
+            compiled.layernorm.layernorm_rows(*self._compiled_args(x, scale, bias, outs))
             return
         y, mean_out, inv_out = (outs + (None, None))[:3]  # trailing outputs may be absent
         rows, cols = self.rows, self.cols

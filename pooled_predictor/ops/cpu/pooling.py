@@ -32,7 +32,6 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.pooling import AxisWindow, pool_geometry
 from . import compiled
-from .compiled.pooling import average_tiles, buffer_length, pool2d
 from .reduce import TrailingReduce
 
 
@@ -114,14 +113,14 @@ class _CompiledPool2d:
     benchmarks/node_kernels.py and the thresholds above)."""
 
     def __init__(self, ctx, geometry: list[AxisWindow], mode: int, include_pad: bool = False):
-        self.run = pool2d
+        self.run = compiled.pooling.pool2d
         gh, gw = geometry
         valid = np.flatnonzero(gw.counts(False))
         c_lo, c_hi = (int(valid[0]), int(valid[-1]) + 1) if valid.size else (0, 0)
         self.args = (mode, gh.kernel, gw.kernel, gh.stride, gw.stride, gh.dilation, gw.dilation, gh.head, gw.head)
         self.counts = [_readonly(np.maximum(g.counts(include_pad), 1).astype(np.float32)) for g in geometry]
         self.cols = (c_lo, c_hi)
-        length = buffer_length(gw.size, gw.out, gw.kernel, gw.stride, gw.dilation, gw.head)
+        length = compiled.pooling.buffer_length(gw.size, gw.out, gw.kernel, gw.stride, gw.dilation, gw.head)
         self.bufs = ctx.scratch((2, length), np.float32)
 
     @staticmethod
@@ -149,7 +148,7 @@ class _AverageTiles:
     64x56x56 0.080 ms (0.175, 0.092)."""
 
     def __init__(self, ctx, geometry: list[AxisWindow]):
-        self.run = average_tiles
+        self.run = compiled.pooling.average_tiles
         self.kernel = tuple(g.kernel for g in geometry)
         self.buf = ctx.scratch((geometry[1].size,), np.float32)
 

@@ -36,9 +36,6 @@ import numpy as np
 
 from .. import int8_arithmetic
 from . import compiled
-from .compiled.qconv import depthwise_q, split_phases_q
-from .compiled.qgemm import (MR, MRS, NP, ONES, pack_pairs, pack_quads, packed_bytes, pair_offsets, qgemm2d,
-                             qgemm2d_sat, quad_offsets, row_sums)
 from .conv_indirect import indirect_layout
 from .conv_shared import shared_weights
 
@@ -88,7 +85,7 @@ class QConvCompiled:
         mult = ((x_scale * w_scale).astype(np.float32) / y_scale).astype(np.float32)
         bias = np.zeros(m, np.int64) if not ctx.has_input(8) else np.asarray(ctx.value(8), np.int64).reshape(-1)
         wm = np.asarray(w).reshape(m, -1)
-        b = bias - x_zp * row_sums(wm, w_zp)
+        b = bias - x_zp * compiled.qgemm.row_sums(wm, w_zp)
         self.b = self._ro(b.astype(np.int32))
         self.mult = self._ro(mult)
         (sh, sw), (ph, pw) = g.strides, g.pads_begin
@@ -103,19 +100,19 @@ class QConvCompiled:
                        and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
         if self.direct:
             self.hq, self.wq, self.phases = h, wd, [(0, 0)]
-            table = quad_offsets if self.sat else pair_offsets
+            table = compiled.qgemm.quad_offsets if self.sat else compiled.qgemm.pair_offsets
             self.offs = table(np.arange(self.cg, dtype=np.int64) * (h * wd))
             # the last P % 16 pixels: their X columns copied into a strip of 16 per row (the tile's reads
             # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs)
-            self.tail = (h * wd) % NP
-            self.strip_ref = ctx.scratch((len(self.offs) * NP + NP,), ctx.dtype(0)) if self.tail else None
-            self.strip_offs = table(np.arange(self.cg, dtype=np.int64) * NP)
+            self.tail = (h * wd) % compiled.qgemm.NP
+            self.strip_ref = ctx.scratch((len(self.offs) * compiled.qgemm.NP + compiled.qgemm.NP,), ctx.dtype(0)) if self.tail else None
+            self.strip_offs = table(np.arange(self.cg, dtype=np.int64) * compiled.qgemm.NP)
         else:
             self.hq, self.wq, self.phases, offs = indirect_layout(g, 1 if self.depthwise else self.cg)
             if self.sat:  # rows k = (kh, kw, c): onnxruntime's order of the saturating pairs
-                self.offs = quad_offsets(offs.reshape(self.cg, -1).T.reshape(-1))
+                self.offs = compiled.qgemm.quad_offsets(offs.reshape(self.cg, -1).T.reshape(-1))
             else:
-                self.offs = offs if self.depthwise else pair_offsets(offs)
+                self.offs = offs if self.depthwise else compiled.qgemm.pair_offsets(offs)
         f = len(self.phases)
         self.plane = self.hq * self.wq
         self.image = c * f * self.plane
@@ -125,8 +122,8 @@ class QConvCompiled:
         self.crop = self.wq != ow
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
-        self.ws_ref = ctx.scratch((max(MR, MRS) * NP,), y_dt)
-        self.xq_ref = ctx.scratch((packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
+        self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
+        self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
         self.acc_ref = ctx.scratch((self.p_ext,), np.int32) if self.depthwise else None
         if self.depthwise:
             self.wp = shared_weights(w, ("qdepthwise", tuple(w_zp)), lambda w: self._ro(
@@ -134,14 +131,14 @@ class QConvCompiled:
         elif self.sat:
             def pack(w):  # each group's W (mg, cg, kh, kw) as (mg, kh * kw * cg), in int8 quads
                 wg = np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)
-                return tuple(pack_quads(np.ascontiguousarray(wg[i]).reshape(self.mg, -1)) for i in range(g.group))
+                return tuple(compiled.qgemm.pack_quads(np.ascontiguousarray(wg[i]).reshape(self.mg, -1)) for i in range(g.group))
 
             self.wp = shared_weights(w, ("qquads", g.group), pack)
         else:
             def pack(w):
                 wg = np.asarray(w).reshape(g.group, self.mg, -1)
                 zg = w_zp.reshape(g.group, self.mg)
-                return tuple(pack_pairs(wg[i], zg[i]) for i in range(g.group))
+                return tuple(compiled.qgemm.pack_pairs(wg[i], zg[i]) for i in range(g.group))
 
             self.wp = shared_weights(w, ("qpacked", g.group, tuple(w_zp)), pack)
         self.bg = [self.b[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]
@@ -165,7 +162,7 @@ class QConvCompiled:
         f = len(self.phases)
         steps = []
         yflat = out.reshape(-1)
-        gemm, extra = (qgemm2d_sat, (ONES, self.xq_ref.array)) if self.sat else (qgemm2d, ())
+        gemm, extra = (compiled.qgemm.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
         if self.direct:
             xf = x.reshape(-1)
             p_n, vec = oh * ow, oh * ow - self.tail
@@ -176,18 +173,18 @@ class QConvCompiled:
                                          self.b, self.mult, self.zp, self.ws_ref.array, *extra)))
                 if self.tail:
                     strip = self.strip_ref.array
-                    rows = strip[:self.cg * NP].reshape(self.cg, NP)[:, :self.tail]
+                    rows = strip[:self.cg * compiled.qgemm.NP].reshape(self.cg, compiled.qgemm.NP)[:, :self.tail]
                     steps.append((np.copyto, (rows, x[n].reshape(self.cg, p_n)[:, vec:])))
                     steps.append((gemm, (self.wp[0], strip, 0, self.strip_offs, yflat, y0 + vec, p_n, m,
                                          self.tail, self.b, self.mult, self.zp, self.ws_ref.array, *extra)))
             return steps
         else:
             xf = self.planes_ref.array
-            steps.append((split_phases_q, (x, xf, *self._split)))
+            steps.append((compiled.qconv.split_phases_q, (x, xf, *self._split)))
         ws = self.ws_ref.array
         for n in range(g.batch):
             if self.depthwise:
-                steps.append((depthwise_q, (xf, n * self.image, f * self.plane, self.offs, self.wp, self.b, self.mult,
+                steps.append((compiled.qconv.depthwise_q, (xf, n * self.image, f * self.plane, self.offs, self.wp, self.b, self.mult,
                                             self.zp, yflat, n * m * oh * ow, oh, ow, self.wq, self.acc_ref.array)))
                 continue
             yf = self.y_ref.array if self.crop else yflat

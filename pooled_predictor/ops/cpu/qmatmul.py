@@ -27,9 +27,6 @@ from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from .. import int8_arithmetic
 from . import compiled
-from .compiled.qgemm import (MR, MRS, NP, ONES, pack_pairs, pack_quads, packed_bytes, pair_offsets, qgemm2d_f32,
-                             qgemm2d_sat_f32, quad_offsets, row_sums)
-from .compiled.quantize import quantize_transpose
 from .conv_shared import shared_weights
 from .quantize import dynamic_quantize_linear
 
@@ -59,16 +56,16 @@ class DynamicQuantizeMatMul:
         self.sat = int8_arithmetic.saturating() and b.dtype == np.int8 and not zp.any()
         self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
         if self.sat:
-            self.wp = shared_weights(b, ("qmatmul_quads",), lambda w: pack_quads(np.asarray(w).T))
-            self.offs = quad_offsets(np.arange(self.k, dtype=np.int64) * self.m)
-            self.xq_ref = ctx.scratch((packed_bytes(self.offs.size),), np.uint8)
+            self.wp = shared_weights(b, ("qmatmul_quads",), lambda w: compiled.qgemm.pack_quads(np.asarray(w).T))
+            self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * self.m)
+            self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(self.offs.size),), np.uint8)
         else:
-            self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: pack_pairs(np.asarray(w).T, zp))
-            self.offs = pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
-        self.sums = row_sums(np.asarray(b).T, zp)
+            self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
+            self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
+        self.sums = compiled.qgemm.row_sums(np.asarray(b).T, zp)
         self.x_ref = ctx.scratch((self.k * self.m + 64,), np.uint8)
         self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
-        self.ws_ref = ctx.scratch((max(MR, MRS) * NP,), np.float32)
+        self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), np.float32)
         self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
         self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
 
@@ -79,7 +76,7 @@ class DynamicQuantizeMatMul:
             q = np.empty(a2.shape, np.uint8)
             dynamic_quantize_linear(a2, out=(q, scale, zp))
             # exact (float64 BLAS) in both arithmetics: this is the reference tier a tiered Net serves while
-            # qgemm2d_sat compiles, and numpy's saturating pairs (quantized.saturating_matmul) would make
+            # compiled.qgemm.qgemm2d_sat compiles, and numpy's saturating pairs (quantized.saturating_matmul) would make
             # it 10x slower (BERT-base: 3.7 s a forward); QLinearConv's reference path is exact too
             acc = (q.astype(np.float64) - float(zp)) @ (np.asarray(b, np.float64)
                                                         - np.asarray(b_zero_point, np.float64))
@@ -88,14 +85,14 @@ class DynamicQuantizeMatMul:
             return
         dynamic_quantize_linear(a2, out=(None, scale, zp))
         x = self.x_ref.array
-        quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
+        compiled.quantize.quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
         bias = _ro((-int(zp) * self.sums).astype(np.int32))
         mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
         yt = self.y_ref.array
         if self.sat:
-            qgemm2d_sat_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array,
-                            ONES, self.xq_ref.array)
+            compiled.qgemm.qgemm2d_sat_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array,
+                            compiled.qgemm.ONES, self.xq_ref.array)
         else:
-            qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
+            compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
         np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
 

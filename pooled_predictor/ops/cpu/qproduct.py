@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import int8_arithmetic
-from .compiled.qgemm import (MR, MRS, NP, ONES, pack_pairs, pack_quads, packed_bytes, pair_offsets, qgemm2d,
-                             qgemm2d_f32, qgemm2d_sat, qgemm2d_sat_f32, quad_offsets, row_sums)
+from . import compiled
 from .conv_shared import shared_weights
 
 
@@ -38,19 +37,19 @@ class StaticProduct:
         self.sat = (int8_arithmetic.saturating() and np.dtype(a_dtype) == np.uint8 and b.dtype == np.int8
                     and not zp.any())
         if self.sat:
-            self.wp = shared_weights(b, ("qproduct_quads",), lambda w: pack_quads(np.ascontiguousarray(np.asarray(w).T)))
-            self.offs = quad_offsets(np.arange(self.k, dtype=np.int64) * m)
-            self.xq_ref = ctx.scratch((packed_bytes(self.offs.size),), np.uint8)
+            self.wp = shared_weights(b, ("qproduct_quads",), lambda w: compiled.qgemm.pack_quads(np.ascontiguousarray(np.asarray(w).T)))
+            self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * m)
+            self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(self.offs.size),), np.uint8)
         else:
-            self.wp = shared_weights(b, ("qproduct", tuple(zp)), lambda w: pack_pairs(np.asarray(w).T, zp))
-            self.offs = pair_offsets(np.arange(self.k, dtype=np.int64) * m)
-        self.bias = _ro((np.asarray(bias, np.int64) - a_zp * row_sums(b.T, zp)).astype(np.int32))
+            self.wp = shared_weights(b, ("qproduct", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
+            self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * m)
+        self.bias = _ro((np.asarray(bias, np.int64) - a_zp * compiled.qgemm.row_sums(b.T, zp)).astype(np.int32))
         self.mult = _ro(np.asarray(mult, np.float32).reshape(self.n))
         self.y_zp = int(y_zp)
         self.y_float = np.dtype(y_dtype) == np.float32
         self.x_ref = ctx.scratch((self.k * m + 64,), a_dtype)
         self.y_ref = ctx.scratch((self.n * m,), y_dtype)
-        self.ws_ref = ctx.scratch((max(MR, MRS) * NP,), y_dtype)
+        self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dtype)
 
     def __call__(self, a, out):
         m, k, n = self.m, self.k, self.n
@@ -59,7 +58,7 @@ class StaticProduct:
         yt = self.y_ref.array
         args = (self.wp, x, 0, self.offs, yt, 0, m, n, m, self.bias, self.mult, self.y_zp, self.ws_ref.array)
         if self.sat:
-            (qgemm2d_sat_f32 if self.y_float else qgemm2d_sat)(*args, ONES, self.xq_ref.array)
+            (compiled.qgemm.qgemm2d_sat_f32 if self.y_float else compiled.qgemm.qgemm2d_sat)(*args, compiled.qgemm.ONES, self.xq_ref.array)
         else:
-            (qgemm2d_f32 if self.y_float else qgemm2d)(*args)
+            (compiled.qgemm.qgemm2d_f32 if self.y_float else compiled.qgemm.qgemm2d)(*args)
         np.copyto(out.reshape(m, n), yt.reshape(n, m).T)

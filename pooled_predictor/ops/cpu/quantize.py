@@ -26,7 +26,6 @@ from ...ir import elem_dtype
 from ..registry import kernel
 from ..shapes.quantize import quant_param_layout
 from . import compiled
-from .compiled import quantize as compiled_quantize
 from .cast import cast_into
 
 _8BIT = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -139,11 +138,11 @@ class QuantizeLinear:
         """The one-pass compiled kernel bound for these arrays (per-tensor float32 -> 8 bits), else None."""
         if self.fast is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        return compiled.bound(compiled_quantize.quantize_f32, x.reshape(-1), out.reshape(-1), *self.fast)
+        return compiled.bound(compiled.quantize.quantize_f32, x.reshape(-1), out.reshape(-1), *self.fast)
 
     def __call__(self, x, y_scale, y_zero_point=None, *, out):
         if self.fast is not None and x.flags.c_contiguous and out.flags.c_contiguous:
-            compiled_quantize.quantize_f32(x.reshape(-1), out.reshape(-1), *self.fast)
+            compiled.quantize.quantize_f32(x.reshape(-1), out.reshape(-1), *self.fast)
             return
         scale = self.params.get(0, y_scale)
         zp = self.params.get(1, y_zero_point)
@@ -187,11 +186,11 @@ class DequantizeLinear:
         """The one-pass compiled kernel bound for these arrays (per-tensor 8 bits -> float32), else None."""
         if self.fast is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        return compiled.bound(compiled_quantize.dequantize_f32, x.reshape(-1), out.reshape(-1), *self.fast)
+        return compiled.bound(compiled.quantize.dequantize_f32, x.reshape(-1), out.reshape(-1), *self.fast)
 
     def __call__(self, x, x_scale, x_zero_point=None, *, out):
         if self.fast is not None and x.flags.c_contiguous and out.flags.c_contiguous:
-            compiled_quantize.dequantize_f32(x.reshape(-1), out.reshape(-1), *self.fast)
+            compiled.quantize.dequantize_f32(x.reshape(-1), out.reshape(-1), *self.fast)
             return
         scale = self.params.get(0, x_scale)
         zp = self.params.get(1, x_zero_point)

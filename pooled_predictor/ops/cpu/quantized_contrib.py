@@ -45,7 +45,6 @@ from .quantize import dynamic_quantize_linear, int_range
 from .. import int8_arithmetic
 from . import compiled
 from .qproduct import StaticProduct
-from .compiled.quantize import qlinear_add_same
 from .quantized import _shifted, integer_product
 
 F32 = np.float32
@@ -127,7 +126,7 @@ class QLinearAdd:
             qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
             return
         ra, rb, k = _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
-        qlinear_add_same(a.reshape(-1), b.reshape(-1), out.reshape(-1), ra, rb, k)
+        compiled.quantize.qlinear_add_same(a.reshape(-1), b.reshape(-1), out.reshape(-1), ra, rb, k)
 
 
 def _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point):

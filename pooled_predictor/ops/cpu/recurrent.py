@@ -40,7 +40,6 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from ..registry import kernel
 from . import compiled
-from .compiled import recurrent as loops
 from .conv_shared import shared_weights
 from .recurrent_cell import ACTIVATIONS, gru_steps, lstm_steps, rnn_steps
 
@@ -104,13 +103,13 @@ class _Recurrent:
         self.compiled = USE_COMPILED and compiled.active() and self.dtype == np.float32
         if self.compiled:
             op = self.op
-            self.wp = shared_weights(ctx.value(1), "recurrent_w", loops.pack_weights) if ctx.is_static(1) else None
-            self.rp = (shared_weights(ctx.value(2), ("recurrent_r", op), lambda r: loops.pack_recurrent(r, op))
+            self.wp = shared_weights(ctx.value(1), "recurrent_w", compiled.recurrent.pack_weights) if ctx.is_static(1) else None
+            self.rp = (shared_weights(ctx.value(2), ("recurrent_r", op), lambda r: compiled.recurrent.pack_recurrent(r, op))
                        if ctx.is_static(2) else None)
             self.xw = ctx.scratch((seq * batch * self.num_dir * self.gh,), np.float32)
-            self.work = ctx.scratch((loops.work_size(op, batch, self.hidden, self.num_dir),), np.float32)
-            self.act_rows = loops.act_table(self.acts)
-            self.loop = {"RNN": loops.rnn, "GRU": loops.gru, "LSTM": loops.lstm}[op]
+            self.work = ctx.scratch((compiled.recurrent.work_size(op, batch, self.hidden, self.num_dir),), np.float32)
+            self.act_rows = compiled.recurrent.act_table(self.acts)
+            self.loop = {"RNN": compiled.recurrent.rnn, "GRU": compiled.recurrent.gru, "LSTM": compiled.recurrent.lstm}[op]
             return
         # one spare column: every direction's slice of the projection is then strided alike
         self.xw = ctx.scratch((seq * batch, self.num_dir * self.gh + 1), self.dtype)
@@ -122,8 +121,8 @@ class _Recurrent:
         """The compiled loop's arguments for these arrays (outputs: Y, Y_h (, Y_c) or None each;
         extra: the op's own trailing arguments), or None with bind where an array is not a
         C-contiguous one of the loop's type (the plain call converts it instead)."""
-        wp = self.wp if self.wp is not None else (None if bind else loops.pack_weights(w))
-        rp = self.rp if self.rp is not None else (None if bind else loops.pack_recurrent(r, self.op))
+        wp = self.wp if self.wp is not None else (None if bind else compiled.recurrent.pack_weights(w))
+        rp = self.rp if self.rp is not None else (None if bind else compiled.recurrent.pack_recurrent(r, self.op))
         if wp is None or rp is None:
             return None
         ins = [_flat(a, dt, bind) for a, dt in ((x, np.float32), (b, np.float32), (seq_lens, np.int32),

@@ -27,7 +27,6 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.reduce import reduce_axes
 from . import compiled
-from .compiled.rowreduce import max_rows, sum_rows
 
 
 class TrailingReduce:
@@ -42,9 +41,9 @@ class TrailingReduce:
         self.rows = int(np.prod(shape[:first_axis], dtype=np.int64))
         self.d = int(np.prod(shape[first_axis:], dtype=np.int64))
         if kind == "max":
-            self.run, self.args = max_rows, (self.rows, self.d)
+            self.run, self.args = compiled.rowreduce.max_rows, (self.rows, self.d)
         else:
-            self.run, self.args = sum_rows, (self.rows, self.d, 1.0 / self.d if kind == "mean" else 1.0)
+            self.run, self.args = compiled.rowreduce.sum_rows, (self.rows, self.d, 1.0 / self.d if kind == "mean" else 1.0)
 
     @staticmethod
     def fits(ctx, axes) -> bool:

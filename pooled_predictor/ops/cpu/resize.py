@@ -38,7 +38,6 @@ import numpy as np
 from ..context import NotStatic
 from ..registry import kernel
 from . import compiled
-from .compiled.resize import linear2d, nearest2d
 from ..shapes.resize import attr_str, resize_axes, resize_sizes, upsample_as_resize
 
 F32 = np.float32
@@ -407,9 +406,9 @@ class Resize:
         x3 = np.ascontiguousarray(x).reshape(x_shape)
         out3 = out.reshape(out_shape)
         if mode == "nearest":
-            nearest2d(x3, out3, *args)
+            compiled.resize.nearest2d(x3, out3, *args)
         else:
-            linear2d(x3, out3, *args, buf.array, buf2.array)
+            compiled.resize.linear2d(x3, out3, *args, buf.array, buf2.array)
 
     # ---- forward ---------------------------------------------------------------------
     def __call__(self, x, *inputs, out):

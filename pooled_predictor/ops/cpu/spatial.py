@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import InputError
 from ..registry import kernel
 from ..shapes.spatial import col2im_geometry, deform_geometry, grid_sample_modes
-from .compiled import sampling
+from . import compiled
 
 
 def _work_dtype(dtype) -> np.dtype:
@@ -50,7 +50,7 @@ class GridSample:
     """
 
     def __init__(self, ctx, *, align_corners=0, mode=None, padding_mode="zeros"):
-        self.sampling = sampling
+        self.sampling = compiled.sampling
         self.mode, self.padding = grid_sample_modes(ctx)
         self.align = int(align_corners)
         shape = tuple(ctx.shape(0))
@@ -124,7 +124,7 @@ class RoiAlign:
                  output_width=1, sampling_ratio=0, spatial_scale=1.0):
         attrs = {} if coordinate_transformation_mode is None else {
             "coordinate_transformation_mode": coordinate_transformation_mode}
-        self.sampling = sampling
+        self.sampling = compiled.sampling
         self.half_pixel = _roi_half_pixel(attrs, ctx.version)
         self.max = (mode.decode() if isinstance(mode, bytes) else mode) == "max"
         self.ratio, self.scale = int(sampling_ratio), float(spatial_scale)
@@ -159,7 +159,7 @@ class DeformConv:
 
     def __init__(self, ctx, *, dilations=None, group=1, kernel_shape=None, offset_group=1, pads=None,
                  strides=None):
-        self.sampling = sampling
+        self.sampling = compiled.sampling
         self.g = deform_geometry(ctx)
         self.work = _work_dtype(ctx.dtype(0))
         c = ctx.shape(0)[1]

@@ -8,7 +8,7 @@ or whose kernel does not support a node's shapes or dtypes, run on the CPU behin
 copies (engine/placement.py).
 """
 
-from . import conv, elementwise, gemm, normalization, pooling, rearrange, reduce, resize  # noqa: F401
+from . import attention, conv, elementwise, gemm, logical, normalization, pooling, rearrange, reduce, resize  # noqa: F401
 from .runtime import unavailable
 
 __all__ = ["unavailable"]

@@ -63,6 +63,11 @@ KERNELS = {
     "rearrange.cu": tuple(f"{k}_{t}" for k in ("strided_copy", "gather_axis", "pad") for t in ("b1", "b2", "b4", "b8")),
     "resize.cu": ("resize_nearest_f32", "resize_linear_f32"),
     "reduce.cu": ("reduce_f32",),
+    "attention.cu": ("sdpa_softmax_f32",),
+    "logical.cu": (*(f"compare_{t}" for t in ("float", "double", "i64", "i32", "i8", "u8")), "logical_bool",
+                   *(f"where_{t}" for t in ("b1", "b2", "b4", "b8")),
+                   *(f"cast_{a}_{b}" for a in ("float", "double", "i64", "i32", "i8", "u8", "bool")
+                     for b in ("float", "double", "i64", "i32", "i8", "u8", "bool") if a != b)),
 }
 
 _modules: dict = {}

@@ -48,10 +48,18 @@ def _if(ctx):
     shapes = ctx.shapes[1:]
     if len(branches) == 1:
         return specs_or_raise(branch_run(ctx, branches[0]), shapes, ctx.node.name)
-    try:  # the branch not taken may reject these shapes (onnxruntime never runs it either)
-        specs = [specs_or_raise(branch_run(ctx, b), shapes, ctx.node.name) for b in branches]
-    except PooledPredictorError as exc:
-        raise NotStatic(f"node {ctx.node.name!r}: a branch rejects these shapes: {exc}") from exc
+    # A branch may reject these shapes (silero-vad's 8 kHz branch a 16 kHz chunk): onnxruntime never
+    # runs a branch not taken. Shape inference depends on shapes and static values only, so choosing
+    # that branch at forward raises the same error (If's kernel runs it then); the outputs are the
+    # other branch's, planned. Both rejecting: per forward, where the chosen one raises.
+    specs, errors = [], []
+    for b in branches:
+        try:
+            specs.append(specs_or_raise(branch_run(ctx, b), shapes, ctx.node.name))
+        except PooledPredictorError as exc:
+            errors.append(exc)
+    if not specs:
+        raise NotStatic(f"node {ctx.node.name!r}: both branches reject these shapes: {errors[0]}") from errors[0]
     if len(specs) == 2 and specs[0] != specs[1]:
         raise NotStatic(f"node {ctx.node.name!r}: the branches give different shapes {specs}")
     return specs[0]

@@ -56,7 +56,9 @@ modules (gemm.py's NCHW GEMM, matmul.py, softmax.py, ...) are 8 lanes wide.
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from pathlib import Path
 
 __all__ = ["ENABLED", "TIERED", "NotCached", "active", "bound", "cache_dir", "cache_only", "chain", "compile_inline",
@@ -90,8 +92,6 @@ def _configure_cache() -> None:
         return
     where.mkdir(parents=True, exist_ok=True)
     os.environ["NUMBA_CACHE_DIR"] = str(where)
-    import sys
-
     if "numba" in sys.modules:  # imported already: numba read its config at import
         from numba.core import config
 
@@ -100,10 +100,43 @@ def _configure_cache() -> None:
 
 _configure_cache()
 
-from .jit import ensure, ensure_all, is_pending  # noqa: E402 -- numba is imported after its cache directory is set
 from . import isa, widths  # noqa: E402
 from .tiers import (NotCached, cache_only, compile_inline, discovering, memory_only,  # noqa: E402
                     reference_kernels, state as _state, tiered_mode)
+
+
+def _jit():
+    """compiled/jit.py where a kernel module has imported it (and numba with it), else None."""
+    return sys.modules.get(f"{__name__}.jit")
+
+
+def ensure(fn) -> None:
+    """jit.ensure(fn): compile (or load) fn's explicit signatures once; a no-op for anything else,
+    and before any kernel module (so numba) is imported."""
+    jit = _jit()
+    if jit is not None:
+        jit.ensure(fn)
+
+
+def ensure_all() -> None:
+    """jit.ensure_all(): every function with explicit signatures defined so far (none before numba is)."""
+    jit = _jit()
+    if jit is not None:
+        jit.ensure_all()
+
+
+def is_pending(fn) -> bool:
+    """jit.is_pending(fn): whether fn has explicit signatures not compiled in this process yet."""
+    jit = _jit()
+    return jit is not None and jit.is_pending(fn)
+
+
+def __getattr__(name: str):
+    """The kernel modules (MODULES, qgemm, ...) imported on first use, so that importing the package
+    imports neither them nor numba (about 0.5 s of a warm start, issue 31): `compiled.gemm.gemm2d`."""
+    if name.startswith("_") or not (Path(__file__).parent / f"{name}.py").is_file():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 def active() -> bool:

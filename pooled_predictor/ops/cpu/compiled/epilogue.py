@@ -23,11 +23,8 @@ import numpy as np
 from numba import types
 
 from .._special import _P32, _Q32
+from .codes import CLIP, CODES, HARD_SIGMOID, HARD_SWISH, LEAKY_RELU, NONE, RELU  # noqa: F401 -- epilogue.CODES
 from .jit import njit
-
-NONE, RELU, CLIP, HARD_SIGMOID, HARD_SWISH, LEAKY_RELU = range(6)
-CODES = {"Relu": RELU, "Clip": CLIP, "HardSigmoid": HARD_SIGMOID, "HardSwish": HARD_SWISH,
-         "LeakyRelu": LEAKY_RELU}
 
 _f = np.float32
 P0, P1, P2, P3, P4, P5 = _P32

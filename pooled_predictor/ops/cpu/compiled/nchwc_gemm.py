@@ -229,10 +229,14 @@ _I = types.int64
 _f4 = types.float32
 
 
-@njit(inline="always")
+@njit(types.void(_R1, _R1, _I, _O1, _I, _F1, _I, _I, _I, _I, _I, _I, _I, _I, _I, _R1, _I, _R1),
+      nogil=True, cache=True, error_model="numpy")
 def _panel(wp, xf, x0, offs, ldx, yf, y0, ldb, k_n, k0, kn, m0, width, p, p_n, b, mode, zf):
     """Pixels p .. p + p_n x the output panel of `width` channels (8, 16 or 24) from m0, over input
-    channels k0 .. k0 + kn, in micro-tiles."""
+    channels k0 .. k0 + kn, in micro-tiles. Compiled once and called, not inlined: its micro-kernels
+    (every tile shape of 8, 16 and 24 channels) were inlined at each of its call sites in gemm_nchwc,
+    gemm_nchwc_rows and the chain, half their compile time (issue 31); a call per panel and K
+    chunk costs nothing measurable against the panel's work."""
     y_off = y0 + (m0 // BLOCK) * ldb
     w_off = m0 * k_n + k0 * width
     step = RP3 if width == 3 * BLOCK else RP
