@@ -2,6 +2,7 @@
 
     python benchmarks/int8.py [--quick] [--models resnet50 mobilenet_v2 bert] [--formats qdq qop]
                               [--rounds R] [--seconds S] [--bert-layers L] [--bert-seq T]
+                              [--int8-arithmetic onnxruntime|exact]
 
 Quantized here, with onnxruntime's own tool (onnxruntime.quantization), from the
 zoo's float models (224x224, seeded weights) and a BERT-base-sized encoder built
@@ -21,7 +22,9 @@ gives medians over rounds and ours / ort_best, ours / ours_f32 (the issue's goal
 the output's quantization step (the scale of the DequantizeLinear that produces
 it), or / max|ref| for a float output (the encoder's); also against onnxruntime with
 its graph optimizations off (the quantized graph run as written), and onnxruntime's
-two outputs against each other. A model we cannot load gets
+two outputs against each other. Our int8 arithmetic (pooled_predictor/ops/int8_arithmetic.py):
+"onnxruntime" (default; on a host without VNNI, u8 x s8 pairs summed in int16 with saturation,
+as onnxruntime's MLAS there) or "exact". A model we cannot load gets
 a row saying why. Writes benchmarks/results/int8.json (machine, ISA, versions, command).
 """
 
@@ -177,8 +180,11 @@ def bench(name: str, fmt: str, work: Path, args) -> dict:
     label = f"{name} int8 {'dynamic' if name == 'bert' else fmt.upper()}"
     qdata, fdata, input_name, x = quantized(name, fmt, work, args)
     row = {"model": label}
+    from pooled_predictor.ops import int8_arithmetic
+
     try:
-        ours = Named("ours", qdata, input_name, x)
+        with int8_arithmetic.use(args.int8_arithmetic):  # the pool's Predictor fixes it at creation
+            ours = Named("ours", qdata, input_name, x)
     except Exception as exc:  # a format we cannot load: say why
         row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         return row
@@ -216,6 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bert-layers", type=int, default=12)
     ap.add_argument("--bert-seq", type=int, default=128)
     ap.add_argument("--quick", action="store_true", help="3 rounds of 1 s (a smoke run; noisier)")
+    ap.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default="onnxruntime",
+                    help="our quantized kernels' u8 x s8 arithmetic (pooled_predictor/ops/int8_arithmetic.py)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 3, 1.0
@@ -236,9 +244,14 @@ def main(argv=None) -> int:
     print()
     print(table(rows, columns))
     isa = cpu()
+    from pooled_predictor.ops import int8_arithmetic
+
+    sat = int8_arithmetic.saturating(args.int8_arithmetic)
     print(f"\n{isa.get('cpu_model')} ({isa.get('cpu_isa')} {' '.join(isa.get('cpu_isa_extras', []))}); "
-          f"goals: ours/ort best >= 1.0, ours/our f32 >= 1.5; {args.rounds} rounds x {args.seconds:g} s, medians")
+          f"goals: ours/ort best >= 1.0, ours/our f32 >= 1.5; {args.rounds} rounds x {args.seconds:g} s, medians; "
+          f"our int8 arithmetic {args.int8_arithmetic} ({'int16-saturated pairs' if sat else 'exact sums'})")
     path = write_results("int8", rows, rounds=args.rounds, seconds=args.seconds,
+                         int8_arithmetic=args.int8_arithmetic, int16_saturated_pairs=sat,
                          bert={"layers": args.bert_layers, "seq": args.bert_seq},
                          calibration_images=CALIBRATION_IMAGES)
     print(f"written to {path}")

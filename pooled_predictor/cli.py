@@ -30,6 +30,7 @@ from .apps.faces import detect_faces, draw_faces
 from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
 from .engine.device import get_device
 from .errors import PooledPredictorError
+from .ops import int8_arithmetic
 from .ops.cpu.compiled import compile_inline, load_all
 from .ops.registry import registered_ops
 from .passes import inspect, parse_input_shapes
@@ -241,7 +242,7 @@ def _free_dims(predictor, shapes: dict, dims: dict) -> list[str]:
 
 
 def _cmd_profile(args) -> int:
-    predictor = Predictor(args.model, graph_optimization_level=args.level)
+    predictor = Predictor(args.model, graph_optimization_level=args.level, int8_arithmetic=args.int8_arithmetic)
     net = predictor.new_net()
     shapes, dims = _parse_shapes(args.shape), _parse_dims(args.dim)
     free = _free_dims(predictor, shapes, dims)
@@ -258,6 +259,9 @@ def _cmd_profile(args) -> int:
         net.forward(feeds)
     shapes = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in feeds.items())
     print(f"# {args.model}: {shapes}; one Net, one thread; first forward {first * 1e3:.1f} ms (not profiled)")
+    sat = int8_arithmetic.saturating(net.int8_arithmetic)
+    print(f"# int8 arithmetic: {net.int8_arithmetic} (u8 x s8 products "
+          f"{'summed in int16-saturated pairs, as onnxruntime on this host without VNNI' if sat else 'summed exactly'})")
     print(profiler.table(top=args.top))
     if args.trace:
         print(f"\nChrome trace (chrome://tracing, ui.perfetto.dev): {profiler.write_trace(args.trace)}")
@@ -358,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--trace", help="write the Chrome / Perfetto trace JSON here")
     pr.add_argument("--level", default="all", choices=["none", "basic", "extended", "all"],
                     help="graph optimization level (default all)")
+    pr.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default=None,
+                    help="the quantized kernels' u8 x s8 arithmetic (default: onnxruntime's on this host)")
     pr.set_defaults(fn=_cmd_profile)
     return p
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import budget
 from ..errors import InputError, ResourceExhaustedError, UnknownBlobError
+from ..ops import int8_arithmetic
 from ..ops.context import NotStatic, ScratchRef
 from ..ops.cpu import compiled
 from ..ops.cpu.compiled import isa
@@ -90,6 +91,8 @@ class LayoutOptions:
         prepare_calls: bind kernels' prepared calls (PREPARE_CALLS at the Net's creation).
         lanes: the vector width of the blocked kernel types the assignment may choose (8: NCHW8c,
             16: NCHW16c; compiled/isa.py's lanes() at the Net's creation); 0: lanes() now.
+        int8_arithmetic: "onnxruntime" or "exact", the u8 x s8 arithmetic of the quantized kernels
+            (ops/int8_arithmetic.py); "": its current() at build.
     """
 
     optimization: Optimization = Optimization.NONE
@@ -98,6 +101,7 @@ class LayoutOptions:
     memory_limit_bytes: int = 0
     prepare_calls: bool = True
     lanes: int = 0
+    int8_arithmetic: str = ""
 
 
 class Layout:
@@ -302,6 +306,14 @@ class Layout:
 
 def build_layout(program, shapes: dict[str, tuple], device: Device, options: LayoutOptions,
                  bodies: Callable | None = None) -> Layout:
+    """Lay a Program out for these input shapes: _build_layout under options.int8_arithmetic
+    (the quantized kernels read it when they are built: ops/int8_arithmetic.py)."""
+    with int8_arithmetic.use(options.int8_arithmetic or None):
+        return _build_layout(program, shapes, device, options, bodies)
+
+
+def _build_layout(program, shapes: dict[str, tuple], device: Device, options: LayoutOptions,
+                  bodies: Callable | None = None) -> Layout:
     """Lay a Program out for these input shapes (checked by InputSpec.check_shapes).
 
     Args:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import budget
 from ..errors import InputError, KernelError, PooledPredictorError, ResourceExhaustedError, UnknownBlobError
+from ..ops import int8_arithmetic as int8_arithmetic_
 from ..ops.context import set_default_body_runner
 from ..ops.cpu import compiled
 from ..ops.cpu.compiled import isa
@@ -64,6 +65,8 @@ class Net:
             the thread's current stream is not the default one (a pool worker's own stream);
             the rest run eagerly. A graph keeps its layout's arenas' addresses: it is dropped
             with its layout.
+        int8_arithmetic: "onnxruntime" (onnxruntime's u8 x s8 sums on this host: int16-saturated
+            pairs without VNNI) or "exact"; None: ops/int8_arithmetic.current() now.
     Attributes:
         input_names / output_names: the graph's, in order.
         input_spec: the InputSpec every input goes through.
@@ -73,7 +76,7 @@ class Net:
     def __init__(self, program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                  optimization: Optimization = Optimization.NONE, planner: str = "arena",
                  keep: Iterable[str] = (), cache_bytes: int = 256 << 20, memory_limit_bytes: int | None = None,
-                 device=None, lanes: int | None = None, cuda_graphs: int = 8):
+                 device=None, lanes: int | None = None, cuda_graphs: int = 8, int8_arithmetic: str | None = None):
         if planner not in ("arena", "shared"):
             raise ValueError(f"planner must be 'arena' or 'shared' (fb-caffe-exts' baseline), got {planner!r}")
         self.program = program
@@ -90,6 +93,8 @@ class Net:
         self.prepare_calls = layout_stage.PREPARE_CALLS  # kernels' prepared calls in the run (layout._prepared)
         # the width of its blocked kernel types (8: NCHW8c, 16: NCHW16c), fixed now: compiled/isa.py
         self.lanes = isa.lanes() if lanes is None else int(lanes)
+        # the quantized kernels' u8 x s8 arithmetic ("onnxruntime" / "exact"), fixed now: ops/int8_arithmetic.py
+        self.int8_arithmetic = int8_arithmetic_.validate(int8_arithmetic or int8_arithmetic_.current())
         self.layout: Layout | None = None  # the current layout (None before reshape)
         self.tiered = True  # tier kernels when compiled.tiered() (engine/tiering.py); bodies: as their Net
         self._compile_attempts: dict[tuple, int] = {}  # shapes -> background compiles asked for them
@@ -229,7 +234,7 @@ class Net:
 
     def _options(self) -> LayoutOptions:
         return LayoutOptions(self.optimization, self.planner, self.keep, self.memory_limit_bytes, self.prepare_calls,
-                             self.lanes)
+                             self.lanes, self.int8_arithmetic)
 
     def _build(self, shapes: dict[str, tuple], tier: str | None = None) -> Layout:
         """The layout for these shapes: compiled kernels, or (tiered, with kernels numba's cache does

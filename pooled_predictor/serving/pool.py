@@ -167,6 +167,9 @@ class Config:
             batching (see preferred_batch_sizes).
         enable_profiling: time every node of every worker's Nets (onnxruntime's
             option); each `predictor(i).profiler` collects, end_profiling() writes.
+        int8_arithmetic: the quantized kernels' u8 x s8 arithmetic: "onnxruntime"
+            (onnxruntime's sums on this host: int16-saturated pairs where it lacks VNNI) or
+            "exact" (pooled_predictor/ops/int8_arithmetic.py); None: its current().
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -200,6 +203,7 @@ class Config:
     enable_profiling: bool = False
     warmup: bool = False
     warmup_shapes: Sequence[Mapping[str, Sequence[int]]] = ()
+    int8_arithmetic: str | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -230,6 +234,9 @@ class Config:
                 str(self.output_device).lower() == "cuda" and str(self.device).lower().startswith("cuda")):
             raise ValueError(f"Config: output_device must be 'cpu', or 'cuda' with device 'cuda', got "
                              f"{self.output_device!r} (device {self.device!r})")
+        if self.int8_arithmetic is not None and self.int8_arithmetic not in ("onnxruntime", "exact"):
+            raise ValueError("Config: int8_arithmetic must be 'onnxruntime', 'exact' or None, "
+                             f"got {self.int8_arithmetic!r}")
         if self.unknown_output not in ("warn", "raise"):
             raise ValueError(f"Config: unknown_output must be 'warn' or 'raise', got {self.unknown_output!r}")
         if int(self.blas_threads) < 1:
@@ -614,7 +621,8 @@ class PooledPredictor:
                                 disabled_passes=config.disabled_passes, disable_blas_threading=False,
                                 memory_limit_bytes=config.memory_limit_bytes,
                                 external_data_dir=config.external_data_dir,
-                                enable_profiling=config.enable_profiling, cuda_graphs=config.cuda_graphs)
+                                enable_profiling=config.enable_profiling, cuda_graphs=config.cuda_graphs,
+                                int8_arithmetic=config.int8_arithmetic)
                       for src in sources]
         if config.warmup:
             for i, p in enumerate(predictors):

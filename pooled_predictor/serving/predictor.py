@@ -29,6 +29,7 @@ from ..engine.program import Program
 from ..errors import InputError, UnknownBlobError
 from ..importers import load_caffe, load_model
 from ..ir import Graph, Value
+from ..ops import int8_arithmetic as int8_arithmetic_
 from ..ops.cpu.compiled import compile_inline, isa
 from ..passes import optimize
 from .blas import limit_blas_threads, release_blas_threads
@@ -75,6 +76,9 @@ class Predictor(HandleAPI):
             overrides it per call): "cpu" (numpy arrays) or, on device "cuda", "cuda"
             (CuPy arrays, copied on the GPU; ONNX Runtime IOBinding's bind_output). Inputs may
             be CuPy arrays or any DLPack producer either way (engine/inputs.py).
+        int8_arithmetic: the quantized kernels' u8 x s8 arithmetic, "onnxruntime" (default:
+            onnxruntime's sums on this host, int16-saturated pairs where it lacks VNNI) or
+            "exact" (pooled_predictor/ops/int8_arithmetic.py); None: its current().
     Raises:
         ValueError: an output_device the Predictor does not run on.
         ModelLoadError: unreadable or invalid model file, external data outside
@@ -87,7 +91,8 @@ class Predictor(HandleAPI):
                  planner: str = "arena", keep=(), cache_bytes: int = 256 << 20,
                  graph_optimization_level: str = "all", disabled_passes=(),
                  disable_blas_threading: bool = True, external_data_dir=None, memory_limit_bytes: int | None = None,
-                 enable_profiling: bool = False, cuda_graphs: int = 8, output_device: str = "cpu"):
+                 enable_profiling: bool = False, cuda_graphs: int = 8, output_device: str = "cpu",
+                 int8_arithmetic: str | None = None):
         self.memory_limit_bytes = limit = budget.resolve_limit(memory_limit_bytes)
         graph = model if isinstance(model, Graph) else load_model(
             model, device=device, external_data_dir=external_data_dir, memory_limit_bytes=limit)
@@ -108,7 +113,9 @@ class Predictor(HandleAPI):
         self.optimization = Optimization(optimization)
         self.program = Program(graph, device, memory_limit_bytes=limit)
         self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep), lanes=isa.lanes(),
-                                 cache_bytes=cache_bytes, memory_limit_bytes=limit, cuda_graphs=cuda_graphs)
+                                 cache_bytes=cache_bytes, memory_limit_bytes=limit, cuda_graphs=cuda_graphs,
+                                 int8_arithmetic=int8_arithmetic_.validate(
+                                     int8_arithmetic or int8_arithmetic_.current()))
         self.profiler = None
         if enable_profiling:
             self.profiler = Profiler()

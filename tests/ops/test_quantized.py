@@ -6,15 +6,24 @@ the reference is the spec's arithmetic evaluated exactly: the zero points
 subtracted, the product by onnxruntime's float MatMul / Conv (exact for
 these 8-bit operands), then the spec's requantization in numpy. QLinear* with
 float16 scales follow onnx's reference evaluator, which computes the
-multiplier in the scales' type as the conformance cases expect.
+multiplier in the scales' type as the conformance cases expect. Our Nets here use the
+"exact" int8 arithmetic (ops/int8_arithmetic.py; tests/ops/test_int8_arithmetic.py
+checks the "onnxruntime" one).
 """
 
 import numpy as np
 import pytest
 
+from pooled_predictor.ops import int8_arithmetic
 from tests.onnx_helpers import assert_close, check_node, make_node_model, run_ort, run_ours, type_outputs
 
 rng = np.random.default_rng(19)
+
+
+@pytest.fixture(autouse=True)
+def _exact_arithmetic():
+    with int8_arithmetic.use("exact"):
+        yield
 
 
 def q(shape, dtype):

@@ -19,15 +19,22 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
 W' = W - w_zp is packed once (shared by every Net); B - x_zp * sum_k W'[m, k] is the
 int32 bias (the input's zero point folded in, so padding with x_zp adds nothing);
 the multiplier x_scale * w_scale[m] / y_scale is computed in float32 (onnxruntime's
-order). The integer sum is exact (no int16 saturation, qgemm.py), the
-requantization MLAS's: the output matches onnxruntime bit for bit wherever MLAS's
-own u8 x s8 pair sums do not saturate (tests/ops/test_compiled_int8.py).
+order); the requantization is MLAS's. The integer sum follows the Net's int8
+arithmetic (ops/int8_arithmetic.py): under "onnxruntime" on a host without VNNI, a
+uint8-input, int8-weight, zero-weight-zero-point, non-depthwise convolution runs
+compiled/qgemm.py's qgemm2d_sat with k in onnxruntime's order, (kh, kw, c) within a
+group (its im2col on NHWC, or MLAS's symmetric convolution, 4 channels a tap), adjacent
+products summed in int16 with saturation as MLAS's vpmaddubsw sums them: the output is
+onnxruntime's bit for bit. Otherwise the sum is exact (qgemm2d), which is
+onnxruntime's too wherever its pair sums do not saturate (tests/ops/test_compiled_int8.py,
+tests/ops/test_int8_arithmetic.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import int8_arithmetic
 from . import compiled
 from .conv_indirect import indirect_layout
 from .conv_shared import shared_weights
@@ -85,19 +92,27 @@ class QConvCompiled:
         oh, ow = g.out_shape
         h, wd = g.in_shape
         self.depthwise = g.group == c == m and c > 1
+        # onnxruntime's u8 x s8 arithmetic on this host (int16-saturated pairs, k = (kh, kw, c)); else exact
+        self.sat = (int8_arithmetic.saturating() and not self.depthwise and ctx.dtype(0) == np.uint8
+                    and ctx.dtype(3) == np.int8 and not w_zp.any())
+        self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
         self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1) and g.group == 1
                        and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
         if self.direct:
             self.hq, self.wq, self.phases = h, wd, [(0, 0)]
-            self.offs = compiled.qgemm.pair_offsets(np.arange(self.cg, dtype=np.int64) * (h * wd))
+            table = compiled.qgemm.quad_offsets if self.sat else compiled.qgemm.pair_offsets
+            self.offs = table(np.arange(self.cg, dtype=np.int64) * (h * wd))
             # the last P % 16 pixels: their X columns copied into a strip of 16 per row (the tile's reads
             # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs)
             self.tail = (h * wd) % compiled.qgemm.NP
             self.strip_ref = ctx.scratch((len(self.offs) * compiled.qgemm.NP + compiled.qgemm.NP,), ctx.dtype(0)) if self.tail else None
-            self.strip_offs = compiled.qgemm.pair_offsets(np.arange(self.cg, dtype=np.int64) * compiled.qgemm.NP)
+            self.strip_offs = table(np.arange(self.cg, dtype=np.int64) * compiled.qgemm.NP)
         else:
             self.hq, self.wq, self.phases, offs = indirect_layout(g, 1 if self.depthwise else self.cg)
-            self.offs = offs if self.depthwise else compiled.qgemm.pair_offsets(offs)
+            if self.sat:  # rows k = (kh, kw, c): onnxruntime's order of the saturating pairs
+                self.offs = compiled.qgemm.quad_offsets(offs.reshape(self.cg, -1).T.reshape(-1))
+            else:
+                self.offs = offs if self.depthwise else compiled.qgemm.pair_offsets(offs)
         f = len(self.phases)
         self.plane = self.hq * self.wq
         self.image = c * f * self.plane
@@ -107,11 +122,18 @@ class QConvCompiled:
         self.crop = self.wq != ow
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
-        self.ws_ref = ctx.scratch((compiled.qgemm.MR * compiled.qgemm.NP,), y_dt)
+        self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
+        self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
         self.acc_ref = ctx.scratch((self.p_ext,), np.int32) if self.depthwise else None
         if self.depthwise:
             self.wp = shared_weights(w, ("qdepthwise", tuple(w_zp)), lambda w: self._ro(
                 (np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)).reshape(-1)))
+        elif self.sat:
+            def pack(w):  # each group's W (mg, cg, kh, kw) as (mg, kh * kw * cg), in int8 quads
+                wg = np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)
+                return tuple(compiled.qgemm.pack_quads(np.ascontiguousarray(wg[i]).reshape(self.mg, -1)) for i in range(g.group))
+
+            self.wp = shared_weights(w, ("qquads", g.group), pack)
         else:
             def pack(w):
                 wg = np.asarray(w).reshape(g.group, self.mg, -1)
@@ -140,20 +162,21 @@ class QConvCompiled:
         f = len(self.phases)
         steps = []
         yflat = out.reshape(-1)
+        gemm, extra = (compiled.qgemm.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
         if self.direct:
             xf = x.reshape(-1)
             p_n, vec = oh * ow, oh * ow - self.tail
             for n in range(g.batch):
                 y0 = n * m * p_n
                 if vec:
-                    steps.append((compiled.qgemm.qgemm2d, (self.wp[0], xf, n * self.image, self.offs, yflat, y0, p_n, m, vec,
-                                            self.b, self.mult, self.zp, self.ws_ref.array)))
+                    steps.append((gemm, (self.wp[0], xf, n * self.image, self.offs, yflat, y0, p_n, m, vec,
+                                         self.b, self.mult, self.zp, self.ws_ref.array, *extra)))
                 if self.tail:
                     strip = self.strip_ref.array
                     rows = strip[:self.cg * compiled.qgemm.NP].reshape(self.cg, compiled.qgemm.NP)[:, :self.tail]
                     steps.append((np.copyto, (rows, x[n].reshape(self.cg, p_n)[:, vec:])))
-                    steps.append((compiled.qgemm.qgemm2d, (self.wp[0], strip, 0, self.strip_offs, yflat, y0 + vec, p_n, m,
-                                            self.tail, self.b, self.mult, self.zp, self.ws_ref.array)))
+                    steps.append((gemm, (self.wp[0], strip, 0, self.strip_offs, yflat, y0 + vec, p_n, m,
+                                         self.tail, self.b, self.mult, self.zp, self.ws_ref.array, *extra)))
             return steps
         else:
             xf = self.planes_ref.array
@@ -167,9 +190,9 @@ class QConvCompiled:
             yf = self.y_ref.array if self.crop else yflat
             y0 = 0 if self.crop else n * m * self.p_ext
             for gi in range(g.group):
-                steps.append((compiled.qgemm.qgemm2d, (self.wp[gi], xf, n * self.image + gi * self.cg * f * self.plane, self.offs,
-                                        yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext,
-                                        self.bg[gi], self.mg_mult[gi], self.zp, ws)))
+                steps.append((gemm, (self.wp[gi], xf, n * self.image + gi * self.cg * f * self.plane, self.offs,
+                                     yf, y0 + gi * self.mg * self.p_ext, self.p_ext, self.mg, self.p_ext,
+                                     self.bg[gi], self.mg_mult[gi], self.zp, ws, *extra)))
             if self.crop:
                 steps.append((np.copyto, (out[n], yf.reshape(m, oh, self.wq)[:, :, :ow])))
         return steps

@@ -13,7 +13,10 @@ quantizes A and writes it transposed, K rows of the M pixels, into scratch
 (compiled/quantize.quantize_transpose), then the integer GEMM of compiled/qgemm.py
 with B^T packed once as its weight and the float epilogue (float32(acc) * scale per
 column, as the Cast and Mul would round it), into Y^T, copied transposed into Y.
-Bit for bit the unfused nodes' result (tests/ops/test_compiled_int8.py).
+Bit for bit the unfused nodes' result (tests/ops/test_compiled_int8.py). Under the
+"onnxruntime" int8 arithmetic on a host without VNNI (ops/int8_arithmetic.py), int8 B
+with zero points 0 runs qgemm2d_sat (adjacent k pairs summed in int16 with saturation,
+as onnxruntime's MLAS kernel on that host): onnxruntime's bits (tests/ops/test_int8_arithmetic.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
+from .. import int8_arithmetic
 from . import compiled
 from .conv_shared import shared_weights
 from .quantize import dynamic_quantize_linear
@@ -49,12 +53,19 @@ class DynamicQuantizeMatMul:
         self.m = int(np.prod(ctx.shape(0)[:-1]))
         self.b_scale = np.broadcast_to(np.asarray(ctx.value(2), np.float32).reshape(-1), (self.n,))
         zp = np.broadcast_to(np.asarray(ctx.value(3)).astype(np.int32).reshape(-1), (self.n,))
-        self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
+        self.sat = int8_arithmetic.saturating() and b.dtype == np.int8 and not zp.any()
+        self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
+        if self.sat:
+            self.wp = shared_weights(b, ("qmatmul_quads",), lambda w: compiled.qgemm.pack_quads(np.asarray(w).T))
+            self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * self.m)
+            self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(self.offs.size),), np.uint8)
+        else:
+            self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
+            self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
         self.sums = compiled.qgemm.row_sums(np.asarray(b).T, zp)
-        self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
         self.x_ref = ctx.scratch((self.k * self.m + 64,), np.uint8)
         self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
-        self.ws_ref = ctx.scratch((compiled.qgemm.MR * compiled.qgemm.NP,), np.float32)
+        self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), np.float32)
         self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
         self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
 
@@ -64,7 +75,11 @@ class DynamicQuantizeMatMul:
         if not self.compiled:
             q = np.empty(a2.shape, np.uint8)
             dynamic_quantize_linear(a2, out=(q, scale, zp))
-            acc = (q.astype(np.float64) - float(zp)) @ (np.asarray(b, np.float64) - np.asarray(b_zero_point, np.float64))
+            # exact (float64 BLAS) in both arithmetics: this is the reference tier a tiered Net serves while
+            # compiled.qgemm.qgemm2d_sat compiles, and numpy's saturating pairs (quantized.saturating_matmul) would make
+            # it 10x slower (BERT-base: 3.7 s a forward); QLinearConv's reference path is exact too
+            acc = (q.astype(np.float64) - float(zp)) @ (np.asarray(b, np.float64)
+                                                        - np.asarray(b_zero_point, np.float64))
             mult = (np.float32(scale) * self.b_scale).astype(np.float32)
             np.multiply(acc.astype(np.int32).astype(np.float32), mult, out=out.reshape(self.m, self.n))
             return
@@ -74,5 +89,10 @@ class DynamicQuantizeMatMul:
         bias = _ro((-int(zp) * self.sums).astype(np.int32))
         mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
         yt = self.y_ref.array
-        compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
+        if self.sat:
+            compiled.qgemm.qgemm2d_sat_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array,
+                            compiled.qgemm.ONES, self.xq_ref.array)
+        else:
+            compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
         np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
+

@@ -16,12 +16,60 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import int8_arithmetic
 from ..registry import kernel
 from ..shapes.conv import conv_geometry
 from ..shapes.quantize import inner_conv
 from . import compiled
+from .qproduct import StaticProduct
 from .conv import Conv
 from .qconv import compiled_qconv
+
+
+def saturating_matmul(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+    """sum_j saturate_int16(a[..., m, 2j] b[2j, n] + a[..., m, 2j+1] b[2j+1, n]) as int64 (..., M, N):
+    uint8 a (..., M, K), int8 b (..., K, N), their raw values: onnxruntime's u8 x s8 sums on a host
+    without VNNI (ops/int8_arithmetic.py; MLAS's vpmaddubsw kernels). The pair sums are formed a
+    block of pairs at a time, (..., M, J, N) int32 of about `chunk` elements."""
+    a = np.asarray(a).astype(np.int32)
+    b = np.asarray(b).astype(np.int32)
+    k = a.shape[-1]
+    if k % 2:  # a zero pair partner
+        a = np.concatenate([a, np.zeros(a.shape[:-1] + (1,), np.int32)], axis=-1)
+        b = np.concatenate([b, np.zeros(b.shape[:-2] + (1,) + b.shape[-1:], np.int32)], axis=-2)
+    kp = a.shape[-1] // 2
+    ae, ao = a[..., 0::2, None], a[..., 1::2, None]  # (..., M, KP, 1)
+    be, bo = b[..., 0::2, :][..., None, :, :], b[..., 1::2, :][..., None, :, :]  # (..., 1, KP, N)
+    m, n = a.shape[-2], b.shape[-1]
+    step = max(1, chunk // max(1, m * n))
+    acc = None
+    for j0 in range(0, kp, step):
+        j1 = min(kp, j0 + step)
+        s = ae[..., j0:j1, :] * be[..., j0:j1, :]
+        s += ao[..., j0:j1, :] * bo[..., j0:j1, :]
+        np.clip(s, -32768, 32767, out=s)
+        part = s.sum(axis=-2, dtype=np.int64)
+        acc = part if acc is None else acc + part
+    return acc
+
+
+def integer_product(a, a_zero_point, b, b_zero_point, sat: bool) -> np.ndarray:
+    """(A - a_zero_point) @ (B - b_zero_point) as float64 (numpy.matmul's shapes; a_zero_point scalar
+    or per row of A, b_zero_point scalar or per column of B): exact, or with `sat` and uint8 A, int8 B
+    as onnxruntime's MLAS sums it without VNNI -- the raw products in int16-saturated pairs
+    (saturating_matmul), the zero points' terms exact: S - z_a sum_k B - z_b sum_k A + K z_a z_b."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if not (sat and a.dtype == np.uint8 and b.dtype == np.int8):
+        return np.matmul(_shifted(a, a_zero_point, rows=True), _shifted(b, b_zero_point))
+    acc = saturating_matmul(a, b).astype(np.float64)
+    za = _shifted(np.zeros((), np.float64), a_zero_point)  # -z_a, a scalar or per row
+    zb = _shifted(np.zeros((), np.float64), b_zero_point)
+    za = za.reshape(-1, 1) if za.ndim else za
+    acc += za * b.astype(np.float64).sum(axis=-2, keepdims=True)
+    acc += a.astype(np.float64).sum(axis=-1, keepdims=True) * zb
+    acc += a.shape[-1] * za * zb
+    return acc
 
 
 def _shifted(v, zp, *, rows: bool = False) -> np.ndarray:
@@ -60,25 +108,50 @@ def _multiplier(a_scale, b_scale, y_scale, *, a_rows: bool):
 
 
 @kernel("MatMulInteger", since=10, precision="int8")
-def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out):
+class MatMulInteger:
     """Y = (A - a_zero_point) @ (B - b_zero_point) in int32 (numpy.matmul semantics).
 
     a_zero_point: scalar or per row of A (M,); b_zero_point: scalar or per
-    column of B (N,). Spec: Operators.md#MatMulInteger.
+    column of B (N,). Spec: Operators.md#MatMulInteger. The sum: the Net's int8
+    arithmetic (integer_product; ops/int8_arithmetic.py).
     """
-    acc = np.matmul(_shifted(a, a_zero_point, rows=True), _shifted(b, b_zero_point))
-    np.copyto(out, acc, casting="unsafe")
+
+    def __init__(self, ctx):
+        self.sat = int8_arithmetic.saturating()
+
+    def __call__(self, a, b, a_zero_point=None, b_zero_point=None, *, out):
+        np.copyto(out, integer_product(a, a_zero_point, b, b_zero_point, self.sat), casting="unsafe")
 
 
 @kernel("QLinearMatMul", since=(10, 21), precision="int8")
-def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, *, out):
+class QLinearMatMul:
     """y = saturate(rint(((a - a_zp) @ (b - b_zp)) * a_scale * b_scale / y_scale) + y_zp).
 
     Scales and zero points: scalars, or per row of a (M,) / per column of b
     (N,). y has y_zero_point's type (int8 or uint8). Spec: Operators.md#QLinearMatMul.
+    The sum: the Net's int8 arithmetic (integer_product; ops/int8_arithmetic.py).
     """
-    acc = np.matmul(_shifted(a, a_zero_point, rows=True), _shifted(b, b_zero_point))
-    _requantize(acc, _multiplier(a_scale, b_scale, y_scale, a_rows=True), y_zero_point, out)
+
+    def __init__(self, ctx):
+        self.sat = int8_arithmetic.saturating()
+        self.fast = None
+        if (compiled.active() and all(ctx.is_static(i) for i in range(1, 8)) and len(ctx.shape(3)) == 2
+                and all(np.size(ctx.value(i)) == 1 for i in (1, 2, 6, 7))
+                and ctx.dtype(0) in (np.dtype(np.uint8), np.dtype(np.int8))):
+            n = ctx.shape(3)[1]
+            mult = np.broadcast_to(_multiplier(ctx.value(1), ctx.value(4), ctx.value(6), a_rows=True)
+                                   .astype(np.float32).reshape(-1), (n,))
+            self.fast = StaticProduct(ctx, ctx.value(3), ctx.value(5), ctx.dtype(0),
+                                      int(np.asarray(ctx.value(2)).reshape(())), np.zeros(n, np.int64), mult,
+                                      ctx.out_dtypes[0], int(np.asarray(ctx.value(7)).reshape(())),
+                                      int(np.prod(ctx.shape(0)[:-1])))
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, *, out):
+        if self.fast is not None:
+            self.fast(a, out)
+            return
+        acc = integer_product(a, a_zero_point, b, b_zero_point, self.sat)
+        _requantize(acc, _multiplier(a_scale, b_scale, y_scale, a_rows=True), y_zero_point, out)
 
 
 class _IntegerConv:

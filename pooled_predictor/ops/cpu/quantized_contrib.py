@@ -27,11 +27,11 @@ saturation to the output type:
 * DynamicQuantizeMatMul, MatMulIntegerToFloat: (A - z_a)(B - z_b) in int32, times s_a s_b[j],
   + bias, float32 (A of DynamicQuantizeMatMul quantized as DynamicQuantizeLinear does).
 
-The integer products are exact (float64 BLAS of 8-bit operands, as ops/cpu/quantized.py does).
-onnxruntime's own u8 x s8 GEMM on AVX2 hosts without VNNI (vpmaddubsw) saturates each pair of
-products to int16; these kernels never do (they follow the spec). Where a model's weights use
-the full int8 range the two may differ there; quantize with reduce_range=True (7-bit weights,
-as onnxruntime recommends for such hosts) to compare bit for bit.
+The integer products follow the Net's int8 arithmetic (ops/int8_arithmetic.py,
+ops/cpu/quantized.integer_product): "onnxruntime" (default) sums uint8 x int8 products as
+onnxruntime's own GEMM does on this host -- on AVX2 hosts without VNNI (vpmaddubsw) each
+adjacent pair of raw products saturated to int16, so the outputs are onnxruntime's bit for
+bit; "exact" (and any other type pair) is the spec's exact sum (float64 BLAS of 8-bit operands).
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ from ...contrib_schemas import DOMAIN, VERSION
 from ..registry import kernel
 from ..shapes.quantized_contrib import nchw_pool_geometry
 from .quantize import dynamic_quantize_linear, int_range
-from .quantized import _shifted
+from .. import int8_arithmetic
+from . import compiled
+from .qproduct import StaticProduct
+from .quantized import _shifted, integer_product
 
 F32 = np.float32
 
@@ -106,7 +109,35 @@ def _constant_inner(x_shape: tuple, out_shape: tuple) -> bool:
 
 
 # ---- element-wise -------------------------------------------------------------------------------
-@kernel("QLinearAdd", since=VERSION, domain=DOMAIN)
+@kernel("QLinearAdd", since=VERSION, domain=DOMAIN, inplace=(0, 3))
+class QLinearAdd:
+    """qlinear_add below; where A, B and C have one shape, in one compiled pass
+    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit). C may take A's or
+    B's storage (the planner's in-place reuse, as Add's): each element is read before it is written,
+    and the numpy path reads its operands into float64 copies first."""
+
+    def __init__(self, ctx):
+        shapes = {tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])}
+        # one shape (of more than one element: a single one is "constant inner", rounded in another order)
+        self.same = compiled.active() and len(shapes) == 1 and int(np.prod(ctx.out_shapes[0])) > 1
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+        if not (self.same and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
+            return
+        ra, rb, k = _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
+        compiled.quantize.qlinear_add_same(a.reshape(-1), b.reshape(-1), out.reshape(-1), ra, rb, k)
+
+
+def _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point):
+    """QLinearAdd's float32 ratios ra = s_a / s_c, rb = s_b / s_c and k = z_c - (ra z_a + rb z_b)."""
+    ra = _f32(np.float64(F32(_scalar(a_scale))) / np.float64(F32(_scalar(c_scale))))
+    rb = _f32(np.float64(F32(_scalar(b_scale))) / np.float64(F32(_scalar(c_scale))))
+    za, zb, zc = _scalar(a_zero_point), _scalar(b_zero_point), _scalar(c_zero_point)
+    k = _f32(zc - _f32(_f32(ra * za) + _f32(rb * zb)))
+    return float(ra), float(rb), float(k)
+
+
 def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
     """C = (A_scale (A - A_zero_point) + B_scale (B - B_zero_point)) / C_scale + C_zero_point.
 
@@ -114,10 +145,7 @@ def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     scalars of A's type (absent: 0). Rounded as MLAS's AVX2 kernel (module docstring).
     Source: onnxruntime ContribOperators.md#com.microsoft.QLinearAdd.
     """
-    ra = _f32(np.float64(F32(_scalar(a_scale))) / np.float64(F32(_scalar(c_scale))))
-    rb = _f32(np.float64(F32(_scalar(b_scale))) / np.float64(F32(_scalar(c_scale))))
-    za, zb, zc = _scalar(a_zero_point), _scalar(b_zero_point), _scalar(c_zero_point)
-    k = _f32(zc - _f32(_f32(ra * za) + _f32(rb * zb)))
+    ra, rb, k = _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
     av = np.broadcast_to(a, out.shape).astype(np.float64)
     bv = np.broadcast_to(b, out.shape).astype(np.float64)
     if _constant_inner(np.shape(b), out.shape):
@@ -343,21 +371,56 @@ def _columns(v, n: int) -> np.ndarray | None:
 
 
 @kernel("QGemm", since=VERSION, domain=DOMAIN)
+class QGemm:
+    """QGemm (qgemm below), its sum in the Net's int8 arithmetic."""
+
+    def __init__(self, ctx, *, alpha=1.0, transA=0, transB=0):
+        self.sat = int8_arithmetic.saturating()
+        self.attrs = dict(alpha=alpha, transA=transA, transB=transB)
+        self.fast = None
+        quantized_y = ctx.has_input(7)
+        statics = (1, 2, 3, 4, 5) + ((6,) if ctx.has_input(6) else ()) + ((7, 8) if quantized_y else ())
+        if (compiled.active() and not transA and (ctx.has_input(8) or not quantized_y)
+                and all(ctx.is_static(i) for i in statics)
+                and ctx.dtype(0) in (np.dtype(np.uint8), np.dtype(np.int8))
+                and all(np.size(ctx.value(i)) == 1 for i in (1, 2) + ((7, 8) if quantized_y else ()))):
+            b = np.asarray(ctx.value(3))
+            b = b.T if transB else b
+            n = b.shape[1]
+            c = np.zeros(n, np.int64) if not ctx.has_input(6) else np.asarray(ctx.value(6), np.int64)
+            if c.size in (1, n):
+                scale = _f32(_f32(np.float64(F32(_scalar(ctx.value(1)))) * _columns(np.asarray(ctx.value(4), F32), n))
+                             * np.float64(F32(alpha)))
+                if quantized_y:
+                    scale = _f32(scale / np.float64(F32(_scalar(ctx.value(7)))))
+                self.fast = StaticProduct(ctx, np.ascontiguousarray(b), _columns(ctx.value(5), n), ctx.dtype(0),
+                                          int(_scalar(ctx.value(2))), np.broadcast_to(c.reshape(-1), (n,)),
+                                          np.broadcast_to(scale.astype(F32), (n,)), ctx.out_dtypes[0],
+                                          int(_scalar(ctx.value(8))) if quantized_y else 0, ctx.shape(0)[0])
+
+    def __call__(self, *inputs, out):
+        if self.fast is not None:
+            self.fast(inputs[0], out)
+            return
+        qgemm(*inputs, out=out, sat=self.sat, **self.attrs)
+
+
 def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None, y_zero_point=None, *, out,
-          alpha=1.0, transA=0, transB=0):
+          alpha=1.0, transA=0, transB=0, sat=False):
     """Y = alpha a_scale b_scale (C + (A' - a_zero_point)(B' - b_zero_point)), quantized or float32.
 
     A (M, K) or (K, M) with transA, uint8/int8; B (K, N) or (N, K) with transB, uint8/int8;
     a_scale float32 scalar, a_zero_point scalar of A's type; b_scale, b_zero_point: scalars or
     per column (N,); C: int32 bias broadcasting to (M, N), in the scale a_scale b_scale. With
     y_scale and y_zero_point, Y = saturate(rint(float32(acc) * float32(alpha s_a s_b / s_y)) + z_y)
-    in y_zero_point's type; without, Y = float32(acc) * float32(alpha s_a s_b).
+    in y_zero_point's type; without, Y = float32(acc) * float32(alpha s_a s_b). sat: the sum as
+    onnxruntime's on a host without VNNI (ops/cpu/quantized.integer_product).
     Source: onnxruntime ContribOperators.md#com.microsoft.QGemm.
     """
     a2 = a.T if transA else a
     b2 = b.T if transB else b
     n = out.shape[1]
-    acc = np.matmul(_shifted(a2, a_zero_point), _shifted(b2, _columns(b_zero_point, n)))
+    acc = integer_product(a2, a_zero_point, b2, _columns(b_zero_point, n), sat)
     if c is not None:
         acc += np.asarray(c, np.float64)
     scale = _f32(_f32(np.float64(F32(_scalar(a_scale))) * _columns(np.asarray(b_scale, F32), n))
@@ -369,10 +432,11 @@ def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=No
     saturate_rint(_f32(_f32(acc) * scale), out, int(_scalar(y_zero_point)))
 
 
-def _scaled_product(a_q, a_zero_point, a_scale, b, b_zero_point, b_scale, bias, out) -> None:
-    """out = float32(acc) * float32(s_a s_b[j]) (+ bias[j]), acc = (A - z_a)(B - z_b[j]) exactly."""
+def _scaled_product(a_q, a_zero_point, a_scale, b, b_zero_point, b_scale, bias, out, sat=False) -> None:
+    """out = float32(acc) * float32(s_a s_b[j]) (+ bias[j]), acc = (A - z_a)(B - z_b[j]) (exact, or
+    onnxruntime's saturating pairs with `sat`: ops/cpu/quantized.integer_product)."""
     n = out.shape[-1]
-    acc = np.matmul(_shifted(a_q, a_zero_point), _shifted(b, _columns(b_zero_point, n)))
+    acc = integer_product(a_q, a_zero_point, b, _columns(b_zero_point, n), sat)
     scale = _f32(np.float64(F32(a_scale)) * _columns(np.asarray(b_scale, F32), n))
     y = _f32(_f32(acc) * scale)
     if bias is not None:
@@ -381,7 +445,17 @@ def _scaled_product(a_q, a_zero_point, a_scale, b, b_zero_point, b_scale, bias, 
 
 
 @kernel("DynamicQuantizeMatMul", since=VERSION, domain=DOMAIN)
-def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None, *, out):
+class DynamicQuantizeMatMul:
+    """DynamicQuantizeMatMul (dynamic_quantize_matmul below), its sum in the Net's int8 arithmetic."""
+
+    def __init__(self, ctx):
+        self.sat = int8_arithmetic.saturating()
+
+    def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, out):
+        dynamic_quantize_matmul(a, b, b_scale, b_zero_point, bias, out=out, sat=self.sat)
+
+
+def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None, *, out, sat=False):
     """Y = DynamicQuantizeLinear(A) x (B - b_zero_point), times a_scale b_scale, + bias; float32.
 
     A float32 (..., M, K) (quantized to uint8 over [min(0, A), max(0, A)], as DynamicQuantizeLinear);
@@ -391,15 +465,26 @@ def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None, *, out)
     q = np.empty(a.shape, np.uint8)
     a_scale, a_zp = np.empty((), F32), np.empty((), np.uint8)
     dynamic_quantize_linear(a, out=(q, a_scale, a_zp))
-    _scaled_product(q, a_zp, float(a_scale), b, b_zero_point, b_scale, bias, out)
+    _scaled_product(q, a_zp, float(a_scale), b, b_zero_point, b_scale, bias, out, sat)
 
 
 @kernel("MatMulIntegerToFloat", since=VERSION, domain=DOMAIN)
-def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None, *, out):
+class MatMulIntegerToFloat:
+    """MatMulIntegerToFloat (matmul_integer_to_float below), its sum in the Net's int8 arithmetic."""
+
+    def __init__(self, ctx):
+        self.sat = int8_arithmetic.saturating()
+
+    def __call__(self, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None, *, out):
+        matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias, out=out, sat=self.sat)
+
+
+def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None, *, out,
+                            sat=False):
     """Y = (A - a_zero_point)(B - b_zero_point) a_scale b_scale + bias, in a_scale's type.
 
     A, B int8/uint8 with numpy.matmul's shapes; a_scale, a_zero_point scalars; b_scale,
     b_zero_point scalars or per column (N,); bias (N,).
     Source: onnxruntime ContribOperators.md#com.microsoft.MatMulIntegerToFloat.
     """
-    _scaled_product(a, a_zero_point, _scalar(a_scale), b, b_zero_point, b_scale, bias, out)
+    _scaled_product(a, a_zero_point, _scalar(a_scale), b, b_zero_point, b_scale, bias, out, sat)

@@ -57,3 +57,25 @@ def quantize_transpose(a, x, scale, zp):
         for k in range(k_n):
             f = min(max(np.rint(a[m, k] / scale), lo), hi)
             x[u(k) * u(m_n) + u(m)] = np.int32(f) + z
+
+
+def _qadd_sig(t):
+    a = types.Array(t, 1, "C", readonly=True)
+    return types.void(a, a, types.Array(t, 1, "C"), types.float64, types.float64, types.float64)
+
+
+@njit([_qadd_sig(types.uint8), _qadd_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_add_same(a, b, out, ra, rb, k):
+    """out = saturate(rint(float32(a ra + float32(b rb + k)))) over flat arrays of one size and type.
+
+    ra = float32(a_scale / c_scale), rb likewise, k = float32(c_zp - (ra a_zp + rb b_zp)) (as
+    ops/cpu/quantized_contrib.qlinear_add computes them): the float64 sums are exact for 8-bit
+    operands, so each float32 rounding is the one of MLAS's fused multiply-adds, and the result
+    is that kernel's (and the numpy reference's) bit for bit.
+    """
+    lo = -128.0 if signed(out) else 0.0
+    hi = 127.0 if signed(out) else 255.0
+    for i in range(np.uint64(out.size)):
+        t = np.float64(np.float32(np.float64(b[i]) * rb + k))
+        v = np.float64(np.float32(np.float64(a[i]) * ra + t))
+        out[i] = np.int32(min(max(np.rint(v), lo), hi))

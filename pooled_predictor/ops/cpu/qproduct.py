@@ -1,0 +1,64 @@
+"""Products of 8-bit A (M, K) with a weight B (K, N), compiled: QLinearMatMul's and com.microsoft QGemm's
+fast path (ops/cpu/quantized.py, ops/cpu/quantized_contrib.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import int8_arithmetic
+from . import compiled
+from .conv_shared import shared_weights
+
+
+def _ro(a):
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+class StaticProduct:
+    """Y = requant(A @ B + bias) for 8-bit A (M, K) and a weight B (K, N): compiled/qgemm.py with B^T
+    packed once as its weight and A^T (K rows of M pixels) copied into scratch, Y^T copied back.
+
+        acc[m, n] = bias[n] + sum_k (A[m, k] - a_zp) (B[k, n] - b_zp[n])   (the Net's int8 arithmetic)
+        Y[m, n]   = saturate(rint(float32(acc) * mult[n]) + y_zp)   (integer Y; float32 Y: float32(acc) * mult[n])
+
+    The products of QLinearMatMul and com.microsoft's QGemm where their B, scales and zero points are
+    weights (ops/cpu/quantized.py, quantized_contrib.py: the same float32 multipliers). Under the
+    "onnxruntime" arithmetic without VNNI, uint8 A x int8 B with b_zp = 0 runs qgemm2d_sat (pairs of k
+    in K's order, as MLAS); else the exact qgemm2d. Called as obj(a, out): a (M, K), out (M, N).
+    """
+
+    def __init__(self, ctx, b, b_zp, a_dtype, a_zp: int, bias, mult, y_dtype, y_zp: int, m: int):
+        b = np.asarray(b)
+        self.k, self.n = b.shape
+        self.m = m
+        zp = np.broadcast_to(np.asarray(b_zp if b_zp is not None else 0).astype(np.int32).reshape(-1), (self.n,))
+        self.sat = (int8_arithmetic.saturating() and np.dtype(a_dtype) == np.uint8 and b.dtype == np.int8
+                    and not zp.any())
+        if self.sat:
+            self.wp = shared_weights(b, ("qproduct_quads",), lambda w: compiled.qgemm.pack_quads(np.ascontiguousarray(np.asarray(w).T)))
+            self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * m)
+            self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(self.offs.size),), np.uint8)
+        else:
+            self.wp = shared_weights(b, ("qproduct", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
+            self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * m)
+        self.bias = _ro((np.asarray(bias, np.int64) - a_zp * compiled.qgemm.row_sums(b.T, zp)).astype(np.int32))
+        self.mult = _ro(np.asarray(mult, np.float32).reshape(self.n))
+        self.y_zp = int(y_zp)
+        self.y_float = np.dtype(y_dtype) == np.float32
+        self.x_ref = ctx.scratch((self.k * m + 64,), a_dtype)
+        self.y_ref = ctx.scratch((self.n * m,), y_dtype)
+        self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dtype)
+
+    def __call__(self, a, out):
+        m, k, n = self.m, self.k, self.n
+        x = self.x_ref.array
+        np.copyto(x[:k * m].reshape(k, m), a.reshape(m, k).T)
+        yt = self.y_ref.array
+        args = (self.wp, x, 0, self.offs, yt, 0, m, n, m, self.bias, self.mult, self.y_zp, self.ws_ref.array)
+        if self.sat:
+            (compiled.qgemm.qgemm2d_sat_f32 if self.y_float else compiled.qgemm.qgemm2d_sat)(*args, compiled.qgemm.ONES, self.xq_ref.array)
+        else:
+            (compiled.qgemm.qgemm2d_f32 if self.y_float else compiled.qgemm.qgemm2d)(*args)
+        np.copyto(out.reshape(m, n), yt.reshape(n, m).T)

@@ -1,0 +1,106 @@
+"""Which u8 x s8 integer arithmetic the quantized kernels use: onnxruntime's on this host, or exact.
+
+    "onnxruntime" (default): the products of uint8 activations and int8 weights are summed as
+        onnxruntime's MLAS sums them on this host. Without VNNI (AVX2, AVX-512 F/BW without
+        AVX512-VNNI / AVX-VNNI) MLAS multiplies with vpmaddubsw, which adds two adjacent products
+        into int16 WITH SATURATION before the exact int32 sum:
+
+            acc = sum_j saturate_int16(x[2j] w[2j] + x[2j+1] w[2j+1])      (raw x, raw w)
+
+        the pairs taken along k in onnxruntime's order: K's natural order for MatMulInteger,
+        QLinearMatMul, QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat; (kh, kw, c) for a
+        QLinearConv group (im2col on NHWC, or MLAS's symmetric convolution, which packs 4 input
+        channels per tap) -- checked against onnxruntime 1.32 with crafted inputs
+        (tests/ops/test_int8_arithmetic.py). Where the host has VNNI, MLAS uses vpdpbusd
+        (exact), and so does this mode. Our kernels are fastest this way on AVX2 (vpmaddubsw
+        does 32 multiply-adds an instruction) and give onnxruntime's bits.
+    "exact": every sum exact in int32 (the ONNX spec's arithmetic), whatever the host.
+
+Only u8 x s8 products saturate: uint8 weights (MLAS's u8 x u8 kernel), int8 activations
+(MLAS's s8 x s8 and its QLinearConv<int8_t> on this host) and depthwise convolutions are
+exact in onnxruntime too. Known differences from onnxruntime under "onnxruntime": a compiled
+QLinearConv / QLinearMatMul / QGemm / DynamicQuantizeMatMul whose int8 weights have a zero
+point other than 0 sums exactly (MLAS saturates the raw products there; onnxruntime's
+quantizer writes symmetric int8 weights, zero point 0); so do QLinearConv's float64 reference
+path (3-D convolutions, dynamic weights), and QLinearConv's and the fused DynamicQuantizeMatMul's
+reference tier, which a tiered Net serves while its kernels compile (engine/tiering.py). The numpy MatMulInteger / QLinearMatMul / QGemm /
+MatMulIntegerToFloat / DynamicQuantizeMatMul kernels saturate as MLAS (quantized.integer_product).
+
+A Net fixes its arithmetic at creation (Net / Predictor / Config `int8_arithmetic`, default:
+current(), the value use() sets or POOLED_PREDICTOR_INT8_ARITHMETIC, else "onnxruntime"); its
+kernels read current() while its layouts are built (engine/layout.py enters use()).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+from contextlib import contextmanager
+from functools import cache
+
+from .cpu import compiled
+
+__all__ = ["ARITHMETICS", "current", "host_vnni", "saturating", "use", "validate"]
+
+log = logging.getLogger(__name__)
+
+ARITHMETICS = ("onnxruntime", "exact")
+
+
+@cache
+def host_vnni() -> bool:
+    """Whether this host has AVX512-VNNI or AVX-VNNI (onnxruntime's u8 x s8 sums are then exact):
+    compiled/vnni.py, imported on first use (it reads llvmlite's host features)."""
+    return compiled.vnni.HOST_VNNI
+
+
+def validate(arithmetic: str) -> str:
+    """The arithmetic's name, checked.
+
+    Raises:
+        ValueError: not one of ARITHMETICS.
+    """
+    if arithmetic not in ARITHMETICS:
+        raise ValueError(f"int8_arithmetic must be one of {ARITHMETICS}, got {arithmetic!r}")
+    return arithmetic
+
+
+def _default() -> str:
+    wanted = os.environ.get("POOLED_PREDICTOR_INT8_ARITHMETIC", "").strip().lower()
+    if wanted and wanted not in ARITHMETICS:
+        log.warning("POOLED_PREDICTOR_INT8_ARITHMETIC=%r is not one of %s; using 'onnxruntime'", wanted, ARITHMETICS)
+        wanted = ""
+    return wanted or "onnxruntime"
+
+
+DEFAULT = _default()
+_current: contextvars.ContextVar = contextvars.ContextVar("int8_arithmetic", default=None)
+
+
+def current() -> str:
+    """The arithmetic kernels built now use: use()'s, else DEFAULT."""
+    v = _current.get()
+    return DEFAULT if v is None else v
+
+
+@contextmanager
+def use(arithmetic: str | None):
+    """Kernels built inside use this arithmetic (None: leave current() as it is).
+
+    Raises:
+        ValueError: an unknown arithmetic.
+    """
+    if arithmetic is None:
+        yield
+        return
+    token = _current.set(validate(arithmetic))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def saturating(arithmetic: str | None = None) -> bool:
+    """Whether u8 x s8 pairs saturate to int16 under this arithmetic (None: current()) on this host."""
+    return (current() if arithmetic is None else validate(arithmetic)) == "onnxruntime" and not host_vnni()
