@@ -115,10 +115,32 @@ def median_ms(fn, warmup: int = 3, runs: int = 20, sync=None) -> float:
     return float(np.median(times) * 1e3)
 
 
-def check_models(names, batch: int = 1) -> list[dict]:
+def _against_onnxruntime(row: dict, model: bytes, make_feed):
+    """`model` on the GPU against onnxruntime on the CPU, at the feed make_feed(session) gives: row gains
+    rel_error (max |ours - ref| / max |ref|), ok_1e-4 and the placement (nodes, on_gpu, io_copies,
+    on_cpu_ops). Returns (the Predictor, the feed)."""
     import onnxruntime as ort
 
-    from pooled_predictor import Predictor, zoo
+    from pooled_predictor import Predictor
+
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    feed = make_feed(sess)
+    ref = sess.run(None, feed)[0]
+    pred = Predictor(model, device="cuda")
+    got = pred.forward(feed)[pred.output_names[0]]
+    row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+    row["ok_1e-4"] = row["rel_error"] <= 1e-4
+    layout = pred.net().layout
+    row["nodes"] = len(layout.run_nodes)
+    row["on_gpu"] = len(layout.device_nodes)
+    row["io_copies"] = sum(n.op_type == "IoCopy" for n in layout.run_nodes)
+    row["on_cpu_ops"] = sorted({n.op_type for n in layout.run_nodes
+                                if n.name not in layout.device_nodes and n.op_type != "IoCopy"})
+    return pred, feed
+
+
+def check_models(names, batch: int = 1) -> list[dict]:
+    from pooled_predictor import zoo
 
     rows = []
     for name in names:
@@ -129,19 +151,8 @@ def check_models(names, batch: int = 1) -> list[dict]:
         try:
             model = zoo.build(name, batch=batch).SerializeToString()
             x = zoo.sample_input(name, batch)
-            sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-            feed = {sess.get_inputs()[0].name: x}
-            ref = sess.run(None, feed)[0]
-            pred = Predictor(model, device="cuda")
-            got = pred.forward(feed)[pred.output_names[0]]
-            row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
-            row["ok_1e-4"] = row["rel_error"] <= 1e-4
+            pred, _ = _against_onnxruntime(row, model, lambda sess: {sess.get_inputs()[0].name: x})
             layout = pred.net().layout
-            row["nodes"] = len(layout.run_nodes)
-            row["on_gpu"] = len(layout.device_nodes)
-            row["io_copies"] = sum(n.op_type == "IoCopy" for n in layout.run_nodes)
-            row["on_cpu_ops"] = sorted({n.op_type for n in layout.run_nodes
-                                        if n.name not in layout.device_nodes and n.op_type != "IoCopy"})
             row["arena_bytes"] = int(layout.arena.nbytes)
             row["plan_lower_bound"] = int(layout.plan.lower_bound_bytes) if layout.plan else None
         except Exception as exc:  # noqa: BLE001
@@ -184,10 +195,6 @@ def _torch_module(name: str):
 
 
 def check_transformers(names, exported: Path, speed_too: bool = True) -> list[dict]:
-    import onnxruntime as ort
-
-    from pooled_predictor import Predictor
-
     cp = runtime.cupy
     rows = []
     for name in names:
@@ -200,18 +207,7 @@ def check_transformers(names, exported: Path, speed_too: bool = True) -> list[di
         row = {"model": name, "batch": 1}
         try:
             model, feed, row["source"] = _transformer(name, exported)
-            sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-            ref = sess.run(None, feed)[0]
-            pred = Predictor(model, device="cuda")
-            got = pred.forward(feed)[pred.output_names[0]]
-            row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
-            row["ok_1e-4"] = row["rel_error"] <= 1e-4
-            layout = pred.net().layout
-            row["nodes"] = len(layout.run_nodes)
-            row["on_gpu"] = len(layout.device_nodes)
-            row["io_copies"] = sum(n.op_type == "IoCopy" for n in layout.run_nodes)
-            row["on_cpu_ops"] = sorted({n.op_type for n in layout.run_nodes
-                                        if n.name not in layout.device_nodes and n.op_type != "IoCopy"})
+            pred, feed = _against_onnxruntime(row, model, lambda sess: feed)
             if speed_too and left() > 60:
                 sync = cp.cuda.Device().synchronize
                 row["ours_ms"] = median_ms(lambda: pred.forward(feed), runs=10, sync=sync)
