@@ -23,9 +23,10 @@ from pooled_predictor.ops.cpu import conv_nchwc
 from pooled_predictor.ops.cpu.compiled import epilogue, isa, widths
 from pooled_predictor.ops.cpu.compiled import gemm as nchw_gemm
 from pooled_predictor.ops.cpu.compiled.reorder import from_blocked, to_blocked
-from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape, transform
+from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape
 from pooled_predictor.passes import optimize
 from tests.onnx_helpers import run_ort
+from tests.ops import test_nchwc as nchwc_tests  # its NCHW <-> blocked helpers, at 16 lanes here
 
 rng = np.random.default_rng(16)
 L16 = "NCHW16c"
@@ -37,15 +38,11 @@ def f32(*shape):
 
 
 def blocked(x, layout=L16):
-    out = np.empty(physical_shape(x.shape, layout), np.float32)
-    transform(x, "NCHW", layout, out)
-    return out
+    return nchwc_tests.blocked(x, layout)
 
 
 def unblocked(x, shape, layout=L16):
-    out = np.empty(shape, np.float32)
-    transform(x, layout, "NCHW", out)
-    return out
+    return nchwc_tests.unblocked(x, shape, layout)
 
 
 # ---- the ISA module -----------------------------------------------------------------------------
