@@ -147,3 +147,28 @@ def test_output_names_checked(names, error):
     with pytest.raises(error):
         Predictor(make_mlp()).forward([X], names)
 
+
+
+def test_new_options_refuse_bad_values_and_the_pool_keeps_serving():
+    """int8_arithmetic and output_device (this session's options): a bad value is refused where it is
+    given, typed; a pool job with a bad output_device fails alone and the pool serves the next one."""
+    from pooled_predictor import Config, PooledPredictor
+
+    model = make_mlp().SerializeToString()
+    with pytest.raises(ValueError, match="int8_arithmetic"):
+        Predictor(model, int8_arithmetic="fast")
+    with pytest.raises(ValueError, match="int8_arithmetic"):
+        Config(model_bytes=[model], int8_arithmetic="fast").validate()
+    with pytest.raises(ValueError, match="output_device"):
+        Config(model_bytes=[model], output_device="cuda").validate()  # a CPU pool
+    x = np.ones((2, 16), np.float32)
+    with PooledPredictor(Config(model_bytes=[model], num_threads=2)) as pool:
+        try:
+            bad = pool.forward({"x": x}, output_device="cuda")
+        except (InputError, ValueError):
+            bad = None  # refused at the call
+        if bad is not None:
+            with pytest.raises((InputError, ValueError)):
+                bad.result(timeout=30)
+        good = pool.forward({"x": x}).result(timeout=30)
+        np.testing.assert_allclose(good["y"], Predictor(model).run(None, {"x": x})[0])
