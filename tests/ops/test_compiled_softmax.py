@@ -70,3 +70,22 @@ def test_softmax_rows_with_nan_and_inf():
     e = np.exp(np.array([0.0, 1.0]) - 1.0)
     np.testing.assert_allclose(y[1], [e[0] / e.sum(), 0.0, e[1] / e.sum()], rtol=1e-6)
     np.testing.assert_allclose(y[3], [1 / 3] * 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("d", [1, 7, 8, 255, 256, 1023, 1024, 1025, 2048 + 13, 6625])
+def test_softmax_rows_bits_across_chunks(d):
+    """The exp-and-sum pass runs in 1024-float chunks: each y is exp32_nonpositive(x - max) times the
+    float32 reciprocal of the float64 sum in _sum64's order (blocks of 256, then the tail), bit for bit,
+    at row lengths on either side of a chunk and block boundary."""
+    from pooled_predictor.ops.cpu.compiled.rowreduce import _sum64
+    from pooled_predictor.ops.cpu.compiled.softmax import softmax_rows
+
+    rows = 3
+    x = (rng.standard_normal((rows, d)) * 8).astype(np.float32)
+    y = np.empty_like(x)
+    softmax_rows(x.reshape(-1), y.reshape(-1), rows, d)
+    for r in range(rows):
+        e = np.empty(d, np.float32)
+        _exp_nonpositive_all(x[r] - x[r].max(), e)
+        inv = np.float32(1.0) / np.float32(_sum64(e, 0, d))
+        np.testing.assert_array_equal(y[r].view(np.int32), (e * inv).view(np.int32))
