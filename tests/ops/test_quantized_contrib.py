@@ -143,7 +143,7 @@ def test_qlinear_concat(shapes, axis, dtype, same_params):
     check("QLinearConcat", inputs, {"axis": axis}, static=tuple(static))
 
 
-@pytest.mark.parametrize("shape", [(1, 8, 7, 7), (2, 3, 5, 4), (2, 16, 1, 1), (1, 4, 9)])
+@pytest.mark.parametrize("shape", [(1, 8, 7, 7), (2, 3, 5, 4), (2, 16, 1, 1), (1, 4, 9), (1, 96, 14, 14)])
 @pytest.mark.parametrize("channels_last", [0, 1])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("x_scale,y_scale", [(0.05, 0.05), (0.1, 0.03), (0.5, 0.25)])

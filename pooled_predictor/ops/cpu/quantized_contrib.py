@@ -120,12 +120,25 @@ class QLinearAdd:
         shapes = {tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])}
         # one shape (of more than one element: a single one is "constant inner", rounded in another order)
         self.same = compiled.active() and len(shapes) == 1 and int(np.prod(ctx.out_shapes[0])) > 1
+        static = all(ctx.is_static(i) for i in (1, 4, 6)) and all(ctx.is_static(i) or not ctx.has_input(i)
+                                                                   for i in (2, 5, 7))
+        self.constants = _add_constants(*(ctx.value_or_none(i) for i in (1, 2, 4, 5, 6, 7))) if static else None
+
+    def prepare_run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+        """The compiled pass bound once (registry.py: prepare_run) where the scales and zero points are
+        weights and A, B, C one contiguous shape; None otherwise."""
+        if not (self.same and self.constants is not None and a.flags.c_contiguous and b.flags.c_contiguous
+                and out.flags.c_contiguous):
+            return None
+        return compiled.bound(compiled.quantize.qlinear_add_same, a.reshape(-1), b.reshape(-1), out.reshape(-1),
+                              *self.constants)
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
         if not (self.same and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
             qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
             return
-        ra, rb, k = _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
+        ra, rb, k = self.constants or _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale,
+                                                     c_zero_point)
         compiled.quantize.qlinear_add_same(a.reshape(-1), b.reshape(-1), out.reshape(-1), ra, rb, k)
 
 
@@ -311,8 +324,14 @@ def qlinear_global_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point,
     """
     axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
     size = int(np.prod([x.shape[d] for d in axes]))
-    acc = x.sum(axis=axes, dtype=np.int64, keepdims=True).astype(np.float64) - _scalar(x_zero_point) * size
     mult = _f32(np.float64(F32(_scalar(x_scale))) / _f32(np.float64(F32(_scalar(y_scale))) * np.float64(F32(size))))
+    if (not channels_last and compiled.active() and x.flags.c_contiguous and out.flags.c_contiguous
+            and 0 < size < 2 ** 23):  # the int32 sum cannot overflow
+        compiled.quantize.qlinear_global_average_pool_rows(x.reshape(-1, size), out.reshape(-1),
+                                                           int(_scalar(x_zero_point)), F32(mult),
+                                                           int(_scalar(y_zero_point)))
+        return
+    acc = x.sum(axis=axes, dtype=np.int64, keepdims=True).astype(np.float64) - _scalar(x_zero_point) * size
     saturate_rint(_f32(_f32(acc) * mult), out, int(_scalar(y_zero_point)))
 
 
