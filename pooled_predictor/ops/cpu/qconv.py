@@ -117,14 +117,15 @@ class QConvCompiled:
         self.plane = self.hq * self.wq
         self.image = c * f * self.plane
         x_dt = ctx.dtype(0)
-        self.planes_ref = None if self.direct else ctx.scratch((g.batch * self.image + SLACK,), x_dt)
+        slack = SLACK + compiled.qconv.DW_BLOCK if self.depthwise else SLACK  # depthwise_q's 3x3 pass
+        self.planes_ref = None if self.direct else ctx.scratch((g.batch * self.image + slack,), x_dt)
         self.p_ext = oh * self.wq
         self.crop = self.wq != ow
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
         self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
-        self.acc_ref = ctx.scratch((self.p_ext,), np.int32) if self.depthwise else None
+        self.acc_ref = ctx.scratch((self.p_ext + compiled.qconv.DW_BLOCK,), np.int32) if self.depthwise else None
         if self.depthwise:
             self.wp = shared_weights(w, ("qdepthwise", tuple(w_zp)), lambda w: self._ro(
                 (np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)).reshape(-1)))

@@ -24,6 +24,7 @@ from .qgemm import signed
 
 _i8 = types.int64
 BAND = 2048  # int32 accumulators per pass of the depthwise taps (8 KiB, in L1)
+DW_BLOCK = 64  # the 3x3 pass computes the extended output in whole blocks of this many pixels
 
 
 def _split_sig(t):
@@ -97,7 +98,10 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
             zero point folded in; mult: (C,) float32; zp: y_zero_point.
         y, y0: output channel c, row i, column j at y[y0 + (c * oh + i) * ow + j]; oh, ow: output size;
             wq: the planes' row pitch.
-        acc: int32 workspace of min(oh * wq, BAND + wq) elements at least.
+        acc: int32 workspace of min(oh * wq, BAND + wq) elements at least; with a 3x3 kernel, of
+            oh * wq + DW_BLOCK (its pass over the whole extended image stores oh * wq, rounded up to
+            whole DW_BLOCKs, 8-bit values in acc's bytes; its reads reach up to DW_BLOCK elements further
+            past the planes' last pixel than the taps do).
     """
     c_n = b.size
     t_n = offs.size
@@ -106,7 +110,11 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
     hi = 127.0 if signed(y) else 255.0
     zpf = np.float32(zp)
     lo_f, hi_f = np.float32(lo) - zpf, np.float32(hi) - zpf
-    if t_n == 9:  # 3x3: the 9 taps and the requantization in one pass over each output row
+    if t_n == 9 and oh * wq + DW_BLOCK <= acc.size:  # 3x3: the 9 taps and the requantization in one pass
+        # over the channel's extended output rows (pitch wq, flat: vectorized whatever OW, 7 or 112),
+        # stored as 8-bit in acc's bytes, then the rows' first OW pixels copied out
+        ext = acc.view(np.uint8).view(y.dtype)
+        n = u((oh * wq + DW_BLOCK - 1) // DW_BLOCK * DW_BLOCK)  # whole blocks: no scalar remainder loop
         for c in range(c_n):
             base = u(x0 + c * image)
             bc = b[c]
@@ -114,20 +122,21 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
             k = c * 9
             w0, w1, w2, w3, w4, w5, w6, w7, w8 = (wt[k], wt[k + 1], wt[k + 2], wt[k + 3], wt[k + 4], wt[k + 5],
                                                   wt[k + 6], wt[k + 7], wt[k + 8])
-            o0, o1, o2, o3, o4, o5, o6, o7, o8 = (u(offs[0]), u(offs[1]), u(offs[2]), u(offs[3]), u(offs[4]),
-                                                  u(offs[5]), u(offs[6]), u(offs[7]), u(offs[8]))
-            for r in range(oh):
-                s = base + u(r * wq)
-                d = u(y0 + (c * oh + r) * ow)
+            o0, o1, o2, o3, o4, o5, o6, o7, o8 = (base + u(offs[0]), base + u(offs[1]), base + u(offs[2]),
+                                                  base + u(offs[3]), base + u(offs[4]), base + u(offs[5]),
+                                                  base + u(offs[6]), base + u(offs[7]), base + u(offs[8]))
+            for i in range(n):
+                a = (bc + w0 * np.int32(planes[o0 + i]) + w1 * np.int32(planes[o1 + i])
+                     + w2 * np.int32(planes[o2 + i]) + w3 * np.int32(planes[o3 + i])
+                     + w4 * np.int32(planes[o4 + i]) + w5 * np.int32(planes[o5 + i])
+                     + w6 * np.int32(planes[o6 + i]) + w7 * np.int32(planes[o7 + i])
+                     + w8 * np.int32(planes[o8 + i]))
+                f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)  # the int32 sum (its wider typing dropped)
+                ext[i] = np.int32(np.rint(f)) + zp
+            d0 = u(y0 + c * oh * ow)
+            for r in range(u(oh)):
                 for j in range(u(ow)):
-                    i = s + j
-                    a = (bc + w0 * np.int32(planes[i + o0]) + w1 * np.int32(planes[i + o1])
-                         + w2 * np.int32(planes[i + o2]) + w3 * np.int32(planes[i + o3])
-                         + w4 * np.int32(planes[i + o4]) + w5 * np.int32(planes[i + o5])
-                         + w6 * np.int32(planes[i + o6]) + w7 * np.int32(planes[i + o7])
-                         + w8 * np.int32(planes[i + o8]))
-                    f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)
-                    y[d + j] = np.int32(np.rint(f)) + zp
+                    y[d0 + r * u(ow) + j] = ext[r * u(wq) + j]
         return
     band = min(oh, max(1, BAND // wq))  # output rows per pass: the accumulator stays in L1
     for c in range(c_n):
@@ -150,3 +159,4 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
                 for j in range(u(ow)):
                     f = min(max(np.float32(acc[a + j]) * m, lo_f), hi_f)
                     y[d + j] = np.int32(np.rint(f)) + zp
+
