@@ -130,8 +130,13 @@ class QLinearAdd:
         if not (self.same and self.constants is not None and a.flags.c_contiguous and b.flags.c_contiguous
                 and out.flags.c_contiguous):
             return None
-        return compiled.bound(compiled.quantize.qlinear_add_same, a.reshape(-1), b.reshape(-1), out.reshape(-1),
-                              *self.constants)
+        af, bf, of = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+        for io, other, io_is_a in ((af, bf, True), (bf, af, False)):  # C over A or B (inplace): one array
+            if np.shares_memory(of, io):
+                if io.ctypes.data != of.ctypes.data:
+                    return None  # a partial overlap: the numpy path's copies
+                return compiled.bound(compiled.quantize.qlinear_add_inplace, of, other, io_is_a, *self.constants)
+        return compiled.bound(compiled.quantize.qlinear_add_same, af, bf, of, *self.constants)
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
         if not (self.same and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
