@@ -391,3 +391,16 @@ def test_qlinear_add_chain_written_in_place_matches_onnxruntime(dtype, scales):
     assert np.array_equal(ours, ref), f"{int((ours != ref).sum())} of {ref.size} differ"
     if compiled.active():
         assert sorted(calls) == [False, True]  # t2 over t1 (A), t3 over t2 (B); out is the graph's own
+
+
+@pytest.mark.parametrize("d", [1, 7, 16, 37, 1000])
+def test_softmax_row_sums_compiled_equal_the_numpy_order(d):
+    """QLinearSoftmax's row sums in MLAS's AVX2 order: the compiled loop (compiled/quantize.row_sums_avx2)
+    gives the numpy reference's float32 sums bit for bit."""
+    from pooled_predictor.ops.cpu import compiled
+    from pooled_predictor.ops.cpu.quantized_contrib import _row_sums_avx2
+
+    e = np.exp(rng.uniform(-30, 3, (5, d))).astype(F32_)
+    got = np.empty(5, F32_)
+    compiled.quantize.row_sums_avx2(e, got)
+    assert np.array_equal(got, _row_sums_avx2(e.astype(np.float64)).astype(F32_))

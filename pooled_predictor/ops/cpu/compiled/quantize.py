@@ -146,3 +146,29 @@ def qlinear_add_inplace(io, other, io_is_a, ra, rb, k):
             t = fma_f32(np.float32(io[i]), rb32, k32)
             v = fma_f32(np.float32(other[i]), ra32, t)
             io[i] = np.int32(min(max(np.rint(v), lo), hi))
+
+
+@njit(types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(types.float32, 1, "C")),
+      nogil=True, cache=True, error_model="numpy")
+def row_sums_avx2(e, out):
+    """out[r] = the float32 sum of e[r] in the order of MLAS's AVX2 softmax kernel (QLinearSoftmax,
+    ops/cpu/quantized_contrib._row_sums_avx2, the reference): 8 lanes over blocks of 16 (lane j adds
+    e[16b + j], then e[16b + 8 + j]), the tail after the last whole block summed in order from 0, then
+    the 8 lanes added to it one by one; every add a float32 one, in this order."""
+    n, d = e.shape
+    whole = d // 16 * 16
+    lanes = np.empty(8, np.float32)
+    for r in range(n):
+        for j in range(8):
+            lanes[j] = np.float32(0.0)
+        for b in range(0, whole, 16):
+            for j in range(8):
+                lanes[j] = lanes[j] + e[r, b + j]
+            for j in range(8):
+                lanes[j] = lanes[j] + e[r, b + 8 + j]
+        total = np.float32(0.0)
+        for i in range(whole, d):
+            total = total + e[r, i]
+        for j in range(8):
+            total = total + lanes[j]
+        out[r] = total
