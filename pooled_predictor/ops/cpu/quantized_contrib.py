@@ -333,17 +333,41 @@ def qlinear_global_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point,
     or (N, 1..., C). The sum is exact; the multiplier s_x / (s_y HW) and the product float32.
     Source: onnxruntime ContribOperators.md#com.microsoft.QLinearGlobalAveragePool.
     """
+    args = _gap_compiled_args(x, x_scale, x_zero_point, y_scale, y_zero_point, out, channels_last)
+    if args is not None:
+        compiled.quantize.qlinear_global_average_pool_rows(*args)
+        return
     axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
     size = int(np.prod([x.shape[d] for d in axes]))
-    mult = _f32(np.float64(F32(_scalar(x_scale))) / _f32(np.float64(F32(_scalar(y_scale))) * np.float64(F32(size))))
-    if (not channels_last and compiled.active() and x.flags.c_contiguous and out.flags.c_contiguous
-            and 0 < size < 2 ** 23):  # the int32 sum cannot overflow
-        compiled.quantize.qlinear_global_average_pool_rows(x.reshape(-1, size), out.reshape(-1),
-                                                           int(_scalar(x_zero_point)), F32(mult),
-                                                           int(_scalar(y_zero_point)))
-        return
     acc = x.sum(axis=axes, dtype=np.int64, keepdims=True).astype(np.float64) - _scalar(x_zero_point) * size
-    saturate_rint(_f32(_f32(acc) * mult), out, int(_scalar(y_zero_point)))
+    saturate_rint(_f32(_f32(acc) * _gap_multiplier(x_scale, y_scale, size)), out, int(_scalar(y_zero_point)))
+
+
+def _gap_multiplier(x_scale, y_scale, size: int) -> float:
+    """QLinearGlobalAveragePool's float32 s_x / (s_y HW) (as float64)."""
+    return _f32(np.float64(F32(_scalar(x_scale))) / _f32(np.float64(F32(_scalar(y_scale))) * np.float64(F32(size))))
+
+
+def _gap_compiled_args(x, x_scale, x_zero_point, y_scale, y_zero_point, out, channels_last):
+    """compiled/quantize.qlinear_global_average_pool_rows's arguments (channels first, contiguous), or None."""
+    size = int(np.prod(x.shape[2:]))
+    if (channels_last or not compiled.active() or not x.flags.c_contiguous or not out.flags.c_contiguous
+            or not 0 < size < 2 ** 23):  # the int32 sum cannot overflow
+        return None
+    return (x.reshape(-1, size), out.reshape(-1), int(_scalar(x_zero_point)),
+            F32(_gap_multiplier(x_scale, y_scale, size)), int(_scalar(y_zero_point)))
+
+
+def _gap_prepare_run(x, x_scale, x_zero_point, y_scale, y_zero_point, *, out, channels_last=0):
+    """The compiled pass bound once (registry.py: prepare_run) where the scales and zero points are
+    weights (read-only arrays: their values cannot change) and X channels first; None otherwise."""
+    if any(isinstance(v, np.ndarray) and v.flags.writeable for v in (x_scale, x_zero_point, y_scale, y_zero_point)):
+        return None
+    args = _gap_compiled_args(x, x_scale, x_zero_point, y_scale, y_zero_point, out, channels_last)
+    return None if args is None else compiled.bound(compiled.quantize.qlinear_global_average_pool_rows, *args)
+
+
+qlinear_global_average_pool.prepare_run = _gap_prepare_run
 
 
 @kernel("QLinearAveragePool", since=VERSION, domain=DOMAIN)
