@@ -14,7 +14,9 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   requantization runs on each 6 x 16 tile in registers and the tile is stored as
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
   image cropped after.
-* depthwise -- group == C == M: compiled/qconv.py's depthwise_q, tap by tap in int32.
+* depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): a 3x3, stride-1,
+  pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the phase
+  planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
 
 W' = W - w_zp is packed once (shared by every Net); B - x_zp * sum_k W'[m, k] is the
 int32 bias (the input's zero point folded in, so padding with x_zp adds nothing);

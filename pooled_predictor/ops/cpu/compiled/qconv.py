@@ -10,7 +10,17 @@ depthwise_q runs a depthwise convolution (one input channel per output channel,
 any kernel, strides and dilations through the phase planes) in int32:
 acc[c, p] = b[c] + sum_t W'[c, t] * plane_t[c][off_t + p] over the extended output
 rows (pitch wq), then requantizes as qgemm.py does (float32(acc) * mult[c],
-clamped, rounded half to even, + y_zp) into the output rows' first OW pixels.
+clamped, rounded half to even, + y_zp) into the output rows' first OW pixels; a 3x3
+kernel in one flat pass over each channel's extended output, in whole DW_BLOCKs.
+depthwise3x3s1_q does a 3x3, stride-1, pad-1 one from X itself (no phase planes):
+the interior in one flat pass, the border after it.
+
+Vectorizing notes (measured on Zen 3): numba types an int32 * int32 product as int64, so
+the sums are cast back to int32 before the float conversion (LLVM then narrows the whole
+chain to vpmulld / vpaddd); the tap offsets come from an array, not from arithmetic on one
+base (with reads at o, o + 1, o + 2 known adjacent, LLVM's vectorizer picked a 4x slower
+form); a flat pass of a multiple of the vector block has no scalar remainder, which on
+7 x 7 or 14 x 14 images was most of the work.
 """
 
 from __future__ import annotations
