@@ -394,13 +394,19 @@ def test_qlinear_add_chain_written_in_place_matches_onnxruntime(dtype, scales):
 
 
 @pytest.mark.parametrize("d", [1, 7, 16, 37, 1000])
-def test_softmax_row_sums_compiled_equal_the_numpy_order(d):
-    """QLinearSoftmax's row sums in MLAS's AVX2 order: the compiled loop (compiled/quantize.row_sums_avx2)
-    gives the numpy reference's float32 sums bit for bit."""
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_softmax_compiled_equals_the_numpy_steps(d, dtype, monkeypatch):
+    """QLinearSoftmax's compiled pass (compiled/quantize.qlinear_softmax_rows) gives the numpy reference's
+    output bit for bit: the same table, the same float32 sums in MLAS's AVX2 order, the same roundings."""
     from pooled_predictor.ops.cpu import compiled
-    from pooled_predictor.ops.cpu.quantized_contrib import _row_sums_avx2
+    from pooled_predictor.ops.cpu.quantized_contrib import qlinear_softmax
 
-    e = np.exp(rng.uniform(-30, 3, (5, d))).astype(F32_)
-    got = np.empty(5, F32_)
-    compiled.quantize.row_sums_avx2(e, got)
-    assert np.array_equal(got, _row_sums_avx2(e.astype(np.float64)).astype(F32_))
+    for x_scale, y_scale, y_zp in ((0.1, 1 / 256, 0), (0.0371, 1 / 255, 3), (0.5, 0.01, -5 if dtype == np.int8 else 9)):
+        x = q((6, d), dtype)
+        args = (x, f(x_scale), zp(dtype), f(y_scale), np.array(y_zp, dtype))
+        got, ref = np.empty_like(x), np.empty_like(x)
+        qlinear_softmax(*args, out=got, opset=13)
+        with monkeypatch.context() as m:
+            m.setattr(compiled, "active", lambda: False)
+            qlinear_softmax(*args, out=ref, opset=13)
+        assert np.array_equal(got, ref), f"{int((got != ref).sum())} of {ref.size} differ"

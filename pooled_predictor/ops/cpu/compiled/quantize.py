@@ -148,27 +148,47 @@ def qlinear_add_inplace(io, other, io_is_a, ra, rb, k):
             io[i] = np.int32(min(max(np.rint(v), lo), hi))
 
 
-@njit(types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(types.float32, 1, "C")),
-      nogil=True, cache=True, error_model="numpy")
-def row_sums_avx2(e, out):
-    """out[r] = the float32 sum of e[r] in the order of MLAS's AVX2 softmax kernel (QLinearSoftmax,
-    ops/cpu/quantized_contrib._row_sums_avx2, the reference): 8 lanes over blocks of 16 (lane j adds
-    e[16b + j], then e[16b + 8 + j]), the tail after the last whole block summed in order from 0, then
-    the 8 lanes added to it one by one; every add a float32 one, in this order."""
-    n, d = e.shape
+def _softmax_sig(t):
+    return types.void(types.Array(t, 2, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                      types.float32, types.int64, types.Array(t, 2, "C"), types.Array(types.float32, 1, "C"))
+
+
+@njit([_softmax_sig(types.uint8), _softmax_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_softmax_rows(x, table, ys, zp, y, e):
+    """QLinearSoftmax over the rows of x (ops/cpu/quantized_contrib.qlinear_softmax, the numpy reference,
+    step for step): m = the row's maximum; e_j = table[x_j + 255 - m] (int8: table[byte(x_j + 127 - m)]);
+    s = the float32 sum of e in MLAS's AVX2 order (quantized_contrib._row_sums_avx2: 8 lanes over blocks
+    of 16, the tail in order, then the lanes one by one); y_j = saturate(rint(fma(e_j, float32(float32(1 / s) * ys), zp))).
+    e: float32 workspace of a row's length."""
+    r_n, d = x.shape
+    lo = np.float32(-128.0 if signed(y) else 0.0)
+    hi = np.float32(127.0 if signed(y) else 255.0)
     whole = d // 16 * 16
+    zpf = np.float32(zp)
     lanes = np.empty(8, np.float32)
-    for r in range(n):
+    for r in range(r_n):
+        m = np.int32(x[r, 0])
+        for j in range(d):
+            m = max(m, np.int32(x[r, j]))
+        if signed(x):
+            for j in range(d):
+                e[j] = table[(np.int32(x[r, j]) + 127 - m) & 0xFF]
+        else:
+            for j in range(d):
+                e[j] = table[np.int32(x[r, j]) + 255 - m]
         for j in range(8):
             lanes[j] = np.float32(0.0)
         for b in range(0, whole, 16):
             for j in range(8):
-                lanes[j] = lanes[j] + e[r, b + j]
+                lanes[j] = lanes[j] + e[b + j]
             for j in range(8):
-                lanes[j] = lanes[j] + e[r, b + 8 + j]
+                lanes[j] = lanes[j] + e[b + 8 + j]
         total = np.float32(0.0)
         for i in range(whole, d):
-            total = total + e[r, i]
+            total = total + e[i]
         for j in range(8):
             total = total + lanes[j]
-        out[r] = total
+        scale = (np.float32(1.0) / total) * ys
+        for j in range(d):
+            v = fma_f32(e[j], scale, zpf)
+            y[r, j] = np.int32(min(max(np.rint(v), lo), hi))
