@@ -18,7 +18,7 @@ the rows together. --int8 qdq|qop profiles the model quantized by benchmarks/int
 quantized() (onnxruntime's quantize_static, per channel, u8/s8, in that format; ResNet-50 and
 MobileNetV2 at batch 1) instead of the float model; our rows then run in the default int8
 arithmetic. Prints a table per model and writes benchmarks/results/op_profiles.json
-(op_profiles_int8.json with --int8).
+(op_profiles_int8_qdq.json / op_profiles_int8_qop.json with --int8).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def main() -> None:
         print(table(rows, [("op_type", "op_type", ""), ("ours", "ours ms", ".3f"), ("ort", "ort ms", ".3f")]))
         results.append({"model": name, "int8": args.int8, "batch": args.batch, "ours_ms": t_ours, "ort_ms": t_ort,
                         "ours_ops": our_ops, "ort_ops": ort_ops})
-    print(f"\nwritten to {write_results('op_profiles_int8' if args.int8 else 'op_profiles', results, runs=args.runs, clock=args.clock)}")
+    print(f"\nwritten to {write_results(f'op_profiles_int8_{args.int8}' if args.int8 else 'op_profiles', results, runs=args.runs, clock=args.clock)}")
 
 
 if __name__ == "__main__":
