@@ -1,6 +1,7 @@
 """Per-op-type time of one forward, ours beside onnxruntime's, one thread each, on the benchmark models.
 
     python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5]
+                                     [--int8 qdq|qop]
 
 The models and inputs of benchmarks/vs_onnxruntime.py (load_model). Ours: one Net on one thread
 with its profiler on (`pooled-predictor profile`'s numbers); onnxruntime: one session with one
@@ -13,7 +14,11 @@ CPU time. One thread: the rows compare kernels, not the pool (benchmarks/vs_onnx
 
 Op types differ between the two graphs (our MatMulAdd and ScaledDotProductAttention against
 onnxruntime's MatMul, Add, Softmax; our FusedConv* against its fused Conv): read the totals and
-the rows together. Prints a table per model and writes benchmarks/results/op_profiles.json.
+the rows together. --int8 qdq|qop profiles the model quantized by benchmarks/int8.py's
+quantized() (onnxruntime's quantize_static, per channel, u8/s8, in that format; ResNet-50 and
+MobileNetV2 at batch 1) instead of the float model; our rows then run in the default int8
+arithmetic. Prints a table per model and writes benchmarks/results/op_profiles.json
+(op_profiles_int8_qdq.json / op_profiles_int8_qop.json with --int8).
 """
 
 from __future__ import annotations
@@ -37,9 +42,12 @@ def ours(data: bytes, input_name: str, x, runs: int, clock: str) -> tuple[float,
     if clock == "cpu":  # the engine reads time.perf_counter_ns at every forward (engine/net.py)
         time.perf_counter_ns = time.thread_time_ns
     from pooled_predictor import Predictor
+    from pooled_predictor.engine.tiering import COMPILER
 
     predictor = Predictor(data)  # kept alive: while it lives BLAS runs one thread a call (as in the pool)
     net = predictor.new_net()
+    net.forward({input_name: x})
+    COMPILER.wait()  # the compiled kernels loaded or compiled (engine/tiering.py): the reference tier not timed
     net.forward({input_name: x})
     net.forward({input_name: x})
     profiler = net.enable_profiling()
@@ -80,23 +88,32 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    ap.add_argument("--int8", choices=["qdq", "qop"], help="profile the model quantized in this format")
     args = ap.parse_args()
     results = []
+    work = tempfile.TemporaryDirectory()
     for name in args.models:
         if not available(name):
             continue
-        data, input_name, x = load_model(name, args.batch)
+        if args.int8:
+            from benchmarks.int8 import quantized
+
+            if name not in ("resnet50", "mobilenet_v2") or args.batch != 1:
+                raise SystemExit(f"--int8: resnet50 and mobilenet_v2 at batch 1 only, not {name} at {args.batch}")
+            data, _, input_name, x = quantized(name, args.int8, Path(work.name), args)
+        else:
+            data, input_name, x = load_model(name, args.batch)
         t_ort, ort_ops = onnxruntime_ops(data, input_name, x, args.runs)
         t_ours, our_ops = ours(data, input_name, x, args.runs, args.clock)
         rows = [{"op_type": k, "ours": our_ops.get(k), "ort": ort_ops.get(k)}
                 for k in sorted(set(our_ops) | set(ort_ops), key=lambda k: -max(our_ops.get(k, 0), ort_ops.get(k, 0)))]
         rows = [r for r in rows if max(r["ours"] or 0, r["ort"] or 0) >= 0.005 * max(t_ours, t_ort)]
-        print(f"\n{name} batch {args.batch}: ours {t_ours:.2f} ms in kernels, onnxruntime {t_ort:.2f} ms "
+        print(f"\n{name}{' int8 ' + args.int8.upper() if args.int8 else ''} batch {args.batch}: ours {t_ours:.2f} ms in kernels, onnxruntime {t_ort:.2f} ms "
               f"(one thread, {args.clock} clock; ours / ort {t_ours / t_ort:.2f})")
         print(table(rows, [("op_type", "op_type", ""), ("ours", "ours ms", ".3f"), ("ort", "ort ms", ".3f")]))
-        results.append({"model": name, "batch": args.batch, "ours_ms": t_ours, "ort_ms": t_ort,
+        results.append({"model": name, "int8": args.int8, "batch": args.batch, "ours_ms": t_ours, "ort_ms": t_ort,
                         "ours_ops": our_ops, "ort_ops": ort_ops})
-    print(f"\nwritten to {write_results('op_profiles', results, runs=args.runs, clock=args.clock)}")
+    print(f"\nwritten to {write_results(f'op_profiles_int8_{args.int8}' if args.int8 else 'op_profiles', results, runs=args.runs, clock=args.clock)}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,10 @@ CONVS = [  # x shape, w shape, attributes
     ((1, 12, 10, 10), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12}),  # depthwise
     ((2, 12, 11, 11), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12, "strides": [2, 2]}),
     ((1, 7, 6, 6), (7, 1, 5, 5), {"pads": [2, 2, 2, 2], "group": 7}),
+    ((1, 24, 7, 7), (24, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 24}),  # depthwise, 7 x 7: whole 64-pixel blocks
+    ((1, 16, 14, 14), (16, 1, 3, 3), {"pads": [0, 0, 1, 1], "group": 16, "strides": [2, 2]}),  # asymmetric pads
+    ((2, 9, 2, 5), (9, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 9}),  # 3x3 stride 1 on X itself: all border
+    ((1, 5, 3, 17), (5, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 5}),  # one interior row
 ]
 
 

@@ -143,7 +143,7 @@ def test_qlinear_concat(shapes, axis, dtype, same_params):
     check("QLinearConcat", inputs, {"axis": axis}, static=tuple(static))
 
 
-@pytest.mark.parametrize("shape", [(1, 8, 7, 7), (2, 3, 5, 4), (2, 16, 1, 1), (1, 4, 9)])
+@pytest.mark.parametrize("shape", [(1, 8, 7, 7), (2, 3, 5, 4), (2, 16, 1, 1), (1, 4, 9), (1, 96, 14, 14)])
 @pytest.mark.parametrize("channels_last", [0, 1])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("x_scale,y_scale", [(0.05, 0.05), (0.1, 0.03), (0.5, 0.25)])
@@ -349,3 +349,64 @@ def test_schemas_known_to_onnx():
     type_outputs(model, [np.zeros(2, np.uint8)])
     onnx.checker.check_model(model)
     assert onnx.defs.get_schema("QGemm", 1, MS).attributes["alpha"].default_value.f == 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("scales", SCALES)
+def test_qlinear_add_chain_written_in_place_matches_onnxruntime(dtype, scales):
+    """QLinearAdd writing over its dying A, then over its dying B (the planner's in-place reuse:
+    compiled/quantize.qlinear_add_inplace), against onnxruntime, bit for bit; and the kernel did run
+    in place (one array read and written)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pooled_predictor import Net, Optimization
+    from pooled_predictor.engine.program import Program
+    from pooled_predictor.importers import load_onnx
+    from pooled_predictor.ops.cpu import compiled
+
+    shape = (1, 8, 13, 11)
+    sa, sb, sc = scales
+    consts = {"sa": f(sa), "sb": f(sb), "sc": f(sc), "za": zp(dtype), "zb": zp(dtype), "zc": zp(dtype),
+              "k": q(shape, dtype)}  # a weight: t3 can only take t2's (B's) storage
+    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    nodes = [helper.make_node("QLinearAdd", ["x", "sa", "za", "y", "sb", "zb", "sc", "zc"], ["t1"], domain=MS),
+             helper.make_node("QLinearAdd", ["t1", "sc", "zc", "y", "sb", "zb", "sa", "za"], ["t2"], domain=MS),
+             helper.make_node("QLinearAdd", ["k", "sa", "za", "t2", "sa", "za", "sb", "zb"], ["t3"], domain=MS),
+             helper.make_node("QLinearAdd", ["t3", "sb", "zb", "x", "sb", "zb", "sc", "zc"], ["out"], domain=MS)]
+    graph = helper.make_graph(nodes, "adds", [helper.make_tensor_value_info(n, elem, shape) for n in ("x", "y")],
+                              [helper.make_tensor_value_info("out", elem, shape)],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    feeds = {"x": q(shape, dtype), "y": q(shape, dtype)}
+    (ref,) = run_ort(model, feeds)
+    calls = []
+    real = compiled.quantize.qlinear_add_inplace
+    try:
+        compiled.quantize.qlinear_add_inplace = lambda *a: (calls.append(a[2]), real(*a))
+        net = Net(Program(load_onnx(model, device="cpu"), "cpu"), optimization=Optimization.MEMORY)
+        net.forward(feeds)
+        ours = np.array(net.blob_by_name("out"))
+    finally:
+        compiled.quantize.qlinear_add_inplace = real
+    assert np.array_equal(ours, ref), f"{int((ours != ref).sum())} of {ref.size} differ"
+    if compiled.active():
+        assert sorted(calls) == [False, True]  # t2 over t1 (A), t3 over t2 (B); out is the graph's own
+
+
+@pytest.mark.parametrize("d", [1, 7, 16, 37, 1000])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_softmax_compiled_equals_the_numpy_steps(d, dtype, monkeypatch):
+    """QLinearSoftmax's compiled pass (compiled/quantize.qlinear_softmax_rows) gives the numpy reference's
+    output bit for bit: the same table, the same float32 sums in MLAS's AVX2 order, the same roundings."""
+    from pooled_predictor.ops.cpu import compiled
+    from pooled_predictor.ops.cpu.quantized_contrib import qlinear_softmax
+
+    for x_scale, y_scale, y_zp in ((0.1, 1 / 256, 0), (0.0371, 1 / 255, 3), (0.5, 0.01, -5 if dtype == np.int8 else 9)):
+        x = q((6, d), dtype)
+        args = (x, f(x_scale), zp(dtype), f(y_scale), np.array(y_zp, dtype))
+        got, ref = np.empty_like(x), np.empty_like(x)
+        qlinear_softmax(*args, out=got, opset=13)
+        with monkeypatch.context() as m:
+            m.setattr(compiled, "active", lambda: False)
+            qlinear_softmax(*args, out=ref, opset=13)
+        assert np.array_equal(got, ref), f"{int((got != ref).sum())} of {ref.size} differ"

@@ -14,7 +14,9 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   requantization runs on each 6 x 16 tile in registers and the tile is stored as
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
   image cropped after.
-* depthwise -- group == C == M: compiled/qconv.py's depthwise_q, tap by tap in int32.
+* depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): a 3x3, stride-1,
+  pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the phase
+  planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
 
 W' = W - w_zp is packed once (shared by every Net); B - x_zp * sum_k W'[m, k] is the
 int32 bias (the input's zero point folded in, so padding with x_zp adds nothing);
@@ -98,6 +100,12 @@ class QConvCompiled:
         self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
         self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1) and g.group == 1
                        and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
+        # 3x3, stride 1, pads 1: read from X itself (compiled/qconv.py's depthwise3x3s1_q), no padded copy
+        self.dw3s1 = (self.depthwise and g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1)
+                      and g.pads_begin == (1, 1) and g.pads_end == (1, 1))
+        if self.dw3s1:
+            taps = np.asarray([kh * wd + kw for kh in range(3) for kw in range(3)], np.int64)
+            self.taps = self._ro(taps)
         if self.direct:
             self.hq, self.wq, self.phases = h, wd, [(0, 0)]
             table = compiled.qgemm.quad_offsets if self.sat else compiled.qgemm.pair_offsets
@@ -117,14 +125,16 @@ class QConvCompiled:
         self.plane = self.hq * self.wq
         self.image = c * f * self.plane
         x_dt = ctx.dtype(0)
-        self.planes_ref = None if self.direct else ctx.scratch((g.batch * self.image + SLACK,), x_dt)
+        slack = SLACK + compiled.qconv.DW_BLOCK if self.depthwise else SLACK  # depthwise_q's 3x3 pass
+        self.planes_ref = None if self.direct or self.dw3s1 else ctx.scratch((g.batch * self.image + slack,), x_dt)
         self.p_ext = oh * self.wq
         self.crop = self.wq != ow
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
         self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
-        self.acc_ref = ctx.scratch((self.p_ext,), np.int32) if self.depthwise else None
+        self.acc_ref = (ctx.scratch((self.p_ext + compiled.qconv.DW_BLOCK,), np.int32)
+                        if self.depthwise and not self.dw3s1 else None)
         if self.depthwise:
             self.wp = shared_weights(w, ("qdepthwise", tuple(w_zp)), lambda w: self._ro(
                 (np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)).reshape(-1)))
@@ -178,9 +188,16 @@ class QConvCompiled:
                     steps.append((gemm, (self.wp[0], strip, 0, self.strip_offs, yflat, y0 + vec, p_n, m,
                                          self.tail, self.b, self.mult, self.zp, self.ws_ref.array, *extra)))
             return steps
-        else:
-            xf = self.planes_ref.array
-            steps.append((compiled.qconv.split_phases_q, (x, xf, *self._split)))
+        if self.dw3s1:
+            xf = x.reshape(-1)
+            h, wd = g.in_shape
+            for n in range(g.batch):
+                steps.append((compiled.qconv.depthwise3x3s1_q, (xf, n * m * h * wd, self.x_zp, self.taps, self.wp,
+                                                                self.b, self.mult, self.zp, yflat, n * m * oh * ow,
+                                                                h, wd)))
+            return steps
+        xf = self.planes_ref.array
+        steps.append((compiled.qconv.split_phases_q, (x, xf, *self._split)))
         ws = self.ws_ref.array
         for n in range(g.batch):
             if self.depthwise:

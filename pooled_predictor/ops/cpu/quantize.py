@@ -19,6 +19,8 @@ float32, so these ops run on them directly (ops/widen.EXACT).
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -49,6 +51,16 @@ def _per_tensor_8bit(ctx, x_type, q_type) -> tuple | None:
 
 def int_range(dtype) -> tuple[int, int] | None:
     """(min, max) of an integer dtype (numpy's or ml_dtypes' int4/uint4/int2/uint2), None for a float."""
+    try:
+        return _int_range(np.dtype(dtype))
+    except TypeError:  # not a dtype numpy knows
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _int_range(dtype: np.dtype) -> tuple[int, int] | None:
+    """int_range, once per dtype (ml_dtypes.iinfo builds its answer on every call: several us, and
+    the 8-bit kernels ask on every forward)."""
     try:
         info = ml_dtypes.iinfo(dtype)
     except (TypeError, ValueError):

@@ -120,12 +120,30 @@ class QLinearAdd:
         shapes = {tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])}
         # one shape (of more than one element: a single one is "constant inner", rounded in another order)
         self.same = compiled.active() and len(shapes) == 1 and int(np.prod(ctx.out_shapes[0])) > 1
+        static = all(ctx.is_static(i) for i in (1, 4, 6)) and all(ctx.is_static(i) or not ctx.has_input(i)
+                                                                   for i in (2, 5, 7))
+        self.constants = _add_constants(*(ctx.value_or_none(i) for i in (1, 2, 4, 5, 6, 7))) if static else None
+
+    def prepare_run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+        """The compiled pass bound once (registry.py: prepare_run) where the scales and zero points are
+        weights and A, B, C one contiguous shape; None otherwise."""
+        if not (self.same and self.constants is not None and a.flags.c_contiguous and b.flags.c_contiguous
+                and out.flags.c_contiguous):
+            return None
+        af, bf, of = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+        for io, other, io_is_a in ((af, bf, True), (bf, af, False)):  # C over A or B (inplace): one array
+            if np.shares_memory(of, io):
+                if io.ctypes.data != of.ctypes.data:
+                    return None  # a partial overlap: the numpy path's copies
+                return compiled.bound(compiled.quantize.qlinear_add_inplace, of, other, io_is_a, *self.constants)
+        return compiled.bound(compiled.quantize.qlinear_add_same, af, bf, of, *self.constants)
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
         if not (self.same and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
             qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
             return
-        ra, rb, k = _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
+        ra, rb, k = self.constants or _add_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale,
+                                                     c_zero_point)
         compiled.quantize.qlinear_add_same(a.reshape(-1), b.reshape(-1), out.reshape(-1), ra, rb, k)
 
 
@@ -264,6 +282,16 @@ def qlinear_softmax(x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=No
         return
     signed = x.dtype == np.int8
     table = _softmax_table(_scalar(x_scale), rows.shape[1], signed)
+    if compiled.active() and out.dtype == x.dtype:  # the same steps in one compiled pass a row
+        y = np.empty(rows.shape, out.dtype)
+        compiled.quantize.qlinear_softmax_rows(np.ascontiguousarray(rows), table.astype(F32),
+                                               F32(np.floor(F32(1.0) / F32(_scalar(y_scale)))),
+                                               int(_scalar(y_zero_point)), y, np.empty(rows.shape[1], F32))
+        if back is None:
+            out[...] = y.reshape(out.shape)
+        else:
+            np.moveaxis(out, axis, -1)[...] = y.reshape(back)
+        return
     m = rows.max(axis=1, keepdims=True).astype(np.int64)
     idx = ((rows.astype(np.int64) + 127 - m) & 0xFF) if signed else rows.astype(np.int64) + 255 - m
     e = table[idx]
@@ -309,11 +337,41 @@ def qlinear_global_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point,
     or (N, 1..., C). The sum is exact; the multiplier s_x / (s_y HW) and the product float32.
     Source: onnxruntime ContribOperators.md#com.microsoft.QLinearGlobalAveragePool.
     """
+    args = _gap_compiled_args(x, x_scale, x_zero_point, y_scale, y_zero_point, out, channels_last)
+    if args is not None:
+        compiled.quantize.qlinear_global_average_pool_rows(*args)
+        return
     axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
     size = int(np.prod([x.shape[d] for d in axes]))
     acc = x.sum(axis=axes, dtype=np.int64, keepdims=True).astype(np.float64) - _scalar(x_zero_point) * size
-    mult = _f32(np.float64(F32(_scalar(x_scale))) / _f32(np.float64(F32(_scalar(y_scale))) * np.float64(F32(size))))
-    saturate_rint(_f32(_f32(acc) * mult), out, int(_scalar(y_zero_point)))
+    saturate_rint(_f32(_f32(acc) * _gap_multiplier(x_scale, y_scale, size)), out, int(_scalar(y_zero_point)))
+
+
+def _gap_multiplier(x_scale, y_scale, size: int) -> float:
+    """QLinearGlobalAveragePool's float32 s_x / (s_y HW) (as float64)."""
+    return _f32(np.float64(F32(_scalar(x_scale))) / _f32(np.float64(F32(_scalar(y_scale))) * np.float64(F32(size))))
+
+
+def _gap_compiled_args(x, x_scale, x_zero_point, y_scale, y_zero_point, out, channels_last):
+    """compiled/quantize.qlinear_global_average_pool_rows's arguments (channels first, contiguous), or None."""
+    size = int(np.prod(x.shape[2:]))
+    if (channels_last or not compiled.active() or not x.flags.c_contiguous or not out.flags.c_contiguous
+            or not 0 < size < 2 ** 23):  # the int32 sum cannot overflow
+        return None
+    return (x.reshape(-1, size), out.reshape(-1), int(_scalar(x_zero_point)),
+            F32(_gap_multiplier(x_scale, y_scale, size)), int(_scalar(y_zero_point)))
+
+
+def _gap_prepare_run(x, x_scale, x_zero_point, y_scale, y_zero_point, *, out, channels_last=0):
+    """The compiled pass bound once (registry.py: prepare_run) where the scales and zero points are
+    weights (read-only arrays: their values cannot change) and X channels first; None otherwise."""
+    if any(isinstance(v, np.ndarray) and v.flags.writeable for v in (x_scale, x_zero_point, y_scale, y_zero_point)):
+        return None
+    args = _gap_compiled_args(x, x_scale, x_zero_point, y_scale, y_zero_point, out, channels_last)
+    return None if args is None else compiled.bound(compiled.quantize.qlinear_global_average_pool_rows, *args)
+
+
+qlinear_global_average_pool.prepare_run = _gap_prepare_run
 
 
 @kernel("QLinearAveragePool", since=VERSION, domain=DOMAIN)

@@ -10,7 +10,17 @@ depthwise_q runs a depthwise convolution (one input channel per output channel,
 any kernel, strides and dilations through the phase planes) in int32:
 acc[c, p] = b[c] + sum_t W'[c, t] * plane_t[c][off_t + p] over the extended output
 rows (pitch wq), then requantizes as qgemm.py does (float32(acc) * mult[c],
-clamped, rounded half to even, + y_zp) into the output rows' first OW pixels.
+clamped, rounded half to even, + y_zp) into the output rows' first OW pixels; a 3x3
+kernel in one flat pass over each channel's extended output, in whole DW_BLOCKs.
+depthwise3x3s1_q does a 3x3, stride-1, pad-1 one from X itself (no phase planes):
+the interior in one flat pass, the border after it.
+
+Vectorizing notes (measured on Zen 3): numba types an int32 * int32 product as int64, so
+the sums are cast back to int32 before the float conversion (LLVM then narrows the whole
+chain to vpmulld / vpaddd); the tap offsets come from an array, not from arithmetic on one
+base (with reads at o, o + 1, o + 2 known adjacent, LLVM's vectorizer picked a 4x slower
+form); a flat pass of a multiple of the vector block has no scalar remainder, which on
+7 x 7 or 14 x 14 images was most of the work.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from .qgemm import signed
 
 _i8 = types.int64
 BAND = 2048  # int32 accumulators per pass of the depthwise taps (8 KiB, in L1)
+DW_BLOCK = 64  # the 3x3 pass computes the extended output in whole blocks of this many pixels
 
 
 def _split_sig(t):
@@ -97,7 +108,10 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
             zero point folded in; mult: (C,) float32; zp: y_zero_point.
         y, y0: output channel c, row i, column j at y[y0 + (c * oh + i) * ow + j]; oh, ow: output size;
             wq: the planes' row pitch.
-        acc: int32 workspace of min(oh * wq, BAND + wq) elements at least.
+        acc: int32 workspace of min(oh * wq, BAND + wq) elements at least; with a 3x3 kernel, of
+            oh * wq + DW_BLOCK (its pass over the whole extended image stores oh * wq, rounded up to
+            whole DW_BLOCKs, 8-bit values in acc's bytes; its reads reach up to DW_BLOCK elements further
+            past the planes' last pixel than the taps do).
     """
     c_n = b.size
     t_n = offs.size
@@ -106,7 +120,11 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
     hi = 127.0 if signed(y) else 255.0
     zpf = np.float32(zp)
     lo_f, hi_f = np.float32(lo) - zpf, np.float32(hi) - zpf
-    if t_n == 9:  # 3x3: the 9 taps and the requantization in one pass over each output row
+    if t_n == 9 and oh * wq + DW_BLOCK <= acc.size:  # 3x3: the 9 taps and the requantization in one pass
+        # over the channel's extended output rows (pitch wq, flat: vectorized whatever OW, 7 or 112),
+        # stored as 8-bit in acc's bytes, then the rows' first OW pixels copied out
+        ext = acc.view(np.uint8).view(y.dtype)
+        n = u((oh * wq + DW_BLOCK - 1) // DW_BLOCK * DW_BLOCK)  # whole blocks: no scalar remainder loop
         for c in range(c_n):
             base = u(x0 + c * image)
             bc = b[c]
@@ -114,20 +132,21 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
             k = c * 9
             w0, w1, w2, w3, w4, w5, w6, w7, w8 = (wt[k], wt[k + 1], wt[k + 2], wt[k + 3], wt[k + 4], wt[k + 5],
                                                   wt[k + 6], wt[k + 7], wt[k + 8])
-            o0, o1, o2, o3, o4, o5, o6, o7, o8 = (u(offs[0]), u(offs[1]), u(offs[2]), u(offs[3]), u(offs[4]),
-                                                  u(offs[5]), u(offs[6]), u(offs[7]), u(offs[8]))
-            for r in range(oh):
-                s = base + u(r * wq)
-                d = u(y0 + (c * oh + r) * ow)
+            o0, o1, o2, o3, o4, o5, o6, o7, o8 = (base + u(offs[0]), base + u(offs[1]), base + u(offs[2]),
+                                                  base + u(offs[3]), base + u(offs[4]), base + u(offs[5]),
+                                                  base + u(offs[6]), base + u(offs[7]), base + u(offs[8]))
+            for i in range(n):
+                a = (bc + w0 * np.int32(planes[o0 + i]) + w1 * np.int32(planes[o1 + i])
+                     + w2 * np.int32(planes[o2 + i]) + w3 * np.int32(planes[o3 + i])
+                     + w4 * np.int32(planes[o4 + i]) + w5 * np.int32(planes[o5 + i])
+                     + w6 * np.int32(planes[o6 + i]) + w7 * np.int32(planes[o7 + i])
+                     + w8 * np.int32(planes[o8 + i]))
+                f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)  # the int32 sum (its wider typing dropped)
+                ext[i] = np.int32(np.rint(f)) + zp
+            d0 = u(y0 + c * oh * ow)
+            for r in range(u(oh)):
                 for j in range(u(ow)):
-                    i = s + j
-                    a = (bc + w0 * np.int32(planes[i + o0]) + w1 * np.int32(planes[i + o1])
-                         + w2 * np.int32(planes[i + o2]) + w3 * np.int32(planes[i + o3])
-                         + w4 * np.int32(planes[i + o4]) + w5 * np.int32(planes[i + o5])
-                         + w6 * np.int32(planes[i + o6]) + w7 * np.int32(planes[i + o7])
-                         + w8 * np.int32(planes[i + o8]))
-                    f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)
-                    y[d + j] = np.int32(np.rint(f)) + zp
+                    y[d0 + r * u(ow) + j] = ext[r * u(wq) + j]
         return
     band = min(oh, max(1, BAND // wq))  # output rows per pass: the accumulator stays in L1
     for c in range(c_n):
@@ -150,3 +169,118 @@ def depthwise_q(planes, x0, image, offs, wt, b, mult, zp, y, y0, oh, ow, wq, acc
                 for j in range(u(ow)):
                     f = min(max(np.float32(acc[a + j]) * m, lo_f), hi_f)
                     y[d + j] = np.int32(np.rint(f)) + zp
+
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _dw3_border(x, base, x_zp, wt, k, bc, m, lo_f, hi_f, zp, y, d, h, w, r, j):
+    """Output pixel (r, j) of a 3x3, stride-1, pad-1 depthwise conv, its taps checked against the image
+    (a tap on the padding reads x_zp)."""
+    a = np.int32(bc)
+    for kh in range(3):
+        i = r + kh - 1
+        for kw in range(3):
+            jj = j + kw - 1
+            v = np.int32(x[base + i * w + jj]) if 0 <= i < h and 0 <= jj < w else np.int32(x_zp)
+            a = np.int32(a + wt[k + 3 * kh + kw] * v)
+    f = min(max(np.float32(a) * m, lo_f), hi_f)
+    y[d + r * w + j] = np.int32(np.rint(f)) + zp
+
+
+def _dw3s1_sig(xt, yt):
+    ri32 = types.Array(types.int32, 1, "C", readonly=True)
+    ri64 = types.Array(types.int64, 1, "C", readonly=True)
+    rf32 = types.Array(types.float32, 1, "C", readonly=True)
+    return types.void(types.Array(xt, 1, "C", readonly=True), _i8, _i8, ri64, ri32, ri32, rf32, _i8,
+                      types.Array(yt, 1, "C"), _i8, _i8, _i8)
+
+
+@njit([_dw3s1_sig(xt, yt) for xt in (types.uint8, types.int8) for yt in (types.uint8, types.int8)],
+      nogil=True, cache=True, error_model="numpy")
+def depthwise3x3s1_q(x, x0, x_zp, taps, wt, b, mult, zp, y, y0, h, w):
+    """One image of a 3x3 depthwise convolution, stride 1, pads 1, read from X itself (no padded copy).
+
+    Output pixel p = r * W + j of channel c (the output is H x W) sums W'[c, kh, kw] *
+    X[c, r + kh - 1, j + kw - 1]: one flat, vectorized pass over p = W + 1 .. (H - 1) * W - 2 reads
+    x[x0 + c * H * W + p - W - 1 + taps[3 kh + kw]] (taps = (kh * W + kw), given as an array so that
+    LLVM treats the nine reads as independent rows, which it vectorizes), always inside the channel;
+    it gets the interior right and the first and last columns wrong (a row's neighbours wrap); then
+    the border is recomputed: the first and last rows (vectorized) and columns with the taps on the
+    padding summed once as x_zp * W', the corners with their taps checked. Requantized as depthwise_q.
+
+    Args:
+        x, x0: channel c of the image at x[x0 + c * h * w], H x W, uint8 or int8; x_zp: its zero point.
+        taps: (9,) int64 kh * w + kw; wt: (C * 9,) int32 W' = W - w_zero_point; b: (C,) int32 bias,
+            the input's zero point folded in; mult: (C,) float32; zp: y_zero_point.
+        y, y0: output channel c at y[y0 + c * h * w].
+    """
+    c_n = b.size
+    u = np.uint64
+    lo = -128.0 if signed(y) else 0.0
+    hi = 127.0 if signed(y) else 255.0
+    zpf = np.float32(zp)
+    lo_f, hi_f = np.float32(lo) - zpf, np.float32(hi) - zpf
+    hw = h * w
+    n = hw - 2 * w - 2  # the flat pass: p = w + 1 .. hw - w - 2
+    for c in range(c_n):
+        base = x0 + c * hw
+        d = y0 + c * hw
+        bc = b[c]
+        m = mult[c]
+        k = c * 9
+        w0, w1, w2, w3, w4, w5, w6, w7, w8 = (wt[k], wt[k + 1], wt[k + 2], wt[k + 3], wt[k + 4], wt[k + 5],
+                                              wt[k + 6], wt[k + 7], wt[k + 8])
+        if n > 0:
+            q = u(base)
+            o0, o1, o2, o3, o4, o5, o6, o7, o8 = (q + u(taps[0]), q + u(taps[1]), q + u(taps[2]), q + u(taps[3]),
+                                                  q + u(taps[4]), q + u(taps[5]), q + u(taps[6]), q + u(taps[7]),
+                                                  q + u(taps[8]))
+            dst = u(d + w + 1)
+            for e in range(u(n)):
+                a = (bc + w0 * np.int32(x[o0 + e]) + w1 * np.int32(x[o1 + e])
+                     + w2 * np.int32(x[o2 + e]) + w3 * np.int32(x[o3 + e])
+                     + w4 * np.int32(x[o4 + e]) + w5 * np.int32(x[o5 + e])
+                     + w6 * np.int32(x[o6 + e]) + w7 * np.int32(x[o7 + e])
+                     + w8 * np.int32(x[o8 + e]))
+                f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)  # the int32 sum (numba's int64 dropped)
+                y[dst + e] = np.int32(np.rint(f)) + zp
+        if h < 3 or w < 3:  # a small image: every border pixel with its taps checked
+            for j in range(w):
+                _dw3_border(x, base, x_zp, wt, k, bc, m, lo_f, hi_f, zp, y, d, h, w, 0, j)
+                _dw3_border(x, base, x_zp, wt, k, bc, m, lo_f, hi_f, zp, y, d, h, w, h - 1, j)
+            for r in range(1, h - 1):
+                _dw3_border(x, base, x_zp, wt, k, bc, m, lo_f, hi_f, zp, y, d, h, w, r, 0)
+                _dw3_border(x, base, x_zp, wt, k, bc, m, lo_f, hi_f, zp, y, d, h, w, r, w - 1)
+            continue
+        # the border: the taps on the padding contribute x_zp * W' (summed once here); the others read
+        # at offsets from `taps` (opaque to LLVM, as in the flat pass); the four corners checked
+        zt = np.int32(x_zp * (w0 + w1 + w2))
+        zb = np.int32(x_zp * (w6 + w7 + w8))
+        zl = np.int32(x_zp * (w0 + w3 + w6))
+        zr = np.int32(x_zp * (w2 + w5 + w8))
+        q = u(base)
+        t0, t1, t2, t3, t4, t5 = u(taps[0]), u(taps[1]), u(taps[2]), u(taps[3]), u(taps[4]), u(taps[5])
+        qb = q + u((h - 2) * w)
+        for e in range(u(w - 2)):  # the first row's j = e + 1 (rows 0, 1), the last row's (rows h - 2, h - 1)
+            a = (bc + zt + w3 * np.int32(x[q + t0 + e]) + w4 * np.int32(x[q + t1 + e]) + w5 * np.int32(x[q + t2 + e])
+                 + w6 * np.int32(x[q + t3 + e]) + w7 * np.int32(x[q + t4 + e]) + w8 * np.int32(x[q + t5 + e]))
+            f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)
+            y[u(d + 1) + e] = np.int32(np.rint(f)) + zp
+            a = (bc + zb + w0 * np.int32(x[qb + t0 + e]) + w1 * np.int32(x[qb + t1 + e])
+                 + w2 * np.int32(x[qb + t2 + e]) + w3 * np.int32(x[qb + t3 + e]) + w4 * np.int32(x[qb + t4 + e])
+                 + w5 * np.int32(x[qb + t5 + e]))
+            f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)
+            y[u(d + (h - 1) * w + 1) + e] = np.int32(np.rint(f)) + zp
+        for r in range(1, h - 1):  # the first and last columns
+            p = base + (r - 1) * w
+            a = (bc + zl + w1 * np.int32(x[p]) + w2 * np.int32(x[p + 1]) + w4 * np.int32(x[p + w])
+                 + w5 * np.int32(x[p + w + 1]) + w7 * np.int32(x[p + 2 * w]) + w8 * np.int32(x[p + 2 * w + 1]))
+            f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)
+            y[d + r * w] = np.int32(np.rint(f)) + zp
+            p += w - 2
+            a = (bc + zr + w0 * np.int32(x[p]) + w1 * np.int32(x[p + 1]) + w3 * np.int32(x[p + w])
+                 + w4 * np.int32(x[p + w + 1]) + w6 * np.int32(x[p + 2 * w]) + w7 * np.int32(x[p + 2 * w + 1]))
+            f = min(max(np.float32(np.int32(a)) * m, lo_f), hi_f)
+            y[d + r * w + w - 1] = np.int32(np.rint(f)) + zp
+        for r, j in ((0, 0), (0, w - 1), (h - 1, 0), (h - 1, w - 1)):
+            _dw3_border(x, base, x_zp, wt, k, bc, m, lo_f, hi_f, zp, y, d, h, w, r, j)

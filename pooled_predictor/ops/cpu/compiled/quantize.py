@@ -13,7 +13,9 @@ keeps the conversion in range).
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import types
+from numba.extending import intrinsic
 
 from .jit import njit
 from .qgemm import signed
@@ -64,18 +66,129 @@ def _qadd_sig(t):
     return types.void(a, a, types.Array(t, 1, "C"), types.float64, types.float64, types.float64)
 
 
+@intrinsic
+def fma_f32(typingctx, a, b, c):
+    """float32 a * b + c rounded once (llvm.fma.f32: vfmadd where the host has FMA, which the loop
+    vectorizer widens to 8 lanes on AVX2; libm's fmaf otherwise, the same result)."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        f4 = ir.FloatType()
+        mod = builder.module
+        fn = mod.globals.get("llvm.fma.f32") or ir.Function(mod, ir.FunctionType(f4, [f4, f4, f4]), "llvm.fma.f32")
+        return builder.call(fn, list(args))
+
+    return sig, codegen
+
+
 @njit([_qadd_sig(types.uint8), _qadd_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
 def qlinear_add_same(a, b, out, ra, rb, k):
-    """out = saturate(rint(float32(a ra + float32(b rb + k)))) over flat arrays of one size and type.
+    """out = saturate(rint(fma(a, ra, fma(b, rb, k)))) over flat arrays of one size and type.
 
     ra = float32(a_scale / c_scale), rb likewise, k = float32(c_zp - (ra a_zp + rb b_zp)) (as
-    ops/cpu/quantized_contrib.qlinear_add computes them): the float64 sums are exact for 8-bit
-    operands, so each float32 rounding is the one of MLAS's fused multiply-adds, and the result
-    is that kernel's (and the numpy reference's) bit for bit.
+    ops/cpu/quantized_contrib.qlinear_add computes them), each a float32 value given as float64.
+    The two fused multiply-adds are float32 ones (fma_f32, each rounded once, as MLAS's
+    qladd_avx2 kernel computes them), vectorized 8 lanes wide: the result is that kernel's
+    (and the float64 numpy reference's, which rounds each exact float64 sum once to float32)
+    bit for bit.
     """
-    lo = -128.0 if signed(out) else 0.0
-    hi = 127.0 if signed(out) else 255.0
+    lo = np.float32(-128.0 if signed(out) else 0.0)
+    hi = np.float32(127.0 if signed(out) else 255.0)
+    ra32, rb32, k32 = np.float32(ra), np.float32(rb), np.float32(k)
     for i in range(np.uint64(out.size)):
-        t = np.float64(np.float32(np.float64(b[i]) * rb + k))
-        v = np.float64(np.float32(np.float64(a[i]) * ra + t))
+        t = fma_f32(np.float32(b[i]), rb32, k32)
+        v = fma_f32(np.float32(a[i]), ra32, t)
         out[i] = np.int32(min(max(np.rint(v), lo), hi))
+
+
+def _gap_sig(t):
+    return types.void(types.Array(t, 2, "C", readonly=True), types.Array(t, 1, "C"), types.int64,
+                      types.float32, types.int64)
+
+
+@njit([_gap_sig(types.uint8), _gap_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_global_average_pool_rows(x, y, x_zp, mult, y_zp):
+    """y[r] = saturate(rint(float32(sum_j x[r, j] - x_zp * J) * mult) + y_zp), x (R, J): each row one
+    (image, channel)'s pixels (QLinearGlobalAveragePool, channels first; ops/cpu/quantized_contrib.py).
+    The sum is exact (int64), converted to float32 once, multiplied in float32."""
+    r_n, j_n = x.shape
+    lo = -128 if signed(y) else 0
+    hi = 127 if signed(y) else 255
+    corr = np.int64(x_zp) * j_n
+    for r in range(r_n):
+        s = np.int32(0)
+        for j in range(j_n):
+            s += np.int32(x[r, j])
+        v = np.int64(np.rint(np.float32(np.int64(s) - corr) * mult)) + y_zp
+        y[r] = min(max(v, lo), hi)
+
+
+def _qadd_io_sig(t):
+    return types.void(types.Array(t, 1, "C"), types.Array(t, 1, "C", readonly=True), types.boolean, types.float64,
+                      types.float64, types.float64)
+
+
+@njit([_qadd_io_sig(types.uint8), _qadd_io_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_add_inplace(io, other, io_is_a, ra, rb, k):
+    """qlinear_add_same with C written over A (io_is_a: io holds A, other B) or over B (io holds B, other A):
+    one array read and written at the same index, which LLVM vectorizes (three arrays of which two are
+    one fail its run-time overlap check, and the loop runs scalar: 7x slower)."""
+    lo = np.float32(-128.0 if signed(io) else 0.0)
+    hi = np.float32(127.0 if signed(io) else 255.0)
+    ra32, rb32, k32 = np.float32(ra), np.float32(rb), np.float32(k)
+    if io_is_a:
+        for i in range(np.uint64(io.size)):
+            t = fma_f32(np.float32(other[i]), rb32, k32)
+            v = fma_f32(np.float32(io[i]), ra32, t)
+            io[i] = np.int32(min(max(np.rint(v), lo), hi))
+    else:
+        for i in range(np.uint64(io.size)):
+            t = fma_f32(np.float32(io[i]), rb32, k32)
+            v = fma_f32(np.float32(other[i]), ra32, t)
+            io[i] = np.int32(min(max(np.rint(v), lo), hi))
+
+
+def _softmax_sig(t):
+    return types.void(types.Array(t, 2, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                      types.float32, types.int64, types.Array(t, 2, "C"), types.Array(types.float32, 1, "C"))
+
+
+@njit([_softmax_sig(types.uint8), _softmax_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_softmax_rows(x, table, ys, zp, y, e):
+    """QLinearSoftmax over the rows of x (ops/cpu/quantized_contrib.qlinear_softmax, the numpy reference,
+    step for step): m = the row's maximum; e_j = table[x_j + 255 - m] (int8: table[byte(x_j + 127 - m)]);
+    s = the float32 sum of e in MLAS's AVX2 order (quantized_contrib._row_sums_avx2: 8 lanes over blocks
+    of 16, the tail in order, then the lanes one by one); y_j = saturate(rint(fma(e_j, float32(float32(1 / s) * ys), zp))).
+    e: float32 workspace of a row's length."""
+    r_n, d = x.shape
+    lo = np.float32(-128.0 if signed(y) else 0.0)
+    hi = np.float32(127.0 if signed(y) else 255.0)
+    whole = d // 16 * 16
+    zpf = np.float32(zp)
+    lanes = np.empty(8, np.float32)
+    for r in range(r_n):
+        m = np.int32(x[r, 0])
+        for j in range(d):
+            m = max(m, np.int32(x[r, j]))
+        if signed(x):
+            for j in range(d):
+                e[j] = table[(np.int32(x[r, j]) + 127 - m) & 0xFF]
+        else:
+            for j in range(d):
+                e[j] = table[np.int32(x[r, j]) + 255 - m]
+        for j in range(8):
+            lanes[j] = np.float32(0.0)
+        for b in range(0, whole, 16):
+            for j in range(8):
+                lanes[j] = lanes[j] + e[b + j]
+            for j in range(8):
+                lanes[j] = lanes[j] + e[b + 8 + j]
+        total = np.float32(0.0)
+        for i in range(whole, d):
+            total = total + e[i]
+        for j in range(8):
+            total = total + lanes[j]
+        scale = (np.float32(1.0) / total) * ys
+        for j in range(d):
+            v = fma_f32(e[j], scale, zpf)
+            y[r, j] = np.int32(min(max(np.rint(v), lo), hi))
