@@ -15,8 +15,10 @@ with B^T packed once as its weight and the float epilogue (float32(acc) * scale 
 column, as the Cast and Mul would round it), into Y^T, copied transposed into Y.
 Bit for bit the unfused nodes' result (tests/ops/test_compiled_int8.py). Under the
 "onnxruntime" int8 arithmetic on a host without VNNI (ops/int8_arithmetic.py), int8 B
-with zero points 0 runs qgemm2d_sat (adjacent k pairs summed in int16 with saturation,
-as onnxruntime's MLAS kernel on that host): onnxruntime's bits (tests/ops/test_int8_arithmetic.py).
+with zero points 0 runs compiled/dqgemm.py instead (adjacent k pairs summed in int16 with
+saturation, as onnxruntime's MLAS kernel on that host; A's range, its quantization, the
+GEMM and the scaling in one compiled call, Y written in place, row-major): onnxruntime's
+bits (tests/ops/test_int8_arithmetic.py).
 """
 
 from __future__ import annotations
@@ -55,19 +57,24 @@ class DynamicQuantizeMatMul:
         zp = np.broadcast_to(np.asarray(ctx.value(3)).astype(np.int32).reshape(-1), (self.n,))
         self.sat = int8_arithmetic.saturating() and b.dtype == np.int8 and not zp.any()
         self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
-        if self.sat:
-            self.wp = shared_weights(b, ("qmatmul_quads",), lambda w: compiled.qgemm.pack_quads(np.asarray(w).T))
-            self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * self.m)
-            self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(self.offs.size),), np.uint8)
-        else:
-            self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
-            self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
+        self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
+        self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
+        if not self.compiled:
+            return
+        if self.sat:  # compiled/dqgemm.py: quantize, multiply and scale in one call, Y written in place
+            self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: compiled.dqgemm.pack_panels(np.asarray(w)))
+            self.cs = compiled.dqgemm.padded(np.asarray(b).astype(np.int64).sum(axis=0), np.int32)
+            self.bs = compiled.dqgemm.padded(self.b_scale, np.float32)
+            self.bias = compiled.dqgemm.padded(np.zeros(0, np.float32), np.float32)  # none
+            self.xq_ref = ctx.scratch((self.m * ((self.k + 3) // 4 * 4),), np.uint8)
+            self.ws_ref = ctx.scratch((compiled.dqgemm.ROWS * 16,), np.float32)
+            return
+        self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
+        self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
         self.sums = compiled.qgemm.row_sums(np.asarray(b).T, zp)
         self.x_ref = ctx.scratch((self.k * self.m + 64,), np.uint8)
         self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
-        self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), np.float32)
-        self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
-        self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
+        self.ws_ref = ctx.scratch((compiled.qgemm.MR * compiled.qgemm.NP,), np.float32)
 
     def __call__(self, a, b, b_scale, b_zero_point, *, out):
         a2 = a.reshape(self.m, self.k)
@@ -83,16 +90,16 @@ class DynamicQuantizeMatMul:
             mult = (np.float32(scale) * self.b_scale).astype(np.float32)
             np.multiply(acc.astype(np.int32).astype(np.float32), mult, out=out.reshape(self.m, self.n))
             return
+        if self.sat:
+            compiled.dqgemm.dynamic_qmatmul_sat(a2, self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),
+                                                self.xq_ref.array, self.ws_ref.array, compiled.qgemm.ONES)
+            return
         dynamic_quantize_linear(a2, out=(None, scale, zp))
         x = self.x_ref.array
         compiled.quantize.quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
         bias = _ro((-int(zp) * self.sums).astype(np.int32))
         mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
         yt = self.y_ref.array
-        if self.sat:
-            compiled.qgemm.qgemm2d_sat_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array,
-                            compiled.qgemm.ONES, self.xq_ref.array)
-        else:
-            compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
+        compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
         np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
 

@@ -1,0 +1,260 @@
+"""DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (-> Add bias) in one call, in onnxruntime's
+u8 x s8 arithmetic on hosts without VNNI: the fast path of ops/cpu/qmatmul.py.
+
+    a_scale, a_zp = DynamicQuantizeLinear's over A (M, K) float32       (ONNX Operators.md#DynamicQuantizeLinear)
+    A_q[m, k]     = saturate(rint(A[m, k] / a_scale) + a_zp)             (uint8)
+    acc[m, n]     = sum_j saturate_int16(A_q[m, 2j] W[2j, n] + A_q[m, 2j+1] W[2j+1, n]) - a_zp * colsum[n]
+    Y[m, n]       = float32(acc[m, n]) * float32(a_scale * b_scale[n])  (+ bias[n], a float32 add)
+
+W (K, N) int8 with zero point 0, colsum[n] = sum_k W[k, n]. The pairs are taken along k in K's
+order and each saturated to int16 before the exact int32 sum: MLAS's vpmaddubsw + vpmaddwd kernel
+(MlasGemmU8S8KernelAvx2), the bits onnxruntime's DynamicQuantizeMatMul / MatMulInteger give on such
+a host (ops/int8_arithmetic.py). The zero point's share comes from the precomputed column sums, as
+MLAS's does.
+
+One call does everything, with no Python between the steps: the range of A (one pass; NaN reads as
+numpy's min / max do in ops/cpu/quantize.dynamic_quantize_linear: the range becomes [0, 0]), then A
+quantized row-major into scratch (its rows padded with zeros to a multiple of 4 bytes; A_q is
+M * K4 bytes, 96 KiB for BERT-base's 128 tokens: it stays in L2), then the GEMM in MLAS's
+orientation: rows of Y are tokens, its columns are W's, and Y is written in place, row-major
+(no transposed scratch, no transposed copy).
+
+The GEMM walks W's packed panels of 16 columns (pack_panels: K4 / 4 quads x 16 columns x 4 bytes,
+12 KiB for K = 768, read from L1 by every row tile) and for each, the row tiles of ROWS tokens. The
+micro-kernel keeps ROWS x 16 outputs in 2 ROWS <8 x i32> accumulators; per quad of k it loads the
+panel's two vectors (8 columns x 4 k each), and for each row broadcasts the row's 4 bytes of that
+quad and multiplies (_sat_pairs: vpmaddubsw; then vpmaddwd by 16 ones, loaded). ROWS = 5: 10
+accumulators + 2 W vectors + 1 broadcast + the ones + 1 product fit AVX2's 16 registers. Six rows
+(compiled/qgemm.py's saturating tile) need 17 and LLVM spills an accumulator into the stack in
+the loop; that spill slot is 16-byte aligned, and where a thread's call depth puts it across a
+4 KiB page boundary (one stack alignment in 256) the loop's store -> load of it runs 3x slower:
+the pool worker's BERT int8 forward took 75 ms instead of 31 (measured on Zen 3, 2026-11-27).
+The epilogue adds the zero point's column correction, converts to float32, multiplies by the
+column's scale (a_scale * b_scale[n] in float32, as the Mul of the two scales), adds the bias (no
+fused multiply-add: two roundings, as the Mul and the Add), and stores 16 floats a row; a last
+block of fewer than 16 columns goes through a workspace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from .gemm import arg_pointers, dispatch_rows
+from .jit import njit
+from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _sat_pairs, _splat
+
+ROWS = 5  # tokens per micro-tile: 10 accumulators, no spill (module docstring)
+COLS = 16  # columns of W per panel and micro-tile
+
+
+def _make_micro(rows: int):
+    """micro(wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale, ones):
+
+    for r < rows, c < 16: acc = sum_{j < kq_n} sum_{h < 2} saturate_int16(sum_{t < 2} a[a_off + r lda +
+    4j + 2h + t] * W(4j + 2h + t, c)), W(k, c) byte 4c + (k % 4) of the 64 at wp[w_off + 64 (k // 4)];
+    y[y_off + r ldy + c] = float32(acc - zp cs[n_off + c]) * float32(a_scale * bs[n_off + c]) + bias[n_off + c]
+    (the bias added only when bias has at least n_off + 16 elements). The caller keeps accesses in bounds.
+    """
+
+    @intrinsic
+    def micro(typingctx, wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale, ones):
+        sig = types.void(wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale, ones)
+
+        def codegen(context, builder, signature, args):
+            lda_v, kq_v, ldy_v, n_off, zp_v, sc_v = args[4], args[5], args[8], args[12], args[13], args[14]
+            wptr, aptr, yptr, csptr, bsptr, bptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3),
+                                                                (6, 7), (9, 12), (10, 12), (11, 12))
+            bias_ary = context.make_array(signature.args[11])(context, builder, args[11])
+            bias_n = builder.extract_value(bias_ary.shape, 0)
+            v32i8 = ir.VectorType(_I8, 32)
+            v16i16 = ir.VectorType(_I16, 16)
+            v16 = ir.VectorType(_I32, 16)
+            onesp = context.make_array(signature.args[15])(context, builder, args[15]).data
+            ones32 = builder.sext(builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2), v16)
+            undef = ir.Constant(v16, ir.Undefined)
+            even = ir.Constant(_V8I, list(range(0, 16, 2)))
+            odd = ir.Constant(_V8I, list(range(1, 16, 2)))
+            rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), _I32.as_pointer())
+                    for r in range(rows)]
+            fn = builder.function
+            pre_bb = builder.block
+            loop_bb = fn.append_basic_block("kq_loop")
+            done_bb = fn.append_basic_block("kq_done")
+            zero = ir.Constant(_V8I, [0] * 8)
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = []
+            for _ in range(2 * rows):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                accs.append(ph)
+            base = builder.gep(wptr, [builder.mul(j, _c(64))])
+            wv = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
+                  for v in range(2)]
+            new = []
+            for r in range(rows):
+                quad = builder.load(builder.gep(rowp[r], [j]), align=1)
+                xb = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
+                for v in range(2):
+                    prod = builder.mul(builder.sext(_sat_pairs(builder, xb, wv[v]), v16), ones32)
+                    s = builder.add(builder.shuffle_vector(prod, undef, even), builder.shuffle_vector(prod, undef, odd))
+                    new.append(builder.add(accs[2 * r + v], s))
+            j1 = builder.add(j, _c(1))
+            j.add_incoming(j1, loop_bb)
+            for acc, n in zip(accs, new):
+                acc.add_incoming(n, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", j1, kq_v), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for i in range(2 * rows):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(new[i], loop_bb)
+                final.append(ph)
+            # the epilogue: - zp * colsum (int32), to float32, * float32(a_scale * b_scale), + bias
+            nzp = _splat(builder, builder.neg(builder.trunc(zp_v, _I32)), _V8I)
+            scale = _splat(builder, sc_v, _V8F)
+            has_bias = builder.icmp_signed(">=", bias_n, builder.add(n_off, _c(16)))
+            corr, mult, bvec = [], [], []
+            for v in range(2):
+                cs = builder.load(builder.bitcast(builder.gep(csptr, [_c(8 * v)]), _V8I.as_pointer()), align=4)
+                corr.append(builder.mul(cs, nzp))
+                bs = builder.load(builder.bitcast(builder.gep(bsptr, [_c(8 * v)]), _V8F.as_pointer()), align=4)
+                mult.append(builder.fmul(scale, bs))
+            with builder.if_else(has_bias) as (then, otherwise):
+                with then:
+                    b_then = [builder.load(builder.bitcast(builder.gep(bptr, [_c(8 * v)]), _V8F.as_pointer()),
+                                           align=4) for v in range(2)]
+                    then_bb = builder.block
+                with otherwise:
+                    else_bb = builder.block
+            for v in range(2):
+                ph = builder.phi(_V8F)
+                ph.add_incoming(b_then[v], then_bb)
+                ph.add_incoming(ir.Constant(_V8F, [0.0] * 8), else_bb)
+                bvec.append(ph)
+            # -0.0 + 0.0 = +0.0 where an Add of a zero bias would keep -0.0: select instead of adding zeros
+            for r in range(rows):
+                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
+                for v in range(2):
+                    f = builder.fmul(builder.sitofp(builder.add(final[2 * r + v], corr[v]), _V8F), mult[v])
+                    f = builder.select(has_bias, builder.fadd(f, bvec[v]), f)
+                    builder.store(f, builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_ARGS = "wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale, ones"
+_tile = dispatch_rows(_make_micro, ROWS, _ARGS)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _quantize_rows(a, xq, k4):
+    """DynamicQuantizeLinear's scale and zero point for a (M, K) float32, and xq[m * k4 + k] =
+    saturate(rint(a[m, k] / scale) + zp) (0 for K <= k < k4). Returns (scale, zp) (float32, int64)."""
+    m_n, k_n = a.shape
+    lo = np.float32(0.0)
+    hi = np.float32(0.0)
+    nan = False
+    for m in range(m_n):
+        for k in range(k_n):
+            v = a[m, k]
+            lo = min(lo, v)
+            hi = max(hi, v)
+            nan |= v != v
+    if nan:  # numpy's min / max are NaN, and min(0.0, NaN) = max(0.0, NaN) = 0.0 (the reference's range)
+        lo = np.float32(0.0)
+        hi = np.float32(0.0)
+    scale = np.float32(1.0) if hi == lo else np.float32((hi - lo) / np.float32(255.0))
+    zpf = min(max(np.rint(np.float32(np.float32(0.0) - lo / scale)), np.float32(0.0)), np.float32(255.0))
+    qlo = np.float32(0.0) - zpf
+    qhi = np.float32(255.0) - zpf
+    z = np.int32(zpf)
+    for m in range(m_n):
+        row = m * k4
+        for k in range(k_n):
+            f = min(max(np.rint(a[m, k] / scale), qlo), qhi)
+            xq[row + k] = np.int32(f) + z
+        for k in range(k_n, k4):
+            xq[row + k] = 0
+    return scale, np.int64(z)
+
+
+_F2R = types.Array(types.float32, 2, "C", readonly=True)
+_SIG = types.void(_F2R, types.Array(types.int8, 1, "C", readonly=True), types.Array(types.int32, 1, "C", readonly=True),
+                  types.Array(types.float32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                  types.Array(types.float32, 2, "C"), types.Array(types.uint8, 1, "C"),
+                  types.Array(types.float32, 1, "C"), types.Array(types.int16, 1, "C", readonly=True))
+
+
+@njit([_SIG], nogil=True, cache=True, error_model="numpy")
+def dynamic_qmatmul_sat(a, wp, cs, bs, bias, y, xq, ws, ones):
+    """Y = DynamicQuantizeLinear(A) @ W, times a_scale * b_scale, + bias, float32 (module docstring).
+
+    Args:
+        a: (M, K) float32.
+        wp: pack_panels(W), W (K, N) int8 (zero point 0).
+        cs: padded(sum_k W[k, n], int32), (N16,), N16 = N rounded up to 16.
+        bs: padded(b_scale per column, float32), (N16,).
+        bias: padded(bias, float32), (N16,), added after the scale; or an empty array: none.
+        y: (M, N) float32, written.
+        xq: uint8 scratch of at least M * K4 bytes (K4 = K rounded up to 4).
+        ws: float32 workspace of at least ROWS * 16 elements (the last block of fewer than 16 columns).
+        ones: compiled/qgemm.ONES.
+    """
+    m_n, k_n = a.shape
+    n_n = y.shape[1]
+    k4 = (k_n + 3) // 4 * 4
+    kq_n = k4 // 4
+    scale, zp = _quantize_rows(a, xq, k4)
+    yf = y.reshape(-1)
+    for n0 in range(0, n_n, 16):
+        w_off = n0 * k4  # panel n0 // 16: kq_n quads of 64 bytes
+        if n0 + 16 <= n_n:
+            for m in range(0, m_n, ROWS):
+                _tile(wp, w_off, xq, m * k4, k4, kq_n, yf, m * n_n + n0, n_n, cs, bs, bias, n0, zp,
+                      scale, ones, min(ROWS, m_n - m))
+        else:
+            for m in range(0, m_n, ROWS):
+                rows = min(ROWS, m_n - m)
+                _tile(wp, w_off, xq, m * k4, k4, kq_n, ws, 0, 16, cs, bs, bias, n0, zp, scale, ones,
+                      rows)
+                for r in range(rows):
+                    for c in range(n_n - n0):
+                        yf[(m + r) * n_n + n0 + c] = ws[r * 16 + c]
+
+
+def pack_panels(w: np.ndarray) -> np.ndarray:
+    """int8 W (K, N) as panels of 16 columns, quads of k inside: flat int8, read-only.
+
+    Panel p (columns 16p .. 16p + 15) starts at byte 64 p KQ (KQ = ceil(K / 4)); its bytes
+    64 p KQ + 64 j + 4 c + i hold W[4j + i, 16p + c]; zeros past K and N.
+    """
+    w = np.asarray(w)
+    if w.dtype != np.int8 or w.ndim != 2:
+        raise TypeError(f"pack_panels takes 2-D int8 weights, got {w.dtype} {w.shape}")
+    k, n = w.shape
+    kq, n16 = (k + 3) // 4, (n + 15) // 16 * 16
+    wb = np.zeros((kq * 4, n16), np.int8)
+    wb[:k, :n] = w
+    # (KQ, 4, P, 16) -> (P, KQ, 16, 4): panel, quad, column, byte
+    out = np.ascontiguousarray(wb.reshape(kq, 4, n16 // 16, 16).transpose(2, 0, 3, 1)).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def padded(v, dtype) -> np.ndarray:
+    """v (N,) as dtype, then zeros up to N rounded up to 16: read-only (dynamic_qmatmul_sat's cs, bs, bias)."""
+    v = np.asarray(v, dtype).reshape(-1)
+    out = np.zeros((len(v) + 15) // 16 * 16, dtype)
+    out[:len(v)] = v
+    out.flags.writeable = False
+    return out
