@@ -1,13 +1,13 @@
 """DynamicQuantizeMatMul (our domain): DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul in one kernel.
 
     a_q, a_scale, a_zp = DynamicQuantizeLinear(A)                 (ONNX Operators.md#DynamicQuantizeLinear)
-    Y = float32((a_q - a_zp) @ (B - b_zp)) * float32(a_scale * b_scale)
+    Y = float32((a_q - a_zp) @ (B - b_zp)) * float32(a_scale * b_scale)  (+ bias: a float32 Add)
 
 -- what onnxruntime.quantization.quantize_dynamic writes as DynamicQuantizeLinear,
 MatMulInteger, Cast(to float) and Mul(Cast, Mul(a_scale, b_scale)) (passes/qdq.py
-fuses them; onnxruntime's contrib op DynamicQuantizeMatMul has these semantics).
-A float32 (..., M, K); B (K, N) 8-bit, b_scale and b_zero_point per tensor or per
-column (N,), all weights. Per call: A's range (numpy min / max, the reference
+fuses them, and an Add of a bias after them; onnxruntime's contrib op DynamicQuantizeMatMul
+has these semantics). A float32 (..., M, K); B (K, N) 8-bit, b_scale and b_zero_point per
+tensor or per column (N,), bias float32 (N,) (optional), all weights. Per call: A's range (numpy min / max, the reference
 kernel's arithmetic: ops/cpu/quantize.dynamic_quantize_linear), then one pass that
 quantizes A and writes it transposed, K rows of the M pixels, into scratch
 (compiled/quantize.quantize_transpose), then the integer GEMM of compiled/qgemm.py
@@ -43,13 +43,14 @@ def _ro(a):
 class DynamicQuantizeMatMul:
     """Y = DynamicQuantizeLinear(A) times B in integers, as float32 (module docstring).
 
-    Raises (at build): a ShapeInferenceError for B, b_scale or b_zero_point that are not weights.
+    Raises (at build): a ShapeInferenceError for B, b_scale, b_zero_point or bias that are not weights.
     """
 
     def __init__(self, ctx):
-        for i in (1, 2, 3):
+        for i in (1, 2, 3) + ((4,) if ctx.has_input(4) else ()):
             if not ctx.is_static(i):
-                raise ctx.error("DynamicQuantizeMatMul needs B, b_scale and b_zero_point as weights")
+                raise ctx.error("DynamicQuantizeMatMul needs B, b_scale, b_zero_point and bias as weights")
+        self.bias_value = np.asarray(ctx.value(4), np.float32) if ctx.has_input(4) else None
         b = ctx.value(1)
         self.k, self.n = b.shape
         self.m = int(np.prod(ctx.shape(0)[:-1]))
@@ -65,7 +66,7 @@ class DynamicQuantizeMatMul:
             self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: compiled.dqgemm.pack_panels(np.asarray(w)))
             self.cs = compiled.dqgemm.padded(np.asarray(b).astype(np.int64).sum(axis=0), np.int32)
             self.bs = compiled.dqgemm.padded(self.b_scale, np.float32)
-            self.bias = compiled.dqgemm.padded(np.zeros(0, np.float32), np.float32)  # none
+            self.bias = compiled.dqgemm.padded(np.zeros(0) if self.bias_value is None else self.bias_value, np.float32)
             self.xq_ref = ctx.scratch((self.m * ((self.k + 3) // 4 * 4),), np.uint8)
             self.ws_ref = ctx.scratch((compiled.dqgemm.ROWS * 16,), np.float32)
             return
@@ -76,7 +77,7 @@ class DynamicQuantizeMatMul:
         self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
         self.ws_ref = ctx.scratch((compiled.qgemm.MR * compiled.qgemm.NP,), np.float32)
 
-    def __call__(self, a, b, b_scale, b_zero_point, *, out):
+    def __call__(self, a, b, b_scale, b_zero_point, bias=None, *, out):
         a2 = a.reshape(self.m, self.k)
         scale, zp = self.q
         if not self.compiled:
@@ -89,6 +90,8 @@ class DynamicQuantizeMatMul:
                                                         - np.asarray(b_zero_point, np.float64))
             mult = (np.float32(scale) * self.b_scale).astype(np.float32)
             np.multiply(acc.astype(np.int32).astype(np.float32), mult, out=out.reshape(self.m, self.n))
+            if bias is not None:
+                np.add(out, bias, out=out)
             return
         if self.sat:
             compiled.dqgemm.dynamic_qmatmul_sat(a2, self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),
@@ -97,9 +100,12 @@ class DynamicQuantizeMatMul:
         dynamic_quantize_linear(a2, out=(None, scale, zp))
         x = self.x_ref.array
         compiled.quantize.quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
-        bias = _ro((-int(zp) * self.sums).astype(np.int32))
+        correction = _ro((-int(zp) * self.sums).astype(np.int32))
         mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
         yt = self.y_ref.array
-        compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, bias, mult, 0, self.ws_ref.array)
+        compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, correction, mult, 0,
+                                   self.ws_ref.array)
         np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
+        if bias is not None:
+            np.add(out, bias, out=out)
 
