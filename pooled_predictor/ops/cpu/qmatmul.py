@@ -94,8 +94,9 @@ class DynamicQuantizeMatMul:
                 np.add(out, bias, out=out)
             return
         if self.sat:
-            compiled.dqgemm.dynamic_qmatmul_sat(a2, self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),
-                                                self.xq_ref.array, self.ws_ref.array, compiled.qgemm.ONES)
+            compiled.dqgemm.dynamic_qmatmul_sat(a2, a2.min(), a2.max(), self.wp, self.cs, self.bs, self.bias,
+                                                out.reshape(self.m, self.n), self.xq_ref.array, self.ws_ref.array,
+                                                compiled.qgemm.ONES)
             return
         dynamic_quantize_linear(a2, out=(None, scale, zp))
         x = self.x_ref.array

@@ -12,10 +12,11 @@ order and each saturated to int16 before the exact int32 sum: MLAS's vpmaddubsw 
 a host (ops/int8_arithmetic.py). The zero point's share comes from the precomputed column sums, as
 MLAS's does.
 
-One call does everything, with no Python between the steps: the range of A (one pass; NaN reads as
-numpy's min / max do in ops/cpu/quantize.dynamic_quantize_linear: the range becomes [0, 0]), then A
-quantized row-major into scratch (its rows padded with zeros to a multiple of 4 bytes; A_q is
-M * K4 bytes, 96 KiB for BERT-base's 128 tokens: it stays in L2), then the GEMM in MLAS's
+One call does everything but A's range (numpy's min and max, vectorized, read as
+ops/cpu/quantize.dynamic_quantize_linear reads them: a NaN makes the range [0, 0]): the scale and
+zero point, then A quantized row-major into scratch, 8 floats a step as vectors (its rows padded
+with zeros to a multiple of 4 bytes; A_q is M * K4 bytes, 96 KiB for BERT-base's 128 tokens: it
+stays in L2), then the GEMM in MLAS's
 orientation: rows of Y are tokens, its columns are W's, and Y is written in place, row-major
 (no transposed scratch, no transposed copy).
 
@@ -156,51 +157,74 @@ _ARGS = "wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp,
 _tile = dispatch_rows(_make_micro, ROWS, _ARGS)
 
 
+@intrinsic
+def _quantize8(typingctx, a, a_off, xq, x_off, scale, qlo, qhi, z):
+    """xq[x_off + i] = int(min(max(rint(a[a_off + i] / scale), qlo), qhi)) + z for i < 8, as vectors (numba's
+    scalar loop does not vectorize: LLVM keeps its float min / max in order). a float32, xq uint8."""
+    sig = types.void(a, a_off, xq, x_off, scale, qlo, qhi, z)
+
+    def codegen(context, builder, signature, args):
+        aptr, xptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3))
+        v = builder.load(builder.bitcast(aptr, _V8F.as_pointer()), align=4)
+        mod = builder.module
+        fns = {}
+        for name in ("rint", "maxnum", "minnum"):
+            full = f"llvm.{name}.v8f32"
+            fns[name] = mod.globals.get(full) or ir.Function(
+                mod, ir.FunctionType(_V8F, [_V8F] * (1 if name == "rint" else 2)), full)
+        q = builder.call(fns["rint"], [builder.fdiv(v, _splat(builder, args[4], _V8F))])
+        q = builder.call(fns["minnum"], [builder.call(fns["maxnum"], [q, _splat(builder, args[5], _V8F)]),
+                                         _splat(builder, args[6], _V8F)])
+        zv = _splat(builder, builder.trunc(args[7], _I32), _V8I)
+        b = builder.trunc(builder.add(builder.fptosi(q, _V8I), zv), ir.VectorType(_I8, 8))
+        builder.store(b, builder.bitcast(xptr, ir.VectorType(_I8, 8).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _quantize_rows(a, xq, k4):
-    """DynamicQuantizeLinear's scale and zero point for a (M, K) float32, and xq[m * k4 + k] =
-    saturate(rint(a[m, k] / scale) + zp) (0 for K <= k < k4). Returns (scale, zp) (float32, int64)."""
+def _quantize_rows(a, lo, hi, xq, k4):
+    """DynamicQuantizeLinear's scale and zero point for a (M, K) float32 of minimum lo and maximum hi
+    (numpy's: NaN where a holds one), and xq[m * k4 + k] = saturate(rint(a[m, k] / scale) + zp) (0 for
+    K <= k < k4). Returns (scale, zp) (float32, int64): ops/cpu/quantize.dynamic_quantize_linear's."""
     m_n, k_n = a.shape
-    lo = np.float32(0.0)
-    hi = np.float32(0.0)
-    nan = False
-    for m in range(m_n):
-        for k in range(k_n):
-            v = a[m, k]
-            lo = min(lo, v)
-            hi = max(hi, v)
-            nan |= v != v
-    if nan:  # numpy's min / max are NaN, and min(0.0, NaN) = max(0.0, NaN) = 0.0 (the reference's range)
-        lo = np.float32(0.0)
-        hi = np.float32(0.0)
+    # the reference's float32(min(0.0, lo)), float32(max(0.0, hi)): Python's min / max give 0.0 for a NaN
+    lo = np.float32(0.0) if not lo < 0.0 else np.float32(lo)
+    hi = np.float32(0.0) if not hi > 0.0 else np.float32(hi)
     scale = np.float32(1.0) if hi == lo else np.float32((hi - lo) / np.float32(255.0))
     zpf = min(max(np.rint(np.float32(np.float32(0.0) - lo / scale)), np.float32(0.0)), np.float32(255.0))
     qlo = np.float32(0.0) - zpf
     qhi = np.float32(255.0) - zpf
-    z = np.int32(zpf)
+    z = np.int64(zpf)
+    af = a.reshape(-1)
+    k8 = k_n // 8 * 8
     for m in range(m_n):
         row = m * k4
-        for k in range(k_n):
+        for k in range(0, k8, 8):
+            _quantize8(af, m * k_n + k, xq, row + k, scale, qlo, qhi, z)
+        for k in range(k8, k_n):
             f = min(max(np.rint(a[m, k] / scale), qlo), qhi)
-            xq[row + k] = np.int32(f) + z
+            xq[row + k] = np.int32(f) + np.int32(z)
         for k in range(k_n, k4):
             xq[row + k] = 0
-    return scale, np.int64(z)
+    return scale, z
 
 
 _F2R = types.Array(types.float32, 2, "C", readonly=True)
-_SIG = types.void(_F2R, types.Array(types.int8, 1, "C", readonly=True), types.Array(types.int32, 1, "C", readonly=True),
+_SIG = types.void(_F2R, types.float32, types.float32, types.Array(types.int8, 1, "C", readonly=True), types.Array(types.int32, 1, "C", readonly=True),
                   types.Array(types.float32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
                   types.Array(types.float32, 2, "C"), types.Array(types.uint8, 1, "C"),
                   types.Array(types.float32, 1, "C"), types.Array(types.int16, 1, "C", readonly=True))
 
 
 @njit([_SIG], nogil=True, cache=True, error_model="numpy")
-def dynamic_qmatmul_sat(a, wp, cs, bs, bias, y, xq, ws, ones):
+def dynamic_qmatmul_sat(a, lo, hi, wp, cs, bs, bias, y, xq, ws, ones):
     """Y = DynamicQuantizeLinear(A) @ W, times a_scale * b_scale, + bias, float32 (module docstring).
 
     Args:
         a: (M, K) float32.
+        lo, hi: a.min(), a.max() (numpy's: vectorized, NaN where a holds one; float32).
         wp: pack_panels(W), W (K, N) int8 (zero point 0).
         cs: padded(sum_k W[k, n], int32), (N16,), N16 = N rounded up to 16.
         bs: padded(b_scale per column, float32), (N16,).
@@ -214,7 +238,7 @@ def dynamic_qmatmul_sat(a, wp, cs, bs, bias, y, xq, ws, ones):
     n_n = y.shape[1]
     k4 = (k_n + 3) // 4 * 4
     kq_n = k4 // 4
-    scale, zp = _quantize_rows(a, xq, k4)
+    scale, zp = _quantize_rows(a, lo, hi, xq, k4)
     yf = y.reshape(-1)
     for n0 in range(0, n_n, 16):
         w_off = n0 * k4  # panel n0 // 16: kq_n quads of 64 bytes
