@@ -47,15 +47,15 @@ class DynamicQuantizeMatMul:
     """
 
     def __init__(self, ctx):
-        for i in (1, 2, 3) + ((4,) if ctx.has_input(4) else ()):
-            if not ctx.is_static(i):
+        for i in (1, 2, 3, 4):
+            if ctx.has_input(i) and not ctx.is_static(i):
                 raise ctx.error("DynamicQuantizeMatMul needs B, b_scale, b_zero_point and bias as weights")
         self.bias_value = np.asarray(ctx.value(4), np.float32) if ctx.has_input(4) else None
         b = ctx.value(1)
         self.k, self.n = b.shape
         self.m = int(np.prod(ctx.shape(0)[:-1]))
         self.b_scale = np.broadcast_to(np.asarray(ctx.value(2), np.float32).reshape(-1), (self.n,))
-        zp = np.broadcast_to(np.asarray(ctx.value(3)).astype(np.int32).reshape(-1), (self.n,))
+        zp = np.broadcast_to(np.asarray(ctx.value(3) if ctx.has_input(3) else 0).astype(np.int32).reshape(-1), (self.n,))
         self.sat = int8_arithmetic.saturating() and b.dtype == np.int8 and not zp.any()
         self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
         self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
@@ -77,7 +77,7 @@ class DynamicQuantizeMatMul:
         self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
         self.ws_ref = ctx.scratch((compiled.qgemm.MR * compiled.qgemm.NP,), np.float32)
 
-    def __call__(self, a, b, b_scale, b_zero_point, bias=None, *, out):
+    def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, out):
         a2 = a.reshape(self.m, self.k)
         scale, zp = self.q
         if not self.compiled:
@@ -87,7 +87,8 @@ class DynamicQuantizeMatMul:
             # compiled.qgemm.qgemm2d_sat compiles, and numpy's saturating pairs (quantized.saturating_matmul) would make
             # it 10x slower (BERT-base: 3.7 s a forward); QLinearConv's reference path is exact too
             acc = (q.astype(np.float64) - float(zp)) @ (np.asarray(b, np.float64)
-                                                        - np.asarray(b_zero_point, np.float64))
+                                                        - np.asarray(0 if b_zero_point is None else b_zero_point,
+                                                                     np.float64))
             mult = (np.float32(scale) * self.b_scale).astype(np.float32)
             np.multiply(acc.astype(np.int32).astype(np.float32), mult, out=out.reshape(self.m, self.n))
             if bias is not None:

@@ -446,12 +446,31 @@ def _scaled_product(a_q, a_zero_point, a_scale, b, b_zero_point, b_scale, bias, 
 
 @kernel("DynamicQuantizeMatMul", since=VERSION, domain=DOMAIN)
 class DynamicQuantizeMatMul:
-    """DynamicQuantizeMatMul (dynamic_quantize_matmul below), its sum in the Net's int8 arithmetic."""
+    """DynamicQuantizeMatMul (dynamic_quantize_matmul below), its sum in the Net's int8 arithmetic.
+
+    Where B (2-D), its scale, zero point and bias are weights, the kernels are compiled, and our
+    domain's kernel sums as this one does (ops/cpu/qmatmul.py: not an int8 B with a non-zero zero point
+    under the saturating arithmetic), that kernel runs it: the same bits (its float steps are these),
+    compiled/dqgemm.py's speed.
+    """
 
     def __init__(self, ctx):
         self.sat = int8_arithmetic.saturating()
+        self.fast = None
+        static = all(ctx.is_static(i) for i in (1, 2, 3, 4) if ctx.has_input(i))
+        if static and compiled.active() and len(ctx.shape(1)) == 2 and len(ctx.shape(0)) >= 2:
+            zp = ctx.value(3) if ctx.has_input(3) else 0
+            bias = ctx.value(4) if ctx.has_input(4) else None
+            if not (self.sat and ctx.value(1).dtype == np.int8 and np.any(zp)) and (
+                    bias is None or np.shape(bias) == tuple(ctx.shape(1))[1:]):
+                from .qmatmul import DynamicQuantizeMatMul as Fused
+
+                self.fast = Fused(ctx)
 
     def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, out):
+        if self.fast is not None:
+            self.fast(a, b, b_scale, b_zero_point, bias, out=out)
+            return
         dynamic_quantize_matmul(a, b, b_scale, b_zero_point, bias, out=out, sat=self.sat)
 
 
