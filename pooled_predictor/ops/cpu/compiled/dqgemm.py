@@ -211,11 +211,33 @@ def _quantize_rows(a, lo, hi, xq, k4):
     return scale, z
 
 
-_F2R = types.Array(types.float32, 2, "C", readonly=True)
-_SIG = types.void(_F2R, types.float32, types.float32, types.Array(types.int8, 1, "C", readonly=True), types.Array(types.int32, 1, "C", readonly=True),
-                  types.Array(types.float32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
-                  types.Array(types.float32, 2, "C"), types.Array(types.uint8, 1, "C"),
-                  types.Array(types.float32, 1, "C"), types.Array(types.int16, 1, "C", readonly=True))
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _gemm(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones):
+    """y = (float32(xq @ W - zp colsum) * float32(scale * bs)) (+ bias): xq (M, K4) uint8 row-major, flat."""
+    n_n = y.shape[1]
+    kq_n = k4 // 4
+    yf = y.reshape(-1)
+    for n0 in range(0, n_n, 16):
+        w_off = n0 * k4  # panel n0 // 16: kq_n quads of 64 bytes
+        if n0 + 16 <= n_n:
+            for m in range(0, m_n, ROWS):
+                _tile(wp, w_off, xq, m * k4, k4, kq_n, yf, m * n_n + n0, n_n, cs, bs, bias, n0, zp,
+                      scale, ones, min(ROWS, m_n - m))
+        else:
+            for m in range(0, m_n, ROWS):
+                rows = min(ROWS, m_n - m)
+                _tile(wp, w_off, xq, m * k4, k4, kq_n, ws, 0, 16, cs, bs, bias, n0, zp, scale, ones,
+                      rows)
+                for r in range(rows):
+                    for c in range(n_n - n0):
+                        yf[(m + r) * n_n + n0 + c] = ws[r * 16 + c]
+
+
+_R1 = {t: types.Array(t, 1, "C", readonly=True) for t in (types.int8, types.int32, types.float32, types.int16)}
+_TAIL = (_R1[types.int8], _R1[types.int32], _R1[types.float32], _R1[types.float32], types.Array(types.float32, 2, "C"),
+         types.Array(types.uint8, 1, "C"), types.Array(types.float32, 1, "C"), _R1[types.int16])
+_SIG = types.void(types.Array(types.float32, 2, "C", readonly=True), types.float32, types.float32, *_TAIL)
+_SIG_Q = types.void(types.Array(types.uint8, 2, "C", readonly=True), types.int64, types.float32, *_TAIL)
 
 
 @njit([_SIG], nogil=True, cache=True, error_model="numpy")
@@ -235,25 +257,24 @@ def dynamic_qmatmul_sat(a, lo, hi, wp, cs, bs, bias, y, xq, ws, ones):
         ones: compiled/qgemm.ONES.
     """
     m_n, k_n = a.shape
-    n_n = y.shape[1]
     k4 = (k_n + 3) // 4 * 4
-    kq_n = k4 // 4
     scale, zp = _quantize_rows(a, lo, hi, xq, k4)
-    yf = y.reshape(-1)
-    for n0 in range(0, n_n, 16):
-        w_off = n0 * k4  # panel n0 // 16: kq_n quads of 64 bytes
-        if n0 + 16 <= n_n:
-            for m in range(0, m_n, ROWS):
-                _tile(wp, w_off, xq, m * k4, k4, kq_n, yf, m * n_n + n0, n_n, cs, bs, bias, n0, zp,
-                      scale, ones, min(ROWS, m_n - m))
-        else:
-            for m in range(0, m_n, ROWS):
-                rows = min(ROWS, m_n - m)
-                _tile(wp, w_off, xq, m * k4, k4, kq_n, ws, 0, 16, cs, bs, bias, n0, zp, scale, ones,
-                      rows)
-                for r in range(rows):
-                    for c in range(n_n - n0):
-                        yf[(m + r) * n_n + n0 + c] = ws[r * 16 + c]
+    _gemm(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones)
+
+
+@njit([_SIG_Q], nogil=True, cache=True, error_model="numpy")
+def qmatmul_sat(aq, a_zp, a_scale, wp, cs, bs, bias, y, xq, ws, ones):
+    """Y = (A - a_zp) @ W, times a_scale * b_scale, + bias, float32, for an already quantized uint8 A (M, K)
+    (com.microsoft MatMulIntegerToFloat): dynamic_qmatmul_sat's GEMM and epilogue, A's rows copied into
+    xq padded to K4 (zeros). Args as dynamic_qmatmul_sat's, with aq, a_zp, a_scale for a, lo, hi."""
+    m_n, k_n = aq.shape
+    k4 = (k_n + 3) // 4 * 4
+    for m in range(m_n):
+        for k in range(k_n):
+            xq[m * k4 + k] = aq[m, k]
+        for k in range(k_n, k4):
+            xq[m * k4 + k] = 0
+    _gemm(xq, m_n, k4, a_zp, a_scale, wp, cs, bs, bias, y, ws, ones)
 
 
 def pack_panels(w: np.ndarray) -> np.ndarray:
