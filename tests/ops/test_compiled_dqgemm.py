@@ -129,3 +129,27 @@ def test_k_loop_keeps_its_accumulators_in_registers():
     for body in loops:
         stack = [line for line in body if re.search(stack_address, line)]
         assert not stack, "a k loop reads or writes the stack:\n" + "\n".join(stack)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 5, 3), (13, 33, 17), (37, 130, 65)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_quantized_a_equals_the_reference(m, k, n, with_bias):
+    """qmatmul_sat (MatMulIntegerToFloat's path): A given as uint8 with its zero point and scale."""
+    aq = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    aq[0, :] = 255
+    aq.flags.writeable = False
+    w = _saturating(k, n)
+    zp, scale = 121, np.float32(0.0173)
+    b_scale = rng.uniform(0.001, 0.01, n).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32) if with_bias else None
+    acc = saturating_matmul(aq, w) - zp * w.astype(np.int64).sum(axis=0)
+    ref = acc.astype(np.int32).astype(np.float32) * (scale * b_scale).astype(np.float32)
+    if bias is not None:
+        ref = (ref + bias).astype(np.float32)
+    none = np.zeros(0, np.float32)
+    none.flags.writeable = False
+    y = np.full((m, n), np.nan, np.float32)
+    dqgemm.qmatmul_sat(aq, zp, scale, dqgemm.pack_panels(w), dqgemm.padded(w.astype(np.int64).sum(axis=0), np.int32),
+                       dqgemm.padded(b_scale, np.float32), none if bias is None else dqgemm.padded(bias, np.float32), y,
+                       np.empty(m * ((k + 3) // 4 * 4), np.uint8), np.empty(dqgemm.ROWS * 16, np.float32), qgemm.ONES)
+    assert np.array_equal(ref.view(np.int32), y.view(np.int32))
