@@ -86,7 +86,8 @@ def main() -> None:
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     ap.add_argument("--int8", action="store_true", help="benchmarks/int8.py's quantized models (--models from "
                     f"{', '.join(int8.MODELS)})")
-    ap.add_argument("--formats", nargs="+", default=["qdq"], choices=["qdq", "qop"], help="with --int8: the CNNs' formats")
+    ap.add_argument("--formats", nargs="+", default=["qdq"], choices=["qdq", "qop"],
+                    help="with --int8: the CNNs' formats")
     ap.add_argument("--bert-layers", type=int, default=12, help="with --int8")
     ap.add_argument("--bert-seq", type=int, default=128, help="with --int8")
     ap.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default="onnxruntime", help="with --int8")
@@ -121,7 +122,9 @@ def main() -> None:
                         "ours_ops": our_ops, "ort_ops": ort_ops})
     extra = {"int8_arithmetic": args.int8_arithmetic, "bert": {"layers": args.bert_layers, "seq": args.bert_seq}} \
         if args.int8 else {}
-    print(f"\nwritten to {write_results('op_profiles_int8' if args.int8 else 'op_profiles', results, runs=args.runs, clock=args.clock, **extra)}")
+    path = write_results("op_profiles_int8" if args.int8 else "op_profiles", results, runs=args.runs, clock=args.clock,
+                         **extra)
+    print(f"\nwritten to {path}")
 
 
 if __name__ == "__main__":

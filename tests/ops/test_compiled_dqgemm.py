@@ -33,7 +33,8 @@ def _ours(a, w, b_scale, bias):
     none.flags.writeable = False
     y = np.full((m, n), np.nan, np.float32)
     xq = np.empty(m * ((k + 3) // 4 * 4), np.uint8)
-    dqgemm.dynamic_qmatmul_sat(a, a.min(), a.max(), dqgemm.pack_panels(w), dqgemm.padded(w.astype(np.int64).sum(axis=0), np.int32),
+    dqgemm.dynamic_qmatmul_sat(a, a.min(), a.max(), dqgemm.pack_panels(w),
+                               dqgemm.padded(w.astype(np.int64).sum(axis=0), np.int32),
                                dqgemm.padded(np.broadcast_to(b_scale, (n,)), np.float32),
                                none if bias is None else dqgemm.padded(bias, np.float32), y, xq,
                                np.empty(dqgemm.ROWS * 16, np.float32), qgemm.ONES)

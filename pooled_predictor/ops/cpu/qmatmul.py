@@ -7,8 +7,9 @@
 MatMulInteger, Cast(to float) and Mul(Cast, Mul(a_scale, b_scale)) (passes/qdq.py
 fuses them, and an Add of a bias after them; onnxruntime's contrib op DynamicQuantizeMatMul
 has these semantics). A float32 (..., M, K); B (K, N) 8-bit, b_scale and b_zero_point per
-tensor or per column (N,), bias float32 (N,) (optional), all weights. Per call: A's range (numpy min / max, the reference
-kernel's arithmetic: ops/cpu/quantize.dynamic_quantize_linear), then one pass that
+tensor or per column (N,), bias float32 (N,) (optional), all weights. Exact sums, per call:
+A's range (numpy min / max, the reference kernel's arithmetic:
+ops/cpu/quantize.dynamic_quantize_linear), then one pass that
 quantizes A and writes it transposed, K rows of the M pixels, into scratch
 (compiled/quantize.quantize_transpose), then the integer GEMM of compiled/qgemm.py
 with B^T packed once as its weight and the float epilogue (float32(acc) * scale per
@@ -55,7 +56,8 @@ class DynamicQuantizeMatMul:
         self.k, self.n = b.shape
         self.m = int(np.prod(ctx.shape(0)[:-1]))
         self.b_scale = np.broadcast_to(np.asarray(ctx.value(2), np.float32).reshape(-1), (self.n,))
-        zp = np.broadcast_to(np.asarray(ctx.value(3) if ctx.has_input(3) else 0).astype(np.int32).reshape(-1), (self.n,))
+        zp = np.asarray(ctx.value(3) if ctx.has_input(3) else 0).astype(np.int32).reshape(-1)
+        zp = np.broadcast_to(zp, (self.n,))
         self.sat = int8_arithmetic.saturating() and b.dtype == np.int8 and not zp.any()
         self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
         self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
