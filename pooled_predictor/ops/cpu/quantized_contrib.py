@@ -45,6 +45,7 @@ from .quantize import dynamic_quantize_linear, int_range
 from .. import int8_arithmetic
 from . import compiled
 from .conv_shared import shared_weights
+from .qmatmul import DynamicQuantizeMatMul as FusedDynamicQuantizeMatMul
 from .qproduct import StaticProduct
 from .quantized import _shifted, integer_product
 
@@ -464,9 +465,7 @@ class DynamicQuantizeMatMul:
             bias = ctx.value(4) if ctx.has_input(4) else None
             if not (self.sat and ctx.value(1).dtype == np.int8 and np.any(zp)) and (
                     bias is None or np.shape(bias) == tuple(ctx.shape(1))[1:]):
-                from .qmatmul import DynamicQuantizeMatMul as Fused
-
-                self.fast = Fused(ctx)
+                self.fast = FusedDynamicQuantizeMatMul(ctx)
 
     def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, out):
         if self.fast is not None:
