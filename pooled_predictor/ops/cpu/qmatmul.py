@@ -7,18 +7,14 @@
 MatMulInteger, Cast(to float) and Mul(Cast, Mul(a_scale, b_scale)) (passes/qdq.py
 fuses them, and an Add of a bias after them; onnxruntime's contrib op DynamicQuantizeMatMul
 has these semantics). A float32 (..., M, K); B (K, N) 8-bit, b_scale and b_zero_point per
-tensor or per column (N,), bias float32 (N,) (optional), all weights. Exact sums, per call:
-A's range (numpy min / max, the reference kernel's arithmetic:
-ops/cpu/quantize.dynamic_quantize_linear), then one pass that
-quantizes A and writes it transposed, K rows of the M pixels, into scratch
-(compiled/quantize.quantize_transpose), then the integer GEMM of compiled/qgemm.py
-with B^T packed once as its weight and the float epilogue (float32(acc) * scale per
-column, as the Cast and Mul would round it), into Y^T, copied transposed into Y.
-Bit for bit the unfused nodes' result (tests/ops/test_compiled_int8.py). Under the
-"onnxruntime" int8 arithmetic on a host without VNNI (ops/int8_arithmetic.py), int8 B
-with zero points 0 runs compiled/dqgemm.py instead (adjacent k pairs summed in int16 with
-saturation, as onnxruntime's MLAS kernel on that host; A's range, its quantization, the
-GEMM and the scaling in one compiled call, Y written in place, row-major): onnxruntime's
+tensor or per column (N,), bias float32 (N,) (optional), all weights. One compiled call
+(compiled/dqgemm.py) takes A's range from numpy's min / max, quantizes A row-major as
+DynamicQuantizeLinear does (ops/cpu/quantize.dynamic_quantize_linear's arithmetic), multiplies it
+by B packed once in panels of 16 columns, and writes float32(acc) * float32(a_scale * b_scale) per
+column (as the Cast and Mul round it), + bias, into Y in place. The sums: exact int32 (the spec's;
+bit for bit the unfused nodes, tests/ops/test_compiled_int8.py), or, under the "onnxruntime" int8
+arithmetic on a host without VNNI (ops/int8_arithmetic.py) for int8 B with zero points 0, adjacent
+k pairs summed in int16 with saturation as onnxruntime's MLAS kernel on that host: onnxruntime's
 bits (tests/ops/test_int8_arithmetic.py).
 """
 
@@ -32,12 +28,6 @@ from .. import int8_arithmetic
 from . import compiled
 from .conv_shared import shared_weights
 from .quantize import dynamic_quantize_linear
-
-
-def _ro(a):
-    a = np.ascontiguousarray(a)
-    a.flags.writeable = False
-    return a
 
 
 @kernel("DynamicQuantizeMatMul", since=1, domain=DOMAIN, precision="int8")
@@ -64,20 +54,23 @@ class DynamicQuantizeMatMul:
         self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
         if not self.compiled:
             return
-        if self.sat:  # compiled/dqgemm.py: quantize, multiply and scale in one call, Y written in place
-            self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: compiled.dqgemm.pack_panels(np.asarray(w)))
-            self.cs = compiled.dqgemm.padded(np.asarray(b).astype(np.int64).sum(axis=0), np.int32)
-            self.bs = compiled.dqgemm.padded(self.b_scale, np.float32)
-            self.bias = compiled.dqgemm.padded(np.zeros(0) if self.bias_value is None else self.bias_value, np.float32)
-            self.xq_ref = ctx.scratch((self.m * ((self.k + 3) // 4 * 4),), np.uint8)
-            self.ws_ref = ctx.scratch((compiled.dqgemm.ROWS * 16,), np.float32)
-            return
-        self.wp = shared_weights(b, ("qmatmul", tuple(zp)), lambda w: compiled.qgemm.pack_pairs(np.asarray(w).T, zp))
-        self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * self.m)
-        self.sums = compiled.qgemm.row_sums(np.asarray(b).T, zp)
-        self.x_ref = ctx.scratch((self.k * self.m + 64,), np.uint8)
-        self.y_ref = ctx.scratch((self.n * self.m,), np.float32)
-        self.ws_ref = ctx.scratch((compiled.qgemm.MR * compiled.qgemm.NP,), np.float32)
+        # compiled/dqgemm.py: quantize, multiply and scale in one call, Y written in place; saturating pairs
+        # (vpmaddubsw) or exact sums (int16 pairs, vpmaddwd; vpdpwssd on a VNNI host)
+        d = compiled.dqgemm
+        b8 = np.asarray(b)
+        if self.sat:
+            self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: d.pack_panels(np.asarray(w)))
+            self.cs = d.padded(b8.astype(np.int64).sum(axis=0), np.int32)
+            k_padded = (self.k + 3) // 4 * 4
+        else:
+            self.wp = shared_weights(b, ("qmatmul_panels_exact", tuple(zp)),
+                                     lambda w: d.pack_panels_exact(np.asarray(w), zp))
+            self.cs = d.padded((b8.astype(np.int64) - zp).sum(axis=0), np.int32)
+            k_padded = (self.k + 1) // 2 * 2
+        self.bs = d.padded(self.b_scale, np.float32)
+        self.bias = d.padded(np.zeros(0) if self.bias_value is None else self.bias_value, np.float32)
+        self.xq_ref = ctx.scratch((self.m * k_padded,), np.uint8)
+        self.ws_ref = ctx.scratch((d.ROWS * 16,), np.float32)
 
     def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, out):
         a2 = a.reshape(self.m, self.k)
@@ -96,20 +89,6 @@ class DynamicQuantizeMatMul:
             if bias is not None:
                 np.add(out, bias, out=out)
             return
-        if self.sat:
-            compiled.dqgemm.dynamic_qmatmul_sat(a2, a2.min(), a2.max(), self.wp, self.cs, self.bs, self.bias,
-                                                out.reshape(self.m, self.n), self.xq_ref.array, self.ws_ref.array,
-                                                compiled.qgemm.ONES)
-            return
-        dynamic_quantize_linear(a2, out=(None, scale, zp))
-        x = self.x_ref.array
-        compiled.quantize.quantize_transpose(np.ascontiguousarray(a2), x, np.float32(scale), int(zp))
-        correction = _ro((-int(zp) * self.sums).astype(np.int32))
-        mult = _ro((np.float32(scale) * self.b_scale).astype(np.float32))
-        yt = self.y_ref.array
-        compiled.qgemm.qgemm2d_f32(self.wp, x, 0, self.offs, yt, 0, self.m, self.n, self.m, correction, mult, 0,
-                                   self.ws_ref.array)
-        np.copyto(out.reshape(self.m, self.n), yt.reshape(self.n, self.m).T)
-        if bias is not None:
-            np.add(out, bias, out=out)
-
+        run = compiled.dqgemm.dynamic_qmatmul_sat if self.sat else compiled.dqgemm.dynamic_qmatmul_exact
+        run(a2, a2.min(), a2.max(), self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),
+            self.xq_ref.array, self.ws_ref.array, compiled.qgemm.ONES)

@@ -10,7 +10,10 @@ W (K, N) int8 with zero point 0, colsum[n] = sum_k W[k, n]. The pairs are taken 
 order and each saturated to int16 before the exact int32 sum: MLAS's vpmaddubsw + vpmaddwd kernel
 (MlasGemmU8S8KernelAvx2), the bits onnxruntime's DynamicQuantizeMatMul / MatMulInteger give on such
 a host (ops/int8_arithmetic.py). The zero point's share comes from the precomputed column sums, as
-MLAS's does.
+MLAS's does. dynamic_qmatmul_exact is the same kernel with exact int32 sums (the spec's arithmetic,
+for 8-bit W of any zero points: W - b_zero_point packed as int16 pairs, A's pairs widened to int16,
+vpmaddwd; vpdpwssd where the host has VNNI); qmatmul_sat takes an A already quantized
+(MatMulIntegerToFloat).
 
 One call does everything but A's range (numpy's min and max, vectorized, read as
 ops/cpu/quantize.dynamic_quantize_linear reads them: a NaN makes the range [0, 0]): the scale and
@@ -45,19 +48,24 @@ from numba.extending import intrinsic
 
 from .gemm import arg_pointers, dispatch_rows
 from .jit import njit
-from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _sat_pairs, _splat
+from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _pmaddwd, _sat_pairs, _splat
 
 ROWS = 5  # tokens per micro-tile: 10 accumulators, no spill (module docstring)
 COLS = 16  # columns of W per panel and micro-tile
 
 
-def _make_micro(rows: int):
+def _make_micro(rows: int, exact: bool = False):
     """micro(wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale, ones):
 
     for r < rows, c < 16: acc = sum_{j < kq_n} sum_{h < 2} saturate_int16(sum_{t < 2} a[a_off + r lda +
     4j + 2h + t] * W(4j + 2h + t, c)), W(k, c) byte 4c + (k % 4) of the 64 at wp[w_off + 64 (k // 4)];
     y[y_off + r ldy + c] = float32(acc - zp cs[n_off + c]) * float32(a_scale * bs[n_off + c]) + bias[n_off + c]
     (the bias added only when bias has at least n_off + 16 elements). The caller keeps accesses in bounds.
+
+    With `exact`: exact int32 sums (the spec's arithmetic): kq_n counts pairs of k, W(k, c) is the int16
+    half k % 2 of the 4 bytes 4c .. 4c + 3 of the 64 at wp[w_off + 64 (k // 2)] (pack_panels_exact), each
+    row's 2 bytes of a pair are widened to int16 and multiplied as vpmaddwd does (_pmaddwd; vpdpwssd on a
+    VNNI host); ones is not read.
     """
 
     @intrinsic
@@ -78,7 +86,7 @@ def _make_micro(rows: int):
             undef = ir.Constant(v16, ir.Undefined)
             even = ir.Constant(_V8I, list(range(0, 16, 2)))
             odd = ir.Constant(_V8I, list(range(1, 16, 2)))
-            rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), _I32.as_pointer())
+            rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), (_I16 if exact else _I32).as_pointer())
                     for r in range(rows)]
             fn = builder.function
             pre_bb = builder.block
@@ -100,6 +108,12 @@ def _make_micro(rows: int):
             new = []
             for r in range(rows):
                 quad = builder.load(builder.gep(rowp[r], [j]), align=1)
+                if exact:  # the pair's 2 bytes as 2 int16 in every 32-bit lane
+                    pair = builder.zext(builder.bitcast(quad, ir.VectorType(_I8, 2)), ir.VectorType(_I16, 2))
+                    xw = builder.bitcast(_splat(builder, builder.bitcast(pair, _I32), _V8I), v16i16)
+                    for v in range(2):
+                        new.append(builder.add(accs[2 * r + v], _pmaddwd(builder, xw, builder.bitcast(wv[v], v16i16))))
+                    continue
                 xb = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
                 for v in range(2):
                     prod = builder.mul(builder.sext(_sat_pairs(builder, xb, wv[v]), v16), ones32)
@@ -155,6 +169,7 @@ def _make_micro(rows: int):
 
 _ARGS = "wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale, ones"
 _tile = dispatch_rows(_make_micro, ROWS, _ARGS)
+_tile_exact = dispatch_rows(lambda r: _make_micro(r, True), ROWS, _ARGS)
 
 
 @intrinsic
@@ -233,6 +248,27 @@ def _gemm(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones):
                         yf[(m + r) * n_n + n0 + c] = ws[r * 16 + c]
 
 
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _gemm_exact(xq, m_n, k2, zp, scale, wp, cs, bs, bias, y, ws, ones):
+    """_gemm with exact sums: xq (M, K2) uint8 row-major, W from pack_panels_exact (pairs of k as int16)."""
+    n_n = y.shape[1]
+    kp_n = k2 // 2
+    yf = y.reshape(-1)
+    for n0 in range(0, n_n, 16):
+        w_off = n0 * 2 * k2  # panel n0 // 16: kp_n pairs of 64 bytes
+        if n0 + 16 <= n_n:
+            for m in range(0, m_n, ROWS):
+                _tile_exact(wp, w_off, xq, m * k2, k2, kp_n, yf, m * n_n + n0, n_n, cs, bs, bias, n0, zp,
+                            scale, ones, min(ROWS, m_n - m))
+        else:
+            for m in range(0, m_n, ROWS):
+                rows = min(ROWS, m_n - m)
+                _tile_exact(wp, w_off, xq, m * k2, k2, kp_n, ws, 0, 16, cs, bs, bias, n0, zp, scale, ones, rows)
+                for r in range(rows):
+                    for c in range(n_n - n0):
+                        yf[(m + r) * n_n + n0 + c] = ws[r * 16 + c]
+
+
 _R1 = {t: types.Array(t, 1, "C", readonly=True) for t in (types.int8, types.int32, types.float32, types.int16)}
 _TAIL = (_R1[types.int8], _R1[types.int32], _R1[types.float32], _R1[types.float32], types.Array(types.float32, 2, "C"),
          types.Array(types.uint8, 1, "C"), types.Array(types.float32, 1, "C"), _R1[types.int16])
@@ -275,6 +311,34 @@ def qmatmul_sat(aq, a_zp, a_scale, wp, cs, bs, bias, y, xq, ws, ones):
         for k in range(k_n, k4):
             xq[m * k4 + k] = 0
     _gemm(xq, m_n, k4, a_zp, a_scale, wp, cs, bs, bias, y, ws, ones)
+
+
+@njit([_SIG], nogil=True, cache=True, error_model="numpy")
+def dynamic_qmatmul_exact(a, lo, hi, wp, cs, bs, bias, y, xq, ws, ones):
+    """dynamic_qmatmul_sat with exact int32 sums (the spec's arithmetic; "exact" int8_arithmetic, VNNI hosts):
+    wp from pack_panels_exact(W, b_zero_point), cs the column sums of W - b_zero_point, xq of M * K2 bytes
+    (K2 = K rounded up to 2); the other arguments as dynamic_qmatmul_sat's (ones is not read)."""
+    m_n, k_n = a.shape
+    k2 = (k_n + 1) // 2 * 2
+    scale, zp = _quantize_rows(a, lo, hi, xq, k2)
+    _gemm_exact(xq, m_n, k2, zp, scale, wp, cs, bs, bias, y, ws, ones)
+
+
+def pack_panels_exact(w: np.ndarray, zero_point=0) -> np.ndarray:
+    """8-bit W (K, N) less its zero point (a scalar or one per column) as panels of 16 columns, pairs of k
+    as int16 inside: flat int8 bytes, read-only. Panel p starts at byte 32 p K2 (K2 = K rounded up to 2);
+    the int16 at byte 32 p K2 + 64 j + 4 c + 2 i holds W[2j + i, 16p + c] - zero_point; zeros past K and N."""
+    w = np.asarray(w)
+    if w.dtype not in (np.int8, np.uint8) or w.ndim != 2:
+        raise TypeError(f"pack_panels_exact takes 2-D 8-bit weights, got {w.dtype} {w.shape}")
+    k, n = w.shape
+    kp, n16 = (k + 1) // 2, (n + 15) // 16 * 16
+    wb = np.zeros((kp * 2, n16), np.int16)
+    wb[:k, :n] = w.astype(np.int16) - np.asarray(zero_point, np.int16).reshape(-1)
+    # (KP, 2, P, 16) -> (P, KP, 16, 2): panel, pair, column, half
+    out = np.ascontiguousarray(wb.reshape(kp, 2, n16 // 16, 16).transpose(2, 0, 3, 1)).reshape(-1).view(np.int8)
+    out.flags.writeable = False
+    return out
 
 
 def pack_panels(w: np.ndarray) -> np.ndarray:
