@@ -1,9 +1,12 @@
 """Per-op-type time of one forward, ours beside onnxruntime's, one thread each, on the benchmark models.
 
     python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5]
-                                     [--int8 qdq|qop]
+    python benchmarks/op_profiles.py --int8 [--models bert resnet50 mobilenet_v2] [--formats qdq qop]
+                                     [--bert-layers L] [--bert-seq T] [--int8-arithmetic onnxruntime|exact]
 
-The models and inputs of benchmarks/vs_onnxruntime.py (load_model). Ours: one Net on one thread
+The models and inputs of benchmarks/vs_onnxruntime.py (load_model); with --int8, benchmarks/int8.py's
+quantized models instead (quantized there by onnxruntime's tool: dynamic for its BERT-base-sized
+encoder, static QDQ / QOperator for the CNNs), our Net in the given int8 arithmetic. Ours: one Net on one thread
 with its profiler on (`pooled-predictor profile`'s numbers); onnxruntime: one session with one
 intra-op thread and SessionOptions.enable_profiling, its "<node>_kernel_time" events summed by
 op type. Both are timed on this thread's CPU clock (time.thread_time), so that other processes
@@ -34,17 +37,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import table, write_results  # noqa: E402
+from benchmarks import int8  # noqa: E402
 from benchmarks.vs_onnxruntime import MODELS, available, load_model  # noqa: E402
 
 
-def ours(data: bytes, input_name: str, x, runs: int, clock: str) -> tuple[float, dict]:
-    """(ms per forward in kernels, {op_type: ms per forward}) of one Net on this thread."""
+def ours(data: bytes, input_name: str, x, runs: int, clock: str, **options) -> tuple[float, dict]:
+    """(ms per forward in kernels, {op_type: ms per forward}) of one Net on this thread (options: Predictor's)."""
     if clock == "cpu":  # the engine reads time.perf_counter_ns at every forward (engine/net.py)
         time.perf_counter_ns = time.thread_time_ns
     from pooled_predictor import Predictor
     from pooled_predictor.engine.tiering import COMPILER
 
-    predictor = Predictor(data)  # kept alive: while it lives BLAS runs one thread a call (as in the pool)
+    predictor = Predictor(data, **options)  # kept alive: while it lives BLAS runs one thread a call (as in the pool)
     net = predictor.new_net()
     net.forward({input_name: x})
     COMPILER.wait()  # the compiled kernels loaded or compiled (engine/tiering.py): the reference tier not timed
@@ -83,37 +87,51 @@ def onnxruntime_ops(data: bytes, input_name: str, x, runs: int) -> tuple[float, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", nargs="+", default=["vit_b_16", "bert_base", "ppocr_rec", "mobilenet_v2"],
-                    choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=["vit_b_16", "bert_base", "ppocr_rec", "mobilenet_v2"])
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
-    ap.add_argument("--int8", choices=["qdq", "qop"], help="profile the model quantized in this format")
+    ap.add_argument("--int8", action="store_true", help="benchmarks/int8.py's quantized models (--models from "
+                    f"{', '.join(int8.MODELS)})")
+    ap.add_argument("--formats", nargs="+", default=["qdq"], choices=["qdq", "qop"],
+                    help="with --int8: the CNNs' formats")
+    ap.add_argument("--bert-layers", type=int, default=12, help="with --int8")
+    ap.add_argument("--bert-seq", type=int, default=128, help="with --int8")
+    ap.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default="onnxruntime", help="with --int8")
     args = ap.parse_args()
+    if args.int8 and "--models" not in sys.argv:
+        args.models = ["bert"]
+    known = int8.MODELS if args.int8 else MODELS
+    if bad := [m for m in args.models if m not in known]:
+        ap.error(f"unknown model(s) {bad}; choose from {known}")
     results = []
-    work = tempfile.TemporaryDirectory()
-    for name in args.models:
-        if not available(name):
-            continue
+    work = Path(tempfile.mkdtemp())
+    for name, fmt in [(m, f) for m in args.models
+                      for f in (["dynamic"] if m == "bert" else args.formats if args.int8 else [None])]:
+        options = {}
         if args.int8:
-            from benchmarks.int8 import quantized
-
-            if name not in ("resnet50", "mobilenet_v2") or args.batch != 1:
-                raise SystemExit(f"--int8: resnet50 and mobilenet_v2 at batch 1 only, not {name} at {args.batch}")
-            data, _, input_name, x = quantized(name, args.int8, Path(work.name), args)
+            data, _, input_name, x = int8.quantized(name, fmt, work, args)
+            options["int8_arithmetic"] = args.int8_arithmetic
+            name = f"{name} int8 {fmt}"
+        elif not available(name):
+            continue
         else:
             data, input_name, x = load_model(name, args.batch)
         t_ort, ort_ops = onnxruntime_ops(data, input_name, x, args.runs)
-        t_ours, our_ops = ours(data, input_name, x, args.runs, args.clock)
+        t_ours, our_ops = ours(data, input_name, x, args.runs, args.clock, **options)
         rows = [{"op_type": k, "ours": our_ops.get(k), "ort": ort_ops.get(k)}
                 for k in sorted(set(our_ops) | set(ort_ops), key=lambda k: -max(our_ops.get(k, 0), ort_ops.get(k, 0)))]
         rows = [r for r in rows if max(r["ours"] or 0, r["ort"] or 0) >= 0.005 * max(t_ours, t_ort)]
-        print(f"\n{name}{' int8 ' + args.int8.upper() if args.int8 else ''} batch {args.batch}: ours {t_ours:.2f} ms in kernels, onnxruntime {t_ort:.2f} ms "
+        print(f"\n{name} batch {args.batch}: ours {t_ours:.2f} ms in kernels, onnxruntime {t_ort:.2f} ms "
               f"(one thread, {args.clock} clock; ours / ort {t_ours / t_ort:.2f})")
         print(table(rows, [("op_type", "op_type", ""), ("ours", "ours ms", ".3f"), ("ort", "ort ms", ".3f")]))
         results.append({"model": name, "int8": args.int8, "batch": args.batch, "ours_ms": t_ours, "ort_ms": t_ort,
                         "ours_ops": our_ops, "ort_ops": ort_ops})
-    print(f"\nwritten to {write_results(f'op_profiles_int8_{args.int8}' if args.int8 else 'op_profiles', results, runs=args.runs, clock=args.clock)}")
+    extra = {"int8_arithmetic": args.int8_arithmetic, "bert": {"layers": args.bert_layers, "seq": args.bert_seq}} \
+        if args.int8 else {}
+    path = write_results("op_profiles_int8" if args.int8 else "op_profiles", results, runs=args.runs, clock=args.clock,
+                         **extra)
+    print(f"\nwritten to {path}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ turns the groups into its integer kernels; this pass does the same:
     Mul(Cast(MatMulInteger(DynamicQuantizeLinear(A)[0], B, DQL(A)[2], bz)), Mul(DQL(A)[1], bs))
                                     = DynamicQuantizeMatMul(A, B, bs, bz)   (our domain; quantize_dynamic's
                                                            pattern; ops/cpu/qmatmul.py)
+    Add(DynamicQuantizeMatMul(A, B, bs, bz), bias) = DynamicQuantizeMatMul(A, B, bs, bz, bias)
+                                                          (bias a float32 (N,) weight: the kernel adds it
+                                                           in float32 after the scale, as the Add does)
 
 Q(v) = saturate(rint(v / ys) + yz), DQ(q) = (q - z) * s (ONNX Operators.md). The
 QLinear ops compute exactly Q(op(DQ(...))) with the int32 sum exact and the
@@ -267,7 +270,7 @@ def _contrib(graph, prod, cons, outs, node, replace, counts):
 
 def _dynamic_matmul(graph, prod, cons, outs, mm, replace, counts):
     """Mul(Cast(MatMulInteger(q, B, zp, bz)), Mul(scale, bs)) with (q, scale, zp) = DynamicQuantizeLinear(A)
-    = DynamicQuantizeMatMul(A, B, bs, bz) (module docstring)."""
+    = DynamicQuantizeMatMul(A, B, bs, bz), and an Add of a bias after it taken in (module docstring)."""
     ins = list(mm.inputs) + [""] * (4 - len(mm.inputs))
     dql = prod.get(ins[0])
     if dql is None or dql.op_type != "DynamicQuantizeLinear" or ins[2] != dql.outputs[2] or not ins[3]:
@@ -293,8 +296,18 @@ def _dynamic_matmul(graph, prod, cons, outs, mm, replace, counts):
     bs = _w(graph, bs_name)
     if bs is None or bs.dtype != np.float32 or np.size(bs) not in (1, b.shape[1]):
         return
-    replace[id(mm)] = Node("DynamicQuantizeMatMul", [dql.inputs[0], ins[1], bs_name, ins[3]], [mul.outputs[0]], {},
-                           DOMAIN, mm.name)
+    args, y = [dql.inputs[0], ins[1], bs_name, ins[3]], mul.outputs[0]
+    readers = cons.get(y, [])
+    if y not in outs and len(readers) == 1 and readers[0].op_type == "Add" and readers[0].domain in ("", "ai.onnx"):
+        add = readers[0]
+        bias_name = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
+        bias = _w(graph, bias_name)
+        if bias_name != y and bias is not None and bias.dtype == np.float32 and bias.shape == (b.shape[1],):
+            args.append(bias_name)
+            y = add.outputs[0]
+            replace[id(add)] = None
+            counts["Add of a bias fused into DynamicQuantizeMatMul"] += 1
+    replace[id(mm)] = Node("DynamicQuantizeMatMul", args, [y], {}, DOMAIN, mm.name)
     replace[id(cast)] = replace[id(mul)] = None
     graph.opset[DOMAIN] = max(graph.opset.get(DOMAIN, 0), DOMAIN_VERSION)
     counts["DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul fused into DynamicQuantizeMatMul"] += 1

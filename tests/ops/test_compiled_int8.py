@@ -164,8 +164,9 @@ def test_per_tensor_quantize_compiled_equals_numpy(op, q_type, monkeypatch):
 
 
 @pytest.mark.parametrize("a_shape,n", [((1, 20, 48), 24), ((37, 33), 17), ((2, 3, 16, 64), 40)])
-@pytest.mark.parametrize("b_type,per_column", [(np.int8, False), (np.int8, True), (np.uint8, True)])
-def test_dynamic_quantize_matmul_equals_the_unfused_nodes(a_shape, n, b_type, per_column):
+@pytest.mark.parametrize("b_type,per_column,bias", [(np.int8, False, False), (np.int8, True, False),
+                                                   (np.uint8, True, False), (np.int8, False, True)])
+def test_dynamic_quantize_matmul_equals_the_unfused_nodes(a_shape, n, b_type, per_column, bias):
     """DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul, fused by passes/qdq.py into one
     DynamicQuantizeMatMul: bit for bit the spec's arithmetic (exact int32 sums); and onnxruntime's
     (ORT_DISABLE_ALL: the unfused nodes) where its u8 x s8 pair sums cannot saturate (int8 B in [-64, 63])."""
@@ -188,8 +189,12 @@ def test_dynamic_quantize_matmul_equals_the_unfused_nodes(a_shape, n, b_type, pe
              helper.make_node("Mul", ["s", "bs"], ["sb"]),
              helper.make_node("MatMulInteger", ["q", "b", "z", "bz"], ["acc"]),
              helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
-             helper.make_node("Mul", ["accf", "sb"], ["y"])]
+             helper.make_node("Mul", ["accf", "sb"], ["yb" if bias else "y"])]
     inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(bz, "bz"), numpy_helper.from_array(bs, "bs")]
+    c = rng.standard_normal(n).astype(np.float32)
+    if bias:  # an Add of a bias after it: fused too (float32, after the scale)
+        nodes.append(helper.make_node("Add", ["yb", "c"], ["y"]))
+        inits.append(numpy_helper.from_array(c, "c"))
     graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -197,11 +202,14 @@ def test_dynamic_quantize_matmul_equals_the_unfused_nodes(a_shape, n, b_type, pe
     a = (rng.standard_normal(a_shape) * 3).astype(np.float32)
     g, _ = optimize(load_onnx(model), level="extended")
     assert g.op_counts()["DynamicQuantizeMatMul"] == 1 and g.op_counts()["MatMulInteger"] == 0
+    assert g.op_counts()["Add"] == 0
     (ref,) = run_ort(model, {"a": a})
     (ours,) = run_net(g, {"a": a})
     q, s, z = np.empty(a.shape, np.uint8), np.zeros((), np.float32), np.zeros((), np.uint8)
     dynamic_quantize_linear(a, out=(q, s, z))
     acc = (q.astype(np.int64) - int(z)) @ (b.astype(np.int64) - bz.astype(np.int64))
     exact = acc.astype(np.float32) * (s * bs).astype(np.float32)
+    if bias:
+        exact = exact + c
     assert ours.dtype == np.float32 and np.array_equal(ours, exact), float(np.abs(ours - exact).max())
     assert np.array_equal(ours, ref), float(np.abs(ours - ref).max())

@@ -207,11 +207,12 @@ def test_matmul_integer_to_float(m, k, n):
 
 
 @pytest.mark.parametrize("a_shape,n", [((1, 20, 48), 24), ((37, 33), 17), ((2, 3, 16, 64), 40), ((128, 384), 96)])
-@pytest.mark.parametrize("fused", [False, True])
-def test_dynamic_quantize_matmul(a_shape, n, fused):
+@pytest.mark.parametrize("fused,bias", [(False, False), (True, False), (True, True)])
+def test_dynamic_quantize_matmul(a_shape, n, fused, bias):
     """com.microsoft's DynamicQuantizeMatMul (numpy), and ours (passes/qdq.py's fusion of
-    DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul, compiled/qgemm.py): onnxruntime's bits
-    with B's pairs crafted to saturate (A's range is its own, so x = 255 where A is largest)."""
+    DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (-> Add of a bias), compiled/dqgemm.py):
+    onnxruntime's bits with B's pairs crafted to saturate (A's range is its own, so x = 255 where A
+    is largest)."""
     from onnx import TensorProto, helper, numpy_helper
 
     from pooled_predictor.importers import load_onnx
@@ -227,15 +228,18 @@ def test_dynamic_quantize_matmul(a_shape, n, fused):
                  helper.make_node("Mul", ["s", "bs"], ["sb"]),
                  helper.make_node("MatMulInteger", ["q", "b", "z", "bz"], ["acc"]),
                  helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
-                 helper.make_node("Mul", ["accf", "sb"], ["y"])]
+                 helper.make_node("Mul", ["accf", "sb"], ["yb" if bias else "y"])]
         inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.zeros(n, np.int8), "bz"),
                  numpy_helper.from_array(bs, "bs")]
+        if bias:
+            nodes.append(helper.make_node("Add", ["yb", "c"], ["y"]))
+            inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "c"))
         graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = 8
         g, _ = optimize(load_onnx(model), level="extended")
-        assert g.op_counts()["DynamicQuantizeMatMul"] == 1
+        assert g.op_counts()["DynamicQuantizeMatMul"] == 1 and g.op_counts()["Add"] == 0
         (ref,) = run_ort(model, {"a": a})
         with int8_arithmetic.use("onnxruntime"):
             (ours,) = run_net(g, {"a": a})

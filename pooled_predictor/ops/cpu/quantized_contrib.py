@@ -44,6 +44,8 @@ from ..shapes.quantized_contrib import nchw_pool_geometry
 from .quantize import dynamic_quantize_linear, int_range
 from .. import int8_arithmetic
 from . import compiled
+from .conv_shared import shared_weights
+from .qmatmul import DynamicQuantizeMatMul as FusedDynamicQuantizeMatMul
 from .qproduct import StaticProduct
 from .quantized import _shifted, integer_product
 
@@ -504,12 +506,29 @@ def _scaled_product(a_q, a_zero_point, a_scale, b, b_zero_point, b_scale, bias, 
 
 @kernel("DynamicQuantizeMatMul", since=VERSION, domain=DOMAIN)
 class DynamicQuantizeMatMul:
-    """DynamicQuantizeMatMul (dynamic_quantize_matmul below), its sum in the Net's int8 arithmetic."""
+    """DynamicQuantizeMatMul (dynamic_quantize_matmul below), its sum in the Net's int8 arithmetic.
+
+    Where B (2-D), its scale, zero point and bias are weights, the kernels are compiled, and our
+    domain's kernel sums as this one does (ops/cpu/qmatmul.py: not an int8 B with a non-zero zero point
+    under the saturating arithmetic), that kernel runs it: the same bits (its float steps are these),
+    compiled/dqgemm.py's speed.
+    """
 
     def __init__(self, ctx):
         self.sat = int8_arithmetic.saturating()
+        self.fast = None
+        static = all(ctx.is_static(i) for i in (1, 2, 3, 4) if ctx.has_input(i))
+        if static and compiled.active() and len(ctx.shape(1)) == 2 and len(ctx.shape(0)) >= 2:
+            zp = ctx.value(3) if ctx.has_input(3) else 0
+            bias = ctx.value(4) if ctx.has_input(4) else None
+            if not (self.sat and ctx.value(1).dtype == np.int8 and np.any(zp)) and (
+                    bias is None or np.shape(bias) == tuple(ctx.shape(1))[1:]):
+                self.fast = FusedDynamicQuantizeMatMul(ctx)
 
     def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, out):
+        if self.fast is not None:
+            self.fast(a, b, b_scale, b_zero_point, bias, out=out)
+            return
         dynamic_quantize_matmul(a, b, b_scale, b_zero_point, bias, out=out, sat=self.sat)
 
 
@@ -528,12 +547,43 @@ def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None, *, out,
 
 @kernel("MatMulIntegerToFloat", since=VERSION, domain=DOMAIN)
 class MatMulIntegerToFloat:
-    """MatMulIntegerToFloat (matmul_integer_to_float below), its sum in the Net's int8 arithmetic."""
+    """MatMulIntegerToFloat (matmul_integer_to_float below), its sum in the Net's int8 arithmetic.
+
+    Under the saturating arithmetic, uint8 A times a 2-D int8 weight B with zero point 0 (b_scale and
+    bias weights too, a_scale and a_zero_point per tensor) runs compiled/dqgemm.qmatmul_sat: the same
+    bits (its float steps are these), MLAS's kernel shape.
+    """
 
     def __init__(self, ctx):
         self.sat = int8_arithmetic.saturating()
+        self.fast = False
+        static = all(ctx.is_static(i) for i in (1, 3, 5, 6) if ctx.has_input(i))
+        if not (self.sat and static and compiled.active() and len(ctx.shape(1)) == 2 and len(ctx.shape(0)) >= 2
+                and np.dtype(ctx.dtype(0)) == np.uint8 and np.dtype(ctx.dtype(1)) == np.int8
+                and np.dtype(ctx.dtype(2)) == np.float32):
+            return
+        b = np.asarray(ctx.value(1))
+        k, n = b.shape
+        if (ctx.has_input(5) and np.any(ctx.value(5))) or np.size(ctx.value(3)) not in (1, n) or (
+                ctx.has_input(6) and np.shape(ctx.value(6)) != (n,)):
+            return
+        d = compiled.dqgemm
+        self.fast = True
+        self.m, self.k, self.n = int(np.prod(ctx.shape(0)[:-1])), k, n
+        self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: d.pack_panels(np.asarray(w)))
+        self.cs = d.padded(b.astype(np.int64).sum(axis=0), np.int32)
+        self.bs = d.padded(np.broadcast_to(np.asarray(ctx.value(3), F32).reshape(-1), (n,)), F32)
+        self.bias = d.padded(ctx.value(6) if ctx.has_input(6) else np.zeros(0), F32)
+        self.xq_ref = ctx.scratch((self.m * ((k + 3) // 4 * 4),), np.uint8)
+        self.ws_ref = ctx.scratch((d.ROWS * 16,), F32)
 
     def __call__(self, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None, *, out):
+        if self.fast and np.size(a_scale) == 1 and (a_zero_point is None or np.size(a_zero_point) == 1):
+            aq = np.ascontiguousarray(a).reshape(self.m, self.k)
+            compiled.dqgemm.qmatmul_sat(aq, int(_scalar(a_zero_point)), F32(_scalar(a_scale)), self.wp, self.cs,
+                                        self.bs, self.bias, out.reshape(self.m, self.n), self.xq_ref.array,
+                                        self.ws_ref.array, compiled.qgemm.ONES)
+            return
         matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias, out=out, sat=self.sat)
 
 

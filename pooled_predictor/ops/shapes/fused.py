@@ -174,8 +174,12 @@ def unary_float(ctx):
 
 @shape_rule("DynamicQuantizeMatMul", domain=DOMAIN)
 def dynamic_quantize_matmul(ctx):
-    """Y float32 (..., M, N) of A float32 (..., M, K) and a 2-D 8-bit B (K, N) (ops/cpu/qmatmul.py)."""
+    """Y float32 (..., M, N) of A float32 (..., M, K), a 2-D 8-bit B (K, N) and an optional float32 bias (N,)
+    (ops/cpu/qmatmul.py)."""
     a, b = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+    if ctx.has_input(4) and (tuple(ctx.shape(4)) != b[1:] or np.dtype(ctx.dtype(4)) != np.float32):
+        raise ctx.error(f"DynamicQuantizeMatMul's bias must be float32 (N,) = {b[1:]}, got {ctx.dtype(4)} "
+                        f"{tuple(ctx.shape(4))}")
     if len(a) < 2 or len(b) != 2 or a[-1] != b[0]:
         raise ctx.error(f"DynamicQuantizeMatMul takes A (..., M, K) and B (K, N), got {a} and {b}")
     if np.dtype(ctx.dtype(0)) != np.float32 or np.dtype(ctx.dtype(1)) not in (np.dtype(np.uint8), np.dtype(np.int8)):

@@ -39,7 +39,9 @@ convolution and the depthwise convolution reading it, a group of channels at a t
 (Winograd F(4x4,3x3) with both transforms on 8-channel vectors), reorder.py
 (NCHW <-> NCHW8c, 8x8 register transposes), blocked.py (spatial means, per-channel
 Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); the 8-bit integer kernels: qgemm.py (u8/s8
-GEMM with exact int32 sums, vpmaddwd, and the requantization fused; QLinearConv, DynamicQuantizeMatMul),
+GEMM with exact int32 sums, vpmaddwd, and the requantization fused; QLinearConv, DynamicQuantizeMatMul in exact
+sums), dqgemm.py (DynamicQuantizeLinear, the saturating u8 x s8 GEMM and the float scale and bias in one call:
+DynamicQuantizeMatMul, MatMulIntegerToFloat under onnxruntime's arithmetic),
 qconv.py (the 8-bit phase split, int8 depthwise convolution), quantize.py (per-tensor Quantize /
 DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
 a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); nms.py (greedy non-maximum
