@@ -198,9 +198,13 @@ class Bound:
         run: a zero-argument call running the body's calls on its blobs as they are (the inputs
             written by the caller); raises KernelError, ResourceExhaustedError as Net.forward,
             naming the body's node.
+        direct: the body's calls, for a caller that runs them itself in a loop (one Python call
+            less per call of the body: a Loop's iteration), or None where they must go through
+            `run` (the body Net is profiled, or replays CUDA graphs). Such a caller turns an
+            exception into the typed error with `error(call, exc)`.
     """
 
-    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "run")
+    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "run", "direct")
 
     def __init__(self, body: BodyRun, layout, shapes):
         self.body, self.layout, self.shapes = body, layout, shapes
@@ -213,6 +217,14 @@ class Bound:
         # a body's layout runs as built (a body Net is not tiered: Net._build): its calls straight
         # through Net._run_calls (errors name the node), one call less per run than run_in_place
         self.run = partial(net._run_calls if layout.tier == "compiled" else net._run, layout.run)
+        self.direct = (layout.run if layout.tier == "compiled" and net.profiler is None and net.graphs is None
+                       else None)
+
+    def error(self, call, exc: Exception):
+        """The typed error (KernelError, ResourceExhaustedError) for `exc` raised by `call`, one of
+        `direct`, naming its node (as Net.forward does)."""
+        index = next(k for k, f in enumerate(self.layout.run) if f is call)
+        return self.body.net.node_error(index, exc)
 
     def current(self) -> bool:
         """Whether the body Net is still at this layout (no other shapes used it since)."""

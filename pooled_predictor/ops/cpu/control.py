@@ -112,17 +112,20 @@ class _BranchPlan:
         self.outs = [(o, r) for o, r in zip(out, bound.outputs) if o is not None]
 
 
+_ROW_VIEWS_MAX = 4096  # a Loop's scan output of at most this many rows is stored through per-row views
+
+
 class _LoopPlan:
     """A Loop body bound at fixed input shapes (engine/control_flow.Bound) and the pairs an iteration
     copies: the carried outputs fed back into the carried input blobs (through a snapshot where one
     is another carried input's blob, as a body that swaps two values has), the scan outputs stored
     at the iteration's index. Carried values keep their shapes (the caller checks)."""
 
-    __slots__ = ("bound", "n", "feed", "scans", "snap", "back", "carried", "it", "cond_out")
+    __slots__ = ("bound", "n", "feed", "scans", "snap", "back", "carried", "it", "cond_out", "rows")
 
     def __init__(self, bound, n_carried: int, rest):
         ins, outs = bound.inputs, bound.outputs
-        self.bound, self.n = bound, n_carried
+        self.bound, self.n, self.rows = bound, n_carried, {}
         # the iteration number is written only where something reads it; a static condition is not read
         layout, it = bound.layout, ins[0]
         name = bound.body.names[bound.body.fed.index(0)]
@@ -153,10 +156,14 @@ class _LoopPlan:
             d[...] = a
         trips = None if m is None else int(m.item(0))
         keep = True if cond is None else bool(cond.item(0))
-        it, cond_out, body = self.it, self.cond_out, self.bound.run
+        it, cond_out, body, calls = self.it, self.cond_out, self.bound.run, self.bound.direct
         snap, back = self.snap, self.back
         if scan_out is not None:
-            stores = [(o, r) for o, r in zip(scan_out, self.scans) if o is not None]
+            # each output's rows as views, made once per output array (a prepared Loop's outputs are
+            # fixed): `row[...] = r` costs half of `o[i] = r`; a long output (a huge M that the condition
+            # may end early) or a 1-D one (rows of scalars) is indexed instead
+            stores = [(self._rows(o) if o.ndim > 1 and len(o) <= _ROW_VIEWS_MAX else o, r)
+                      for o, r in zip(scan_out, self.scans) if o is not None]
         else:
             stores = None
             collected = [[] for _ in self.scans]
@@ -165,12 +172,24 @@ class _LoopPlan:
         while keep and (trips is None or i < trips):
             if it is not None:
                 it[...] = i
-            body()
+            if calls is not None:
+                try:  # next to free unless raised (zero-cost on Python 3.11)
+                    for f in calls:
+                        f()
+                except PooledPredictorError:
+                    raise
+                except Exception as exc:
+                    raise self.bound.error(f, exc) from exc
+            else:
+                body()
             if cond_out is not None:
                 keep = cond_out.item(0)
             if stores is not None:
-                for o, r in stores:
-                    o[i] = r
+                for rows, r in stores:
+                    if type(rows) is list:
+                        rows[i][...] = r
+                    else:
+                        rows[i] = r
             else:
                 for add, r in appends:
                     add(r.copy())
@@ -180,6 +199,13 @@ class _LoopPlan:
                 d[...] = r
             i += 1
         return i if stores is not None else (i, collected)
+
+    def _rows(self, o) -> list:
+        """o's rows (views along axis 0), kept per array (a prepared Loop's outputs are fixed)."""
+        got = self.rows.get(id(o))
+        if got is None or got[0] is not o:
+            got = self.rows[id(o)] = (o, list(o))
+        return got[1]
 
 
 _PREALLOCATE_BYTES = 16 << 20  # a Loop run per forward allocates its scan outputs for M rows up to this

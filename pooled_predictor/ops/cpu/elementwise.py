@@ -7,6 +7,8 @@ ONNX spec: each op's section of Operators.md; broadcasting per
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from ._special import special
 
@@ -78,9 +80,25 @@ class Erf:
 
 
 # ---- arithmetic (numpy broadcasting) -----------------------------------------
+def prepared_ufunc(ufunc):
+    """A prepare_run (ops/registry.py) for a kernel that is `ufunc(*inputs, out=out)` and nothing else:
+    the ufunc itself bound to the arrays, `out` positional (numpy parses a positional out at about
+    half the cost of the keyword, and the kernel's own Python frame goes too: Add on [1, 64], 0.40
+    against 0.79 us a call, measured). The same call, the same bits."""
+
+    def prepare_run(*inputs, out):
+        return partial(ufunc, *inputs, out)
+
+    prepare_run.__doc__ = f"numpy.{ufunc.__name__} bound to these arrays (elementwise.prepared_ufunc)."
+    return prepare_run
+
+
 @kernel("Add", since=(7, 13, 14), inplace=(0, 1))
 def add(a, b, *, out):
     np.add(a, b, out=out)
+
+
+add.prepare_run = prepared_ufunc(np.add)
 
 
 @kernel("Sub", since=(7, 13, 14), inplace=(0, 1))
@@ -88,9 +106,15 @@ def sub(a, b, *, out):
     np.subtract(a, b, out=out)
 
 
+sub.prepare_run = prepared_ufunc(np.subtract)
+
+
 @kernel("Mul", since=(7, 13, 14), inplace=(0, 1))
 def mul(a, b, *, out):
     np.multiply(a, b, out=out)
+
+
+mul.prepare_run = prepared_ufunc(np.multiply)
 
 
 @kernel("Div", since=(7, 13, 14), inplace=(0, 1))

@@ -16,6 +16,8 @@ Two paths, chosen once when the kernel is built:
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..registry import kernel
@@ -111,7 +113,11 @@ class _MatMul:
             np.add(out, c, out=out)
 
     def prepare_run(self, a, b, c=None, *, out):
-        return None if self.fast is None else self.fast.prepare(a, out)
+        """The compiled product bound to these arrays; on the numpy path (no bias) numpy.matmul bound to
+        them, `out` positional (a [1, 64] @ [64, 64] Loop-body MatMul: 1.25 against 1.77 us a call)."""
+        if self.fast is not None:
+            return self.fast.prepare(a, out)
+        return None if self.bias else partial(np.matmul, a, b, out)
 
 
 @kernel("MatMul", since=(1, 9, 13))
