@@ -297,8 +297,8 @@ def test_shared_inputs_reach_dynamic_nodes_and_their_outputs_stay(share, monkeyp
 def test_numpy_kernels_prepared_as_bound_ufuncs(monkeypatch):
     """The kernels that are one numpy ufunc (Add, Sub, Mul, Neg, Abs, Tanh, Floor, Ceil, Round, Sign)
     and MatMul on its numpy path (one row: a Loop body's GEMV; both operands fed) run as the ufunc
-    bound to their arrays (elementwise.prepared_ufunc): prepared, with the plain run's bits, in place
-    and broadcasting included."""
+    bound to their arrays (elementwise.prepared_ufunc), Cast between numbers as one bound copy, a small
+    Relu as the bound compiled pass: prepared, with the plain run's bits, broadcasting included."""
     f = TensorProto.FLOAT
     w = numpy_helper.from_array(_w(8, 8), "w")
     b = numpy_helper.from_array(_w(1, 8), "b")
@@ -307,8 +307,10 @@ def test_numpy_kernels_prepared_as_bound_ufuncs(monkeypatch):
              helper.make_node("Mul", ["s", "s"], ["p"]), helper.make_node("Neg", ["p"], ["n"]),
              helper.make_node("Abs", ["n"], ["ab"]), helper.make_node("Floor", ["ab"], ["fl"]),
              helper.make_node("Ceil", ["s"], ["ce"]), helper.make_node("Round", ["s"], ["ro"]),
-             helper.make_node("Sign", ["s"], ["sg"]), helper.make_node("MatMul", ["y", "t"], ["yt"])]
-    outs = ["fl", "ce", "ro", "sg", "yt"]
+             helper.make_node("Sign", ["s"], ["sg"]), helper.make_node("MatMul", ["y", "t"], ["yt"]),
+             helper.make_node("Relu", ["s"], ["re"]), helper.make_node("Cast", ["s"], ["ci"], to=TensorProto.INT32),
+             helper.make_node("Cast", ["ci"], ["cf"], to=TensorProto.FLOAT)]
+    outs = ["fl", "ce", "ro", "sg", "yt", "re", "cf"]
     g = helper.make_graph(nodes, "ufuncs", [helper.make_tensor_value_info("x", f, [1, 8]),
                                             helper.make_tensor_value_info("y", f, [3, 1])],
                           [helper.make_tensor_value_info(o, f, None) for o in outs], [w, b])
@@ -323,7 +325,8 @@ def test_numpy_kernels_prepared_as_bound_ufuncs(monkeypatch):
         results.append([np.array(out[o]) for o in outs])
         if prepared:
             assert _prepared_count(net) == len(nodes)
-            assert all(isinstance(f, partial) and isinstance(f.func, np.ufunc) for f in net.layout.run)
+            assert all(isinstance(f, partial) and isinstance(f.func, np.ufunc) for f, n in
+                       zip(net.layout.run, net.layout.run_nodes) if n.op_type not in ("Relu", "Cast"))
     for a, b_ in zip(*results):
         np.testing.assert_array_equal(a, b_)
     for o, r in zip(outs, run_ort(model, feeds)):
