@@ -146,7 +146,7 @@ class _LoopPlan:
                 r = t
             self.back.append((d, r))
 
-    def run(self, m, cond, scan_out=None) -> int:
+    def run(self, m, cond, scan_out=None, row_views: bool = False) -> int:
         """Run the Loop (the spec's semantics, as run_loop): carried and captured inputs copied in once,
         then per iteration the iteration number written, the body's calls, the condition read, the
         scan outputs stored (into scan_out[j][i] where given, else appended to lists returned), the
@@ -159,10 +159,11 @@ class _LoopPlan:
         it, cond_out, body, calls = self.it, self.cond_out, self.bound.run, self.bound.direct
         snap, back = self.snap, self.back
         if scan_out is not None:
-            # each output's rows as views, made once per output array (a prepared Loop's outputs are
-            # fixed): `row[...] = r` costs half of `o[i] = r`; a long output (a huge M that the condition
-            # may end early) or a 1-D one (rows of scalars) is indexed instead
-            stores = [(self._rows(o) if o.ndim > 1 and len(o) <= _ROW_VIEWS_MAX else o, r)
+            # with row_views (a prepared Loop, whose outputs are fixed), each output's rows as views made
+            # once per output array: `row[...] = r` costs half of `o[i] = r`; a long output (a huge M
+            # that the condition may end early), a 1-D one (rows of scalars) or one allocated per
+            # forward (the views would cost what they save) is indexed instead
+            stores = [(self._rows(o) if row_views and o.ndim > 1 and len(o) <= _ROW_VIEWS_MAX else o, r)
                       for o, r in zip(scan_out, self.scans) if o is not None]
         else:
             stores = None
@@ -323,7 +324,7 @@ class Loop:
             if not plan.bound.current():
                 plan = holder[0] = _LoopPlan(plan.bound.rebind(), n, rest)
                 finals[:] = [(o, d) for o, d in zip(out[:n], plan.carried) if o is not None]
-            plan.run(m, cond, scan_out)
+            plan.run(m, cond, scan_out, row_views=True)
             for o, d in finals:
                 o[...] = d
 
