@@ -153,7 +153,7 @@ CONV1D_COMPILED = True
 CONV1D_COMPILED_MAX_BYTES = TILE_BYTES
 # ... and for weights of at most this many elements (C * k * M) also where the product is too small
 # for the packed GEMM elsewhere (matmul.COMPILED_MIN_ROWS, _FLOPS): one output position, few flops
-CONV1D_SMALL_WEIGHT = 1 << 17
+CONV1D_SMALL_WEIGHT = 1 << 16  # as matmul.GEMV_COMPILED_MAX_WEIGHT (measured there)
 
 
 def _winograd_tile(out_shape) -> int:

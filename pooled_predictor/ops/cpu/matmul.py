@@ -35,6 +35,11 @@ from .conv_shared import shared_weights
 # against 0.034 warmed; ours 0.028 either way).
 COMPILED_MIN_ROWS = 2
 COMPILED_MIN_FLOPS = 1 << 16
+# ... and one row (a GEMV) over a weight of at most this many elements, bound once (a prepared call:
+# no dispatch per call), where the call's overhead outweighs the latency chains: [1, 64] @ [64, 64]
+# 0.55 against OpenBLAS's 1.29 us, [1, 128] @ [128, 512] 4.7 against 7.0; [1, 256] @ [256, 512]
+# 13.7 against 12.0 (one thread, measured)
+GEMV_COMPILED_MAX_WEIGHT = 1 << 16
 
 
 def BIAS_SHAPES(n: int) -> tuple:  # noqa: N802 -- a table, computed
@@ -60,8 +65,8 @@ class ConstRightProduct:
         B's panels (with c) are computed once per weight and shared by every Net: keyed by the
         arrays b and c themselves, or, where they are views made per kernel (a Conv's W reshaped),
         by owner = (the Program's weight arrays they view, e.g. (W, B) or (W,)). min_rows, min_flops:
-        the smallest product taken (None: COMPILED_MIN_ROWS, _FLOPS, where it measured at least as fast
-        as OpenBLAS).
+        the smallest product taken (None: COMPILED_MIN_ROWS, _FLOPS, or one row over a weight of at
+        most GEMV_COMPILED_MAX_WEIGHT elements: where it measured at least as fast as OpenBLAS).
         """
         if not compiled.active() or b is None or b.ndim != 2 or len(a_shape) < 1:
             return None
@@ -71,6 +76,8 @@ class ConstRightProduct:
                 or (c is not None and (c.dtype != np.float32 or tuple(c.shape) not in BIAS_SHAPES(n_n)))):
             return None
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
+        if min_rows is None and rows == 1 and k_n * n_n <= GEMV_COMPILED_MAX_WEIGHT:
+            min_rows, min_flops = 1, 0
         min_rows = COMPILED_MIN_ROWS if min_rows is None else max(min_rows, 1)
         min_flops = COMPILED_MIN_FLOPS if min_flops is None else min_flops
         if k_n == 0 or n_n == 0 or rows < min_rows or 2 * rows * k_n * n_n < min_flops:
