@@ -121,9 +121,9 @@ class _LoopPlan:
     is another carried input's blob, as a body that swaps two values has), the scan outputs stored
     at the iteration's index. Carried values keep their shapes (the caller checks)."""
 
-    __slots__ = ("bound", "n", "feed", "scans", "snap", "back", "carried", "it", "cond_out", "rows")
+    __slots__ = ("bound", "n", "dests", "scans", "snap", "back", "carried", "it", "cond_out", "rows")
 
-    def __init__(self, bound, n_carried: int, rest):
+    def __init__(self, bound, n_carried: int):
         ins, outs = bound.inputs, bound.outputs
         self.bound, self.n, self.rows = bound, n_carried, {}
         # the iteration number is written only where something reads it; a static condition is not read
@@ -132,7 +132,7 @@ class _LoopPlan:
         read = layout.dynamic or layout.readers.get(name) or any(o is it for o in outs)
         self.it = it if read else None
         self.cond_out = None if not outs[0].flags.writeable and bool(outs[0].reshape(-1)[0]) else outs[0]
-        self.feed = [(d, a) for d, a in zip(ins[2:], rest) if d is not None]  # carried and captures
+        self.dests = ins[2:]  # the carried and captured values' input blobs (None: baked in)
         self.carried = ins[2:2 + n_carried]
         self.scans = outs[1 + n_carried:]
         dests = {id(d) for d in self.carried}
@@ -146,14 +146,16 @@ class _LoopPlan:
                 r = t
             self.back.append((d, r))
 
-    def run(self, m, cond, scan_out=None, row_views: bool = False) -> int:
+    def run(self, m, cond, rest, scan_out=None, row_views: bool = False) -> int:
         """Run the Loop (the spec's semantics, as run_loop): carried and captured inputs copied in once,
         then per iteration the iteration number written, the body's calls, the condition read, the
         scan outputs stored (into scan_out[j][i] where given, else appended to lists returned), the
         carried outputs fed back. The final carried values are left in `carried` (the body's input
-        blobs). Returns the iterations run, or (iterations, collected scans) without scan_out."""
-        for d, a in self.feed:
-            d[...] = a
+        blobs). rest: the node's carried and captured inputs. Returns the iterations run, or
+        (iterations, collected scans) without scan_out."""
+        for d, a in zip(self.dests, rest):
+            if d is not None:
+                d[...] = a
         trips = None if m is None else int(m.item(0))
         keep = True if cond is None else bool(cond.item(0))
         it, cond_out, body, calls = self.it, self.cond_out, self.bound.run, self.bound.direct
@@ -224,16 +226,18 @@ def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
     for a, r in zip(rest[:n_carried], bound.outputs[1:1 + n_carried]):
         if r.shape != a.shape or r.dtype != a.dtype:
             return None
-    plan = _LoopPlan(bound, n_carried, rest)
+    plan = bound.cache.get(_LoopPlan)  # one per body layout, kept on its Bound (BodyRun.bind keeps that)
+    if plan is None or plan.n != n_carried:
+        plan = bound.cache[_LoopPlan] = _LoopPlan(bound, n_carried)
     trips = None if m is None else int(m.item(0))
     if trips is not None and 0 <= trips and trips * sum(r.nbytes for r in plan.scans) <= _PREALLOCATE_BYTES:
         # at most M rows: stored in place, cut to the iterations run (a huge M that the condition ends
         # early, as exporters write a while loop, collects them instead)
         scans = [np.empty((trips,) + r.shape, r.dtype) for r in plan.scans]
-        i = plan.run(m, cond, scans)
+        i = plan.run(m, cond, rest, scans)
         scans = [s[:i] for s in scans]
     else:
-        i, collected = plan.run(m, cond)
+        i, collected = plan.run(m, cond, rest)
         scans = [np.stack(c) if c else np.empty((0,) + r.shape, r.dtype) for c, r in zip(collected, plan.scans)]
     return [np.array(v) for v in plan.carried] + scans
 
@@ -315,16 +319,16 @@ class Loop:
             return None
         if bound.dynamic or bound.inputs[0] is None:
             return None
-        holder = [_LoopPlan(bound, n, rest)]
+        holder = [_LoopPlan(bound, n)]
         scan_out = list(out[n:])
         finals = [(o, d) for o, d in zip(out[:n], holder[0].carried) if o is not None]
 
         def run_loop_prepared():
             plan = holder[0]
             if not plan.bound.current():
-                plan = holder[0] = _LoopPlan(plan.bound.rebind(), n, rest)
+                plan = holder[0] = _LoopPlan(plan.bound.rebind(), n)
                 finals[:] = [(o, d) for o, d in zip(out[:n], plan.carried) if o is not None]
-            plan.run(m, cond, scan_out, row_views=True)
+            plan.run(m, cond, rest, scan_out, row_views=True)
             for o, d in finals:
                 o[...] = d
 
