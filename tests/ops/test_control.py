@@ -480,3 +480,22 @@ def test_a_failing_node_of_a_loop_body_is_named(trips_fed):
     net.forward(feeds)
     for name, r in zip(net.output_names, run_ort(m, feeds)):
         assert_close(net.blob_by_name(name), r, 1e-6, name)
+
+
+def test_a_failing_node_of_a_planned_if_branch_is_named():
+    """A planned If runs its branch's calls directly (control.If.prepare_run): a kernel failing there
+    raises KernelError naming the branch's node, and the Net serves the next forward."""
+    from pooled_predictor.errors import KernelError
+
+    then_g = oh.make_graph([oh.make_node("Gather", ["x", "k"], ["t"], name="then_gather")], "then", [],
+                           [vi("t", F, [3])])
+    else_g = oh.make_graph([oh.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, [3])])
+    m = model([oh.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", TP.BOOL, []), vi("x", F, [3]), vi("k", TP.INT64, [3])], [vi("y", F, [3])])
+    feeds = {"c": np.array(True), "x": np.arange(3, dtype=np.float32), "k": np.array([2, 0, 1], np.int64)}
+    net = compare(m, feeds)
+    assert not net.has_dynamic_shapes
+    with pytest.raises(KernelError, match="then_gather"):
+        net.forward({**feeds, "k": np.array([0, 7, 1], np.int64)})
+    net.forward(feeds)
+    assert_close(net.blob_by_name("y"), run_ort(m, feeds)[0], 1e-6, "y")

@@ -79,7 +79,17 @@ class If:
                 plan = plans[k] = _BranchPlan(plan.bound.rebind(), captures, out)
             for d, a in plan.copies:
                 d[...] = a
-            plan.bound.run()
+            calls = plan.bound.direct
+            if calls is None:
+                plan.bound.run()
+            else:  # the branch's calls run here (one Python call less), errors naming its node
+                try:
+                    for f in calls:
+                        f()
+                except PooledPredictorError:
+                    raise
+                except Exception as exc:
+                    raise plan.bound.error(f, exc) from exc
             for o, r in plan.outs:
                 o[...] = r
 
