@@ -1,6 +1,6 @@
 """Recurrent nets, ours against onnxruntime, one thread: LSTM, GRU, RNN and three real models.
 
-    python benchmarks/recurrent.py [--quick] [--rounds R] [--seconds S] [--only SUBSTRING ...]
+    python benchmarks/recurrent.py [--quick] [--rounds R] [--seconds S] [--only SUBSTRING ...] [--merge]
 
 Rows:
 * one-node LSTM, GRU and RNN (forward, default activations, GRU with
@@ -36,12 +36,15 @@ ratio in wall time (each round's median sample). Outputs are checked first: max 
 max |ort| over every output. The load average (os.getloadavg) is printed
 before and after: the machine is shared.
 
-Writes benchmarks/results/recurrent.json (machine, CPU ISA, versions, command, load).
+Writes benchmarks/results/recurrent.json (machine, CPU ISA, versions, command, load); with
+--merge, the rows not run now are kept from the file as it was (each row says when and under
+which load it was measured).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -247,6 +250,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=0.15, help="per engine per row per round")
     ap.add_argument("--only", nargs="*", default=None, help="rows whose name contains one of these")
     ap.add_argument("--no-models", action="store_true", help="skip silero-vad, g2p-id and ddddocr")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows not run now from benchmarks/results/recurrent.json as it was (each row "
+                         "says when and under which load it was measured)")
     args = ap.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
@@ -283,6 +289,18 @@ def main(argv=None) -> int:
     print(f"\nload average (1, 5, 15 min) before {load_before}, after {load_after}; "
           f"{len(rows) - len(slower)}/{len(rows)} rows at least 1.0x onnxruntime"
           + (f"; below: {', '.join(slower)}" if slower else ""))
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for r in rows:
+        r.update(measured_at=stamp, load_average_before=load_before, load_average_after=load_after)
+    if args.merge:
+        from benchmarks._common import RESULTS
+
+        old = RESULTS / "recurrent.json"
+        if old.exists():
+            ran = {r["model"] for r in rows}
+            order = [name for name, _, _ in sources]
+            kept = [r for r in json.loads(old.read_text())["rows"] if r["model"] not in ran]
+            rows = sorted(kept + rows, key=lambda r: order.index(r["model"]) if r["model"] in order else len(order))
     path = write_results("recurrent", rows, cpu=cpu_isa(), load_average_before=load_before,
                          load_average_after=load_after, rounds=args.rounds, seconds=args.seconds,
                          blas_threads=1, ort_threads=1)

@@ -292,3 +292,44 @@ def test_shared_inputs_reach_dynamic_nodes_and_their_outputs_stay(share, monkeyp
     assert net.layout.dynamic
     np.testing.assert_array_equal(net.blob_by_name("nz"), np.stack(np.nonzero(x)))
     np.testing.assert_array_equal(net.blob_by_name("r"), np.maximum(x, 0))
+
+
+def test_numpy_kernels_prepared_as_bound_ufuncs(monkeypatch):
+    """The kernels that are one numpy ufunc (Add, Sub, Mul, Neg, Abs, Tanh, Floor, Ceil, Round, Sign)
+    and MatMul on its numpy path (both operands fed) run as the ufunc
+    bound to their arrays (elementwise.prepared_ufunc), Cast between numbers as one bound copy, a small
+    Relu as the bound compiled pass: prepared, with the plain run's bits, broadcasting included."""
+    f = TensorProto.FLOAT
+    w = numpy_helper.from_array(_w(8, 8), "w")
+    b = numpy_helper.from_array(_w(1, 8), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Tanh", ["a"], ["t"]), helper.make_node("Sub", ["t", "x"], ["s"]),
+             helper.make_node("Mul", ["s", "s"], ["p"]), helper.make_node("Neg", ["p"], ["n"]),
+             helper.make_node("Abs", ["n"], ["ab"]), helper.make_node("Floor", ["ab"], ["fl"]),
+             helper.make_node("Ceil", ["s"], ["ce"]), helper.make_node("Round", ["s"], ["ro"]),
+             helper.make_node("Sign", ["s"], ["sg"]), helper.make_node("MatMul", ["y", "t"], ["yt"]),
+             helper.make_node("Relu", ["s"], ["re"]), helper.make_node("Cast", ["s"], ["ci"], to=TensorProto.INT32),
+             helper.make_node("Cast", ["ci"], ["cf"], to=TensorProto.FLOAT)]
+    outs = ["fl", "ce", "ro", "sg", "yt", "re", "cf"]
+    g = helper.make_graph(nodes, "ufuncs", [helper.make_tensor_value_info("x", f, [1, 8]),
+                                            helper.make_tensor_value_info("y", f, [3, 1])],
+                          [helper.make_tensor_value_info(o, f, None) for o in outs], [w, b])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    feeds = {"x": (RNG.standard_normal((1, 8)) * 3).astype(np.float32),
+             "y": RNG.standard_normal((3, 1)).astype(np.float32)}
+    results = []
+    for prepared in (True, False):
+        net = _net(model, prepared, monkeypatch, passes=False)
+        out = net.forward(feeds)
+        results.append([np.array(out[o]) for o in outs])
+        if prepared:
+            assert _prepared_count(net) == len(nodes)
+            # (the MatMul over the weight: matmul.py's compiled GEMV where compiled kernels are on)
+            assert all(isinstance(f, partial) and isinstance(f.func, np.ufunc) for f, n in
+                       zip(net.layout.run, net.layout.run_nodes)
+                       if n.op_type not in ("Relu", "Cast") and n.outputs[0] != "m")
+    for a, b_ in zip(*results):
+        np.testing.assert_array_equal(a, b_)
+    for o, r in zip(outs, run_ort(model, feeds)):
+        np.testing.assert_allclose(results[0][outs.index(o)], r, rtol=1e-6, atol=1e-6)

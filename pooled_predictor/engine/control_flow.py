@@ -126,6 +126,7 @@ class BodyRun:
         self._pairs = list(zip(self.names, self.fed))  # (input blob name, index into run()'s arrays)
         self._layout = None
         self._shapes = None  # input shapes of the current layout
+        self._bound = None  # the last bind()'s Bound, returned again while current at the same shapes
 
     def reshape(self, shapes) -> None:
         """Lay the body out for these shapes of its inputs (all of sub.inputs, in order)."""
@@ -179,9 +180,14 @@ class BodyRun:
             ShapeInferenceError, KernelError, ResourceExhaustedError: as Net.reshape (the body
             rejects these shapes).
         """
-        self.reshape(shapes)
         self._layout = None  # a generic run() after this copies every input again
-        return Bound(self, self.net.layout, self._shapes)
+        bound = self._bound
+        if (bound is not None and bound.body.net.layout is bound.layout
+                and bound.shapes == tuple([tuple(shapes[i]) for i in self.fed])):
+            return bound  # a Loop run per forward binds every forward: its plan stays (Bound.cache)
+        self.reshape(shapes)
+        self._bound = bound = Bound(self, self.net.layout, self._shapes)
+        return bound
 
 
 class Bound:
@@ -193,17 +199,23 @@ class Bound:
         outputs: per body output: its array, fixed for the layout (an arena view, a weight, or
             the input blob a pass-through output reads); None for one a data-dependent node
             allocates per run.
+        cache: the callers' objects made for this layout (a Loop's iteration plan), dropped with it.
         dynamic: whether some output is allocated per run (prepared callers then run() the
             generic way).
         run: a zero-argument call running the body's calls on its blobs as they are (the inputs
             written by the caller); raises KernelError, ResourceExhaustedError as Net.forward,
             naming the body's node.
+        direct: the body's calls, for a caller that runs them itself in a loop (one Python call
+            less per call of the body: a Loop's iteration), or None where they must go through
+            `run` (the body Net is profiled, or replays CUDA graphs). Such a caller turns an
+            exception into the typed error with `error(call, exc)`.
     """
 
-    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "run")
+    __slots__ = ("body", "layout", "shapes", "inputs", "outputs", "dynamic", "calls", "run", "direct", "cache")
 
     def __init__(self, body: BodyRun, layout, shapes):
         self.body, self.layout, self.shapes = body, layout, shapes
+        self.cache = {}
         blobs, fed = layout.blobs, dict(zip(body.fed, body.names))
         self.inputs = [blobs[fed[i]] if i in fed else None for i in range(body.n_inputs)]
         self.outputs = [None if o in layout.dynamic_outputs else blobs[o] for o in body.output_names]
@@ -213,6 +225,14 @@ class Bound:
         # a body's layout runs as built (a body Net is not tiered: Net._build): its calls straight
         # through Net._run_calls (errors name the node), one call less per run than run_in_place
         self.run = partial(net._run_calls if layout.tier == "compiled" else net._run, layout.run)
+        self.direct = (layout.run if layout.tier == "compiled" and net.profiler is None and net.graphs is None
+                       else None)
+
+    def error(self, call, exc: Exception):
+        """The typed error (KernelError, ResourceExhaustedError) for `exc` raised by `call`, one of
+        `direct`, naming its node (as Net.forward does)."""
+        index = next(k for k, f in enumerate(self.layout.run) if f is call)
+        return self.body.net.node_error(index, exc)
 
     def current(self) -> bool:
         """Whether the body Net is still at this layout (no other shapes used it since)."""

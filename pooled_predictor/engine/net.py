@@ -569,10 +569,15 @@ class Net:
         except PooledPredictorError:
             raise
         except Exception as exc:
-            node = self.layout.run_nodes[i]
-            if isinstance(exc, MemoryError):
-                raise ResourceExhaustedError(f"node {node.name!r} ({node.op_type}) ran out of memory: {exc}") from exc
-            raise KernelError(f"node {node.name!r} ({node.op_type}) failed: {type(exc).__name__}: {exc}") from exc
+            raise self.node_error(i, exc) from exc
+
+    def node_error(self, i: int, exc: Exception) -> PooledPredictorError:
+        """The typed error for `exc`, raised by call i of the current layout's run: ResourceExhaustedError
+        for a MemoryError, else KernelError, naming the node."""
+        node = self.layout.run_nodes[i]
+        if isinstance(exc, MemoryError):
+            return ResourceExhaustedError(f"node {node.name!r} ({node.op_type}) ran out of memory: {exc}")
+        return KernelError(f"node {node.name!r} ({node.op_type}) failed: {type(exc).__name__}: {exc}")
 
     def _outputs(self, names, out, shared: dict) -> dict[str, np.ndarray]:
         if names is None or names is self.output_names:  # the pool's jobs pass the Program's own list

@@ -453,3 +453,49 @@ def test_loop_with_a_huge_trip_count_ended_by_its_condition():
              "limit": np.array(50.0, np.float32), "M": np.array(np.iinfo(np.int64).max, np.int64),
              "c": np.array(True)}
     compare(m, feeds)
+
+
+@pytest.mark.parametrize("trips_fed", [False, True])
+def test_a_failing_node_of_a_loop_body_is_named(trips_fed):
+    """A body's kernel that fails inside a Loop's iterations (a Gather index out of range, captured
+    from the outer graph) raises KernelError naming the body's node, whether the Loop runs planned
+    (its body's calls run directly by control._LoopPlan) or per forward; the Net serves the next
+    forward."""
+    from pooled_predictor.errors import KernelError
+
+    body = oh.make_graph(
+        [oh.make_node("Gather", ["v_in", "k"], ["g"], name="body_gather"), oh.make_node("Add", ["v_in", "g"], ["v_out"]),
+         oh.make_node("Identity", ["cond_in"], ["cond_out"]), oh.make_node("Identity", ["v_out"], ["v_scan"])],
+        "body", [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("v_in", F, [4])],
+        [vi("cond_out", TP.BOOL, []), vi("v_out", F, [4]), vi("v_scan", F, [4])])
+    inputs = [vi("v0", F, [4]), vi("k", TP.INT64, [4])] + ([vi("M", TP.INT64, [])] if trips_fed else [])
+    m = model([oh.make_node("Loop", ["M", "", "v0"], ["v", "vs"], body=body)], inputs,
+              [vi("v", F, [4]), vi("vs", F, None)], [] if trips_fed else [const("M", np.array(3, np.int64))])
+    feeds = {"v0": np.arange(4, dtype=np.float32), "k": np.array([3, 2, 1, 0], np.int64),
+             **({"M": np.array(3, np.int64)} if trips_fed else {})}
+    net = compare(m, feeds)
+    assert net.has_dynamic_shapes == trips_fed
+    with pytest.raises(KernelError, match="body_gather"):
+        net.forward({**feeds, "k": np.array([0, 1, 2, 9], np.int64)})
+    net.forward(feeds)
+    for name, r in zip(net.output_names, run_ort(m, feeds)):
+        assert_close(net.blob_by_name(name), r, 1e-6, name)
+
+
+def test_a_failing_node_of_a_planned_if_branch_is_named():
+    """A planned If runs its branch's calls directly (control.If.prepare_run): a kernel failing there
+    raises KernelError naming the branch's node, and the Net serves the next forward."""
+    from pooled_predictor.errors import KernelError
+
+    then_g = oh.make_graph([oh.make_node("Gather", ["x", "k"], ["t"], name="then_gather")], "then", [],
+                           [vi("t", F, [3])])
+    else_g = oh.make_graph([oh.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, [3])])
+    m = model([oh.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", TP.BOOL, []), vi("x", F, [3]), vi("k", TP.INT64, [3])], [vi("y", F, [3])])
+    feeds = {"c": np.array(True), "x": np.arange(3, dtype=np.float32), "k": np.array([2, 0, 1], np.int64)}
+    net = compare(m, feeds)
+    assert not net.has_dynamic_shapes
+    with pytest.raises(KernelError, match="then_gather"):
+        net.forward({**feeds, "k": np.array([0, 7, 1], np.int64)})
+    net.forward(feeds)
+    assert_close(net.blob_by_name("y"), run_ort(m, feeds)[0], 1e-6, "y")

@@ -402,3 +402,52 @@ def test_output_shapes(auto_pad, size, k, s, d):
         _, shape, _ = conv_kernel(op, [np.zeros(xs, np.float32), np.zeros(ws, np.float32)],
                                   {k_: list(v) if isinstance(v, tuple) else v for k_, v in attrs}, (1,))
         assert shape == _ort_shape(op, xs, ws, attrs)
+
+
+# ---- 1-D: the transposed compiled product (conv1d_compiled) ---------------------------------
+CONV1D = [  # (X, W, attrs, bias): silero-vad's shapes first
+    ((1, 129, 4), (128, 129, 3), {"pads": [1, 1]}, True),
+    ((1, 1, 640), (258, 1, 256), {"strides": [128]}, False),
+    ((1, 64, 2), (64, 64, 3), {"pads": [1, 1], "strides": [2]}, True),  # one output position
+    ((1, 64, 1), (128, 64, 3), {"pads": [1, 1]}, True),
+    ((3, 16, 37), (24, 16, 5), {"pads": [2, 3], "strides": [2], "dilations": [2]}, True),  # batch, dilation
+    ((2, 8, 9), (12, 8, 4), {"auto_pad": "SAME_UPPER", "strides": [3]}, False),
+    ((1, 4, 6), (5, 4, 2), {"pads": [4, 0]}, True),  # windows made only of padding
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs,bias", CONV1D, ids=lambda v: str(v))
+def test_conv1d_compiled(xs, ws, attrs, bias):
+    """1-D convolutions (group 1, float32, static W) take the transposed product and match onnxruntime;
+    a scratch poisoned with NaN before each call is never read unwritten."""
+    inputs = [f32(*xs), f32(*ws)] + ([f32(ws[0])] if bias else [])
+    check_node("Conv", inputs, attrs, opset=13, static=(1, 2))
+    if not compiled.ENABLED:
+        return
+
+    def poisoned(ref):
+        ref.array = np.full(ref.shape, np.nan, ref.dtype)
+
+    k, shape, dtype = conv_kernel("Conv", inputs, attrs, (1, 2), poisoned)
+    assert k.path == "conv1d_compiled"
+    ref = run_ort(make_node_model("Conv", inputs, attrs, opset=13, static=(1, 2)), {"in0": inputs[0]})[0]
+    for _ in range(2):
+        out = np.full(shape, np.nan, dtype)
+        k(*inputs, out=out)
+        assert_close(out, ref, 1e-5, "conv1d_compiled")
+        prepared = k.prepare_run(*inputs, out=out)
+        out.fill(np.nan)
+        prepared()
+        assert_close(out, ref, 1e-5, "conv1d_compiled, prepared")
+        for r in (k.cols_t_ref, k.y_t_ref) + ((k.pad_ref,) if k.pad_ref is not None else ()):
+            r.array.fill(np.nan)
+
+
+def test_conv1d_falls_back_to_im2col():
+    """Dynamic W, groups, or a large weight with one output position: im2col, as before."""
+    x = f32(1, 8, 12)
+    assert conv_kernel("Conv", [x, f32(8, 8, 3)], {}, static=())[0].path == "im2col"
+    assert conv_kernel("Conv", [x, f32(8, 4, 3)], {"group": 2})[0].path == "im2col"
+    big = conv_kernel("Conv", [f32(1, 256, 3), f32(512, 256, 3)], {})[0]  # 1 x 768 @ 768 x 512: OpenBLAS's GEMV
+    assert big.path == "im2col"
+    check_node("Conv", [f32(1, 256, 3), f32(512, 256, 3)], {}, opset=13, static=(1,))

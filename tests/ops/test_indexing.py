@@ -269,3 +269,14 @@ def test_registered_versions_cover_opset_11_to_newest():
             since = onnx.defs.get_schema(op, opset, "").since_version
             k = find(op, "", opset, "cpu")
             assert k is not None and k.since == since, (op, opset, since, k and k.since)
+
+
+def test_topk_over_near_ties_gives_onnxruntimes_indices():
+    """Mask R-CNN's RPN (benchmarks/detection.py): TopK k=1000 of 19200 objectness scores, dozens of them
+    within 1e-6 (relative) of the next and some equal. Fed the same values, our indices are
+    onnxruntime's exactly; the benchmark's reordered proposals come from the values' rounding upstream."""
+    rng = np.random.default_rng(11)
+    base = rng.standard_normal((1, 19200)).astype(np.float32) * 0.05
+    base[0, 1::97] = base[0, ::97][: base[0, 1::97].size]  # exact ties
+    base[0, 2::89] = np.nextafter(base[0, 3::89][: base[0, 2::89].size], np.float32(1))  # one ulp apart
+    check_node("TopK", [base, i64(1000)], {"axis": 1, "largest": 1, "sorted": 1}, opset=17, outputs=2)

@@ -9,6 +9,8 @@ here: saturation of float8 targets and the rounding modes of float8e8m0.
 
 from __future__ import annotations
 
+from functools import partial
+
 import ml_dtypes
 import numpy as np
 
@@ -62,6 +64,18 @@ def cast(x, *, out, to, saturate=1, round_mode="up"):
     """Y = X converted to the type `to` (see cast_into; Cast-19 adds `saturate`,
     Cast-25 `round_mode`). Shapes: Y as X."""
     cast_into(x, out, saturate, round_mode)
+
+
+def _prepare_cast(x, *, out, to, saturate=1, round_mode="up"):
+    """cast bound to these arrays where cast_into is one numpy.copyto (numbers into numbers other than
+    float8 with saturation and float8e8m0): that copy bound, else None (the plain call)."""
+    if (out.dtype == object or x.dtype == object or out.dtype == FLOAT8E8M0
+            or (saturate and out.dtype in FLOAT8_SATURATING and x.dtype != out.dtype)):
+        return None
+    return partial(np.copyto, out, x, "unsafe")
+
+
+cast.prepare_run = _prepare_cast
 
 
 @kernel("CastLike", since=(15, 19, 21, 23, 24, 25), check=_cast_check)

@@ -79,7 +79,17 @@ class If:
                 plan = plans[k] = _BranchPlan(plan.bound.rebind(), captures, out)
             for d, a in plan.copies:
                 d[...] = a
-            plan.bound.run()
+            calls = plan.bound.direct
+            if calls is None:
+                plan.bound.run()
+            else:  # the branch's calls run here (one Python call less), errors naming its node
+                try:
+                    for f in calls:
+                        f()
+                except PooledPredictorError:
+                    raise
+                except Exception as exc:
+                    raise plan.bound.error(f, exc) from exc
             for o, r in plan.outs:
                 o[...] = r
 
@@ -112,24 +122,27 @@ class _BranchPlan:
         self.outs = [(o, r) for o, r in zip(out, bound.outputs) if o is not None]
 
 
+_ROW_VIEWS_MAX = 4096  # a Loop's scan output of at most this many rows is stored through per-row views
+
+
 class _LoopPlan:
     """A Loop body bound at fixed input shapes (engine/control_flow.Bound) and the pairs an iteration
     copies: the carried outputs fed back into the carried input blobs (through a snapshot where one
     is another carried input's blob, as a body that swaps two values has), the scan outputs stored
     at the iteration's index. Carried values keep their shapes (the caller checks)."""
 
-    __slots__ = ("bound", "n", "feed", "scans", "snap", "back", "carried", "it", "cond_out")
+    __slots__ = ("bound", "n", "dests", "scans", "snap", "back", "carried", "it", "cond_out", "rows")
 
-    def __init__(self, bound, n_carried: int, rest):
+    def __init__(self, bound, n_carried: int):
         ins, outs = bound.inputs, bound.outputs
-        self.bound, self.n = bound, n_carried
+        self.bound, self.n, self.rows = bound, n_carried, {}
         # the iteration number is written only where something reads it; a static condition is not read
         layout, it = bound.layout, ins[0]
         name = bound.body.names[bound.body.fed.index(0)]
         read = layout.dynamic or layout.readers.get(name) or any(o is it for o in outs)
         self.it = it if read else None
         self.cond_out = None if not outs[0].flags.writeable and bool(outs[0].reshape(-1)[0]) else outs[0]
-        self.feed = [(d, a) for d, a in zip(ins[2:], rest) if d is not None]  # carried and captures
+        self.dests = ins[2:]  # the carried and captured values' input blobs (None: baked in)
         self.carried = ins[2:2 + n_carried]
         self.scans = outs[1 + n_carried:]
         dests = {id(d) for d in self.carried}
@@ -143,20 +156,27 @@ class _LoopPlan:
                 r = t
             self.back.append((d, r))
 
-    def run(self, m, cond, scan_out=None) -> int:
+    def run(self, m, cond, rest, scan_out=None, row_views: bool = False) -> int:
         """Run the Loop (the spec's semantics, as run_loop): carried and captured inputs copied in once,
         then per iteration the iteration number written, the body's calls, the condition read, the
         scan outputs stored (into scan_out[j][i] where given, else appended to lists returned), the
         carried outputs fed back. The final carried values are left in `carried` (the body's input
-        blobs). Returns the iterations run, or (iterations, collected scans) without scan_out."""
-        for d, a in self.feed:
-            d[...] = a
+        blobs). rest: the node's carried and captured inputs. Returns the iterations run, or
+        (iterations, collected scans) without scan_out."""
+        for d, a in zip(self.dests, rest):
+            if d is not None:
+                d[...] = a
         trips = None if m is None else int(m.item(0))
         keep = True if cond is None else bool(cond.item(0))
-        it, cond_out, body = self.it, self.cond_out, self.bound.run
+        it, cond_out, body, calls = self.it, self.cond_out, self.bound.run, self.bound.direct
         snap, back = self.snap, self.back
         if scan_out is not None:
-            stores = [(o, r) for o, r in zip(scan_out, self.scans) if o is not None]
+            # with row_views (a prepared Loop, whose outputs are fixed), each output's rows as views made
+            # once per output array: `row[...] = r` costs half of `o[i] = r`; a long output (a huge M
+            # that the condition may end early), a 1-D one (rows of scalars) or one allocated per
+            # forward (the views would cost what they save) is indexed instead
+            stores = [(self._rows(o) if row_views and o.ndim > 1 and len(o) <= _ROW_VIEWS_MAX else o, r)
+                      for o, r in zip(scan_out, self.scans) if o is not None]
         else:
             stores = None
             collected = [[] for _ in self.scans]
@@ -165,12 +185,24 @@ class _LoopPlan:
         while keep and (trips is None or i < trips):
             if it is not None:
                 it[...] = i
-            body()
+            if calls is not None:
+                try:  # next to free unless raised (zero-cost on Python 3.11)
+                    for f in calls:
+                        f()
+                except PooledPredictorError:
+                    raise
+                except Exception as exc:
+                    raise self.bound.error(f, exc) from exc
+            else:
+                body()
             if cond_out is not None:
                 keep = cond_out.item(0)
             if stores is not None:
-                for o, r in stores:
-                    o[i] = r
+                for rows, r in stores:
+                    if type(rows) is list:
+                        rows[i][...] = r
+                    else:
+                        rows[i] = r
             else:
                 for add, r in appends:
                     add(r.copy())
@@ -180,6 +212,13 @@ class _LoopPlan:
                 d[...] = r
             i += 1
         return i if stores is not None else (i, collected)
+
+    def _rows(self, o) -> list:
+        """o's rows (views along axis 0), kept per array (a prepared Loop's outputs are fixed)."""
+        got = self.rows.get(id(o))
+        if got is None or got[0] is not o:
+            got = self.rows[id(o)] = (o, list(o))
+        return got[1]
 
 
 _PREALLOCATE_BYTES = 16 << 20  # a Loop run per forward allocates its scan outputs for M rows up to this
@@ -197,16 +236,18 @@ def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
     for a, r in zip(rest[:n_carried], bound.outputs[1:1 + n_carried]):
         if r.shape != a.shape or r.dtype != a.dtype:
             return None
-    plan = _LoopPlan(bound, n_carried, rest)
+    plan = bound.cache.get(_LoopPlan)  # one per body layout, kept on its Bound (BodyRun.bind keeps that)
+    if plan is None or plan.n != n_carried:
+        plan = bound.cache[_LoopPlan] = _LoopPlan(bound, n_carried)
     trips = None if m is None else int(m.item(0))
     if trips is not None and 0 <= trips and trips * sum(r.nbytes for r in plan.scans) <= _PREALLOCATE_BYTES:
         # at most M rows: stored in place, cut to the iterations run (a huge M that the condition ends
         # early, as exporters write a while loop, collects them instead)
         scans = [np.empty((trips,) + r.shape, r.dtype) for r in plan.scans]
-        i = plan.run(m, cond, scans)
+        i = plan.run(m, cond, rest, scans)
         scans = [s[:i] for s in scans]
     else:
-        i, collected = plan.run(m, cond)
+        i, collected = plan.run(m, cond, rest)
         scans = [np.stack(c) if c else np.empty((0,) + r.shape, r.dtype) for c, r in zip(collected, plan.scans)]
     return [np.array(v) for v in plan.carried] + scans
 
@@ -288,16 +329,16 @@ class Loop:
             return None
         if bound.dynamic or bound.inputs[0] is None:
             return None
-        holder = [_LoopPlan(bound, n, rest)]
+        holder = [_LoopPlan(bound, n)]
         scan_out = list(out[n:])
         finals = [(o, d) for o, d in zip(out[:n], holder[0].carried) if o is not None]
 
         def run_loop_prepared():
             plan = holder[0]
             if not plan.bound.current():
-                plan = holder[0] = _LoopPlan(plan.bound.rebind(), n, rest)
+                plan = holder[0] = _LoopPlan(plan.bound.rebind(), n)
                 finals[:] = [(o, d) for o, d in zip(out[:n], plan.carried) if o is not None]
-            plan.run(m, cond, scan_out)
+            plan.run(m, cond, rest, scan_out, row_views=True)
             for o, d in finals:
                 o[...] = d
 

@@ -28,6 +28,17 @@ Conv, X (N, C, *in), W (M, C/group, *k), Y (N, M, *out), P = prod(out):
   one GEMM per image and group whose rows are read in place from the stride phases
   of the padded input through an offset table (compiled/gemm.py), bias and
   activation fused.
+* conv1d_compiled -- 1-D, group 1, float32, static weights, columns of at most
+  CONV1D_COMPILED_MAX_BYTES: the transposed product Y^T = cols^T @ W^T + B, one row
+  per output position (N * O rows, K = C * k, N = M), on compiled/matmul.py's
+  packed-panel GEMM (W^T and B packed once, shared by every Net), then Y^T copied
+  into Y. cols^T (N * O, C * k) is one strided copy of the (zero-padded) input's
+  windows. A short sequence is then a GEMM of few rows over a wide weight, which
+  the packed kernel runs at full width, where im2col's W @ cols has few columns
+  (silero-vad's encoder, 128 x 387 @ 387 x 4: 29 -> 8 us; its STFT, stride 128 over
+  640 samples, 258 filters of 256: 26 -> 9 us; measured, one thread). Where the
+  product is too small for the packed kernel (matmul.COMPILED_MIN_ROWS, _FLOPS: one
+  output position) im2col instead.
 * im2col -- everything else: zero-pad X into scratch, copy its sliding windows
   (an as_strided view) into cols (N, group, C/group * prod(k), P), then
   Y[n, g] = W[g] @ cols[n, g] (a GEMM batched over n and groups).
@@ -68,6 +79,7 @@ from . import compiled
 from ..shapes.conv import conv_geometry
 from .conv_indirect import IndirectConv2d
 from .conv_shared import _run_fills, shared_weights
+from .matmul import ConstRightProduct
 
 _ALL = slice(None)
 
@@ -135,6 +147,13 @@ INDIRECT_MIN_WIDTH = 48
 INDIRECT_STRIDED_MIN_WIDTH = 14
 INDIRECT_SKINNY_M = 32
 INDIRECT_SKINNY_MIN_WIDTH = 16
+# 1-D convolutions (group 1, float32, static weights) whose transposed columns, N * O x C * k
+# floats, take at most this many bytes: conv1d_compiled (False: im2col)
+CONV1D_COMPILED = True
+CONV1D_COMPILED_MAX_BYTES = TILE_BYTES
+# ... and for weights of at most this many elements (C * k * M) also where the product is too small
+# for the packed GEMM elsewhere (matmul.COMPILED_MIN_ROWS, _FLOPS): one output position, few flops
+CONV1D_SMALL_WEIGHT = 1 << 16  # as matmul.GEMV_COMPILED_MAX_WEIGHT (measured there)
 
 
 def _winograd_tile(out_shape) -> int:
@@ -317,9 +336,12 @@ class Conv(_ConvBase):
             self._init_depthwise_compiled(ctx)
         elif self.path == "depthwise":
             self._init_depthwise(ctx, m // c)
-        elif self.path == "im2col":
+        elif self.path == "conv1d_compiled":
+            self._init_conv1d_compiled(ctx)
+        if self.path == "im2col":  # also where conv1d_compiled's product does not apply
             self._init_im2col(ctx)
-        if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled", "indirect"):
+        if self.path not in ("depthwise", "depthwise_compiled", "winograd", "pointwise_compiled", "indirect",
+                             "conv1d_compiled"):
             self.w_mat = None
             if self.w_static is not None and (not self.fold_bias or self.b_static is not None):
                 self.w_mat = self._gemm_weights(self.w_static, self.b_static)
@@ -347,6 +369,9 @@ class Conv(_ConvBase):
             return "depthwise"
         if self._indirect_fits(wide_only=False):
             return "indirect"
+        if (CONV1D_COMPILED and g.rank == 1 and grp == 1 and self._packed_gemm_fits()
+                and g.batch * g.out_shape[0] * c * self.taps * 4 <= CONV1D_COMPILED_MAX_BYTES):
+            return "conv1d_compiled"
         return "im2col"
 
     def _gemm_weights(self, w, b=None):
@@ -412,6 +437,54 @@ class Conv(_ConvBase):
                     c_mm, o_mm = c_tile[0], o_tile[0]
                 tiles.append((copy, ones, c_mm, o_mm))
         return fills, tiles
+
+    # ---- 1-D, compiled: Y^T = cols^T @ W^T + B ----------------------------------
+    def _init_conv1d_compiled(self, ctx):
+        """conv1d_compiled's product and scratch; falls back to im2col (self.path) where the packed
+        product does not apply (too few rows or flops: matmul.ConstRightProduct.build)."""
+        g = self.geo
+        n, c, m, o = g.batch, g.in_channels, g.out_channels, g.out_shape[0]
+        ck = c * self.taps
+        bias = self.b_static.reshape(-1) if self.has_bias else None
+        owner = (ctx.value(1), ctx.value(2)) if self.has_bias else (ctx.value(1),)  # the panels' key: shared
+        # a small weight: every product, one output position too (the GEMV's latency is then
+        # smaller than im2col's copies and calls: silero-vad's 64 x 192 @ 192 x 1, 7.9 -> 3 us)
+        small = ck * m <= CONV1D_SMALL_WEIGHT
+        self.product = ConstRightProduct.build(ctx, (n * o, ck), np.float32, self.w_static.reshape(m, ck), bias,
+                                               trans_b=True, owner=owner, **({"min_rows": 1, "min_flops": 0}
+                                                                             if small else {}))
+        if self.product is None:
+            self.path = "im2col"
+            return
+        extent = (o - 1) * g.strides[0] + g.dilated_kernel[0]
+        self.pad_ref = None
+        if g.pads_begin[0] or extent > g.in_shape[0]:
+            self.pad_ref = ctx.scratch((n, c, extent), np.float32)
+            self.fill = _Fill(g.in_shape, (extent,), (-g.pads_begin[0],), (1,))
+            self._scratch.append(self.pad_ref)
+        self.cols_t_ref = ctx.scratch((n * o, ck), np.float32)
+        self.y_t_ref = ctx.scratch((n * o, m), np.float32)
+
+    def _conv1d_steps(self, x, out):
+        """conv1d_compiled's (function, arguments) steps for these arrays: the zero-padding copy, the
+        windows into cols^T, the product, Y^T into Y."""
+        g = self.geo
+        n, c, m, o = g.batch, g.in_channels, g.out_channels, g.out_shape[0]
+        steps, src = [], x
+        if self.pad_ref is not None:
+            src = self.pad_ref.array
+            for dst, part in self.fill.views(x, src):
+                steps.append((dst.fill, (0,)) if part is None else (np.copyto, (dst, part)))
+        st = src.strides
+        windows = as_strided(src, (n, o, c, self.taps), (st[0], st[2] * g.strides[0], st[1], st[2] * g.dilations[0]),
+                             writeable=False)
+        cols_t, y_t = self.cols_t_ref.array, self.y_t_ref.array
+        steps.append((np.copyto, (cols_t.reshape(n, o, c, self.taps), windows)))
+        pr = self.product
+        steps.append((pr.run, (cols_t.reshape(-1), pr.rows, pr.k_n, pr.bias, pr.x, y_t.reshape(-1), pr.n_n,
+                               pr.ws_ref.array)))
+        steps.append((np.copyto, (out, y_t.reshape(n, o, m).transpose(0, 2, 1))))
+        return steps
 
     # ---- pointwise, compiled (float32, group 1, static weights) -------------
     def _packed_gemm_fits(self) -> bool:
@@ -659,6 +732,8 @@ class Conv(_ConvBase):
             return self._depthwise_steps(x, b, out)
         if self.path == "winograd":
             return self._winograd_steps(x, out)
+        if self.path == "conv1d_compiled":
+            return self._conv1d_steps(x, out)
         return None
 
     def prepare_run(self, x, w, b=None, *, out):

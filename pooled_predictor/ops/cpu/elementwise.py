@@ -7,6 +7,8 @@ ONNX spec: each op's section of Operators.md; broadcasting per
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from ._special import special
 
@@ -29,6 +31,21 @@ def relu(x, *, out):
         compiled.epilogue.relu(x.reshape(-1), out.reshape(-1))
         return
     np.maximum(x, 0, out=out)
+
+
+def _prepare_relu(x, *, out):
+    """relu bound to these arrays: float32 contiguous, the compiled pass at every size (bound, numba's
+    dispatch paid once: a silero-vad Relu on 512 floats 0.18 against 1.9 us a call; np.maximum's
+    bits), else numpy.maximum bound with a 0-d zero of X's type."""
+    if (x.dtype == np.float32 and out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous
+            and compiled.active()):
+        return compiled.bound(compiled.epilogue.relu, x.reshape(-1), out.reshape(-1))
+    if x.dtype.kind not in "biuf":
+        return None
+    return partial(np.maximum, x, np.zeros((), x.dtype), out=out)
+
+
+relu.prepare_run = _prepare_relu
 
 
 # Sigmoid through compiled/sigmoid.py from this many elements: below, numba's call
@@ -78,9 +95,25 @@ class Erf:
 
 
 # ---- arithmetic (numpy broadcasting) -----------------------------------------
+def prepared_ufunc(ufunc):
+    """A prepare_run (ops/registry.py) for a kernel that is `ufunc(*inputs, out=out)` and nothing else:
+    the ufunc itself bound to the arrays, `out` positional (numpy parses a positional out at about
+    half the cost of the keyword, and the kernel's own Python frame goes too: Add on [1, 64], 0.40
+    against 0.79 us a call, measured). The same call, the same bits."""
+
+    def prepare_run(*inputs, out):
+        return partial(ufunc, *inputs, out)
+
+    prepare_run.__doc__ = f"numpy.{ufunc.__name__} bound to these arrays (elementwise.prepared_ufunc)."
+    return prepare_run
+
+
 @kernel("Add", since=(7, 13, 14), inplace=(0, 1))
 def add(a, b, *, out):
     np.add(a, b, out=out)
+
+
+add.prepare_run = prepared_ufunc(np.add)
 
 
 @kernel("Sub", since=(7, 13, 14), inplace=(0, 1))
@@ -88,9 +121,15 @@ def sub(a, b, *, out):
     np.subtract(a, b, out=out)
 
 
+sub.prepare_run = prepared_ufunc(np.subtract)
+
+
 @kernel("Mul", since=(7, 13, 14), inplace=(0, 1))
 def mul(a, b, *, out):
     np.multiply(a, b, out=out)
+
+
+mul.prepare_run = prepared_ufunc(np.multiply)
 
 
 @kernel("Div", since=(7, 13, 14), inplace=(0, 1))

@@ -7,6 +7,8 @@ helpers of ops/shapes/indexing.py; the kernels then copy with numpy views,
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..registry import kernel
@@ -51,6 +53,12 @@ class Gather:
         idx = self.indices if self.indices is not None else self._normalize(indices)
         np.take(data, idx, axis=self.axis, out=out, mode="clip")
 
+    def prepare_run(self, data, indices, *, out):
+        """With indices a weight (checked at reshape): numpy.take bound to these arrays."""
+        if self.indices is None:
+            return None
+        return partial(np.take, data, self.indices, self.axis, out, "clip")
+
 
 # ---- Slice -------------------------------------------------------------------
 @kernel("Slice", since=(1, 10, 11, 13))
@@ -68,6 +76,10 @@ class Slice:
 
     def __call__(self, data, starts=None, ends=None, axes=None, steps=None, *, out):
         np.copyto(out, data[self.index])
+
+    def prepare_run(self, data, starts=None, ends=None, axes=None, steps=None, *, out):
+        """The copy from data's slice (a view, taken once) bound to these arrays."""
+        return partial(np.copyto, out, data[self.index])
 
 
 # ---- Split -------------------------------------------------------------------

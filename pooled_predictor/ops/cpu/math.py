@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
+from .elementwise import prepared_ufunc
 
 
 # ---- unary -------------------------------------------------------------------
@@ -21,10 +22,16 @@ def neg(x, *, out):
     np.negative(x, out=out)
 
 
+neg.prepare_run = prepared_ufunc(np.negative)
+
+
 @kernel("Abs", since=(6, 13), inplace=(0,))
 def abs_(x, *, out):
     """Y = |X| (signed integers wrap: |-128| = -128 for int8; unsigned: Y = X)."""
     np.absolute(x, out=out)
+
+
+abs_.prepare_run = prepared_ufunc(np.absolute)
 
 
 @kernel("Sqrt", since=(6, 13), inplace=(0,))
@@ -54,6 +61,9 @@ def tanh(x, *, out):
     np.tanh(x, out=out)
 
 
+tanh.prepare_run = prepared_ufunc(np.tanh)
+
+
 @kernel("Reciprocal", since=(6, 13), inplace=(0,))
 def reciprocal(x, *, out):
     """Y = 1 / X (+-inf for +-0)."""
@@ -67,10 +77,16 @@ def floor(x, *, out):
     np.floor(x, out=out)
 
 
+floor.prepare_run = prepared_ufunc(np.floor)
+
+
 @kernel("Ceil", since=(6, 13), inplace=(0,))
 def ceil(x, *, out):
     """Y = the least integer >= X, element-wise (NaN and inf unchanged)."""
     np.ceil(x, out=out)
+
+
+ceil.prepare_run = prepared_ufunc(np.ceil)
 
 
 # ---- Pow -----------------------------------------------------------------------
@@ -177,10 +193,16 @@ def round_(x, *, out):
     np.rint(x, out=out)
 
 
+round_.prepare_run = prepared_ufunc(np.rint)
+
+
 @kernel("Sign", since=(9, 13), inplace=(0,))
 def sign(x, *, out):
     """Y = -1, 0 or 1 by the sign of X (NaN stays NaN; unsigned: 0 or 1)."""
     np.sign(x, out=out)
+
+
+sign.prepare_run = prepared_ufunc(np.sign)
 
 
 @kernel("IsNaN", since=(9, 13, 20))

@@ -16,6 +16,8 @@ Two paths, chosen once when the kernel is built:
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..registry import kernel
@@ -33,6 +35,11 @@ from .conv_shared import shared_weights
 # against 0.034 warmed; ours 0.028 either way).
 COMPILED_MIN_ROWS = 2
 COMPILED_MIN_FLOPS = 1 << 16
+# ... and one row (a GEMV) over a weight of at most this many elements, bound once (a prepared call:
+# no dispatch per call), where the call's overhead outweighs the latency chains: [1, 64] @ [64, 64]
+# 0.55 against OpenBLAS's 1.29 us, [1, 128] @ [128, 512] 4.7 against 7.0; [1, 256] @ [256, 512]
+# 13.7 against 12.0 (one thread, measured)
+GEMV_COMPILED_MAX_WEIGHT = 1 << 16
 
 
 def BIAS_SHAPES(n: int) -> tuple:  # noqa: N802 -- a table, computed
@@ -51,11 +58,15 @@ class ConstRightProduct:
     __slots__ = ("rows", "k_n", "n_n", "bias", "x", "ws_ref", "run")
 
     @classmethod
-    def build(cls, ctx, a_shape, a_dtype, b, c=None, trans_b=False):
+    def build(cls, ctx, a_shape, a_dtype, b, c=None, trans_b=False, owner=None, min_rows=None, min_flops=None):
         """The product for A of `a_shape` (..., K) and B (K, N) (B.T when trans_b), c a bias
         of N ((N,), (1, N), (1,), (1, 1) or ()) or None; None where the path does not apply.
 
-        B's panels (with c) are computed once per weight and shared by every Net.
+        B's panels (with c) are computed once per weight and shared by every Net: keyed by the
+        arrays b and c themselves, or, where they are views made per kernel (a Conv's W reshaped),
+        by owner = (the Program's weight arrays they view, e.g. (W, B) or (W,)). min_rows, min_flops:
+        the smallest product taken (None: COMPILED_MIN_ROWS, _FLOPS, or one row over a weight of at
+        most GEMV_COMPILED_MAX_WEIGHT elements: where it measured at least as fast as OpenBLAS).
         """
         if not compiled.active() or b is None or b.ndim != 2 or len(a_shape) < 1:
             return None
@@ -65,14 +76,21 @@ class ConstRightProduct:
                 or (c is not None and (c.dtype != np.float32 or tuple(c.shape) not in BIAS_SHAPES(n_n)))):
             return None
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
-        if k_n == 0 or n_n == 0 or rows < COMPILED_MIN_ROWS or 2 * rows * k_n * n_n < COMPILED_MIN_FLOPS:
+        if min_rows is None and rows == 1 and k_n * n_n <= GEMV_COMPILED_MAX_WEIGHT:
+            min_rows, min_flops = 1, 0
+        min_rows = COMPILED_MIN_ROWS if min_rows is None else max(min_rows, 1)
+        min_flops = COMPILED_MIN_FLOPS if min_flops is None else min_flops
+        if k_n == 0 or n_n == 0 or rows < min_rows or 2 * rows * k_n * n_n < min_flops:
             return None
         self = cls()
         self.rows, self.k_n, self.n_n, self.bias, self.run = rows, k_n, n_n, c is not None, compiled.matmul.matmul_const
-        if c is None:
+        cb = None if c is None else np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
+        if owner is not None:
+            self.x = shared_weights(owner[0], ("matmul_panels", tuple(id(o) for o in owner[1:]), trans_b, b.shape),
+                                    lambda _: compiled.matmul.pack_right(bt, cb))
+        elif c is None:
             self.x = shared_weights(b, ("matmul_panels", trans_b), lambda _: compiled.matmul.pack_right(bt, None))
         else:
-            cb = np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
             self.x = shared_weights(c, ("matmul_panels", id(b), trans_b), lambda _: compiled.matmul.pack_right(bt, cb))
         self.ws_ref = ctx.scratch((compiled.matmul.scratch_size(),), np.float32)
         return self
@@ -111,7 +129,11 @@ class _MatMul:
             np.add(out, c, out=out)
 
     def prepare_run(self, a, b, c=None, *, out):
-        return None if self.fast is None else self.fast.prepare(a, out)
+        """The compiled product bound to these arrays; on the numpy path (no bias) numpy.matmul bound to
+        them, `out` positional (a [1, 64] @ [64, 64] Loop-body MatMul: 1.25 against 1.77 us a call)."""
+        if self.fast is not None:
+            return self.fast.prepare(a, out)
+        return None if self.bias else partial(np.matmul, a, b, out)
 
 
 @kernel("MatMul", since=(1, 9, 13))

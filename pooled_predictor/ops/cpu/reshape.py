@@ -9,11 +9,14 @@ gives the output the input's storage the copy is a no-op).
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..registry import kernel
 from ..shapes.reshape import (CONSTANT_ATTRS, PAD_MODES, PAD_MODES_19, constant_value, pad_amounts,
                               range_compute_dtype)
+from . import compiled
 from .tensor import prepare_reshaped
 
 _LATEST = (21, 23, 24, 25)  # versions that only widened the type constraints
@@ -149,6 +152,30 @@ class Pad:
         if v.size == 0:
             return "" if dtype == object else 0
         return v[0]
+
+    def prepare_run(self, data, pads=None, constant_value=None, axes=None, *, out):
+        """__call__'s copies bound to these arrays, their views taken once (the constant fed at forward:
+        None, the plain call)."""
+        if self.mode == "constant" and self.value is None:
+            return None
+        calls = [partial(np.copyto, out[self.inner], data[self.crop])]
+        rank = out.ndim
+        if self.mode == "constant":
+            for axis, head, _, tail, _ in self.borders:
+                pre = (slice(None),) * axis
+                calls += [partial(out[pre + (head,)].fill, self.value), partial(out[pre + (tail,)].fill, self.value)]
+            return compiled.chain(*calls)
+        done = [False] * rank
+        for axis, head, head_src, tail, tail_src in self.borders:
+            view = out[tuple(slice(None) if done[i] or i == axis else self.inner[i] for i in range(rank))]
+            pre = (slice(None),) * axis
+            for dst, src in ((head, head_src), (tail, tail_src)):
+                if isinstance(src, slice):
+                    calls.append(partial(np.copyto, view[pre + (dst,)], view[pre + (src,)]))
+                elif src.size:
+                    calls.append(partial(np.take, view, src, axis, view[pre + (dst,)], "clip"))
+            done[axis] = True
+        return compiled.chain(*calls)
 
     def __call__(self, data, pads=None, constant_value=None, axes=None, *, out):
         np.copyto(out[self.inner], data[self.crop])
