@@ -1,5 +1,5 @@
-"""The on-disk model cache (pooled_predictor/model_cache.py): found again only for the same model bytes, code, CPU
-and options; a corrupted, truncated, crafted or mismatched entry is rebuilt, never used."""
+"""The on-disk model cache (pooled_predictor/serving/model_cache.py): found again only for the same model bytes,
+code, CPU and options; a corrupted, truncated, crafted or mismatched entry is rebuilt, never used."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pooled_predictor import Predictor, model_cache
+from pooled_predictor import Predictor
+from pooled_predictor.serving import model_cache
 from pooled_predictor.ir import Graph, Node, Subgraph, Value
 
 from conftest import make_mlp
@@ -182,8 +183,8 @@ def test_a_crafted_entry_with_a_valid_checksum_is_rebuilt(setup, craft, caplog):
         p = _build(model, cache)
     assert not p.cached
     why = {"offset past the block": "outside the", "huge shape": "outside the", "negative offset": "outside the",
-           "object dtype": "an array of dtype '|O'", "array index out of range": "array index", "unknown tag": "tagged 'pickle'",
-           "nested too deep": "RecursionError"}[craft]
+           "object dtype": "an array of dtype '|O'", "array index out of range": "array index",
+           "unknown tag": "tagged 'pickle'", "nested too deep": "RecursionError"}[craft]
     assert why in caplog.text
     np.testing.assert_array_equal(p.forward({"x": X})["y"], y)
 
@@ -234,7 +235,8 @@ def test_a_model_with_external_data_is_not_cached(tmp_path):
 
 
 def test_graphs_with_bodies_and_every_attribute_kind_round_trip(tmp_path):
-    body = Subgraph(nodes=[Node("Identity", ["a"], ["b"], {}, "", "id")], inputs=[Value("a", np.dtype("float32"), (2,))],
+    body = Subgraph(nodes=[Node("Identity", ["a"], ["b"], {}, "", "id")],
+                    inputs=[Value("a", np.dtype("float32"), (2,))],
                     outputs=[Value("b", np.dtype("float32"), (2,))], weights={"k": np.arange(3, dtype=np.int64)},
                     name="body")
     body.captures = ("outer",)
@@ -272,7 +274,8 @@ def test_graphs_with_bodies_and_every_attribute_kind_round_trip(tmp_path):
 
 
 def test_a_graph_the_format_does_not_hold_is_left_uncached(tmp_path):
-    g = Graph(nodes=[Node("Custom", ["x"], ["y"], {"fn": print}, "", "n")], inputs=[Value("x")], outputs=[Value("y")])
+    g = Graph(nodes=[Node("Custom", ["x"], ["y"], {"fn": print}, "", "n")], inputs=[Value("x")],
+              outputs=[Value("y")])
     assert model_cache.ModelCache(tmp_path).store("c" * 64, g, None) is None
     assert not list(tmp_path.iterdir())
 

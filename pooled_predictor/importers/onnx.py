@@ -59,7 +59,7 @@ def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None =
             given as bytes or a ModelProto need it when they have external data.
             Only files inside this directory (symlinks resolved) are read.
         memory_limit_bytes: budget for the weights' declared bytes (None: no check).
-        data: for a path, the file's bytes already read (model_cache.py hashes the bytes it parses).
+        data: for a path, the file's bytes already read (serving/model_cache.py hashes the bytes it parses).
         facts: a dict to fill with what the model cache needs to know: "external_data" (bool).
     Returns:
         The checked onnx.ModelProto, external data read into it.

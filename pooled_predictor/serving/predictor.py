@@ -22,7 +22,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .. import budget, model_cache
+from .. import budget
+from . import model_cache
 from ..engine.net import Net, Optimization
 from ..engine.profiling import Profiler
 from ..engine.inputs import outputs_on_device, owned_copies
@@ -77,7 +78,7 @@ class Predictor(HandleAPI):
             overrides it per call): "cpu" (numpy arrays) or, on device "cuda", "cuda"
             (CuPy arrays, copied on the GPU; ONNX Runtime IOBinding's bind_output). Inputs may
             be CuPy arrays or any DLPack producer either way (engine/inputs.py).
-        cache_dir: the model cache (pooled_predictor/model_cache.py: an ONNX file's optimized graph and
+        cache_dir: the model cache (pooled_predictor/serving/model_cache.py: an ONNX file's optimized graph and
             weights, kept on disk and found again by the file's bytes, the code and the CPU): None, the
             default directory (POOLED_PREDICTOR_CACHE_DIR, else ~/.cache/pooled-predictor/models);
             a path; or False, off. `cached` says whether this Predictor's graph came from it.
@@ -208,7 +209,8 @@ class Predictor(HandleAPI):
         (activations) and its own handles.
         """
         other = object.__new__(type(self))
-        shared = ("_imported_graph", "_model_source", "cached", "optimization_report", "graph", "device", "optimization", "program",
+        shared = ("_imported_graph", "_model_source", "cached", "optimization_report", "graph", "device",
+                  "optimization", "program",
                   "_net_options", "memory_limit_bytes", "profiler", "output_device")
         other.__dict__.update({k: self.__dict__[k] for k in shared})
         other.canonical_net = other.new_net()

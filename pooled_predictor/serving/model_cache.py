@@ -60,7 +60,9 @@ from typing import Any
 
 import numpy as np
 
-from .ir import Graph, Node, Subgraph, Value, readonly
+from ..ir import Graph, Node, Subgraph, Value, readonly
+from ..ops.cpu.compiled import isa
+from ..passes.manager import PassReport, PassResult
 
 __all__ = ["ModelCache", "resolve_dir", "code_digest", "FORMAT"]
 
@@ -113,7 +115,7 @@ def code_digest() -> str:
         import onnx
 
         h = hashlib.sha256(f"{sys.version}|{np.__version__}|{onnx.__version__}|{FORMAT}".encode())
-        root = Path(__file__).resolve().parent
+        root = Path(__file__).resolve().parents[1]  # the package
         for dirpath, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
@@ -126,8 +128,6 @@ def code_digest() -> str:
 
 
 def cpu_id() -> str:
-    from .ops.cpu.compiled import isa
-
     return f"{platform.machine()}|{isa.DETECTED}|{isa.ISA}|{isa.lanes()}"
 
 
@@ -335,8 +335,6 @@ def _report_to_json(report) -> Any:
 
 
 def _report_from_json(d):
-    from .passes.manager import PassReport, PassResult
-
     if d is None:
         return None
 
