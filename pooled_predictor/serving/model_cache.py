@@ -34,7 +34,7 @@ pickle: no code runs from a cache file), names its own key, the exact size of th
 block and, per array, a dtype from a fixed list, a shape and an offset checked to lie in
 the block; the whole block's CRC-32 is checked when it is mapped. A missing, truncated,
 corrupted, crafted or mismatched entry is logged and rebuilt from the model, never used.
-Entries are written by a background thread after the Predictor is built (to a temporary
+Entries are written by a background thread at the lowest priority after the Predictor is built (to a temporary
 file, then renamed: readers see a whole entry or none); the interpreter waits for it at
 exit. Models with external data files (ONNX "External Tensor Data") and models given as
 bytes, a ModelProto or a Caffe pair are not cached.
@@ -648,6 +648,10 @@ def store_later(fn) -> threading.Thread:
     """Run fn() (an entry's hashing and writing) in a daemon thread the interpreter waits for at exit."""
 
     def run():
+        try:  # Linux: this thread's own priority; the first forwards beside it keep the cores
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
         try:
             fn()
         except Exception as exc:  # noqa: BLE001 -- a cache that cannot be written is only slower
