@@ -290,3 +290,24 @@ def test_an_unpicklable_string_tensor_model_still_builds(tmp_path):
     p = _build(tmp_path / "s.onnx", tmp_path / "cache")
     assert not p.cached and not _entries(tmp_path / "cache")
     assert any(w.dtype == object for w in p.graph.weights.values())
+
+
+def test_the_entries_used_longest_ago_go_first_past_the_size_limit(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    paths = []
+    for seed in range(3):
+        path = tmp_path / f"m{seed}.onnx"
+        onnx.save(make_mlp(seed=seed), path)
+        paths.append(path)
+        _build(path, cache)
+    sizes = {p: p.stat().st_size for p in _entries(cache)}
+    assert len(sizes) == 3
+    old = time.time() - 100
+    for i, p in enumerate(sorted(sizes, key=lambda p: p.stat().st_mtime_ns)):
+        os.utime(p, (old + i, old + i))  # written in order m0, m1, m2
+    assert _build(paths[0], cache).cached  # m0 used now: the newest
+    monkeypatch.setenv("POOLED_PREDICTOR_CACHE_MAX_BYTES", str(2 * max(sizes.values())))
+    onnx.save(make_mlp(seed=7), tmp_path / "m7.onnx")
+    _build(tmp_path / "m7.onnx", cache)  # a fourth entry: the two used longest ago (m1, m2) go
+    assert len(_entries(cache)) == 2
+    assert _build(paths[0], cache).cached and not _build(paths[1], cache).cached

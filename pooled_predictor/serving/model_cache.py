@@ -12,7 +12,9 @@ file (SessionOptions.optimized_model_filepath) and OpenVINO's CACHE_DIR, kept au
 Where: `Predictor(cache_dir=...)`; by default the directory named by the environment
 variable POOLED_PREDICTOR_CACHE_DIR, else $XDG_CACHE_HOME/pooled-predictor/models
 (~/.cache/pooled-predictor/models). `cache_dir=False`, or POOLED_PREDICTOR_CACHE_DIR set to
-"" or "off", turns it off. Delete the directory to empty it; nothing else is kept there.
+"" or "off", turns it off. Delete the directory to empty it; nothing else is kept there. The
+entries used longest ago are removed when a new one would bring the total past
+POOLED_PREDICTOR_CACHE_MAX_BYTES (default 4 GiB); a hit marks its entry used (its mtime).
 
 Key: an entry is found by the SHA-256 of the model file's bytes, the code (the SHA-256 of
 this package's sources, the versions of Python, numpy and onnx), the CPU (machine, the
@@ -69,6 +71,7 @@ __all__ = ["ModelCache", "resolve_dir", "code_digest", "FORMAT"]
 log = logging.getLogger("pooled_predictor.model_cache")
 
 FORMAT = 1
+DEFAULT_MAX_BYTES = 4 << 30  # the entries kept, in bytes (POOLED_PREDICTOR_CACHE_MAX_BYTES)
 MAGIC = b"PPMODEL\x01"
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sQ32s")  # magic, header length, SHA-256 of the header
@@ -425,7 +428,12 @@ class ModelCache:
             return None
         try:
             with f:
-                return self._read(f, key)
+                hit = self._read(f, key)
+            try:
+                os.utime(path)  # last used now: the eviction keeps the entries used last
+            except OSError:
+                pass
+            return hit
         except (BadEntry, OSError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
             log.warning("model cache: %s is not a usable entry (%s: %s): building the model again",
                         path, type(exc).__name__, exc)
@@ -538,7 +546,35 @@ class ModelCache:
 
         self._write_atomic(path, write)
         self._remove_stale_temporaries()
+        self.evict(keep=path)
         return path
+
+    def evict(self, max_bytes: int | None = None, keep: Path | None = None) -> list[Path]:
+        """Remove the entries used longest ago until the rest take at most `max_bytes` (default
+        POOLED_PREDICTOR_CACHE_MAX_BYTES, else 4 GiB); `keep` stays whatever its size. Returns the removed."""
+        if max_bytes is None:
+            try:
+                max_bytes = int(os.environ.get("POOLED_PREDICTOR_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+            except ValueError:
+                max_bytes = DEFAULT_MAX_BYTES
+        entries = []
+        for p in self.directory.glob("*.ppc"):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            entries.append((p != keep, -st.st_mtime_ns, st.st_size, p))
+        removed, total = [], 0
+        for _, _, size, p in sorted(entries):
+            total += size
+            if total > max_bytes and p != keep:
+                try:
+                    p.unlink()
+                    removed.append(p)
+                    total -= size
+                except OSError:
+                    pass
+        return removed
 
     def _remove_stale_temporaries(self, age_s: float = 3600.0) -> None:
         """Remove the temporary files of writers that died over an hour ago (killed mid-write)."""
