@@ -7,6 +7,15 @@ import os
 # Kernels compile before the forward that needs them (not tiered): every test of a compiled path runs
 # that path (tests/test_tiering.py turns tiering on where it is the subject).
 os.environ.setdefault("POOLED_PREDICTOR_TIERED", "0")
+# The model cache (pooled_predictor/serving/model_cache.py) of the test session: a directory of its own, removed at
+# exit, never the user's ~/.cache/pooled-predictor/models.
+if "POOLED_PREDICTOR_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["POOLED_PREDICTOR_CACHE_DIR"] = _model_cache_dir = tempfile.mkdtemp(prefix="pp-model-cache-")
+    atexit.register(shutil.rmtree, _model_cache_dir, True)
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402

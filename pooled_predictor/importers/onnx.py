@@ -48,7 +48,8 @@ def _describe(src) -> str:
     return f"<{type(src).__name__}>"
 
 
-def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None = None) -> onnx.ModelProto:
+def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None = None, data: bytes | None = None,
+                facts: dict | None = None) -> onnx.ModelProto:
     """Read and validate an ONNX model.
 
     Args:
@@ -58,6 +59,8 @@ def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None =
             given as bytes or a ModelProto need it when they have external data.
             Only files inside this directory (symlinks resolved) are read.
         memory_limit_bytes: budget for the weights' declared bytes (None: no check).
+        data: for a path, the file's bytes already read (serving/model_cache.py hashes the bytes it parses).
+        facts: a dict to fill with what the model cache needs to know: "external_data" (bool).
     Returns:
         The checked onnx.ModelProto, external data read into it.
     Raises:
@@ -79,7 +82,10 @@ def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None =
         elif isinstance(src, (str, os.PathLike)):
             if not os.path.isfile(src):
                 raise ModelLoadError(f"model file {where!r} does not exist or is not a file")
-            model = onnx.load(os.fspath(src), load_external_data=False)  # external data: below, checked
+            if data is None:
+                model = onnx.load(os.fspath(src), load_external_data=False)  # external data: below, checked
+            else:
+                model = onnx.load_model_from_string(data)
             if base_dir is None:
                 base_dir = os.path.dirname(os.path.abspath(os.fspath(src)))
         else:
@@ -94,7 +100,10 @@ def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None =
     # onnx.checker takes a path and parses it in C++; given a ModelProto it serializes the
     # whole model first (0.08 s for MobileNetV2's 14 MB, more for bigger weights): the path
     # when it is the same model, that is when no tensor's data lies in another file.
-    checked = os.fspath(src) if isinstance(src, (str, os.PathLike)) and not external_tensors(model) else None
+    external = bool(external_tensors(model))
+    if facts is not None:
+        facts["external_data"] = external
+    checked = os.fspath(src) if isinstance(src, (str, os.PathLike)) and not external else None
     resolve_external_data(model, base_dir, where, memory_limit_bytes)
     try:
         onnx.checker.check_model(model if checked is None else checked)
@@ -111,14 +120,14 @@ def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None =
 
 
 def load_onnx(src, *, device: str | None = "cpu", external_data_dir=None,
-              memory_limit_bytes: int | None = None) -> Graph:
+              memory_limit_bytes: int | None = None, data: bytes | None = None, facts: dict | None = None) -> Graph:
     """Import an ONNX model into a Graph.
 
     Args:
         src: path, bytes or onnx.ModelProto.
         device: unused, kept for compatibility (the importer no longer checks
             kernels: Program does, when the Graph is compiled for a device).
-        external_data_dir, memory_limit_bytes: as parse_model().
+        external_data_dir, memory_limit_bytes, data, facts: as parse_model().
     Returns:
         Graph with weights as read-only numpy arrays.
     Raises:
@@ -126,7 +135,8 @@ def load_onnx(src, *, device: str | None = "cpu", external_data_dir=None,
             directory; any error while mapping it, naming the node or tensor.
         ResourceExhaustedError: weights over memory_limit_bytes.
     """
-    model = parse_model(src, external_data_dir=external_data_dir, memory_limit_bytes=memory_limit_bytes)
+    model = parse_model(src, external_data_dir=external_data_dir, memory_limit_bytes=memory_limit_bytes, data=data,
+                        facts=facts)
     where = _describe(src)
     try:
         return _to_graph(model, where)

@@ -51,7 +51,7 @@ def _channel_vector(c: np.ndarray, m: int) -> np.ndarray:
 def _new_conv(m: Match, rw: Rewriter, w: np.ndarray, b: np.ndarray) -> list[Node]:
     conv, root = m.node("conv"), m.root
     dtype = m.weight("W").dtype
-    wn = rw.weight(f"{conv.name}.W_folded", w.astype(dtype))
+    wn = rw.weight(f"{conv.name}.W_folded", w if w.dtype == dtype else w.astype(dtype))
     bn = rw.weight(f"{conv.name}.B_folded", b.astype(dtype))
     return [Node("Conv", [m.value("x"), wn, bn], [root.outputs[0]], dict(conv.attrs), "", conv.name)]
 
@@ -80,9 +80,11 @@ def _bn_fits(m: Match) -> bool:
 def fold_bn(m: Match, rw: Rewriter):
     """a = g / sqrt(v + eps);  W' = W * a (per output channel);  b' = (b - mean) * a + beta"""
     eps = float(m.root.attrs.get("epsilon", 1e-5))
-    w = np.asarray(m.weight("W"), np.float64)
+    w = m.weight("W")
     a = np.asarray(m.weight("scale"), np.float64) / np.sqrt(np.asarray(m.weight("var"), np.float64) + eps)
-    w2 = w * a.reshape((-1,) + (1,) * (w.ndim - 1))
+    # W * a in float64, rounded once to W's dtype, without a float64 copy of W (numpy buffers the casts)
+    w2 = np.multiply(w, a.reshape((-1,) + (1,) * (w.ndim - 1)), dtype=np.float64, casting="same_kind",
+                     out=np.empty(w.shape, w.dtype))
     b2 = (_bias(m) - np.asarray(m.weight("mean"), np.float64)) * a + np.asarray(m.weight("beta"), np.float64)
     return Replacement(_new_conv(m, rw, w2, b2))
 

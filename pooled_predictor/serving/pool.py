@@ -37,7 +37,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import logging
 import os
@@ -788,6 +787,8 @@ class PooledPredictor:
         Waiting for room in a full queue happens in a helper thread; cancelling
         the awaiting task cancels the job if it is still queued.
         """
+        import asyncio  # here, not at the top: 16 ms of every import for a caller that never awaits (issue 31)
+
         try:
             fut = self.forward(inputs, output_names, net_id, block=False, **kwargs)
         except QueueFullError:

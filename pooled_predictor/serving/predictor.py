@@ -15,6 +15,7 @@ Returned arrays are copies: they stay valid after the next forward.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .. import budget
+from . import model_cache
 from ..engine.net import Net, Optimization
 from ..engine.profiling import Profiler
 from ..engine.inputs import outputs_on_device, owned_copies
@@ -76,6 +78,10 @@ class Predictor(HandleAPI):
             overrides it per call): "cpu" (numpy arrays) or, on device "cuda", "cuda"
             (CuPy arrays, copied on the GPU; ONNX Runtime IOBinding's bind_output). Inputs may
             be CuPy arrays or any DLPack producer either way (engine/inputs.py).
+        cache_dir: the model cache (pooled_predictor/serving/model_cache.py: an ONNX file's optimized graph and
+            weights, kept on disk and found again by the file's bytes, the code and the CPU): None, the
+            default directory (POOLED_PREDICTOR_CACHE_DIR, else ~/.cache/pooled-predictor/models);
+            a path; or False, off. `cached` says whether this Predictor's graph came from it.
         int8_arithmetic: the quantized kernels' u8 x s8 arithmetic, "onnxruntime" (default:
             onnxruntime's sums on this host, int16-saturated pairs where it lacks VNNI) or
             "exact" (pooled_predictor/ops/int8_arithmetic.py); None: its current().
@@ -92,26 +98,27 @@ class Predictor(HandleAPI):
                  graph_optimization_level: str = "all", disabled_passes=(),
                  disable_blas_threading: bool = True, external_data_dir=None, memory_limit_bytes: int | None = None,
                  enable_profiling: bool = False, cuda_graphs: int = 8, output_device: str = "cpu",
-                 int8_arithmetic: str | None = None):
+                 int8_arithmetic: str | None = None, cache_dir=None):
         self.memory_limit_bytes = limit = budget.resolve_limit(memory_limit_bytes)
-        graph = model if isinstance(model, Graph) else load_model(
-            model, device=device, external_data_dir=external_data_dir, memory_limit_bytes=limit)
-        self.imported_graph = graph
-        self.optimization_report = None
-        if graph_optimization_level != "none" or disabled_passes:
-            # blobs named in `keep` stay: passes never remove or rename graph outputs
-            keep_outputs = [k for k in keep if k not in graph.output_names]
-            if keep_outputs:
-                graph = graph.copy()
-                graph.outputs = list(graph.outputs) + [Value(k) for k in keep_outputs]
-            graph, self.optimization_report = optimize(graph, graph_optimization_level, disable=disabled_passes,
-                                                       memory_limit_bytes=limit)
-            if keep_outputs:
-                graph.outputs = graph.outputs[:len(graph.outputs) - len(keep_outputs)]
-        self.graph = graph
+        self._model_source = (model, external_data_dir)
+        key_options = {"device": device, "level": graph_optimization_level,
+                       "disabled": sorted(map(str, disabled_passes)), "keep": [str(k) for k in keep],
+                       "memory_limit_bytes": memory_limit_bytes, "external_data_dir":
+                           None if external_data_dir is None else os.path.abspath(os.fspath(external_data_dir))}
+        hit, pending = (None, None) if isinstance(model, Graph) else model_cache.lookup(
+            model, model_cache.resolve_dir(cache_dir), key_options)
+        self.cached = hit is not None
+        if hit is not None:
+            self._imported_graph = None  # imported again only if asked for (imported_graph)
+            self.graph, self.optimization_report = hit
+            budget.check(sum(int(a.nbytes) for a in self.graph.weights.values()), limit,
+                         f"model {self.graph.source!r}: the weights")
+        else:
+            self._build_graph(model, device, external_data_dir, limit, keep, graph_optimization_level,
+                              disabled_passes, pending)
         self.device = device
         self.optimization = Optimization(optimization)
-        self.program = Program(graph, device, memory_limit_bytes=limit)
+        self.program = Program(self.graph, device, memory_limit_bytes=limit)
         self._net_options = dict(optimization=self.optimization, planner=planner, keep=tuple(keep), lanes=isa.lanes(),
                                  cache_bytes=cache_bytes, memory_limit_bytes=limit, cuda_graphs=cuda_graphs,
                                  int8_arithmetic=int8_arithmetic_.validate(
@@ -129,6 +136,38 @@ class Predictor(HandleAPI):
         self._nets_lock = threading.Lock()
         self._net_count = 0
         self._blas_token = limit_blas_threads(1) if disable_blas_threading else None
+
+    def _build_graph(self, model, device, external_data_dir, limit, keep, graph_optimization_level, disabled_passes,
+                     pending) -> None:
+        """Import and optimize the model (not found in the model cache); queue its entry's writing."""
+        graph = model if isinstance(model, Graph) else load_model(
+            model, device=device, external_data_dir=external_data_dir, memory_limit_bytes=limit,
+            data=None if pending is None else pending.data, facts=None if pending is None else pending.facts)
+        self._imported_graph = graph
+        self.optimization_report = None
+        if graph_optimization_level != "none" or disabled_passes:
+            # blobs named in `keep` stay: passes never remove or rename graph outputs
+            keep_outputs = [k for k in keep if k not in graph.output_names]
+            if keep_outputs:
+                graph = graph.copy()
+                graph.outputs = list(graph.outputs) + [Value(k) for k in keep_outputs]
+            graph, self.optimization_report = optimize(graph, graph_optimization_level, disable=disabled_passes,
+                                                       memory_limit_bytes=limit)
+            if keep_outputs:
+                graph.outputs = graph.outputs[:len(graph.outputs) - len(keep_outputs)]
+        self.graph = graph
+        if pending is not None:
+            pending.store_later(graph, self.optimization_report)
+
+    @property
+    def imported_graph(self) -> Graph:
+        """The Graph as imported, before the passes (imported again when the optimized one came from the
+        model cache)."""
+        if self._imported_graph is None:
+            model, external_data_dir = self._model_source
+            self._imported_graph = load_model(model, device=self.device, external_data_dir=external_data_dir,
+                                              memory_limit_bytes=self.memory_limit_bytes)
+        return self._imported_graph
 
     # ---- fb-caffe-exts' factories (Caffe models) --------------------------------------
     @classmethod
@@ -170,7 +209,8 @@ class Predictor(HandleAPI):
         (activations) and its own handles.
         """
         other = object.__new__(type(self))
-        shared = ("imported_graph", "optimization_report", "graph", "device", "optimization", "program",
+        shared = ("_imported_graph", "_model_source", "cached", "optimization_report", "graph", "device",
+                  "optimization", "program",
                   "_net_options", "memory_limit_bytes", "profiler", "output_device")
         other.__dict__.update({k: self.__dict__[k] for k in shared})
         other.canonical_net = other.new_net()

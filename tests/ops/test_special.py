@@ -1,9 +1,9 @@
-"""The vectorized float32 erf against scipy in float64."""
+"""The vectorized float32 erf, and the float32 expit, against scipy in float64."""
 
 import numpy as np
 from scipy import special
 
-from pooled_predictor.ops.cpu._special import erf_float32, erf_workspace_shape
+from pooled_predictor.ops.cpu._special import erf_float32, erf_workspace_shape, expit
 
 
 def test_erf_float32_within_7_ulp_everywhere():
@@ -30,3 +30,25 @@ def test_nan_propagates():
     x = np.array([np.nan, 1.0], np.float32)
     erf_float32(x, x, np.empty(erf_workspace_shape(2), np.float32))
     assert np.isnan(x[0]) and abs(x[1] - special.erf(1.0)) < 1e-6
+
+
+def test_expit_float32_is_the_float64_value_rounded_in_place_and_chunked():
+    xs = np.concatenate([np.linspace(-120, 120, 200_001), np.geomspace(1e-30, 100, 20_000),
+                         [0.0, -0.0, np.inf, -np.inf, 3e38, -3e38, np.nan]]).astype(np.float32)
+    exact = special.expit(xs.astype(np.float64)).astype(np.float32)  # float64, rounded once
+    out = np.empty_like(xs)
+    expit(xs, out)
+    np.testing.assert_array_equal(out, exact)
+    expit(xs, xs)  # in place, across chunks
+    np.testing.assert_array_equal(xs, exact)
+
+
+def test_expit_other_dtypes_and_strided_outputs_are_scipys():
+    x = np.linspace(-5, 5, 11)
+    out = np.empty_like(x)
+    expit(x, out)
+    np.testing.assert_array_equal(out, special.expit(x))
+    x32 = np.linspace(-5, 5, 20).astype(np.float32)
+    strided = np.zeros(40, np.float32)[::2]
+    expit(x32, strided)
+    np.testing.assert_allclose(strided, special.expit(x32.astype(np.float64)), rtol=3e-7)

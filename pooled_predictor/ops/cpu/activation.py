@@ -16,7 +16,7 @@ from ._special import special
 
 from ...errors import UnsupportedOpError
 from ..registry import kernel
-from ._special import erf_float32, erf_workspace_shape
+from ._special import erf_float32, erf_workspace_shape, expit
 
 
 def _scalar(value, dtype: np.dtype):
@@ -220,7 +220,7 @@ class Gelu:
                 t *= c2 * 0.044715
                 t += c2
                 t *= x
-                special.expit(t, out=t)
+                expit(t, out=t)
                 np.multiply(x, t, out=out)
             elif self.fast:
                 erf_float32(x, t, self.work.array, scale=1.0 / math.sqrt(2.0))
@@ -344,7 +344,7 @@ class Swish:
 def swish_into(x, out, t, alpha: float) -> None:
     """out = x * sigmoid(alpha x); t: workspace of x's shape (out may be x)."""
     np.multiply(x, alpha, out=t)
-    special.expit(t, out=t)
+    expit(t, out=t)
     np.multiply(x, t, out=out)
 
 

@@ -28,8 +28,20 @@ from ..shapes.control import branch_run, loop_run, scan8_run, scan_layout, scan_
 
 
 def _since(op: str, first: int) -> tuple:
-    return tuple(sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                         if s.name == op and s.domain == "" and s.since_version >= first}))
+    """The since_versions of the ONNX-domain `op` from `first` on, newest schema first, one version back at a
+    time (onnx.defs.get_schema gives the schema in force at a version; listing every schema with its history
+    took 8 ms per call at import)."""
+    out, version = set(), onnx.defs.onnx_opset_version()
+    while version >= first:
+        try:
+            schema = onnx.defs.get_schema(op, version, "")
+        except onnx.defs.SchemaError:
+            break
+        if schema.since_version < first:
+            break
+        out.add(schema.since_version)
+        version = schema.since_version - 1
+    return tuple(sorted(out))
 
 
 def _true(x) -> bool:

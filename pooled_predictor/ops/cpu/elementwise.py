@@ -14,7 +14,7 @@ from ._special import special
 
 from ..registry import kernel
 from . import compiled
-from ._special import erf_float32, erf_workspace_shape
+from ._special import erf_float32, erf_workspace_shape, expit
 
 
 # ---- activations -------------------------------------------------------------
@@ -58,12 +58,12 @@ SIGMOID_COMPILED_MIN_SIZE = 2048
 def sigmoid(x, *, out):
     """Y = 1 / (1 + exp(-X)), computed stably: float32 through compiled/sigmoid.py
     (within 2 ulp, as scipy's float32 expit) when compiled.active() and X is large
-    enough, else scipy.special.expit (the reference)."""
+    enough, else _special.expit (the reference: float32 in float64, other dtypes scipy.special.expit)."""
     if (compiled.active() and x.size >= SIGMOID_COMPILED_MIN_SIZE and x.dtype == np.float32
             and out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous):
         compiled.sigmoid.sigmoid(x.reshape(-1), out.reshape(-1))
     else:
-        special.expit(x, out=out)
+        expit(x, out=out)
 
 
 @kernel("HardSigmoid", since=(6, 22), inplace=(0,))

@@ -4,7 +4,8 @@
     avx512   16     NCHW16c     (AVX-512 F: Intel Xeon since Skylake-SP, AMD since Zen 4)
     avx2      8     NCHW8c      (AVX2 + FMA, and anything older: the kernels' generic vectors still run)
 
-Detected from llvmlite's host CPU features (the ones numba compiles for: `avx512f`, `avx2`);
+Detected from Linux's /proc/cpuinfo flags, else llvmlite's host CPU features (the ones numba
+compiles for: `avx512f`, `avx2`);
 POOLED_PREDICTOR_ISA=avx2|avx512 overrides the choice (an unknown value is logged and the
 detected ISA used). The kernels are written with LLVM's generic vector types (<8 x float>,
 <16 x float>, llvm.fmuladd on vectors), never ISA intrinsics, so both widths compile and run
@@ -32,8 +33,26 @@ ISAS = {"avx2": 8, "avx512": 16}
 """ISA name -> float32 lanes of its vectors (the channel block of its blocked layout)."""
 
 
+def _cpuinfo_flags() -> set | None:
+    """The first processor's "flags" in Linux's /proc/cpuinfo (x86: the CPUID features the kernel enabled,
+    AVX-512's register state included); None elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags") and ":" in line:
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
 def _detect() -> str:
-    """avx512 where llvmlite reports AVX-512 F on the host, else avx2."""
+    """avx512 where the host has AVX-512 F, else avx2: from /proc/cpuinfo's x86 flags where Linux gives them
+    (the CPUID bits LLVM reads too; loading llvmlite's LLVM for the question cost 50 ms of CPU of every
+    import, issue 31), else from llvmlite's host CPU features."""
+    flags = _cpuinfo_flags()
+    if flags is not None and ("avx" in flags or "sse2" in flags):
+        return "avx512" if "avx512f" in flags else "avx2"
     try:
         from llvmlite import binding
 
@@ -54,7 +73,7 @@ def _choose(detected: str) -> str:
 
 
 DETECTED = _detect()
-"""The host's ISA as llvmlite reports it ("avx512" or "avx2")."""
+"""The host's ISA ("avx512" or "avx2"), as /proc/cpuinfo or llvmlite reports it."""
 
 ISA = _choose(DETECTED)
 """The ISA the kernels are laid out for: DETECTED, or POOLED_PREDICTOR_ISA's."""
