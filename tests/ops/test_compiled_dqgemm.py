@@ -129,15 +129,36 @@ def test_k_loop_keeps_its_accumulators_in_registers():
     assert checked >= 2 * dqgemm.ROWS  # one per tile height and kernel, at least
 
 
+@pytest.mark.skipif(not _avx2_only(), reason="AVX2's 16 vector registers are the budget at stake (AVX-512 has 32)")
+def test_convolution_k_loops_keep_their_accumulators_in_registers():
+    """The same for QLinearConv's and QLinearMatMul / QGemm's saturating kernels (compiled/qgemm.py): 6-row
+    tiles spilled one accumulator in every k loop (4 stack moves each, found by the test above's reading);
+    MRS = 5 rows fit. Also the exact kernels (vpmaddwd), which never spilled."""
+    import numba
+
+    from pooled_predictor.ops.cpu.compiled import jit
+
+    checked = 0
+    for fn, op, tiles in ((qgemm.qgemm2d_sat, "vpmaddubsw", qgemm.MRS), (qgemm.qgemm2d_sat_f32, "vpmaddubsw", qgemm.MRS),
+                          (qgemm.qgemm2d, "vpmaddwd", qgemm.MR), (qgemm.qgemm2d_f32, "vpmaddwd", qgemm.MR)):
+        sig = jit._LAZY[id(fn)][1][0]
+        fresh = numba.njit([sig], nogil=True, cache=False, error_model="numpy")(fn.py_func)
+        asm = next(iter(fresh.inspect_asm().values()))
+        n = _check_loops(asm, op)
+        assert n >= tiles  # one k loop per tile height at least
+        checked += n
+    assert checked > 0
+
+
 def _check_loops(asm: str, op: str) -> int:
     loops = list(_k_loops(asm, op))
     # addresses off the stack: %rsp-based, and %rbp-based where %rbp is the frame pointer (else it is a register)
     stack_address = r"\(%rsp[,)]|\(%rbp\)" if re.search(r"movq\s+%rsp, %rbp", asm) else r"\(%rsp[,)]"
     for body in loops:
-        # a vector to or from the stack, or any store to it (a spill's round trip); a reload of a scalar
+        # a vector to or from the stack, or a store to it (a spill's round trip); a scalar read or compare
         # (8 bytes, aligned: never across a page) is harmless
         stack = [line for line in body if re.search(stack_address, line)
-                 and ("%ymm" in line or "%xmm" in line or re.search(r",\s*-?\d*\(%r[sb]p", line))]
+                 and ("%ymm" in line or "%xmm" in line or re.search(r"^\s*mov\w*\s+[^,]+,\s*-?\d*\(%r[sb]p", line))]
         assert not stack, "a k loop spills to the stack:\n" + "\n".join(stack)
     return len(loops)
 

@@ -32,7 +32,7 @@ qgemm2d_sat is onnxruntime's u8 x s8 arithmetic on hosts without VNNI (ops/int8_
 
 uint8 X and int8 W (zero point 0) as they are. W is packed as quads of k (pack_quads: 4 int8 in
 32 bits); each block of PB pixels of X is packed once (_pack16: the 4 rows of a quad interleaved,
-4 bytes a pixel) and read by every row tile; a tile of 6 rows x 16 pixels per quad broadcasts the
+4 bytes a pixel) and read by every row tile; a tile of MRS = 5 rows x 16 pixels per quad broadcasts the
 row's 4 weights and multiplies them with the 2 X vectors. The product is written in generic IR
 (_sat_pairs: zext / sext, mul, add of the even and odd products, clamp to [-32768, 32767],
 trunc to i16; then sext, mul by 16 ones loaded from memory, even + odd add), which LLVM's x86
@@ -56,7 +56,9 @@ from .jit import njit
 
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast of 16 ymm
 NP = 16  # pixels per micro-tile
-MRS = 6  # rows per micro-tile of the saturating kernel (its X comes packed: 12 accumulators, 2 X vectors)
+MRS = 5  # rows per micro-tile of the saturating kernel (its X comes packed): 10 accumulators, 2 X vectors and the
+#   saturating steps' temporaries fit AVX2's 16 ymm; 6 rows spilled one accumulator to the stack in the k loop,
+#   3x slower where the thread's stack put that slot across a page (compiled/dqgemm.py's docstring)
 
 _I8 = ir.IntType(8)
 _I16 = ir.IntType(16)
