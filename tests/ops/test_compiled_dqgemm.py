@@ -136,12 +136,14 @@ def test_convolution_k_loops_keep_their_accumulators_in_registers():
     MRS = 5 rows fit. Also the exact kernels (vpmaddwd), which never spilled."""
     import numba
 
-    from pooled_predictor.ops.cpu.compiled import jit
+    from numba import types
 
     checked = 0
-    for fn, op, tiles in ((qgemm.qgemm2d_sat, "vpmaddubsw", qgemm.MRS), (qgemm.qgemm2d_sat_f32, "vpmaddubsw", qgemm.MRS),
-                          (qgemm.qgemm2d, "vpmaddwd", qgemm.MR), (qgemm.qgemm2d_f32, "vpmaddwd", qgemm.MR)):
-        sig = jit._LAZY[id(fn)][1][0]
+    u8, f4 = types.uint8, types.float32
+    for fn, sig, op, tiles in ((qgemm.qgemm2d_sat, qgemm._sat_sigs(u8), "vpmaddubsw", qgemm.MRS),
+                               (qgemm.qgemm2d_sat_f32, qgemm._sat_sigs(f4), "vpmaddubsw", qgemm.MRS),
+                               (qgemm.qgemm2d, qgemm._sigs(u8, u8), "vpmaddwd", qgemm.MR),
+                               (qgemm.qgemm2d_f32, qgemm._sigs(u8, f4), "vpmaddwd", qgemm.MR)):
         fresh = numba.njit([sig], nogil=True, cache=False, error_model="numpy")(fn.py_func)
         asm = next(iter(fresh.inspect_asm().values()))
         n = _check_loops(asm, op)
