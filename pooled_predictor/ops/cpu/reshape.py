@@ -159,12 +159,17 @@ class Pad:
         if self.mode == "constant" and self.value is None:
             return None
         calls = [partial(np.copyto, out[self.inner], data[self.crop])]
-        rank = out.ndim
         if self.mode == "constant":
             for axis, head, _, tail, _ in self.borders:
                 pre = (slice(None),) * axis
                 calls += [partial(out[pre + (head,)].fill, self.value), partial(out[pre + (tail,)].fill, self.value)]
             return compiled.chain(*calls)
+        return compiled.chain(*calls, *self._border_copies(out))
+
+    def _border_copies(self, out) -> list:
+        """The copies that fill out's borders from its own cells (modes other than "constant"), in order:
+        axes already padded are read over their full extent, later ones over the interior only."""
+        calls, rank = [], out.ndim
         done = [False] * rank
         for axis, head, head_src, tail, tail_src in self.borders:
             view = out[tuple(slice(None) if done[i] or i == axis else self.inner[i] for i in range(rank))]
@@ -175,11 +180,10 @@ class Pad:
                 elif src.size:
                     calls.append(partial(np.take, view, src, axis, view[pre + (dst,)], "clip"))
             done[axis] = True
-        return compiled.chain(*calls)
+        return calls
 
     def __call__(self, data, pads=None, constant_value=None, axes=None, *, out):
         np.copyto(out[self.inner], data[self.crop])
-        rank = out.ndim
         if self.mode == "constant":
             value = self.value if self.value is not None else self._scalar(constant_value, out.dtype)
             for axis, head, _, tail, _ in self.borders:
@@ -187,17 +191,8 @@ class Pad:
                 out[pre + (head,)] = value
                 out[pre + (tail,)] = value
             return
-        # Axes already padded are read over their full extent, later ones over the interior only.
-        done = [False] * rank
-        for axis, head, head_src, tail, tail_src in self.borders:
-            view = out[tuple(slice(None) if done[i] or i == axis else self.inner[i] for i in range(rank))]
-            pre = (slice(None),) * axis
-            for dst, src in ((head, head_src), (tail, tail_src)):
-                if isinstance(src, slice):
-                    np.copyto(view[pre + (dst,)], view[pre + (src,)])
-                elif src.size:
-                    np.take(view, src, axis=axis, out=view[pre + (dst,)], mode="clip")
-            done[axis] = True
+        for copy in self._border_copies(out):
+            copy()
 
 
 # ---- ConstantOfShape, Range, Constant -----------------------------------------------
