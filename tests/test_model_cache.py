@@ -225,6 +225,16 @@ def test_off_by_option_or_environment(tmp_path, monkeypatch):
     assert model_cache.resolve_dir() == tmp_path / "xdg" / "pooled-predictor" / "models"
 
 
+@pytest.mark.parametrize("bad", [123, b"cache", 1.5, ["dir"]])
+def test_a_cache_dir_that_is_not_a_path_is_an_input_error(tmp_path, bad):
+    from pooled_predictor.errors import InputError
+
+    model = tmp_path / "mlp.onnx"
+    onnx.save(make_mlp(), model)
+    with pytest.raises(InputError, match="cache_dir"):
+        Predictor(str(model), cache_dir=bad)
+
+
 def test_a_model_with_external_data_is_not_cached(tmp_path):
     m = make_mlp()
     onnx.save(m, tmp_path / "ext.onnx", save_as_external_data=True, all_tensors_to_one_file=True,

@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from ..ir import Graph, Node, Subgraph, Value, readonly
 from ..ops.cpu.compiled import isa
 from ..passes.manager import PassReport, PassResult
@@ -96,10 +97,15 @@ def resolve_dir(option=None) -> Path | None:
 
     Returns:
         the directory, or None when the cache is off.
+    Raises:
+        InputError: an option that is not None, True, False, a str or an os.PathLike naming a str path.
     """
     if option is False:
         return None
     if option is not None and option is not True:
+        if not isinstance(option, (str, os.PathLike)) or not isinstance(os.fspath(option), str):
+            raise InputError(f"cache_dir must be a directory path (str or os.PathLike), None, True or False, "
+                             f"not {type(option).__name__}")
         return Path(os.fspath(option))
     env = os.environ.get("POOLED_PREDICTOR_CACHE_DIR")
     if env is not None:
