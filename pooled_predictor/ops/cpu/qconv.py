@@ -101,11 +101,25 @@ class QConvCompiled:
         self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1) and g.group == 1
                        and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
         # 3x3, stride 1, pads 1: read from X itself (compiled/qconv.py's depthwise3x3s1_q), no padded copy
-        self.dw3s1 = (self.depthwise and g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1)
-                      and g.pads_begin == (1, 1) and g.pads_end == (1, 1))
+        # channels in the lanes (compiled/qdepthwise.py): every depthwise conv of 8 channels or more
+        self.dw_cl = self.depthwise and c >= compiled.qdepthwise.CB
+        self.dw3s1 = (self.depthwise and not self.dw_cl and g.kernel == (3, 3) and g.strides == (1, 1)
+                      and g.dilations == (1, 1) and g.pads_begin == (1, 1) and g.pads_end == (1, 1))
         if self.dw3s1:
             taps = np.asarray([kh * wd + kw for kh in range(3) for kw in range(3)], np.int64)
             self.taps = self._ro(taps)
+        if self.dw_cl:
+            wp, hp, self.cl_offs = compiled.qdepthwise.geometry(h, wd, oh, ow, g.kernel, g.strides, g.dilations,
+                                                                 g.pads_begin, g.pads_end)
+            self.cl_dims = self._ro(np.asarray([c, h, wd, oh, ow, sh, sw, ph, pw, wp, x_zp], np.int64))
+            sizes = compiled.qdepthwise.scratch_sizes(h, wd, oh, ow, wp, hp, sw)
+            self.cl_refs = [ctx.scratch((n,), t) for n, t in zip(sizes, (ctx.dtype(0), ctx.dtype(0), ctx.dtype(7)))]
+            wprime = np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)
+            self.cl_w = shared_weights(w, ("qdepthwise_cl", tuple(w_zp), self.b.tobytes(), self.mult.tobytes()),
+                                       lambda w: compiled.qdepthwise.pack_weights(wprime, self.b, self.mult))
+            self._split = None
+            self.bg = self.mg_mult = None
+            return
         if self.direct:
             self.hq, self.wq, self.phases = h, wd, [(0, 0)]
             table = compiled.qgemm.quad_offsets if self.sat else compiled.qgemm.pair_offsets
@@ -169,9 +183,19 @@ class QConvCompiled:
         g = self.geo
         oh, ow = g.out_shape
         m = g.out_channels
-        f = len(self.phases)
         steps = []
         yflat = out.reshape(-1)
+        if self.dw_cl:
+            xf = x.reshape(-1)
+            wv, b8, m8 = self.cl_w
+            xt, xs, yt = (r.array for r in self.cl_refs)
+            h, wd = g.in_shape
+            for n in range(g.batch):
+                steps.append((compiled.qdepthwise.depthwise_cl_q, (xf, n * m * h * wd, self.cl_dims, wv, b8, m8,
+                                                                   self.zp, yflat, n * m * oh * ow, self.cl_offs,
+                                                                   xt, xs, yt)))
+            return steps
+        f = len(self.phases)
         gemm, extra = (compiled.qgemm.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
         if self.direct:
             xf = x.reshape(-1)
