@@ -13,10 +13,14 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   through an offset table (conv_indirect.indirect_layout): no column matrix. The
   requantization runs on each 6 x 16 tile in registers and the tile is stored as
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
-  image cropped after.
-* depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): a 3x3, stride-1,
-  pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the phase
-  planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
+  image cropped after -- except under the saturating arithmetic with OW >= 5, whose
+  GEMM runs over the output's pixels only, each 16-pixel tile's X gathered across
+  output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows).
+* depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
+  more with the channels in the vector lanes (compiled/qdepthwise.py: blocks of 8 planes
+  transposed channels-last and back; any kernel, stride, padding, dilation); fewer, a 3x3,
+  stride-1, pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the
+  phase planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
 
 W' = W - w_zp is packed once (shared by every Net); B - x_zp * sum_k W'[m, k] is the
 int32 bias (the input's zero point folded in, so padding with x_zp adds nothing);
@@ -142,7 +146,11 @@ class QConvCompiled:
         slack = SLACK + compiled.qconv.DW_BLOCK if self.depthwise else SLACK  # depthwise_q's 3x3 pass
         self.planes_ref = None if self.direct or self.dw3s1 else ctx.scratch((g.batch * self.image + slack,), x_dt)
         self.p_ext = oh * self.wq
-        self.crop = self.wq != ow
+        # the saturating GEMM over the output's pixels only, its X tiles gathered across rows (qgemm2d_sat_rows):
+        # no columns past OW computed, then cropped
+        self.rows = (self.sat and not self.depthwise and self.wq != ow and ow >= 5
+                     and 3 * (self.wq - ow) + 16 <= SLACK)
+        self.crop = self.wq != ow and not self.rows
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
@@ -227,6 +235,14 @@ class QConvCompiled:
             if self.depthwise:
                 steps.append((compiled.qconv.depthwise_q, (xf, n * self.image, f * self.plane, self.offs, self.wp, self.b, self.mult,
                                             self.zp, yflat, n * m * oh * ow, oh, ow, self.wq, self.acc_ref.array)))
+                continue
+            if self.rows:
+                p_n = oh * ow
+                for gi in range(g.group):
+                    steps.append((compiled.qgemm.qgemm2d_sat_rows, (
+                        self.wp[gi], xf, n * self.image + gi * self.cg * f * self.plane, self.offs, yflat,
+                        (n * m + gi * self.mg) * p_n, p_n, self.mg, p_n, self.bg[gi], self.mg_mult[gi], self.zp, ws,
+                        *extra, ow, self.wq)))
                 continue
             yf = self.y_ref.array if self.crop else yflat
             y0 = 0 if self.crop else n * m * self.p_ext
