@@ -13,8 +13,9 @@ channels, so every output pixel is one vector whatever the image size, stride or
 The activations stay NCHW between nodes; each block of 8 channels goes through
 
 1. pack: its 8 planes transposed to channels-last, 8 pixels x 8 channels at a time in
-   registers (_interleave8: eight 8-byte loads, one byte shuffle, one 64-byte store), then
-   copied row by row into a padded scratch whose border holds x_zero_point;
+   registers (_interleave8: eight 8-byte loads, one byte shuffle, one 64-byte store), into a
+   padded scratch whose border holds x_zero_point (rows narrower than 8 pixels: transposed
+   flat first, then copied row by row);
 2. the micro-kernel (_dw8): 8 output pixels of a row x 8 channels in 8 <8 x i32>
    accumulators; per tap, one weight vector (8 channels' W') and 8 widened pixel loads
    (vpmovzxbd / vpmovsxbd, vpmulld, vpaddd), then the requantization per lane (per-channel
@@ -222,7 +223,15 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt):
         c0 = cb * CB
         nl = min(CB, c_n - c0)
         xb = x0 + c0 * hw
-        if nl == CB:  # 1. pack: the 8 planes channels-last, 8 pixels a shuffle
+        if nl == CB and w >= 8:  # 1. pack: the 8 planes channels-last, 8 pixels a shuffle, straight into the
+            for r in range(h):  # padded rows; a row's last 8 pixels end at its end (overlapping the group before)
+                src = xb + r * w
+                dst = ((r + pt) * wp + pl) * 8
+                for j in range(0, w - 7, 8):
+                    _interleave8(x, src + j, hw, xs, dst + j * 8)
+                if w % 8:
+                    _interleave8(x, src + w - 8, hw, xs, dst + (w - 8) * 8)
+        elif nl == CB:  # narrow rows: the block channels-last in one flat pass, then row by row
             vec = hw // 8 * 8
             for q in range(0, vec, 8):
                 _interleave8(x, xb + q, hw, xt, q * 8)
@@ -233,12 +242,13 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt):
             for q in range(hw):
                 for lane in range(CB):
                     xt[q * 8 + lane] = x[xb + lane * hw + q] if lane < nl else fill
-        row = u(w * 8)
-        for r in range(h):  # ... into the padded scratch, row by row
-            s = u(r * w * 8)
-            d = u(((r + pt) * wp + pl) * 8)
-            for e in range(row):
-                xs[d + e] = xt[s + e]
+        if nl < CB or w < 8:
+            row = u(w * 8)
+            for r in range(h):  # ... into the padded scratch, row by row
+                s = u(r * w * 8)
+                d = u(((r + pt) * wp + pl) * 8)
+                for e in range(row):
+                    xs[d + e] = xt[s + e]
         wo, bo = cb * t_n * 8, cb * 8
         for i in range(oh):  # 2. 8 output pixels x 8 channels a call; a row's last call may write past the
             xr = i * sh * wp * 8  # row's end into the next row's first pixels (computed again after)
