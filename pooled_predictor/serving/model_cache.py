@@ -134,23 +134,26 @@ def code_digest(memo_dir: Path | None = None) -> str:
         import onnx
 
         versions = f"{sys.version}|{np.__version__}|{onnx.__version__}|{FORMAT}"
-        root = Path(__file__).resolve().parents[1]  # the package
-        sources = []
+        root = str(Path(__file__).resolve().parents[1])  # the package
+        sources = []  # (path relative to root, path); os.path, not pathlib: 3x less time
         for dirpath, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            sources += [Path(dirpath) / name for name in sorted(files) if name.endswith(".py")]
+            rel = os.path.relpath(dirpath, root)
+            sources += [(name if rel == "." else os.path.join(rel, name), os.path.join(dirpath, name))
+                        for name in sorted(files) if name.endswith(".py")]
         memo_path = None if memo_dir is None else Path(memo_dir) / "code.json"
         try:
-            stats = [[str(p.relative_to(root))] + ModelCache._stat(p.stat()) for p in sources]
+            stats = [[rel] + ModelCache._stat(os.stat(path)) for rel, path in sources]
         except OSError:  # a file gone while listed: no memo
             stats, memo_path = None, None
-        digest = _remembered_code_digest(memo_path, str(root), versions, stats)
+        digest = _remembered_code_digest(memo_path, root, versions, stats)
         if digest is None:
             hashed_at = time.time_ns()
             h = hashlib.sha256(versions.encode())
-            for path in sources:
-                h.update(str(path.relative_to(root)).encode() + b"\0")
-                h.update(path.read_bytes())
+            for rel, path in sources:
+                h.update(rel.encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(f.read())
             digest = h.hexdigest()
             if memo_path is not None:
                 memo = {"root": str(root), "versions": versions, "stats": stats, "sha256": digest,
