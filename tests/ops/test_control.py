@@ -445,6 +445,44 @@ def test_loop_run_per_forward_through_a_bound_body(trips):
     assert net.has_dynamic_shapes
 
 
+def test_loop_run_per_forward_is_set_up_once_per_shapes(monkeypatch):
+    """M fed: the node runs per forward, but its setup (the body looked up and bound: Loop.prepare_evaluate)
+    is kept in the Net's memo and serves later forwards of the same input shapes, whatever M and the
+    carried values are; other shapes set up again; a captured weight baked into the body is guarded by
+    identity."""
+    from pooled_predictor.ops.cpu import control
+
+    calls = []
+    real = control.Loop.prepare_evaluate.__func__
+
+    def counting(cls, ctx, **attrs):
+        calls.append(ctx.shapes)
+        return real(cls, ctx, **attrs)
+
+    monkeypatch.setattr(control.Loop, "prepare_evaluate", classmethod(counting))
+    body = oh.make_graph(
+        [oh.make_node("Mul", ["h_in", "w"], ["hm"]), oh.make_node("Tanh", ["hm"], ["h_out"]),
+         oh.make_node("Identity", ["cond_in"], ["cond_out"]), oh.make_node("Identity", ["h_out"], ["h_scan"])],
+        "body", [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("h_in", F, None)],
+        [vi("cond_out", TP.BOOL, []), vi("h_out", F, None), vi("h_scan", F, None)])
+    m = model([oh.make_node("Loop", ["M", "", "h0"], ["h", "hs"], body=body)],
+              [vi("h0", F, None), vi("M", TP.INT64, [])], [vi("h", F, None), vi("hs", F, None)],
+              [const("w", np.linspace(0.5, 1.5, 4, dtype=np.float32))])
+    net = Net(Program(load_onnx(m)), optimization=Optimization.MEMORY)
+    rng = np.random.default_rng(11)
+    for trips, shape in [(3, (4,)), (5, (4,)), (1, (4,)), (2, (2, 4)), (4, (4,))]:
+        feeds = {"h0": rng.standard_normal(shape).astype(np.float32), "M": np.array(trips, np.int64)}
+        net.forward(feeds)
+        for name, r in zip(net.output_names, run_ort(m, feeds)):
+            assert_close(net.blob_by_name(name), r, 1e-6, name)
+    assert len(calls) == 2  # (4,) once, (2, 4) once; (4,) again from the memo
+    (entry,) = [e for memo in net.layout.memos.values() for e in memo if e.shapes[2] == (4,)]
+    w = net.program.weights["w"]
+    arrays = [None, None, np.zeros(4, np.float32), w]
+    assert entry.own and entry.guard(arrays)
+    assert not entry.guard(arrays[:3] + [w.copy()])
+
+
 def test_loop_with_a_huge_trip_count_ended_by_its_condition():
     """An exporter's while loop: M = INT64_MAX, the body's condition ends it (scan outputs collected, not
     allocated for M rows)."""
