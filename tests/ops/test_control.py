@@ -520,6 +520,32 @@ def test_a_failing_node_of_a_loop_body_is_named(trips_fed):
         assert_close(net.blob_by_name(name), r, 1e-6, name)
 
 
+@pytest.mark.parametrize("optimization", [Optimization.MEMORY, Optimization.NONE])
+def test_planned_if_passing_captures_through(optimization):
+    """A planned If whose then branch returns a capture as it is (Identity(x)) and also x + z, and whose
+    else branch returns z unread by its nodes next to Neg(x): a pass-through output is copied straight from
+    the capture (control._BranchPlan), a capture no branch node reads is not copied in; every forward sees
+    the new values."""
+    then_g = oh.make_graph([oh.make_node("Identity", ["x"], ["t0"]), oh.make_node("Add", ["x", "z"], ["t1"])],
+                           "then", [], [vi("t0", F, [3]), vi("t1", F, [3])])
+    else_g = oh.make_graph([oh.make_node("Identity", ["z"], ["e0"]), oh.make_node("Neg", ["x"], ["e1"])],
+                           "else", [], [vi("e0", F, [3]), vi("e1", F, [3])])
+    m = model([oh.make_node("If", ["c"], ["y0", "y1"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", TP.BOOL, []), vi("x", F, [3]), vi("z", F, [3])], [vi("y0", F, [3]), vi("y1", F, [3])])
+    rng = np.random.default_rng(12)
+    net = None
+    for c in (True, False, True, False):
+        feeds = {"c": np.array(c), "x": rng.standard_normal(3).astype(np.float32),
+                 "z": rng.standard_normal(3).astype(np.float32)}
+        if net is None:
+            net = compare(m, feeds, optimization)
+            assert not net.has_dynamic_shapes
+            continue
+        net.forward(feeds)
+        for name, r in zip(net.output_names, run_ort(m, feeds)):
+            assert_close(net.blob_by_name(name), r, 0, name)
+
+
 def test_a_failing_node_of_a_planned_if_branch_is_named():
     """A planned If runs its branch's calls directly (control.If.prepare_run): a kernel failing there
     raises KernelError naming the branch's node, and the Net serves the next forward."""

@@ -124,14 +124,20 @@ class If:
 
 class _BranchPlan:
     """A branch bound at fixed captures and outputs: (body input blob, capture) and (output, body
-    output) pairs, for If's prepared call."""
+    output) pairs, for If's prepared call. A branch output that passes a capture through (a branch
+    `Identity(x)`, its Identity dropped: control_flow._alias_output_identities) is copied from the
+    capture itself, and a capture no node of the branch reads is not copied in: one copy, not two."""
 
     __slots__ = ("bound", "copies", "outs")
 
     def __init__(self, bound, captures, out):
         self.bound = bound
-        self.copies = [(d, a) for d, a in zip(bound.inputs, captures) if d is not None]
-        self.outs = [(o, r) for o, r in zip(out, bound.outputs) if o is not None]
+        body, layout = bound.body, bound.layout
+        name_of = dict(zip(body.fed, body.names))  # sub input index -> the branch's input blob name
+        fed = [(i, d, a) for i, (d, a) in enumerate(zip(bound.inputs, captures)) if d is not None]
+        capture_of = {id(d): a for _, d, a in fed}
+        self.outs = [(o, capture_of.get(id(r), r)) for o, r in zip(out, bound.outputs) if o is not None]
+        self.copies = [(d, a) for i, d, a in fed if layout.dynamic or layout.readers.get(name_of[i])]
 
 
 _ROW_VIEWS_MAX = 4096  # a Loop's scan output of at most this many rows is stored through per-row views
