@@ -200,6 +200,9 @@ class _LoopPlan:
             stores = None
             collected = [[] for _ in self.scans]
             appends = [(c.append, r) for c, r in zip(collected, self.scans)]
+        if (trips is not None and it is None and cond_out is None and stores is not None and calls is not None
+                and keep):
+            return self._for_loop(trips, calls, stores)
         i = 0
         while keep and (trips is None or i < trips):
             if it is not None:
@@ -231,6 +234,31 @@ class _LoopPlan:
                 d[...] = r
             i += 1
         return i if stores is not None else (i, collected)
+
+    def _for_loop(self, trips: int, calls, stores) -> int:
+        """run()'s iterations in the for-loop form (M known, no condition to read, the iteration number
+        unread, the scan outputs stored in place, the body's calls run here): exactly max(M, 0) of them,
+        with none of the checks of the general form per iteration."""
+        views = [(rows, r) for rows, r in stores if type(rows) is list]
+        indexed = [(o, r) for o, r in stores if type(o) is not list]
+        snap, back = self.snap, self.back
+        for i in range(trips):
+            try:  # zero-cost on Python 3.11 unless raised
+                for f in calls:
+                    f()
+            except PooledPredictorError:
+                raise
+            except Exception as exc:
+                raise self.bound.error(f, exc) from exc
+            for rows, r in views:
+                rows[i][...] = r
+            for o, r in indexed:
+                o[i] = r
+            for t, r in snap:
+                t[...] = r
+            for d, r in back:
+                d[...] = r
+        return max(trips, 0)
 
     def _rows(self, o) -> list:
         """o's rows (views along axis 0), kept per array (a prepared Loop's outputs are fixed)."""
