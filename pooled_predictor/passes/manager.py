@@ -5,7 +5,8 @@ Levels mean what onnxruntime's graph_optimization_level means:
     none      no pass
     basic     semantics-preserving cleanups and folds that emit only ONNX ops:
               Identity/Dropout elimination, constant and shape folding,
-              Conv+BatchNormalization/Add/Mul folding, dead-node elimination
+              Conv+BatchNormalization/Add/Mul folding, dead-node elimination; the
+              selected passes also run inside If/Loop/Scan bodies (optimize_bodies)
     extended  basic + fusions, most into our own domain's kernels
               (FusedConv, FusedGemm, FusedConvDepthwise, Gelu and HardSwish below their ONNX
               opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, the attention pattern

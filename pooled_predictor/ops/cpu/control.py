@@ -7,7 +7,8 @@ the outer-scope values its bodies capture (importers/subgraph.py); the body
 is fed both, by position. When the node's output shapes are static
 (ops/shapes/control.py) the kernel copies the body's outputs into the planned
 outputs; otherwise the Net calls `evaluate`, which runs the node and
-allocates its outputs per forward.
+allocates its outputs per forward (a Loop's setup, its body looked up and
+bound, kept per input shapes: Loop.prepare_evaluate, Step.evaluate's memo).
 
 Versions: every schema of each op (If and Loop 1..25, Scan 8..25). Later
 versions add sequence, optional and element types, not new semantics for
