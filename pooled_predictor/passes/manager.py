@@ -6,7 +6,7 @@ Levels mean what onnxruntime's graph_optimization_level means:
     basic     semantics-preserving cleanups and folds that emit only ONNX ops:
               Identity/Dropout elimination, constant and shape folding,
               Conv+BatchNormalization/Add/Mul folding, dead-node elimination; the
-              selected passes also run inside If/Loop/Scan bodies (optimize_bodies)
+              selected passes also run inside Loop/Scan bodies (optimize_bodies)
     extended  basic + fusions, most into our own domain's kernels
               (FusedConv, FusedGemm, FusedConvDepthwise, Gelu and HardSwish below their ONNX
               opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, the attention pattern
@@ -85,7 +85,7 @@ _PIPELINE = [
     Pass("fuse_pointwise_depthwise", "extended", fuse_pointwise_depthwise,
          "1x1 Conv + the depthwise Conv that alone reads it -> FusedConvDepthwise (MobileNetV2's expansion)"),
     Pass("optimize_bodies", "basic", lambda graph, ctx: optimize_bodies(graph, ctx, ctx.pipeline),
-         "If/Loop/Scan bodies: captured weights become body weights, then these passes run inside"),
+         "Loop/Scan bodies: captured weights become body weights, then these passes run inside"),
     Pass("eliminate_dead_nodes", "basic", eliminate_dead_nodes,
          "remove nodes that reach no graph output; drop unread weights"),
 ]

@@ -1,6 +1,6 @@
-"""The passes inside control-flow bodies (passes/subgraphs.py): captured weights baked into bodies, fusion
-inside a Loop body where it is legal and not where a body output or another node reads an intermediate,
-If branches sharing one capture list, nesting, a body whose passes fail; results against onnxruntime."""
+"""The passes inside Loop bodies (passes/subgraphs.py): captured weights baked into bodies, fusion inside a
+Loop body where it is legal and not where a body output or another node reads an intermediate, If branches
+left as imported, nesting, a body whose passes fail; results against onnxruntime."""
 
 from __future__ import annotations
 
@@ -150,15 +150,32 @@ def if_model():
 
 
 @pytest.mark.parametrize("c", [True, False])
-def test_if_branches_share_the_baked_captures(c):
+def test_if_branches_are_left_as_imported(c):
+    """If branches are not optimized (subgraphs.ITERATED says why): their captures stay, and the model runs
+    as onnxruntime does."""
     m = if_model()
-    opt, _ = optimize(load_onnx(m), "all")
+    opt, report = optimize(load_onnx(m), "all")
     node = opt.nodes[0]
     then_b, else_b = node.attrs["then_branch"], node.attrs["else_branch"]
-    assert node.inputs == ["c", "x"] and then_b.captures == else_b.captures == ("x",)
-    assert ops(then_b) == ["FusedGemm"] and ops(else_b) == ["MatMul", "Sub"]
-    assert then_b.weights["W"] is else_b.weights["W"]
+    assert node.inputs == ["c", "x", "W", "B"] and then_b.captures == else_b.captures == ("x", "W", "B")
+    assert ops(then_b) == ["MatMul", "Add", "Tanh"] and not report["optimize_bodies"].changed
     check_against_ort(m, {"c": np.array(c), "x": np.random.default_rng(4).standard_normal((1, H)).astype(np.float32)})
+
+
+def test_a_loop_inside_an_if_branch_is_left_as_imported():
+    """The If's branches are not entered: a Loop nested in one keeps its captures too."""
+    loop = next(n for n in loop_model(RNN_CELL).graph.node if n.op_type == "Loop")
+    then_g = oh.make_graph([loop], "then", [], [vi("h", F, [1, H]), vi("hs", F, None)])
+    else_g = oh.make_graph([oh.make_node("Identity", ["h0"], ["e0"]), oh.make_node("Unsqueeze", ["h0", "ax"], ["e1"])],
+                           "else", [], [vi("e0", F, [1, H]), vi("e1", F, None)])
+    inits = weights(np.random.default_rng(0)) + [numpy_helper.from_array(np.array(5, np.int64), "M"),
+                                                 numpy_helper.from_array(np.array([0], np.int64), "ax")]
+    m = model([oh.make_node("If", ["c"], ["y", "ys"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", TP.BOOL, []), vi("h0", F, [1, H])], [vi("y", F, [1, H]), vi("ys", F, None)], inits)
+    opt, _ = optimize(load_onnx(m), "all")
+    inner = body_of(opt.nodes[0].attrs["then_branch"])
+    assert inner.captures == ("W", "B") and ops(inner)[:3] == ["MatMul", "Add", "Tanh"]
+    check_against_ort(m, {"c": np.array(True), **h0()})
 
 
 def test_nested_bodies_get_the_weight_two_levels_down():
