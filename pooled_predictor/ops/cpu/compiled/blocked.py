@@ -117,7 +117,9 @@ def nearest(x, out, ih, iw, rows, h, w):
             src = (r * h + ih[oh]) * w * BLOCK
             dst = (r * oh_n + oh) * row
             if oh > 0 and ih[oh] == ih[oh - 1]:  # a repeated row (upsampling): copy the one just written
-                out[dst:dst + row] = out[dst - row:dst]
+                # (an element loop: numba's slice assignment compiles its shape-mismatch message, 3 s of a cold start)
+                for i in range(dst, dst + row):
+                    out[i] = out[i - row]
                 continue
             for ow in range(ow_n):
                 s = src + iw[ow] * BLOCK
