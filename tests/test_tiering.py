@@ -50,6 +50,39 @@ def test_a_caller_compiles_the_callee_at_its_explicit_signature():
     assert inner.signatures == [(types.float64,)]
 
 
+def test_callees_are_read_from_the_source_without_compiling():
+    """jit.callees: the explicit-signature functions a compile compiles first, through an inlined helper
+    and a closure too; none compiled by asking; a compiled one is no longer listed."""
+    f64 = types.float64(types.float64)
+    leaf = jit.njit(f64, cache=False)(_twice)
+    deeper = jit.njit(f64, cache=False)(lambda x: x + 3.0)
+    helper = jit.njit(inline="always", cache=False)(lambda x: deeper(x) * 2.0)
+
+    def make():
+        via_closure = leaf
+
+        def top(x):
+            return via_closure(x) + helper(x)
+        return top
+
+    top = jit.njit(f64, cache=False)(make())
+    found = jit.callees(top)
+    assert sorted(map(id, found)) == sorted(map(id, [leaf, deeper]))
+    assert leaf.signatures == [] and deeper.signatures == [] and top.signatures == []
+    assert top(1.0) == 2.0 + 8.0
+    assert jit.callees(top) == []  # compiled with it: nothing pending
+
+
+def test_compile_worker_orders_callees_first():
+    from pooled_predictor.engine import compile_worker
+    from pooled_predictor.ops.cpu.compiled import nchwc_chain
+
+    name = jit.name_of(nchwc_chain.pointwise_depthwise_nchwc)
+    order = compile_worker.with_callees([name])
+    assert order[-1] == name and len(order) == len(set(order))
+    assert set(order[:-1]) == {jit.name_of(c) for c in jit.callees(nchwc_chain.pointwise_depthwise_nchwc)}
+
+
 def test_bound_compiles_before_it_resolves():
     fn = jit.njit(types.float64(types.float64), cache=False)(_twice)
     call = compiled.bound(fn, 2.0)

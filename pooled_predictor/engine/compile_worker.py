@@ -11,7 +11,8 @@ which names the functions it binds without compiling them; with jobs > 1 it has 
 jobs - 1 processes in `--share` mode at its own start (they import while it discovers; the
 names reach them on stdin), and all of them take those functions one at a
 time (a lock file each in LOCKDIR says who compiles it), each compile going to numba's
-disk cache. Then it builds the compiled layout again, loading those from the cache, and
+disk cache; a function goes after its callees (jit.callees), never beside one of them in another
+process. Then it builds the compiled layout again, loading those from the cache, and
 runs it once, compiling whatever else it calls; the serving process loads the lot from
 the cache. Exits 0; early, with status 3, when the process that started it is gone.
 Nothing here serves requests: its work is only the cache's.
@@ -70,18 +71,59 @@ class _Log:
 _log = _Log()
 
 
-def _take_turns(lockdir: Path, names: list[str]) -> int:
-    """Compile each function of `names` that no other process has taken (its lock file); how many."""
-    done = 0
+WAIT_S = 300.0
+"""How long a process waits for a callee another process is compiling before it compiles the caller (and so
+the callee) itself: far longer than any one function takes, only a bound should that process be gone."""
+
+
+def with_callees(names: list[str]) -> list[str]:
+    """`names` with, before each, the functions with explicit signatures it compiles first (jit.callees),
+    each once: the order in which the processes take them."""
+    out: dict[str, None] = {}
     for name in names:
-        try:
-            os.close(os.open(lockdir / name.replace(":", "."), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            continue
-        start, cpu0 = time.time(), time.process_time()
-        jit.ensure(jit.function_named(name))
-        _log(name, start, cpu0)
-        done += 1
+        for callee in jit.callees(jit.function_named(name)):
+            out.setdefault(jit.name_of(callee))
+        out.setdefault(name)
+    return list(out)
+
+
+def _take_turns(lockdir: Path, names: list[str]) -> int:
+    """Compile each function of `names` that no other process has taken (its lock file), once every callee
+    it has (jit.callees) is done (its done file), so that no two processes compile one callee at once
+    (measured: PP-OCR det's chain compiled depthwise_nchwc, 5.6 s, beside the process compiling it);
+    while a callee is in another process's hands, the functions that do not wait on it go first.
+
+    Returns:
+        how many this process compiled.
+    """
+    def path(name: str, suffix: str = "") -> Path:
+        return lockdir / (name.replace(":", ".") + suffix)
+
+    waits = {name: [jit.name_of(c) for c in jit.callees(jit.function_named(name))] for name in names}
+    left, done, since = list(names), 0, time.monotonic()
+    while left:
+        taken = False
+        for name in list(left):
+            if path(name).exists():
+                left.remove(name)
+                continue
+            busy = [c for c in waits[name] if path(c).exists() and not path(c, ".done").exists()]
+            if busy and time.monotonic() - since < WAIT_S:
+                continue  # its callee is being compiled elsewhere: load it from the cache once done
+            try:
+                os.close(os.open(path(name), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                left.remove(name)
+                continue
+            start, cpu0 = time.time(), time.process_time()
+            jit.ensure(jit.function_named(name))
+            _log(name, start, cpu0)
+            path(name, ".done").touch()
+            left.remove(name)
+            done, taken, since = done + 1, True, time.monotonic()
+            break  # from the top: what was waiting on it may go now, in the order given
+        if left and not taken:
+            time.sleep(0.02)
     return done
 
 
@@ -130,7 +172,7 @@ def main(argv: list[str]) -> int:
                     start, cpu0 = time.time(), time.process_time()
                     with compiled.discovering() as found:
                         build_layout(program, shapes, device, job["options"], BODIES)
-                    names = list(dict.fromkeys(jit.name_of(f) for f in found))
+                    names = with_callees(list(dict.fromkeys(jit.name_of(f) for f in found)))
                     _log("<discover>", start, cpu0)
                     _send_names(helpers, names)
                     _take_turns(Path(lockdir), names)
