@@ -156,9 +156,8 @@ def plan_arena(liveness: Liveness, sizes: Mapping[str, int] | None = None,
     work_per_try = len(roots) + sum(map(len, conflicts))
     keys = [(nbytes[i], int(first[i]), int(last[i]), i) for i in range(len(roots))]
     orders = (sorted(range(len(roots)), key=lambda i: key(*keys[i])) for key in _ORDERINGS)
-    rng = np.random.default_rng(0)
     best_offsets, best_arena, work = [], math.inf, 0
-    for order in itertools.chain(orders, _random_orders(rng, nbytes, tries)):
+    for order in itertools.chain(orders, _random_orders(0, nbytes, tries)):
         placed, arena = _greedy_by_size(order, nbytes, conflicts, alignment)
         if arena < best_arena:
             best_offsets, best_arena = placed, arena
@@ -170,8 +169,11 @@ def plan_arena(liveness: Liveness, sizes: Mapping[str, int] | None = None,
     return _make_plan("arena", liveness, values, True, offsets, alignment)
 
 
-def _random_orders(rng: np.random.Generator, nbytes: list[int], tries: int):
-    """Orderings by size x a lognormal weight: greedy by size, perturbed."""
+def _random_orders(seed: int, nbytes: list[int], tries: int):
+    """Orderings by size x a lognormal weight: greedy by size, perturbed (the generator, and numpy.random
+    with it, is made only when an ordering is asked for: most plans reach the bound before, and importing
+    numpy.random took 30-40 ms of a process's first forward)."""
+    rng = np.random.default_rng(seed)
     sizes = np.asarray(nbytes, np.float64)
     for k in range(tries):
         weights = sizes * rng.lognormal(0.0, _NOISE_SIGMAS[k % len(_NOISE_SIGMAS)], len(sizes))

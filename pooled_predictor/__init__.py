@@ -30,6 +30,7 @@ third-party packages (cupy, ray, h5py, prometheus-client) are imported where use
 """
 
 import gc as _gc
+import importlib as _importlib
 
 # The import creates some 40,000 tracked objects and no garbage: the collector's full passes over them
 # (two of 40 ms each, issue 31) are skipped while it runs, and it is left as it was found.
@@ -40,10 +41,8 @@ try:
                          PoolClosedError, PooledPredictorError, QueueFullError, ResourceExhaustedError,
                          ShapeInferenceError,
                          UnknownBlobError, UnknownNetError, UnsupportedOpError)
-    from .serving.futures import Future, collect
     from .importers import load_caffe, load_onnx
     from .engine.net import Net, Optimization
-    from .serving.pool import Callback, Config, PinnedPooledPredictor, PooledPredictor
     from .serving.predictor import Predictor
     from .engine.program import Program
 finally:
@@ -51,6 +50,29 @@ finally:
         _gc.enable()
 
 __version__ = "0.1.0"
+
+# Names imported on first use (PEP 562), not with the package: the pool, its workers and futures
+# (serving.pool, serving.futures, concurrent.futures and logging's handlers: 20-40 ms of the import, which a
+# process that only runs a Predictor never needs; issue 31). tests/test_layers.py reads this table as
+# imports at the package's top: the layers and the no-circle rule apply to it as to the imports above.
+_LAZY = {
+    "Callback": ".serving.pool", "Config": ".serving.pool", "PinnedPooledPredictor": ".serving.pool",
+    "PooledPredictor": ".serving.pool", "Future": ".serving.futures", "collect": ".serving.futures",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Callback", "Config", "DeadlineExceededError", "FetchError", "Future", "InputError", "KernelError",

@@ -9,6 +9,8 @@ or inside a function, and checked against the rules:
 * imports of the package's own modules sit at module top (a function-level import is
   how a circle hides);
 * memory_opt imports nothing of pooled_predictor;
+* a module's `_LAZY` table (name -> module, imported on first use through PEP 562's
+  module __getattr__: pooled_predictor/__init__.py) counts as imports at its top;
 * third-party packages only where they belong (numba and llvmlite in ops/cpu/compiled,
   cupy in the CUDA device code, ray in serve, h5py in the Caffe importer,
   prometheus_client and threadpoolctl in serving).
@@ -82,6 +84,19 @@ def imports_of(name: str, source: str, is_pkg: bool, known) -> list[tuple[str, i
     skipped = {id(n) for stmt in tree.body if isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test)
                for n in ast.walk(stmt)}
     found = []
+    for stmt in tree.body:  # _LAZY = {"Name": ".module", ...}: imports made on first use, read as top-level
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in stmt.targets) \
+                and isinstance(stmt.value, ast.Dict):
+            for v in stmt.value.values:
+                if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                    level = len(v.value) - len(v.value.lstrip("."))
+                    if level:
+                        base = name.split(".") if is_pkg else name.split(".")[:-1]
+                        base = base[:len(base) - (level - 1)]
+                        mod = ".".join(base + ([v.value[level:]] if v.value[level:] else []))
+                    else:
+                        mod = v.value
+                    found.append((mod, v.lineno, True))
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
@@ -213,7 +228,8 @@ def test_the_package_keeps_its_layers():
 
 
 def test_checker_flags_planted_violations(tmp_path):
-    """A copy of the package with an upward import, a circle and a function-level import planted:
+    """A copy of the package with an upward import, a circle, a function-level import and an upward
+    _LAZY entry planted:
     each is reported (the rules can fail)."""
     import shutil
 
@@ -223,7 +239,11 @@ def test_checker_flags_planted_violations(tmp_path):
     ir.write_text(ir.read_text() + "\nfrom .engine import net as _planted  # upward\n")
     plan = tmp_path / "memory_opt" / "plan.py"
     plan.write_text(plan.read_text() + "\n\ndef _planted():\n    import pooled_predictor.errors\n")
+    errors = tmp_path / "pooled_predictor" / "errors.py"
+    errors.write_text(errors.read_text() + '\n_LAZY = {"Net": ".engine.net"}  # upward, on first use\n')
     problems = violations(modules(tmp_path))
+    assert any(p.startswith("upward: pooled_predictor.errors:") and "pooled_predictor.engine.net" in p
+               for p in problems), problems
     assert any(p.startswith("upward: pooled_predictor.ir:") and "pooled_predictor.engine.net" in p
                for p in problems), problems
     assert any(p.startswith("circle:") and "pooled_predictor.ir" in p for p in problems), problems

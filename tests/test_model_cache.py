@@ -321,3 +321,33 @@ def test_the_entries_used_longest_ago_go_first_past_the_size_limit(tmp_path, mon
     _build(tmp_path / "m7.onnx", cache)  # a fourth entry: the two used longest ago (m1, m2) go
     assert len(_entries(cache)) == 2
     assert _build(paths[0], cache).cached and not _build(paths[1], cache).cached
+
+
+def test_the_code_digest_is_remembered_by_the_sources_stat(tmp_path, monkeypatch):
+    """Issue 31: a start stats the package's sources instead of hashing them, while the remembered stats
+    all match and none was changed near the hashing; any other memo is ignored and the sources hashed."""
+    monkeypatch.setattr(model_cache, "_code_digest", None)
+    true = model_cache.code_digest()  # hashed, no memo
+    memo_path = tmp_path / "code.json"
+
+    def fresh(memo=None):
+        if memo is not None:
+            memo_path.write_text(json.dumps(memo))
+        monkeypatch.setattr(model_cache, "_code_digest", None)
+        return model_cache.code_digest(tmp_path)
+
+    assert fresh() == true and memo_path.exists()  # hashed, then remembered
+    memo = json.loads(memo_path.read_text())
+    assert memo["sha256"] == true and len(memo["stats"]) > 100
+    planted = dict(memo, sha256="f" * 64)
+    assert fresh(planted) == "f" * 64  # trusted: every stat unchanged, hashed well after the last change
+    size_changed = json.loads(json.dumps(planted))
+    size_changed["stats"][0][1] += 1
+    assert fresh(size_changed) == true  # a file of another size: hashed again
+    assert fresh(dict(planted, versions="another numpy")) == true
+    assert fresh(dict(planted, root="/elsewhere")) == true
+    newest = max(max(s[2], s[3]) for s in planted["stats"])
+    assert fresh(dict(planted, hashed_at_ns=newest + 1000)) == true  # racy: changed within the granularity
+    memo_path.write_text("not json")
+    assert fresh() == true
+    assert json.loads(memo_path.read_text())["sha256"] == true  # rewritten

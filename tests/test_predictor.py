@@ -68,3 +68,22 @@ def test_consistent_across_threads():
         for r in triple:
             np.testing.assert_array_equal(r, single)
     assert p.thread_net_count == 5  # the main thread and four workers, each its own Net
+
+
+def test_run_takes_any_mapping_refuses_the_rest_and_returns_copies():
+    """onnxruntime's run(): a dict or any other Mapping feeds it (dict checked first, cheaply); anything
+    else is an InputError; the outputs are the caller's copies, not the Net's blobs."""
+    import types
+    from collections import OrderedDict
+
+    p = Predictor(make_mlp())
+    x = np.random.default_rng(5).standard_normal((2, 16)).astype(np.float32)
+    (y,) = p.run(["y"], {"x": x})
+    for feed in (OrderedDict(x=x), types.MappingProxyType({"x": x})):
+        np.testing.assert_array_equal(p.run(["y"], feed)[0], y)
+    for bad in ([x], x, (("x", x),)):
+        with pytest.raises(InputError, match="input_feed must be a dict"):
+            p.run(["y"], bad)
+    y2 = p.run(["y"], {"x": x})[0]
+    y2[:] = 0
+    np.testing.assert_array_equal(p.run(None, {"x": x})[0], y)

@@ -48,3 +48,46 @@ def test_registering_a_key_twice_is_an_error():
 def test_unknown_device_is_an_error():
     with pytest.raises(ValueError, match="unknown device"):
         kernel("Relu", since=14, device="tpu")
+
+
+def _signature_params(impl) -> frozenset:
+    """What the registry's fast path must agree with: inspect.signature's keyword-only names."""
+    import inspect
+
+    fn = impl.__init__ if inspect.isclass(impl) else impl
+    names = {p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY}
+    if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
+        names.add("**")
+    return frozenset(names - {"out"})
+
+
+def test_attribute_names_read_from_code_objects_match_inspect():
+    """The registry reads a kernel's attribute names from its code object (issue 31: inspect.signature
+    was 60 ms of the import); for every registered kernel, and for the shapes the fast path must get right
+    (positional-only, *args, **kwargs, a wrapped function, a class), they are inspect.signature's."""
+    import functools
+
+    from pooled_predictor.ops.registry import _params
+
+    for k in registered_ops():
+        assert k.params == _signature_params(k.impl), k
+
+    def plain(x, y=None, /, z=None, *args, out, alpha=1.0, beta, **kw):
+        inner = 1
+        return inner
+
+    def no_kwargs(x, *, out, axis=0):
+        pass
+
+    @functools.wraps(no_kwargs)
+    def wrapped(*a, **kw):
+        return no_kwargs(*a, **kw)
+
+    class Cls:
+        def __init__(self, ctx, *, mode="constant"):
+            self.local = mode
+
+    for fn in (plain, no_kwargs, wrapped, Cls):
+        assert _params(fn) == _signature_params(fn), fn
+    assert _params(plain) == {"alpha", "beta", "**"}
+    assert _params(wrapped) == {"axis"}

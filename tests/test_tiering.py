@@ -89,6 +89,30 @@ def test_bound_compiles_before_it_resolves():
     assert call() == 4.0 and fn.signatures == [(types.float64,)]
 
 
+def test_a_failed_cache_save_keeps_the_compiled_function(monkeypatch, caplog):
+    """numba adds a specialization before it writes it to its disk cache; a write that fails after a good
+    compile ("no compiled object yet for <Library ...>", a full disk) must not fail the call."""
+    from numba.core.caching import Cache
+
+    def fail(self, sig, data):
+        raise RuntimeError("no compiled object yet for <Library 'x'>")
+
+    monkeypatch.setattr(Cache, "save_overload", fail)
+    fn = jit.njit(types.float64(types.float64), cache=True)(_twice)
+    with caplog.at_level("WARNING", logger=jit.__name__):
+        assert fn(4.0) == 8.0
+        assert compiled.bound(fn, 1.0)() == 2.0
+    assert fn.signatures == [(types.float64,)]
+    assert sum("could not save" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_failed_compile_still_raises(monkeypatch):
+    """Only a failed save is forgiven: a compile that fails raises numba's error, as before."""
+    fn = jit.njit(types.float64(types.float64), cache=False)(lambda x: undefined_name(x))  # noqa: F821
+    with pytest.raises(Exception, match="undefined_name"):
+        fn(1.0)
+
+
 def test_cache_only_mode_refuses_to_compile():
     fn = jit.njit(types.float64(types.float64), cache=False)(_twice)
     with compiled.cache_only(), pytest.raises(compiled.NotCached, match="_twice"):

@@ -25,7 +25,9 @@ nothing for its activations. What is copied or allocated, and why:
 * captures that are static (weights, values known at reshape: read-only
   arrays) become weights of the body Net, so its shape inference and
   constant folding see them; other captures are copied into the body's input
-  blobs once per outer run (again only after a body re-layout).
+  blobs once per outer run (again only after a body re-layout). A Loop's or
+  Scan's captures of the outer graph's weights are baked in earlier, at load,
+  by the graph passes (passes/subgraphs.py), so that they fuse inside too.
 * Loop outputs whose shape is known only by running (a trip count or
   condition fed at forward, carried values that change shape) are computed
   per forward by `evaluate`: scan outputs are then collected per iteration

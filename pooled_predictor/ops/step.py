@@ -141,8 +141,11 @@ class Step:
         once per distinct shape, not once per forward. Only setups that read small values
         (MEMO_VALUE_MAX elements at most: shapes, axes, counts) are kept; one that read a
         large value (indices, data) is set up per call as before. The outputs are allocated
-        per call (they may be returned to the caller). Control-flow nodes (own evaluate) are
-        never kept: their bodies keep their own layouts (engine/control_flow.py).
+        per call (they may be returned to the caller). A control-flow node (own evaluate) is kept
+        only through its kernel's `prepare_evaluate(ctx, **attrs)`, which gives (runner, guard):
+        runner(*arrays) returns the outputs, and the entry serves later arrays of the same shapes
+        and dtypes while guard(arrays) holds (Loop: the body bound once, its baked weights the same
+        arrays); their bodies keep their own layouts (engine/control_flow.py).
 
         Args:
             memory_limit: bytes; None: budget.default_memory_limit().
@@ -168,6 +171,14 @@ class Step:
             try:
                 if self.kernel.dynamic_output:
                     return self._evaluate_dynamic(ctx, arrays, memo if own is None else None)
+                prepare = None if memo is None else getattr(self.kernel.impl, "prepare_evaluate", None)
+                got = None if prepare is None else prepare(ctx, **self.node.attrs)
+                if got is not None:  # a control-flow node's setup for these shapes, kept while guard(arrays)
+                    outs = got[0](*arrays)
+                    memo.insert(0, MemoEntry(specs=None, runner=got[0], own=True, guard=got[1], shapes=list(shapes),
+                                             dtypes=list(dtypes)))
+                    del memo[MEMO_ENTRIES:]
+                    return outs
                 return own(ctx, *arrays, **self.node.attrs)
             except (PooledPredictorError, NotStatic):
                 raise
@@ -231,16 +242,20 @@ class MemoEntry:
     """A node's setup kept by Step.evaluate: the rule's output (shape, dtype) per output, the bound
     kernel, and what it was built for (input shapes and dtypes; the values it read, by index)."""
 
-    specs: list
+    specs: list | None
     runner: Callable
     dynamic: bool = False
     shapes: list | None = None
     dtypes: list | None = None
     values: tuple = ()
+    own: bool = False  # a prepare_evaluate runner: it returns the outputs
+    guard: Callable | None = None  # guard(arrays): whether the entry still serves them
 
     def run(self, step: Step, arrays: list) -> list:
         """Run the kept kernel on `arrays`, allocating the outputs (step.evaluate's last stage)."""
         try:
+            if self.own:
+                return self.runner(*arrays)
             if self.dynamic:
                 return step._dynamic_outputs(self.specs, self.runner(*arrays))
             outs = [np.empty(s, t) if s is not None else None for s, t in self.specs]
@@ -254,7 +269,8 @@ class MemoEntry:
 
 def _lookup(memo: list, shapes, dtypes, arrays) -> MemoEntry | None:
     for k, e in enumerate(memo):
-        if e.shapes == shapes and e.dtypes == dtypes and all(np.array_equal(arrays[i], v) for i, v in e.values):
+        if (e.shapes == shapes and e.dtypes == dtypes and all(np.array_equal(arrays[i], v) for i, v in e.values)
+                and (e.guard is None or e.guard(arrays))):
             if k:
                 memo.insert(0, memo.pop(k))
             return e

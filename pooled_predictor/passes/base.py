@@ -27,11 +27,13 @@ class PassContext:
         input_shapes: name -> shape given to optimize() (None: the declared ones).
         notes: lines a pass adds to its report entry (why it did not fire, ...).
         memory_limit_bytes: no folded value may pass it (None: budget.default_memory_limit()).
+        pipeline: the passes optimize() runs, in order (optimize_bodies runs them inside bodies).
     """
 
     input_shapes: Mapping[str, Sequence[int]] | None = None
     memory_limit_bytes: int | None = None
     notes: list[str] = field(default_factory=list)
+    pipeline: tuple = ()
     _shapes: ShapeInfo | None = None
 
     def shapes(self, graph: Graph) -> ShapeInfo:

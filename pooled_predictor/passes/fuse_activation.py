@@ -6,7 +6,7 @@
 The fused kernel (ops/cpu/fused.py) runs the Conv/Gemm kernel into Y and
 applies the activation to Y in place, with the same numpy operations as the
 stand-alone activation kernel: the result is the same, one blob and one node
-fewer. Activations, with activation_params:
+fewer (except Tanh after a Gemm on the compiled path, below). Activations, with activation_params:
 
     Relu                      []
     Sigmoid                   []
@@ -16,6 +16,8 @@ fewer. Activations, with activation_params:
     Clip                      [min, max]       Clip-6: the attributes (defaults -+3.4028234663852886e38);
                                                Clip-11+: the inputs, which must be weights; an absent one
                                                is -inf / +inf (the kernel's absent bound). ReLU6 is [0, 6].
+    Tanh (Gemm only)          []               on FusedGemm's compiled path: tanh32, within 2.9e-7 of
+                                               np.tanh's (ops/cpu/fused.py), the rest as the Tanh node
 
 Does not fire when the Conv/Gemm output is also read elsewhere or is a graph
 output (the activation's input must die there), when Clip's bounds are not
@@ -70,7 +72,9 @@ ACTIVATIONS = {
     "HardSigmoid": ((), lambda m: [float(m.node("act").attrs.get("alpha", 0.2)),
                                    float(m.node("act").attrs.get("beta", 0.5))]),
     "Clip": ((Opt(Const("min")), Opt(Const("max"))), _clip_params),
+    "Tanh": ((), lambda m: []),
 }
+GEMM_ONLY = {"Tanh"}  # FusedGemm computes it in its compiled call (ops/cpu/fused.py); Conv kernels do not
 
 
 def _fuse(kind: str):
@@ -105,6 +109,8 @@ def _rules(kind: str) -> list[Rule]:
         where = _float_gemm
     rules = []
     for op, (extra, _) in ACTIVATIONS.items():
+        if kind == "Conv" and op in GEMM_ONLY:
+            continue
         domains = ("", DOMAIN) if op == "HardSwish" else ("",)
         for d in domains:
             rules.append(Rule(f"{kind}+{op} fused", Pat(op, (base,) + extra, name="act", domain=d),

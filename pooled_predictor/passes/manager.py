@@ -5,7 +5,8 @@ Levels mean what onnxruntime's graph_optimization_level means:
     none      no pass
     basic     semantics-preserving cleanups and folds that emit only ONNX ops:
               Identity/Dropout elimination, constant and shape folding,
-              Conv+BatchNormalization/Add/Mul folding, dead-node elimination
+              Conv+BatchNormalization/Add/Mul folding, dead-node elimination; the
+              selected passes also run inside Loop/Scan bodies (optimize_bodies)
     extended  basic + fusions, most into our own domain's kernels
               (FusedConv, FusedGemm, FusedConvDepthwise, Gelu and HardSwish below their ONNX
               opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, the attention pattern
@@ -45,6 +46,7 @@ from .gelu import fuse_gelu
 from .hard_swish import fuse_hard_swish
 from .pointwise_depthwise import fuse_pointwise_depthwise
 from .qdq import fuse_qdq
+from .subgraphs import optimize_bodies
 from .transpose import compose_transposes
 
 log = logging.getLogger("pooled_predictor.passes")
@@ -79,9 +81,11 @@ _PIPELINE = [
     Pass("fuse_conv_activation", "extended", fuse_conv_activation,
          "Conv + Relu/Clip/Sigmoid/HardSigmoid/HardSwish/LeakyRelu -> FusedConv"),
     Pass("fuse_gemm_activation", "extended", fuse_gemm_activation,
-         "Gemm + Relu/Clip/Sigmoid/HardSigmoid/HardSwish/LeakyRelu -> FusedGemm"),
+         "Gemm + Relu/Clip/Sigmoid/HardSigmoid/HardSwish/LeakyRelu/Tanh -> FusedGemm"),
     Pass("fuse_pointwise_depthwise", "extended", fuse_pointwise_depthwise,
          "1x1 Conv + the depthwise Conv that alone reads it -> FusedConvDepthwise (MobileNetV2's expansion)"),
+    Pass("optimize_bodies", "basic", lambda graph, ctx: optimize_bodies(graph, ctx, ctx.pipeline),
+         "Loop/Scan bodies: captured weights become body weights, then these passes run inside"),
     Pass("eliminate_dead_nodes", "basic", eliminate_dead_nodes,
          "remove nodes that reach no graph output; drop unread weights"),
 ]
@@ -255,7 +259,7 @@ def optimize(graph: Graph, level: str = "all", disable: Sequence[str] = (), enab
     g = graph.copy()
     report = PassReport(level, before=op_counts(g))
     for p in passes:
-        ctx = PassContext(input_shapes=input_shapes, memory_limit_bytes=memory_limit_bytes)
+        ctx = PassContext(input_shapes=input_shapes, memory_limit_bytes=memory_limit_bytes, pipeline=tuple(passes))
         before = op_counts(g)
         t0 = time.perf_counter()
         try:

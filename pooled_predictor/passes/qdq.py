@@ -8,6 +8,10 @@ turns the groups into its integer kernels; this pass does the same:
 
     Q(Conv(DQ(x), DQ(W), DQ(B)))    = QLinearConv(x, xs, xz, W, ws, wz, ys, yz, B)
     Q(MatMul(DQ(a), DQ(b)))         = QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
+    Q(Gemm(DQ(a), DQ(B), DQ(C)))    = QGemm(a, as, az, B, bs, bz, C, ys, yz)   (com.microsoft; transA, transB
+                                                           kept; beta 1, and alpha 1 with a C (QGemm scales
+                                                           C by alpha, Gemm does not): the classifier in
+                                                           integers, as onnxruntime's QDQ Gemm selector)
     Q(MaxPool(DQ(x)))               = MaxPool(x)          (same scale and zero point;
                                                            max commutes with a monotone map)
     Q(Add(DQ(a), DQ(b)))            = QLinearAdd(a, as, az, b, bs, bz, ys, yz)       (com.microsoft;
@@ -35,7 +39,7 @@ onnxruntime's rule (its quantizer removes such activations itself).
 Fires when: the op's output is read by the Q alone (through the Relu/Clip), and is
 no graph output; scales and zero points are weights, per tensor for activations
 (x, a, y), per tensor or per output channel (DequantizeLinear axis 0 for Conv's W,
-axis 1 for MatMul's b) for weights; W / b are 8-bit weights, B a DQ of an int32
+axis 1 for MatMul's b, the N axis of Gemm's B) for weights; W / b are 8-bit weights, B a DQ of an int32
 weight with zero point 0 (the bias quantized at xs * ws: its int32 is used as it
 is, as onnxruntime does). The DequantizeLinear nodes are left for their other
 readers; those left unread are removed here (before constant folding would turn
@@ -149,6 +153,43 @@ def _conv(graph, prod, node):
     return [x[0], x[1], x[2], w[0], w[1], w[2]], bias
 
 
+def _bias(graph, prod, value):
+    """The int32 weight of a DequantizeLinear with zero point 0 producing `value` (a quantized bias), or None."""
+    bnode = prod.get(value)
+    if bnode is None or bnode.op_type != "DequantizeLinear":
+        return None
+    bq = _w(graph, bnode.inputs[0])
+    bz = _w(graph, bnode.inputs[2]) if len(bnode.inputs) > 2 and bnode.inputs[2] else None
+    if bq is None or bq.dtype != np.int32 or (bz is not None and np.any(bz != 0)):
+        return None
+    return bnode.inputs[0]
+
+
+def _gemm(graph, prod, node):
+    """QGemm's inputs for Q(Gemm(DQ(a), DQ(B), DQ(C))) (module docstring), or None."""
+    if registry.find("QGemm", MS, 1, "cpu") is None or float(node.attrs.get("beta", 1.0)) != 1.0:
+        return None
+    ins = list(node.inputs) + [""] * (3 - len(node.inputs))
+    a = _dq(graph, prod, ins[0], weight=False)
+    b = _dq(graph, prod, ins[1], weight=True)
+    if a is None or b is None or not _per_tensor(graph, a[1], a[2]):
+        return None
+    bw = graph.weights[b[0]]
+    if bw.ndim != 2:
+        return None
+    n_axis = 0 if node.attrs.get("transB", 0) else 1
+    if not (_per_tensor(graph, b[1], b[2]) or (b[3] % 2 == n_axis and np.size(graph.weights[b[1]]) == bw.shape[n_axis])):
+        return None
+    c = ""
+    if ins[2]:  # C at the scale as * bs, as QGemm takes it; QGemm scales it by alpha where Gemm does not
+        if float(node.attrs.get("alpha", 1.0)) != 1.0:
+            return None
+        c = _bias(graph, prod, ins[2])
+        if c is None or np.ndim(graph.weights[c]) > 1:
+            return None
+    return [a[0], a[1], a[2], b[0], b[1], b[2], c], ""
+
+
 def _matmul(graph, prod, node):
     a = _dq(graph, prod, node.inputs[0], weight=False)
     b = _dq(graph, prod, node.inputs[1], weight=True)
@@ -175,7 +216,7 @@ def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
         if node.domain in ("", "ai.onnx") and node.op_type in CONTRIB:
             _contrib(graph, prod, cons, outs, node, replace, counts)
             continue
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "MatMul", "MaxPool"):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "MatMul", "Gemm", "MaxPool"):
             continue
         if node.op_type == "MaxPool":
             _maxpool(graph, prod, cons, outs, node, replace, counts)
@@ -184,13 +225,17 @@ def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
         if after is None:
             continue
         q, chain = after
-        found = (_conv if node.op_type == "Conv" else _matmul)(graph, prod, node)
+        found = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm}[node.op_type](graph, prod, node)
         if found is None:
             continue
         ins, bias = found
         ins += [q.inputs[1], q.inputs[2]]
         if node.op_type == "Conv":
             new = Node("QLinearConv", ins + ([bias] if bias else []), [q.outputs[0]], dict(node.attrs), "", node.name)
+        elif node.op_type == "Gemm":
+            attrs = {k: node.attrs[k] for k in ("alpha", "transA", "transB") if k in node.attrs}
+            new = Node("QGemm", ins, [q.outputs[0]], attrs, MS, node.name)
+            graph.opset[MS] = max(graph.opset.get(MS, 0), 1)
         else:
             new = Node("QLinearMatMul", ins, [q.outputs[0]], {}, "", node.name)
         replace[id(node)] = new

@@ -35,6 +35,13 @@ CONVS = [  # x shape, w shape, attributes
     ((1, 16, 14, 14), (16, 1, 3, 3), {"pads": [0, 0, 1, 1], "group": 16, "strides": [2, 2]}),  # asymmetric pads
     ((2, 9, 2, 5), (9, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 9}),  # 3x3 stride 1 on X itself: all border
     ((1, 5, 3, 17), (5, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 5}),  # one interior row
+    # 3x3 over ResNet-50's small images: the output's pixels only, tiles spanning 2 to 4 rows (qgemm2d_sat_rows)
+    ((1, 16, 7, 7), (12, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 8, 14, 14), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 8, 5, 5), (7, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 5: the narrowest it takes
+    ((1, 8, 15, 15), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 8, 11, 13), (8, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ((1, 8, 4, 4), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 4: cropped as before
 ]
 
 

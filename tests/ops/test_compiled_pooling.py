@@ -149,6 +149,23 @@ def test_sigmoid_node(monkeypatch):
     check_node("Sigmoid", [x.astype(np.float64)], {}, opset=13)  # float64: scipy
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (2, 7, 9)])
+def test_small_sigmoid_is_bound_to_the_compiled_pass(shape):
+    """A small float32 Sigmoid (silero-vad's one-element output) runs compiled/sigmoid.py bound once, not the
+    float64 reference (about 10 us a call against 0.4), within 2 ulp of the correctly rounded value."""
+    from pooled_predictor.ops.cpu import elementwise
+
+    x = f32(*shape, scale=6.0)
+    out = np.empty_like(x)
+    call = elementwise.sigmoid.prepare_run(x, out=out)
+    assert call is not None
+    call()
+    exact = (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+    np.testing.assert_array_max_ulp(out, exact, maxulp=2)
+    with compiled.reference_kernels():  # the reference tier binds nothing: the call form's expit
+        assert elementwise.sigmoid.prepare_run(x, out=out) is None
+
+
 # ---- ConvTranspose: the tile path (kernel == stride, no padding) ---------------------
 # (X shape, W shape, kernel/strides, group): odd sizes, batch 2, kw 2 (written out) and others
 TILE_CASES = [((2, 6, 7, 9), (6, 4, 2, 2), (2, 2), 1), ((1, 4, 5, 11), (4, 3, 3, 3), (3, 3), 1),

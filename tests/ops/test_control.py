@@ -445,6 +445,44 @@ def test_loop_run_per_forward_through_a_bound_body(trips):
     assert net.has_dynamic_shapes
 
 
+def test_loop_run_per_forward_is_set_up_once_per_shapes(monkeypatch):
+    """M fed: the node runs per forward, but its setup (the body looked up and bound: Loop.prepare_evaluate)
+    is kept in the Net's memo and serves later forwards of the same input shapes, whatever M and the
+    carried values are; other shapes set up again; a captured weight baked into the body is guarded by
+    identity."""
+    from pooled_predictor.ops.cpu import control
+
+    calls = []
+    real = control.Loop.prepare_evaluate.__func__
+
+    def counting(cls, ctx, **attrs):
+        calls.append(ctx.shapes)
+        return real(cls, ctx, **attrs)
+
+    monkeypatch.setattr(control.Loop, "prepare_evaluate", classmethod(counting))
+    body = oh.make_graph(
+        [oh.make_node("Mul", ["h_in", "w"], ["hm"]), oh.make_node("Tanh", ["hm"], ["h_out"]),
+         oh.make_node("Identity", ["cond_in"], ["cond_out"]), oh.make_node("Identity", ["h_out"], ["h_scan"])],
+        "body", [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("h_in", F, None)],
+        [vi("cond_out", TP.BOOL, []), vi("h_out", F, None), vi("h_scan", F, None)])
+    m = model([oh.make_node("Loop", ["M", "", "h0"], ["h", "hs"], body=body)],
+              [vi("h0", F, None), vi("M", TP.INT64, [])], [vi("h", F, None), vi("hs", F, None)],
+              [const("w", np.linspace(0.5, 1.5, 4, dtype=np.float32))])
+    net = Net(Program(load_onnx(m)), optimization=Optimization.MEMORY)
+    rng = np.random.default_rng(11)
+    for trips, shape in [(3, (4,)), (5, (4,)), (1, (4,)), (2, (2, 4)), (4, (4,))]:
+        feeds = {"h0": rng.standard_normal(shape).astype(np.float32), "M": np.array(trips, np.int64)}
+        net.forward(feeds)
+        for name, r in zip(net.output_names, run_ort(m, feeds)):
+            assert_close(net.blob_by_name(name), r, 1e-6, name)
+    assert len(calls) == 2  # (4,) once, (2, 4) once; (4,) again from the memo
+    (entry,) = [e for memo in net.layout.memos.values() for e in memo if e.shapes[2] == (4,)]
+    w = net.program.weights["w"]
+    arrays = [None, None, np.zeros(4, np.float32), w]
+    assert entry.own and entry.guard(arrays)
+    assert not entry.guard(arrays[:3] + [w.copy()])
+
+
 def test_loop_with_a_huge_trip_count_ended_by_its_condition():
     """An exporter's while loop: M = INT64_MAX, the body's condition ends it (scan outputs collected, not
     allocated for M rows)."""
@@ -480,6 +518,32 @@ def test_a_failing_node_of_a_loop_body_is_named(trips_fed):
     net.forward(feeds)
     for name, r in zip(net.output_names, run_ort(m, feeds)):
         assert_close(net.blob_by_name(name), r, 1e-6, name)
+
+
+@pytest.mark.parametrize("optimization", [Optimization.MEMORY, Optimization.NONE])
+def test_planned_if_passing_captures_through(optimization):
+    """A planned If whose then branch returns a capture as it is (Identity(x)) and also x + z, and whose
+    else branch returns z unread by its nodes next to Neg(x): a pass-through output is copied straight from
+    the capture (control._BranchPlan), a capture no branch node reads is not copied in; every forward sees
+    the new values."""
+    then_g = oh.make_graph([oh.make_node("Identity", ["x"], ["t0"]), oh.make_node("Add", ["x", "z"], ["t1"])],
+                           "then", [], [vi("t0", F, [3]), vi("t1", F, [3])])
+    else_g = oh.make_graph([oh.make_node("Identity", ["z"], ["e0"]), oh.make_node("Neg", ["x"], ["e1"])],
+                           "else", [], [vi("e0", F, [3]), vi("e1", F, [3])])
+    m = model([oh.make_node("If", ["c"], ["y0", "y1"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", TP.BOOL, []), vi("x", F, [3]), vi("z", F, [3])], [vi("y0", F, [3]), vi("y1", F, [3])])
+    rng = np.random.default_rng(12)
+    net = None
+    for c in (True, False, True, False):
+        feeds = {"c": np.array(c), "x": rng.standard_normal(3).astype(np.float32),
+                 "z": rng.standard_normal(3).astype(np.float32)}
+        if net is None:
+            net = compare(m, feeds, optimization)
+            assert not net.has_dynamic_shapes
+            continue
+        net.forward(feeds)
+        for name, r in zip(net.output_names, run_ort(m, feeds)):
+            assert_close(net.blob_by_name(name), r, 0, name)
 
 
 def test_a_failing_node_of_a_planned_if_branch_is_named():

@@ -25,6 +25,7 @@ from pooled_predictor.ops.cpu.compiled import gemm as nchw_gemm
 from pooled_predictor.ops.cpu.compiled.reorder import from_blocked, to_blocked
 from pooled_predictor.ops.layouts import TRANSFORM_OP, physical_shape
 from pooled_predictor.passes import optimize
+from tests.conftest import SUITE_LANES
 from tests.onnx_helpers import run_ort
 from tests.ops import test_nchwc as nchwc_tests  # its NCHW <-> blocked helpers, at 16 lanes here
 
@@ -62,8 +63,8 @@ def test_isa_override_and_unknown_value():
 
 
 def test_use_lanes_sets_the_width_of_nets_made_inside():
-    before = isa.lanes()  # 8: the suite's (tests/conftest.py), whatever the host's LANES
-    assert before == 8 and isa.blocked_layout() == "NCHW8c" and isa.LANES in isa.ISAS.values()
+    before = isa.lanes()  # the suite's (tests/conftest.py: 8 unless POOLED_PREDICTOR_TEST_LANES), whatever the host's
+    assert before == SUITE_LANES and isa.blocked_layout() == f"NCHW{SUITE_LANES}c" and isa.LANES in isa.ISAS.values()
     with isa.use_lanes(16):
         assert isa.lanes() == 16 and isa.blocked_layout() == L16
         assert Net(Program(load_onnx(_small_model()))).lanes == 16

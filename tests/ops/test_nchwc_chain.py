@@ -16,6 +16,8 @@ from pooled_predictor.passes import optimize
 from pooled_predictor.engine.program import Program
 from tests.passes.pass_helpers import make_model, rand, run_ort
 
+pytestmark = pytest.mark.usefixtures("lanes8")  # NCHW8c structures (the 16-lane ones: test_nchwc16.py)
+
 rng = np.random.default_rng(31)
 F = np.float32
 

@@ -13,6 +13,8 @@ from pooled_predictor.ops.cpu.compiled import epilogue, widths
 from tests.ops.test_nchwc import _model, _w, _y_under_none_and_memory, blocked, f32, unblocked
 from tests.onnx_helpers import run_ort
 
+pytestmark = pytest.mark.usefixtures("lanes8")  # NCHW8c structures (the 16-lane ones: test_nchwc16.py)
+
 # F(2x2,3x3): direct convolution's error; F(4x4,3x3): transform entries up to 8 (compiled/winograd.py)
 TOL = {2: 1e-6, 4: 2e-5}
 

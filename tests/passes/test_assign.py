@@ -92,7 +92,7 @@ def _nhwc_unary(fn):
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW8c"])
 @pytest.mark.parametrize("optimization", [Optimization.NONE, Optimization.MEMORY])
-def test_net_runs_mixed_layouts_like_onnxruntime(layout, optimization):
+def test_net_runs_mixed_layouts_like_onnxruntime(layout, optimization, lanes8):
     model = _conv_relu_model()
     x = np.random.default_rng(1).standard_normal((2, 3, 7, 5)).astype(np.float32)
     program = Program(load_onnx(model))

@@ -121,6 +121,14 @@ def test_gemm_activation_fuses(case):
     assert node.attrs["activation"] == act and node.attrs["alpha"] == 0.5 and node.attrs["transB"] == 1
 
 
+def test_gemm_tanh_fuses_and_conv_tanh_does_not():
+    """Tanh fuses after a Gemm only (FusedGemm's compiled call applies it: ops/cpu/fused.py)."""
+    tanh = [helper.make_node("Tanh", ["c"], ["y"])]
+    after, _ = check_pass(gemm_act(tanh, {}), A, "fuse_gemm_activation", fires=True)
+    assert ops(after) == ["pooled_predictor.FusedGemm"] and after.nodes[0].attrs["activation"] == "Tanh"
+    check_pass(conv_act(tanh, {}, 17), X, "fuse_conv_activation", fires=False)
+
+
 def test_gemm_not_fused_when_output_is_a_graph_output():
     check_pass(gemm_act([helper.make_node("Relu", ["c"], ["y"])], {}, extra_outputs=["c"]), A,
                "fuse_gemm_activation", fires=False)

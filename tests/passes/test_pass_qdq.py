@@ -47,6 +47,12 @@ def _float_model(kind: str) -> onnx.ModelProto:
         inits = [init("w1", 16, 8, 1, 1), init("b1", 16), init("w2", 16, 16, 3, 3), init("b2", 16),
                  init("w3", 16, 1, 3, 3), init("b3", 16)]
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 20, 20])
+    elif kind.startswith("gemm"):  # a classifier: Gemm with transB (torch's Linear), then one without
+        alpha = {"alpha": 0.5} if kind == "gemm_alpha" else {}
+        nodes = [helper.make_node("Gemm", ["x", "g1", "gb1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+                 helper.make_node("Gemm", ["r", "g2", "gb2"], ["y"], **alpha)]
+        inits = [init("g1", 48, 32), init("gb1", 48), init("g2", 48, 24), init("gb2", 24)]
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 32])
     else:
         nodes = [helper.make_node("MatMul", ["x", "m1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
                  helper.make_node("MatMul", ["r", "m2"], ["y"])]
@@ -87,15 +93,15 @@ def _output_step(model) -> float:
     return float(inits[node.input[1]])
 
 
-@pytest.mark.parametrize("kind", ["conv", "matmul"])
+@pytest.mark.parametrize("kind", ["conv", "matmul", "gemm"])
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_qdq_model_runs_in_integers(kind, per_channel, tmp_path):
     model, shape = _quantized(kind, per_channel, tmp_path)
     graph, report = optimize(load_onnx(model), level="extended")
     ops = graph.op_counts()
-    fused = "QLinearConv" if kind == "conv" else "QLinearMatMul"
+    fused = {"conv": "QLinearConv", "matmul": "QLinearMatMul", "gemm": "QGemm"}[kind]
     assert ops[fused] == (3 if kind == "conv" else 2), ops
-    assert ops["Conv"] == 0 and ops["MatMul"] == 0, ops
+    assert ops["Conv"] == 0 and ops["MatMul"] == 0 and ops["Gemm"] == 0, ops
     if kind == "conv":
         assert ops["MaxPool"] == 1  # on the 8-bit input (same scale and zero point around it)
     x = rng.uniform(-1, 1, shape).astype(np.float32)
@@ -104,6 +110,19 @@ def test_qdq_model_runs_in_integers(kind, per_channel, tmp_path):
         (ours,) = run_net(graph, {"x": x})
     step = _output_step(model)
     assert np.max(np.abs(ours - ref)) <= step * 1.0001, (np.max(np.abs(ours - ref)), step)
+
+
+def test_gemm_with_alpha_and_a_bias_stays_float(tmp_path):
+    """QGemm scales C by alpha, Gemm does not: a Gemm with alpha != 1 and a bias is left to the float kernels."""
+    model, shape = _quantized("gemm_alpha", False, tmp_path)
+    graph, _ = optimize(load_onnx(model), level="extended")
+    ops = graph.op_counts()
+    assert ops["QGemm"] == 1 and ops["QGemm"] + ops["Gemm"] + ops["FusedGemm"] == 2, ops
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    (ref,) = run_ort(model, {"x": x})
+    with int8_arithmetic.use("exact"):
+        (ours,) = run_net(graph, {"x": x})
+    assert np.max(np.abs(ours - ref)) <= _output_step(model) * 1.0001
 
 
 def test_relu_kept_when_the_quantizer_does_not_make_it_redundant():

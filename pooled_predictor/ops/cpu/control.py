@@ -7,7 +7,8 @@ the outer-scope values its bodies capture (importers/subgraph.py); the body
 is fed both, by position. When the node's output shapes are static
 (ops/shapes/control.py) the kernel copies the body's outputs into the planned
 outputs; otherwise the Net calls `evaluate`, which runs the node and
-allocates its outputs per forward.
+allocates its outputs per forward (a Loop's setup, its body looked up and
+bound, kept per input shapes: Loop.prepare_evaluate, Step.evaluate's memo).
 
 Versions: every schema of each op (If and Loop 1..25, Scan 8..25). Later
 versions add sequence, optional and element types, not new semantics for
@@ -124,14 +125,20 @@ class If:
 
 class _BranchPlan:
     """A branch bound at fixed captures and outputs: (body input blob, capture) and (output, body
-    output) pairs, for If's prepared call."""
+    output) pairs, for If's prepared call. A branch output that passes a capture through (a branch
+    `Identity(x)`, its Identity dropped: control_flow._alias_output_identities) is copied from the
+    capture itself, and a capture no node of the branch reads is not copied in: one copy, not two."""
 
     __slots__ = ("bound", "copies", "outs")
 
     def __init__(self, bound, captures, out):
         self.bound = bound
-        self.copies = [(d, a) for d, a in zip(bound.inputs, captures) if d is not None]
-        self.outs = [(o, r) for o, r in zip(out, bound.outputs) if o is not None]
+        body, layout = bound.body, bound.layout
+        name_of = dict(zip(body.fed, body.names))  # sub input index -> the branch's input blob name
+        fed = [(i, d, a) for i, (d, a) in enumerate(zip(bound.inputs, captures)) if d is not None]
+        capture_of = {id(d): a for _, d, a in fed}
+        self.outs = [(o, capture_of.get(id(r), r)) for o, r in zip(out, bound.outputs) if o is not None]
+        self.copies = [(d, a) for i, d, a in fed if layout.dynamic or layout.readers.get(name_of[i])]
 
 
 _ROW_VIEWS_MAX = 4096  # a Loop's scan output of at most this many rows is stored through per-row views
@@ -143,7 +150,7 @@ class _LoopPlan:
     is another carried input's blob, as a body that swaps two values has), the scan outputs stored
     at the iteration's index. Carried values keep their shapes (the caller checks)."""
 
-    __slots__ = ("bound", "n", "dests", "scans", "snap", "back", "carried", "it", "cond_out", "rows")
+    __slots__ = ("bound", "n", "dests", "scans", "snap", "back", "carried", "it", "cond_out", "rows", "scan_row_bytes")
 
     def __init__(self, bound, n_carried: int):
         ins, outs = bound.inputs, bound.outputs
@@ -157,6 +164,7 @@ class _LoopPlan:
         self.dests = ins[2:]  # the carried and captured values' input blobs (None: baked in)
         self.carried = ins[2:2 + n_carried]
         self.scans = outs[1 + n_carried:]
+        self.scan_row_bytes = sum(r.nbytes for r in self.scans)
         dests = {id(d) for d in self.carried}
         self.snap, self.back = [], []
         for d, r in zip(self.carried, outs[1:1 + n_carried]):
@@ -193,6 +201,9 @@ class _LoopPlan:
             stores = None
             collected = [[] for _ in self.scans]
             appends = [(c.append, r) for c, r in zip(collected, self.scans)]
+        if (trips is not None and it is None and cond_out is None and stores is not None and calls is not None
+                and keep):
+            return self._for_loop(trips, calls, stores)
         i = 0
         while keep and (trips is None or i < trips):
             if it is not None:
@@ -225,6 +236,31 @@ class _LoopPlan:
             i += 1
         return i if stores is not None else (i, collected)
 
+    def _for_loop(self, trips: int, calls, stores) -> int:
+        """run()'s iterations in the for-loop form (M known, no condition to read, the iteration number
+        unread, the scan outputs stored in place, the body's calls run here): exactly max(M, 0) of them,
+        with none of the checks of the general form per iteration."""
+        views = [(rows, r) for rows, r in stores if type(rows) is list]
+        indexed = [(o, r) for o, r in stores if type(o) is not list]
+        snap, back = self.snap, self.back
+        for i in range(trips):
+            try:  # zero-cost on Python 3.11 unless raised
+                for f in calls:
+                    f()
+            except PooledPredictorError:
+                raise
+            except Exception as exc:
+                raise self.bound.error(f, exc) from exc
+            for rows, r in views:
+                rows[i][...] = r
+            for o, r in indexed:
+                o[i] = r
+            for t, r in snap:
+                t[...] = r
+            for d, r in back:
+                d[...] = r
+        return max(trips, 0)
+
     def _rows(self, o) -> list:
         """o's rows (views along axis 0), kept per array (a prepared Loop's outputs are fixed)."""
         got = self.rows.get(id(o))
@@ -236,13 +272,14 @@ class _LoopPlan:
 _PREALLOCATE_BYTES = 16 << 20  # a Loop run per forward allocates its scan outputs for M rows up to this
 
 
-def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
-    """run_loop's outputs through a bound body (_LoopPlan) when the carried values keep their shapes and
-    dtypes and no body output is allocated per run; None: use the generic iteration."""
+def _loop_plan(run, n_carried: int, rest) -> _LoopPlan | None:
+    """The body bound for the shapes of `rest` (the carried and captured inputs) and its _LoopPlan, when the
+    carried values keep their shapes and dtypes and no body output is allocated per run; else None (the
+    generic iteration, which also raises what the body rejects where the spec would)."""
     try:
         bound = run.bind([(), ()] + [a.shape for a in rest])
     except PooledPredictorError:
-        return None  # the generic path raises it where the spec would
+        return None
     if bound.dynamic or bound.inputs[0] is None:
         return None
     for a, r in zip(rest[:n_carried], bound.outputs[1:1 + n_carried]):
@@ -251,17 +288,29 @@ def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
     plan = bound.cache.get(_LoopPlan)  # one per body layout, kept on its Bound (BodyRun.bind keeps that)
     if plan is None or plan.n != n_carried:
         plan = bound.cache[_LoopPlan] = _LoopPlan(bound, n_carried)
+    return plan
+
+
+def _evaluate_plan(plan: _LoopPlan, m, cond, rest) -> list:
+    """run_loop's outputs, allocated, through a bound body: the scan outputs stored in place into M rows
+    (cut to the iterations run) when they fit _PREALLOCATE_BYTES, else collected and stacked once (a huge M
+    that the condition ends early, as exporters write a while loop); the final carried values copied."""
     trips = None if m is None else int(m.item(0))
-    if trips is not None and 0 <= trips and trips * sum(r.nbytes for r in plan.scans) <= _PREALLOCATE_BYTES:
-        # at most M rows: stored in place, cut to the iterations run (a huge M that the condition ends
-        # early, as exporters write a while loop, collects them instead)
+    if trips is not None and 0 <= trips and trips * plan.scan_row_bytes <= _PREALLOCATE_BYTES:
         scans = [np.empty((trips,) + r.shape, r.dtype) for r in plan.scans]
         i = plan.run(m, cond, rest, scans)
-        scans = [s[:i] for s in scans]
+        if i < trips:
+            scans = [s[:i] for s in scans]
     else:
         i, collected = plan.run(m, cond, rest)
         scans = [np.stack(c) if c else np.empty((0,) + r.shape, r.dtype) for c, r in zip(collected, plan.scans)]
     return [np.array(v) for v in plan.carried] + scans
+
+
+def _fast_loop(run, n_carried: int, m, cond, rest) -> list | None:
+    """run_loop's outputs through a bound body (_loop_plan); None: use the generic iteration."""
+    plan = _loop_plan(run, n_carried, rest)
+    return None if plan is None else _evaluate_plan(plan, m, cond, rest)
 
 
 def run_loop(run, n_carried: int, m, cond, rest, out=None) -> list | None:
@@ -363,6 +412,35 @@ class Loop:
     def evaluate(cls, ctx, m, cond, *rest, body):
         """Run once, allocating the outputs (trip count or carried shapes known only by running)."""
         return run_loop(loop_run(ctx, body), body.num_formal_inputs - 2, m, cond, rest)
+
+    @classmethod
+    def prepare_evaluate(cls, ctx, *, body):
+        """(runner, guard) for Step.evaluate's memo: runner(m, cond, *rest) is evaluate() on the BodyRun looked
+        up once for these input dtypes (the thread's, engine/control_flow.BodyRuns); guard(arrays) holds while
+        the read-only captures it baked in as weights are the same arrays."""
+        run = loop_run(ctx, body)
+        n = body.num_formal_inputs - 2
+        first = 2 + n
+        values = [ctx.value(i) if ctx.is_static(i) else None for i in range(ctx.num_inputs)]
+        baked = [(i, v) for i, v in enumerate(values)
+                 if i >= first and isinstance(v, np.ndarray) and not v.flags.writeable]
+        held = [None]  # the _LoopPlan for these shapes (the memo serves only arrays of them), or False
+
+        def runner(m, cond, *rest):
+            plan = held[0]
+            if plan is None or (plan is not False and not plan.bound.current()):
+                plan = held[0] = _loop_plan(run, n, rest) or False  # False: the generic iteration
+            if plan is False:
+                return run_loop(run, n, m, cond, rest)
+            return _evaluate_plan(plan, m, cond, rest)
+
+        def guard(arrays) -> bool:
+            for i, a in baked:
+                if arrays[i] is not a:
+                    return False
+            return True
+
+        return runner, guard
 
 
 def run_scan(run, layout, arrays, out=None) -> list | None:

@@ -398,8 +398,13 @@ class Conv(_ConvBase):
             self._scratch.append(self.pad_ref)
         # Columns for a band of output rows (first spatial axis) at a time, so
         # they stay cache-sized however large the image. With a bias, a row of
-        # ones in the columns and a column B in W add it within the GEMM.
-        self.fold_bias = self.has_bias
+        # ones in the columns and a column B in W add it within the GEMM -- but not
+        # in a tiered Net's reference layout (compiled.reference_kernels(), compiled
+        # kernels enabled), which serves a few first forwards until the compiled one
+        # is ready: there W [| B] would be a copy of every such weight made for those
+        # few (0.1 s of ResNet-50's warm first result, issue 31), so W is read as
+        # stored and B added after the GEMM.
+        self.fold_bias = self.has_bias and not (compiled.ENABLED and not compiled.active())
         self.rest = math.prod(g.out_shape[1:])
         # One image at a time (batch > 1): wider bands, one GEMM per band per image.
         self.bands = _bands(g.out_shape[0], c * self.taps * self.rest * self.dtype.itemsize)

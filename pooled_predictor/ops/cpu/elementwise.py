@@ -48,10 +48,12 @@ def _prepare_relu(x, *, out):
 relu.prepare_run = _prepare_relu
 
 
-# Sigmoid through compiled/sigmoid.py from this many elements: below, numba's call
-# overhead (~1.5 us) loses to scipy (1024: 8.3 vs 7.5 us; 2048: 10.6 vs 13.5 us;
-# PP-OCR det's 480x640: 0.72 vs 2.0 ms; one thread, measured).
-SIGMOID_COMPILED_MIN_SIZE = 2048
+# Sigmoid through compiled/sigmoid.py from this many elements: at every size now. The reference,
+# _special.expit (float64, rounded once), costs 9.6 us for 1 element and 23 us for 2047, the compiled
+# pass 0.4 and 1.8 us called unbound (one thread, this AMD EPYC, 17:55 UTC); silero-vad's one-element
+# Sigmoid paid about 10 us of its 170 us forward. (The 2048 here before was set when scipy's expit,
+# about 7 us, was the reference, against ~1.5 us of numba dispatch.)
+SIGMOID_COMPILED_MIN_SIZE = 1
 
 
 @kernel("Sigmoid", since=(6, 13), inplace=(0,))
@@ -64,6 +66,18 @@ def sigmoid(x, *, out):
         compiled.sigmoid.sigmoid(x.reshape(-1), out.reshape(-1))
     else:
         expit(x, out=out)
+
+
+def _prepare_sigmoid(x, *, out):
+    """sigmoid bound to these arrays: float32 contiguous, compiled/sigmoid.py at every size (numba's dispatch
+    paid once), else None (the call form)."""
+    if (x.dtype == np.float32 and out.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous
+            and x.size >= SIGMOID_COMPILED_MIN_SIZE and compiled.active()):
+        return compiled.bound(compiled.sigmoid.sigmoid, x.reshape(-1), out.reshape(-1))
+    return None
+
+
+sigmoid.prepare_run = _prepare_sigmoid
 
 
 @kernel("HardSigmoid", since=(6, 22), inplace=(0,))

@@ -20,7 +20,7 @@ import numpy as np
 from ._special import special
 
 from ..registry import kernel
-from ..shapes.fused import DOMAIN, activation_problem, depthwise_chain_parts
+from ..shapes.fused import DOMAIN, GEMM_ACTIVATIONS, activation_problem, depthwise_chain_parts
 from .activation import Gelu as _OnnxGelu
 from .activation import HardSwish as _OnnxHardSwish
 from .activation import _gelu_check, hard_swish_into, leaky_relu_into
@@ -100,6 +100,9 @@ class Activation:
     def _sigmoid(self, y):
         sigmoid(y, out=y)
 
+    def _tanh(self, y):
+        np.tanh(y, out=y)
+
     def _clip(self, y):
         np.clip(y, self.lo, self.hi, out=y)
 
@@ -165,22 +168,51 @@ class FusedConv:
                               None if self.act is None else self.act.prepare(out))
 
 
-@kernel("FusedGemm", since=1, domain=DOMAIN, check=_check)
+def _gemm_check(attrs, version):
+    return activation_problem(attrs, GEMM_ACTIVATIONS)
+
+
+@kernel("FusedGemm", since=1, domain=DOMAIN, check=_gemm_check)
 class FusedGemm:
     """Y = activation(alpha * A' @ B' + beta * C): the Gemm kernel class, then the activation in place.
 
     Shapes: A' (M, K), B' (K, N), C broadcasting to (M, N), Y (M, N), as ONNX Gemm (ops/cpu/gemm.py).
+    Where the Gemm takes the compiled product (float32, B a weight, alpha 1, no transA, C absent or a
+    weight bias of N with beta 1) and the activation is compiled (epilogue.py's codes, or Tanh), the
+    product and the activation run in one compiled call (compiled/fc.py). The epilogue's activations
+    give the numpy kernels' bits; Tanh there is tanh32 (at most 4.9 ulp, 2.9e-7 absolute from tanh,
+    as the RNN/GRU/LSTM kernels compute it), not np.tanh's bits; elsewhere Tanh is np.tanh (the Tanh
+    node's kernel).
     """
 
     def __init__(self, ctx, *, activation, activation_params=(), alpha=1.0, beta=1.0, transA=0, transB=0):
         self.gemm = Gemm(ctx, alpha=alpha, beta=beta, transA=transA, transB=transB)
         self.act = Activation(ctx, activation, activation_params, ctx.out_shapes[0], ctx.out_dtypes[0])
+        # the compiled product (B a weight: ops/cpu/matmul.py) and an activation it can apply in the same
+        # call (compiled/fc.py): epilogue codes (the same bits as the numpy kernels) or Tanh (tanh32)
+        self.code = None
+        if self.gemm.fast is not None and (activation in CODES or activation == "Tanh"):
+            self.code = compiled.fc.TANH if activation == "Tanh" else CODES[activation]
+            self.params = _compiled_params(activation, [float(v) for v in activation_params])
 
     def __call__(self, a, b, c=None, *, out):
+        if self.code is not None and a.flags.c_contiguous and out.flags.c_contiguous:
+            f = self.gemm.fast
+            compiled.fc.matmul_const_act(a.reshape(-1), f.rows, f.k_n, f.bias, f.x, out.reshape(-1), f.n_n,
+                                         f.ws_ref.array, self.code, *self.params)
+            return
         self.gemm(a, b, c, out=out)
         self.act.apply(out)
 
+    def _fused(self, a, out):
+        """Y = act(A @ B + c) as one compiled call (compiled/fc.py), for C-contiguous A and Y."""
+        f = self.gemm.fast
+        return compiled.bound(compiled.fc.matmul_const_act, a.reshape(-1), f.rows, f.k_n, f.bias, f.x,
+                              out.reshape(-1), f.n_n, f.ws_ref.array, self.code, *self.params)
+
     def prepare_run(self, a, b, c=None, *, out):
+        if self.code is not None and a.flags.c_contiguous and out.flags.c_contiguous:
+            return self._fused(a, out)
         gemm = self.gemm.prepare_run(a, b, c, out=out)
         return gemm and compiled.chain(gemm, self.act.prepare(out))
 

@@ -13,10 +13,14 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   through an offset table (conv_indirect.indirect_layout): no column matrix. The
   requantization runs on each 6 x 16 tile in registers and the tile is stored as
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
-  image cropped after.
-* depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): a 3x3, stride-1,
-  pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the phase
-  planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
+  image cropped after -- except under the saturating arithmetic with OW >= 5, whose
+  GEMM runs over the output's pixels only, each 16-pixel tile's X gathered across
+  output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows).
+* depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
+  more with the channels in the vector lanes (compiled/qdepthwise.py: blocks of 8 planes
+  transposed channels-last and back; any kernel, stride, padding, dilation); fewer, a 3x3,
+  stride-1, pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the
+  phase planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
 
 W' = W - w_zp is packed once (shared by every Net); B - x_zp * sum_k W'[m, k] is the
 int32 bias (the input's zero point folded in, so padding with x_zp adds nothing);
@@ -101,11 +105,25 @@ class QConvCompiled:
         self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1) and g.group == 1
                        and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
         # 3x3, stride 1, pads 1: read from X itself (compiled/qconv.py's depthwise3x3s1_q), no padded copy
-        self.dw3s1 = (self.depthwise and g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1)
-                      and g.pads_begin == (1, 1) and g.pads_end == (1, 1))
+        # channels in the lanes (compiled/qdepthwise.py): every depthwise conv of 8 channels or more
+        self.dw_cl = self.depthwise and c >= compiled.qdepthwise.CB
+        self.dw3s1 = (self.depthwise and not self.dw_cl and g.kernel == (3, 3) and g.strides == (1, 1)
+                      and g.dilations == (1, 1) and g.pads_begin == (1, 1) and g.pads_end == (1, 1))
         if self.dw3s1:
             taps = np.asarray([kh * wd + kw for kh in range(3) for kw in range(3)], np.int64)
             self.taps = self._ro(taps)
+        if self.dw_cl:
+            wp, hp, self.cl_offs = compiled.qdepthwise.geometry(h, wd, oh, ow, g.kernel, g.strides, g.dilations,
+                                                                 g.pads_begin, g.pads_end)
+            self.cl_dims = self._ro(np.asarray([c, h, wd, oh, ow, sh, sw, ph, pw, wp, x_zp], np.int64))
+            sizes = compiled.qdepthwise.scratch_sizes(h, wd, oh, ow, wp, hp, sw)
+            self.cl_refs = [ctx.scratch((n,), t) for n, t in zip(sizes, (ctx.dtype(0), ctx.dtype(0), ctx.dtype(7)))]
+            wprime = np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)
+            self.cl_w = shared_weights(w, ("qdepthwise_cl", tuple(w_zp), self.b.tobytes(), self.mult.tobytes()),
+                                       lambda w: compiled.qdepthwise.pack_weights(wprime, self.b, self.mult))
+            self._split = None
+            self.bg = self.mg_mult = None
+            return
         if self.direct:
             self.hq, self.wq, self.phases = h, wd, [(0, 0)]
             table = compiled.qgemm.quad_offsets if self.sat else compiled.qgemm.pair_offsets
@@ -128,7 +146,11 @@ class QConvCompiled:
         slack = SLACK + compiled.qconv.DW_BLOCK if self.depthwise else SLACK  # depthwise_q's 3x3 pass
         self.planes_ref = None if self.direct or self.dw3s1 else ctx.scratch((g.batch * self.image + slack,), x_dt)
         self.p_ext = oh * self.wq
-        self.crop = self.wq != ow
+        # the saturating GEMM over the output's pixels only, its X tiles gathered across rows (qgemm2d_sat_rows):
+        # no columns past OW computed, then cropped
+        self.rows = (self.sat and not self.depthwise and self.wq != ow and ow >= 5
+                     and 3 * (self.wq - ow) + 16 <= SLACK)
+        self.crop = self.wq != ow and not self.rows
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
@@ -169,9 +191,19 @@ class QConvCompiled:
         g = self.geo
         oh, ow = g.out_shape
         m = g.out_channels
-        f = len(self.phases)
         steps = []
         yflat = out.reshape(-1)
+        if self.dw_cl:
+            xf = x.reshape(-1)
+            wv, b8, m8 = self.cl_w
+            xt, xs, yt = (r.array for r in self.cl_refs)
+            h, wd = g.in_shape
+            for n in range(g.batch):
+                steps.append((compiled.qdepthwise.depthwise_cl_q, (xf, n * m * h * wd, self.cl_dims, wv, b8, m8,
+                                                                   self.zp, yflat, n * m * oh * ow, self.cl_offs,
+                                                                   xt, xs, yt)))
+            return steps
+        f = len(self.phases)
         gemm, extra = (compiled.qgemm.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
         if self.direct:
             xf = x.reshape(-1)
@@ -203,6 +235,14 @@ class QConvCompiled:
             if self.depthwise:
                 steps.append((compiled.qconv.depthwise_q, (xf, n * self.image, f * self.plane, self.offs, self.wp, self.b, self.mult,
                                             self.zp, yflat, n * m * oh * ow, oh, ow, self.wq, self.acc_ref.array)))
+                continue
+            if self.rows:
+                p_n = oh * ow
+                for gi in range(g.group):
+                    steps.append((compiled.qgemm.qgemm2d_sat_rows, (
+                        self.wp[gi], xf, n * self.image + gi * self.cg * f * self.plane, self.offs, yflat,
+                        (n * m + gi * self.mg) * p_n, p_n, self.mg, p_n, self.bg[gi], self.mg_mult[gi], self.zp, ws,
+                        *extra, ow, self.wq)))
                 continue
             yf = self.y_ref.array if self.crop else yflat
             y0 = 0 if self.crop else n * m * self.p_ext

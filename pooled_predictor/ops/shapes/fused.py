@@ -32,6 +32,7 @@ parameters, in this order (the names and order onnxruntime's FusedConv uses):
     HardSigmoid  [alpha, beta]
     Clip         [min, max]   (-inf / +inf: that bound absent, as Clip-11's absent input)
     Identity     []           (none: a FusedConv that only adds its sum input Z)
+    Tanh         []           (FusedGemm only)
 """
 
 from __future__ import annotations
@@ -52,18 +53,21 @@ DOMAIN_VERSION = 1
 ACTIVATIONS: dict[str, int] = {
     "Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2, "Identity": 0,
 }
+# FusedGemm's: these and Tanh (its compiled call applies it: ops/cpu/fused.py)
+GEMM_ACTIVATIONS: dict[str, int] = {**ACTIVATIONS, "Tanh": 0}
 
 
-def activation_problem(attrs: dict) -> str | None:
-    """Why a fused node's activation attributes are invalid, or None when they are fine."""
+def activation_problem(attrs: dict, table: dict = ACTIVATIONS) -> str | None:
+    """Why a fused node's activation attributes are invalid (`table`: ACTIVATIONS, or GEMM_ACTIVATIONS for
+    FusedGemm), or None when they are fine."""
     name = attrs.get("activation")
     if isinstance(name, bytes):
         name = name.decode()
-    if name not in ACTIVATIONS:
-        return f"activation={name!r} is not one of {sorted(ACTIVATIONS)}"
+    if name not in table:
+        return f"activation={name!r} is not one of {sorted(table)}"
     params = list(attrs.get("activation_params", []) or [])
-    if len(params) != ACTIVATIONS[name]:
-        return (f"activation {name} takes {ACTIVATIONS[name]} activation_params, "
+    if len(params) != table[name]:
+        return (f"activation {name} takes {table[name]} activation_params, "
                 f"got {len(params)}: {params}")
     return None
 
@@ -146,7 +150,7 @@ def fused_conv_depthwise(ctx):
 @shape_rule("FusedGemm", domain=DOMAIN)
 def fused_gemm(ctx):
     """Y (M, N) as Gemm's (ops/shapes/gemm.py); the activation keeps the shape."""
-    reason = activation_problem(ctx.attrs)
+    reason = activation_problem(ctx.attrs, GEMM_ACTIVATIONS)
     if reason:
         raise ctx.error(reason)
     _check_float(ctx, "FusedGemm")

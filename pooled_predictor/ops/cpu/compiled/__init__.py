@@ -42,9 +42,11 @@ Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); the 8-bit integer kern
 GEMM with exact int32 sums, vpmaddwd, and the requantization fused; QLinearConv, DynamicQuantizeMatMul in exact
 sums), dqgemm.py (DynamicQuantizeLinear, the saturating u8 x s8 GEMM and the float scale and bias in one call:
 DynamicQuantizeMatMul, MatMulIntegerToFloat under onnxruntime's arithmetic),
-qconv.py (the 8-bit phase split, int8 depthwise convolution), quantize.py (per-tensor Quantize /
+qconv.py (the 8-bit phase split, int8 depthwise convolution along a channel's pixels), qdepthwise.py (int8
+depthwise convolution with 8 channels in the lanes), quantize.py (per-tensor Quantize /
 DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
-a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); nms.py (greedy non-maximum
+a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); fc.py (FusedGemm's product and
+activation in one call); nms.py (greedy non-maximum
 suppression, ops/nms.py's procedure with the boxes that cannot overlap skipped).
 
 Vector width: isa.py detects the host's (8 float32 lanes on AVX2, 16 on AVX-512;
@@ -155,7 +157,7 @@ def tiered() -> bool:
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
-           "blocked", "lrn", "recurrent", "layernorm", "nms")
+           "blocked", "lrn", "recurrent", "layernorm", "nms", "fc")
 
 
 def load_all() -> float:

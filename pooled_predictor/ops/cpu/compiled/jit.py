@@ -23,6 +23,7 @@ so a thread in this mode never stalls on a compile. Both are numba events
 from __future__ import annotations
 
 import importlib
+import logging
 import types as pytypes
 
 import numba
@@ -34,6 +35,7 @@ from .tiers import NotCached, state as _state
 
 __all__ = ["callees", "ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit", "pending"]
 
+_log = logging.getLogger(__name__)
 _LAZY: "dict[int, tuple]" = {}  # id(dispatcher) -> (dispatcher, its explicit signatures), until ensured
 
 
@@ -102,10 +104,36 @@ def ensure(fn) -> None:
         if entry is None:
             return
         for sig in entry[1]:
-            fn.compile(sig)  # a no-op for one compiled already
+            _compile(fn, sig)
         del _LAZY[id(fn)]
         fn.disable_compile()
         del fn._compile_for_args, fn.get_call_template  # numba's own methods again
+
+
+def _compile(fn, sig) -> None:
+    """fn.compile(sig) (a no-op for one compiled already), where numba failing to write the machine code
+    to its disk cache costs only the cache entry: numba adds the specialization to the dispatcher before
+    it saves it, and a save can fail after a good compile: RuntimeError "no compiled object yet for
+    <Library ...>" when an exception was raised inside llvmlite's object-cache callback, which ctypes
+    drops (seen: pytest-timeout's SIGALRM during a 60 s cold compile of GRU at load 6), so the library
+    never received its object code; an unwritable or full cache directory. The specialization then
+    serves this process, a later process compiles it again, and the failure is logged once per
+    function, never raised into a forward."""
+    try:
+        fn.compile(sig)
+    except (RuntimeError, ValueError, OSError) as e:
+        from numba.core import sigutils
+
+        args, _ = sigutils.normalize_signature(sig)
+        if tuple(args) not in fn.overloads:  # the compile itself failed: numba's error stands
+            raise
+        if id(fn) not in _SAVE_FAILED:
+            _SAVE_FAILED.add(id(fn))
+            _log.warning("numba compiled %s but could not save it to its disk cache (%s: %s); it will compile "
+                         "again in the next process", name_of(fn), type(e).__name__, e)
+
+
+_SAVE_FAILED: "set[int]" = set()
 
 
 def is_pending(fn) -> bool:

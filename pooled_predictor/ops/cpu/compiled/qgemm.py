@@ -258,6 +258,41 @@ def _pack16(typingctx, x, x_off, offs, j, dst, d_off):
     return sig, codegen
 
 
+ROW_SPANS = 4  # output rows a 16-pixel tile of _pack16_rows may span: OW >= 5 (16 pixels from any column)
+
+
+@intrinsic
+def _pack16_rows(typingctx, x, x_off, offs, j, dst, d_off, rowidx, jump):
+    """_pack16 for 16 pixels that may span up to ROW_SPANS output rows: pixel p read at x[x_off + offs[4j + t]
+    + p + rowidx[p] * jump] (rowidx[p]: how many row ends precede it in the tile; jump: the row pitch less
+    the output width), so that a convolution's GEMM computes no column past the output width. Each row of
+    the quad is ROW_SPANS 16-byte loads, each shifted by one more jump, merged by lane (rowidx >= s)."""
+    sig = types.void(x, x_off, offs, j, dst, d_off, rowidx, jump)
+
+    def codegen(context, builder, signature, args):
+        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (4, 5))
+        optr = context.make_array(signature.args[2])(context, builder, args[2]).data
+        iptr = context.make_array(signature.args[6])(context, builder, args[6]).data
+        v16i8 = ir.VectorType(_I8, 16)
+        ridx = builder.load(builder.bitcast(iptr, v16i8.as_pointer()), align=1)
+        j4 = builder.mul(args[3], _c(4))
+        r = []
+        for t in range(4):
+            base = builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))])
+            v = builder.load(builder.bitcast(base, v16i8.as_pointer()), align=1)
+            for sp in range(1, ROW_SPANS):
+                shifted = builder.load(builder.bitcast(builder.gep(base, [builder.mul(args[7], _c(sp))]),
+                                                       v16i8.as_pointer()), align=1)
+                v = builder.select(builder.icmp_unsigned(">=", ridx, ir.Constant(v16i8, [sp] * 16)), shifted, v)
+            r.append(v)
+        v32i8 = ir.VectorType(_I8, 32)
+        for v, h in enumerate(_interleave4(builder, r)):
+            builder.store(h, builder.bitcast(builder.gep(dptr, [_c(32 * v)]), v32i8.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16):
     """One quad of k of the saturating micro-kernel (_make_micro's `sat`): the new accumulators.
     X comes packed (_pack16): quad j of the tile's 16 pixels at x[x_off + 64 j]; offs is not read."""
@@ -409,16 +444,27 @@ def _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, xs, ys):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, ys):
+def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, ys, ow, pitch):
     kq_n = offs.size // 4
     tile_b = kq_n * 64  # bytes of one packed 16-pixel tile
     vec_end = p_n // NP * NP
+    jump = pitch - ow
+    rowidx = np.empty(NP, np.uint8)
     for p0 in range(0, p_n, PB):
         pe = min(p_n, p0 + PB)
         t_n = (pe - p0 + NP - 1) // NP
         for t in range(t_n):  # X's block packed once (the quads of each 16-pixel tile), read by every row tile
+            q = p0 + t * NP
+            if jump == 0:
+                for j in range(kq_n):
+                    _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                continue
+            col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
+            for i in range(NP):
+                rowidx[i] = (col + i) // ow
+            e = x0 + q // ow * pitch + col
             for j in range(kq_n):
-                _pack16(xf, x0 + p0 + t * NP, offs, j, xq, t * tile_b + j * 64)
+                _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
         for m in range(0, m_n, MRS):
             rows = min(MRS, m_n - m)
             for t in range(t_n):
@@ -488,13 +534,31 @@ def qgemm2d_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, 
     MRS * 16 elements of Y's type; xq is a uint8 workspace of packed_bytes(offs.size) bytes (a block of
     PB pixels of X, its quads interleaved once for all row tiles, as MLAS packs its B).
     """
-    _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, signed(yf))
+    _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, signed(yf), 0, 0)
 
 
 @njit([_sat_sigs(types.float32)], nogil=True, cache=True, error_model="numpy")
 def qgemm2d_sat_f32(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq):
     """qgemm2d_sat with qgemm2d_f32's float epilogue (float32(acc) * mult[m]; zp unused, ws float32)."""
-    _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, False)
+    _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, False, 0, 0)
+
+
+def _sat_rows_sigs(yt):
+    i = types.int64
+    return types.void(*_sat_sigs(yt).args, i, i)
+
+
+@njit([_sat_rows_sigs(types.uint8), _sat_rows_sigs(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qgemm2d_sat_rows(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, ow, pitch):
+    """qgemm2d_sat over a convolution's output pixels only: p_n = OH * OW pixels, output pixel p = i * OW + j
+    reading X at x0 + offs[k] + i * pitch + j (pitch: the row pitch of the padded input's phase planes, at
+    least OW). The indirect GEMM otherwise computes OH x pitch pixels and the caller crops the pitch - OW
+    columns past each row (12% of a 3x3 conv's work at 14 x 14, 22% at 7 x 7). Each 16-pixel tile's X rows
+    are gathered across its output rows when packed (_pack16_rows); Y[m, p] = yf[y0 + m * ldy + p]. Needs
+    OW >= 5 (a tile spans at most ROW_SPANS rows) and X readable 3 * (pitch - OW) + 15 elements past a
+    row's last pixel read.
+    """
+    _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, signed(yf), ow, pitch)
 
 
 def packed_bytes(k4: int) -> int:
