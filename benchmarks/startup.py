@@ -1,6 +1,6 @@
 """Time to first result and to full speed, cold and warm, against onnxruntime (issue 31).
 
-    python benchmarks/startup.py [--models resnet50 ppocr_det ...] [--limit 900]
+    python benchmarks/startup.py [--models resnet50 ppocr_det ...] [--limit 900] [--compile-log DIR] [--merge]
 
 Every figure is taken in a fresh Python process, from before `import pooled_predictor`
 (or `import onnxruntime`) to the end of the forward in question; the model file is on
@@ -18,7 +18,9 @@ Every child reads its input from a .npy file the parent wrote (not timed: numpy.
 is no part of either side's inference).
 The steady forward times (ms) compare the speed kept. Beside the warm and reference first
 results, the CPU seconds their processes used up to them (user + system, every thread): on a
-machine shared with other work, wall times grow with its load, CPU times much less. Prints a table and writes
+machine shared with other work, wall times grow with its load, CPU times much less; so, for the cold run, the
+compile processes' CPU seconds ("compile CPU s": the serving process's children, each waited for), and with
+--compile-log DIR each compile process's functions and phases (engine/compile_worker.py). Prints a table and writes
 benchmarks/results/startup.json (machine, CPU ISA, versions). Goals: cold first result
 <= 5 s, cold full speed <= 30 s, warm first result <= 0.6 s.
 """
@@ -79,7 +81,8 @@ first_result = events[0][0]
 kept = sorted(e[1] for e in (compiled[1:] if len(compiled) > 1 else events[1:]))
 steady = kept[len(kept) // 2]
 full = next((e[0] for e in events if e[1] <= 1.2 * steady and (e[2] == "compiled" or not compiled)), None)
-print(json.dumps({"import_s": t_import, "build_s": t_build, "first_result_s": first_result, "first_cpu_s": first_cpu,
+done = os.times()  # children: the compile processes (and their helpers), each waited for
+print(json.dumps({"compile_cpu_s": done.children_user + done.children_system, "import_s": t_import, "build_s": t_build, "first_result_s": first_result, "first_cpu_s": first_cpu,
                   "first_tier": events[0][2], "full_speed_s": full if compiled else None,
                   "steady_ms": steady * 1e3, "forwards": len(events)}))
 """
@@ -143,8 +146,10 @@ def _model_files(name: str, where: Path) -> dict:
     return {"files": [str(path)], "caffe": False, "shape": (1, *ZOO[name].input_shape)}
 
 
-def child(code: str, spec: dict, cache: str | None, timeout: float) -> dict:
+def child(code: str, spec: dict, cache: str | None, timeout: float, compile_log: str | None = None) -> dict:
     env = dict(os.environ, POOLED_PREDICTOR_TIERED="1", PYTHONPATH=str(ROOT))
+    if compile_log:
+        env["POOLED_PREDICTOR_COMPILE_LOG"] = compile_log  # engine/compile_worker.py's timing lines
     # A user's Python writes .pyc files (pip compiles a wheel's at install): a PYTHONDONTWRITEBYTECODE
     # inherited from a developer's shell would compile every module from source in every process.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -158,10 +163,31 @@ def child(code: str, spec: dict, cache: str | None, timeout: float) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def compile_summary(path: str) -> str:
+    """Per compile process: the functions it compiled (CPU s each, largest first) and its span."""
+    if not Path(path).exists():
+        return f"  (no compile log at {path}: every kernel came from the cache)"
+    lines = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+    t0 = min(x["start"] for x in lines)
+    out = []
+    for pid in dict.fromkeys(x["pid"] for x in lines):
+        mine = [x for x in lines if x["pid"] == pid]
+        funcs = sorted((x for x in mine if not x["name"].startswith("<")), key=lambda x: -x["cpu"])
+        out.append(f"  process {pid}: {sum(x['cpu'] for x in mine):.1f} CPU s, "
+                   f"{min(x['start'] for x in mine) - t0:.1f}..{max(x['end'] for x in mine) - t0:.1f} s; "
+                   + ", ".join(f"{x['name'].rpartition('.')[2]} {x['cpu']:.1f}" for x in funcs)
+                   + "".join(f"; {x['name']} {x['cpu']:.1f} CPU s at {x['start'] - t0:.1f}..{x['end'] - t0:.1f}"
+                             for x in mine if x["name"].startswith("<")))
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     ap.add_argument("--limit", type=float, default=600.0, help="seconds a cold run may wait for full speed")
+    ap.add_argument("--compile-log", metavar="DIR",
+                    help="write each cold run's compile processes' timing lines to DIR/<model>.jsonl "
+                         "(engine/compile_worker.py) and print where the compile time went")
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows of startup.json for models not run now (each row names when it was measured)")
     args = ap.parse_args(argv)
@@ -171,11 +197,17 @@ def main(argv=None) -> int:
         for name in args.models:
             spec = {**model_files(name, Path(tmp)), "limit": args.limit, "first_only": False}
             with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
-                cold = child(OURS, spec, cache, args.limit + 120)
+                log = None
+                if args.compile_log:
+                    Path(args.compile_log).mkdir(parents=True, exist_ok=True)
+                    log = str(Path(args.compile_log) / f"{name}.jsonl")
+                    Path(log).unlink(missing_ok=True)
+                cold = child(OURS, spec, cache, args.limit + 120, log)
                 warm = child(OURS, {**spec, "first_only": True}, cache, args.limit + 120)
             ref = child(REFERENCE, spec, None, 600)
             row = {"model": name, "reference": "opencv dnn" if spec["caffe"] else "onnxruntime",
                    "cold_first_s": cold["first_result_s"], "cold_full_speed_s": cold["full_speed_s"],
+                   "compile_cpu_s": cold.get("compile_cpu_s"),
                    "warm_first_s": warm["first_result_s"], "warm_tier": warm["first_tier"],
                    "ref_first_s": ref["first_result_s"], "ours_ms": cold["steady_ms"], "ref_ms": ref["steady_ms"],
                    "warm_first_cpu_s": warm.get("first_cpu_s"), "ref_first_cpu_s": ref.get("first_cpu_s"),
@@ -183,11 +215,15 @@ def main(argv=None) -> int:
                    "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "load_average": os.getloadavg()}
             rows.append(row)
-            print(f"{name}: cold first {row['cold_first_s']:.2f} s, full speed {row['cold_full_speed_s']} s, "
-                  f"warm first {row['warm_first_s']:.2f} s; {row['reference']} {row['ref_first_s']:.2f} s", flush=True)
+            print(f"{name}: cold first {row['cold_first_s']:.2f} s, full speed {row['cold_full_speed_s']} s "
+                  f"(compile CPU {row['compile_cpu_s']:.1f} s), warm first {row['warm_first_s']:.2f} s; "
+                  f"{row['reference']} {row['ref_first_s']:.2f} s", flush=True)
+            if log:
+                print(compile_summary(log), flush=True)
     print()
     print(table(rows, [("model", "model", "s"), ("cold_first_s", "cold: first result s", ".2f"),
                        ("cold_full_speed_s", "cold: full speed s", ".1f"),
+                       ("compile_cpu_s", "compile CPU s", ".1f"),
                        ("warm_first_s", "warm: first result s", ".2f"), ("warm_tier", "warm tier", "s"),
                        ("import_s", "import s", ".2f"), ("build_s", "Predictor s", ".2f"),
                        ("warm_first_cpu_s", "warm: CPU s", ".2f"),

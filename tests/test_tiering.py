@@ -50,6 +50,39 @@ def test_a_caller_compiles_the_callee_at_its_explicit_signature():
     assert inner.signatures == [(types.float64,)]
 
 
+def test_callees_are_read_from_the_source_without_compiling():
+    """jit.callees: the explicit-signature functions a compile compiles first, through an inlined helper
+    and a closure too; none compiled by asking; a compiled one is no longer listed."""
+    f64 = types.float64(types.float64)
+    leaf = jit.njit(f64, cache=False)(_twice)
+    deeper = jit.njit(f64, cache=False)(lambda x: x + 3.0)
+    helper = jit.njit(inline="always", cache=False)(lambda x: deeper(x) * 2.0)
+
+    def make():
+        via_closure = leaf
+
+        def top(x):
+            return via_closure(x) + helper(x)
+        return top
+
+    top = jit.njit(f64, cache=False)(make())
+    found = jit.callees(top)
+    assert sorted(map(id, found)) == sorted(map(id, [leaf, deeper]))
+    assert leaf.signatures == [] and deeper.signatures == [] and top.signatures == []
+    assert top(1.0) == 2.0 + 8.0
+    assert jit.callees(top) == []  # compiled with it: nothing pending
+
+
+def test_compile_worker_orders_callees_first():
+    from pooled_predictor.engine import compile_worker
+    from pooled_predictor.ops.cpu.compiled import nchwc_chain
+
+    name = jit.name_of(nchwc_chain.pointwise_depthwise_nchwc)
+    order = compile_worker.with_callees([name])
+    assert order[-1] == name and len(order) == len(set(order))
+    assert set(order[:-1]) == {jit.name_of(c) for c in jit.callees(nchwc_chain.pointwise_depthwise_nchwc)}
+
+
 def test_bound_compiles_before_it_resolves():
     fn = jit.njit(types.float64(types.float64), cache=False)(_twice)
     call = compiled.bound(fn, 2.0)
@@ -150,11 +183,11 @@ CHILD = textwrap.dedent(r"""
 """)
 
 
-def _child(tmp_path, cache: Path, model: bytes, x: np.ndarray) -> dict:
+def _child(tmp_path, cache: Path, model: bytes, x: np.ndarray, **env_extra) -> dict:
     (tmp_path / "m.onnx").write_bytes(model)
     np.save(tmp_path / "x.npy", x)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), POOLED_PREDICTOR_TIERED="1",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env_extra)
     done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "m.onnx"), str(tmp_path / "x.npy")],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -168,7 +201,9 @@ def test_cold_cache_serves_reference_kernels_then_switches_to_compiled(tmp_path)
     cache = tmp_path / "numba-cache"
     cache.mkdir()
 
-    cold = _child(tmp_path, cache, model.SerializeToString(), x)
+    log = tmp_path / "compile.jsonl"
+    cold = _child(tmp_path, cache, model.SerializeToString(), x, POOLED_PREDICTOR_COMPILE_JOBS="2",
+                  POOLED_PREDICTOR_COMPILE_LOG=str(log))
     assert cold["first_tier"] == "reference"  # nothing compiled before the first result
     assert cold["at_import"] == [f"pooled_predictor.ops.cpu.compiled.{m}" for m in ("codes", "isa", "tiers", "widths")]
     assert cold["finished"] and cold["compile_errors"] == [] and cold["compiles"] == 1
@@ -178,6 +213,15 @@ def test_cold_cache_serves_reference_kernels_then_switches_to_compiled(tmp_path)
     for out in cold["pool"]:
         np.testing.assert_allclose(np.array(out, np.float32), ref, rtol=1e-5, atol=1e-6)
     assert any(cache.rglob("*.nbi"))  # the compile process filled the shared cache
+    # its timing lines (engine/compile_worker.py): the job's phases in the process that ran it, and every
+    # discovered function compiled by one process only (the helper, started before the discovery, takes turns)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    phases = [x for x in lines if x["name"].startswith("<")]
+    assert [x["name"] for x in phases] == ["<discover>", "<helpers>", "<run>"]
+    assert len({x["pid"] for x in phases}) == 1
+    compiled_names = [x["name"] for x in lines if not x["name"].startswith("<")]
+    assert compiled_names and len(compiled_names) == len(set(compiled_names))
+    assert all(x["end"] >= x["start"] and x["cpu"] >= 0 for x in lines)
 
     warm = _child(tmp_path, cache, model.SerializeToString(), x)
     # the kernels load from the cache the first process filled (in the background: the first

@@ -113,3 +113,22 @@ def test_activation_after_bias(act, p0, p1, formula, hw, pads, lanes):
     plain = ours(x, w, b, (1, 1), (1, 1), pads, out_hw, lanes=lanes).reshape(-1)
     ep.activate_inplace(plain, act, p0, p1)
     np.testing.assert_array_equal(got, plain.reshape(got.shape))
+
+
+@pytest.mark.parametrize("kernel", [(3, 3), (5, 5)])
+@pytest.mark.parametrize("strides", [(1, 1), (1, 2)])
+def test_narrow_interior_rows_take_the_tap_loop(kernel, strides):
+    """Interior tiles narrower than UNROLLED_MIN go to the tap loop (_tile), wider ones to the written-out
+    variants: every interior width from 1 to 9 pixels, both kinds of tile beside each other in a row."""
+    from pooled_predictor.ops.cpu.compiled import nchwc_depthwise
+
+    assert nchwc_depthwise.UNROLLED_MIN == 4
+    kh, kw = kernel
+    pads = (kh // 2, kw // 2, kh // 2, kw // 2)
+    for interior in range(1, 10):
+        # output width: the interior plus the border columns each side (pad // stride rounded up)
+        wd = (interior - 1) * strides[1] + kw
+        x, w, b = case(16, (6, wd), kernel, strides, (1, 1), pads)
+        out_hw = tuple(out_size((6, wd)[a], kernel[a], strides[a], 1, pads[a], pads[a + 2]) for a in (0, 1))
+        got = ours(x, w, b, strides, (1, 1), pads, out_hw)
+        assert_close(got, reference(x, w, b, strides, (1, 1), pads), 1e-5, f"interior {interior}")

@@ -106,6 +106,22 @@ def pixel_mean(x, out, rows, p_n, scale, acc, tot):
 _I1 = types.Array(types.int64, 1, "C", readonly=True)
 
 
+@intrinsic
+def _copy_floats(typingctx, a, dst, src, n):
+    """a[dst : dst + n] = a[src : src + n], ranges that do not overlap (llvm.memcpy). numba's slice
+    assignment would do it, but compiles its shape-mismatch message with it (unicode formatting: nearest
+    took 3.45 s of CPU to compile with it, 0.85 s with this, issue 31); an element loop from a to itself
+    was 14-24% slower than the slice (LLVM left it scalar), this 6-36% faster (PP-OCR det's x2 shapes)."""
+    sig = types.void(a, dst, src, n)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        cgutils.raw_memcpy(builder, builder.gep(data, [args[1]]), builder.gep(data, [args[2]]), args[3], 4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(types.void(_R1, _F1, _I1, _I1, types.int64, types.int64, types.int64), nogil=True, cache=True,
       error_model="numpy")
 def nearest(x, out, ih, iw, rows, h, w):
@@ -117,7 +133,7 @@ def nearest(x, out, ih, iw, rows, h, w):
             src = (r * h + ih[oh]) * w * BLOCK
             dst = (r * oh_n + oh) * row
             if oh > 0 and ih[oh] == ih[oh - 1]:  # a repeated row (upsampling): copy the one just written
-                out[dst:dst + row] = out[dst - row:dst]
+                _copy_floats(out, dst, dst - row, row)
                 continue
             for ow in range(ow_n):
                 s = src + iw[ow] * BLOCK

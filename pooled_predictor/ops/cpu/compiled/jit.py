@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import importlib
 import logging
+import types as pytypes
 
 import numba
 from numba.core import event
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.dispatcher import Dispatcher
 
 from .tiers import NotCached, state as _state
 
-__all__ = ["ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit", "pending"]
+__all__ = ["callees", "ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit", "pending"]
 
 _log = logging.getLogger(__name__)
 _LAZY: "dict[int, tuple]" = {}  # id(dispatcher) -> (dispatcher, its explicit signatures), until ensured
@@ -151,6 +153,42 @@ def function_named(name: str):
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def _code_names(code) -> set:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def callees(fn) -> list:
+    """The functions with explicit signatures not compiled yet that compiling `fn` compiles first: those
+    its code names (globals, closure cells), directly or through the numba functions without explicit
+    signatures it calls (inlined, or compiled within it), in the order met. Read from the source's
+    names, not from typing, so nothing is compiled to find them (engine/compile_worker.py orders its
+    processes' work by them: a callee compiled in two processes at once was 1-6 s of a cold start)."""
+    found, seen = [], {id(fn)}
+
+    def visit(f):
+        py = f.py_func
+        values = [py.__globals__[n] for n in sorted(_code_names(py.__code__)) if n in py.__globals__]
+        for cell in py.__closure__ or ():
+            try:
+                values.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+        for v in values:
+            if isinstance(v, Dispatcher) and id(v) not in seen:
+                seen.add(id(v))
+                if id(v) in _LAZY:
+                    found.append(v)
+                visit(v)
+
+    if isinstance(fn, Dispatcher):
+        visit(fn)
+    return found
 
 
 def ensure_all() -> None:

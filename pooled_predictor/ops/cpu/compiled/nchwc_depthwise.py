@@ -228,22 +228,32 @@ def _make_micro(width: int, unroll: int = 0, shared: bool = False):
 _ARGS = "x, x_off, w, w_off, b, b_off, y, y_off, rows, cols, x_col, x_row, w_row, x_pix, y_pix, act, p0, p1"
 
 
-def _dispatch(widest: int, unroll: int = 0, shared: bool = False):
-    """A numba function calling the micro-kernel of `width` (1..widest) pixels."""
-    scope = {f"micro{r}": _make_micro(r, unroll, shared) for r in range(1, widest + 1)}
+def _dispatch(widest: int, unroll: int = 0, shared: bool = False, narrowest: int = 1):
+    """A numba function calling the micro-kernel of `width` (narrowest..widest) pixels (the caller
+    never passes a width below narrowest)."""
+    scope = {f"micro{r}": _make_micro(r, unroll, shared) for r in range(narrowest, widest + 1)}
     lines = [f"def tile({_ARGS}, width):"]
-    for r in range(widest, 0, -1):
-        lines.append(f"    {'if' if r == widest else 'elif'} width == {r}:" if r > 1 else "    else:")
+    for r in range(widest, narrowest - 1, -1):
+        lines.append(f"    {'if' if r == widest else 'elif'} width == {r}:" if r > narrowest else "    else:")
         lines.append(f"        micro{r}({_ARGS})")
     exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
     return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["tile"])
 
 
+UNROLLED_MIN = 4
+"""The narrowest interior tile the written-out variants (_tile3, _tile5, _tile3s, _tile5s) take; narrower
+ones go to the tap loop (_tile: the same operations in the same order, so the same bits). Interior tiles
+are 4 to 8 pixels wide wherever a row's interior is 4 or more (n_tiles below): 1 to 3 only on planes 5
+pixels wide or less, where a tile's taps cost little either way. Those 12 micro-kernels of the 41 were
+a third of depthwise_nchwc's compile, and of its copy inside nchwc_chain's (issue 31: 7.5 -> 4.9 s of
+CPU without the 5-column variants, measured)."""
+
 _tile = _dispatch(RW)
 _pixel = _make_micro(1)  # the border pixels of the top and bottom rows
-_tile3 = _dispatch(RW, 3)  # interior tiles of 3- and 5-column kernels (3x3, 5x5): the columns written out
-_tile5 = _dispatch(RW, 5)
-_tile3s, _tile5s = _dispatch(RW, 3, True), _dispatch(RW, 5, True)  # and stride == dilation along W
+# interior tiles of 3- and 5-column kernels (3x3, 5x5): the columns written out
+_tile3, _tile5 = _dispatch(RW, 3, narrowest=UNROLLED_MIN), _dispatch(RW, 5, narrowest=UNROLLED_MIN)
+# and stride == dilation along W
+_tile3s, _tile5s = _dispatch(RW, 3, True, UNROLLED_MIN), _dispatch(RW, 5, True, UNROLLED_MIN)
 
 _f4, _i8 = types.float32, types.int64
 _R5, _W5 = types.Array(_f4, 5, "C", readonly=True), types.Array(_f4, 5, "C")
@@ -344,7 +354,10 @@ def depthwise_nchwc(x, wp, b, out, kh, kw, sh, sw, dh, dw, ph, pw, act, p0, p1):
                 for t in range(n_tiles):  # interior
                     width = t_width + 1 if t < t_wider else t_width
                     iw = ow * sw - pw if rows else 0
-                    if kw == 3 and sw == dw:
+                    if width < UNROLLED_MIN:
+                        _tile(x, x_r + iw * BLOCK, wp, w_r, b, b0, of, y_r + ow * BLOCK, rows, kw,
+                              x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1, width)
+                    elif kw == 3 and sw == dw:
                         _tile3s(x, x_r + iw * BLOCK, wp, w_r, b, b0, of, y_r + ow * BLOCK, rows, kw,
                                 x_col, x_row, w_row, x_pix, BLOCK, act, p0, p1, width)
                     elif kw == 5 and sw == dw:
