@@ -142,14 +142,9 @@ def _conv(graph, prod, node):
         return None
     bias = ""
     if ins[2]:  # the bias: DQ of an int32 weight with zero point 0
-        bnode = prod.get(ins[2])
-        if bnode is None or bnode.op_type != "DequantizeLinear":
+        bias = _bias(graph, prod, ins[2])
+        if bias is None:
             return None
-        bq = _w(graph, bnode.inputs[0])
-        bz = _w(graph, bnode.inputs[2]) if len(bnode.inputs) > 2 and bnode.inputs[2] else None
-        if bq is None or bq.dtype != np.int32 or (bz is not None and np.any(bz != 0)):
-            return None
-        bias = bnode.inputs[0]
     return [x[0], x[1], x[2], w[0], w[1], w[2]], bias
 
 

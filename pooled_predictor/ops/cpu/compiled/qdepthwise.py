@@ -37,7 +37,7 @@ from numba.extending import intrinsic
 
 from .gemm import arg_pointers
 from .jit import njit
-from .qgemm import _intrinsic_fn, _splat
+from .qgemm import _requantizer
 
 CB = 8  # channels per block: the lanes of one <8 x i32> accumulator
 PX = 8  # output pixels per micro-kernel call (8 accumulators: with the weight and pixel vectors, 10 of 16 ymm)
@@ -158,22 +158,11 @@ def _dw8(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
             ph.add_incoming(new[p], loop_bb)
             final.append(ph)
         # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
-        lo_q, hi_q = (-128.0, 127.0) if y_signed else (0.0, 255.0)
-        zp_v = args[9]
-        zp32 = builder.trunc(zp_v, _I32) if zp_v.type.width > 32 else zp_v
-        zpf = builder.sitofp(zp32, _F4)
-        lo_v = _splat(builder, builder.fsub(ir.Constant(_F4, lo_q), zpf), _V8F)
-        hi_v = _splat(builder, builder.fsub(ir.Constant(_F4, hi_q), zpf), _V8F)
-        zp_vec = _splat(builder, zp32, _V8I)
-        fmax = _intrinsic_fn(builder, "llvm.maxnum.v8f32", _V8F, [_V8F, _V8F])
-        fmin = _intrinsic_fn(builder, "llvm.minnum.v8f32", _V8F, [_V8F, _V8F])
-        rint = _intrinsic_fn(builder, "llvm.rint.v8f32", _V8F, [_V8F])
+        scale, quantize = _requantizer(builder, args[9], y_signed)
         bv = builder.load(builder.bitcast(bptr, _V8I.as_pointer()), align=4)
         mv = builder.load(builder.bitcast(mptr, _V8F.as_pointer()), align=4)
         for p in range(PX):
-            f = builder.fmul(builder.sitofp(builder.add(final[p], bv), _V8F), mv)
-            f = builder.call(rint, [builder.call(fmin, [builder.call(fmax, [f, lo_v]), hi_v])])
-            q = builder.trunc(builder.add(builder.fptosi(f, _V8I), zp_vec), _V8B)
+            q = quantize(scale(final[p], bv, mv))
             builder.store(q, builder.bitcast(builder.gep(yptr, [_c(8 * p)]), _V8B.as_pointer()), align=1)
         return context.get_dummy_value()
 

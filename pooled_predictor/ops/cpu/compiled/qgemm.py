@@ -97,6 +97,32 @@ def _intrinsic_fn(builder, name, ret, args):
     return fn
 
 
+def _requantizer(builder, zp_v, y_signed: bool):
+    """(scale, quantize): IR builders of MlasRequantizeOutput's steps on <8 x i32> accumulators, in its order.
+    scale(acc, bias, mult) = float32(acc + bias) * mult; quantize(f) = int8/uint8(rint(clamp(f, lo - zp,
+    hi - zp)) + zp) with [lo, hi] the output type's range ([-128, 127] or [0, 255]) and zp the output zero
+    point (an integer IR value). Shared by the GEMM micro-kernels here and compiled/qdepthwise.py."""
+    lo_q, hi_q = (-128.0, 127.0) if y_signed else (0.0, 255.0)
+    zp32 = builder.trunc(zp_v, _I32) if zp_v.type.width > 32 else zp_v
+    zpf = builder.sitofp(zp32, _F4)
+    lo_v = _splat(builder, builder.fsub(ir.Constant(_F4, lo_q), zpf), _V8F)
+    hi_v = _splat(builder, builder.fsub(ir.Constant(_F4, hi_q), zpf), _V8F)
+    zp_vec = _splat(builder, zp32, _V8I)
+    fmax = _intrinsic_fn(builder, "llvm.maxnum.v8f32", _V8F, [_V8F, _V8F])
+    fmin = _intrinsic_fn(builder, "llvm.minnum.v8f32", _V8F, [_V8F, _V8F])
+    rint = _intrinsic_fn(builder, "llvm.rint.v8f32", _V8F, [_V8F])
+    v8i8 = ir.VectorType(_I8, 8)
+
+    def scale(acc, bias, mult):
+        return builder.fmul(builder.sitofp(builder.add(acc, bias), _V8F), mult)
+
+    def quantize(f):
+        f = builder.call(rint, [builder.call(fmin, [builder.call(fmax, [f, lo_v]), hi_v])])
+        return builder.trunc(builder.add(builder.fptosi(f, _V8I), zp_vec), v8i8)
+
+    return scale, quantize
+
+
 def _sat_pairs(builder, x8, w8):
     """<16 x i16>: lane i = saturate_int16(x[2i] * w[2i] + x[2i+1] * w[2i+1]), x <32 x i8> unsigned and w
     <32 x i8> signed: generic IR (zext / sext, mul, add, clamp, trunc) that LLVM's x86 back end
@@ -134,7 +160,6 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
     halves into int32 (vpmaddwd). Without `sat`, ones is not read.
     """
     ext = "sext" if x_signed else "zext"
-    lo_q, hi_q = (-128.0, 127.0) if y_signed else (0.0, 255.0)
 
     @intrinsic
     def micro(typingctx, wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones):
@@ -198,27 +223,18 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
                 ph.add_incoming(new[i], loop_bb)
                 final.append(ph)
             # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
-            zp32 = builder.trunc(zp_v, _I32) if zp_v.type.width > 32 else zp_v
-            zpf = builder.sitofp(zp32, _F4)
-            lo_v = _splat(builder, builder.fsub(ir.Constant(_F4, lo_q), zpf), _V8F)
-            hi_v = _splat(builder, builder.fsub(ir.Constant(_F4, hi_q), zpf), _V8F)
-            zp_vec = _splat(builder, zp32, _V8I)
-            fmax = _intrinsic_fn(builder, "llvm.maxnum.v8f32", _V8F, [_V8F, _V8F])
-            fmin = _intrinsic_fn(builder, "llvm.minnum.v8f32", _V8F, [_V8F, _V8F])
-            rint = _intrinsic_fn(builder, "llvm.rint.v8f32", _V8F, [_V8F])
-            v8i8 = ir.VectorType(_I8, 8)
+            scale, quantize = _requantizer(builder, zp_v, y_signed)
             for r in range(rows):
                 bv = _splat(builder, builder.load(builder.gep(bptr, [_c(r)])), _V8I)
                 mv = _splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F)
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 for v in range(2):
-                    f = builder.fmul(builder.sitofp(builder.add(final[2 * r + v], bv), _V8F), mv)
+                    f = scale(final[2 * r + v], bv, mv)
                     if y_float:
                         builder.store(f, builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()), align=4)
                         continue
-                    f = builder.call(rint, [builder.call(fmin, [builder.call(fmax, [f, lo_v]), hi_v])])
-                    q = builder.trunc(builder.add(builder.fptosi(f, _V8I), zp_vec), v8i8)
-                    builder.store(q, builder.bitcast(builder.gep(row, [_c(8 * v)]), v8i8.as_pointer()), align=1)
+                    q = quantize(f)
+                    builder.store(q, builder.bitcast(builder.gep(row, [_c(8 * v)]), q.type.as_pointer()), align=1)
             return context.get_dummy_value()
 
         return sig, codegen
