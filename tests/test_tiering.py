@@ -232,6 +232,20 @@ def test_cold_cache_serves_reference_kernels_then_switches_to_compiled(tmp_path)
     np.testing.assert_allclose(np.array(warm["after"], np.float32), ref, rtol=1e-5, atol=1e-6)
 
 
+def test_an_unwritable_compile_log_does_not_stop_the_compile(tmp_path):
+    """POOLED_PREDICTOR_COMPILE_LOG naming a path that cannot be written: the background compile still finishes
+    and the Net switches to the compiled kernels (before, the compile process died on the log's open and the Net
+    kept the reference kernels for good); the log is said to be off on stderr."""
+    model = make_mlp(batch="N")
+    x = np.random.default_rng(2).standard_normal((3, 16)).astype(np.float32)
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    got = _child(tmp_path, cache, model.SerializeToString(), x,
+                 POOLED_PREDICTOR_COMPILE_LOG=str(tmp_path / "no-such-dir" / "compile.jsonl"))
+    assert got["finished"] and got["compile_errors"] == [] and got["after_tier"] == "compiled"
+    np.testing.assert_allclose(np.array(got["after"], np.float32), mlp_reference(model, x), rtol=1e-5, atol=1e-6)
+
+
 def test_after_a_warmup_new_shapes_take_the_compiled_kernels_at_once(monkeypatch):
     """Warm-up compiles inline; a later shape (the batcher's sizes) is then laid out compiled, not
     on the reference kernels while nothing needs loading."""

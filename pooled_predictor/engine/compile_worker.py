@@ -64,8 +64,13 @@ class _Log:
             return
         line = json.dumps({"pid": os.getpid(), "name": name, "start": start, "end": time.time(),
                            "cpu": time.process_time() - cpu0})
-        with open(self.path, "a") as f:  # one short line per write: appends from several processes stay whole
-            f.write(line + "\n")
+        try:
+            with open(self.path, "a") as f:  # one short line per write: appends from several processes stay whole
+                f.write(line + "\n")
+        except OSError as exc:  # a log it cannot write never stops the compile: said once, then off
+            print(f"POOLED_PREDICTOR_COMPILE_LOG={self.path!r} cannot be written ({type(exc).__name__}: {exc}); "
+                  "compiling without it", file=sys.stderr)
+            self.path = None
 
 
 _log = _Log()
