@@ -318,7 +318,7 @@ def owned_copies(blobs: dict, names: Sequence[str], device, on_device: bool) -> 
     """Copies of a Net's arrays that stay valid after its next forward: numpy copies, or (on_device)
     device copies (Device.clone) whose copying is done when this returns."""
     if not on_device:
-        return {n: np.array(blobs[n]) for n in names}
+        return {n: device.copy_out(blobs[n]) for n in names}
     out = {n: device.clone(blobs[n]) for n in names}
     device.synchronize()
     return out

@@ -78,7 +78,7 @@ class PooledPredictorRep(BackendRep):
             inputs = [np.asarray(a) for a in inputs]
         self.net.forward(inputs)
         names = self.output_names
-        values = [np.array(self.net.blob_by_name(n)) for n in names]
+        values = [self.net.device.copy_out(self.net.blob_by_name(n)) for n in names]
         return namedtupledict("Outputs", names)(*values)
 
 

@@ -380,7 +380,8 @@ class Predictor(HandleAPI):
         if output_names is None:
             if not on_device:
                 net.forward(inputs)
-                return {n: np.array(net.blob_by_name(n)) for n in activation_names(net)}
+                copy = net.device.copy_out  # numpy copies; a device Net's device blobs copied to the host
+                return {n: copy(net.blob_by_name(n)) for n in activation_names(net)}
             blobs = net.forward(inputs, output_device=od)
             names = activation_names(net)
             blobs.update({n: net.layout.device_output(n) for n in names if n not in blobs})
@@ -389,7 +390,8 @@ class Predictor(HandleAPI):
         if out is not None:
             return out
         if not on_device:
-            return [np.array(blobs[n]) for n in output_names]  # owned_copies' numpy copies, as a list
+            copy = net.device.copy_out  # owned_copies' numpy copies, as a list
+            return [copy(blobs[n]) for n in output_names]
         copies = owned_copies(blobs, output_names, net.device, on_device)
         return [copies[n] for n in output_names]
 
