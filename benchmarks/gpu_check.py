@@ -39,6 +39,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -157,6 +158,7 @@ def check_models(names, batch: int = 1) -> list[dict]:
             row["plan_lower_bound"] = int(layout.plan.lower_bound_bytes) if layout.plan else None
         except Exception as exc:  # noqa: BLE001
             row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            row["traceback"] = traceback.format_exc()[-3000:]
         rows.append(row)
     return rows
 
@@ -222,6 +224,7 @@ def check_transformers(names, exported: Path, speed_too: bool = True) -> list[di
                                 "hits": net.graphs.hits} if net.graphs is not None else None
         except Exception as exc:  # noqa: BLE001
             row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            row["traceback"] = traceback.format_exc()[-3000:]
             rows.append(row)
             continue
         if speed_too and left() > 45:

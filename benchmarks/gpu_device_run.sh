@@ -28,3 +28,8 @@ if [ "$CHECK_MIN" != 0 ]; then
     echo "gpu_check rc $?"; tail -c 5000 "$OUT/check.log"
     cp benchmarks/results/gpu.json "$OUT/" 2>/dev/null
 fi
+if [ -n "$GPU_PROFILE" ]; then
+    timeout 200 python3 benchmarks/gpu_profile.py $GPU_PROFILE_ARGS > "$OUT/profile.log" 2>&1
+    echo "gpu_profile rc $?"; tail -c 9000 "$OUT/profile.log"
+    cp benchmarks/results/gpu_profile.json "$OUT/" 2>/dev/null
+fi
