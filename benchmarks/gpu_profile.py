@@ -118,6 +118,27 @@ def main(argv=None) -> int:
                 pred = Predictor(zoo.build(name, batch=batch).SerializeToString(), device="cuda")
                 feed = {pred.input_names[0]: zoo.sample_input(name, batch)}
             row.update(profile_net(pred, feed))
+            if batch == 1:  # the host's side of a whole forward (graph replay on a stream of its own)
+                import cProfile  # noqa: PLC0415
+                import io  # noqa: PLC0415
+                import pstats  # noqa: PLC0415
+
+                cp = runtime.cupy
+                with cp.cuda.Stream(non_blocking=True):
+                    for _ in range(3):
+                        pred.forward(feed)
+                    prof = cProfile.Profile()
+                    t0 = time.perf_counter()
+                    prof.enable()
+                    for _ in range(20):
+                        pred.forward(feed)
+                    prof.disable()
+                    row["forward_ms"] = (time.perf_counter() - t0) / 20 * 1e3
+                text = io.StringIO()
+                pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(14)
+                row["cprofile"] = text.getvalue()
+                print(f"\n{name} b{batch} forward {row['forward_ms']:.2f} ms (cProfile on), by tottime:")
+                print("\n".join(l for l in row["cprofile"].splitlines() if l.strip())[-2600:])
             try:  # device in, device out (gpu_check's third column)
                 cp = runtime.cupy
                 with cp.cuda.Stream(non_blocking=True):

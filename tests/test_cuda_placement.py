@@ -90,6 +90,19 @@ def test_everything_on_the_device_copies_only_at_the_edges(program):
     assert [(c.inputs[0], c.outputs[0]) for c in copies] == [("x", "x@cuda"), ("y@cuda", "y")]
 
 
+@pytest.mark.parametrize("optimization", [Optimization.MEMORY, Optimization.NONE])
+def test_the_device_copies_of_the_weights_are_not_blobs_of_the_model(program, optimization):
+    """blob_names of a device Net are the CPU Net's: w@cuda is the device's copy of w, not a blob (found on the
+    H200: Predictor.forward() with no names copied every weight back, 100 MB a forward for ResNet-50)."""
+    dev = HostMemoryDevice({"Conv", "Relu", "Softmax", "Mul"})
+    net = Net(program, device=dev, optimization=optimization)
+    net.forward({"x": X})
+    cpu = Net(Program(load_onnx(_model())), optimization=optimization)
+    cpu.forward({"x": X})
+    assert any(n.endswith("@cuda") for n in net.layout.blobs)  # the device holds w@cuda, b@cuda, ...
+    assert sorted(net.blob_names) == sorted(cpu.blob_names)
+
+
 def test_nothing_on_the_device_is_the_host_layout(program):
     dev = HostMemoryDevice(set())
     net = Net(program, device=dev, optimization=Optimization.MEMORY)

@@ -271,7 +271,10 @@ class Layout:
         j = self.edge_out.get(name)
         if j is not None:
             return self.blobs[self.run_nodes[j].inputs[0]]
-        return self.device.upload(np.ascontiguousarray(self.blob(name, ())))
+        a = self.blob(name, ())
+        if not isinstance(a, np.ndarray):  # a value the run keeps on the device (an input fed there)
+            return a
+        return self.device.upload(np.ascontiguousarray(a))
 
     def calls_reading(self, arrays: dict) -> list:
         """The run with the calls that read these inputs bound to the given arrays instead of the
@@ -376,7 +379,11 @@ def _build_layout(program, shapes: dict[str, tuple], device: Device, options: La
         base = n[:-len(device.name) - 1]
         if base not in layout.blobs and n in layout.readable and n not in static:
             layout.typed[base] = (n, device.name, shape[n])
-    layout.typed_names = frozenset(layout_of) | frozenset(on_device)
+    # the device's copies of the weights (w@cuda) are no blobs of the model's: blob_names and a
+    # Predictor.forward() with no names never copy them back (100 MB a forward for ResNet-50)
+    suffix = "@" + device.name
+    device_statics = frozenset(n for n in static if n.endswith(suffix)) if device.host is not None else frozenset()
+    layout.typed_names = frozenset(layout_of) | frozenset(on_device) | device_statics
     layout.activation_bytes = sum(sizes.values())
     layout.dynamic_outputs = frozenset(o for st in dynamic for o in st.node.outputs if o)
     find_edges(layout, program)
