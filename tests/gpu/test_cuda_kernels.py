@@ -97,6 +97,20 @@ def test_conv(x, w, attrs):
     check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
 
 
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_im2col_in_chunks_of_images(monkeypatch, groups):
+    """A batch whose columns pass the scratch budget: chunks of 2 images (the last of 1), each one im2col and
+    one batched GEMM (group 1), or per image (grouped)."""
+    from pooled_predictor.ops.cuda import conv as cuda_conv
+
+    monkeypatch.setattr(cuda_conv, "COL_SCRATCH_BYTES", 2 * 4 * (4 // groups) * 9 * 81 + 4)
+    check("Conv", [f32(5, 4, 9, 9), f32(6, 4 // groups, 3, 3), f32(6)], {"pads": [1, 1, 1, 1], "group": groups},
+          static=(1, 2))
+    check("FusedConv", [f32(5, 4, 9, 9), f32(6, 4 // groups, 3, 3), f32(6), f32(5, 6, 5, 5)],
+          {"pads": [1, 1, 1, 1], "strides": [2, 2], "group": groups, "activation": "Relu"}, static=(1, 2),
+          domain=DOMAIN)
+
+
 @pytest.mark.parametrize("x, w, attrs", CONVS[:6])
 @pytest.mark.parametrize("activation, params", [("Relu", []), ("LeakyRelu", [0.2]), ("Clip", [0.0, 6.0]),
                                                 ("HardSwish", []), ("Identity", [])])

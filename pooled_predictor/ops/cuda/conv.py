@@ -5,8 +5,12 @@ Algorithm, chosen once per shape (MLAS's habit), float32, 1-D and 2-D (1-D as H 
 * depthwise (group = C, W (M, 1, KH, KW)): kernels/conv.cu depthwise_f32, the epilogue fused;
 * 1x1, stride 1, no padding, group 1: no im2col -- Y[n] (M, HW) = W (M, C) @ X[n] (C, HW), one
   strided batched cuBLAS GEMM over the images;
-* otherwise im2col + GEMM: per image, col (C*KH*KW, OH*OW) in scratch (kernels/conv.cu im2col_f32),
-  then a strided batched GEMM over the groups, W_g (Mg, Cg*KH*KW) @ col_g;
+* otherwise im2col + GEMM, col (C*KH*KW, OH*OW) per image in scratch (kernels/conv.cu im2col_f32):
+  group 1: the images in chunks whose cols fit COL_SCRATCH_BYTES (at least one image), each chunk one
+  im2col and one strided batched GEMM over its images, W (M, C*KH*KW) @ col[n] -- a batch of 32 is
+  a few launches of large GEMMs, not 64 small ones (ResNet-50 b32 on the H200: 29 ms, 20 of them in
+  per-image GEMMs at 4-8 TFLOP/s where cuBLAS reaches 46 on large ones, benchmarks/gpu_profile.py);
+  grouped: per image, a strided batched GEMM over the groups, W_g (Mg, Cg*KH*KW) @ col_g;
 
 then, unless fused above, the epilogue y = act(y + bias + Z) in place (elementwise.cu bias_act_f32).
 CuPy 14 has no cuDNN (DEVICE.md): these are ours, the GEMMs cuBLAS's (runtime.gemm).
@@ -20,6 +24,9 @@ from ..shapes.conv import conv_geometry
 from ..shapes.fused import DOMAIN, depthwise_chain_parts
 from . import runtime
 from .codes import activation_of, cuda_kernel, float32_io
+
+COL_SCRATCH_BYTES = 64 << 20
+"""The im2col scratch of a group-1 convolution holds as many images' columns as fit in this (at least one)."""
 
 
 def _conv_supported(ctx) -> bool:
@@ -55,7 +62,9 @@ class _ConvCore:
         self.epilogue = runtime.function("elementwise.cu", "bias_act_f32")
         if not self.pointwise:
             self.im2col = runtime.function("conv.cu", "im2col_f32")
-            self.col = ctx.scratch((self.c * self.kh * self.kw, self.oh * self.ow), np.float32)
+            per_image = self.c * self.kh * self.kw * self.oh * self.ow
+            self.chunk = 1 if self.groups > 1 else max(1, min(self.n, COL_SCRATCH_BYTES // (4 * per_image)))
+            self.col = ctx.scratch((self.chunk, self.c * self.kh * self.kw, self.oh * self.ow), np.float32)
 
     def __call__(self, x, w, b, z, out):
         i32 = np.int32
@@ -75,13 +84,16 @@ class _ConvCore:
             kk = self.c // self.groups * self.kh * self.kw
             mg = self.m // self.groups
             rows = self.c * self.kh * self.kw
-            for i in range(self.n):
-                xi = x[i]
-                runtime.launch(self.im2col, rows * hw_out, (xi, col, i32(self.c), i32(self.h), i32(self.w),
-                                                            i32(self.kh), i32(self.kw), i32(self.oh), i32(self.ow),
-                                                            *self.geom))
-                runtime.gemm(w, col, out, mg, hw_out, kk, batch=self.groups, stride_a=mg * kk, stride_b=kk * hw_out,
-                             stride_c=mg * hw_out, offset_c=i * self.m * hw_out)
+            shape = (i32(self.c), i32(self.h), i32(self.w), i32(self.kh), i32(self.kw), i32(self.oh), i32(self.ow))
+            for i in range(0, self.n, self.chunk):
+                nb = min(self.chunk, self.n - i)
+                runtime.launch(self.im2col, nb * rows * hw_out, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
+                if self.groups == 1:  # the chunk's images: one strided batched GEMM, W shared
+                    runtime.gemm(w, col, out, self.m, hw_out, rows, batch=nb, stride_a=0, stride_b=rows * hw_out,
+                                 stride_c=self.m * hw_out, offset_c=i * self.m * hw_out)
+                else:  # one image (chunk 1): a strided batched GEMM over its groups
+                    runtime.gemm(w, col, out, mg, hw_out, kk, batch=self.groups, stride_a=mg * kk,
+                                 stride_b=kk * hw_out, stride_c=mg * hw_out, offset_c=i * self.m * hw_out)
         if b is not None or z is not None or int(self.act[0]) != 0:
             n = out.size
             runtime.launch(self.epilogue, n, (out, b if b is not None else runtime.NULL,

@@ -5,21 +5,24 @@
 // Shapes are ONNX Conv's, 2-D (N, C, H, W); ops/cuda/conv.py views 1-D convolutions as H = 1.
 #include "common.cuh"
 
-// col (C*KH*KW, OH*OW) of one image x (C, H, W): row (c, kh, kw), column (oh, ow) holds
-//     x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw]   (0 outside the image: the zero padding).
+// col (N, C*KH*KW, OH*OW) of N images x (N, C, H, W): for image n, row (c, kh, kw), column (oh, ow) holds
+//     x[n, c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw]   (0 outside the image: the zero padding).
 // With G groups, the rows of group g are rows [g*Cg*KH*KW, (g+1)*Cg*KH*KW): a strided batched GEMM
-// W_g (Mg, Cg*KH*KW) @ col_g gives the group's Mg output channels.
-extern "C" __global__ void im2col_f32(const float* __restrict__ x, float* __restrict__ col, int C, int H, int W,
-                                      int KH, int KW, int OH, int OW, int sh, int sw, int ph, int pw, int dh,
+// W_g (Mg, Cg*KH*KW) @ col_g gives the group's Mg output channels; with G = 1 one strided batched
+// GEMM over the N images, W (M, C*KH*KW) @ col[n], gives them all (ops/cuda/conv.py).
+extern "C" __global__ void im2col_f32(const float* __restrict__ x, float* __restrict__ col, int N, int C, int H,
+                                      int W, int KH, int KW, int OH, int OW, int sh, int sw, int ph, int pw, int dh,
                                       int dw) {
     i64 cols = (i64)OH * OW;
-    i64 n = (i64)C * KH * KW * cols;
+    i64 rows = (i64)C * KH * KW;
+    i64 n = (i64)N * rows * cols;
     GRID_STRIDE(i, n) {
-        i64 row = i / cols, p = i - row * cols;
+        i64 img = i / (rows * cols), q = i - img * rows * cols;
+        i64 row = q / cols, p = q - row * cols;
         int oh = (int)(p / OW), ow = (int)(p - (i64)oh * OW);
         int kw = (int)(row % KW), kh = (int)((row / KW) % KH), c = (int)(row / ((i64)KW * KH));
         int ih = oh * sh - ph + kh * dh, iw = ow * sw - pw + kw * dw;
-        col[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((i64)c * H + ih) * W + iw] : 0.0f;
+        col[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((img * C + c) * H + ih) * W + iw] : 0.0f;
     }
 }
 
