@@ -11,6 +11,15 @@ typedef long long i64;
 #define MAX_RANK 8
 #define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                                i += (i64)blockDim.x * gridDim.x)
+// The same loop in the index type I of a templated kernel body (see SMALL_INDEX).
+#define GRID_STRIDE_T(I, i, n) for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                                    i += (I)blockDim.x * gridDim.x)
+
+// A kernel whose index arithmetic divides (i / OW, i % C...) runs its body in 32-bit unsigned integers
+// when every index fits (n at most SMALL_INDEX: i + the grid's stride stays under 2^32): a 64-bit
+// division is a long emulated sequence on the GPU, a 32-bit one a few instructions. Larger tensors
+// run the same body in 64-bit.
+#define SMALL_INDEX 2147483647LL
 
 // Activation codes, the same numbers as ops/cuda/codes.py ACT (the fused epilogues of FusedConv /
 // FusedGemm and the stand-alone activation ops). alpha, beta: the activation's parameters as

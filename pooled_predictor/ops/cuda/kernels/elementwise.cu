@@ -103,9 +103,10 @@ extern "C" __global__ void binary_f32(const float* __restrict__ a, const float* 
 // The fused epilogue over a (N, C, inner) output y, in place:
 //     y = act(y + bias[c] + z)      bias: C floats or null; z (the sum input): y's shape or null
 // FusedConv's (ops/shapes/fused.py); also the bias + activation after a GEMM with C = 1 or inner = 1.
-extern "C" __global__ void bias_act_f32(float* y, const float* __restrict__ bias, const float* __restrict__ z,
-                                        i64 n, i64 channels, i64 inner, int act, float alpha, float beta) {
-    GRID_STRIDE(i, n) {
+template <typename I>
+__device__ __forceinline__ void bias_act_body(float* y, const float* __restrict__ bias, const float* __restrict__ z,
+                                              I n, I channels, I inner, int act, float alpha, float beta) {
+    GRID_STRIDE_T(I, i, n) {
         float v = y[i];
         if (bias) v += bias[(i / inner) % channels];
         if (z) v += z[i];
@@ -113,17 +114,34 @@ extern "C" __global__ void bias_act_f32(float* y, const float* __restrict__ bias
     }
 }
 
+extern "C" __global__ void bias_act_f32(float* y, const float* __restrict__ bias, const float* __restrict__ z,
+                                        i64 n, i64 channels, i64 inner, int act, float alpha, float beta) {
+    if (n <= SMALL_INDEX)
+        bias_act_body<unsigned>(y, bias, z, (unsigned)n, (unsigned)channels, (unsigned)inner, act, alpha, beta);
+    else
+        bias_act_body<i64>(y, bias, z, n, channels, inner, act, alpha, beta);
+}
+
 // The epilogue of a GEMM Y (rows, cols) += beta_c * C, C broadcast through its strides (rs, cs:
 // 0 on a broadcast axis), then the activation: Gemm's / FusedGemm's / MatMulAdd's C term.
-extern "C" __global__ void gemm_epilogue_f32(float* y, const float* __restrict__ c, i64 rows, i64 cols, i64 rs,
-                                             i64 cs, float beta_c, int act, float alpha, float beta) {
-    i64 n = rows * cols;
-    GRID_STRIDE(i, n) {
+template <typename I>
+__device__ __forceinline__ void gemm_epilogue_body(float* y, const float* __restrict__ c, I n, I cols, i64 rs, i64 cs,
+                                                   float beta_c, int act, float alpha, float beta) {
+    GRID_STRIDE_T(I, i, n) {
         float v = y[i];
         if (c) {
-            i64 r = i / cols, k = i - r * cols;
-            v += beta_c * c[r * rs + k * cs];
+            I r = i / cols, k = i - r * cols;
+            v += beta_c * c[(i64)r * rs + (i64)k * cs];
         }
         y[i] = activate(v, act, alpha, beta);
     }
+}
+
+extern "C" __global__ void gemm_epilogue_f32(float* y, const float* __restrict__ c, i64 rows, i64 cols, i64 rs,
+                                             i64 cs, float beta_c, int act, float alpha, float beta) {
+    i64 n = rows * cols;
+    if (n <= SMALL_INDEX)
+        gemm_epilogue_body<unsigned>(y, c, (unsigned)n, (unsigned)cols, rs, cs, beta_c, act, alpha, beta);
+    else
+        gemm_epilogue_body<i64>(y, c, n, cols, rs, cs, beta_c, act, alpha, beta);
 }
