@@ -144,13 +144,17 @@ def _against_onnxruntime(row: dict, model: bytes, make_feed):
     row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
     row["ok_1e-4"] = row["rel_error"] <= 1e-4
     row["ok_1e-2"] = row["rel_error"] <= 1e-2  # the bar with TF32 (PP_CUDA_TF32=1)
-    layout = pred.net().layout
+    _placement(row, pred.net().layout)
+    return pred, feed
+
+
+def _placement(row: dict, layout) -> None:
+    """The row's nodes, on_gpu, io_copies and on_cpu_ops (the op types the CPU ran) of a GPU layout."""
     row["nodes"] = len(layout.run_nodes)
     row["on_gpu"] = len(layout.device_nodes)
     row["io_copies"] = sum(n.op_type == "IoCopy" for n in layout.run_nodes)
     row["on_cpu_ops"] = sorted({n.op_type for n in layout.run_nodes
                                 if n.name not in layout.device_nodes and n.op_type != "IoCopy"})
-    return pred, feed
 
 
 def check_models(names, batch: int = 1) -> list[dict]:
@@ -428,11 +432,7 @@ def real_models() -> list[dict]:
         got = gpu.forward({gpu.input_names[0]: x})[gpu.output_names[0]]
         row["rel_error"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
         row["ok_1e-4"] = row["rel_error"] <= 1e-4
-        layout = gpu.net().layout
-        row["nodes"], row["on_gpu"] = len(layout.run_nodes), len(layout.device_nodes)
-        row["io_copies"] = sum(n.op_type == "IoCopy" for n in layout.run_nodes)
-        row["on_cpu_ops"] = sorted({n.op_type for n in layout.run_nodes
-                                    if n.name not in layout.device_nodes and n.op_type != "IoCopy"})
+        _placement(row, gpu.net().layout)
         try:
             import cv2  # noqa: PLC0415
 
