@@ -142,6 +142,31 @@ def test_weights_are_placed_once_per_device_and_shared(program):
     assert len({id(n.layout.host_arena) for n in nets}) == 3
 
 
+def test_a_programs_device_weights_go_with_it():
+    """The device's weight cache holds a Program's weights only while the Program lives (it kept them for
+    the process's life: a server unloading models leaked their GPU memory), and threads laying out Nets
+    of one Program at once upload its weights once."""
+    import gc
+
+    dev = HostMemoryDevice({"Conv", "Relu", "Mul"})
+    prog = Program(load_onnx(_model()), "cuda")
+    barrier = threading.Barrier(4)
+
+    def lay_out():
+        barrier.wait()
+        Net(prog, device=dev, optimization=Optimization.MEMORY).forward({"x": X})
+
+    threads = [threading.Thread(target=lay_out) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert dev.uploads == len(prog.weights) and len(dev._weights) == 1
+    del prog
+    gc.collect()
+    assert len(dev._weights) == 0
+
+
 def test_a_device_only_value_reads_back_through_the_device():
     model = _model()
     prog = Program(load_onnx(model), "cuda")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Callable, Sequence
 
@@ -188,12 +189,14 @@ class DeviceWithHost(Device):
     the registry's kernels of `name` whose supports(ctx) accepts the node), the rest on `host`.
 
     Weights are placed once per device (weights(): a cache per Program, shared read-only by every
-    Net on this device); subclasses say how to allocate and copy (_upload, arena, view, copies).
+    Net on this device, dropped with the Program: a server that loads and unloads models does not
+    keep their device weights); subclasses say how to allocate and copy (_upload, arena, view, copies).
     """
 
     def __init__(self, host: Device | None = None):
         self.host = host if host is not None else _DEVICES["cpu"]
-        self._weights: dict = {}  # id(program) -> (program, name -> device array)
+        self._weights = weakref.WeakKeyDictionary()  # Program -> name -> device array
+        self._weights_lock = threading.Lock()  # two workers laying out at once upload once
 
     def kernel_for(self, step, ctx) -> KernelDef | None:
         node = step.node
@@ -208,11 +211,14 @@ class DeviceWithHost(Device):
             return None
 
     def weights(self, program) -> dict:
-        entry = self._weights.get(id(program))
-        if entry is None or entry[0] is not program:
-            entry = (program, {n: self._upload(a) for n, a in program.weights.items() if a.dtype != object})
-            self._weights[id(program)] = entry
-        return entry[1]
+        placed = self._weights.get(program)
+        if placed is None:
+            with self._weights_lock:
+                placed = self._weights.get(program)
+                if placed is None:
+                    placed = {n: self._upload(a) for n, a in program.weights.items() if a.dtype != object}
+                    self._weights[program] = placed
+        return placed
 
     def upload(self, array: np.ndarray):
         return self._upload(array)
