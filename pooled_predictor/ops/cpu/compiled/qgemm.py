@@ -618,3 +618,154 @@ def quad_offsets(offs: np.ndarray) -> np.ndarray:
     offs = np.ascontiguousarray(offs)
     offs.flags.writeable = False
     return offs
+
+
+GB = 4  # 8-column blocks of the GEMV's widest micro-tile: 4 accumulators, the A quad's broadcast and the
+#   saturating steps' temporaries fit AVX2's 16 ymm
+
+
+def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
+    """The GEMV micro-kernel for `blocks` x 8 output columns (qgemv_sat).
+
+    gemv(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones): for c < 8 * blocks,
+    acc = b[b_off + c] + sum_{j < kq_n} saturate_int16(A[4j] W(c, 4j) + A[4j+1] W(c, 4j+1))
+    + saturate_int16(A[4j+2] W(c, 4j+2) + A[4j+3] W(c, 4j+3)), A[i] = a[a_off + i] (uint8) and W(c, 4j + t)
+    byte t of wq[w_off + (c // 8) * 8 * kq_n + j * 8 + c % 8] (pack_quads with tile 8); y[y_off + c] =
+    saturate(rint(float32(acc) * mult[b_off + c]) + zp), or float32(acc) * mult[b_off + c] with y_float.
+    The 8 columns of a block are the 8 lanes: A's quad j is broadcast and multiplied with the block's 8
+    quads of W (vpmaddubsw, then vpmaddwd by ones: the products paired as MLAS pairs them)."""
+
+    @intrinsic
+    def gemv(typingctx, wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones):
+        sig = types.void(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones)
+
+        def codegen(context, builder, signature, args):
+            kq_v, zp_v = args[4], args[10]
+            wptr, aptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
+                                                        (0, 1), (2, 3), (5, 6), (7, 8), (9, 8))
+            onesp = context.make_array(signature.args[11])(context, builder, args[11]).data
+            v16i16 = ir.VectorType(_I16, 16)
+            v32i8 = ir.VectorType(_I8, 32)
+            v16 = ir.VectorType(_I32, 16)
+            ones32 = builder.sext(builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2), v16)
+            undef = ir.Constant(v16, ir.Undefined)
+            fn = builder.function
+            pre_bb = builder.block
+            loop_bb = fn.append_basic_block("kq_loop")
+            done_bb = fn.append_basic_block("kq_done")
+            zero = ir.Constant(_V8I, [0] * 8)
+            stride = builder.mul(kq_v, _c(8))  # int32 elements between two blocks' tiles
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = []
+            for _ in range(blocks):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                accs.append(ph)
+            quad = builder.load(builder.bitcast(builder.gep(aptr, [builder.mul(j, _c(4))]), _I32.as_pointer()),
+                                align=1)
+            av = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
+            wrow = builder.gep(wptr, [builder.mul(j, _c(8))])
+            new = []
+            for t in range(blocks):
+                wv = builder.load(builder.bitcast(builder.gep(wrow, [builder.mul(stride, _c(t))]),
+                                                  v32i8.as_pointer()), align=4)
+                s16 = _sat_pairs(builder, av, wv)
+                prod = builder.mul(builder.sext(s16, v16), ones32)
+                even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
+                odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
+                new.append(builder.add(accs[t], builder.add(even, odd)))
+            j1 = builder.add(j, _c(1))
+            j.add_incoming(j1, loop_bb)
+            for acc, n in zip(accs, new):
+                acc.add_incoming(n, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", j1, kq_v), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for t in range(blocks):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(new[t], loop_bb)
+                final.append(ph)
+            scale, quantize = _requantizer(builder, zp_v, y_signed)
+            for t, ph in enumerate(final):
+                bv = builder.load(builder.bitcast(builder.gep(bptr, [_c(8 * t)]), _V8I.as_pointer()), align=4)
+                mv = builder.load(builder.bitcast(builder.gep(mptr, [_c(8 * t)]), _V8F.as_pointer()), align=4)
+                f = scale(ph, bv, mv)
+                dst = builder.gep(yptr, [_c(8 * t)])
+                if y_float:
+                    builder.store(f, builder.bitcast(dst, _V8F.as_pointer()), align=4)
+                else:
+                    q = quantize(f)
+                    builder.store(q, builder.bitcast(dst, q.type.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return gemv
+
+
+_GEMV_ARGS = "wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones"
+_gv_u = dispatch_rows(lambda n: _make_gemv(n, False, False), GB, _GEMV_ARGS)
+_gv_s = dispatch_rows(lambda n: _make_gemv(n, True, False), GB, _GEMV_ARGS)
+_gv_f = dispatch_rows(lambda n: _make_gemv(n, False, True), GB, _GEMV_ARGS)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _gemv_tile(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks):
+    if is_float(y):
+        _gv_f(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks)
+    elif signed(y):
+        _gv_s(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks)
+    else:
+        _gv_u(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks)
+
+
+def _gemv_sigs(yt):
+    ri32 = types.Array(types.int32, 1, "C", readonly=True)
+    rf32 = types.Array(types.float32, 1, "C", readonly=True)
+    ri16 = types.Array(types.int16, 1, "C", readonly=True)
+    u8 = types.Array(types.uint8, 1, "C", readonly=True)
+    y = types.Array(yt, 1, "C")
+    i = types.int64
+    return types.void(ri32, u8, y, i, i, i, ri32, rf32, i, ri16, y)
+
+
+@njit([_gemv_sigs(t) for t in (types.uint8, types.int8, types.float32)], nogil=True, cache=True,
+      error_model="numpy")
+def qgemv_sat(wq, a, y, m_n, n_n, kq_n, b, mult, zp, ones, ws):
+    """Y = requant(A @ W^T + b) for a few rows of A, in onnxruntime's u8 x s8 arithmetic without VNNI
+    (qgemm2d_sat's sums, each output's k pairs in the same order), the output columns in the lanes:
+
+        acc[i, c] = b[c] + sum_j saturate_int16(A[i, 2j] W[c, 2j] + A[i, 2j+1] W[c, 2j+1])
+        Y[i, c]   = saturate(rint(float32(acc[i, c]) * mult[c]) + zp)   (float32 Y: float32(acc) * mult[c])
+
+    The product of a batch-1 QGemm / QLinearMatMul: qgemm2d_sat puts pixels (here A's rows) in the
+    lanes, 1 of 16 used at M = 1.
+
+    Args:
+        wq: pack_quads(W, tile=8) of the int8 W (N', K) with N' = n_n rounded up to a multiple of 8 (rows
+            past n_n zero).
+        a: uint8 A (m_n, 4 * kq_n) flat: each row padded to whole quads (pad values free: their W is 0).
+        y: Y (m_n, n_n) flat: uint8, int8 or float32.
+        b, mult: (N',) int32 bias (A's zero point folded in) and float32 multipliers; zp: Y's zero point.
+        ones: ONES; ws: 8 * GB elements of Y's type (the last block's columns past n_n land there).
+    """
+    w_tile = 8 * kq_n
+    full = n_n // 8
+    for i in range(m_n):
+        a_off = i * 4 * kq_n
+        y_off = i * n_n
+        t = 0
+        while t + GB <= full:
+            _gemv_tile(wq, t * w_tile, a, a_off, kq_n, y, y_off + 8 * t, b, 8 * t, mult, zp, ones, GB)
+            t += GB
+        if t < full:
+            _gemv_tile(wq, t * w_tile, a, a_off, kq_n, y, y_off + 8 * t, b, 8 * t, mult, zp, ones, full - t)
+            t = full
+        if n_n > 8 * full:  # the last columns: a whole block computed into ws, the valid ones copied
+            _gemv_tile(wq, t * w_tile, a, a_off, kq_n, ws, 0, b, 8 * t, mult, zp, ones, 1)
+            for c in range(n_n - 8 * full):
+                y[y_off + 8 * full + c] = ws[c]
