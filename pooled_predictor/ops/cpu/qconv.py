@@ -135,8 +135,9 @@ class QConvCompiled:
             table = compiled.qgemm.quad_offsets if self.sat else compiled.qgemm.pair_offsets
             self.offs = table(np.arange(self.cg, dtype=np.int64) * (h * wd))
             # the last P % 16 pixels: their X columns copied into a strip of 16 per row (the tile's reads
-            # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs)
-            self.tail = (h * wd) % compiled.qgemm.NP
+            # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs);
+            # the saturating GEMM reads only P's pixels, the last tile in the same pass (its weights in cache)
+            self.tail = 0 if self.sat else (h * wd) % compiled.qgemm.NP
             self.strip_ref = ctx.scratch((len(self.offs) * compiled.qgemm.NP + compiled.qgemm.NP,), ctx.dtype(0)) if self.tail else None
             self.strip_offs = table(np.arange(self.cg, dtype=np.int64) * compiled.qgemm.NP)
         else:

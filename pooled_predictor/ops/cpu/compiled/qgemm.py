@@ -163,7 +163,8 @@ def _sat_pairs(builder, x8, w8):
     return builder.trunc(s, ir.VectorType(_I16, 16))
 
 
-def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False, sat: bool = False):
+def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False, sat: bool = False,
+                half: bool = False):
     """The micro-kernel for a tile of `rows` x 16 outputs.
 
     micro(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp):
@@ -179,7 +180,11 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
     saturation (_sat_pairs) before the int32 sum; `ones` (16 int16 ones, loaded: a constant would let
     LLVM fold the int16 truncation away, and with it vpmaddubsw) adds each saturated pair's two
     halves into int32 (vpmaddwd). Without `sat`, ones is not read.
+
+    With `half` (`sat` only): the tile's first 8 pixels, for a last tile of 8 or fewer: half the
+    multiplies of a 16-pixel one (7 x 7 images: 49 pixels, 3 tiles and a half rather than 4).
     """
+    nv = 1 if half else 2
     ext = "sext" if x_signed else "zext"
 
     @intrinsic
@@ -198,7 +203,7 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             loop_bb = fn.append_basic_block("kp_loop")
             done_bb = fn.append_basic_block("kp_done")
             zero = ir.Constant(_V8I, [0] * 8)
-            n_acc = 2 * rows
+            n_acc = nv * rows
             if sat:
                 onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
                 ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
@@ -212,7 +217,7 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
                 ph.add_incoming(zero, pre_bb)
                 accs.append(ph)
             if sat:
-                new = _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16)
+                new = _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv)
             else:
                 j2 = builder.mul(j, _c(2))
                 o0 = builder.load(builder.gep(optr, [j2]))
@@ -249,9 +254,13 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
                 bv = _splat(builder, builder.load(builder.gep(bptr, [_c(r)])), _V8I)
                 mv = _splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F)
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
-                fs = [scale(final[2 * r + v], bv, mv) for v in range(2)]
+                fs = [scale(final[nv * r + v], bv, mv) for v in range(nv)]
+                if half and not y_float:
+                    q = quantize(fs[0])
+                    builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
+                    continue
                 if y_float:
-                    for v in range(2):
+                    for v in range(nv):
                         builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()),
                                       align=4)
                     continue
@@ -331,13 +340,14 @@ def _pack16_rows(typingctx, x, x_off, offs, j, dst, d_off, rowidx, jump):
     return sig, codegen
 
 
-def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16):
+def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     """One quad of k of the saturating micro-kernel (_make_micro's `sat`): the new accumulators.
-    X comes packed (_pack16): quad j of the tile's 16 pixels at x[x_off + 64 j]; offs is not read."""
+    X comes packed (_pack16): quad j of the tile's 16 pixels at x[x_off + 64 j]; offs is not read.
+    nv = 1: the tile's first 8 pixels only (a last tile of 8 or fewer)."""
     v32i8 = ir.VectorType(_I8, 32)
     base = builder.gep(xptr, [builder.mul(j, _c(64))])
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
-              for v in range(2)]
+              for v in range(nv)]
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
     v16 = ir.VectorType(_I32, 16)
     undef = ir.Constant(v16, ir.Undefined)
@@ -345,12 +355,12 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16):
     new = []
     for r_i in range(rows):
         wv = builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r_i)])), _V8I), v32i8)
-        for v in range(2):
+        for v in range(nv):
             s16 = _sat_pairs(builder, halves[v], wv)
             prod = builder.mul(builder.sext(s16, v16), ones32)
             even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
             odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-            new.append(builder.add(accs[2 * r_i + v], builder.add(even, odd)))
+            new.append(builder.add(accs[nv * r_i + v], builder.add(even, odd)))
     return new
 
 
@@ -364,6 +374,9 @@ _t_sf = dispatch_rows(lambda r: _make_micro(r, True, False, True), MR, _ARGS)
 _s_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True), MRS, _ARGS)
 _s_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True), MRS, _ARGS)
 _s_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True), MRS, _ARGS)
+_h_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True, half=True), MRS, _ARGS)
+_h_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True, half=True), MRS, _ARGS)
+_h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half=True), MRS, _ARGS)
 
 
 def pack_pairs(w: np.ndarray, zero_point=None, tile: int = MR) -> np.ndarray:
@@ -449,6 +462,16 @@ def _tile(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ro
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _tile_sat_half(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows, ys):
+    if is_float(y):
+        _h_f(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
+    elif ys:
+        _h_s(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
+    else:
+        _h_u(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _tile_sat(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows, ys):
     if is_float(y):
         _s_f(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
@@ -494,8 +517,20 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
         for t in range(t_n):  # X's block packed once (the quads of each 16-pixel tile), read by every row tile
             q = p0 + t * NP
             if jump == 0:
+                if q + NP <= p_n:
+                    for j in range(kq_n):
+                        _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                    continue
+                # the last tile: only its pixels read (X needs no slack past them), the other lanes zero
+                n_in = p_n - q
+                for i in range(tile_b):
+                    xq[t * tile_b + i] = 0
                 for j in range(kq_n):
-                    _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                    for r4 in range(4):
+                        src = x0 + offs[4 * j + r4] + q
+                        d = t * tile_b + j * 64 + r4
+                        for i in range(n_in):
+                            xq[d + 4 * i] = xf[src + i]
                 continue
             col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
             for i in range(NP):
@@ -510,6 +545,12 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
                 if p < vec_end:
                     _tile_sat(wq, m * kq_n, xq, t * tile_b, offs, yf, y0 + m * ldy + p, ldy, kq_n, b, m, mult, zp,
                               ones, rows, ys)
+                elif p_n - p <= NP // 2:  # the last 8 or fewer: a half tile into the workspace, the valid copied
+                    _tile_sat_half(wq, m * kq_n, xq, t * tile_b, offs, ws, 0, NP, kq_n, b, m, mult, zp, ones, rows,
+                                   ys)
+                    for r in range(rows):
+                        for jj in range(p_n - p):
+                            yf[y0 + (m + r) * ldy + p + jj] = ws[r * NP + jj]
                 else:  # the last < 16 pixels: computed into the workspace (MRS x 16), the valid ones copied
                     _tile_sat(wq, m * kq_n, xq, t * tile_b, offs, ws, 0, NP, kq_n, b, m, mult, zp, ones, rows, ys)
                     for r in range(rows):
@@ -562,7 +603,8 @@ def _sat_sigs(yt):
 
 @njit([_sat_sigs(types.uint8), _sat_sigs(types.int8)], nogil=True, cache=True, error_model="numpy")
 def qgemm2d_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq):
-    """qgemm2d in onnxruntime's u8 x s8 arithmetic on hosts without VNNI (MLAS's vpmaddubsw kernels):
+    """qgemm2d in onnxruntime's u8 x s8 arithmetic on hosts without VNNI (MLAS's vpmaddubsw kernels) (X read
+    only at its p_n pixels: no slack past them needed):
 
         acc[m, p] = b[m] + sum_j saturate_int16(W[m, 2j] X[2j, p] + W[m, 2j+1] X[2j+1, p])
 
