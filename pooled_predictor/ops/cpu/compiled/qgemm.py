@@ -123,8 +123,12 @@ def _requantizer(builder, zp_v, y_signed: bool):
         return builder.trunc(builder.add(builder.fptosi(builder.call(rint, [f]), _V8I), zp_vec), v8i8)
 
     v16i32 = ir.VectorType(_I32, 16)
-    lo_i = ir.Constant(v16i32, [int(lo_q)] * 16)
-    hi_i = ir.Constant(v16i32, [int(hi_q)] * 16)
+    v16i16 = ir.VectorType(_I16, 16)
+    lo16 = ir.Constant(v16i32, [-32768] * 16)
+    hi16 = ir.Constant(v16i32, [32767] * 16)
+    lo_h = ir.Constant(v16i16, [int(lo_q)] * 16)
+    hi_h = ir.Constant(v16i16, [int(hi_q)] * 16)
+    zp16 = _splat(builder, builder.trunc(zp32, _I16), v16i16)
 
     def quantize_pair(f0, f1):
         """quantize(f0) and quantize(f1) as one <16 x i8>: the same values (each in [lo, hi] before the
@@ -134,10 +138,15 @@ def _requantizer(builder, zp_v, y_signed: bool):
         for f in (f0, f1):
             f = builder.select(builder.fcmp_ordered("<", f, hi_v), f, hi_v)
             f = builder.select(builder.fcmp_ordered(">", f, lo_v), f, lo_v)
-            ints.append(builder.add(builder.fptosi(builder.call(rint, [f]), _V8I), zp_vec))
+            ints.append(builder.fptosi(builder.call(rint, [f]), _V8I))
         v = builder.shuffle_vector(ints[0], ints[1], ir.Constant(v16i32, list(range(16))))
-        v = builder.select(builder.icmp_signed(">", v, lo_i), v, lo_i)
-        v = builder.select(builder.icmp_signed("<", v, hi_i), v, hi_i)
+        # in [lo - zp, hi - zp]: to int16 (a saturating pack that saturates nothing), + zp there (one add for
+        # the 16), then to 8 bits (the same)
+        v = builder.select(builder.icmp_signed(">", v, lo16), v, lo16)
+        v = builder.select(builder.icmp_signed("<", v, hi16), v, hi16)
+        v = builder.add(builder.trunc(v, v16i16), zp16)
+        v = builder.select(builder.icmp_signed(">", v, lo_h), v, lo_h)
+        v = builder.select(builder.icmp_signed("<", v, hi_h), v, hi_h)
         return builder.trunc(v, ir.VectorType(_I8, 16))
 
     quantize.pair = quantize_pair
@@ -204,6 +213,9 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             done_bb = fn.append_basic_block("kp_done")
             zero = ir.Constant(_V8I, [0] * 8)
             n_acc = nv * rows
+            # the accumulators start at the bias (its add then costs nothing after the k loop; int32 sums
+            # wrap alike in any order, and the exact ones never leave int32)
+            init = [_splat(builder, builder.load(builder.gep(bptr, [_c(i // nv)])), _V8I) for i in range(n_acc)]
             if sat:
                 onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
                 ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
@@ -212,9 +224,9 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             j = builder.phi(_I64)
             j.add_incoming(_c(0), pre_bb)
             accs = []
-            for _ in range(n_acc):
+            for i in range(n_acc):
                 ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(init[i], pre_bb)
                 accs.append(ph)
             if sat:
                 new = _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv)
@@ -245,13 +257,14 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             final = []
             for i in range(n_acc):
                 ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(init[i], pre_bb)
                 ph.add_incoming(new[i], loop_bb)
                 final.append(ph)
-            # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
+            # the requantization (MlasRequantizeOutput's order): (+ bias: in the sums), to float32, * mult, clamp,
+            # rint, + zp
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             for r in range(rows):
-                bv = _splat(builder, builder.load(builder.gep(bptr, [_c(r)])), _V8I)
+                bv = zero
                 mv = _splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F)
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 fs = [scale(final[nv * r + v], bv, mv) for v in range(nv)]
