@@ -43,6 +43,9 @@ CONVS = [  # x shape, w shape, attributes
     ((1, 8, 5, 5), (7, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 5: the narrowest it takes
     ((1, 8, 15, 15), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 8, 11, 13), (8, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    # OW >= 16: tiles inside one output row (_pack16) and across two (_pack16_rows2)
+    ((1, 8, 9, 37), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 6, 16), (8, 4, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 16: every tile one whole row
     ((1, 8, 4, 4), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 4: cropped as before
 ]
 

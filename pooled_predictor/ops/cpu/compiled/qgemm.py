@@ -321,36 +321,44 @@ def _pack16(typingctx, x, x_off, offs, j, dst, d_off):
 ROW_SPANS = 4  # output rows a 16-pixel tile of _pack16_rows may span: OW >= 5 (16 pixels from any column)
 
 
-@intrinsic
-def _pack16_rows(typingctx, x, x_off, offs, j, dst, d_off, rowidx, jump):
-    """_pack16 for 16 pixels that may span up to ROW_SPANS output rows: pixel p read at x[x_off + offs[4j + t]
-    + p + rowidx[p] * jump] (rowidx[p]: how many row ends precede it in the tile; jump: the row pitch less
-    the output width), so that a convolution's GEMM computes no column past the output width. Each row of
-    the quad is ROW_SPANS 16-byte loads, each shifted by one more jump, merged by lane (rowidx >= s)."""
-    sig = types.void(x, x_off, offs, j, dst, d_off, rowidx, jump)
+def _make_pack16_rows(spans: int):
+    @intrinsic
+    def pack(typingctx, x, x_off, offs, j, dst, d_off, rowidx, jump):
+        """_pack16 for 16 pixels that may span up to `spans` output rows: pixel p read at x[x_off + offs[4j + t]
+        + p + rowidx[p] * jump] (rowidx[p]: how many row ends precede it in the tile; jump: the row pitch less
+        the output width), so that a convolution's GEMM computes no column past the output width. Each row of
+        the quad is `spans` 16-byte loads, each shifted by one more jump, merged by lane (rowidx >= s). (A
+        tile inside one output row takes _pack16: one load a row.)"""
+        sig = types.void(x, x_off, offs, j, dst, d_off, rowidx, jump)
 
-    def codegen(context, builder, signature, args):
-        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (4, 5))
-        optr = context.make_array(signature.args[2])(context, builder, args[2]).data
-        iptr = context.make_array(signature.args[6])(context, builder, args[6]).data
-        v16i8 = ir.VectorType(_I8, 16)
-        ridx = builder.load(builder.bitcast(iptr, v16i8.as_pointer()), align=1)
-        j4 = builder.mul(args[3], _c(4))
-        r = []
-        for t in range(4):
-            base = builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))])
-            v = builder.load(builder.bitcast(base, v16i8.as_pointer()), align=1)
-            for sp in range(1, ROW_SPANS):
-                shifted = builder.load(builder.bitcast(builder.gep(base, [builder.mul(args[7], _c(sp))]),
-                                                       v16i8.as_pointer()), align=1)
-                v = builder.select(builder.icmp_unsigned(">=", ridx, ir.Constant(v16i8, [sp] * 16)), shifted, v)
-            r.append(v)
-        v32i8 = ir.VectorType(_I8, 32)
-        for v, h in enumerate(_interleave4(builder, r)):
-            builder.store(h, builder.bitcast(builder.gep(dptr, [_c(32 * v)]), v32i8.as_pointer()), align=1)
-        return context.get_dummy_value()
+        def codegen(context, builder, signature, args):
+            xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (4, 5))
+            optr = context.make_array(signature.args[2])(context, builder, args[2]).data
+            iptr = context.make_array(signature.args[6])(context, builder, args[6]).data
+            v16i8 = ir.VectorType(_I8, 16)
+            ridx = builder.load(builder.bitcast(iptr, v16i8.as_pointer()), align=1)
+            j4 = builder.mul(args[3], _c(4))
+            r = []
+            for t in range(4):
+                base = builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))])
+                v = builder.load(builder.bitcast(base, v16i8.as_pointer()), align=1)
+                for sp in range(1, spans):
+                    shifted = builder.load(builder.bitcast(builder.gep(base, [builder.mul(args[7], _c(sp))]),
+                                                           v16i8.as_pointer()), align=1)
+                    v = builder.select(builder.icmp_unsigned(">=", ridx, ir.Constant(v16i8, [sp] * 16)), shifted, v)
+                r.append(v)
+            v32i8 = ir.VectorType(_I8, 32)
+            for v, h in enumerate(_interleave4(builder, r)):
+                builder.store(h, builder.bitcast(builder.gep(dptr, [_c(32 * v)]), v32i8.as_pointer()), align=1)
+            return context.get_dummy_value()
 
-    return sig, codegen
+        return sig, codegen
+
+    return pack
+
+
+_pack16_rows = _make_pack16_rows(ROW_SPANS)
+_pack16_rows2 = _make_pack16_rows(2)  # OW >= 16: a tile spans at most 2 output rows
 
 
 def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
@@ -546,11 +554,19 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
                             xq[d + 4 * i] = xf[src + i]
                 continue
             col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
+            e = x0 + q // ow * pitch + col
+            if col + NP <= ow:  # inside one output row: 16 contiguous pixels a row of the quad
+                for j in range(kq_n):
+                    _pack16(xf, e, offs, j, xq, t * tile_b + j * 64)
+                continue
             for i in range(NP):
                 rowidx[i] = (col + i) // ow
-            e = x0 + q // ow * pitch + col
-            for j in range(kq_n):
-                _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+            if ow >= NP:
+                for j in range(kq_n):
+                    _pack16_rows2(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+            else:
+                for j in range(kq_n):
+                    _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
         for m in range(0, m_n, MRS):
             rows = min(MRS, m_n - m)
             for t in range(t_n):
