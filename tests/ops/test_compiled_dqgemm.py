@@ -143,6 +143,7 @@ def test_convolution_k_loops_keep_their_accumulators_in_registers():
     for fn, sig, op, tiles in ((qgemm.qgemm2d_sat, qgemm._sat_sigs(u8), "vpmaddubsw", qgemm.MRS),
                                (qgemm.qgemm2d_sat_f32, qgemm._sat_sigs(f4), "vpmaddubsw", qgemm.MRS),
                                (qgemm.qgemm2d_sat_rows, qgemm._sat_rows_sigs(u8), "vpmaddubsw", qgemm.MRS),
+                               (qgemm.qgemv_sat, qgemm._gemv_sigs(u8), "vpmaddubsw", qgemm.GB),
                                (qgemm.qgemm2d, qgemm._sigs(u8, u8), "vpmaddwd", qgemm.MR),
                                (qgemm.qgemm2d_f32, qgemm._sigs(u8, f4), "vpmaddwd", qgemm.MR)):
         fresh = numba.njit([sig], nogil=True, cache=False, error_model="numpy")(fn.py_func)

@@ -27,6 +27,8 @@ CONVS = [  # x shape, w shape, attributes
     ((1, 8, 12, 12), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 3, 23, 23), (8, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),  # the stem
     ((1, 16, 10, 10), (32, 16, 1, 1), {"strides": [2, 2]}),  # downsample
+    ((2, 20, 9, 13), (24, 20, 1, 1), {"strides": [3, 2]}),  # strided 1x1: pixels packed, a batch, a tail
+    ((1, 8, 8, 8), (8, 8, 1, 1), {"strides": [2, 2]}),  # strided 1x1, whole 16-pixel tiles only
     ((1, 8, 9, 9), (8, 4, 3, 3), {"pads": [1, 0, 2, 1], "group": 2, "dilations": [2, 1]}),
     ((1, 12, 10, 10), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12}),  # depthwise
     ((2, 12, 11, 11), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12, "strides": [2, 2]}),
@@ -41,6 +43,9 @@ CONVS = [  # x shape, w shape, attributes
     ((1, 8, 5, 5), (7, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 5: the narrowest it takes
     ((1, 8, 15, 15), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 8, 11, 13), (8, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    # OW >= 16: tiles inside one output row (_pack16) and across two (_pack16_rows2)
+    ((1, 8, 9, 37), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 6, 16), (8, 4, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 16: every tile one whole row
     ((1, 8, 4, 4), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # OW = 4: cropped as before
 ]
 

@@ -62,6 +62,23 @@ def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ce
             np.testing.assert_allclose(fast, ref, rtol=3e-7, atol=1e-7)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape", POOL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel,strides,dilations,pads,ceil", POOL_GRID,
+                         ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_maxpool_8bit_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ceil, shape, dtype,
+                                                    monkeypatch):
+    """compiled/pooling.py's maxpool2d_q: onnxruntime's and the numpy kernel's bits (the full range of the
+    type, its lowest value included, so that a padded tap could only win where it is wrongly counted)."""
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads), "ceil_mode": ceil,
+             "dilations": list(dilations)}
+    check_node("MaxPool", [x], attrs, opset=12)
+    fast, ref = ours_both("MaxPool", [x], attrs, 12, monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(fast, ref)
+
+
 def test_maxpool_nan_inf_and_empty_windows(monkeypatch):
     from pooled_predictor.ops.cpu import pooling
 

@@ -143,7 +143,7 @@ def _crafted_product(m, k, n, per_column):
     return a, b, b_scale
 
 
-PRODUCTS = [(1, 2, 3), (5, 7, 8), (4, 64, 24), (17, 33, 9), (3, 300, 16)]
+PRODUCTS = [(1, 2, 3), (5, 7, 8), (4, 64, 24), (17, 33, 9), (3, 300, 16), (1, 1283, 70), (2, 101, 41)]
 
 
 def _same(ours, ref) -> bool:

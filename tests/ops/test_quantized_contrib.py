@@ -122,6 +122,25 @@ def test_qlinear_softmax(shape, axis, opset, dtype, x_scale, y_scale):
     assert diff.max() <= 1 and (diff > 0).mean() <= 1e-3, (int(diff.max()), int((diff > 0).sum()), ref.size)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_softmax_scales_fed_each_run(dtype):
+    """Scales and zero point as graph inputs, not weights (the prepared call looks the table up per run):
+    two runs with different scales each give onnxruntime's output."""
+    y_zp = np.array(0 if dtype == np.uint8 else -128, dtype)
+    inputs = [q((2, 300), dtype), f(0.05), zp(dtype), f(1 / 256), y_zp]
+    model = make_node_model("QLinearSoftmax", inputs, {"axis": -1, "opset": 13}, domain=MS)
+    from pooled_predictor import Predictor
+
+    net = Predictor(model.SerializeToString()).new_net()
+    for x_scale, y_scale in ((0.05, 1 / 256), (0.2, 0.0042)):
+        run = [inputs[0], f(x_scale), inputs[2], f(y_scale), y_zp]
+        feeds = feeds_of(run, ())
+        (ref,) = run_ort(model, feeds)
+        ours = next(iter(net.forward(feeds).values()))
+        diff = np.abs(ours.astype(np.int64) - ref)
+        assert diff.max() <= 1 and (diff > 0).mean() <= 1e-3, (int(diff.max()), int((diff > 0).sum()), ref.size)
+
+
 def test_qlinear_softmax_requires_opset():
     model = make_node_model("QLinearSoftmax", [q((2, 4), np.uint8), f(0.1), zp(np.uint8), f(1 / 256),
                                                np.array(0, np.uint8)], static=(1, 2, 3, 4), domain=MS)

@@ -140,6 +140,24 @@ class _CompiledPool2d:
         self.run(np.ascontiguousarray(x), out, self.bufs.array, *self.args, *self.counts, *self.cols)
 
 
+class _CompiledMaxPool2d8:
+    """2-D uint8 / int8 MaxPool through compiled/pooling.py's maxpool2d_q (exact)."""
+
+    def __init__(self, ctx, geometry: list[AxisWindow]):
+        gh, gw = geometry
+        self.args = (gh.kernel, gw.kernel, gh.stride, gw.stride, gh.dilation, gw.dilation, gh.head, gw.head,
+                     -128 if ctx.dtype(0) == np.int8 else 0)
+        length = compiled.pooling.buffer_length(gw.size, gw.out, gw.kernel, gw.stride, gw.dilation, gw.head)
+        self.buf = ctx.scratch((length,), ctx.dtype(0))
+
+    @staticmethod
+    def fits(ctx, geometry) -> bool:
+        return compiled.active() and len(geometry) == 2 and ctx.dtype(0) in (np.dtype(np.uint8), np.dtype(np.int8))
+
+    def __call__(self, x, out):
+        compiled.pooling.maxpool2d_q(np.ascontiguousarray(x), out, self.buf.array, *self.args)
+
+
 class _AverageTiles:
     """2-D float32 AveragePool whose windows tile the input (strides = kernel, dilation 1, no
     window reaching the padding), through compiled/pooling.py's average_tiles: one row buffer,
@@ -244,6 +262,8 @@ class MaxPool:
         geometry = pool_geometry(ctx)
         if _CompiledPool2d.fits(ctx, geometry):
             self.values = _CompiledPool2d(ctx, geometry, 0)
+        elif _CompiledMaxPool2d8.fits(ctx, geometry):
+            self.values = _CompiledMaxPool2d8(ctx, geometry)
         else:
             self.values = _SeparablePool(ctx, geometry, np.maximum, _lowest(ctx.dtype(0)))
         self.indices = _MaxPoolIndices(ctx, geometry, int(storage_order)) if ctx.has_output(1) else None

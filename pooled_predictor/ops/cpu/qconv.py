@@ -9,7 +9,8 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
 * gemm -- every group of output channels is one integer GEMM (compiled/qgemm.py)
   per image whose rows (k = (c, kh, kw)) are read in place from the stride phases
   of the input padded with x_zp (compiled/qconv.py's split; skipped for a 1x1,
-  stride-1, unpadded, ungrouped conv: X read as is, its last P % 16 pixels through a 16-wide strip),
+  unpadded, ungrouped conv: X read as is, or strided, its pixels packed first by subsample_q; its
+  last P % 16 pixels through a 16-wide strip),
   through an offset table (conv_indirect.indirect_layout): no column matrix. The
   requantization runs on each 6 x 16 tile in registers and the tile is stored as
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
@@ -102,8 +103,10 @@ class QConvCompiled:
         self.sat = (int8_arithmetic.saturating() and not self.depthwise and ctx.dtype(0) == np.uint8
                     and ctx.dtype(3) == np.int8 and not w_zp.any())
         self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
-        self.direct = (not self.depthwise and g.kernel == (1, 1) and g.strides == (1, 1) and g.group == 1
+        self.direct = (not self.depthwise and g.kernel == (1, 1) and g.group == 1
                        and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
+        # a strided one (ResNet's downsamples): its pixels packed first (compiled/qconv.py's subsample_q)
+        self.subsampled = self.direct and g.strides != (1, 1)
         # 3x3, stride 1, pads 1: read from X itself (compiled/qconv.py's depthwise3x3s1_q), no padded copy
         # channels in the lanes (compiled/qdepthwise.py): every depthwise conv of 8 channels or more
         self.dw_cl = self.depthwise and c >= compiled.qdepthwise.CB
@@ -125,12 +128,16 @@ class QConvCompiled:
             self.bg = self.mg_mult = None
             return
         if self.direct:
+            if self.subsampled:  # the GEMM reads the packed pixels: a stride-1 conv on an OH x OW input
+                h, wd = oh, ow
+                self.sub_ref = ctx.scratch((g.batch * c * oh * ow + SLACK,), ctx.dtype(0))
             self.hq, self.wq, self.phases = h, wd, [(0, 0)]
             table = compiled.qgemm.quad_offsets if self.sat else compiled.qgemm.pair_offsets
             self.offs = table(np.arange(self.cg, dtype=np.int64) * (h * wd))
             # the last P % 16 pixels: their X columns copied into a strip of 16 per row (the tile's reads
-            # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs)
-            self.tail = (h * wd) % compiled.qgemm.NP
+            # stay inside it; the columns past P hold whatever was there, and feed only dropped outputs);
+            # the saturating GEMM reads only P's pixels, the last tile in the same pass (its weights in cache)
+            self.tail = 0 if self.sat else (h * wd) % compiled.qgemm.NP
             self.strip_ref = ctx.scratch((len(self.offs) * compiled.qgemm.NP + compiled.qgemm.NP,), ctx.dtype(0)) if self.tail else None
             self.strip_offs = table(np.arange(self.cg, dtype=np.int64) * compiled.qgemm.NP)
         else:
@@ -206,6 +213,10 @@ class QConvCompiled:
         f = len(self.phases)
         gemm, extra = (compiled.qgemm.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
         if self.direct:
+            if self.subsampled:
+                xf = self.sub_ref.array
+                steps.append((compiled.qconv.subsample_q, (x, xf, oh, ow, *g.strides)))
+                x = xf[:g.batch * self.cg * oh * ow].reshape(g.batch, self.cg, oh, ow)
             xf = x.reshape(-1)
             p_n, vec = oh * ow, oh * ow - self.tail
             for n in range(g.batch):

@@ -9,6 +9,8 @@ from .. import int8_arithmetic
 from . import compiled
 from .conv_shared import shared_weights
 
+GEMV_ROWS = 3  # A's rows up to which the saturating product runs as GEMVs (qgemv_sat)
+
 
 def _ro(a):
     a = np.ascontiguousarray(a)
@@ -26,7 +28,8 @@ class StaticProduct:
     The products of QLinearMatMul and com.microsoft's QGemm where their B, scales and zero points are
     weights (ops/cpu/quantized.py, quantized_contrib.py: the same float32 multipliers). Under the
     "onnxruntime" arithmetic without VNNI, uint8 A x int8 B with b_zp = 0 runs qgemm2d_sat (pairs of k
-    in K's order, as MLAS); else the exact qgemm2d. Called as obj(a, out): a (M, K), out (M, N).
+    in K's order, as MLAS), or for M <= GEMV_ROWS qgemv_sat (the same sums, N in the lanes); else the
+    exact qgemm2d. Called as obj(a, out): a (M, K), out (M, N).
     """
 
     def __init__(self, ctx, b, b_zp, a_dtype, a_zp: int, bias, mult, y_dtype, y_zp: int, m: int):
@@ -36,7 +39,14 @@ class StaticProduct:
         zp = np.broadcast_to(np.asarray(b_zp if b_zp is not None else 0).astype(np.int32).reshape(-1), (self.n,))
         self.sat = (int8_arithmetic.saturating() and np.dtype(a_dtype) == np.uint8 and b.dtype == np.int8
                     and not zp.any())
-        if self.sat:
+        self.gemv = self.sat and m <= GEMV_ROWS
+        if self.gemv:  # the output columns in the lanes (qgemv_sat): at batch 1 the pixel GEMM uses 1 lane of 16
+            n8 = -(-self.n // 8) * 8
+            self.wp = shared_weights(b, ("qproduct_gemv",), lambda w: compiled.qgemm.pack_quads(
+                np.concatenate([np.asarray(w).T, np.zeros((n8 - self.n, self.k), np.int8)]), tile=8))
+            self.kq = -(-self.k // 4)
+            self.a_ref = ctx.scratch((m * 4 * self.kq,), np.uint8)
+        elif self.sat:
             self.wp = shared_weights(b, ("qproduct_quads",), lambda w: compiled.qgemm.pack_quads(np.ascontiguousarray(np.asarray(w).T)))
             self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * m)
             self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(self.offs.size),), np.uint8)
@@ -45,14 +55,38 @@ class StaticProduct:
             self.offs = compiled.qgemm.pair_offsets(np.arange(self.k, dtype=np.int64) * m)
         self.bias = _ro((np.asarray(bias, np.int64) - a_zp * compiled.qgemm.row_sums(b.T, zp)).astype(np.int32))
         self.mult = _ro(np.asarray(mult, np.float32).reshape(self.n))
+        if self.gemv:  # read 8 columns at a time: padded to whole blocks
+            pad = -self.n % 8
+            self.bias = _ro(np.concatenate([self.bias, np.zeros(pad, np.int32)]))
+            self.mult = _ro(np.concatenate([self.mult, np.zeros(pad, np.float32)]))
         self.y_zp = int(y_zp)
         self.y_float = np.dtype(y_dtype) == np.float32
         self.x_ref = ctx.scratch((self.k * m + 64,), a_dtype)
         self.y_ref = ctx.scratch((self.n * m,), y_dtype)
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dtype)
 
+    def steps(self, a, out):
+        """__call__'s compiled calls for these arrays as (function, arguments) (compiled.prepared binds
+        them once), or None where it has none to bind (only the GEMV path into a contiguous out)."""
+        if not self.gemv or not out.flags.c_contiguous:
+            return None
+        m, k = self.m, self.k
+        ab = self.a_ref.array
+        return [(np.copyto, (ab.reshape(m, 4 * self.kq)[:, :k], a.reshape(m, k))),
+                (compiled.qgemm.qgemv_sat, (self.wp, ab, out.reshape(-1), m, self.n, self.kq, self.bias, self.mult,
+                                            self.y_zp, compiled.qgemm.ONES, self.ws_ref.array))]
+
     def __call__(self, a, out):
         m, k, n = self.m, self.k, self.n
+        if self.gemv:
+            ab = self.a_ref.array
+            np.copyto(ab.reshape(m, 4 * self.kq)[:, :k], a.reshape(m, k))
+            y = out.reshape(-1) if out.flags.c_contiguous else self.y_ref.array
+            compiled.qgemm.qgemv_sat(self.wp, ab, y, m, n, self.kq, self.bias, self.mult, self.y_zp,
+                                     compiled.qgemm.ONES, self.ws_ref.array)
+            if not out.flags.c_contiguous:
+                np.copyto(out.reshape(m, n), y[:m * n].reshape(m, n))
+            return
         x = self.x_ref.array
         np.copyto(x[:k * m].reshape(k, m), a.reshape(m, k).T)
         yt = self.y_ref.array

@@ -36,6 +36,8 @@ bit; "exact" (and any other type pair) is the spec's exact sum (float64 BLAS of 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...contrib_schemas import DOMAIN, VERSION
@@ -225,6 +227,16 @@ def qlinear_leaky_relu(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, 
     lookup(x, table, out)
 
 
+@functools.lru_cache(maxsize=256)
+def _softmax_table_f32(x_scale: float, d: int, signed: bool) -> np.ndarray:
+    """_softmax_table as float32, read-only, computed once per (x_scale, d, signed): a model's
+    QLinearSoftmax sees the same three on every forward (the table's 256 exps cost more than the
+    compiled kernel's pass over a 1000-value row)."""
+    table = _softmax_table(x_scale, d, signed).astype(F32)
+    table.flags.writeable = False
+    return table
+
+
 def _softmax_table(x_scale: float, d: int, signed: bool) -> np.ndarray:
     """onnxruntime's float32 table of exp for rows of d values (held in float64):
 
@@ -283,10 +295,10 @@ def qlinear_softmax(x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=No
     if rows.size == 0:
         return
     signed = x.dtype == np.int8
-    table = _softmax_table(_scalar(x_scale), rows.shape[1], signed)
     if compiled.active() and out.dtype == x.dtype:  # the same steps in one compiled pass a row
+        table = _softmax_table_f32(float(_scalar(x_scale)), rows.shape[1], signed)
         y = np.empty(rows.shape, out.dtype)
-        compiled.quantize.qlinear_softmax_rows(np.ascontiguousarray(rows), table.astype(F32),
+        compiled.quantize.qlinear_softmax_rows(np.ascontiguousarray(rows), table,
                                                F32(np.floor(F32(1.0) / F32(_scalar(y_scale)))),
                                                int(_scalar(y_zero_point)), y, np.empty(rows.shape[1], F32))
         if back is None:
@@ -294,6 +306,7 @@ def qlinear_softmax(x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=No
         else:
             np.moveaxis(out, axis, -1)[...] = y.reshape(back)
         return
+    table = _softmax_table(_scalar(x_scale), rows.shape[1], signed)
     m = rows.max(axis=1, keepdims=True).astype(np.int64)
     idx = ((rows.astype(np.int64) + 127 - m) & 0xFF) if signed else rows.astype(np.int64) + 255 - m
     e = table[idx]
@@ -306,6 +319,37 @@ def qlinear_softmax(x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=No
         out[...] = y.reshape(out.shape)
     else:
         np.moveaxis(out, axis, -1)[...] = y.reshape(back)
+
+
+def _qlinear_softmax_prepare(x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, *, out, opset,
+                             axis=-1):
+    """qlinear_softmax's compiled pass bound once for these arrays (registry.py: prepare_run): where the rows
+    are X's and Y's contiguous last axis (or, below opset 13, X as (N, D) from `axis`), one call a run,
+    its table and factors computed here when the scales and Y's zero point are weights (read-only: the
+    Python steps cost a forward ~70 us with the caches cold after the convolutions, MobileNetV2 measured),
+    else looked up per run; None otherwise (the plain call)."""
+    rank = x.ndim
+    axis = axis + rank if axis < 0 else axis
+    if (not compiled.active() or out.dtype != x.dtype or x.size == 0 or (int(opset) >= 13 and axis != rank - 1)
+            or not x.flags.c_contiguous or not out.flags.c_contiguous):
+        return None
+    d = int(np.prod(x.shape[axis:], dtype=np.int64))
+    rows, y = x.reshape(-1, d), out.reshape(-1, d)
+    signed = x.dtype == np.int8
+    e = np.empty(d, F32)
+    fn = compiled.quantize.qlinear_softmax_rows
+    if all(v is None or not v.flags.writeable for v in (x_scale, y_scale, y_zero_point)):  # weights: fixed
+        return compiled.bound(fn, rows, _softmax_table_f32(float(_scalar(x_scale)), d, signed),
+                              F32(np.floor(F32(1.0) / F32(_scalar(y_scale)))), int(_scalar(y_zero_point)), y, e)
+
+    def run():
+        fn(rows, _softmax_table_f32(float(_scalar(x_scale)), d, signed), F32(np.floor(F32(1.0) / F32(_scalar(y_scale)))),
+           int(_scalar(y_zero_point)), y, e)
+
+    return run
+
+
+qlinear_softmax.prepare_run = _qlinear_softmax_prepare
 
 
 @kernel("QLinearConcat", since=VERSION, domain=DOMAIN)
@@ -457,6 +501,11 @@ class QGemm:
                                           int(_scalar(ctx.value(2))), np.broadcast_to(c.reshape(-1), (n,)),
                                           np.broadcast_to(scale.astype(F32), (n,)), ctx.out_dtypes[0],
                                           int(_scalar(ctx.value(8))) if quantized_y else 0, ctx.shape(0)[0])
+
+    def prepare_run(self, a, *inputs, out):
+        """The compiled GEMV's calls bound once for these arrays (registry.py: prepare_run); None otherwise."""
+        steps = self.fast.steps(a, out) if self.fast is not None else None
+        return compiled.prepared(steps) if steps else None
 
     def __call__(self, *inputs, out):
         if self.fast is not None:

@@ -262,3 +262,60 @@ def average_tiles(x, y, buf, kh, kw):
             for k in range(span):
                 buf[k] += xi[k]
         _window_means(buf, yf, q * ow_n, ow_n, kw, count)
+
+
+def _maxpool_q_sig(t):
+    i = types.int64
+    return types.void(types.Array(t, 4, "C", readonly=True), types.Array(t, 4, "C"), types.Array(t, 1, "C"),
+                      i, i, i, i, i, i, i, i, i)
+
+
+@njit([_maxpool_q_sig(types.uint8), _maxpool_q_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def maxpool2d_q(x, y, buf, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
+    """MaxPool of 8-bit X (N, C, H, W) into Y (N, C, OH, OW), the window geometry as pool2d's: exact (a max of
+    integers). Per output row, the window's input rows reduced into buf (unit stride: vectorizes, unsigned
+    indices), whose border columns hold the type's lowest value so that the kw column taps need no bounds (a
+    window with no input tap gives the lowest value, as onnxruntime's); buf holds buffer_length(W, OW, kw, sw,
+    dw, pw) elements; lowest: the type's lowest value (0 or -128). (The numpy separable kernel took 0.42 ms on ResNet-50's 64 x 112 x 112 uint8 stem pool,
+    onnxruntime 0.10.)"""
+    n_b, c_n, h, wd = x.shape
+    oh, ow = y.shape[2], y.shape[3]
+    xf = x.reshape(x.size)
+    yf = y.reshape(y.size)
+    u = np.uint64
+    blen = u(buf.size)
+    for i in range(blen):
+        buf[i] = lowest
+    for nc in range(n_b * c_n):
+        for r in range(oh):
+            first = True
+            for t in range(kh):
+                row = r * sh - ph + t * dh
+                if row < 0 or row >= h:
+                    continue
+                src = u(nc * h * wd + row * wd)
+                if first:
+                    for j in range(u(wd)):
+                        buf[u(pw) + j] = xf[src + j]
+                    first = False
+                else:
+                    for j in range(u(wd)):
+                        a, b = buf[u(pw) + j], xf[src + j]
+                        buf[u(pw) + j] = b if b > a else a
+            dst = u((nc * oh + r) * ow)
+            if first:  # no input row in the window
+                for j in range(u(ow)):
+                    yf[dst + j] = lowest
+                continue
+            if kw == 3 and dw == 1 and sw == 2:  # ResNet's stem pool
+                for j in range(u(ow)):
+                    a, b, c = buf[j + j], buf[j + j + u(1)], buf[j + j + u(2)]
+                    m = b if b > a else a
+                    yf[dst + j] = c if c > m else m
+                continue
+            for j in range(u(ow)):
+                m = buf[j * u(sw)]
+                for t in range(1, kw):
+                    v = buf[j * u(sw) + u(t * dw)]
+                    m = v if v > m else m
+                yf[dst + j] = m

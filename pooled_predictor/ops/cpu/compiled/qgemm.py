@@ -108,8 +108,6 @@ def _requantizer(builder, zp_v, y_signed: bool):
     lo_v = _splat(builder, builder.fsub(ir.Constant(_F4, lo_q), zpf), _V8F)
     hi_v = _splat(builder, builder.fsub(ir.Constant(_F4, hi_q), zpf), _V8F)
     zp_vec = _splat(builder, zp32, _V8I)
-    fmax = _intrinsic_fn(builder, "llvm.maxnum.v8f32", _V8F, [_V8F, _V8F])
-    fmin = _intrinsic_fn(builder, "llvm.minnum.v8f32", _V8F, [_V8F, _V8F])
     rint = _intrinsic_fn(builder, "llvm.rint.v8f32", _V8F, [_V8F])
     v8i8 = ir.VectorType(_I8, 8)
 
@@ -117,9 +115,41 @@ def _requantizer(builder, zp_v, y_signed: bool):
         return builder.fmul(builder.sitofp(builder.add(acc, bias), _V8F), mult)
 
     def quantize(f):
-        f = builder.call(rint, [builder.call(fmin, [builder.call(fmax, [f, lo_v]), hi_v])])
-        return builder.trunc(builder.add(builder.fptosi(f, _V8I), zp_vec), v8i8)
+        # MLAS's _mm256_max_ps(f, lo) then _mm256_min_ps(f, hi): x86's max / min (a NaN gives the bound), written
+        # as compare-and-select so that they become one vmaxps / vminps each (llvm.maxnum / minnum's NaN rule
+        # costs a compare and a blend more each)
+        f = builder.select(builder.fcmp_ordered(">", f, lo_v), f, lo_v)
+        f = builder.select(builder.fcmp_ordered("<", f, hi_v), f, hi_v)
+        return builder.trunc(builder.add(builder.fptosi(builder.call(rint, [f]), _V8I), zp_vec), v8i8)
 
+    v16i32 = ir.VectorType(_I32, 16)
+    v16i16 = ir.VectorType(_I16, 16)
+    lo16 = ir.Constant(v16i32, [-32768] * 16)
+    hi16 = ir.Constant(v16i32, [32767] * 16)
+    lo_h = ir.Constant(v16i16, [int(lo_q)] * 16)
+    hi_h = ir.Constant(v16i16, [int(hi_q)] * 16)
+    zp16 = _splat(builder, builder.trunc(zp32, _I16), v16i16)
+
+    def quantize_pair(f0, f1):
+        """quantize(f0) and quantize(f1) as one <16 x i8>: the same values (each in [lo, hi] before the
+        integer clamp, which only lets LLVM's x86 back end narrow them with saturating packs, 4 instructions
+        for 16 outputs, where a truncation of each <8 x i32> takes 4 or 5 for 8)."""
+        ints = []
+        for f in (f0, f1):
+            f = builder.select(builder.fcmp_ordered("<", f, hi_v), f, hi_v)
+            f = builder.select(builder.fcmp_ordered(">", f, lo_v), f, lo_v)
+            ints.append(builder.fptosi(builder.call(rint, [f]), _V8I))
+        v = builder.shuffle_vector(ints[0], ints[1], ir.Constant(v16i32, list(range(16))))
+        # in [lo - zp, hi - zp]: to int16 (a saturating pack that saturates nothing), + zp there (one add for
+        # the 16), then to 8 bits (the same)
+        v = builder.select(builder.icmp_signed(">", v, lo16), v, lo16)
+        v = builder.select(builder.icmp_signed("<", v, hi16), v, hi16)
+        v = builder.add(builder.trunc(v, v16i16), zp16)
+        v = builder.select(builder.icmp_signed(">", v, lo_h), v, lo_h)
+        v = builder.select(builder.icmp_signed("<", v, hi_h), v, hi_h)
+        return builder.trunc(v, ir.VectorType(_I8, 16))
+
+    quantize.pair = quantize_pair
     return scale, quantize
 
 
@@ -142,7 +172,8 @@ def _sat_pairs(builder, x8, w8):
     return builder.trunc(s, ir.VectorType(_I16, 16))
 
 
-def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False, sat: bool = False):
+def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False, sat: bool = False,
+                half: bool = False):
     """The micro-kernel for a tile of `rows` x 16 outputs.
 
     micro(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp):
@@ -158,7 +189,11 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
     saturation (_sat_pairs) before the int32 sum; `ones` (16 int16 ones, loaded: a constant would let
     LLVM fold the int16 truncation away, and with it vpmaddubsw) adds each saturated pair's two
     halves into int32 (vpmaddwd). Without `sat`, ones is not read.
+
+    With `half` (`sat` only): the tile's first 8 pixels, for a last tile of 8 or fewer: half the
+    multiplies of a 16-pixel one (7 x 7 images: 49 pixels, 3 tiles and a half rather than 4).
     """
+    nv = 1 if half else 2
     ext = "sext" if x_signed else "zext"
 
     @intrinsic
@@ -177,7 +212,10 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             loop_bb = fn.append_basic_block("kp_loop")
             done_bb = fn.append_basic_block("kp_done")
             zero = ir.Constant(_V8I, [0] * 8)
-            n_acc = 2 * rows
+            n_acc = nv * rows
+            # the accumulators start at the bias (its add then costs nothing after the k loop; int32 sums
+            # wrap alike in any order, and the exact ones never leave int32)
+            init = [_splat(builder, builder.load(builder.gep(bptr, [_c(i // nv)])), _V8I) for i in range(n_acc)]
             if sat:
                 onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
                 ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
@@ -186,12 +224,12 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             j = builder.phi(_I64)
             j.add_incoming(_c(0), pre_bb)
             accs = []
-            for _ in range(n_acc):
+            for i in range(n_acc):
                 ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(init[i], pre_bb)
                 accs.append(ph)
             if sat:
-                new = _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16)
+                new = _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv)
             else:
                 j2 = builder.mul(j, _c(2))
                 o0 = builder.load(builder.gep(optr, [j2]))
@@ -219,22 +257,28 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             final = []
             for i in range(n_acc):
                 ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(init[i], pre_bb)
                 ph.add_incoming(new[i], loop_bb)
                 final.append(ph)
-            # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
+            # the requantization (MlasRequantizeOutput's order): (+ bias: in the sums), to float32, * mult, clamp,
+            # rint, + zp
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             for r in range(rows):
-                bv = _splat(builder, builder.load(builder.gep(bptr, [_c(r)])), _V8I)
+                bv = zero
                 mv = _splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F)
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
-                for v in range(2):
-                    f = scale(final[2 * r + v], bv, mv)
-                    if y_float:
-                        builder.store(f, builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()), align=4)
-                        continue
-                    q = quantize(f)
-                    builder.store(q, builder.bitcast(builder.gep(row, [_c(8 * v)]), q.type.as_pointer()), align=1)
+                fs = [scale(final[nv * r + v], bv, mv) for v in range(nv)]
+                if half and not y_float:
+                    q = quantize(fs[0])
+                    builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
+                    continue
+                if y_float:
+                    for v in range(nv):
+                        builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()),
+                                      align=4)
+                    continue
+                q = quantize.pair(*fs)  # the row's 16 outputs narrowed together
+                builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -277,45 +321,54 @@ def _pack16(typingctx, x, x_off, offs, j, dst, d_off):
 ROW_SPANS = 4  # output rows a 16-pixel tile of _pack16_rows may span: OW >= 5 (16 pixels from any column)
 
 
-@intrinsic
-def _pack16_rows(typingctx, x, x_off, offs, j, dst, d_off, rowidx, jump):
-    """_pack16 for 16 pixels that may span up to ROW_SPANS output rows: pixel p read at x[x_off + offs[4j + t]
-    + p + rowidx[p] * jump] (rowidx[p]: how many row ends precede it in the tile; jump: the row pitch less
-    the output width), so that a convolution's GEMM computes no column past the output width. Each row of
-    the quad is ROW_SPANS 16-byte loads, each shifted by one more jump, merged by lane (rowidx >= s)."""
-    sig = types.void(x, x_off, offs, j, dst, d_off, rowidx, jump)
+def _make_pack16_rows(spans: int):
+    @intrinsic
+    def pack(typingctx, x, x_off, offs, j, dst, d_off, rowidx, jump):
+        """_pack16 for 16 pixels that may span up to `spans` output rows: pixel p read at x[x_off + offs[4j + t]
+        + p + rowidx[p] * jump] (rowidx[p]: how many row ends precede it in the tile; jump: the row pitch less
+        the output width), so that a convolution's GEMM computes no column past the output width. Each row of
+        the quad is `spans` 16-byte loads, each shifted by one more jump, merged by lane (rowidx >= s). (A
+        tile inside one output row takes _pack16: one load a row.)"""
+        sig = types.void(x, x_off, offs, j, dst, d_off, rowidx, jump)
 
-    def codegen(context, builder, signature, args):
-        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (4, 5))
-        optr = context.make_array(signature.args[2])(context, builder, args[2]).data
-        iptr = context.make_array(signature.args[6])(context, builder, args[6]).data
-        v16i8 = ir.VectorType(_I8, 16)
-        ridx = builder.load(builder.bitcast(iptr, v16i8.as_pointer()), align=1)
-        j4 = builder.mul(args[3], _c(4))
-        r = []
-        for t in range(4):
-            base = builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))])
-            v = builder.load(builder.bitcast(base, v16i8.as_pointer()), align=1)
-            for sp in range(1, ROW_SPANS):
-                shifted = builder.load(builder.bitcast(builder.gep(base, [builder.mul(args[7], _c(sp))]),
-                                                       v16i8.as_pointer()), align=1)
-                v = builder.select(builder.icmp_unsigned(">=", ridx, ir.Constant(v16i8, [sp] * 16)), shifted, v)
-            r.append(v)
-        v32i8 = ir.VectorType(_I8, 32)
-        for v, h in enumerate(_interleave4(builder, r)):
-            builder.store(h, builder.bitcast(builder.gep(dptr, [_c(32 * v)]), v32i8.as_pointer()), align=1)
-        return context.get_dummy_value()
+        def codegen(context, builder, signature, args):
+            xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (4, 5))
+            optr = context.make_array(signature.args[2])(context, builder, args[2]).data
+            iptr = context.make_array(signature.args[6])(context, builder, args[6]).data
+            v16i8 = ir.VectorType(_I8, 16)
+            ridx = builder.load(builder.bitcast(iptr, v16i8.as_pointer()), align=1)
+            j4 = builder.mul(args[3], _c(4))
+            r = []
+            for t in range(4):
+                base = builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))])
+                v = builder.load(builder.bitcast(base, v16i8.as_pointer()), align=1)
+                for sp in range(1, spans):
+                    shifted = builder.load(builder.bitcast(builder.gep(base, [builder.mul(args[7], _c(sp))]),
+                                                           v16i8.as_pointer()), align=1)
+                    v = builder.select(builder.icmp_unsigned(">=", ridx, ir.Constant(v16i8, [sp] * 16)), shifted, v)
+                r.append(v)
+            v32i8 = ir.VectorType(_I8, 32)
+            for v, h in enumerate(_interleave4(builder, r)):
+                builder.store(h, builder.bitcast(builder.gep(dptr, [_c(32 * v)]), v32i8.as_pointer()), align=1)
+            return context.get_dummy_value()
 
-    return sig, codegen
+        return sig, codegen
+
+    return pack
 
 
-def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16):
+_pack16_rows = _make_pack16_rows(ROW_SPANS)
+_pack16_rows2 = _make_pack16_rows(2)  # OW >= 16: a tile spans at most 2 output rows
+
+
+def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     """One quad of k of the saturating micro-kernel (_make_micro's `sat`): the new accumulators.
-    X comes packed (_pack16): quad j of the tile's 16 pixels at x[x_off + 64 j]; offs is not read."""
+    X comes packed (_pack16): quad j of the tile's 16 pixels at x[x_off + 64 j]; offs is not read.
+    nv = 1: the tile's first 8 pixels only (a last tile of 8 or fewer)."""
     v32i8 = ir.VectorType(_I8, 32)
     base = builder.gep(xptr, [builder.mul(j, _c(64))])
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
-              for v in range(2)]
+              for v in range(nv)]
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
     v16 = ir.VectorType(_I32, 16)
     undef = ir.Constant(v16, ir.Undefined)
@@ -323,12 +376,12 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16):
     new = []
     for r_i in range(rows):
         wv = builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r_i)])), _V8I), v32i8)
-        for v in range(2):
+        for v in range(nv):
             s16 = _sat_pairs(builder, halves[v], wv)
             prod = builder.mul(builder.sext(s16, v16), ones32)
             even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
             odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-            new.append(builder.add(accs[2 * r_i + v], builder.add(even, odd)))
+            new.append(builder.add(accs[nv * r_i + v], builder.add(even, odd)))
     return new
 
 
@@ -342,6 +395,9 @@ _t_sf = dispatch_rows(lambda r: _make_micro(r, True, False, True), MR, _ARGS)
 _s_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True), MRS, _ARGS)
 _s_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True), MRS, _ARGS)
 _s_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True), MRS, _ARGS)
+_h_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True, half=True), MRS, _ARGS)
+_h_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True, half=True), MRS, _ARGS)
+_h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half=True), MRS, _ARGS)
 
 
 def pack_pairs(w: np.ndarray, zero_point=None, tile: int = MR) -> np.ndarray:
@@ -427,6 +483,16 @@ def _tile(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ro
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _tile_sat_half(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows, ys):
+    if is_float(y):
+        _h_f(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
+    elif ys:
+        _h_s(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
+    else:
+        _h_u(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _tile_sat(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows, ys):
     if is_float(y):
         _s_f(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
@@ -472,15 +538,35 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
         for t in range(t_n):  # X's block packed once (the quads of each 16-pixel tile), read by every row tile
             q = p0 + t * NP
             if jump == 0:
+                if q + NP <= p_n:
+                    for j in range(kq_n):
+                        _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                    continue
+                # the last tile: only its pixels read (X needs no slack past them), the other lanes zero
+                n_in = p_n - q
+                for i in range(tile_b):
+                    xq[t * tile_b + i] = 0
                 for j in range(kq_n):
-                    _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                    for r4 in range(4):
+                        src = x0 + offs[4 * j + r4] + q
+                        d = t * tile_b + j * 64 + r4
+                        for i in range(n_in):
+                            xq[d + 4 * i] = xf[src + i]
                 continue
             col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
+            e = x0 + q // ow * pitch + col
+            if col + NP <= ow:  # inside one output row: 16 contiguous pixels a row of the quad
+                for j in range(kq_n):
+                    _pack16(xf, e, offs, j, xq, t * tile_b + j * 64)
+                continue
             for i in range(NP):
                 rowidx[i] = (col + i) // ow
-            e = x0 + q // ow * pitch + col
-            for j in range(kq_n):
-                _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+            if ow >= NP:
+                for j in range(kq_n):
+                    _pack16_rows2(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+            else:
+                for j in range(kq_n):
+                    _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
         for m in range(0, m_n, MRS):
             rows = min(MRS, m_n - m)
             for t in range(t_n):
@@ -488,6 +574,12 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
                 if p < vec_end:
                     _tile_sat(wq, m * kq_n, xq, t * tile_b, offs, yf, y0 + m * ldy + p, ldy, kq_n, b, m, mult, zp,
                               ones, rows, ys)
+                elif p_n - p <= NP // 2:  # the last 8 or fewer: a half tile into the workspace, the valid copied
+                    _tile_sat_half(wq, m * kq_n, xq, t * tile_b, offs, ws, 0, NP, kq_n, b, m, mult, zp, ones, rows,
+                                   ys)
+                    for r in range(rows):
+                        for jj in range(p_n - p):
+                            yf[y0 + (m + r) * ldy + p + jj] = ws[r * NP + jj]
                 else:  # the last < 16 pixels: computed into the workspace (MRS x 16), the valid ones copied
                     _tile_sat(wq, m * kq_n, xq, t * tile_b, offs, ws, 0, NP, kq_n, b, m, mult, zp, ones, rows, ys)
                     for r in range(rows):
@@ -540,7 +632,8 @@ def _sat_sigs(yt):
 
 @njit([_sat_sigs(types.uint8), _sat_sigs(types.int8)], nogil=True, cache=True, error_model="numpy")
 def qgemm2d_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq):
-    """qgemm2d in onnxruntime's u8 x s8 arithmetic on hosts without VNNI (MLAS's vpmaddubsw kernels):
+    """qgemm2d in onnxruntime's u8 x s8 arithmetic on hosts without VNNI (MLAS's vpmaddubsw kernels) (X read
+    only at its p_n pixels: no slack past them needed):
 
         acc[m, p] = b[m] + sum_j saturate_int16(W[m, 2j] X[2j, p] + W[m, 2j+1] X[2j+1, p])
 
@@ -618,3 +711,154 @@ def quad_offsets(offs: np.ndarray) -> np.ndarray:
     offs = np.ascontiguousarray(offs)
     offs.flags.writeable = False
     return offs
+
+
+GB = 4  # 8-column blocks of the GEMV's widest micro-tile: 4 accumulators, the A quad's broadcast and the
+#   saturating steps' temporaries fit AVX2's 16 ymm
+
+
+def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
+    """The GEMV micro-kernel for `blocks` x 8 output columns (qgemv_sat).
+
+    gemv(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones): for c < 8 * blocks,
+    acc = b[b_off + c] + sum_{j < kq_n} saturate_int16(A[4j] W(c, 4j) + A[4j+1] W(c, 4j+1))
+    + saturate_int16(A[4j+2] W(c, 4j+2) + A[4j+3] W(c, 4j+3)), A[i] = a[a_off + i] (uint8) and W(c, 4j + t)
+    byte t of wq[w_off + (c // 8) * 8 * kq_n + j * 8 + c % 8] (pack_quads with tile 8); y[y_off + c] =
+    saturate(rint(float32(acc) * mult[b_off + c]) + zp), or float32(acc) * mult[b_off + c] with y_float.
+    The 8 columns of a block are the 8 lanes: A's quad j is broadcast and multiplied with the block's 8
+    quads of W (vpmaddubsw, then vpmaddwd by ones: the products paired as MLAS pairs them)."""
+
+    @intrinsic
+    def gemv(typingctx, wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones):
+        sig = types.void(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones)
+
+        def codegen(context, builder, signature, args):
+            kq_v, zp_v = args[4], args[10]
+            wptr, aptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
+                                                        (0, 1), (2, 3), (5, 6), (7, 8), (9, 8))
+            onesp = context.make_array(signature.args[11])(context, builder, args[11]).data
+            v16i16 = ir.VectorType(_I16, 16)
+            v32i8 = ir.VectorType(_I8, 32)
+            v16 = ir.VectorType(_I32, 16)
+            ones32 = builder.sext(builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2), v16)
+            undef = ir.Constant(v16, ir.Undefined)
+            fn = builder.function
+            pre_bb = builder.block
+            loop_bb = fn.append_basic_block("kq_loop")
+            done_bb = fn.append_basic_block("kq_done")
+            zero = ir.Constant(_V8I, [0] * 8)
+            stride = builder.mul(kq_v, _c(8))  # int32 elements between two blocks' tiles
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = []
+            for _ in range(blocks):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                accs.append(ph)
+            quad = builder.load(builder.bitcast(builder.gep(aptr, [builder.mul(j, _c(4))]), _I32.as_pointer()),
+                                align=1)
+            av = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
+            wrow = builder.gep(wptr, [builder.mul(j, _c(8))])
+            new = []
+            for t in range(blocks):
+                wv = builder.load(builder.bitcast(builder.gep(wrow, [builder.mul(stride, _c(t))]),
+                                                  v32i8.as_pointer()), align=4)
+                s16 = _sat_pairs(builder, av, wv)
+                prod = builder.mul(builder.sext(s16, v16), ones32)
+                even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
+                odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
+                new.append(builder.add(accs[t], builder.add(even, odd)))
+            j1 = builder.add(j, _c(1))
+            j.add_incoming(j1, loop_bb)
+            for acc, n in zip(accs, new):
+                acc.add_incoming(n, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", j1, kq_v), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for t in range(blocks):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(zero, pre_bb)
+                ph.add_incoming(new[t], loop_bb)
+                final.append(ph)
+            scale, quantize = _requantizer(builder, zp_v, y_signed)
+            for t, ph in enumerate(final):
+                bv = builder.load(builder.bitcast(builder.gep(bptr, [_c(8 * t)]), _V8I.as_pointer()), align=4)
+                mv = builder.load(builder.bitcast(builder.gep(mptr, [_c(8 * t)]), _V8F.as_pointer()), align=4)
+                f = scale(ph, bv, mv)
+                dst = builder.gep(yptr, [_c(8 * t)])
+                if y_float:
+                    builder.store(f, builder.bitcast(dst, _V8F.as_pointer()), align=4)
+                else:
+                    q = quantize(f)
+                    builder.store(q, builder.bitcast(dst, q.type.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return gemv
+
+
+_GEMV_ARGS = "wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones"
+_gv_u = dispatch_rows(lambda n: _make_gemv(n, False, False), GB, _GEMV_ARGS)
+_gv_s = dispatch_rows(lambda n: _make_gemv(n, True, False), GB, _GEMV_ARGS)
+_gv_f = dispatch_rows(lambda n: _make_gemv(n, False, True), GB, _GEMV_ARGS)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _gemv_tile(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks):
+    if is_float(y):
+        _gv_f(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks)
+    elif signed(y):
+        _gv_s(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks)
+    else:
+        _gv_u(wq, w_off, a, a_off, kq_n, y, y_off, b, b_off, mult, zp, ones, blocks)
+
+
+def _gemv_sigs(yt):
+    ri32 = types.Array(types.int32, 1, "C", readonly=True)
+    rf32 = types.Array(types.float32, 1, "C", readonly=True)
+    ri16 = types.Array(types.int16, 1, "C", readonly=True)
+    u8 = types.Array(types.uint8, 1, "C", readonly=True)
+    y = types.Array(yt, 1, "C")
+    i = types.int64
+    return types.void(ri32, u8, y, i, i, i, ri32, rf32, i, ri16, y)
+
+
+@njit([_gemv_sigs(t) for t in (types.uint8, types.int8, types.float32)], nogil=True, cache=True,
+      error_model="numpy")
+def qgemv_sat(wq, a, y, m_n, n_n, kq_n, b, mult, zp, ones, ws):
+    """Y = requant(A @ W^T + b) for a few rows of A, in onnxruntime's u8 x s8 arithmetic without VNNI
+    (qgemm2d_sat's sums, each output's k pairs in the same order), the output columns in the lanes:
+
+        acc[i, c] = b[c] + sum_j saturate_int16(A[i, 2j] W[c, 2j] + A[i, 2j+1] W[c, 2j+1])
+        Y[i, c]   = saturate(rint(float32(acc[i, c]) * mult[c]) + zp)   (float32 Y: float32(acc) * mult[c])
+
+    The product of a batch-1 QGemm / QLinearMatMul: qgemm2d_sat puts pixels (here A's rows) in the
+    lanes, 1 of 16 used at M = 1.
+
+    Args:
+        wq: pack_quads(W, tile=8) of the int8 W (N', K) with N' = n_n rounded up to a multiple of 8 (rows
+            past n_n zero).
+        a: uint8 A (m_n, 4 * kq_n) flat: each row padded to whole quads (pad values free: their W is 0).
+        y: Y (m_n, n_n) flat: uint8, int8 or float32.
+        b, mult: (N',) int32 bias (A's zero point folded in) and float32 multipliers; zp: Y's zero point.
+        ones: ONES; ws: 8 * GB elements of Y's type (the last block's columns past n_n land there).
+    """
+    w_tile = 8 * kq_n
+    full = n_n // 8
+    for i in range(m_n):
+        a_off = i * 4 * kq_n
+        y_off = i * n_n
+        t = 0
+        while t + GB <= full:
+            _gemv_tile(wq, t * w_tile, a, a_off, kq_n, y, y_off + 8 * t, b, 8 * t, mult, zp, ones, GB)
+            t += GB
+        if t < full:
+            _gemv_tile(wq, t * w_tile, a, a_off, kq_n, y, y_off + 8 * t, b, 8 * t, mult, zp, ones, full - t)
+            t = full
+        if n_n > 8 * full:  # the last columns: a whole block computed into ws, the valid ones copied
+            _gemv_tile(wq, t * w_tile, a, a_off, kq_n, ws, 0, b, 8 * t, mult, zp, ones, 1)
+            for c in range(n_n - 8 * full):
+                y[y_off + 8 * full + c] = ws[c]
