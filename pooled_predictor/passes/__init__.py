@@ -23,6 +23,7 @@ Modules, one per rewrite family:
     conv_sum.py         fuse_conv_sum (Conv + same-shape Add [+ activation] -> FusedConv with a sum input)
     pointwise_depthwise.py  fuse_pointwise_depthwise (1x1 Conv + depthwise Conv -> FusedConvDepthwise)
     transpose.py        compose_transposes
+    squeeze.py          sink_squeezes (BatchNormalization / activations below a Squeeze; Unsqueeze(Squeeze) -> x)
     subgraphs.py        optimize_bodies (Loop/Scan bodies: captured weights baked in, the pipeline run inside)
 
 Layering: passes work on the IR (ir.py); analysis.py alone also uses the

@@ -18,6 +18,9 @@ fewer (except Tanh after a Gemm on the compiled path, below). Activations, with 
                                                is -inf / +inf (the kernel's absent bound). ReLU6 is [0, 6].
     Tanh (Gemm only)          []               on FusedGemm's compiled path: tanh32, within 2.9e-7 of
                                                np.tanh's (ops/cpu/fused.py), the rest as the Tanh node
+    Gelu (Conv only)          []               our domain's Gelu (passes/gelu.py's, approximate="none"):
+                                               the same operations as its kernel, so the same bits; the
+                                               blocked GEMMs apply it to each block of Y while in cache
 
 Does not fire when the Conv/Gemm output is also read elsewhere or is a graph
 output (the activation's input must die there), when Clip's bounds are not
@@ -118,7 +121,26 @@ def _rules(kind: str) -> list[Rule]:
     return rules
 
 
-CONV_ACTIVATION_RULES = _rules("Conv")
+def _exporters_gelu(m: Match) -> bool:
+    """Our domain's Gelu in its erf form (approximate absent or "none"): FusedConv's "Gelu"."""
+    a = m.node("act").attrs.get("approximate", "none")
+    return (a.decode() if isinstance(a, bytes) else a) == "none"
+
+
+def _fuse_gelu(m: Match, rw: Rewriter):
+    """Gelu(Conv(x, W, b)) = FusedConv(x, W, b; activation=Gelu), Gelu being our domain's"""
+    base = m.node("base")
+    attrs = dict(base.attrs, activation="Gelu", activation_params=[])
+    rw.use_domain(DOMAIN, DOMAIN_VERSION)
+    return [Node("FusedConv", list(base.inputs), [m.node("act").outputs[0]], attrs, DOMAIN, base.name)]
+
+
+# Conv + our domain's Gelu (ONNX Gelu-20 computes erf(X * (1/sqrt 2)), other bits: not fused)
+GELU_RULE = Rule("Conv+Gelu fused", Pat("Gelu", (Pat("Conv", (Var("x"), Var("W"), Opt(Var("B"))), name="base"),),
+                                        name="act", domain=DOMAIN),
+                 _fuse_gelu, where=_exporters_gelu, doc=_fuse_gelu.__doc__)
+
+CONV_ACTIVATION_RULES = _rules("Conv") + [GELU_RULE]
 GEMM_ACTIVATION_RULES = _rules("Gemm")
 
 fuse_conv_activation = rules_pass(CONV_ACTIVATION_RULES)

@@ -46,6 +46,7 @@ from .gelu import fuse_gelu
 from .hard_swish import fuse_hard_swish
 from .pointwise_depthwise import fuse_pointwise_depthwise
 from .qdq import fuse_qdq
+from .squeeze import sink_squeezes
 from .subgraphs import optimize_bodies
 from .transpose import compose_transposes
 
@@ -62,6 +63,8 @@ _PIPELINE = [
          "with static input shapes: Shape/Size and what is computed from them become weights"),
     Pass("compose_transposes", "all", compose_transposes,
          "Transpose(Transpose(x, p), q) -> Transpose(x, p[q]) or nothing"),
+    Pass("sink_squeezes", "basic", sink_squeezes,
+         "BatchNormalization / activation below the Squeeze it reads; Unsqueeze(Squeeze(x)) -> x"),
     Pass("fold_conv_add", "basic", fold_conv_add,
          "per-channel constant Add after Conv folded into b"),
     Pass("fold_conv_mul", "basic", fold_conv_mul,

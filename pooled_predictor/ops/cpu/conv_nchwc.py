@@ -59,7 +59,7 @@ from ..registry import DEFAULT_LAYOUT, kernel
 from ..shapes.conv import conv_geometry
 from ..shapes.fused import DOMAIN, depthwise_chain_parts
 from . import compiled, conv
-from .compiled.codes import CODES, NONE
+from .compiled.codes import CODES, NONE, RANGE_CODES
 from .compiled.widths import module as _width_module
 from .conv import _readonly, winograd_geometry
 from .conv_indirect import indirect_layout
@@ -368,14 +368,19 @@ class ConvNCHWc(_BlockedConv):
         super().__init__(ctx)
 
 
-def fused_activation(ctx, activation, activation_params, in_kernel: bool, layout: str = LAYOUT):
+def fused_activation(ctx, activation, activation_params, in_kernel: bool, layout: str = LAYOUT,
+                     over_blocks: bool = False):
     """FusedConv's activation for an NCHW<c>c kernel: (act, after). act: the (code, p0, p1) the compiled
-    kernel applies to each block in registers (epilogue.py codes; NONE if not in_kernel or not
-    compiled); after: an Activation to apply in place over the blocked Y (in `layout`) afterwards, or None."""
+    kernel applies to each block of Y while it is in cache (epilogue.py codes; NONE if not in_kernel or
+    not compiled): CODES, and where the kernel's epilogue is epilogue.activate_range over stored blocks
+    (over_blocks: the GEMM and Winograd kinds) codes.RANGE_CODES' too (Gelu); after: an Activation to
+    apply in place over the blocked Y (in `layout`) afterwards, or None."""
     name = activation.decode() if isinstance(activation, bytes) else activation
     params = [float(v) for v in activation_params]
     if name in CODES and in_kernel:
         return (CODES[name], *_compiled_params(name, params)), None
+    if name == "Gelu" and in_kernel and over_blocks:  # our domain's Gelu: p0 = sqrt(2) in float32
+        return (RANGE_CODES[name], np.float32(np.sqrt(2.0)), np.float32(0)), None
     none = (NONE, np.float32(0), np.float32(0))
     if name == "Identity":
         return none, None
@@ -409,7 +414,8 @@ class FusedConvNCHWc(_BlockedConv):
         # depthwise conv adds it after, then activates (the NCHW FusedConv's order: the same bits)
         self.z_inside = self.kind in ("pointwise", "indirect", "winograd")
         self.act, self.after = fused_activation(ctx, activation, activation_params,
-                                                self.z_inside or not ctx.has_input(3), layout_of(self.block))
+                                                self.z_inside or not ctx.has_input(3), layout_of(self.block),
+                                                over_blocks=self.z_inside)
 
     def __call__(self, x, w, b=None, z=None, *, out):
         if z is not None and not self.z_inside:
@@ -576,7 +582,8 @@ class FusedConvToNCHWc(_ToBlockedConv):
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
                  kernel_shape=None, pads=None, strides=None):
         super().__init__(ctx)
-        self.act, self.after = fused_activation(ctx, activation, activation_params, True, layout_of(self.block))
+        self.act, self.after = fused_activation(ctx, activation, activation_params, True, layout_of(self.block),
+                                                over_blocks=True)
 
     def __call__(self, x, w, b=None, z=None, *, out):
         self.run(x, out, z)

@@ -26,7 +26,7 @@ from .activation import HardSwish as _OnnxHardSwish
 from .activation import _gelu_check, hard_swish_into, leaky_relu_into
 from .elementwise import hard_sigmoid, relu, sigmoid
 from ._special import CHUNK, erf_float32, erf_workspace_shape
-from .compiled.codes import CODES, NONE
+from .compiled.codes import CODES, GELU, NONE
 from .conv import Conv
 from . import compiled
 from .gemm import Gemm
@@ -74,6 +74,15 @@ class Activation:
             self.code, self.params = CODES[name], _compiled_params(name, p)
             self.apply = self._compiled
             return
+        if name == "Gelu":  # our domain's Gelu (the Gelu kernel below): its compiled pass or numpy chunks
+            self.sqrt2 = np.asarray(np.sqrt(2.0), dtype)[()]
+            if compiled.active() and dtype == np.float32:
+                self.code, self.params = GELU, (np.float32(self.sqrt2), np.float32(0))
+                self.apply = self._compiled
+                return
+            self.chunk = max(1, min(int(np.prod(shape)), CHUNK))
+            self.tmp = ctx.scratch((self.chunk,), dtype)
+            self.erf_work = ctx.scratch(erf_workspace_shape(self.chunk), np.float32) if dtype == np.float32 else None
         if name in ("HardSwish", "LeakyRelu"):
             self.tmp = ctx.scratch(shape, dtype)
         if name == "Clip":
@@ -114,6 +123,10 @@ class Activation:
 
     def _leakyrelu(self, y):
         leaky_relu_into(y, y, self.tmp.array, self.alpha)
+
+    def _gelu(self, y):
+        gelu_chunks(y.reshape(-1), y.reshape(-1), self.tmp.array, None if self.erf_work is None else
+                    self.erf_work.array, self.sqrt2)
 
 
 @kernel("FusedConv", since=1, domain=DOMAIN, check=_check)
@@ -314,18 +327,25 @@ class Gelu:
         return compiled.bound(compiled.epilogue.gelu_erf, xf, of, self.sqrt2)
 
     def _chunked(self, xf, of):
-        n, tmp = xf.size, self.tmp.array
-        for s in range(0, n, self.chunk):  # a chunk at a time: its five passes stay in cache
-            e = min(n, s + self.chunk)
-            t, xs, os_ = tmp[:e - s], xf[s:e], of[s:e]
-            np.divide(xs, self.sqrt2, out=t)
-            if self.erf_work is not None:
-                erf_float32(t, t, self.erf_work.array)
-            else:
-                special.erf(t, out=t)
-            t += 1.0
-            np.multiply(xs, t, out=os_)  # out may be x: each chunk is read before it is written
-            os_ *= 0.5
+        gelu_chunks(xf, of, self.tmp.array, None if self.erf_work is None else self.erf_work.array, self.sqrt2)
+
+
+def gelu_chunks(xf, of, tmp, erf_work, sqrt2) -> None:
+    """of = 0.5 * (xf * (erf(xf / sqrt2) + 1)) over flat arrays (of may be xf), a chunk of tmp.size
+    elements at a time (its five passes stay in cache): the Gelu kernel's numpy path and FusedConv's Gelu.
+    erf_work: erf_float32's workspace for float32 (ops/cpu/_special.py), None for scipy's erf."""
+    n, chunk = xf.size, tmp.size
+    for s in range(0, n, chunk):
+        e = min(n, s + chunk)
+        t, xs, os_ = tmp[:e - s], xf[s:e], of[s:e]
+        np.divide(xs, sqrt2, out=t)
+        if erf_work is not None:
+            erf_float32(t, t, erf_work)
+        else:
+            special.erf(t, out=t)
+        t += 1.0
+        np.multiply(xs, t, out=os_)  # out may be x: each chunk is read before it is written
+        os_ *= 0.5
 
 
 @kernel("HardSwish", since=1, domain=DOMAIN, inplace=(0,))

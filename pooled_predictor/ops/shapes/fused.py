@@ -50,11 +50,13 @@ DOMAIN = "pooled_predictor"
 DOMAIN_VERSION = 1
 
 # activation -> number of activation_params it takes
+# (FusedConv's "Gelu" is our domain's Gelu, approximate="none": the exporters' X / sqrt(2), erf, + 1, * X,
+# * 0.5, ops/cpu/fused.py; passes/fuse_activation.py fuses it after a Conv only)
 ACTIVATIONS: dict[str, int] = {
-    "Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2, "Identity": 0,
+    "Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2, "Identity": 0, "Gelu": 0,
 }
-# FusedGemm's: these and Tanh (its compiled call applies it: ops/cpu/fused.py)
-GEMM_ACTIVATIONS: dict[str, int] = {**ACTIVATIONS, "Tanh": 0}
+# FusedGemm's: these but Gelu, and Tanh (its compiled call applies it: ops/cpu/fused.py)
+GEMM_ACTIVATIONS: dict[str, int] = {**{k: v for k, v in ACTIVATIONS.items() if k != "Gelu"}, "Tanh": 0}
 
 
 def activation_problem(attrs: dict, table: dict = ACTIVATIONS) -> str | None:

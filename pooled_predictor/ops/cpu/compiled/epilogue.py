@@ -3,7 +3,7 @@
 Activation codes (ops/shapes/fused.py's names; params in activation_params order):
 
     NONE 0, RELU 1, CLIP 2 [min, max], HARD_SIGMOID 3 [alpha, beta], HARD_SWISH 4,
-    LEAKY_RELU 5 [alpha]
+    LEAKY_RELU 5 [alpha], GELU 6 [sqrt(2) as float32] (activate_range and activate only: codes.RANGE_CODES)
 
 Each is computed with the float32 operations, in the order, of the numpy
 stand-alone kernel (elementwise.py, activation.py): one rounding per
@@ -23,7 +23,7 @@ import numpy as np
 from numba import types
 
 from .._special import _P32, _Q32
-from .codes import CLIP, CODES, HARD_SIGMOID, HARD_SWISH, LEAKY_RELU, NONE, RELU  # noqa: F401 -- epilogue.CODES
+from .codes import CLIP, CODES, GELU, HARD_SIGMOID, HARD_SWISH, LEAKY_RELU, NONE, RELU  # noqa: F401 -- epilogue.CODES
 from .jit import njit
 
 _f = np.float32
@@ -158,6 +158,8 @@ def activate(v, code, p0, p1):
         if v >= ZERO:
             return v
         return v * p0
+    if code == GELU:
+        return gelu32(v, p0)
     return v
 
 
@@ -179,6 +181,9 @@ def activate_range(y, start, n, code, p0, p1):
     elif code == LEAKY_RELU:
         for i in range(n):
             y[start + i] = activate(y[start + i], LEAKY_RELU, p0, p1)
+    elif code == GELU:  # p0 = sqrt(2): gelu32's bits, four chains interleaved (one view: no alias check)
+        block = y[start:start + n]
+        _gelu_quarters(block, block, p0)
 
 
 def activate_inplace(y, code, p0, p1):

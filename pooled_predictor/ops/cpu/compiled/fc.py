@@ -33,8 +33,8 @@ _I, _f4 = types.int64, types.float32
       error_model="numpy")
 def matmul_const_act(af, rows, k_n, bias, xp, yf, n_n, ws, code, p0, p1):
     """yf (rows x n_n, flat) = act(A @ B (+ c)): matmul.py's matmul_const (its arguments, the same sums),
-    then the activation `code` (epilogue.py's, or TANH) with parameters p0, p1 over the rows x n_n
-    outputs."""
+    then the activation `code` (epilogue.py's activate_range codes, codes.RANGE_CODES; or TANH) with
+    parameters p0, p1 over the rows x n_n outputs."""
     matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws)
     n = rows * n_n
     if code == TANH:

@@ -337,7 +337,7 @@ def gemm2d(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1):
             running over output pixels on the input's row pitch (conv_igemm).
         yf, y0, ldy: Y[m, p] = yf[y0 + m * ldy + p].
         b: (m_n,) bias; ws: workspace of scratch_size(p_n) floats.
-        act, a0, a1: activation (epilogue.py codes).
+        act, a0, a1: activation (epilogue.py codes; activate_range's: codes.RANGE_CODES, GELU included).
     """
     _gemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, ws, act, a0, a1, b, False)
 

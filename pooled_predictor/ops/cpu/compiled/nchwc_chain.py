@@ -74,7 +74,8 @@ def pointwise_depthwise_nchwc(wp, xf, offs, b1, act1, p10, p11, zf, has_z, start
     Args:
         wp: W1 (M, K) packed by nchwc_gemm.pack_weights (M % 8 == 0, K % 8 == 0).
         xf, offs: X (N, K/8, H, W, 8) flat; offs = nchwc_gemm.channel_offsets(K, H * W).
-        b1, act1, p10, p11: the pointwise bias (M,) and activation (epilogue.py codes, parameters).
+        b1, act1, p10, p11: the pointwise bias (M,) and activation (epilogue.py codes, parameters; applied by
+            activate_range on the scratch, so codes.RANGE_CODES' GELU would run too).
         zf, has_z: the pointwise sum input Z, laid out as T (N, M/8, H, W, 8) flat, when has_z.
         starts: panel_starts(M).
         scr: scratch, at least scratch_size(M, H, W) floats; its content on entry is never read.

@@ -295,7 +295,8 @@ def gemm_nchwc(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf,
             of a strided 1x1 convolution).
         yf, y0, ldb: Y[m, p] = yf[y0 + (m // 8) * ldb + p * 8 + m % 8] (ldb = 8 * OH * OW).
         b: (m_n,) bias (zeros for none).
-        act, a0, a1: activation (epilogue.py codes), after the bias and Z.
+        act, a0, a1: activation (epilogue.py codes, codes.RANGE_CODES' GELU included: activate_range over each
+            stored block), after the bias and Z.
         zf, has_z: the sum input Z, laid out as Y, added after the bias when has_z.
     """
     k_n = offs.size  # a 1x1 projection: smaller K chunks (module docstring)

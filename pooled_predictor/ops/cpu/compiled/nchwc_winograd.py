@@ -180,7 +180,8 @@ def winograd_nchwc(pf, images, c_n, hp, wp, tiles_h, tiles_w, t_pitch, up, offs,
         v, mb: scratch of a^2 x C x t_pitch and a^2 x M x t_pitch floats.
         yf, y0: Y, images from y0, each (M/8, OH, OW, 8) (m_n = M, oh = OH, ow = OW).
         b: (M,) bias; zero_b: (M,) zeros (the GEMM's own bias).
-        act, a0, a1: activation (epilogue.py codes), after the bias and Z.
+        act, a0, a1: activation (epilogue.py codes, codes.RANGE_CODES' GELU included: activate_range over each
+            stored block), after the bias and Z.
         zf, has_z: the sum input Z, laid out as Y, added after the bias when has_z.
         m: output tile size, 2 or 4 (a = m + 2).
         rows_per_block: rows of tiles (of all the images' images x tiles_h, in order) transformed,

@@ -158,7 +158,7 @@ def output_transform(mb, out, bias, q, tiles_h, tiles_w, m, act, p0, p1):
     Args:
         mb: (a*a, M, N * tiles_h * tiles_w) the GEMM results; out: (N, M, OH, OW);
         bias: (M,); q: (a, a) scratch; m: output tile size, 2 or 4 (a = m + 2);
-        act, p0, p1: activation (epilogue.py).
+        act, p0, p1: activation (epilogue.py's activate_range codes: codes.RANGE_CODES).
     """
     n_batch, m_out, oh, ow = out.shape
     a = m + 2
