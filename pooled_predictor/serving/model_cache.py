@@ -35,8 +35,10 @@ the directory is read; it holds a magic string, the length and SHA-256 of a JSON
 the header, then the weight bytes. The header is decoded by a fixed schema (JSON, no
 pickle: no code runs from a cache file), names its own key, the exact size of the weight
 block and, per array, a dtype from a fixed list, a shape and an offset checked to lie in
-the block; the whole block's CRC-32 is checked when it is mapped. A missing, truncated,
-corrupted, crafted or mismatched entry is logged and rebuilt from the model, never used.
+the block; the whole block's XXH3-128 hash (the xxhash package) is checked when it is
+mapped: 0.03 s for VGG16's 553 MB, where zlib's CRC-32 (format 1) took 0.16-0.3 s of its
+warm first result. A missing, truncated, corrupted, crafted or mismatched entry is logged
+and rebuilt from the model, never used.
 Entries are written by a background thread at the lowest priority after the Predictor is built (to a temporary
 file, then renamed: readers see a whole entry or none); the interpreter waits for it at
 exit. Models with external data files (ONNX "External Tensor Data") and models given as
@@ -56,12 +58,12 @@ import struct
 import sys
 import threading
 import time
-import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from ..errors import InputError
 from ..ir import Graph, Node, Subgraph, Value, readonly
@@ -72,7 +74,7 @@ __all__ = ["ModelCache", "resolve_dir", "code_digest", "FORMAT"]
 
 log = logging.getLogger("pooled_predictor.model_cache")
 
-FORMAT = 1
+FORMAT = 2  # 2: the weight block's XXH3-128 in place of its CRC-32
 DEFAULT_MAX_BYTES = 4 << 30  # the entries kept, in bytes (POOLED_PREDICTOR_CACHE_MAX_BYTES)
 MAGIC = b"PPMODEL\x01"
 _ALIGN = 64
@@ -516,8 +518,8 @@ class ModelCache:
         header = json.loads(raw)
         if type(header) is not dict or header.get("key") != key or header.get("format") != FORMAT:
             raise BadEntry("an entry of another key or format")
-        data_offset, data_bytes, crc = header.get("data_offset"), header.get("data_bytes"), header.get("crc32")
-        if not (type(data_offset) is int and type(data_bytes) is int and type(crc) is int
+        data_offset, data_bytes, digest = header.get("data_offset"), header.get("data_bytes"), header.get("xxh3_128")
+        if not (type(data_offset) is int and type(data_bytes) is int and type(digest) is str
                 and data_offset >= _PREFIX.size + header_len and data_offset % _ALIGN == 0
                 and data_offset + data_bytes == size):
             raise BadEntry(f"a weight block that does not fill the file ({size} bytes)")
@@ -531,8 +533,8 @@ class ModelCache:
             raise BadEntry("a file that changed size while it was opened")
         data = np.frombuffer(mapped, np.uint8, count=data_bytes, offset=data_offset) if data_bytes else \
             readonly(np.empty(0, np.uint8))
-        if zlib.crc32(data) != crc:
-            raise BadEntry("a weight block that does not match its CRC-32")
+        if xxhash.xxh3_128_hexdigest(data) != digest:
+            raise BadEntry("a weight block that does not match its XXH3-128 hash")
         arrays = []
         table = header.get("arrays")
         if type(table) is not list:
@@ -568,16 +570,17 @@ class ModelCache:
             table.append([_Encoder.dtype(a.dtype), [int(d) for d in a.shape], offset])
             offset += -(-max(a.nbytes, a.dtype.itemsize) // _ALIGN) * _ALIGN
         data_bytes = offset
-        crc = 0
+        block_hash = xxhash.xxh3_128()
         pieces = []
         for a, (_, _, off) in zip(enc.arrays, table):
             raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8) if a.size else np.zeros(a.dtype.itemsize, np.uint8)
             pad = -(-raw.nbytes // _ALIGN) * _ALIGN - raw.nbytes
             pieces.append((raw, pad))
-            crc = zlib.crc32(raw, crc)
-            crc = zlib.crc32(bytes(pad), crc) if pad else crc
+            block_hash.update(raw)
+            if pad:
+                block_hash.update(bytes(pad))
         header = {"format": FORMAT, "key": key, "graph": graph_json, "report": _report_to_json(report),
-                  "arrays": table, "data_bytes": data_bytes, "crc32": crc, "data_offset": 0,
+                  "arrays": table, "data_bytes": data_bytes, "xxh3_128": block_hash.hexdigest(), "data_offset": 0,
                   "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         # the header names the weight block's offset, which depends on the header's own length
         for _ in range(3):
