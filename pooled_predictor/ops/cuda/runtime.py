@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 
@@ -148,25 +149,80 @@ TF32 = os.environ.get("PP_CUDA_TF32", "0") == "1"
 """PP_CUDA_TF32=1: cuBLAS may use TF32 tensor cores for float32 GEMMs (about 1e-3 relative error)."""
 
 
+_FREE_HANDLES: dict[int, list] = {}  # device -> cuBLAS handles of threads that ended, for the next threads
+_FREE_LOCK = threading.Lock()
+
+
+class _BlasHandles:
+    """One thread's cuBLAS handles, one per device it has called cuBLAS on, each with the stream last
+    set on it. A thread that moves between devices keeps one handle per device (it made a new one
+    at every move before). When the thread ends (CPython frees a finished thread's threading.local
+    values) its handles go to a free list per device, which later threads take from before they
+    create any: a pool started and stopped again and again holds as many handles as it ever had
+    threads at once. They are not destroyed then: a CUDA graph captured with a handle keeps using
+    its workspace, and a Net's graphs may outlive the thread that captured them; the free ones are
+    destroyed at exit (free_blas_handles)."""
+
+    def __init__(self, cublas):
+        self.cublas = cublas
+        self.by_device: dict[int, list] = {}  # device -> [handle, stream pointer set on it]
+
+    def get(self, dev: int) -> list:
+        entry = self.by_device.get(dev)
+        if entry is None:
+            with _FREE_LOCK:
+                free = _FREE_HANDLES.get(dev)
+                handle = free.pop() if free else None
+            if handle is None:
+                handle = self.cublas.create()
+                if TF32:
+                    self.cublas.set_math_mode(handle, self.cublas.Math.TF32_TENSOR_OP_MATH)
+            entry = self.by_device[dev] = [handle, None]
+        return entry
+
+    def __del__(self):
+        handles, self.by_device = self.by_device, {}
+        with _FREE_LOCK:
+            for dev, (handle, _) in handles.items():
+                _FREE_HANDLES.setdefault(dev, []).append(handle)
+
+
+def free_blas_handles() -> int:
+    """cublasDestroy every handle on the free list (those of threads that ended); returns how many.
+    Runs at exit; a thread's own handles are freed with it, as above."""
+    with _FREE_LOCK:
+        handles = [h for free in _FREE_HANDLES.values() for h in free]
+        _FREE_HANDLES.clear()
+    if not handles:
+        return 0
+    from nvmath.bindings import cublas  # noqa: PLC0415  (there are handles: it was imported)
+
+    for handle in handles:
+        try:
+            cublas.destroy(handle)
+        except Exception:  # noqa: BLE001 -- at interpreter exit the driver may be gone already
+            pass
+    return len(handles)
+
+
+atexit.register(free_blas_handles)
+
+
 def blas():
-    """(nvmath.bindings.cublas, this thread's handle) with the handle's stream set to this thread's
-    current CuPy stream (set again only when that changed: before a capture, never inside one that
-    did not run eagerly first)."""
-    state = getattr(_local, "blas", None)
-    dev = cupy.cuda.runtime.getDevice()
-    if state is None or state[2] != dev:
+    """(nvmath.bindings.cublas, this thread's handle on the current device) with the handle's stream
+    set to this thread's current CuPy stream (set again only when that changed: before a capture,
+    never inside one that did not run eagerly first)."""
+    handles = getattr(_local, "blas", None)
+    if handles is None:
         from nvmath.bindings import cublas  # noqa: PLC0415  (optional: the gpu extra)
 
-        handle = cublas.create()
-        if TF32:
-            cublas.set_math_mode(handle, cublas.Math.TF32_TENSOR_OP_MATH)
-        state = [cublas, handle, dev, None]
-        _local.blas = state
+        handles = _local.blas = _BlasHandles(cublas)
+    entry = handles.get(cupy.cuda.runtime.getDevice())
     stream = cupy.cuda.get_current_stream().ptr
-    if state[3] != stream:
-        state[0].set_stream(state[1], stream)
-        state[3] = stream
-    return state[0], state[1]
+    if entry[1] != stream:
+        handles.cublas.set_stream(entry[0], stream)
+        entry[1] = stream
+    return handles.cublas, entry[0]
 
 
 _ONE = np.ones(1, np.float32)
