@@ -75,7 +75,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..registry import kernel
-from . import compiled
+from . import compiled, split_matmul
 from ..shapes.conv import conv_geometry
 from .conv_indirect import IndirectConv2d
 from .conv_shared import _run_fills, shared_weights
@@ -281,6 +281,9 @@ class _ConvBase:
         if self.has_bias and ctx.is_static(2):
             self.b_static = np.ascontiguousarray(np.asarray(ctx.value(2), self.dtype).reshape(self.bshape))
         self.empty = g.batch * g.out_channels * math.prod(g.out_shape) == 0
+        # a tiered Net's reference layout (compiled kernels enabled, not active here): its large
+        # products use the cores the held background compiler leaves idle (split_matmul.py)
+        self._matmul = split_matmul.matmul if compiled.ENABLED and not compiled.active() else np.matmul
         self._key = None
         self._views = None
         self._scratch = []
@@ -760,7 +763,7 @@ class Conv(_ConvBase):
         w_mat = self.w_mat if self.w_mat is not None else self._gemm_weights(w, b)
         if self.path == "pointwise":
             x_mm, out_mm = self._cached(x, out)
-            np.matmul(w_mat, x_mm, out=out_mm)
+            self._matmul(w_mat, x_mm, out=out_mm)
         else:
             fills, tiles = self._cached(x, out)
             _run_fills(fills)
@@ -768,7 +771,7 @@ class Conv(_ConvBase):
                 np.copyto(cols_nd, windows)
                 if ones is not None:
                     ones.fill(1)
-                np.matmul(w_mat, cols_mm, out=out_mm)
+                self._matmul(w_mat, cols_mm, out=out_mm)
         if self.has_bias and not self.fold_bias:
             out += self._bias(b)
 

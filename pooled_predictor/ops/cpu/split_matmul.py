@@ -1,0 +1,88 @@
+"""The reference tier's large products on the idle cores: np.matmul split by output rows over threads.
+
+A tiered Net's first forwards run the numpy reference kernels (engine/tiering.py) while the
+compiled kernels load or compile; the background compiler is held until that first forward
+ends, so the host's other cores are idle during it, and a serving process pins BLAS to one
+thread (serving/blas.py). VGG16's reference forward, 31 GFLOP, was then 0.43 s of its 0.9 s
+warm first result on a 2-core machine (benchmarks/startup.py, issue 31). Here a product with at
+least MIN_FLOPS is cut into row blocks of A (output rows of C), and all but one block go to a
+process-wide pool of worker threads (np.matmul releases the GIL) while the calling thread does
+the last. Each element of C is the same dot product over K as in the unsplit call; BLAS may
+order it differently in different row blocks, so C matches the unsplit product within BLAS's own
+error, not necessarily bit for bit.
+
+Only one product is split at a time in the process: a call that finds another split running
+(another Net's reference forward, a pool's workers starting together) runs unsplit on its own
+thread, so the threads never outnumber the cores by more than the callers.
+
+THREADS: the pool's size plus the caller, by default the CPUs this process may run on, at most
+4 (POOLED_PREDICTOR_REFERENCE_THREADS overrides; 1 turns the split off).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+__all__ = ["THREADS", "MIN_FLOPS", "matmul"]
+
+
+def _default_threads() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        return max(1, int(os.environ.get("POOLED_PREDICTOR_REFERENCE_THREADS", min(cpus, 4))))
+    except ValueError:
+        return min(cpus, 4)
+
+
+THREADS = _default_threads()
+MIN_FLOPS = 32e6  # 2 M N K: below, the hand-off (tens of microseconds) costs more than it buys
+MIN_ROWS = 16  # rows of A per block, at least
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_splitting = threading.Lock()  # held by the one product being split
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pooled-predictor-reference")
+        return _pool
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
+    """out = a @ b (np.matmul, 2-D a (M, K); b (K, N) or (..., K, N) broadcasting against a; out
+    C's shape), split by rows of a over up to `threads` (default THREADS) threads when the product
+    has at least MIN_FLOPS and no other product is being split; else one np.matmul.
+
+    Raises:
+        What np.matmul raises (shapes, dtypes), from the calling thread.
+    """
+    threads = THREADS if threads is None else threads
+    m, k = a.shape[-2], a.shape[-1]
+    n = b.shape[-1]
+    batch = out.size // max(m * n, 1)
+    parts = min(threads, m // MIN_ROWS)
+    if a.ndim != 2 or parts < 2 or 2.0 * m * n * k * batch < MIN_FLOPS or not _splitting.acquire(blocking=False):
+        np.matmul(a, b, out=out)
+        return
+    try:
+        bounds = [m * i // parts for i in range(parts + 1)]
+        pool = _executor(threads - 1)
+        futures = [pool.submit(np.matmul, a[lo:hi], b, out=out[..., lo:hi, :])
+                   for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        try:
+            np.matmul(a[:bounds[1]], b, out=out[..., :bounds[1], :])
+        finally:
+            for f in futures:
+                f.result()
+    finally:
+        _splitting.release()

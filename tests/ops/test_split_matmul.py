@@ -1,0 +1,84 @@
+"""ops/cpu/split_matmul.py: the reference tier's large products split by rows over threads."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from pooled_predictor.ops.cpu import compiled, split_matmul
+
+
+@pytest.mark.parametrize("m, k, n, batch", [(64, 576, 3136, None), (100, 300, 2000, None), (37, 512, 4000, None),
+                                            (64, 256, 784, 3)])
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_a_split_product_is_the_unsplit_one(m, k, n, batch, threads):
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, k), np.float32)
+    b = rng.standard_normal((k, n) if batch is None else (batch, k, n), np.float32)
+    want = np.matmul(a, b)
+    out = np.full(want.shape, np.nan, np.float32)
+    split_matmul.matmul(a, b, out=out, threads=threads)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())  # BLAS's own error
+
+
+def test_it_splits_large_products_only_and_one_at_a_time(monkeypatch):
+    seen = []
+    real = np.matmul
+
+    def spy(a, b, out):
+        seen.append((a.shape[0], threading.current_thread().name))
+        real(a, b, out=out)
+
+    monkeypatch.setattr(split_matmul.np, "matmul", spy)
+    a, b = np.ones((64, 512), np.float32), np.ones((512, 1024), np.float32)  # 67 MFLOP
+    out = np.empty((64, 1024), np.float32)
+    split_matmul.matmul(a, b, out=out, threads=2)
+    assert sorted(s for s, _ in seen) == [32, 32] and len({t for _, t in seen}) == 2
+    assert (out == 512).all()
+    seen.clear()
+    split_matmul.matmul(a[:8], b[:, :64], out=out[:8, :64], threads=2)  # small: one call, this thread
+    assert seen == [(8, threading.current_thread().name)]
+    seen.clear()
+    with split_matmul._splitting:  # another product is being split: this one runs unsplit
+        split_matmul.matmul(a, b, out=out, threads=2)
+    assert seen == [(64, threading.current_thread().name)]
+
+
+def test_a_block_that_fails_raises_on_the_caller_and_frees_the_split():
+    a, b = np.ones((64, 512), np.float32), np.ones((512, 1024), np.float32)
+    with pytest.raises(ValueError):
+        split_matmul.matmul(a, b, out=np.empty((64, 1000), np.float32), threads=2)
+    assert split_matmul._splitting.acquire(blocking=False)
+    split_matmul._splitting.release()
+
+
+def test_only_a_tiered_reference_conv_splits(monkeypatch):
+    """Conv's numpy paths take split_matmul only inside reference_kernels() with compiled kernels on
+    (a tiered Net's reference layout), never as the plain numpy reference (POOLED_PREDICTOR_COMPILED=0)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from pooled_predictor import Predictor
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 64, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [onnx.numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    calls = []
+    real = split_matmul.matmul
+    monkeypatch.setattr(split_matmul, "matmul", lambda *a, **k: (calls.append(1), real(*a, **k)))
+    x = rng.standard_normal((1, 32, 64, 64)).astype(np.float32)
+    want = Predictor(model.SerializeToString()).forward({"x": x})["y"]
+    with compiled.reference_kernels():
+        got = Predictor(model.SerializeToString()).forward({"x": x})["y"]
+    assert calls
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    calls.clear()
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    Predictor(model.SerializeToString()).forward({"x": x})
+    assert not calls
