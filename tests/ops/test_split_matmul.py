@@ -44,6 +44,13 @@ def test_it_splits_large_products_only_and_one_at_a_time(monkeypatch):
     with split_matmul._splitting:  # another product is being split: this one runs unsplit
         split_matmul.matmul(a, b, out=out, threads=2)
     assert seen == [(64, threading.current_thread().name)]
+    seen.clear()
+    with split_matmul.background_job():  # the background compiler has the other cores
+        split_matmul.matmul(a, b, out=out, threads=2)
+    assert seen == [(64, threading.current_thread().name)]
+    seen.clear()
+    split_matmul.matmul(a, b, out=out, threads=2)  # and after it
+    assert len(seen) == 2
 
 
 def test_a_block_that_fails_raises_on_the_caller_and_frees_the_split():

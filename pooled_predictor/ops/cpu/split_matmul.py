@@ -13,7 +13,10 @@ error, not necessarily bit for bit.
 
 Only one product is split at a time in the process: a call that finds another split running
 (another Net's reference forward, a pool's workers starting together) runs unsplit on its own
-thread, so the threads never outnumber the cores by more than the callers.
+thread, so the threads never outnumber the cores by more than the callers. Nor is one split
+while the background compiler works (engine/tiering.py wraps each job in background_job()):
+its compile processes or kernel loading have the other cores then, and the time to full
+speed is worth more than one reference forward.
 
 THREADS: the pool's size plus the caller, by default the CPUs this process may run on, at most
 4 (POOLED_PREDICTOR_REFERENCE_THREADS overrides; 1 turns the split off).
@@ -24,10 +27,11 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["THREADS", "MIN_FLOPS", "matmul"]
+__all__ = ["THREADS", "MIN_FLOPS", "background_job", "matmul"]
 
 
 def _default_threads() -> int:
@@ -48,6 +52,20 @@ MIN_ROWS = 16  # rows of A per block, at least
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _splitting = threading.Lock()  # held by the one product being split
+_background = [0]  # background compile jobs running (engine/tiering.py)
+_background_lock = threading.Lock()
+
+
+@contextmanager
+def background_job():
+    """Context around a background compile job: no product is split while one runs."""
+    with _background_lock:
+        _background[0] += 1
+    try:
+        yield
+    finally:
+        with _background_lock:
+            _background[0] -= 1
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
@@ -61,7 +79,8 @@ def _executor(workers: int) -> ThreadPoolExecutor:
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
     """out = a @ b (np.matmul, 2-D a (M, K); b (K, N) or (..., K, N) broadcasting against a; out
     C's shape), split by rows of a over up to `threads` (default THREADS) threads when the product
-    has at least MIN_FLOPS and no other product is being split; else one np.matmul.
+    has at least MIN_FLOPS, no other product is being split and no background compile job runs;
+    else one np.matmul.
 
     Raises:
         What np.matmul raises (shapes, dtypes), from the calling thread.
@@ -71,7 +90,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = 
     n = b.shape[-1]
     batch = out.size // max(m * n, 1)
     parts = min(threads, m // MIN_ROWS)
-    if a.ndim != 2 or parts < 2 or 2.0 * m * n * k * batch < MIN_FLOPS or not _splitting.acquire(blocking=False):
+    if (a.ndim != 2 or parts < 2 or 2.0 * m * n * k * batch < MIN_FLOPS or _background[0]
+            or not _splitting.acquire(blocking=False)):
         np.matmul(a, b, out=out)
         return
     try:
