@@ -89,6 +89,11 @@ CONVS = [  # x shape, w shape, attrs
     ((3, 16, 7, 7), (32, 16, 1, 1), {}),                               # 1x1: one batched GEMM
     ((2, 4, 20), (5, 4, 3), {"pads": [1, 1]}),                          # 1-D
     ((1, 3, 8, 8), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    # depthwise at each of the kernel's filter paths: 3x3 (dilated, asymmetric pads), 5x5 (strided), 7x7 (generic)
+    ((2, 6, 11, 10), (6, 1, 3, 3), {"group": 6, "dilations": [2, 2], "pads": [2, 1, 0, 2]}),
+    ((1, 8, 13, 13), (8, 1, 5, 5), {"group": 8, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 4, 12, 9), (8, 1, 5, 5), {"group": 4, "pads": [2, 2, 2, 2]}),  # 5x5, multiplier 2
+    ((1, 5, 14, 14), (5, 1, 7, 7), {"group": 5, "pads": [3, 3, 3, 3]}),
 ]
 
 

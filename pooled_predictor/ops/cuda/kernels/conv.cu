@@ -72,6 +72,61 @@ __device__ __forceinline__ void depthwise_body(const float* __restrict__ x, cons
     }
 }
 
+// The same for a K x K filter known at compile time (3x3 and 5x5, MobileNet's and EfficientNet's): the
+// taps unrolled, the filter in registers, each tap's bounds test a predicate, so all K*K loads of a
+// thread issue before the first multiply-add waits on one (the generic loop's runtime bounds kept its
+// loads one after another). The same terms added in the same order: the same bits as the generic body.
+template <typename I, int K>
+__device__ __forceinline__ void depthwise_k_body(const float* __restrict__ x, const float* __restrict__ w,
+                                                 const float* __restrict__ bias, const float* __restrict__ z,
+                                                 float* __restrict__ y, I n, int C, int H, int W, int M, int OH,
+                                                 int OW, int sh, int sw, int ph, int pw, int dh, int dw, int act,
+                                                 float alpha, float beta) {
+    int mult = M / C;
+    GRID_STRIDE_T(I, i, n) {
+        I q = i / (I)OW;
+        int ow = (int)(i - q * (I)OW);
+        I r = q / (I)OH;
+        int oh = (int)(q - r * (I)OH);
+        I b = r / (I)M;
+        int m = (int)(r - b * (I)M);
+        const float* xc = x + ((i64)b * C + m / mult) * H * W;
+        const float* wm = w + (i64)m * (K * K);
+        float wk[K * K];
+#pragma unroll
+        for (int t = 0; t < K * K; ++t) wk[t] = wm[t];
+        int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+        float acc = 0.0f;
+#pragma unroll
+        for (int kh = 0; kh < K; ++kh) {
+            int ih = ih0 + kh * dh;
+            bool row_in = ih >= 0 && ih < H;
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+                int iw = iw0 + kw * dw;
+                if (row_in && iw >= 0 && iw < W) acc += xc[ih * W + iw] * wk[kh * K + kw];
+            }
+        }
+        if (bias) acc += bias[m];
+        if (z) acc += z[i];
+        y[i] = activate(acc, act, alpha, beta);
+    }
+}
+
+template <typename I>
+__device__ __forceinline__ void depthwise_any(const float* __restrict__ x, const float* __restrict__ w,
+                                              const float* __restrict__ bias, const float* __restrict__ z,
+                                              float* __restrict__ y, I n, int C, int H, int W, int M, int OH,
+                                              int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
+                                              int act, float alpha, float beta) {
+    if (KH == 3 && KW == 3)
+        depthwise_k_body<I, 3>(x, w, bias, z, y, n, C, H, W, M, OH, OW, sh, sw, ph, pw, dh, dw, act, alpha, beta);
+    else if (KH == 5 && KW == 5)
+        depthwise_k_body<I, 5>(x, w, bias, z, y, n, C, H, W, M, OH, OW, sh, sw, ph, pw, dh, dw, act, alpha, beta);
+    else
+        depthwise_body<I>(x, w, bias, z, y, n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, act, alpha, beta);
+}
+
 extern "C" __global__ void depthwise_f32(const float* __restrict__ x, const float* __restrict__ w,
                                          const float* __restrict__ bias, const float* __restrict__ z,
                                          float* __restrict__ y, int N, int C, int H, int W, int M, int OH, int OW,
@@ -79,9 +134,9 @@ extern "C" __global__ void depthwise_f32(const float* __restrict__ x, const floa
                                          float alpha, float beta) {
     i64 n = (i64)N * M * OH * OW;
     if (n <= SMALL_INDEX)
-        depthwise_body<unsigned>(x, w, bias, z, y, (unsigned)n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
-                                 act, alpha, beta);
+        depthwise_any<unsigned>(x, w, bias, z, y, (unsigned)n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
+                                act, alpha, beta);
     else
-        depthwise_body<i64>(x, w, bias, z, y, n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, act, alpha,
-                            beta);
+        depthwise_any<i64>(x, w, bias, z, y, n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, act, alpha,
+                           beta);
 }
