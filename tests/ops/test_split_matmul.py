@@ -11,7 +11,7 @@ from pooled_predictor.ops.cpu import compiled, split_matmul
 
 
 @pytest.mark.parametrize("m, k, n, batch", [(64, 576, 3136, None), (100, 300, 2000, None), (37, 512, 4000, None),
-                                            (64, 256, 784, 3)])
+                                            (64, 256, 784, 3), (2, 2048, 8192, None), (4, 4096, 1000, None)])
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_a_split_product_is_the_unsplit_one(m, k, n, batch, threads):
     rng = np.random.default_rng(m + n)
@@ -51,6 +51,23 @@ def test_it_splits_large_products_only_and_one_at_a_time(monkeypatch):
     seen.clear()
     split_matmul.matmul(a, b, out=out, threads=2)  # and after it
     assert len(seen) == 2
+
+
+def test_a_thin_product_splits_by_columns_of_b(monkeypatch):
+    seen = []
+    real = np.matmul
+
+    def spy(a, b, out):
+        seen.append((a.shape, b.shape))
+        real(a, b, out=out)
+
+    monkeypatch.setattr(split_matmul.np, "matmul", spy)
+    w = np.arange(8192 * 2048, dtype=np.float32).reshape(8192, 2048) % 7  # a Gemm with transB: b = W.T (34 MFLOP)
+    a = np.ones((1, 2048), np.float32)
+    out = np.empty((1, 8192), np.float32)
+    split_matmul.matmul(a, w.T, out=out, threads=2)
+    assert sorted(seen) == [((1, 2048), (2048, 4096))] * 2
+    np.testing.assert_array_equal(out, real(a, w.T))
 
 
 def test_a_block_that_fails_raises_on_the_caller_and_frees_the_split():

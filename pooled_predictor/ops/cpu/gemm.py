@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
+from . import compiled, split_matmul
 from .matmul import ConstRightProduct
 
 
@@ -39,6 +40,8 @@ class Gemm:
             else:
                 self.c_buffer = ctx.scratch(ctx.shape(2), dtype)
         self.fast = None
+        # a tiered Net's reference layout: its large products use the idle cores (split_matmul.py)
+        self._matmul = split_matmul.matmul if compiled.ENABLED and not compiled.active() else np.matmul
         if (not self.trans_a and self.alpha == 1.0 and ctx.is_static(1)
                 and (not self.use_c or (self.beta == 1.0 and ctx.is_static(2)))):
             # B a weight, C absent or a weight bias of N: the compiled product (ops/cpu/matmul.py)
@@ -51,7 +54,7 @@ class Gemm:
     def __call__(self, a, b, c=None, *, out):
         if self.fast is not None and self.fast(a, out):
             return
-        np.matmul(a.T if self.trans_a else a, b.T if self.trans_b else b, out=out)
+        self._matmul(a.T if self.trans_a else a, b.T if self.trans_b else b, out=out)
         if self.alpha != 1.0:
             np.multiply(out, self.alpha, out=out, casting="unsafe")
         if not self.use_c:

@@ -48,6 +48,7 @@ def _default_threads() -> int:
 THREADS = _default_threads()
 MIN_FLOPS = 32e6  # 2 M N K: below, the hand-off (tens of microseconds) costs more than it buys
 MIN_ROWS = 16  # rows of A per block, at least
+MIN_COLS = 256  # else columns of B per block, at least
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -78,9 +79,10 @@ def _executor(workers: int) -> ThreadPoolExecutor:
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
     """out = a @ b (np.matmul, 2-D a (M, K); b (K, N) or (..., K, N) broadcasting against a; out
-    C's shape), split by rows of a over up to `threads` (default THREADS) threads when the product
-    has at least MIN_FLOPS, no other product is being split and no background compile job runs;
-    else one np.matmul.
+    C's shape), split over up to `threads` (default THREADS) threads when the product has at least
+    MIN_FLOPS, no other product is being split and no background compile job runs; else one
+    np.matmul. The split is by rows of a (output rows) where M has MIN_ROWS rows a thread, else, for a
+    2-D b, by columns of b (output columns: a fully connected layer at batch 1, b a weight read once).
 
     Raises:
         What np.matmul raises (shapes, dtypes), from the calling thread.
@@ -89,18 +91,24 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = 
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-1]
     batch = out.size // max(m * n, 1)
-    parts = min(threads, m // MIN_ROWS)
+    by_rows = min(threads, m // MIN_ROWS)
+    by_cols = min(threads, n // MIN_COLS) if b.ndim == 2 and out.ndim == 2 else 0
+    parts = by_rows if by_rows >= 2 else by_cols
     if (a.ndim != 2 or parts < 2 or 2.0 * m * n * k * batch < MIN_FLOPS or _background[0]
             or not _splitting.acquire(blocking=False)):
         np.matmul(a, b, out=out)
         return
     try:
-        bounds = [m * i // parts for i in range(parts + 1)]
+        size = m if by_rows >= 2 else n
+        bounds = [size * i // parts for i in range(parts + 1)]
+        if by_rows >= 2:
+            blocks = [(a[lo:hi], b, out[..., lo:hi, :]) for lo, hi in zip(bounds, bounds[1:])]
+        else:
+            blocks = [(a, b[:, lo:hi], out[:, lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
         pool = _executor(threads - 1)
-        futures = [pool.submit(np.matmul, a[lo:hi], b, out=out[..., lo:hi, :])
-                   for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        futures = [pool.submit(np.matmul, x, y, out=o) for x, y, o in blocks[1:]]
         try:
-            np.matmul(a[:bounds[1]], b, out=out[..., :bounds[1], :])
+            np.matmul(*blocks[0][:2], out=blocks[0][2])
         finally:
             for f in futures:
                 f.result()
