@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Callable, Hashable
 
-from ..ops.cpu import compiled, split_matmul
+from ..ops.cpu import compiled, reference_split
 
 __all__ = ["COMPILER", "BackgroundCompiler", "compile_jobs", "not_cached"]
 
@@ -151,7 +151,7 @@ class BackgroundCompiler:
             t0, error = time.perf_counter(), None
             try:
                 if not self._stopping:
-                    with split_matmul.background_job():  # the reference forwards leave it the other cores
+                    with reference_split.background_job():  # the reference forwards leave it the other cores
                         error = self._load_or_compile(load, payload)
             except Exception as exc:  # noqa: BLE001 -- the serving threads keep the reference kernels
                 error = f"{type(exc).__name__}: {exc}"

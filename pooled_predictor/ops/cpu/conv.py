@@ -70,12 +70,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import partial
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..registry import kernel
-from . import compiled, split_matmul
+from . import compiled, reference_split
 from ..shapes.conv import conv_geometry
 from .conv_indirect import IndirectConv2d
 from .conv_shared import _run_fills, shared_weights
@@ -282,8 +283,10 @@ class _ConvBase:
             self.b_static = np.ascontiguousarray(np.asarray(ctx.value(2), self.dtype).reshape(self.bshape))
         self.empty = g.batch * g.out_channels * math.prod(g.out_shape) == 0
         # a tiered Net's reference layout (compiled kernels enabled, not active here): its large
-        # products use the cores the held background compiler leaves idle (split_matmul.py)
-        self._matmul = split_matmul.matmul if compiled.ENABLED and not compiled.active() else np.matmul
+        # products use the cores the held background compiler leaves idle (reference_split.py)
+        split = compiled.ENABLED and not compiled.active()
+        self._matmul = reference_split.matmul if split else np.matmul
+        self._copyto = partial(reference_split.copyto, axis=2) if split else np.copyto  # im2col: by channels
         self._key = None
         self._views = None
         self._scratch = []
@@ -768,7 +771,7 @@ class Conv(_ConvBase):
             fills, tiles = self._cached(x, out)
             _run_fills(fills)
             for (cols_nd, windows), ones, cols_mm, out_mm in tiles:
-                np.copyto(cols_nd, windows)
+                self._copyto(cols_nd, windows)
                 if ones is not None:
                     ones.fill(1)
                 self._matmul(w_mat, cols_mm, out=out_mm)

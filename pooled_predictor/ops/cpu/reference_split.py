@@ -1,4 +1,4 @@
-"""The reference tier's large products on the idle cores: np.matmul split by output rows over threads.
+"""The reference tier's large products and copies on the idle cores, split over threads.
 
 A tiered Net's first forwards run the numpy reference kernels (engine/tiering.py) while the
 compiled kernels load or compile; the background compiler is held until that first forward
@@ -9,7 +9,9 @@ least MIN_FLOPS is cut into row blocks of A (output rows of C), and all but one 
 process-wide pool of worker threads (np.matmul releases the GIL) while the calling thread does
 the last. Each element of C is the same dot product over K as in the unsplit call; BLAS may
 order it differently in different row blocks, so C matches the unsplit product within BLAS's own
-error, not necessarily bit for bit.
+error, not necessarily bit for bit. Large copies (Conv's im2col columns: 115 MB a forward in
+VGG16's second layer) are split the same way along an axis (np.copyto releases the GIL too):
+the same bytes.
 
 Only one product is split at a time in the process: a call that finds another split running
 (another Net's reference forward, a pool's workers starting together) runs unsplit on its own
@@ -31,7 +33,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["THREADS", "MIN_FLOPS", "background_job", "matmul"]
+__all__ = ["THREADS", "MIN_FLOPS", "MIN_COPY_BYTES", "background_job", "copyto", "matmul"]
 
 
 def _default_threads() -> int:
@@ -49,6 +51,7 @@ THREADS = _default_threads()
 MIN_FLOPS = 32e6  # 2 M N K: below, the hand-off (tens of microseconds) costs more than it buys
 MIN_ROWS = 16  # rows of A per block, at least
 MIN_COLS = 256  # else columns of B per block, at least
+MIN_COPY_BYTES = 1 << 22  # copies: at least 4 MiB
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -77,12 +80,32 @@ def _executor(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def _run(fn, blocks, threads: int) -> None:
+    """fn(*block) for every block: the first on this thread, the others on the pool; waits for all."""
+    pool = _executor(threads - 1)
+    futures = [pool.submit(fn, *block) for block in blocks[1:]]
+    try:
+        fn(*blocks[0])
+    finally:
+        for f in futures:
+            f.result()
+
+
+def _may_split() -> bool:
+    """Take the one split of the process, when no background compile job runs (release: _splitting)."""
+    return not _background[0] and _splitting.acquire(blocking=False)
+
+
+def _matmul_into(a, b, out):
+    np.matmul(a, b, out=out)
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
     """out = a @ b (np.matmul, 2-D a (M, K); b (K, N) or (..., K, N) broadcasting against a; out
     C's shape), split over up to `threads` (default THREADS) threads when the product has at least
-    MIN_FLOPS, no other product is being split and no background compile job runs; else one
-    np.matmul. The split is by rows of a (output rows) where M has MIN_ROWS rows a thread, else, for a
-    2-D b, by columns of b (output columns: a fully connected layer at batch 1, b a weight read once).
+    MIN_FLOPS, no other split is running and no background compile job runs; else one np.matmul.
+    The split is by rows of a (output rows) where M has MIN_ROWS rows a thread, else, for a 2-D b,
+    by columns of b (output columns: a fully connected layer at batch 1, b a weight read once).
 
     Raises:
         What np.matmul raises (shapes, dtypes), from the calling thread.
@@ -94,8 +117,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = 
     by_rows = min(threads, m // MIN_ROWS)
     by_cols = min(threads, n // MIN_COLS) if b.ndim == 2 and out.ndim == 2 else 0
     parts = by_rows if by_rows >= 2 else by_cols
-    if (a.ndim != 2 or parts < 2 or 2.0 * m * n * k * batch < MIN_FLOPS or _background[0]
-            or not _splitting.acquire(blocking=False)):
+    if a.ndim != 2 or parts < 2 or 2.0 * m * n * k * batch < MIN_FLOPS or not _may_split():
         np.matmul(a, b, out=out)
         return
     try:
@@ -105,12 +127,29 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = 
             blocks = [(a[lo:hi], b, out[..., lo:hi, :]) for lo, hi in zip(bounds, bounds[1:])]
         else:
             blocks = [(a, b[:, lo:hi], out[:, lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
-        pool = _executor(threads - 1)
-        futures = [pool.submit(np.matmul, x, y, out=o) for x, y, o in blocks[1:]]
-        try:
-            np.matmul(*blocks[0][:2], out=blocks[0][2])
-        finally:
-            for f in futures:
-                f.result()
+        _run(_matmul_into, blocks, threads)
+    finally:
+        _splitting.release()
+
+
+def copyto(dst: np.ndarray, src: np.ndarray, axis: int, threads: int | None = None) -> None:
+    """np.copyto(dst, src) (src of dst's shape, any strides), split along `axis` over up to `threads`
+    threads when it moves at least MIN_COPY_BYTES and, as matmul, no other split or background
+    compile job runs.
+
+    Raises:
+        What np.copyto raises, from the calling thread.
+    """
+    threads = THREADS if threads is None else threads
+    size = dst.shape[axis] if dst.ndim > axis else 0
+    parts = min(threads, size)
+    if parts < 2 or dst.nbytes < MIN_COPY_BYTES or src.shape != dst.shape or not _may_split():
+        np.copyto(dst, src)
+        return
+    try:
+        bounds = [size * i // parts for i in range(parts + 1)]
+        lead = (slice(None),) * axis
+        _run(np.copyto, [(dst[lead + (slice(lo, hi),)], src[lead + (slice(lo, hi),)])
+                         for lo, hi in zip(bounds, bounds[1:])], threads)
     finally:
         _splitting.release()
