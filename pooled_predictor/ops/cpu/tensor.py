@@ -43,8 +43,6 @@ def prepare_reshaped(x, *rest, out, **attrs):
     return partial(np.copyto, out, view)
 
 
-
-
 def _tiled_transpose(x, out, perm):
     """The compiled tiled copy (compiled/transpose.py) for these arrays, or None where it does not
     apply: X and Y C-contiguous with 4-byte elements, the source's last axis second to last in
@@ -68,8 +66,7 @@ def _tiled_transpose(x, out, perm):
     bases = np.ascontiguousarray(bases.reshape(-1))
     bases.flags.writeable = False
     return compiled.bound(compiled.transpose.transpose_tiles, x.reshape(-1).view(np.float32),
-                          out.reshape(-1).view(np.float32),
-                          bases, rows, cols, stride)
+                          out.reshape(-1).view(np.float32), bases, rows, cols, stride)
 
 
 def _prepare_transpose(x, *, out, perm=None):
