@@ -15,6 +15,47 @@ def test_transpose(perm, opset):
     check_node("Transpose", [x4], {} if perm is None else {"perm": perm}, opset=opset)
 
 
+# Y's last axis a strided one of X, X's last second to last: compiled/transpose.py's tiled copy (BERT's keys,
+# ViT's (H, S, D) -> (H, D, S)), at sizes on both sides of its 8 x 8 blocks
+TILED = [((1, 128, 12, 64), [0, 2, 3, 1]), ((12, 19, 64), [0, 2, 1]), ((3, 9, 17), [0, 2, 1]), ((2, 8, 8), [0, 2, 1]),
+         ((2, 13, 3, 11), [2, 0, 3, 1]), ((1, 2, 3, 24, 10), [1, 0, 2, 4, 3]), ((40, 9), [1, 0])]
+
+
+@pytest.mark.parametrize("shape,perm", TILED, ids=str)
+def test_transpose_tiled_against_onnxruntime(shape, perm):
+    check_node("Transpose", [rng.standard_normal(shape).astype(np.float32)], {"perm": perm}, opset=13)
+
+
+@pytest.mark.parametrize("shape,perm", TILED, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_transpose_tiled_copies_bits(shape, perm, dtype):
+    """The tiled copy is taken at these shapes and gives numpy's transpose bit for bit: NaN payloads,
+    negative zeros and int32 values unchanged."""
+    from pooled_predictor.ops.cpu.tensor import _tiled_transpose
+
+    bits = rng.integers(-2 ** 31, 2 ** 31, size=shape, dtype=np.int64).astype(np.int32)
+    if dtype == np.float32:
+        bits.reshape(-1)[:3] = np.array([0x7FC01234, 0x7F800001, np.int32(-2 ** 31)], np.int64).astype(np.int32)
+    x = bits.view(dtype)
+    out = np.full(np.transpose(x, perm).shape, 7, dtype)
+    run = _tiled_transpose(x, out, perm)
+    assert run is not None
+    run()
+    np.testing.assert_array_equal(out.view(np.int32), np.transpose(x, perm).view(np.int32))
+
+
+@pytest.mark.parametrize("shape,perm", [((2, 3, 4, 5), [0, 2, 1, 3]), ((3, 5, 9, 11), [2, 0, 3, 1]),
+                                        ((4, 9, 10), [2, 0, 1]), ((16, 16), [1, 0])], ids=str)
+def test_transpose_left_to_numpy(shape, perm):
+    """Y's last axis X's own last, a strided axis shorter than 8, X's last not second to last, or not
+    4-byte elements: numpy's copy."""
+    from pooled_predictor.ops.cpu.tensor import _tiled_transpose
+
+    dtype = np.float64 if shape == (16, 16) else np.float32
+    x = rng.standard_normal(shape).astype(dtype)
+    assert _tiled_transpose(x, np.empty(np.transpose(x, perm).shape, dtype), perm) is None
+
+
 @pytest.mark.parametrize("axes", [None, [2], [0, 2], [-1]])
 @pytest.mark.parametrize("opset", [11, 13, 21])
 @pytest.mark.parametrize("static", [(1,), ()])

@@ -127,13 +127,15 @@ def test_other_float_types_on_the_numpy_path(dtype):
     np.testing.assert_array_equal(run_net(after, f)[0], run_net(graph, f)[0])
 
 
-def test_bert_sized_heads():
-    """12 heads of 128 tokens x 64 (BERT-base), the padding mask (1, 1, 1, 128): rows past 8 lanes and 256-blocks."""
+@pytest.mark.parametrize("c", [8.0, 3.0])
+def test_bert_sized_heads(c):
+    """12 heads of 128 tokens x 64 (BERT-base), the padding mask (1, 1, 1, 128): rows past 8 lanes and 256-blocks.
+    / 8 runs as * 0.125 (a power of two: the same bits), / 3 as a division."""
     nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Div", ["s", "c"], ["t"]),
              helper.make_node("Add", ["t", "m"], ["a"]), helper.make_node("Softmax", ["a"], ["p"], axis=-1),
              helper.make_node("MatMul", ["p", "v"], ["y"])]
     model = make_model(nodes, {"q": (1, 12, 128, 64), "kt": (1, 12, 64, 128), "v": (1, 12, 128, 64),
-                               "m": (1, 1, 1, 128)}, ["y"], {"c": np.array(8.0, np.float32)})
+                               "m": (1, 1, 1, 128)}, ["y"], {"c": np.array(c, np.float32)})
     f = feeds_for(model)
     f["m"] = np.where(np.arange(128) < 112, 0.0, np.finfo(np.float32).min).astype(np.float32).reshape(1, 1, 1, 128)
     fused(model, f)

@@ -372,6 +372,13 @@ class ScaledDotProductAttention:
         if compiled.active() and dtype == np.float32 and full == raw and d > 0 and rows > 0 and (
                 not self.masked or np.dtype(ctx.dtype(3)) == np.float32):
             self.rows = (rows, d)
+            # / scale as * (1 / scale) where 1 / scale is a float32 power of two: both are the correctly
+            # rounded x / scale, bit for bit (BERT's / 8)
+            s32 = np.float32(self.scale)
+            inverse = np.float32(1) / s32 if s32 != 0 and np.isfinite(s32) else np.float32(0)
+            exact = self.divide and inverse != 0 and np.isfinite(inverse) and np.frexp(inverse)[0] == 0.5 \
+                and np.float32(1) / inverse == s32
+            self.mode, self.op_scale = (1, inverse) if exact else (2 if self.divide else 1, s32)
             if self.masked:  # the mask's element offset at each score row's start, and its step along the row
                 m_shape = tuple(ctx.shape(3))
                 index = np.arange(int(np.prod(m_shape, dtype=np.int64)), dtype=np.int64).reshape(m_shape)
@@ -390,8 +397,8 @@ class ScaledDotProductAttention:
             np.matmul(q, kt, out=s)
             flat = s.reshape(-1)
             mask = _NO_MASK if m is None else np.ascontiguousarray(m, np.float32).reshape(-1)
-            compiled.softmax.softmax_rows_biased(flat, flat, self.rows[0], self.rows[1], np.float32(self.scale),
-                                2 if self.divide else 1, mask, self.m_rows, self.m_step)
+            compiled.softmax.softmax_rows_biased(flat, self.rows[0], self.rows[1], self.op_scale, self.mode, mask,
+                                                 self.m_rows, self.m_step)
             np.matmul(s, v, out=out)
             return
         raw = s if self.raw is None else self.raw.array

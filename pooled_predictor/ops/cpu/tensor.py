@@ -43,8 +43,37 @@ def prepare_reshaped(x, *rest, out, **attrs):
     return partial(np.copyto, out, view)
 
 
+def _tiled_transpose(x, out, perm):
+    """The compiled tiled copy (compiled/transpose.py) for these arrays, or None where it does not
+    apply: X and Y C-contiguous with 4-byte elements, the source's last axis second to last in
+    Y and another source axis, of stride > 1, last, both at least 8 long (numpy's copyto of the
+    transposed view walks that stride one element a step)."""
+    n = x.ndim
+    perm = tuple(range(n))[::-1] if perm is None else tuple(int(p) % n for p in perm) if n else ()
+    if (n < 2 or perm[-2] != n - 1 or not compiled.active() or x.dtype.itemsize != 4
+            or not (x.flags.c_contiguous and out.flags.c_contiguous) or out.dtype != x.dtype):
+        return None
+    rows, cols = x.shape[n - 1], x.shape[perm[-1]]
+    stride = x.strides[perm[-1]] // x.itemsize
+    if rows < 8 or cols < 8 or stride <= 1:
+        return None
+    lead = perm[:-2]  # Y's leading axes: each (multi-)index starts a rows x cols tile at this element of X
+    bases = np.zeros([x.shape[a] for a in lead], np.int64)
+    for k, a in enumerate(lead):
+        shape = [1] * len(lead)
+        shape[k] = x.shape[a]
+        bases = bases + (np.arange(x.shape[a], dtype=np.int64) * (x.strides[a] // x.itemsize)).reshape(shape)
+    bases = np.ascontiguousarray(bases.reshape(-1))
+    bases.flags.writeable = False
+    return compiled.bound(compiled.transpose.transpose_tiles, x.reshape(-1).view(np.float32),
+                          out.reshape(-1).view(np.float32), bases, rows, cols, stride)
+
+
 def _prepare_transpose(x, *, out, perm=None):
-    return partial(np.copyto, out, np.transpose(x, perm))
+    """A tiled copy where Y's last axis is a strided one of X (compiled/transpose.py), else numpy's
+    copyto of the transposed view; both copy the elements' bits."""
+    tiled = _tiled_transpose(x, out, perm)
+    return tiled if tiled is not None else partial(np.copyto, out, np.transpose(x, perm))
 
 
 squeeze.prepare_run = unsqueeze.prepare_run = prepare_reshaped

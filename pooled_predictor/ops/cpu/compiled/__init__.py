@@ -46,7 +46,7 @@ qconv.py (the 8-bit phase split, int8 depthwise convolution along a channel's pi
 depthwise convolution with 8 channels in the lanes), quantize.py (per-tensor Quantize /
 DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
 a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); fc.py (FusedGemm's product and
-activation in one call); nms.py (greedy non-maximum
+activation in one call); transpose.py (Transpose as tiled 8 x 8 register transposes); nms.py (greedy non-maximum
 suppression, ops/nms.py's procedure with the boxes that cannot overlap skipped).
 
 Vector width: isa.py detects the host's (8 float32 lanes on AVX2, 16 on AVX-512;
@@ -157,7 +157,7 @@ def tiered() -> bool:
 
 MODULES = ("epilogue", "expf", "gemm", "softmax", "depthwise", "winograd", "sampling", "pooling", "sigmoid", "col2im",
            "resize", "rowreduce", "phases", "matmul", "nchwc_gemm", "nchwc_depthwise", "nchwc_winograd", "reorder",
-           "blocked", "lrn", "recurrent", "layernorm", "nms", "fc")
+           "blocked", "lrn", "recurrent", "layernorm", "nms", "fc", "transpose")
 
 
 def load_all() -> float:

@@ -23,28 +23,7 @@ from numba import types
 
 from .expf import ONE, exp32_nonpositive
 from .jit import njit
-from .rowreduce import _max_lanes, _mx, _sum64, _sum_lanes
-
-
-@njit("float32(float32[::1], int64)", nogil=True, cache=True, error_model="numpy", inline="always")
-def _row_max(v, d):
-    """max(v[:d]) with 8 partial maxima (a loop LLVM vectorizes). NaNs may be skipped: a row with a
-    NaN still comes out all NaN, through its term exp(NaN - m) in the sum."""
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = np.float32(-np.inf)
-    d8 = d - d % 8
-    for i in range(0, d8, 8):
-        m0 = max(m0, v[i])
-        m1 = max(m1, v[i + 1])
-        m2 = max(m2, v[i + 2])
-        m3 = max(m3, v[i + 3])
-        m4 = max(m4, v[i + 4])
-        m5 = max(m5, v[i + 5])
-        m6 = max(m6, v[i + 6])
-        m7 = max(m7, v[i + 7])
-    m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
-    for i in range(d8, d):
-        m = max(m, v[i])
-    return m
+from .rowreduce import _max_lanes, _mx, _sum_lanes
 
 
 _CHUNK = 1024  # floats: a chunk of x and of y (8 KiB) stay in L1 between the exp and the sum
@@ -94,33 +73,64 @@ _R1 = types.Array(types.float32, 1, "C", readonly=True)
 _I1 = types.Array(types.int64, 1, "C", readonly=True)
 
 
-@njit(types.void(_R1, types.Array(types.float32, 1, "C"), types.int64, types.int64, types.float32, types.int64,
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _exp_shifted_inplace(y, o, n, m):
+    """y[o:o + n] = exp32_nonpositive(y[o:o + n] - m) through one slice: with x and y the same array,
+    _exp_shifted's two slices alias, LLVM's runtime overlap check fails and its scalar loop runs."""
+    ys = y[o:o + n]
+    for i in range(n):
+        ys[i] = exp32_nonpositive(ys[i] - m)
+
+
+@njit(types.void(types.Array(types.float32, 1, "C"), types.int64, types.int64, types.float32, types.int64,
                  _R1, _I1, types.int64), nogil=True, cache=True, error_model="numpy")
-def softmax_rows_biased(x, y, rows, d, scale, mode, m, m_rows, m_step):
-    """y row r = softmax(t), t[i] = op(x[r*d + i], scale) + m[m_rows[r] + i * m_step] (flat float32 arrays,
-    y may be x): op is nothing (mode 0), * scale (1) or / scale (2), each rounded as the Mul / Div node it
-    replaces; the + m (an additive mask or bias, broadcast by m_rows and m_step) only when m_rows has rows
-    entries (else no mask). Then softmax_rows' steps on the row while it is in cache."""
+def softmax_rows_biased(y, rows, d, scale, mode, m, m_rows, m_step):
+    """In place, y row r = softmax(t), t[i] = op(y[r*d + i], scale) + m[m_rows[r] + i * m_step] (flat
+    float32 arrays): op is nothing (mode 0), * scale (1) or / scale (2), each rounded as the Mul / Div
+    node it replaces; the + m (an additive mask or bias, broadcast by m_rows and m_step: 1 along the
+    row, 0 one value a row) only when m_rows has rows entries (else no mask). Then softmax_rows' steps
+    on the row while it is in cache: its maximum (_max_lanes, NaN propagating), exp(t - max) and the
+    float64 sum chunk by chunk (_sum64's blocks and order), times the sum's reciprocal.
+
+    Every loop reads and writes one slice of y (and reads m): scores and probabilities in one
+    array, two slices of it would alias and LLVM's vectorized loops would fall back to scalar ones
+    at run time (BERT-base's 12 x 128 rows of 128: 0.55-0.59 ms a layer before, one thread)."""
     masked = m_rows.size > 0
+    n8 = d // 8 * 8
     for r in range(rows):
         o = r * d
-        mo = m_rows[r] if masked else 0
+        yr = y[o:o + d]
         if mode == 1:
             for i in range(d):
-                y[o + i] = x[o + i] * scale
+                yr[i] = yr[i] * scale
         elif mode == 2:
             for i in range(d):
-                y[o + i] = x[o + i] / scale
-        else:  # (a copy onto itself when y is x)
-            for i in range(d):
-                y[o + i] = x[o + i]
+                yr[i] = yr[i] / scale
         if masked:
-            for i in range(d):
-                y[o + i] = y[o + i] + m[mo + i * m_step]
-        yr = y[o:o + d]
-        mx = _row_max(yr, d)
-        for i in range(d):
-            yr[i] = exp32_nonpositive(yr[i] - mx)
-        inv = ONE / np.float32(_sum64(y, o, d))
+            mo = m_rows[r]
+            if m_step == 1:
+                mr = m[mo:mo + d]
+                for i in range(d):
+                    yr[i] = yr[i] + mr[i]
+            elif m_step == 0:
+                c = m[mo]
+                for i in range(d):
+                    yr[i] = yr[i] + c
+            else:
+                for i in range(d):
+                    yr[i] = yr[i] + m[mo + i * m_step]
+        mx = _max_lanes(y, o, n8 // 8)
+        for i in range(o + n8, o + d):
+            mx = _mx(mx, y[i])
+        total = 0.0
+        for c0 in range(0, n8, _CHUNK):
+            nc = min(_CHUNK, n8 - c0)
+            _exp_shifted_inplace(y, o + c0, nc, mx)
+            for b0 in range(0, nc, 256):
+                total += _sum_lanes(y, o + c0 + b0, min(256, nc - b0) // 8)
+        for i in range(o + n8, o + d):
+            y[i] = exp32_nonpositive(y[i] - mx)
+            total += y[i]
+        inv = ONE / np.float32(total)
         for i in range(d):
             yr[i] = yr[i] * inv

@@ -1,0 +1,48 @@
+"""Transpose whose two last output axes swap a strided source axis with the source's contiguous one:
+batches of 2-D transposes, copied in square tiles.
+
+    y[b, i, j] = x[bases[b] + j * stride + i]      (b < len(bases), i < rows, j < cols)
+
+Y C-contiguous, viewed as (len(bases), rows, cols); X flat. The perms this covers put the source's
+last (contiguous) axis second to last and another source axis last: BERT's keys (B, S, H, D) ->
+(B, H, D, S), perm [0, 2, 3, 1]; ViT's (H, S, D) -> (H, D, S); a (C, H*W) -> (H*W, C) flatten. numpy's
+copyto of the transposed view walks Y with X's column stride innermost, one element a step:
+BERT's 128 x 12 x 64 keys took 134 us a copy on this machine against 16 for a plain copy, ViT's
+12 x 197 x 64 117 us against 21 (one thread). Here 8 source rows at a time are walked along, their
+8 x 8 blocks transposed in registers by reorder.py's transpose8 (eight vector loads, three rounds
+of shuffles, eight stores), the edges a scalar loop: 26 and 31 us.
+
+Elements of 4 bytes (the caller views X and Y as float32). Shuffles and moves only: the bits are
+copied unchanged, NaN payloads included.
+"""
+
+from __future__ import annotations
+
+from numba import types
+
+from .jit import njit
+from .reorder import transpose8
+
+_F = types.Array(types.float32, 1, "C")
+
+
+@njit(types.void(types.Array(types.float32, 1, "C", readonly=True), _F,
+                 types.Array(types.int64, 1, "C", readonly=True), types.int64, types.int64, types.int64),
+      nogil=True, cache=True, error_model="numpy")
+def transpose_tiles(x, y, bases, rows, cols, stride):
+    """y[(b * rows + i) * cols + j] = x[bases[b] + j * stride + i] for b < bases.size, i < rows,
+    j < cols (module docstring): 8 source rows at a time, their 8 x 8 blocks along the row."""
+    r8 = rows // 8 * 8
+    c8 = cols // 8 * 8
+    for b in range(bases.size):
+        src = bases[b]
+        dst = b * rows * cols
+        for j0 in range(0, c8, 8):
+            for i0 in range(0, r8, 8):
+                transpose8(x, src + j0 * stride + i0, stride, y, dst + i0 * cols + j0, cols)
+            for i in range(r8, rows):
+                for j in range(j0, j0 + 8):
+                    y[dst + i * cols + j] = x[src + j * stride + i]
+        for i in range(rows):
+            for j in range(c8, cols):
+                y[dst + i * cols + j] = x[src + j * stride + i]
