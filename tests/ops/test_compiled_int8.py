@@ -130,7 +130,9 @@ def test_qlinear_conv_full_range(x_shape, w_shape, attrs, x_type, per_channel):
     assert np.array_equal(ours, ref), f"{int((ours != ref).sum())} of {ref.size} differ"
 
 
-@pytest.mark.parametrize("m,k,p", [(1, 1, 16), (7, 13, 37), (6, 64, 256), (13, 300, 40), (20, 2, 5)])
+@pytest.mark.parametrize("m,k,p", [(1, 1, 16), (7, 13, 37), (6, 64, 256), (13, 300, 40), (20, 2, 5),
+                                   # whole-tile strips of 1..6 rows over blocks of PB pixels, ending on a tile or not
+                                   (12, 16, 272), (5, 9, 512), (11, 4, 48), (16, 24, 529), (3, 7, 300)])
 @pytest.mark.parametrize("x_type,y_type", [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int8)])
 def test_qgemm2d(m, k, p, x_type, y_type):
     """Y = requant(W' @ X + b) over a grid of shapes (tiles of 1..6 rows, odd K, tail pixels)."""

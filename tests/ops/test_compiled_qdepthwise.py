@@ -32,6 +32,7 @@ DEPTHWISE = [
     (10, 6, 9, (3, 1), {"pads": [1, 0, 1, 0]}),
     (8, 5, 5, (3, 3), {}),  # no padding
     (8, 16, 16, (1, 1), {"strides": [2, 2]}),
+    (16, 6, 14, (3, 3), {"pads": [1, 1, 1, 1]}),  # MobileNetV2's 14 x 14: a row of 8 pixels and a tail call of 6
 ]
 
 

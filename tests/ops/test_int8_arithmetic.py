@@ -38,7 +38,10 @@ def _saturating_weights(shape):
 
 
 @pytest.mark.parametrize("m,k,p", [(1, 1, 16), (6, 4, 16), (7, 9, 33), (13, 27, 50), (20, 147, 200), (5, 3, 17),
-                                   (12, 200, 16), (3, 2, 5), (40, 64, 300)])
+                                   (12, 200, 16), (3, 2, 5), (40, 64, 300),
+                                   # the whole-tile strips (_make_strip_sat) of every row count, blocks of PB
+                                   # pixels ending on a tile or not
+                                   (4, 8, 512), (9, 16, 272), (14, 5, 48), (23, 24, 529)])
 @pytest.mark.parametrize("y_type", [np.uint8, np.int8, np.float32])
 def test_qgemm2d_sat_matches_the_saturating_pairs(m, k, p, y_type):
     """compiled/qgemm.py's qgemm2d_sat: the int16-saturated pair sums in k's order, requantized as qgemm2d."""

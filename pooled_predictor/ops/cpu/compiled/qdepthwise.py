@@ -35,7 +35,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .gemm import arg_pointers
+from .gemm import arg_pointers, dispatch_rows
 from .jit import njit
 from .qgemm import _requantizer
 
@@ -105,11 +105,21 @@ def _deinterleave8(typingctx, src, s_off, y, y_off, stride):
     return sig, codegen
 
 
-@intrinsic
-def _dw8(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off):
-    """8 output pixels x 8 channels of a depthwise convolution, channels-last (module docstring, step 2).
+def _make_dw(px: int):
+    """The micro-kernel for px (1..PX) output pixels x 8 channels: _dw8 below with px pixels (a row's last
+    OW % 8 pixels: no pixels computed past the row's end, 1/8 of a 14- or 28-wide row's work)."""
 
-    For p < 8 and lane l < 8: acc = b[b_off + l] + sum_{t < offs.size} wv[w_off + 8t + l] *
+    @intrinsic
+    def dw(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off):
+        return _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off)
+
+    return dw
+
+
+def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off):
+    """px output pixels x 8 channels of a depthwise convolution, channels-last (module docstring, step 2).
+
+    For p < px and lane l < 8: acc = b[b_off + l] + sum_{t < offs.size} wv[w_off + 8t + l] *
     xs[x_off + offs[t] + p * pstep + l]; yt[y_off + 8p + l] = saturate(rint(float32(acc) *
     mult[b_off + l]) + zp). xs and yt are uint8 or int8 (the lanes widened / saturated as their types).
     """
@@ -133,7 +143,7 @@ def _dw8(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
         t = builder.phi(_I64)
         t.add_incoming(_c(0), pre_bb)
         accs = []
-        for _ in range(PX):
+        for _ in range(px):
             ph = builder.phi(_V8I)
             ph.add_incoming(zero, pre_bb)
             accs.append(ph)
@@ -141,7 +151,7 @@ def _dw8(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
         wvec = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(t, _c(8))]), _V8I.as_pointer()), align=4)
         base = builder.gep(xptr, [o])
         new = []
-        for p in range(PX):
+        for p in range(px):
             xv = builder.load(builder.bitcast(builder.gep(base, [builder.mul(pstep, _c(p))]), _V8B.as_pointer()),
                               align=1)
             new.append(builder.add(accs[p], builder.mul(getattr(builder, x_ext)(xv, _V8I), wvec)))
@@ -152,7 +162,7 @@ def _dw8(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
         builder.cbranch(builder.icmp_signed("<", t1, t_n), loop_bb, done_bb)
         builder.position_at_end(done_bb)
         final = []
-        for p in range(PX):
+        for p in range(px):
             ph = builder.phi(_V8I)
             ph.add_incoming(zero, pre_bb)
             ph.add_incoming(new[p], loop_bb)
@@ -161,12 +171,16 @@ def _dw8(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
         scale, quantize = _requantizer(builder, args[9], y_signed)
         bv = builder.load(builder.bitcast(bptr, _V8I.as_pointer()), align=4)
         mv = builder.load(builder.bitcast(mptr, _V8F.as_pointer()), align=4)
-        for p in range(PX):
+        for p in range(px):
             q = quantize(scale(final[p], bv, mv))
             builder.store(q, builder.bitcast(builder.gep(yptr, [_c(8 * p)]), _V8B.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+_dw8 = _make_dw(PX)
+_dw_tail = dispatch_rows(_make_dw, PX - 1, "xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off")
 
 
 # dims: c_n, h, w, oh, ow, sh, sw, pad_top, pad_left, padded width, x_zero_point
@@ -239,10 +253,13 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt):
                 for e in range(row):
                     xs[d + e] = xt[s + e]
         wo, bo = cb * t_n * 8, cb * 8
-        for i in range(oh):  # 2. 8 output pixels x 8 channels a call; a row's last call may write past the
-            xr = i * sh * wp * 8  # row's end into the next row's first pixels (computed again after)
-            for j0 in range(0, ow, PX):
+        full, rem = ow - ow % PX, ow % PX
+        for i in range(oh):  # 2. 8 output pixels x 8 channels a call, a row's last OW % 8 pixels in one call
+            xr = i * sh * wp * 8
+            for j0 in range(0, full, PX):
                 _dw8(xs, xr + j0 * sw * 8, sw * 8, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + j0) * 8)
+            if rem:
+                _dw_tail(xs, xr + full * sw * 8, sw * 8, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + full) * 8, rem)
         yb = y0 + c0 * ohw
         if nl == CB:  # 3. unpack: back into the 8 NCHW planes
             vec = ohw // 8 * 8

@@ -33,7 +33,8 @@ qgemm2d_sat is onnxruntime's u8 x s8 arithmetic on hosts without VNNI (ops/int8_
 uint8 X and int8 W (zero point 0) as they are. W is packed as quads of k (pack_quads: 4 int8 in
 32 bits); each block of PB pixels of X is packed once (_pack16: the 4 rows of a quad interleaved,
 4 bytes a pixel) and read by every row tile; a tile of MRS = 5 rows x 16 pixels per quad broadcasts the
-row's 4 weights and multiplies them with the 2 X vectors. The product is written in generic IR
+row's 4 weights and multiplies them with the 2 X vectors. A row tile runs the block's whole 16-pixel
+tiles in one call (_make_strip_sat: the tile loop in the micro-kernel, its set-up once a strip). The product is written in generic IR
 (_sat_pairs: zext / sext, mul, add of the even and odd products, clamp to [-32768, 32767],
 trunc to i16; then sext, mul by 16 ones loaded from memory, even + odd add), which LLVM's x86
 back end selects as vpmaddubsw + vpmaddwd, MLAS's instruction pair (the ones must be loaded:
@@ -385,6 +386,89 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     return new
 
 
+def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
+    """The saturating micro-kernel (_make_micro's `sat`) over a strip of t_n whole 16-pixel tiles of one
+    row tile, in one call: the tile loop inside the kernel, the bias and multiplier broadcasts, the ones
+    and the requantization's constants set up once for the strip rather than once a tile. (Called a tile
+    at a time, a 5 x 16 tile of a 16-channel pointwise convolution spent about as long in the numba
+    loop's set-up around it, its ~100 live values reloaded from the stack, as in its 4 quads of k.)
+
+    strip(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n): for tile
+    t < t_n, _make_micro(rows, sat=True)'s tile with X at xq[x_off + t * tile_b] (packed by _pack16)
+    and Y at y[y_off + 16 t + r * ldy + c]: the same sums, in the same order, and the same epilogue.
+    """
+
+    @intrinsic
+    def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n):
+        sig = types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n)
+
+        def codegen(context, builder, signature, args):
+            tile_v, ldy_v, kq_v, zp_v, tn_v = args[4], args[7], args[8], args[12], args[14]
+            wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
+                                                        (0, 1), (2, 3), (5, 6), (9, 10), (11, 10))
+            onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
+            v16i16 = ir.VectorType(_I16, 16)
+            ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
+            n_acc = 2 * rows
+            init = [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)]
+            mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F) for r in range(rows)]
+            scale, quantize = _requantizer(builder, zp_v, y_signed)
+            zero = ir.Constant(_V8I, [0] * 8)
+            fn = builder.function
+            entry_bb = builder.block
+            tile_bb = fn.append_basic_block("strip_tile")
+            loop_bb = fn.append_basic_block("strip_kq_loop")
+            done_bb = fn.append_basic_block("strip_kq_done")
+            exit_bb = fn.append_basic_block("strip_exit")
+            builder.cbranch(builder.icmp_signed(">", tn_v, _c(0)), tile_bb, exit_bb)
+            builder.position_at_end(tile_bb)
+            t = builder.phi(_I64)
+            t.add_incoming(_c(0), entry_bb)
+            xt = builder.gep(xptr, [builder.mul(t, tile_v)])
+            yt = builder.gep(yptr, [builder.mul(t, _c(NP))])
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), tile_bb)
+            accs = []
+            for i in range(n_acc):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(init[i], tile_bb)
+                accs.append(ph)
+            new = _sat_step(builder, j, None, xt, wptr, rows, accs, ones16, 2)
+            j1 = builder.add(j, _c(1))
+            j.add_incoming(j1, loop_bb)
+            for a, n in zip(accs, new):
+                a.add_incoming(n, loop_bb)
+            builder.cbranch(builder.icmp_signed("<", j1, kq_v), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            final = []
+            for i in range(n_acc):
+                ph = builder.phi(_V8I)
+                ph.add_incoming(init[i], tile_bb)
+                ph.add_incoming(new[i], loop_bb)
+                final.append(ph)
+            for r in range(rows):
+                row = builder.gep(yt, [builder.mul(ldy_v, _c(r))])
+                fs = [scale(final[2 * r + v], zero, mvs[r]) for v in range(2)]
+                if y_float:
+                    for v in range(2):
+                        builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()),
+                                      align=4)
+                    continue
+                q = quantize.pair(*fs)
+                builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
+            t1 = builder.add(t, _c(1))
+            t.add_incoming(t1, done_bb)
+            builder.cbranch(builder.icmp_signed("<", t1, tn_v), tile_bb, exit_bb)
+            builder.position_at_end(exit_bb)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return strip
+
+
 _ARGS = "wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones"
 _TILES = {(xs, ys): dispatch_rows(lambda r, xs=xs, ys=ys: _make_micro(r, xs, ys), MR, _ARGS)
           for xs in (False, True) for ys in (False, True)}
@@ -395,6 +479,10 @@ _t_sf = dispatch_rows(lambda r: _make_micro(r, True, False, True), MR, _ARGS)
 _s_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True), MRS, _ARGS)
 _s_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True), MRS, _ARGS)
 _s_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True), MRS, _ARGS)
+_STRIP_ARGS = "wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n"
+_st_u = dispatch_rows(lambda r: _make_strip_sat(r, False), MRS, _STRIP_ARGS)
+_st_s = dispatch_rows(lambda r: _make_strip_sat(r, True), MRS, _STRIP_ARGS)
+_st_f = dispatch_rows(lambda r: _make_strip_sat(r, False, True), MRS, _STRIP_ARGS)
 _h_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True, half=True), MRS, _ARGS)
 _h_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True, half=True), MRS, _ARGS)
 _h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half=True), MRS, _ARGS)
@@ -493,6 +581,16 @@ def _tile_sat_half(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mul
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _strip_sat(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows, ys):
+    if is_float(y):
+        _st_f(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+    elif ys:
+        _st_s(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+    else:
+        _st_u(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _tile_sat(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows, ys):
     if is_float(y):
         _s_f(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
@@ -567,14 +665,15 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
             else:
                 for j in range(kq_n):
                     _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+        t_full = max(0, (min(pe, vec_end) - p0) // NP)  # the block's whole 16-pixel tiles: one strip a row tile
         for m in range(0, m_n, MRS):
             rows = min(MRS, m_n - m)
-            for t in range(t_n):
+            if t_full:
+                _strip_sat(wq, m * kq_n, xq, 0, tile_b, yf, y0 + m * ldy + p0, ldy, kq_n, b, m, mult, zp, ones, t_full,
+                           rows, ys)
+            for t in range(t_full, t_n):
                 p = p0 + t * NP
-                if p < vec_end:
-                    _tile_sat(wq, m * kq_n, xq, t * tile_b, offs, yf, y0 + m * ldy + p, ldy, kq_n, b, m, mult, zp,
-                              ones, rows, ys)
-                elif p_n - p <= NP // 2:  # the last 8 or fewer: a half tile into the workspace, the valid copied
+                if p_n - p <= NP // 2:  # the last 8 or fewer: a half tile into the workspace, the valid copied
                     _tile_sat_half(wq, m * kq_n, xq, t * tile_b, offs, ws, 0, NP, kq_n, b, m, mult, zp, ones, rows,
                                    ys)
                     for r in range(rows):
