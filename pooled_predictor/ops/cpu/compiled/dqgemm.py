@@ -46,7 +46,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .gemm import arg_pointers, dispatch_rows
+from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
 from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _pmaddwd, _sat_pairs, _splat
 
@@ -97,11 +97,7 @@ def _make_micro(rows: int, exact: bool = False):
             builder.position_at_end(loop_bb)
             j = builder.phi(_I64)
             j.add_incoming(_c(0), pre_bb)
-            accs = []
-            for _ in range(2 * rows):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
-                accs.append(ph)
+            accs = vector_phis(builder, 2 * rows, (zero, pre_bb))
             base = builder.gep(wptr, [builder.mul(j, _c(64))])
             wv = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
                   for v in range(2)]
@@ -119,18 +115,7 @@ def _make_micro(rows: int, exact: bool = False):
                     prod = builder.mul(builder.sext(_sat_pairs(builder, xb, wv[v]), v16), ones32)
                     s = builder.add(builder.shuffle_vector(prod, undef, even), builder.shuffle_vector(prod, undef, odd))
                     new.append(builder.add(accs[2 * r + v], s))
-            j1 = builder.add(j, _c(1))
-            j.add_incoming(j1, loop_bb)
-            for acc, n in zip(accs, new):
-                acc.add_incoming(n, loop_bb)
-            builder.cbranch(builder.icmp_signed("<", j1, kq_v), loop_bb, done_bb)
-            builder.position_at_end(done_bb)
-            final = []
-            for i in range(2 * rows):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
-                ph.add_incoming(new[i], loop_bb)
-                final.append(ph)
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
             # the epilogue: - zp * colsum (int32), to float32, * float32(a_scale * b_scale), + bias
             nzp = _splat(builder, builder.neg(builder.trunc(zp_v, _I32)), _V8I)
             scale = _splat(builder, sc_v, _V8F)

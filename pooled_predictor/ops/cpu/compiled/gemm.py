@@ -78,6 +78,20 @@ def vector_phis(builder, n: int, *incoming) -> list:
     return out
 
 
+def close_loop(builder, counter, limit, accs: list, new: list, loop_bb, done_bb, entry: tuple) -> list:
+    """End a counted loop whose block loop_bb holds the accumulator phis `accs`: counter + 1 and the
+    accumulators' next values `new` are fed back to their phis, the loop repeats while counter + 1 <
+    limit, and done_bb, where the builder is left, starts with the results: one phi per accumulator
+    of `entry` (values, block), what it holds where the loop is skipped, and of `new` from loop_bb."""
+    step = builder.add(counter, ir.Constant(counter.type, 1))
+    counter.add_incoming(step, loop_bb)
+    for acc, value in zip(accs, new):
+        acc.add_incoming(value, loop_bb)
+    builder.cbranch(builder.icmp_signed("<", step, limit), loop_bb, done_bb)
+    builder.position_at_end(done_bb)
+    return vector_phis(builder, len(new), entry, (new, loop_bb))
+
+
 def arg_pointers(context, builder, signature, args, *at) -> list:
     """In an intrinsic's codegen: for each (array index, offset index) pair of `at`, the address of
     element args[offset index] of array argument args[array index]."""
@@ -132,13 +146,7 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
     k.add_incoming(c(0), pre_bb)
     accs = vector_phis(builder, len(start), (start, pre_bb))
     new = step(k, accs)
-    k1 = builder.add(k, c(1))
-    k.add_incoming(k1, loop_bb)
-    for a, n in zip(accs, new):
-        a.add_incoming(n, loop_bb)
-    builder.cbranch(builder.icmp_signed("<", k1, k_n), loop_bb, done_bb)
-    builder.position_at_end(done_bb)
-    final = vector_phis(builder, len(slots), (start, pre_bb), (new, loop_bb))  # phis lead the block
+    final = close_loop(builder, k, k_n, accs, new, loop_bb, done_bb, (start, pre_bb))  # phis lead the block
     builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0)), bias_bb, store_bb)
     builder.position_at_end(bias_bb)
     biased = [builder.fadd(f, bv) for f, bv in zip(final, bias)]

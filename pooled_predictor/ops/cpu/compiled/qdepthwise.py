@@ -35,7 +35,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .gemm import arg_pointers, dispatch_rows
+from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
 from .qgemm import _requantizer
 
@@ -142,11 +142,7 @@ def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
         builder.position_at_end(loop_bb)
         t = builder.phi(_I64)
         t.add_incoming(_c(0), pre_bb)
-        accs = []
-        for _ in range(px):
-            ph = builder.phi(_V8I)
-            ph.add_incoming(zero, pre_bb)
-            accs.append(ph)
+        accs = vector_phis(builder, px, (zero, pre_bb))
         o = builder.load(builder.gep(optr, [t]))
         wvec = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(t, _c(8))]), _V8I.as_pointer()), align=4)
         base = builder.gep(xptr, [o])
@@ -155,18 +151,7 @@ def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
             xv = builder.load(builder.bitcast(builder.gep(base, [builder.mul(pstep, _c(p))]), _V8B.as_pointer()),
                               align=1)
             new.append(builder.add(accs[p], builder.mul(getattr(builder, x_ext)(xv, _V8I), wvec)))
-        t1 = builder.add(t, _c(1))
-        t.add_incoming(t1, loop_bb)
-        for a, n in zip(accs, new):
-            a.add_incoming(n, loop_bb)
-        builder.cbranch(builder.icmp_signed("<", t1, t_n), loop_bb, done_bb)
-        builder.position_at_end(done_bb)
-        final = []
-        for p in range(px):
-            ph = builder.phi(_V8I)
-            ph.add_incoming(zero, pre_bb)
-            ph.add_incoming(new[p], loop_bb)
-            final.append(ph)
+        final = close_loop(builder, t, t_n, accs, new, loop_bb, done_bb, (zero, pre_bb))
         # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
         scale, quantize = _requantizer(builder, args[9], y_signed)
         bv = builder.load(builder.bitcast(bptr, _V8I.as_pointer()), align=4)

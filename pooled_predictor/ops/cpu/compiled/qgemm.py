@@ -52,7 +52,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
-from .gemm import arg_pointers, dispatch_rows
+from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
 
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast of 16 ymm
@@ -224,11 +224,7 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             builder.position_at_end(loop_bb)
             j = builder.phi(_I64)
             j.add_incoming(_c(0), pre_bb)
-            accs = []
-            for i in range(n_acc):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(init[i], pre_bb)
-                accs.append(ph)
+            accs = vector_phis(builder, n_acc, (init, pre_bb))
             if sat:
                 new = _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv)
             else:
@@ -249,18 +245,7 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
                     wv = builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r)])), _V8I), v16i16)
                     new.append(builder.add(accs[2 * r], _pmaddwd(builder, lo, wv)))
                     new.append(builder.add(accs[2 * r + 1], _pmaddwd(builder, hi, wv)))
-            j1 = builder.add(j, _c(1))
-            j.add_incoming(j1, loop_bb)
-            for a, n in zip(accs, new):
-                a.add_incoming(n, loop_bb)
-            builder.cbranch(builder.icmp_signed("<", j1, kp_v), loop_bb, done_bb)
-            builder.position_at_end(done_bb)
-            final = []
-            for i in range(n_acc):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(init[i], pre_bb)
-                ph.add_incoming(new[i], loop_bb)
-                final.append(ph)
+            final = close_loop(builder, j, kp_v, accs, new, loop_bb, done_bb, (init, pre_bb))
             # the requantization (MlasRequantizeOutput's order): (+ bias: in the sums), to float32, * mult, clamp,
             # rint, + zp
             scale, quantize = _requantizer(builder, zp_v, y_signed)
@@ -430,24 +415,9 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
             builder.position_at_end(loop_bb)
             j = builder.phi(_I64)
             j.add_incoming(_c(0), tile_bb)
-            accs = []
-            for i in range(n_acc):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(init[i], tile_bb)
-                accs.append(ph)
+            accs = vector_phis(builder, n_acc, (init, tile_bb))
             new = _sat_step(builder, j, None, xt, wptr, rows, accs, ones16, 2)
-            j1 = builder.add(j, _c(1))
-            j.add_incoming(j1, loop_bb)
-            for a, n in zip(accs, new):
-                a.add_incoming(n, loop_bb)
-            builder.cbranch(builder.icmp_signed("<", j1, kq_v), loop_bb, done_bb)
-            builder.position_at_end(done_bb)
-            final = []
-            for i in range(n_acc):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(init[i], tile_bb)
-                ph.add_incoming(new[i], loop_bb)
-                final.append(ph)
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (init, tile_bb))
             for r in range(rows):
                 row = builder.gep(yt, [builder.mul(ldy_v, _c(r))])
                 fs = [scale(final[2 * r + v], zero, mvs[r]) for v in range(2)]
@@ -851,11 +821,7 @@ def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
             builder.position_at_end(loop_bb)
             j = builder.phi(_I64)
             j.add_incoming(_c(0), pre_bb)
-            accs = []
-            for _ in range(blocks):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
-                accs.append(ph)
+            accs = vector_phis(builder, blocks, (zero, pre_bb))
             quad = builder.load(builder.bitcast(builder.gep(aptr, [builder.mul(j, _c(4))]), _I32.as_pointer()),
                                 align=1)
             av = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
@@ -869,18 +835,7 @@ def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
                 even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
                 odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
                 new.append(builder.add(accs[t], builder.add(even, odd)))
-            j1 = builder.add(j, _c(1))
-            j.add_incoming(j1, loop_bb)
-            for acc, n in zip(accs, new):
-                acc.add_incoming(n, loop_bb)
-            builder.cbranch(builder.icmp_signed("<", j1, kq_v), loop_bb, done_bb)
-            builder.position_at_end(done_bb)
-            final = []
-            for t in range(blocks):
-                ph = builder.phi(_V8I)
-                ph.add_incoming(zero, pre_bb)
-                ph.add_incoming(new[t], loop_bb)
-                final.append(ph)
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             for t, ph in enumerate(final):
                 bv = builder.load(builder.bitcast(builder.gep(bptr, [_c(8 * t)]), _V8I.as_pointer()), align=4)

@@ -55,7 +55,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .expf import fmuladd32
-from .gemm import vector_phis
+from .gemm import close_loop, vector_phis
 from .jit import njit
 from .matmul import PANEL, array_data, matmul_const, pack_right, scratch_size, splat, vload, vstore
 
@@ -230,13 +230,7 @@ def _make_micro(rows: int, panels: int):
                     w = splat(builder, builder.load(builder.gep(arows[r], [k])))
                     for v in range(2):
                         new[r * 2 + v] = builder.call(fma, [w, xv[v], accs[r * 2 + v]])
-            k1 = builder.add(k, _c(1))
-            k.add_incoming(k1, loop_bb)
-            for acc, v in zip(accs, new):
-                acc.add_incoming(v, loop_bb)
-            builder.cbranch(builder.icmp_signed("<", k1, k_n_v), loop_bb, done_bb)
-            builder.position_at_end(done_bb)
-            final = vector_phis(builder, n, (zero, entry), (new, loop_bb))
+            final = close_loop(builder, k, k_n_v, accs, new, loop_bb, done_bb, (zero, entry))
             for r in range(rows):
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 for i in range(2 * panels):
