@@ -556,40 +556,41 @@ def step_speed(report, args):
     _print_speed(report["speed"])
 
 
-def step_pool(report, args):
-    if left() <= 40:
+def _pool_against_batch32(report) -> dict:
+    pool = pool_throughput()
+    b32 = next((r for r in report.get("speed", []) if r["model"] == "resnet50" and r["batch"] == 32
+                and "ours_graph_ms" in r), None)
+    if b32 is None and left() > 30:  # speed not run (yet): the batch-32 figure the goal compares with
+        rows = speed([("resnet50", 32)])
+        _print_speed(rows)
+        b32 = next((r for r in rows if "ours_graph_ms" in r), None)
+    if b32:
+        pool["batch32_images_per_s"] = 32e3 / b32["ours_graph_ms"]
+        pool["of_batch32"] = pool["images_per_s"] / pool["batch32_images_per_s"]
+    return pool
+
+
+def _guarded(report, key: str, run, min_left: float) -> None:
+    """report[key] = run(), or what it raised, when more than min_left seconds are left; printed."""
+    if left() <= min_left:
         return
     try:
-        report["pool"] = pool_throughput()
-        b32 = next((r for r in report.get("speed", []) if r["model"] == "resnet50" and r["batch"] == 32
-                    and "ours_graph_ms" in r), None)
-        if b32 is None and left() > 30:  # speed not run (yet): the batch-32 figure the goal compares with
-            rows = speed([("resnet50", 32)])
-            _print_speed(rows)
-            b32 = next((r for r in rows if "ours_graph_ms" in r), None)
-        if b32:
-            report["pool"]["batch32_images_per_s"] = 32e3 / b32["ours_graph_ms"]
-            report["pool"]["of_batch32"] = report["pool"]["images_per_s"] / report["pool"]["batch32_images_per_s"]
+        report[key] = run()
     except Exception as exc:  # noqa: BLE001
-        report["pool"] = _error(exc)
-    print(f"\npool: {report['pool']}")
+        report[key] = _error(exc)
+    print(f"\n{key}: {report[key]}")
+
+
+def step_pool(report, args):
+    _guarded(report, "pool", lambda: _pool_against_batch32(report), 40)
 
 
 def step_memory(report, args):
-    if left() <= 30:
-        return
-    try:
-        report["memory"] = memory()
-    except Exception as exc:  # noqa: BLE001
-        report["memory"] = _error(exc)
-    print(f"\nmemory: {report['memory']}")
+    _guarded(report, "memory", memory, 30)
 
 
 def step_demo(report, args):
-    if left() <= 60:
-        return
-    report["demo"] = demo()
-    print(f"\ndemo: {report['demo']}")
+    _guarded(report, "demo", demo, 60)
 
 
 def main(argv=None) -> int:

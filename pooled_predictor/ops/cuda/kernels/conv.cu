@@ -40,6 +40,17 @@ extern "C" __global__ void im2col_f32(const float* __restrict__ x, float* __rest
 // Depthwise convolution (group = C, M = C * mult output channels; output channel m reads input
 // channel m / mult), with the epilogue: y = act(conv + bias[m] + z). w (M, 1, KH, KW); bias (M,) or
 // null; z y's shape or null.
+// Output element i of y (N, M, OH, OW) as (image b, channel m, row oh, column ow).
+template <typename I>
+__device__ __forceinline__ void depthwise_index(I i, int OW, int OH, int M, I& b, int& m, int& oh, int& ow) {
+    I q = i / (I)OW;
+    ow = (int)(i - q * (I)OW);
+    I r = q / (I)OH;
+    oh = (int)(q - r * (I)OH);
+    b = r / (I)M;
+    m = (int)(r - b * (I)M);
+}
+
 template <typename I>
 __device__ __forceinline__ void depthwise_body(const float* __restrict__ x, const float* __restrict__ w,
                                                const float* __restrict__ bias, const float* __restrict__ z,
@@ -48,12 +59,9 @@ __device__ __forceinline__ void depthwise_body(const float* __restrict__ x, cons
                                                int dw, int act, float alpha, float beta) {
     int mult = M / C;
     GRID_STRIDE_T(I, i, n) {
-        I q = i / (I)OW;
-        int ow = (int)(i - q * (I)OW);
-        I r = q / (I)OH;
-        int oh = (int)(q - r * (I)OH);
-        I b = r / (I)M;
-        int m = (int)(r - b * (I)M);
+        I b;
+        int m, oh, ow;
+        depthwise_index<I>(i, OW, OH, M, b, m, oh, ow);
         const float* xc = x + ((i64)b * C + m / mult) * H * W;
         const float* wm = w + (i64)m * KH * KW;
         float acc = 0.0f;
@@ -84,12 +92,9 @@ __device__ __forceinline__ void depthwise_k_body(const float* __restrict__ x, co
                                                  float alpha, float beta) {
     int mult = M / C;
     GRID_STRIDE_T(I, i, n) {
-        I q = i / (I)OW;
-        int ow = (int)(i - q * (I)OW);
-        I r = q / (I)OH;
-        int oh = (int)(q - r * (I)OH);
-        I b = r / (I)M;
-        int m = (int)(r - b * (I)M);
+        I b;
+        int m, oh, ow;
+        depthwise_index<I>(i, OW, OH, M, b, m, oh, ow);
         const float* xc = x + ((i64)b * C + m / mult) * H * W;
         const float* wm = w + (i64)m * (K * K);
         float wk[K * K];
