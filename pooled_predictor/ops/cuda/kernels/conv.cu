@@ -40,6 +40,7 @@ extern "C" __global__ void im2col_f32(const float* __restrict__ x, float* __rest
 // Depthwise convolution (group = C, M = C * mult output channels; output channel m reads input
 // channel m / mult), with the epilogue: y = act(conv + bias[m] + z). w (M, 1, KH, KW); bias (M,) or
 // null; z y's shape or null.
+
 // Output element i of y (N, M, OH, OW) as (image b, channel m, row oh, column ow).
 template <typename I>
 __device__ __forceinline__ void depthwise_index(I i, int OW, int OH, int M, I& b, int& m, int& oh, int& ow) {
@@ -51,65 +52,34 @@ __device__ __forceinline__ void depthwise_index(I i, int OW, int OH, int M, I& b
     m = (int)(r - b * (I)M);
 }
 
-template <typename I>
+// K > 0: a K x K filter known at compile time (3x3 and 5x5, MobileNet's and EfficientNet's): the taps
+// unrolled, each tap's bounds test a predicate, so a thread's K*K loads issue before the first
+// multiply-add waits on one (runtime bounds kept them one after another). K = 0: KH x KW at run time.
+// Either way the taps in bounds are added in (kh, kw) order: the same bits.
+template <typename I, int K>
 __device__ __forceinline__ void depthwise_body(const float* __restrict__ x, const float* __restrict__ w,
                                                const float* __restrict__ bias, const float* __restrict__ z,
                                                float* __restrict__ y, I n, int C, int H, int W, int M, int OH,
                                                int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh,
                                                int dw, int act, float alpha, float beta) {
+    const int kh_n = K > 0 ? K : KH, kw_n = K > 0 ? K : KW;
     int mult = M / C;
     GRID_STRIDE_T(I, i, n) {
         I b;
         int m, oh, ow;
         depthwise_index<I>(i, OW, OH, M, b, m, oh, ow);
         const float* xc = x + ((i64)b * C + m / mult) * H * W;
-        const float* wm = w + (i64)m * KH * KW;
-        float acc = 0.0f;
-        for (int kh = 0; kh < KH; ++kh) {
-            int ih = oh * sh - ph + kh * dh;
-            if (ih < 0 || ih >= H) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                int iw = ow * sw - pw + kw * dw;
-                if (iw < 0 || iw >= W) continue;
-                acc += xc[ih * W + iw] * wm[kh * KW + kw];
-            }
-        }
-        if (bias) acc += bias[m];
-        if (z) acc += z[i];
-        y[i] = activate(acc, act, alpha, beta);
-    }
-}
-
-// The same for a K x K filter known at compile time (3x3 and 5x5, MobileNet's and EfficientNet's): the
-// taps unrolled, the filter in registers, each tap's bounds test a predicate, so all K*K loads of a
-// thread issue before the first multiply-add waits on one (the generic loop's runtime bounds kept its
-// loads one after another). The same terms added in the same order: the same bits as the generic body.
-template <typename I, int K>
-__device__ __forceinline__ void depthwise_k_body(const float* __restrict__ x, const float* __restrict__ w,
-                                                 const float* __restrict__ bias, const float* __restrict__ z,
-                                                 float* __restrict__ y, I n, int C, int H, int W, int M, int OH,
-                                                 int OW, int sh, int sw, int ph, int pw, int dh, int dw, int act,
-                                                 float alpha, float beta) {
-    int mult = M / C;
-    GRID_STRIDE_T(I, i, n) {
-        I b;
-        int m, oh, ow;
-        depthwise_index<I>(i, OW, OH, M, b, m, oh, ow);
-        const float* xc = x + ((i64)b * C + m / mult) * H * W;
-        const float* wm = w + (i64)m * (K * K);
-        float wk[K * K];
-#pragma unroll
-        for (int t = 0; t < K * K; ++t) wk[t] = wm[t];
+        const float* wm = w + (i64)m * kh_n * kw_n;
         int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
         float acc = 0.0f;
 #pragma unroll
-        for (int kh = 0; kh < K; ++kh) {
+        for (int kh = 0; kh < kh_n; ++kh) {
             int ih = ih0 + kh * dh;
             bool row_in = ih >= 0 && ih < H;
 #pragma unroll
-            for (int kw = 0; kw < K; ++kw) {
+            for (int kw = 0; kw < kw_n; ++kw) {
                 int iw = iw0 + kw * dw;
-                if (row_in && iw >= 0 && iw < W) acc += xc[ih * W + iw] * wk[kh * K + kw];
+                if (row_in && iw >= 0 && iw < W) acc += xc[ih * W + iw] * wm[kh * kw_n + kw];
             }
         }
         if (bias) acc += bias[m];
@@ -125,11 +95,14 @@ __device__ __forceinline__ void depthwise_any(const float* __restrict__ x, const
                                               int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
                                               int act, float alpha, float beta) {
     if (KH == 3 && KW == 3)
-        depthwise_k_body<I, 3>(x, w, bias, z, y, n, C, H, W, M, OH, OW, sh, sw, ph, pw, dh, dw, act, alpha, beta);
+        depthwise_body<I, 3>(x, w, bias, z, y, n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, act, alpha,
+                             beta);
     else if (KH == 5 && KW == 5)
-        depthwise_k_body<I, 5>(x, w, bias, z, y, n, C, H, W, M, OH, OW, sh, sw, ph, pw, dh, dw, act, alpha, beta);
+        depthwise_body<I, 5>(x, w, bias, z, y, n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, act, alpha,
+                             beta);
     else
-        depthwise_body<I>(x, w, bias, z, y, n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, act, alpha, beta);
+        depthwise_body<I, 0>(x, w, bias, z, y, n, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, act, alpha,
+                             beta);
 }
 
 extern "C" __global__ void depthwise_f32(const float* __restrict__ x, const float* __restrict__ w,
