@@ -282,9 +282,7 @@ class _ConvBase:
         if self.has_bias and ctx.is_static(2):
             self.b_static = np.ascontiguousarray(np.asarray(ctx.value(2), self.dtype).reshape(self.bshape))
         self.empty = g.batch * g.out_channels * math.prod(g.out_shape) == 0
-        # a tiered Net's reference layout (compiled kernels enabled, not active here): its large
-        # products use the cores the held background compiler leaves idle (reference_split.py)
-        split = compiled.ENABLED and not compiled.active()
+        split = compiled.reference_tier()  # large products on the idle cores (reference_split.py)
         self._matmul = reference_split.matmul if split else np.matmul
         self._copyto = partial(reference_split.copyto, axis=2) if split else np.copyto  # im2col: by channels
         self._key = None
@@ -410,7 +408,7 @@ class Conv(_ConvBase):
         # is ready: there W [| B] would be a copy of every such weight made for those
         # few (0.1 s of ResNet-50's warm first result, issue 31), so W is read as
         # stored and B added after the GEMM.
-        self.fold_bias = self.has_bias and not (compiled.ENABLED and not compiled.active())
+        self.fold_bias = self.has_bias and not compiled.reference_tier()
         self.rest = math.prod(g.out_shape[1:])
         # One image at a time (batch > 1): wider bands, one GEMM per band per image.
         self.bands = _bands(g.out_shape[0], c * self.taps * self.rest * self.dtype.itemsize)

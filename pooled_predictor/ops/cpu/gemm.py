@@ -40,8 +40,7 @@ class Gemm:
             else:
                 self.c_buffer = ctx.scratch(ctx.shape(2), dtype)
         self.fast = None
-        # a tiered Net's reference layout: its large products use the idle cores (reference_split.py)
-        self._matmul = reference_split.matmul if compiled.ENABLED and not compiled.active() else np.matmul
+        self._matmul = reference_split.matmul if compiled.reference_tier() else np.matmul  # on the idle cores
         if (not self.trans_a and self.alpha == 1.0 and ctx.is_static(1)
                 and (not self.use_c or (self.beta == 1.0 and ctx.is_static(2)))):
             # B a weight, C absent or a weight bias of N: the compiled product (ops/cpu/matmul.py)

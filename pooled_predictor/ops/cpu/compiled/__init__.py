@@ -66,7 +66,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["ENABLED", "TIERED", "NotCached", "active", "bound", "cache_dir", "cache_only", "chain", "compile_inline",
-           "discovering", "ensure", "ensure_all", "is_pending", "load_all", "memory_only", "prepared", "reference_kernels", "run_steps", "tiered"]
+           "discovering", "ensure", "ensure_all", "is_pending", "load_all", "memory_only", "prepared", "reference_kernels", "reference_tier", "run_steps", "tiered"]
 
 ENABLED = os.environ.get("POOLED_PREDICTOR_COMPILED", "1") != "0"
 """Kernels built from now on use the compiled paths where they apply; False: the
@@ -147,6 +147,14 @@ def active() -> bool:
     """Whether kernels built now, in this thread, take their compiled paths: ENABLED, and not
     inside reference_kernels(). Kernel builders ask this, never ENABLED itself."""
     return ENABLED and not getattr(_state, "reference", False)
+
+
+def reference_tier() -> bool:
+    """Whether kernels built now, in this thread, serve a tiered Net's reference layout: compiled
+    kernels ENABLED, but reference_kernels() in force (the plain numpy reference, ENABLED False, is
+    not one). Such kernels serve a few first forwards: they copy no weights, and split their large
+    products over the idle cores (ops/cpu/reference_split.py)."""
+    return ENABLED and getattr(_state, "reference", False)
 
 
 def tiered() -> bool:
