@@ -15,7 +15,7 @@ Layers, lowest first. A module imports only modules of its own layer or of lower
 at its top (never inside a function), with no circle; tests/test_layers.py checks it:
 
     errors, budget, ir,  the exception tree, the memory budget, the graph IR and its dtypes,
-    contrib_schemas      onnxruntime's com.microsoft op schemas, registered with onnx
+    contrib_schemas      onnxruntime's com.microsoft op schemas, registered with onnx when first needed
     ops | importers      kernels, shape rules, the registry, Step | ONNX and Caffe -> Graph
                          (peers that never import each other; numba only in ops/cpu/compiled)
     passes               Graph -> Graph rewrites and kernel-type assignment

@@ -4,8 +4,11 @@ onnx ships no schema of onnxruntime's own ops, so a model in the QOperator
 format (QLinearAdd, QGemm, ...) could be checked by nobody before its kernels
 ran. This module writes their schemas (inputs, outputs, type constraints,
 attributes with their defaults) as onnx.defs.OpSchema objects and registers
-them with onnx (onnx.defs.register_schema), once, when it is imported. From
-then on `onnx.defs.get_schema(op, version, "com.microsoft")` resolves them as
+them with onnx (onnx.defs.register_schema), once, the first time a schema of
+the domain is asked for (`ensure_registered`: the importer for a model that
+imports com.microsoft, the registry, the shape rules' type checks; building the
+schemas took 14-22 ms of the package's import, which most models never use:
+issue 31). From then on `onnx.defs.get_schema(op, version, "com.microsoft")` resolves them as
 any ONNX op: the importer's checks (importers/validate.py: input and output
 counts, required and unknown attributes, initializer types), the registry
 (ops/registry.py: since_version for the model's opset of com.microsoft, the
@@ -18,6 +21,8 @@ A schema onnx already knows (another library registered it) is left as it is.
 """
 
 from __future__ import annotations
+
+import threading
 
 import onnx
 from onnx import helper
@@ -129,16 +134,30 @@ def schemas() -> list[OpSchema]:
     ]
 
 
+_lock = threading.Lock()
+_registered = False
+
+
 def register() -> None:
-    """Register every schema of `schemas()` with onnx that it does not know yet (idempotent)."""
-    for s in schemas():
-        if not onnx.defs.has(s.name, s.domain):
-            onnx.defs.register_schema(s)
+    """Register every schema of `schemas()` with onnx that it does not know yet (idempotent,
+    thread-safe)."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        for s in schemas():
+            if not onnx.defs.has(s.name, s.domain):
+                onnx.defs.register_schema(s)
+        _registered = True
+
+
+def ensure_registered(domain: str = DOMAIN) -> None:
+    """Register this module's schemas if `domain` is theirs and they are not yet (cheap after the
+    first call). Call it before asking onnx for a schema of a node of `domain`."""
+    if domain == DOMAIN and not _registered:
+        register()
 
 
 def is_registered_contrib(domain: str) -> bool:
     """Whether nodes of `domain` are checked against schemas of this module (attributes included)."""
     return domain == DOMAIN
-
-
-register()

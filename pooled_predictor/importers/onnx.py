@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..contrib_schemas import ensure_registered
 from ..errors import ModelLoadError, PooledPredictorError
 from ..ir import Graph, Node, Subgraph, Value, elem_dtype, readonly
 from .external import external_tensors, resolve_external_data
@@ -105,6 +106,8 @@ def parse_model(src, *, external_data_dir=None, memory_limit_bytes: int | None =
         facts["external_data"] = external
     checked = os.fspath(src) if isinstance(src, (str, os.PathLike)) and not external else None
     resolve_external_data(model, base_dir, where, memory_limit_bytes)
+    for imp in model.opset_import:  # onnx.checker checks com.microsoft nodes once their schemas are known
+        ensure_registered(imp.domain)
     try:
         onnx.checker.check_model(model if checked is None else checked)
     except Exception as exc:

@@ -39,7 +39,7 @@ import onnx
 from onnx import AttributeProto, TensorProto
 
 from .. import budget
-from ..contrib_schemas import is_registered_contrib  # registers onnxruntime's com.microsoft schemas
+from ..contrib_schemas import ensure_registered, is_registered_contrib
 from ..errors import ModelLoadError
 from .external import declared_nbytes
 
@@ -145,6 +145,7 @@ def _schema(node: onnx.NodeProto, opset: dict):
     version = opset.get(domain)
     if version is None:
         return None
+    ensure_registered(domain)
     try:
         return onnx.defs.get_schema(node.op_type, version, domain)
     except Exception:  # not an ONNX op (our own domain, a custom one): the registry decides

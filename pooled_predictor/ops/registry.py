@@ -59,6 +59,7 @@ from typing import Callable, Iterable
 
 import onnx
 
+from ..contrib_schemas import ensure_registered
 from ..errors import UnsupportedOpError
 
 DEVICES = ("cpu", "cuda")
@@ -79,7 +80,8 @@ class KernelDef:
         inplace: input indices whose storage output 0 may take when that input
             dies at this node with the same size and dtype (for memory_opt).
         multi_output: `out` is a tuple (the schema has several outputs), padded
-            with None up to `num_outputs` for omitted trailing outputs.
+            with None up to `num_outputs` for omitted trailing outputs (from the
+            schema when first asked: not at registration, which runs at import).
         num_outputs: outputs the schema names (0 when the last is variadic).
         check: optional ``check(attrs, version) -> str | None``: a reason the
             attribute values are unsupported, found at compile time.
@@ -100,8 +102,6 @@ class KernelDef:
     device: str
     impl: Callable
     inplace: tuple = ()
-    multi_output: bool = False
-    num_outputs: int = 1
     check: Callable | None = None
     params: frozenset = field(default_factory=frozenset)
     dynamic_output: bool = False
@@ -111,6 +111,14 @@ class KernelDef:
     preference: int = 0
     supports: Callable | None = None
     precision: str = DEFAULT_PRECISION
+
+    @property
+    def multi_output(self) -> bool:
+        return _schema_outputs(self.op_type, self.domain, self.since)[0]
+
+    @property
+    def num_outputs(self) -> int:
+        return _schema_outputs(self.op_type, self.domain, self.since)[1]
 
     def input_layout(self, i: int) -> str | None:
         """The layout input i must arrive in (None: as stored, no transform; e.g. weights)."""
@@ -144,6 +152,7 @@ _PRECISIONS: dict[tuple[str, str, str, str], list] = {}
 @functools.lru_cache(maxsize=None)
 def _schema_outputs(op_type: str, domain: str, since: int) -> tuple[bool, int]:
     """(several outputs?, how many the schema names; 0 when the last is variadic)."""
+    ensure_registered(domain)
     try:
         s = onnx.defs.get_schema(op_type, since, domain)
     except Exception:
@@ -223,8 +232,7 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
             if v in table:
                 raise ValueError(f"kernel {op_type} since {v} on {device} ({layout}, {precision}) registered twice "
                                  f"({table[v].impl.__qualname__} and {impl.__qualname__})")
-            multi, count = _schema_outputs(op_type, domain, v)
-            table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace), multi, count, check, params,
+            table[v] = KernelDef(op_type, domain, v, device, impl, tuple(inplace), check, params,
                                  dynamic_output, layout, ins, outs, int(preference), supports, precision)
         return impl
 
@@ -234,6 +242,7 @@ def kernel(op_type: str, *, since: int | Iterable[int], device: str = "cpu", dom
 @functools.lru_cache(maxsize=None)
 def schema_version(op_type: str, domain: str, opset: int) -> int | None:
     """since_version of the schema of `op_type` in effect at `opset` (None if none)."""
+    ensure_registered(domain)
     try:
         return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain).since_version
     except Exception:

@@ -9,6 +9,9 @@ int16 (vpmaddubsw); int8 weights here stay within [-64, 63] (7 bits, onnxruntime
 reduce_range), where that never happens, so the comparison holds on every host.
 """
 
+import subprocess
+import sys
+
 import numpy as np
 import onnx
 import pytest
@@ -361,13 +364,37 @@ def test_missing_opset_import_is_unsupported():
 
 def test_schemas_known_to_onnx():
     """contrib_schemas registers the ops with onnx: the checker accepts a QOperator node."""
-    import pooled_predictor.contrib_schemas  # noqa: F401
+    from pooled_predictor.contrib_schemas import ensure_registered
+
+    ensure_registered()
 
     model = make_node_model("QLinearAdd", [q((2,), np.uint8), f(0.1), zp(np.uint8), q((2,), np.uint8), f(0.1),
                                            zp(np.uint8), f(0.1), zp(np.uint8)], static=(1, 2, 4, 5, 6, 7), domain=MS)
     type_outputs(model, [np.zeros(2, np.uint8)])
     onnx.checker.check_model(model)
     assert onnx.defs.get_schema("QGemm", 1, MS).attributes["alpha"].default_value.f == 1.0
+
+
+def test_schemas_registered_when_a_model_needs_them():
+    """The import of the package registers none (issue 31: 14-22 ms most models never use); a model
+    that imports com.microsoft has them registered before onnx.checker sees it."""
+    code = (
+        "import onnx, numpy as np, pooled_predictor\n"
+        "from onnx import helper, TensorProto\n"
+        "assert not onnx.defs.has('QLinearAdd', 'com.microsoft')\n"
+        "u8 = lambda n: helper.make_tensor_value_info(n, TensorProto.UINT8, [2])\n"
+        "inits = [helper.make_tensor(n, TensorProto.FLOAT, [], [0.1]) for n in ('s',)] + "
+        "[helper.make_tensor('z', TensorProto.UINT8, [], [3])]\n"
+        "node = helper.make_node('QLinearAdd', ['a', 's', 'z', 'b', 's', 'z', 's', 'z'], ['y'], domain='com.microsoft')\n"
+        "g = helper.make_graph([node], 'g', [u8('a'), u8('b')], [u8('y')], inits)\n"
+        "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 17), helper.make_opsetid('com.microsoft', 1)])\n"
+        "p = pooled_predictor.Predictor(m.SerializeToString())\n"
+        "assert onnx.defs.has('QLinearAdd', 'com.microsoft')\n"
+        "y = p.forward({'a': np.array([3, 13], np.uint8), 'b': np.array([3, 23], np.uint8)})['y']\n"
+        "assert y.tolist() == [3, 33], y\n"
+        "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

@@ -8,6 +8,7 @@ import functools
 import numpy as np
 import onnx
 
+from ...contrib_schemas import ensure_registered
 from ...errors import UnsupportedOpError
 from . import shape_rule
 
@@ -59,6 +60,7 @@ def onnx_type(dtype) -> str:
 @functools.lru_cache(maxsize=None)
 def _formal_inputs(op_type: str, domain: str, version: int):
     """(name, type parameter or None, allowed type strings, variadic, homogeneous) per formal input."""
+    ensure_registered(domain)
     schema = onnx.defs.get_schema(op_type, version, domain)
     allowed = {t.type_param_str: frozenset(t.allowed_type_strs) for t in schema.type_constraints}
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
