@@ -142,6 +142,51 @@ def test_a_damaged_entry_is_rebuilt_not_used(setup, damage, caplog):
     assert _build(model, cache).cached  # written again, whole
 
 
+def test_the_weight_block_is_checked_part_by_part(tmp_path, monkeypatch, caplog):
+    """Format 3: one XXH3-128 per part of the weight block (hashed on several threads); a flipped byte in
+    any part, or a header with a hash missing, makes the entry rebuilt."""
+    monkeypatch.setattr(model_cache, "_PART_BYTES", 256)
+    model = tmp_path / "mlp.onnx"
+    onnx.save(make_mlp(seed=3), model)
+    past = time.time() - 10
+    os.utime(model, (past, past))
+    cache = tmp_path / "cache"
+    y = _build(model, cache).forward({"x": X})["y"]
+    (entry,) = _entries(cache)
+    raw, header, _ = _header(entry)
+    parts = header["xxh3_128_parts"]
+    assert len(parts) == -(-header["data_bytes"] // 256) >= 3
+    assert _build(model, cache).cached
+    for where in (5, header["data_bytes"] - 3):  # the first part, the last
+        _rewrite(entry, lambda b: b.__setitem__(header["data_offset"] + where, b[header["data_offset"] + where] ^ 1))
+        with caplog.at_level(logging.WARNING, "pooled_predictor.model_cache"):
+            p = _build(model, cache)
+        assert not p.cached and "XXH3-128 hashes" in caplog.text
+        np.testing.assert_array_equal(p.forward({"x": X})["y"], y)
+        assert _build(model, cache).cached
+        caplog.clear()
+    raw, header, _ = _header(entry)
+    header["xxh3_128_parts"] = header["xxh3_128_parts"][:-1]
+    _write_crafted(entry, header, raw, header["data_offset"])
+    with caplog.at_level(logging.WARNING, "pooled_predictor.model_cache"):
+        assert not _build(model, cache).cached
+    assert "no XXH3-128 hash for each part" in caplog.text
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 255, 256, 257, 1000, 1024])
+def test_part_digests_match_the_streamed_hashes(monkeypatch, nbytes):
+    """The reader's parallel part hashes equal the writer's, fed in pieces that straddle the parts."""
+    monkeypatch.setattr(model_cache, "_PART_BYTES", 256)
+    data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    h = model_cache._PartHasher()
+    cut = 0
+    for step in (1, 100, 300, 7, 10 ** 6):
+        h.update(data[cut:cut + step])
+        cut += step
+    assert h.hexdigests() == model_cache.part_digests(data)
+    assert len(h.hexdigests()) == max(1, -(-nbytes // 256))
+
+
 def test_an_entry_of_another_model_under_this_key_is_rebuilt(setup, tmp_path):
     model, cache, y = setup
     other = tmp_path / "other.onnx"
