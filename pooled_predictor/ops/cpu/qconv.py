@@ -19,7 +19,8 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows).
 * depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
   more with the channels in the vector lanes (compiled/qdepthwise.py: blocks of 8 planes
-  transposed channels-last and back; any kernel, stride, padding, dilation); fewer, a 3x3,
+  transposed channels-last and back, widened to int16 in tap pairs, two taps a vpmaddwd; any
+  kernel, stride, padding, dilation); fewer, a 3x3,
   stride-1, pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the
   phase planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
 
