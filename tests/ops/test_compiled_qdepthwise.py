@@ -33,6 +33,13 @@ DEPTHWISE = [
     (8, 5, 5, (3, 3), {}),  # no padding
     (8, 16, 16, (1, 1), {"strides": [2, 2]}),
     (16, 6, 14, (3, 3), {"pads": [1, 1, 1, 1]}),  # MobileNetV2's 14 x 14: a row of 8 pixels and a tail call of 6
+    # the tap pairs' bands (BAND output rows) and column steps (geometry's G)
+    (8, 40, 9, (3, 3), {"pads": [1, 1, 1, 1]}),  # 3 bands, the last of 8 rows
+    (11, 70, 10, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # 3 bands at stride 2 (G = 2)
+    (16, 15, 21, (3, 3), {"pads": [2, 2, 2, 2], "strides": [2, 2], "dilations": [2, 2]}),  # G = 2, dw = 2
+    (8, 17, 19, (5, 5), {"pads": [2, 2, 2, 2], "strides": [2, 2]}),  # 3 pairs a kernel row, the last half empty
+    (9, 12, 30, (1, 4), {"pads": [0, 1, 0, 2], "strides": [1, 4]}),  # an even kernel width, stride 4 (G = 2)
+    (8, 9, 26, (2, 3), {"pads": [1, 0, 0, 1], "strides": [1, 3], "dilations": [3, 3]}),  # G = 3, dw = 3
 ]
 
 
@@ -113,18 +120,36 @@ def test_mobilenet_v2_layers_take_the_channels_last_kernel():
 
 
 def test_pack_weights_layout():
-    w = np.arange(13 * 9, dtype=np.int32).reshape(13, 9)
-    wv, b8, m8 = qdepthwise.pack_weights(w, np.arange(13, dtype=np.int32), np.ones(13, np.float32))
-    blocks = wv.reshape(2, 9, 8)
-    assert np.array_equal(blocks[0], w[:8].T) and np.array_equal(blocks[1][:, :5], w[8:].T)
-    assert not blocks[1][:, 5:].any() and not b8[13:].any() and not m8[13:].any()
+    """W' in blocks of 8 channels, each kernel row's taps in pairs (a, e), (a, e + 1) side by side, an odd
+    row's last tap paired with 0; 0 past C."""
+    w = np.arange(13 * 9, dtype=np.int32).reshape(13, 9) - 60
+    wv, b8, m8 = qdepthwise.pack_weights(w, np.arange(13, dtype=np.int32), np.ones(13, np.float32), (3, 3))
+    assert wv.dtype == np.int16
+    blocks = wv.reshape(2, 3, 2, 8, 2)  # block, kernel row, pair, lane, half
+    wk = w.reshape(13, 3, 3)
+    for a in range(3):
+        assert np.array_equal(blocks[0, a, 0], wk[:8, a, 0:2])
+        assert np.array_equal(blocks[0, a, 1, :, 0], wk[:8, a, 2]) and not blocks[0, a, 1, :, 1].any()
+        assert np.array_equal(blocks[1, a, 0, :5], wk[8:, a, 0:2])
+    assert not blocks[1, :, :, 5:].any() and not b8[13:].any() and not m8[13:].any()
     assert not wv.flags.writeable
+
+
+@pytest.mark.parametrize("stride,dilation,step", [(1, 1, 1), (2, 1, 2), (3, 1, 1), (2, 2, 2), (4, 2, 4), (3, 2, 1)])
+def test_geometry_widens_only_the_columns_read(stride, dilation, step):
+    """The column step G: every pair's first tap, j * sw + e * dw for e even, is a multiple of G."""
+    wp, hp, g, offs = qdepthwise.geometry(20, 20, 9, 9, (3, 3), (stride, stride), (dilation, dilation),
+                                          (1, 1), (1, 1))
+    assert g == step
+    assert all((j * stride + e * dilation) % g == 0 for j in range(9) for e in (0, 2))
+    assert offs.size == 6 and not offs.flags.writeable
 
 
 @pytest.mark.skipif(not _avx2_only(), reason="AVX2's 16 vector registers are the budget at stake (AVX-512 has 32)")
 def test_tap_loop_keeps_its_accumulators_in_registers():
     """The 8 accumulators, the weight vector and a pixel vector fit AVX2's 16 ymm: no vector to or from the
-    stack in the tap loop (tests/ops/test_compiled_dqgemm.py's reading of the assembly)."""
+    stack in the tap loop (tests/ops/test_compiled_dqgemm.py's reading of the assembly), whose products are
+    vpmaddwd's (two taps a vpmaddwd, no vpmulld)."""
     import numba
     from numba import types
 
@@ -132,5 +157,5 @@ def test_tap_loop_keeps_its_accumulators_in_registers():
         fresh = numba.njit([qdepthwise._sig(xt, yt)], nogil=True, cache=False,
                            error_model="numpy")(qdepthwise.depthwise_cl_q.py_func)
         asm = next(iter(fresh.inspect_asm().values()))
-        assert _check_loops(asm, "vpmulld") >= 1
-        assert len(re.findall(r"vpmovsxbd|vpmovzxbd", asm)) >= qdepthwise.PX
+        assert _check_loops(asm, "vpmaddwd") >= 1
+        assert len(re.findall(r"vpmaddwd", asm)) >= qdepthwise.PX

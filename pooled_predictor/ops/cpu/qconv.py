@@ -19,7 +19,8 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows).
 * depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
   more with the channels in the vector lanes (compiled/qdepthwise.py: blocks of 8 planes
-  transposed channels-last and back; any kernel, stride, padding, dilation); fewer, a 3x3,
+  transposed channels-last and back, widened to int16 in tap pairs, two taps a vpmaddwd; any
+  kernel, stride, padding, dilation); fewer, a 3x3,
   stride-1, pad-1 one from X itself (compiled/qconv.py's depthwise3x3s1_q), any other from the
   phase planes (depthwise_q; 3x3 in one flat pass over each channel's extended output).
 
@@ -116,14 +117,18 @@ class QConvCompiled:
             taps = np.asarray([kh * wd + kw for kh in range(3) for kw in range(3)], np.int64)
             self.taps = self._ro(taps)
         if self.dw_cl:
-            wp, hp, self.cl_offs = compiled.qdepthwise.geometry(h, wd, oh, ow, g.kernel, g.strides, g.dilations,
-                                                                 g.pads_begin, g.pads_end)
-            self.cl_dims = self._ro(np.asarray([c, h, wd, oh, ow, sh, sw, ph, pw, wp, x_zp], np.int64))
-            sizes = compiled.qdepthwise.scratch_sizes(h, wd, oh, ow, wp, hp, sw)
-            self.cl_refs = [ctx.scratch((n,), t) for n, t in zip(sizes, (ctx.dtype(0), ctx.dtype(0), ctx.dtype(7)))]
+            wp, hp, cstep, self.cl_offs = compiled.qdepthwise.geometry(h, wd, oh, ow, g.kernel, g.strides,
+                                                                       g.dilations, g.pads_begin, g.pads_end)
+            span, dw = (g.kernel[0] - 1) * g.dilations[0], g.dilations[1]
+            self.cl_dims = self._ro(np.asarray([c, h, wd, oh, ow, sh, sw, ph, pw, wp, x_zp, span, dw, cstep],
+                                                np.int64))
+            sizes = compiled.qdepthwise.scratch_sizes(h, wd, oh, ow, wp, hp, sw, sh, span, dw, cstep)
+            self.cl_refs = [ctx.scratch((n,), t) for n, t in zip(sizes, (ctx.dtype(0), ctx.dtype(0), ctx.dtype(7),
+                                                                         np.dtype(np.int16)))]
             wprime = np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)
-            self.cl_w = shared_weights(w, ("qdepthwise_cl", tuple(w_zp), self.b.tobytes(), self.mult.tobytes()),
-                                       lambda w: compiled.qdepthwise.pack_weights(wprime, self.b, self.mult))
+            self.cl_w = shared_weights(w, ("qdepthwise_cl2", tuple(w_zp), self.b.tobytes(), self.mult.tobytes()),
+                                       lambda w: compiled.qdepthwise.pack_weights(wprime, self.b, self.mult,
+                                                                                  g.kernel))
             self._split = None
             self.bg = self.mg_mult = None
             return
@@ -203,12 +208,12 @@ class QConvCompiled:
         if self.dw_cl:
             xf = x.reshape(-1)
             wv, b8, m8 = self.cl_w
-            xt, xs, yt = (r.array for r in self.cl_refs)
+            xt, xs, yt, x2 = (r.array for r in self.cl_refs)
             h, wd = g.in_shape
             for n in range(g.batch):
                 steps.append((compiled.qdepthwise.depthwise_cl_q, (xf, n * m * h * wd, self.cl_dims, wv, b8, m8,
                                                                    self.zp, yflat, n * m * oh * ow, self.cl_offs,
-                                                                   xt, xs, yt)))
+                                                                   xt, xs, yt, x2)))
             return steps
         f = len(self.phases)
         gemm, extra = (compiled.qgemm.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())

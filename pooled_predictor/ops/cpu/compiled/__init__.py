@@ -43,7 +43,7 @@ GEMM with exact int32 sums, vpmaddwd, and the requantization fused; QLinearConv,
 sums), dqgemm.py (DynamicQuantizeLinear, the saturating u8 x s8 GEMM and the float scale and bias in one call:
 DynamicQuantizeMatMul, MatMulIntegerToFloat under onnxruntime's arithmetic),
 qconv.py (the 8-bit phase split, int8 depthwise convolution along a channel's pixels), qdepthwise.py (int8
-depthwise convolution with 8 channels in the lanes), quantize.py (per-tensor Quantize /
+depthwise convolution with 8 channels in the lanes, two taps a vpmaddwd), quantize.py (per-tensor Quantize /
 DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
 a whole node per call, its small-row GEMM and float32 Tanh / Sigmoid); fc.py (FusedGemm's product and
 activation in one call); transpose.py (Transpose as tiled 8 x 8 register transposes); nms.py (greedy non-maximum
