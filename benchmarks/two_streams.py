@@ -16,8 +16,10 @@ Two parts, each on the models of benchmarks/vs_onnxruntime.py (load_model):
 * schedule: do the two streams get two CPUs? Ours (PooledPredictor, 2 workers, 2 caller threads,
   Config.worker_affinity "none") against onnxruntime's ort_1x2 (1 intra-op thread, 2 callers),
   alternated over rounds: images/s, CPU ms per forward (process CPU time / forwards), cores used
-  (process CPU time / wall time), and the share of 2-ms samples of /proc/self/task/*/stat in which
-  both busy threads (ours: the workers; onnxruntime: the callers) were runnable on the same CPU.
+  (process CPU time / wall time), the share of 2-ms samples of /proc/self/task/*/stat in which
+  both busy threads (ours: the workers; onnxruntime: the callers) were runnable on the same CPU,
+  and the busy threads' shares of the wall time on a CPU, runnable waiting for one, and asleep
+  (/proc/self/task/*/schedstat; a worker sleeps between jobs, onnxruntime's callers never).
 
 On a shared host the other tenants move every wall-clock figure; CPU ms per forward and the
 alone/loaded ratios within a round move much less. Prints tables and writes
@@ -148,19 +150,44 @@ def _thread_state(tid: int) -> tuple[str, int]:
     return fields[0], int(fields[36])
 
 
+def _schedstat(tid: int) -> tuple[int, int]:
+    """(ns on a CPU, ns runnable waiting for one) of a thread of this process (/proc/.../schedstat)."""
+    on_cpu, waiting = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[:2]
+    return int(on_cpu), int(waiting)
+
+
 def _two_callers(call, seconds: float, busy_tids: list | None) -> dict:
     """Two threads calling call() back to back for `seconds`, sampled every 2 ms: busy_tids (the
-    threads that run the forwards; None: the two callers themselves)."""
+    threads that run the forwards; None: the two callers themselves). Also the busy threads'
+    shares of the wall time on a CPU, runnable but waiting for one, and asleep (the rest)."""
     stop = time.perf_counter() + seconds
     done = [0, 0]
     tids = list(busy_tids) if busy_tids is not None else []
+    shares = []
+
+    def measure(run):
+        tid = threading.get_native_id() if busy_tids is None else None
+        before = [_schedstat(t) for t in ([tid] if tid else busy_tids)]
+        start = time.perf_counter_ns()
+        run()
+        wall = time.perf_counter_ns() - start
+        after = [_schedstat(t) for t in ([tid] if tid else busy_tids)]
+        shares.extend(((a[0] - b[0]) / wall, (a[1] - b[1]) / wall) for a, b in zip(after, before))
 
     def loop(i):
         if busy_tids is None:
             tids.append(threading.get_native_id())
-        while time.perf_counter() < stop:
-            call()
-            done[i] += 1
+
+        def run():
+            while time.perf_counter() < stop:
+                call()
+                done[i] += 1
+        if busy_tids is None:
+            measure(run)
+        elif i == 0:
+            measure(run)  # the workers' shares, once
+        else:
+            run()
 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -180,8 +207,11 @@ def _two_callers(call, seconds: float, busy_tids: list | None) -> dict:
         t.join()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     n = max(sum(done), 1)
+    on_cpu = statistics.mean(a for a, _ in shares) if shares else float("nan")
+    waiting = statistics.mean(b for _, b in shares) if shares else float("nan")
     return {"rate": sum(done) / wall, "cpu_ms_per_forward": cpu / n * 1e3, "cores": cpu / wall,
-            "same_cpu": samples["same_cpu"] / max(sum(samples.values()), 1)}
+            "same_cpu": samples["same_cpu"] / max(sum(samples.values()), 1),
+            "on_cpu": on_cpu, "waiting": waiting, "asleep": 1 - on_cpu - waiting}
 
 
 def schedule(model: str, batch: int, rounds: int, seconds: float) -> list[dict]:
@@ -204,7 +234,7 @@ def schedule(model: str, batch: int, rounds: int, seconds: float) -> list[dict]:
     rows = []
     for name, runs in results.items():
         row = {"model": model, "batch": batch, "config": name, "load": load}
-        for key in ("rate", "cpu_ms_per_forward", "cores", "same_cpu"):
+        for key in ("rate", "cpu_ms_per_forward", "cores", "same_cpu", "on_cpu", "waiting", "asleep"):
             row[key] = statistics.median(run[key] for run in runs)
         row["rate"] *= batch
         rows.append(row)
@@ -239,7 +269,9 @@ def main(argv=None) -> int:
         print("\nschedule: 2 streams, ours (pool, 2 workers) against onnxruntime's ort_1x2")
         print(table(schedule_rows, [("model", "model", "s"), ("config", "config", "s"), ("rate", "img/s", ".2f"),
                                     ("cpu_ms_per_forward", "CPU ms/fwd", ".2f"), ("cores", "cores", ".2f"),
-                                    ("same_cpu", "both on 1 CPU", ".2f"), ("vs_ort", "ours/ort", ".3f"),
+                                    ("same_cpu", "both on 1 CPU", ".2f"), ("on_cpu", "on CPU", ".3f"),
+                                    ("waiting", "runnable", ".3f"), ("asleep", "asleep", ".3f"),
+                                    ("vs_ort", "ours/ort", ".3f"),
                                     ("load", "load", ".2f")]))
     path = write_results("two_streams", {"kernels": kernel_rows, "schedule": schedule_rows},
                          rounds=args.rounds, forwards=args.forwards, seconds=args.seconds, batch=args.batch)
