@@ -115,11 +115,12 @@ def closed_loop(call, clients: int, seconds: float) -> float:
 class Ours:
     name = "ours"
 
-    def __init__(self, data, input_name, x):
+    def __init__(self, data, input_name, x, worker_affinity="none"):
         from pooled_predictor import Config, PooledPredictor
 
         self.pool = PooledPredictor(Config(model_bytes=[data], num_threads=2, warmup=True,
-                                           warmup_shapes=[{input_name: x.shape}]))
+                                           warmup_shapes=[{input_name: x.shape}],
+                                           worker_affinity=worker_affinity))
         self.feed = {input_name: x}
         self.output = self.pool.predictor(0).output_names[0]
 
@@ -194,8 +195,8 @@ class OpenVino:
         pass
 
 
-def configurations(data, input_name, x, with_openvino: bool):
-    configs = [Ours(data, input_name, x), OrtSession(data, input_name, x, 2, 1),
+def configurations(data, input_name, x, with_openvino: bool, worker_affinity: str = "none"):
+    configs = [Ours(data, input_name, x, worker_affinity), OrtSession(data, input_name, x, 2, 1),
                OrtSession(data, input_name, x, 1, 2)]
     if with_openvino:
         try:
@@ -209,9 +210,10 @@ def rel_err(a, b) -> float:
     return float(np.abs(np.asarray(a, np.float64) - b).max() / max(np.abs(b).max(), 1e-30))
 
 
-def bench(name: str, batch: int, rounds: int, seconds: float, with_openvino: bool) -> dict:
+def bench(name: str, batch: int, rounds: int, seconds: float, with_openvino: bool,
+          worker_affinity: str = "none") -> dict:
     data, input_name, x = load_model(name, batch)
-    configs = configurations(data, input_name, x, with_openvino)
+    configs = configurations(data, input_name, x, with_openvino, worker_affinity)
     ref = configs[1].once()
     row = {"model": name, "batch": batch, "err_vs_ort": rel_err(configs[0].once(), ref)}
     if len(configs) > 3:
@@ -238,6 +240,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="per configuration per round")
     ap.add_argument("--quick", action="store_true", help="3 rounds of 1 s (a smoke run; noisier)")
     ap.add_argument("--no-openvino", action="store_true")
+    ap.add_argument("--worker-affinity", choices=["none", "spread"], default="none",
+                    help="ours' Config.worker_affinity (onnxruntime's callers stay unpinned: on a loaded "
+                         "host pinning takes a larger share of it, so 'spread' is not like for like there)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 3, 1.0
@@ -248,7 +253,7 @@ def main(argv=None) -> int:
         for batch in args.batches:
             if name in TRANSFORMERS and batch != 1:
                 continue
-            row = bench(name, batch, args.rounds, args.seconds, not args.no_openvino)
+            row = bench(name, batch, args.rounds, args.seconds, not args.no_openvino, args.worker_affinity)
             rows.append(row)
             print(f"{name} batch {batch}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "
                   f"({row['vs_ort']:.2f}x)", flush=True)
@@ -269,7 +274,7 @@ def main(argv=None) -> int:
         except ImportError:
             pass
     path = write_results("vs_onnxruntime", rows, geomean_vs_ort=geomean, rounds=args.rounds,
-                         seconds=args.seconds, versions=versions)
+                         seconds=args.seconds, versions=versions, worker_affinity=args.worker_affinity)
     print(f"written to {path}")
     return 0
 
