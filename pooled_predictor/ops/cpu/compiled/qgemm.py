@@ -675,6 +675,7 @@ def _cols_sat(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, one
     else:
         _c_u(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, n_pix)
 
+
 PB = 256  # pixels per column block: its X rows (K x PB bytes) stay in L2 across the row tiles
 
 
