@@ -41,7 +41,9 @@ def _saturating_weights(shape):
                                    (12, 200, 16), (3, 2, 5), (40, 64, 300),
                                    # the whole-tile strips (_make_strip_sat) of every row count, blocks of PB
                                    # pixels ending on a tile or not
-                                   (4, 8, 512), (9, 16, 272), (14, 5, 48), (23, 24, 529)])
+                                   (4, 8, 512), (9, 16, 272), (14, 5, 48), (23, 24, 529),
+                                   # the last 1..4 pixels of whole row tiles, channels in the lanes (_make_cols)
+                                   (11, 37, 20), (16, 12, 35), (10, 6, 18), (15, 40, 49)])
 @pytest.mark.parametrize("y_type", [np.uint8, np.int8, np.float32])
 def test_qgemm2d_sat_matches_the_saturating_pairs(m, k, p, y_type):
     """compiled/qgemm.py's qgemm2d_sat: the int16-saturated pair sums in k's order, requantized as qgemm2d."""

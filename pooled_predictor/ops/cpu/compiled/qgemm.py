@@ -39,6 +39,8 @@ tiles in one call (_make_strip_sat: the tile loop in the micro-kernel, its set-u
 trunc to i16; then sext, mul by 16 ones loaded from memory, even + odd add), which LLVM's x86
 back end selects as vpmaddubsw + vpmaddwd, MLAS's instruction pair (the ones must be loaded:
 as a constant, instcombine folds the trunc / sext pair away and with it the vpmaddubsw match).
+The last 1..COLS pixels of a whole row tile go the other way round (_make_cols: the tile's 5 output
+channels in the lanes, each pixel's quad broadcast), one vpmaddubsw a pixel where a half tile takes 5.
 On Zen 3 it reaches 90-140 GOPS on the same shapes, 1.4-1.7x qgemm2d. On a VNNI target (llvmlite,
 cpu "alderlake" / "sapphirerapids") qgemm2d's IR becomes vpdpwssd; LLVM forms no vpdpbusd from
 generic IR (a 4-product u8 x s8 sum into int32 stays vpmovzx / vpmovsx + vpmaddwd), so MLAS's
@@ -458,6 +460,99 @@ _h_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True, half=True),
 _h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half=True), MRS, _ARGS)
 
 
+COLS = 4  # the most pixels of a last tile that _make_cols takes (5 or more: the half or whole tile is cheaper)
+
+
+def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
+    """The saturating product for the last n_pix (1..COLS) pixels of a row tile, the tile's `rows` output
+    channels in the lanes and each pixel broadcast (qgemv_sat's orientation): per quad of k one vector of
+    the tile's W quads and n_pix vpmaddubsw, where the half tile (_make_micro's `half`) takes `rows`
+    whatever the pixel count. ResNet-50's 7 x 7 layers have 49 = 3 * 16 + 1 pixels: their last pixel cost
+    a half tile, 8 lanes for 1 (the 7 x 7 convolutions ran 9-14% slower than onnxruntime's per layer).
+
+    cols(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones): for r < rows, i < n_pix:
+    acc = b[b_off + r] + sum_{j < kq_n} the saturated pairs of W(r, 4j .. 4j + 3) (byte t of wq[w_off +
+    j * rows + r]) and X's quad xq[x_off + 64 j + 4 i .. + 4] (the packed tile of _pack16, pixel i), in
+    _make_micro(sat=True)'s pair order, so the same int32 sums; y[y_off + r * ldy + i] = the same
+    requantization (MlasRequantizeOutput's), or float32(acc) * mult with y_float. The W vector is read
+    as 8 int32 at wq[w_off + j * rows]: the caller keeps 8 - rows elements readable past the tile's last
+    quad (lanes >= rows hold the next quads' weights, and are never stored).
+    """
+
+    @intrinsic
+    def cols(typingctx, wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones):
+        sig = types.void(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones)
+
+        def codegen(context, builder, signature, args):
+            ldy_v, kq_v, zp_v = args[6], args[7], args[11]
+            wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
+                                                        (0, 1), (2, 3), (4, 5), (8, 9), (10, 9))
+            onesp = context.make_array(signature.args[12])(context, builder, args[12]).data
+            v16i16 = ir.VectorType(_I16, 16)
+            v32i8 = ir.VectorType(_I8, 32)
+            v16 = ir.VectorType(_I32, 16)
+            ones32 = builder.sext(builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2), v16)
+            undef = ir.Constant(v16, ir.Undefined)
+            bias = ir.Constant(_V8I, [0] * 8)
+            mv = ir.Constant(_V8F, [0.0] * 8)
+            for r in range(rows):
+                bias = builder.insert_element(bias, builder.load(builder.gep(bptr, [_c(r)])), _c(r, _I32))
+                mv = builder.insert_element(mv, builder.load(builder.gep(mptr, [_c(r)])), _c(r, _I32))
+            fn = builder.function
+            pre_bb = builder.block
+            loop_bb = fn.append_basic_block("cols_loop")
+            done_bb = fn.append_basic_block("cols_done")
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = vector_phis(builder, n_pix, (bias, pre_bb))
+            wv = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(j, _c(rows))]), v32i8.as_pointer()),
+                              align=4)
+            xj = builder.gep(xptr, [builder.mul(j, _c(64))])
+            new = []
+            for i in range(n_pix):
+                quad = builder.load(builder.bitcast(builder.gep(xj, [_c(4 * i)]), _I32.as_pointer()), align=1)
+                xv = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
+                prod = builder.mul(builder.sext(_sat_pairs(builder, xv, wv), v16), ones32)
+                even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
+                odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
+                new.append(builder.add(accs[i], builder.add(even, odd)))
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (bias, pre_bb))
+            scale, quantize = _requantizer(builder, zp_v, y_signed)
+            zero = ir.Constant(_V8I, [0] * 8)
+            for i in range(n_pix):
+                f = scale(final[i], zero, mv)
+                v = f if y_float else quantize(f)
+                for r in range(rows):
+                    dst = builder.gep(yptr, [builder.add(builder.mul(ldy_v, _c(r)), _c(i))])
+                    e = builder.extract_element(v, _c(r, _I32))
+                    builder.store(e, builder.bitcast(dst, e.type.as_pointer()))  # (a cast: the kernel of
+                    # another y type is typed too, in a branch the dispatch never takes)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return cols
+
+
+def _dispatch_cols(y_signed: bool, y_float: bool):
+    """cols(<_COLS_ARGS>, n_pix): _make_cols(MRS, n_pix) for n_pix 1..COLS (only whole row tiles take it: the
+    matrix's last row tile, the one that may have fewer rows, is the one whose W vector would run off wq)."""
+    kernels = {f"c{n}": _make_cols(MRS, n, y_signed, y_float) for n in range(1, COLS + 1)}
+    lines = [f"def cols({_COLS_ARGS}, n_pix):"]
+    for n in range(1, COLS + 1):
+        lines.append(f"    {'if' if n == 1 else 'elif'} n_pix == {n}:" if n < COLS else "    else:")
+        lines.append(f"        c{n}({_COLS_ARGS})")
+    scope = dict(kernels)
+    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
+    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["cols"])
+
+
+_COLS_ARGS = "wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones"
+_c_u, _c_s, _c_f = _dispatch_cols(False, False), _dispatch_cols(True, False), _dispatch_cols(False, True)
+
+
 def pack_pairs(w: np.ndarray, zero_point=None, tile: int = MR) -> np.ndarray:
     """W - zero_point (M, K) as int16 pairs in tiles of `tile` rows, k-pair-major: flat int32, read-only.
 
@@ -570,6 +665,17 @@ def _tile_sat(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp
         _s_u(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones, rows)
 
 
+@njit(nogil=True, cache=True, error_model="numpy")
+def _cols_sat(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, n_pix, ys):
+    # not inlined: inlined into _qgemm_sat, its code cost the whole-tile strips 3% (the same strip code, measured)
+    if is_float(y):
+        _c_f(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, n_pix)
+    elif ys:
+        _c_s(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, n_pix)
+    else:
+        _c_u(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, n_pix)
+
+
 PB = 256  # pixels per column block: its X rows (K x PB bytes) stay in L2 across the row tiles
 
 
@@ -643,7 +749,12 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
                            rows, ys)
             for t in range(t_full, t_n):
                 p = p0 + t * NP
-                if p_n - p <= NP // 2:  # the last 8 or fewer: a half tile into the workspace, the valid copied
+                if p_n - p <= COLS and rows == MRS and m * kq_n + (kq_n - 1) * MRS + 8 <= wq.size:
+                    # the last 1..4 pixels, the tile's channels in the lanes (its last W quad read as 8 int32:
+                    # not in the matrix's last row tile, where they would run off wq)
+                    _cols_sat(wq, m * kq_n, xq, t * tile_b, yf, y0 + m * ldy + p, ldy, kq_n, b, m, mult, zp, ones,
+                              p_n - p, ys)
+                elif p_n - p <= NP // 2:  # the last 8 or fewer: a half tile into the workspace, the valid copied
                     _tile_sat_half(wq, m * kq_n, xq, t * tile_b, offs, ws, 0, NP, kq_n, b, m, mult, zp, ones, rows,
                                    ys)
                     for r in range(rows):
