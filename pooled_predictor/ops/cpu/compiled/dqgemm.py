@@ -48,7 +48,7 @@ from numba.extending import intrinsic
 
 from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
-from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _pmaddwd, _sat_pairs, _splat
+from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _ones32, _pmaddwd, _sat_pairs, _splat
 
 ROWS = 5  # tokens per micro-tile: 10 accumulators, no spill (module docstring)
 COLS = 16  # columns of W per panel and micro-tile
@@ -81,8 +81,7 @@ def _make_micro(rows: int, exact: bool = False):
             v32i8 = ir.VectorType(_I8, 32)
             v16i16 = ir.VectorType(_I16, 16)
             v16 = ir.VectorType(_I32, 16)
-            onesp = context.make_array(signature.args[15])(context, builder, args[15]).data
-            ones32 = builder.sext(builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2), v16)
+            ones32 = _ones32(context, builder, signature.args[15], args[15])
             undef = ir.Constant(v16, ir.Undefined)
             even = ir.Constant(_V8I, list(range(0, 16, 2)))
             odd = ir.Constant(_V8I, list(range(1, 16, 2)))

@@ -82,6 +82,14 @@ def _splat(builder, s, vt):
                                   ir.Constant(ir.VectorType(_I32, vt.count), [0] * vt.count))
 
 
+def _ones32(context, builder, ary_type, ary):
+    """<16 x i32>: the `ones` array argument (int16, 16 ones at least) sign-extended, the multiplier that
+    sums adjacent int16 products in pairs (vpmaddwd by ones, as MLAS pairs them)."""
+    onesp = context.make_array(ary_type)(context, builder, ary).data
+    return builder.sext(builder.load(builder.bitcast(onesp, ir.VectorType(_I16, 16).as_pointer()), align=2),
+                        ir.VectorType(_I32, 16))
+
+
 def _pmaddwd(builder, a16, b16):
     """<8 x i32>: lane i = a[2i] * b[2i] + a[2i+1] * b[2i+1], a and b <16 x i16> (vpmaddwd)."""
     v16 = ir.VectorType(_I32, 16)
@@ -487,11 +495,9 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
             ldy_v, kq_v, zp_v = args[6], args[7], args[11]
             wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
                                                         (0, 1), (2, 3), (4, 5), (8, 9), (10, 9))
-            onesp = context.make_array(signature.args[12])(context, builder, args[12]).data
-            v16i16 = ir.VectorType(_I16, 16)
+            ones32 = _ones32(context, builder, signature.args[12], args[12])
             v32i8 = ir.VectorType(_I8, 32)
             v16 = ir.VectorType(_I32, 16)
-            ones32 = builder.sext(builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2), v16)
             undef = ir.Constant(v16, ir.Undefined)
             bias = ir.Constant(_V8I, [0] * 8)
             mv = ir.Constant(_V8F, [0.0] * 8)
@@ -916,11 +922,9 @@ def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
             kq_v, zp_v = args[4], args[10]
             wptr, aptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
                                                         (0, 1), (2, 3), (5, 6), (7, 8), (9, 8))
-            onesp = context.make_array(signature.args[11])(context, builder, args[11]).data
-            v16i16 = ir.VectorType(_I16, 16)
+            ones32 = _ones32(context, builder, signature.args[11], args[11])
             v32i8 = ir.VectorType(_I8, 32)
             v16 = ir.VectorType(_I32, 16)
-            ones32 = builder.sext(builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2), v16)
             undef = ir.Constant(v16, ir.Undefined)
             fn = builder.function
             pre_bb = builder.block
