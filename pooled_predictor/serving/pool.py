@@ -293,7 +293,10 @@ class Config:
         allowed = sorted(os.sched_getaffinity(0))
         if isinstance(affinity, str):
             return allowed
-        cpus = list(affinity)
+        try:
+            cpus = list(affinity)
+        except TypeError:  # an int, None, a float: not a sequence of CPU ids
+            cpus = []
         if not cpus or any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) for c in cpus):
             raise ValueError(f"Config: worker_affinity must be 'none', 'spread' or CPU ids, got {affinity!r}")
         if bad := [int(c) for c in cpus if c not in allowed]:

@@ -76,6 +76,9 @@ def test_none_leaves_workers_unpinned():
     ([], "worker_affinity must be"),
     ([True], "worker_affinity must be"),
     (["0"], "worker_affinity must be"),
+    (3, "worker_affinity must be"),
+    (None, "worker_affinity must be"),
+    (1.5, "worker_affinity must be"),
     ([1 << 20], "not among this process's CPUs"),
 ])
 def test_bad_worker_affinity_is_a_value_error(bad, match):
