@@ -113,7 +113,10 @@ class Config:
             layout, since going back would free nothing. Or "keep" the job's
             layout for the next job whatever its size.
         layout_cache_bytes: per-Net budget of cached layouts of other shapes, so
-            alternating shapes are not re-planned every job.
+            alternating shapes are not re-planned every job. On a GPU with
+            dynamic batching, give it room for the arenas at the graph batch
+            sizes (serving/batching.Batcher.graph_rows; ResNet-50: about 12 MB a
+            row): a size whose layout was evicted is planned and captured again.
         graph_optimization_level: "none", "basic", "extended" or "all" (default):
             the graph passes run on each model before it is compiled.
         disabled_passes: pass names never to run.

@@ -254,12 +254,17 @@ def test_a_free_dimension_beyond_the_first_is_calibrated_only_at_given_warmup_sh
         assert sorted(pool._core.batch_plans[0].row_costs) == [1, 2, 4, 8]
 
 
-def test_graph_rows_are_powers_of_two_up_to_max_rows():
+def test_graph_rows_are_powers_of_two_to_8_then_multiples_of_8_up_to_max_rows():
     b = Batcher.__new__(Batcher)
     b.max_rows = 12
     assert [b.graph_rows(r) for r in range(1, 13)] == [1, 2, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12]
     b.max_rows = 8
     assert [b.graph_rows(r) for r in (1, 3, 5, 8)] == [1, 4, 8, 8]
+    b.max_rows = 32
+    assert [b.graph_rows(r) for r in (9, 16, 17, 21, 24, 25, 31, 32)] == [16, 16, 24, 24, 24, 32, 32, 32]
+    assert sorted({b.graph_rows(r) for r in range(1, 33)}) == [1, 2, 4, 8, 16, 24, 32]
+    b.max_rows = 30
+    assert [b.graph_rows(r) for r in (24, 25, 30)] == [24, 30, 30]
 
 
 def test_on_a_device_with_graphs_batches_are_padded_to_graph_sizes(monkeypatch):
