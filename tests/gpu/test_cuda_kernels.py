@@ -102,13 +102,25 @@ def test_conv(x, w, attrs):
     check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
 
 
+@pytest.mark.parametrize("x, w, attrs", [c for c in CONVS if c[0][0] > 1 and c[2].get("group", 1) == 1])
+def test_conv_batched_gemm_over_images(monkeypatch, x, w, attrs):
+    """With WIDE off, group-1 convolutions of several images run a strided batched GEMM over the images (the
+    path before the wide GEMM, and the one a chunk of one image takes)."""
+    from pooled_predictor.ops.cuda import conv as cuda_conv
+
+    monkeypatch.setattr(cuda_conv, "WIDE", False)
+    check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
+
+
+@pytest.mark.parametrize("wide", [True, False])
 @pytest.mark.parametrize("groups", [1, 2])
-def test_conv_im2col_in_chunks_of_images(monkeypatch, groups):
+def test_conv_im2col_in_chunks_of_images(monkeypatch, groups, wide):
     """A batch whose columns pass the scratch budget: chunks of 2 images (the last of 1), each one im2col and
-    one batched GEMM (group 1), or per image (grouped)."""
+    one wide GEMM or one batched GEMM (group 1), or per image (grouped)."""
     from pooled_predictor.ops.cuda import conv as cuda_conv
 
     monkeypatch.setattr(cuda_conv, "COL_SCRATCH_BYTES", 2 * 4 * (4 // groups) * 9 * 81 + 4)
+    monkeypatch.setattr(cuda_conv, "WIDE", wide)
     check("Conv", [f32(5, 4, 9, 9), f32(6, 4 // groups, 3, 3), f32(6)], {"pads": [1, 1, 1, 1], "group": groups},
           static=(1, 2))
     check("FusedConv", [f32(5, 4, 9, 9), f32(6, 4 // groups, 3, 3), f32(6), f32(5, 6, 5, 5)],
@@ -128,6 +140,21 @@ def test_fused_conv_with_sum(x, w, attrs, activation, params):
     if params:  # onnx.helper cannot type an empty list
         fused["activation_params"] = params
     check("FusedConv", [xs, ws, f32(w[0]), z], fused, static=(1, 2), domain=DOMAIN)
+
+
+def test_fused_conv_wide_gemm_with_sum_in_chunks(monkeypatch):
+    """The wide GEMM's epilogue (conv_unfold_f32): bias, the residual Z and the activation, read through the
+    transposition, over chunks of 2, 2 and 1 images; a 1x1 convolution (the transposing im2col) and a 3x3."""
+    from pooled_predictor.ops.cuda import conv as cuda_conv
+
+    for xs, ws, attrs in (((5, 8, 6, 7), (12, 8, 1, 1), {}), ((5, 3, 7, 6), (10, 3, 3, 3), {"pads": [1, 0, 1, 2]})):
+        rows, hw = ws[1] * ws[2] * ws[3], 42
+        monkeypatch.setattr(cuda_conv, "COL_SCRATCH_BYTES", 2 * 4 * max(rows, ws[0]) * hw + 4)
+        x, wt = f32(*xs), f32(*ws)
+        conv = Net(Program(load_onnx(make_node_model("Conv", [x, wt], attrs, static=(1,)))))
+        z = f32(*next(iter(conv.forward(feeds_of([x, wt], (1,))).values())).shape)
+        check("FusedConv", [x, wt, f32(ws[0]), z], {**attrs, "activation": "LeakyRelu", "activation_params": [0.1]},
+              static=(1, 2), domain=DOMAIN)
 
 
 def test_fused_conv_depthwise():

@@ -13,6 +13,15 @@ Algorithm, chosen once per shape (MLAS's habit), float32, 1-D and 2-D (1-D as H 
   grouped: per image, a strided batched GEMM over the groups, W_g (Mg, Cg*KH*KW) @ col_g;
 
 then, unless fused above, the epilogue y = act(y + bias + Z) in place (elementwise.cu bias_act_f32).
+
+Group 1 with more than one image per chunk (WIDE, the default): the chunk's images side by side along the
+GEMM's N instead -- col (C*KH*KW, nb*OH*OW) (kernels/conv.cu im2col_wide_f32; for 1x1, stride 1, no padding
+it is the transpose to (C, nb*HW)), one GEMM W (M, K) @ col into scratch t (M, nb*OH*OW), and
+conv_unfold_f32 writes y (nb, M, OH, OW) = act(t + bias + Z) from it. A strided batched GEMM over images
+runs each image's small GEMM (M = 64, N = 3136: 7.7 TFLOP/s on the H200) where one wide GEMM runs at the
+large-GEMM rate (47 TFLOP/s at 256 x 100352 x 576); the price is a transposing pass over y and the
+scratch t. ResNet-50 b32 on the H200 with the batched GEMMs: 13.7 ms of device time, 12.2 in convolutions
+(benchmarks/gpu_profile.py, 2026-11-28).
 CuPy 14 has no cuDNN (DEVICE.md): these are ours, the GEMMs cuBLAS's (runtime.gemm).
 """
 
@@ -26,7 +35,12 @@ from . import runtime
 from .codes import activation_of, cuda_kernel, float32_io
 
 COL_SCRATCH_BYTES = 64 << 20
-"""The im2col scratch of a group-1 convolution holds as many images' columns as fit in this (at least one)."""
+"""The im2col scratch of a group-1 convolution holds as many images' columns as fit in this (at least one);
+with WIDE, so does the GEMM's scratch t."""
+
+WIDE = True
+"""Group-1 convolutions of several images run one wide GEMM per chunk of images (module docstring); False:
+a strided batched GEMM over the chunk's images. Read when a kernel is set up (a Net's reshape)."""
 
 
 def _conv_supported(ctx) -> bool:
@@ -60,6 +74,18 @@ class _ConvCore:
             self.dw = runtime.function("conv.cu", "depthwise_f32")
             return
         self.epilogue = runtime.function("elementwise.cu", "bias_act_f32")
+        self.rows = self.c * self.kh * self.kw
+        hw_out = self.oh * self.ow
+        self.wide = False
+        if WIDE and self.groups == 1 and self.n > 1:
+            chunk = max(1, min(self.n, COL_SCRATCH_BYTES // (4 * max(self.rows, self.m) * hw_out)))
+            if chunk > 1:  # one image a chunk gains nothing over the per-image path
+                self.wide, self.chunk = True, chunk
+                self.im2col = runtime.function("conv.cu", "im2col_wide_f32")
+                self.unfold = runtime.function("conv.cu", "conv_unfold_f32")
+                self.col = ctx.scratch((self.rows, chunk * hw_out), np.float32)
+                self.t = ctx.scratch((self.m, chunk * hw_out), np.float32)
+                return
         if not self.pointwise:
             self.im2col = runtime.function("conv.cu", "im2col_f32")
             per_image = self.c * self.kh * self.kw * self.oh * self.ow
@@ -76,6 +102,9 @@ class _ConvCore:
                                         i32(self.ow), i32(self.kh), i32(self.kw), *self.geom, *self.act))
             return
         hw_out, hw_in = self.oh * self.ow, self.h * self.w
+        if self.wide:
+            self._wide(x, w, b, z, out, hw_out)
+            return
         if self.pointwise:  # Y[n] (M, HW) = W (M, C) @ X[n] (C, HW), all images in one batched call
             runtime.gemm(w, x, out, self.m, hw_out, self.c, batch=self.n, stride_a=0, stride_b=self.c * hw_in,
                          stride_c=self.m * hw_out)
@@ -99,6 +128,19 @@ class _ConvCore:
             runtime.launch(self.epilogue, n, (out, b if b is not None else runtime.NULL,
                                               z if z is not None else runtime.NULL, np.int64(n), np.int64(self.m),
                                               np.int64(hw_out), *self.act))
+
+
+    def _wide(self, x, w, b, z, out, hw_out):
+        i32, null = np.int32, runtime.NULL
+        col, t = self.col.array, self.t.array
+        shape = (i32(self.c), i32(self.h), i32(self.w), i32(self.kh), i32(self.kw), i32(self.oh), i32(self.ow))
+        for i in range(0, self.n, self.chunk):
+            nb = min(self.chunk, self.n - i)
+            runtime.launch(self.im2col, self.rows * nb * hw_out, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
+            runtime.gemm(w, col, t, self.m, nb * hw_out, self.rows)  # t (M, nb*HW) = W (M, K) @ col (K, nb*HW)
+            runtime.launch(self.unfold, nb * self.m * hw_out,
+                           (t, out[i:i + nb], b if b is not None else null, z[i:i + nb] if z is not None else null,
+                            i32(nb), i32(self.m), np.int64(hw_out), *self.act))
 
 
 @cuda_kernel("Conv", supports=_conv_supported)
