@@ -102,25 +102,26 @@ def test_conv(x, w, attrs):
     check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
 
 
+@pytest.mark.parametrize("gemm", ["batched", "wide", "auto"])
 @pytest.mark.parametrize("x, w, attrs", [c for c in CONVS if c[0][0] > 1 and c[2].get("group", 1) == 1])
-def test_conv_batched_gemm_over_images(monkeypatch, x, w, attrs):
-    """With WIDE off, group-1 convolutions of several images run a strided batched GEMM over the images (the
-    path before the wide GEMM, and the one a chunk of one image takes)."""
+def test_conv_gemm_paths_over_images(monkeypatch, x, w, attrs, gemm):
+    """Group-1 convolutions of several images on each GEMM path: a strided batched GEMM over the images (the
+    one a chunk of one image takes), one wide GEMM per chunk, and the faster of them timed ("auto")."""
     from pooled_predictor.ops.cuda import conv as cuda_conv
 
-    monkeypatch.setattr(cuda_conv, "WIDE", False)
+    monkeypatch.setattr(cuda_conv, "CONV_GEMM", gemm)
     check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
 
 
-@pytest.mark.parametrize("wide", [True, False])
+@pytest.mark.parametrize("gemm", ["batched", "wide", "auto"])
 @pytest.mark.parametrize("groups", [1, 2])
-def test_conv_im2col_in_chunks_of_images(monkeypatch, groups, wide):
+def test_conv_im2col_in_chunks_of_images(monkeypatch, groups, gemm):
     """A batch whose columns pass the scratch budget: chunks of 2 images (the last of 1), each one im2col and
     one wide GEMM or one batched GEMM (group 1), or per image (grouped)."""
     from pooled_predictor.ops.cuda import conv as cuda_conv
 
     monkeypatch.setattr(cuda_conv, "COL_SCRATCH_BYTES", 2 * 4 * (4 // groups) * 9 * 81 + 4)
-    monkeypatch.setattr(cuda_conv, "WIDE", wide)
+    monkeypatch.setattr(cuda_conv, "CONV_GEMM", gemm)
     check("Conv", [f32(5, 4, 9, 9), f32(6, 4 // groups, 3, 3), f32(6)], {"pads": [1, 1, 1, 1], "group": groups},
           static=(1, 2))
     check("FusedConv", [f32(5, 4, 9, 9), f32(6, 4 // groups, 3, 3), f32(6), f32(5, 6, 5, 5)],
@@ -150,6 +151,7 @@ def test_fused_conv_wide_gemm_with_sum_in_chunks(monkeypatch):
     for xs, ws, attrs in (((5, 8, 6, 7), (12, 8, 1, 1), {}), ((5, 3, 7, 6), (10, 3, 3, 3), {"pads": [1, 0, 1, 2]})):
         rows, hw = ws[1] * ws[2] * ws[3], 42
         monkeypatch.setattr(cuda_conv, "COL_SCRATCH_BYTES", 2 * 4 * max(rows, ws[0]) * hw + 4)
+        monkeypatch.setattr(cuda_conv, "CONV_GEMM", "wide")
         x, wt = f32(*xs), f32(*ws)
         conv = Net(Program(load_onnx(make_node_model("Conv", [x, wt], attrs, static=(1,)))))
         z = f32(*next(iter(conv.forward(feeds_of([x, wt], (1,))).values())).shape)

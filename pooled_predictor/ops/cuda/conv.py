@@ -14,18 +14,21 @@ Algorithm, chosen once per shape (MLAS's habit), float32, 1-D and 2-D (1-D as H 
 
 then, unless fused above, the epilogue y = act(y + bias + Z) in place (elementwise.cu bias_act_f32).
 
-Group 1 with more than one image per chunk (WIDE, the default): the chunk's images side by side along the
-GEMM's N instead -- col (C*KH*KW, nb*OH*OW) (kernels/conv.cu im2col_wide_f32; for 1x1, stride 1, no padding
-it is the transpose to (C, nb*HW)), one GEMM W (M, K) @ col into scratch t (M, nb*OH*OW), and
-conv_unfold_f32 writes y (nb, M, OH, OW) = act(t + bias + Z) from it. A strided batched GEMM over images
-runs each image's small GEMM (M = 64, N = 3136: 7.7 TFLOP/s on the H200) where one wide GEMM runs at the
-large-GEMM rate (47 TFLOP/s at 256 x 100352 x 576); the price is a transposing pass over y and the
-scratch t. ResNet-50 b32 on the H200 with the batched GEMMs: 13.7 ms of device time, 12.2 in convolutions
-(benchmarks/gpu_profile.py, 2026-11-28).
+Group 1 with more than one image per chunk, "wide" (CONV_GEMM; "auto", the default, times it against the
+above on the first run and keeps the faster): the chunk's images side by side along the GEMM's N instead --
+col (C*KH*KW, nb*OH*OW) (kernels/conv.cu im2col_wide_f32; for 1x1, stride 1, no padding it is the transpose
+to (C, nb*HW)), one GEMM W (M, K) @ col into scratch t (M, nb*OH*OW), and conv_unfold_f32 writes
+y (nb, M, OH, OW) = act(t + bias + Z) from it. The strided batched GEMM runs each image's small GEMM
+(M = 64, N = 3136: cuBLAS at 7.7 TFLOP/s on the H200) where one wide GEMM may run at the large-GEMM rate
+(47 TFLOP/s at 256 x 100352 x 576); the price is a transposing pass over y and the scratch t. ResNet-50 b32
+on the H200 with the batched GEMMs: 13.7 ms of device time, 12.2 in convolutions (benchmarks/gpu_profile.py,
+2026-11-28).
 CuPy 14 has no cuDNN (DEVICE.md): these are ours, the GEMMs cuBLAS's (runtime.gemm).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -36,11 +39,14 @@ from .codes import activation_of, cuda_kernel, float32_io
 
 COL_SCRATCH_BYTES = 64 << 20
 """The im2col scratch of a group-1 convolution holds as many images' columns as fit in this (at least one);
-with WIDE, so does the GEMM's scratch t."""
+on the wide path, so does the GEMM's scratch t."""
 
-WIDE = True
-"""Group-1 convolutions of several images run one wide GEMM per chunk of images (module docstring); False:
-a strided batched GEMM over the chunk's images. Read when a kernel is set up (a Net's reshape)."""
+CONV_GEMM = os.environ.get("PP_CUDA_CONV_GEMM", "auto")
+"""How a group-1 convolution of several images runs its GEMMs: "wide" (one GEMM per chunk of images, side
+by side along N; module docstring), "batched" (a strided batched GEMM over the chunk's images), or "auto"
+(the default: both timed with CUDA events on the kernel's first run, outside any CUDA graph capture, and
+the faster kept for the kernel's life -- cuDNN's benchmark mode, torch.backends.cudnn.benchmark). Read
+when a kernel is set up (a Net's reshape); PP_CUDA_CONV_GEMM sets it."""
 
 
 def _conv_supported(ctx) -> bool:
@@ -70,41 +76,75 @@ class _ConvCore:
         self.depthwise = self.groups == self.c and self.groups > 1 and self.m % self.c == 0
         self.pointwise = (not self.depthwise and self.groups == 1 and (self.kh, self.kw) == (1, 1)
                           and tuple(strides) == (1, 1) and not any(g.pads_begin) and not any(g.pads_end))
+        self.choice = "depthwise"
         if self.depthwise:
             self.dw = runtime.function("conv.cu", "depthwise_f32")
             return
+        mode = CONV_GEMM if CONV_GEMM in ("wide", "batched") else "auto"
         self.epilogue = runtime.function("elementwise.cu", "bias_act_f32")
         self.rows = self.c * self.kh * self.kw
         hw_out = self.oh * self.ow
-        self.wide = False
-        if WIDE and self.groups == 1 and self.n > 1:
+        modes, col_size = ["batched"], 0
+        if self.groups == 1 and self.n > 1 and mode != "batched":
             chunk = max(1, min(self.n, COL_SCRATCH_BYTES // (4 * max(self.rows, self.m) * hw_out)))
-            if chunk > 1:  # one image a chunk gains nothing over the per-image path
-                self.wide, self.chunk = True, chunk
-                self.im2col = runtime.function("conv.cu", "im2col_wide_f32")
+            if chunk > 1:  # one image a chunk gains nothing over the batched path
+                modes = ["wide"] if mode == "wide" else ["wide", "batched"]
+                self.wide_chunk = chunk
+                self.im2col_wide = runtime.function("conv.cu", "im2col_wide_f32")
                 self.unfold = runtime.function("conv.cu", "conv_unfold_f32")
-                self.col = ctx.scratch((self.rows, chunk * hw_out), np.float32)
                 self.t = ctx.scratch((self.m, chunk * hw_out), np.float32)
-                return
-        if not self.pointwise:
+                col_size = self.rows * chunk * hw_out
+        if "batched" in modes and not self.pointwise:
             self.im2col = runtime.function("conv.cu", "im2col_f32")
-            per_image = self.c * self.kh * self.kw * self.oh * self.ow
-            self.chunk = 1 if self.groups > 1 else max(1, min(self.n, COL_SCRATCH_BYTES // (4 * per_image)))
-            self.col = ctx.scratch((self.chunk, self.c * self.kh * self.kw, self.oh * self.ow), np.float32)
+            self.chunk = 1 if self.groups > 1 else max(1, min(self.n, COL_SCRATCH_BYTES // (4 * self.rows * hw_out)))
+            col_size = max(col_size, self.chunk * self.rows * hw_out)
+        self.modes = tuple(modes)
+        self.choice = modes[0] if len(modes) == 1 else None  # None: timed on the first run
+        self.timings_ms: dict = {}
+        if col_size:  # one scratch for the columns of whichever path runs
+            self.col = ctx.scratch((col_size,), np.float32)
 
     def __call__(self, x, w, b, z, out):
+        if self.choice == "depthwise":
+            i32, null = np.int32, runtime.NULL
+            runtime.launch(self.dw, out.size, (x, w, b if b is not None else null, z if z is not None else null, out,
+                                               i32(self.n), i32(self.c), i32(self.h), i32(self.w), i32(self.m),
+                                               i32(self.oh), i32(self.ow), i32(self.kh), i32(self.kw), *self.geom,
+                                               *self.act))
+            return
+        if self.choice is None:
+            self.choice = self._tune(x, w, b, z, out)
+        if self.choice == "wide":
+            self._wide(x, w, b, z, out)
+        else:
+            self._batched(x, w, b, z, out)
+
+    def _tune(self, x, w, b, z, out) -> str:
+        """The faster of self.modes at these shapes: each run once (warm), then twice between CUDA events on
+        the current stream. Inside a graph capture nothing can be timed: "wide", untimed."""
+        cp = runtime.cupy
+        stream = cp.cuda.get_current_stream()
+        if getattr(stream, "is_capturing", lambda: False)():
+            return self.modes[0]
+        for mode in self.modes:
+            run = self._wide if mode == "wide" else self._batched
+            run(x, w, b, z, out)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(stream)
+            run(x, w, b, z, out)
+            run(x, w, b, z, out)
+            end.record(stream)
+            end.synchronize()
+            self.timings_ms[mode] = cp.cuda.get_elapsed_time(start, end) / 2
+        return min(self.timings_ms, key=self.timings_ms.get)
+
+    def _shape(self):
         i32 = np.int32
-        null = runtime.NULL
-        if self.depthwise:
-            n = out.size
-            runtime.launch(self.dw, n, (x, w, b if b is not None else null, z if z is not None else null, out,
-                                        i32(self.n), i32(self.c), i32(self.h), i32(self.w), i32(self.m), i32(self.oh),
-                                        i32(self.ow), i32(self.kh), i32(self.kw), *self.geom, *self.act))
-            return
+        return (i32(self.c), i32(self.h), i32(self.w), i32(self.kh), i32(self.kw), i32(self.oh), i32(self.ow))
+
+    def _batched(self, x, w, b, z, out):
+        i32 = np.int32
         hw_out, hw_in = self.oh * self.ow, self.h * self.w
-        if self.wide:
-            self._wide(x, w, b, z, out, hw_out)
-            return
         if self.pointwise:  # Y[n] (M, HW) = W (M, C) @ X[n] (C, HW), all images in one batched call
             runtime.gemm(w, x, out, self.m, hw_out, self.c, batch=self.n, stride_a=0, stride_b=self.c * hw_in,
                          stride_c=self.m * hw_out)
@@ -112,8 +152,8 @@ class _ConvCore:
             col = self.col.array
             kk = self.c // self.groups * self.kh * self.kw
             mg = self.m // self.groups
-            rows = self.c * self.kh * self.kw
-            shape = (i32(self.c), i32(self.h), i32(self.w), i32(self.kh), i32(self.kw), i32(self.oh), i32(self.ow))
+            rows = self.rows
+            shape = self._shape()
             for i in range(0, self.n, self.chunk):
                 nb = min(self.chunk, self.n - i)
                 runtime.launch(self.im2col, nb * rows * hw_out, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
@@ -129,14 +169,14 @@ class _ConvCore:
                                               z if z is not None else runtime.NULL, np.int64(n), np.int64(self.m),
                                               np.int64(hw_out), *self.act))
 
-
-    def _wide(self, x, w, b, z, out, hw_out):
+    def _wide(self, x, w, b, z, out):
         i32, null = np.int32, runtime.NULL
+        hw_out = self.oh * self.ow
         col, t = self.col.array, self.t.array
-        shape = (i32(self.c), i32(self.h), i32(self.w), i32(self.kh), i32(self.kw), i32(self.oh), i32(self.ow))
-        for i in range(0, self.n, self.chunk):
-            nb = min(self.chunk, self.n - i)
-            runtime.launch(self.im2col, self.rows * nb * hw_out, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
+        shape = self._shape()
+        for i in range(0, self.n, self.wide_chunk):
+            nb = min(self.wide_chunk, self.n - i)
+            runtime.launch(self.im2col_wide, self.rows * nb * hw_out, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
             runtime.gemm(w, col, t, self.m, nb * hw_out, self.rows)  # t (M, nb*HW) = W (M, K) @ col (K, nb*HW)
             runtime.launch(self.unfold, nb * self.m * hw_out,
                            (t, out[i:i + nb], b if b is not None else null, z[i:i + nb] if z is not None else null,

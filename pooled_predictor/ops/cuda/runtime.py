@@ -58,7 +58,7 @@ NULL = np.uint64(0)  # an absent optional pointer argument (bias, residual)
 # file -> the kernel functions the wrappers launch from it
 KERNELS = {
     "elementwise.cu": ("unary_f32", "binary_f32", "bias_act_f32", "gemm_epilogue_f32"),
-    "conv.cu": ("im2col_f32", "depthwise_f32"),
+    "conv.cu": ("im2col_f32", "im2col_wide_f32", "conv_unfold_f32", "depthwise_f32"),
     "pooling.cu": ("pool2d_f32", "global_pool_f32"),
     "normalization.cu": ("softmax_f32", "layernorm_f32", "channel_affine_f32"),
     "rearrange.cu": tuple(f"{k}_{t}" for k in ("strided_copy", "gather_axis", "pad") for t in ("b1", "b2", "b4", "b8")),
