@@ -131,6 +131,30 @@ def test_pool_workers_each_run_on_a_stream_of_their_own():
     assert len(set().union(*per_worker)) == len(per_worker)  # and not shared between workers
 
 
+def test_dynamic_batches_on_the_gpu_pad_to_graph_sizes_and_match_the_cpu():
+    """Batch-1 jobs batched on a GPU worker: padded with rows of zeros to the graph sizes (1, 2, 4, 8, 16,
+    24, 32; serving/batching.Batcher.graph_rows), captured on a size's second sight and replayed; every
+    job gets its own rows, as the CPU computes them. Three waves of 21 jobs: the same sizes again."""
+    from pooled_predictor import Config, PooledPredictor
+
+    xs = [RNG.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(21)]
+    cpu = Predictor(MODEL)
+    refs = [cpu.forward({"x": x})["prob"] for x in xs]
+    pool = PooledPredictor(Config(model_bytes=[MODEL], device="cuda", num_threads=1, max_batch_size=32,
+                                  max_queue_delay=0.05, preferred_batch_sizes=(32,)))
+    try:
+        for _ in range(3):
+            futures = [pool.forward({"x": x}, ["prob"]) for x in xs]
+            got = [f.result(timeout=120)["prob"] for f in futures]
+            for g, ref in zip(got, refs):
+                np.testing.assert_allclose(g, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+        sizes = pool.stats().nets[0].batch_sizes
+    finally:
+        pool.close()
+    assert sum(k * v for k, v in sizes.items()) == 63
+    assert max(sizes) > 1, sizes  # the jobs did batch
+
+
 def test_gpu_out_of_memory_fails_the_job_not_the_worker():
     """An arena the GPU cannot hold (CuPy's pool limited under it): ResourceExhaustedError on that job's
     Future; the worker lives on and the next job, at a size that fits, runs."""
