@@ -158,3 +158,29 @@ def test_one_row_over_a_small_weight_runs_the_compiled_gemv(a_shape, b_shape, co
     ref = run_ort(model, {"in0": a})[0]
     assert_close(out, ref, 1e-5, "MatMul")
     assert_close(run_ours(model, {"in0": a})[0], ref, 1e-5, "MatMul through a Net")
+
+
+# rows: every 16-lane tile height 1..MR16 and past it; N: tails below 16, between 16 and 32 (the last panel),
+# several panels and blocks; K: 1, odd, even and past one block's worth of the L2 budget
+WIDTH_SHAPES = [((1, 3), (3, 5)), ((8, 1), (1, 32)), ((5, 7), (7, 13)), ((9, 20), (20, 33)),
+                ((2, 17, 64), (64, 100)), ((23, 301), (301, 47)), ((12, 3000), (3000, 70))]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", WIDTH_SHAPES, ids=str)
+@pytest.mark.parametrize("op", ["MatMul", "MatMulAdd"])
+def test_sixteen_lanes_same_bits_as_eight(a_shape, b_shape, op):
+    """The 16-lane product (matmul_const16: 8 x 32 tiles of <16 x float>, panels of 32) is built where lanes() is
+    16 and gives the 8-lane product's bits (the same multiply-add chain over k, then + c), on every host."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    a, b = f32(*a_shape), f32(*b_shape)
+    c = f32(b_shape[1]) if op == "MatMulAdd" else None
+    outs = []
+    for lanes in (8, 16):
+        with isa.use_lanes(lanes):
+            k, out, call = _kernel(op, a, b, c)
+        assert k.fast.lanes == lanes
+        call()
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
+    assert_close(outs[1], a @ b + (0 if c is None else c), 1e-5, op)

@@ -7,7 +7,8 @@ Two paths, chosen once when the kernel is built:
 * compiled (float32, B a 2-D weight, A C-contiguous at call) -- A's batch dims
   collapse into rows, A (R, K) @ B (K, N) with Y rows of N contiguous:
   compiled/matmul.py's packed-panel GEMM, B (and MatMulAdd's bias, as one
-  more row) packed once into 16-column panels shared by every thread, A read
+  more row) packed once into 16-column panels (32 at 16 lanes: compiled/isa.py's
+  lanes() when the kernel is built) shared by every thread, A read
   where it lies, the bias added after the sum. Nothing allocated per call
   (the last panel's tile is per-Net scratch). PP-OCR rec's (1, 40, 80) @
   (80, 6906) + c: 1.19-1.21 ms, onnxruntime's MatMul 1.18-1.21 plus its Add,
@@ -23,6 +24,7 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import compiled
+from .compiled import isa
 from .conv_shared import shared_weights
 
 # The compiled path where it measured at least as fast as OpenBLAS (one thread, OpenBLAS
@@ -52,10 +54,12 @@ class ConstRightProduct:
 
     Built by `build` when the path applies; calling it runs the product into `out`
     and returns True, or returns False (nothing written) when A or Y is not
-    C-contiguous at that call, for the caller's numpy path.
+    C-contiguous at that call, for the caller's numpy path. `lanes`: the kernel's vector width,
+    compiled/isa.py's lanes() at the build (16: matmul_const16's 8 x 32 tiles of <16 x float>,
+    8: matmul_const's 6 x 16 of <8 x float>); the two give the same bits.
     """
 
-    __slots__ = ("rows", "k_n", "n_n", "bias", "x", "ws_ref", "run")
+    __slots__ = ("rows", "k_n", "n_n", "bias", "x", "ws_ref", "run", "lanes")
 
     @classmethod
     def build(cls, ctx, a_shape, a_dtype, b, c=None, trans_b=False, owner=None, min_rows=None, min_flops=None):
@@ -83,16 +87,20 @@ class ConstRightProduct:
         if k_n == 0 or n_n == 0 or rows < min_rows or 2 * rows * k_n * n_n < min_flops:
             return None
         self = cls()
-        self.rows, self.k_n, self.n_n, self.bias, self.run = rows, k_n, n_n, c is not None, compiled.matmul.matmul_const
+        mm = compiled.matmul
+        self.lanes = 16 if isa.lanes() == 16 else 8
+        panel, scratch = (mm.PANEL16, mm.scratch_size16()) if self.lanes == 16 else (mm.PANEL, mm.scratch_size())
+        self.rows, self.k_n, self.n_n, self.bias = rows, k_n, n_n, c is not None
+        self.run = mm.matmul_const16 if self.lanes == 16 else mm.matmul_const
         cb = None if c is None else np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
         if owner is not None:
-            self.x = shared_weights(owner[0], ("matmul_panels", tuple(id(o) for o in owner[1:]), trans_b, b.shape),
-                                    lambda _: compiled.matmul.pack_right(bt, cb))
+            self.x = shared_weights(owner[0], ("matmul_panels", tuple(id(o) for o in owner[1:]), trans_b, b.shape, panel),
+                                    lambda _: mm.pack_right(bt, cb, panel))
         elif c is None:
-            self.x = shared_weights(b, ("matmul_panels", trans_b), lambda _: compiled.matmul.pack_right(bt, None))
+            self.x = shared_weights(b, ("matmul_panels", trans_b, panel), lambda _: mm.pack_right(bt, None, panel))
         else:
-            self.x = shared_weights(c, ("matmul_panels", id(b), trans_b), lambda _: compiled.matmul.pack_right(bt, cb))
-        self.ws_ref = ctx.scratch((compiled.matmul.scratch_size(),), np.float32)
+            self.x = shared_weights(c, ("matmul_panels", id(b), trans_b, panel), lambda _: mm.pack_right(bt, cb, panel))
+        self.ws_ref = ctx.scratch((scratch,), np.float32)
         return self
 
     def __call__(self, a, out) -> bool:
