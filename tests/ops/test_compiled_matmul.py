@@ -184,3 +184,55 @@ def test_sixteen_lanes_same_bits_as_eight(a_shape, b_shape, op):
         outs.append(out)
     assert np.array_equal(outs[0], outs[1])
     assert_close(outs[1], a @ b + (0 if c is None else c), 1e-5, op)
+
+
+def _activation_kernel(a, b):
+    """MatMul with both operands activations (values unknown at build), as a Net builds it."""
+    node = Node("MatMul", ["in0", "in1"], ["out0"], {}, "", "t")
+    ctx = OpContext(node, 13, [a.shape, b.shape], [a.dtype, b.dtype], [None, None], "cpu", None)
+    k = matmul_module.MatMul(ctx)
+    out = np.full(np.matmul(a, b).shape, np.nan, np.float32)
+    return k, out
+
+
+# batched and not; N on a panel edge at both widths (64, 128), and 197 (the last panel partial: 13 of 208
+# or 27 of 224 columns padded); K odd and even; rows past and below a tile
+ACTIVATION_SHAPES = [((2, 3, 37, 64), (2, 3, 64, 197)), ((3, 19, 197), (3, 197, 64)), ((40, 7), (7, 128)),
+                     ((1, 4, 9, 30), (1, 4, 30, 96))]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", ACTIVATION_SHAPES, ids=str)
+def test_activation_product_both_widths_against_onnxruntime(a_shape, b_shape):
+    """Two activations: compiled/matmul.py's matmul_rows (B read in place) at 8 and 16 lanes, the same bits,
+    within 1e-5 of onnxruntime; through a Net the same bits as the kernel."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    a, b = f32(*a_shape), f32(*b_shape)
+    outs = []
+    for lanes in (8, 16):
+        with isa.use_lanes(lanes):
+            k, out = _activation_kernel(a, b)
+        assert k.act is not None and k.act.wide == (lanes == 16)
+        k(a, b, out=out)
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
+    model = make_node_model("MatMul", [a, b], opset=13)
+    assert_close(outs[0], run_ort(model, {"in0": a, "in1": b})[0], 1e-5, "MatMul of activations")
+    assert_close(run_ours(model, {"in0": a, "in1": b})[0], outs[0], 0.0, "MatMul of activations through a Net")
+
+
+def test_activation_product_rule():
+    """numpy.matmul where the last panel would waste more than 1/ACTIVATION_MAX_PAD of the columns (N = 49: 64
+    computed at both widths), where the batch dimensions differ (broadcast), or where A or B is strided."""
+    a, b = f32(4, 49, 32), f32(4, 32, 49)
+    k, out = _activation_kernel(a, b)
+    assert k.act is None
+    k(a, b, out=out)
+    assert_close(out, a @ b, 1e-5, "N = 49")
+    k, _ = _activation_kernel(f32(4, 20, 32), f32(1, 32, 64))
+    assert k.act is None
+    a, b = f32(4, 20, 32), f32(4, 64, 32)
+    k, out = _activation_kernel(a, b.swapaxes(1, 2))
+    assert k.act is not None
+    k(a, b.swapaxes(1, 2), out=out)  # B a strided view at the call: numpy's path
+    assert_close(out, a @ b.swapaxes(1, 2), 1e-5, "strided B")

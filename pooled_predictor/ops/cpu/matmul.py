@@ -44,6 +44,14 @@ COMPILED_MIN_FLOPS = 1 << 16
 GEMV_COMPILED_MAX_WEIGHT = 1 << 16
 
 
+# ... and, for a product of two activations (ActivationProduct), N whose last, zero-padded panel wastes at
+# most 1/ACTIVATION_MAX_PAD of the columns computed: the tile of the padded columns costs a full one (one
+# thread, batched; matmul_rows vs numpy.matmul (OpenBLAS) at 16 / 8 lanes: ViT's 12 x (197 x 64 @ 64 x 197,
+# 224 columns computed) 0.28 / 0.48 ms vs 0.50, and 12 x (197 x 197 @ 197 x 64) 0.24 / 0.43 vs 0.49; Swin's
+# 192 x (49 x 32 @ 32 x 49, 64 computed) 0.38 / 0.37 vs 0.30, and 192 x (49 x 49 @ 49 x 32) 0.12 / 0.22 vs 0.29)
+ACTIVATION_MAX_PAD = 8
+
+
 def BIAS_SHAPES(n: int) -> tuple:  # noqa: N802 -- a table, computed
     """The shapes of a bias over a last axis of n: added to Y (..., n) it is one value per column."""
     return ((n,), (1, n), (1,), (1, 1), ())
@@ -119,20 +127,83 @@ class ConstRightProduct:
                               self.n_n, self.ws_ref.array)
 
 
+class ActivationProduct:
+    """Y = A @ B on the compiled path (compiled/matmul.py: matmul_rows) for B an activation: float32 A
+    (..., M, K) and B (..., K, N) of the same batch dimensions, B read where it lies (no packing but its
+    last, partial panel), at compiled/isa.py's lanes() when built (both widths give the same bits).
+
+    The one rule for every product of two activations that the graph's nodes compute (MatMul, MatMulAdd,
+    ScaledDotProductAttention's two products): a fused node and the nodes it replaces take the same path
+    for the same shapes, so they give the same bits. Built by `build` where it applies (compiled kernels
+    active, products of at least COMPILED_MIN_ROWS rows and COMPILED_MIN_FLOPS); calling it runs the
+    product and returns True, or returns False (nothing written) when an operand is not C-contiguous at
+    that call, for the caller's numpy.matmul.
+    """
+
+    __slots__ = ("batch", "m_n", "k_n", "n_n", "wide", "ws_ref")
+
+    @classmethod
+    def build(cls, ctx, a_shape, b_shape, dtype):
+        """The product of A (a_shape) and B (b_shape), both `dtype`; None where the path does not apply."""
+        a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+        if (not compiled.active() or np.dtype(dtype) != np.float32 or len(a_shape) < 2
+                or len(a_shape) != len(b_shape) or a_shape[:-2] != b_shape[:-2] or a_shape[-1] != b_shape[-2]):
+            return None
+        m_n, k_n, n_n = a_shape[-2], a_shape[-1], b_shape[-1]
+        if m_n < COMPILED_MIN_ROWS or k_n == 0 or n_n == 0 or 2 * m_n * k_n * n_n < COMPILED_MIN_FLOPS:
+            return None
+        wide = isa.lanes() == 16
+        width = compiled.matmul.PANEL16 if wide else compiled.matmul.PANEL
+        padded = -(-n_n // width) * width
+        if (padded - n_n) * ACTIVATION_MAX_PAD > padded:
+            return None
+        self = cls()
+        self.batch = int(np.prod(a_shape[:-2], dtype=np.int64))
+        self.m_n, self.k_n, self.n_n = m_n, k_n, n_n
+        self.wide = wide
+        self.ws_ref = ctx.scratch((compiled.matmul.rows_scratch_size(k_n, 16 if self.wide else 8),), np.float32)
+        return self
+
+    def _ok(self, a, b, out) -> bool:
+        return a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
+
+    def __call__(self, a, b, out) -> bool:
+        if not self._ok(a, b, out):
+            return False
+        compiled.matmul.matmul_rows(a.reshape(-1), b.reshape(-1), out.reshape(-1), self.batch, self.m_n, self.k_n,
+                                    self.n_n, self.wide, self.ws_ref.array)
+        return True
+
+    def prepare(self, a, b, out):
+        """self(a, b, out) as one zero-argument call for these arrays, or None where it would return False."""
+        if not self._ok(a, b, out):
+            return None
+        return compiled.bound(compiled.matmul.matmul_rows, a.reshape(-1), b.reshape(-1), out.reshape(-1),
+                              self.batch, self.m_n, self.k_n, self.n_n, self.wide, self.ws_ref.array)
+
+
+def matmul_into(product, a, b, out) -> None:
+    """out = a @ b: `product` (an ActivationProduct, or None) where it runs, else numpy.matmul."""
+    if product is None or not product(a, b, out):
+        np.matmul(a, b, out=out)
+
+
 class _MatMul:
     """Y = A @ B (+ C): shared by MatMul (no C) and MatMulAdd (C a bias over Y's last axis)."""
 
     def __init__(self, ctx, bias: bool):
         self.bias = bias
-        self.fast = None
+        self.fast = self.act = None
         if ctx.is_static(1) and (not bias or ctx.is_static(2)):
             self.fast = ConstRightProduct.build(ctx, ctx.shape(0), ctx.dtype(0), ctx.value(1),
                                                 ctx.value(2) if bias else None)
+        elif not ctx.is_static(1) and np.dtype(ctx.dtype(1)) == np.dtype(ctx.dtype(0)):
+            self.act = ActivationProduct.build(ctx, ctx.shape(0), ctx.shape(1), ctx.dtype(0))
 
     def __call__(self, a, b, c=None, *, out):
         if self.fast is not None and self.fast(a, out):
             return
-        np.matmul(a, b, out=out)
+        matmul_into(self.act, a, b, out)
         if self.bias:
             np.add(out, c, out=out)
 
@@ -141,6 +212,9 @@ class _MatMul:
         them, `out` positional (a [1, 64] @ [64, 64] Loop-body MatMul: 1.25 against 1.77 us a call)."""
         if self.fast is not None:
             return self.fast.prepare(a, out)
+        if self.act is not None:
+            run = self.act.prepare(a, b, out)
+            return None if run is None or self.bias else run
         return None if self.bias else partial(np.matmul, a, b, out)
 
 

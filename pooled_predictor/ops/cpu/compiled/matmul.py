@@ -167,7 +167,7 @@ def array_data(context, builder, signature, args, i):
     return context.make_array(signature.args[i])(context, builder, args[i]).data
 
 
-def _make_panel_micro(rows: int, lanes: int = 8):
+def _make_panel_micro(rows: int, lanes: int = 8, strided: bool = False):
     """The micro-kernel for `rows` x (2 * lanes) outputs over one packed panel of X (2 * lanes columns:
     PANEL at 8 lanes, PANEL16 at 16).
 
@@ -176,8 +176,13 @@ def _make_panel_micro(rows: int, lanes: int = 8):
     (k_loop), then + xp[x_off + k_n * W + c] (the panel's bias row) when `bias`, r < rows,
     c < W = 2 * lanes; the line pf floats on from each row of the panel is prefetched. A is read
     where it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a fixed pitch.
+
+    strided: micro(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy) instead, X's rows ldx apart
+    (an unpacked matrix read in place: matmul_rows), no bias, no prefetch.
     """
     width = 2 * lanes
+    if strided:
+        return _make_strided_micro(rows, lanes)
 
     @intrinsic
     def micro(typingctx, a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
@@ -200,6 +205,32 @@ def _make_panel_micro(rows: int, lanes: int = 8):
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 for v in range(2):
                     vstore(builder, out[2 * r + v], row, v, lanes)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+def _make_strided_micro(rows: int, lanes: int):
+    """_make_panel_micro's strided micro-kernel: y[y_off + r * ldy + c] = sum_{k < k_n}
+    a[a_off + r * lda + k] * x[x_off + k * ldx + c], r < rows, c < 2 * lanes (the same k_loop)."""
+
+    @intrinsic
+    def micro(typingctx, a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy):
+        sig = types.void(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy)
+
+        def codegen(context, builder, signature, args):
+            _, a_off_v, lda_v, _, x_off_v, ldx_v, k_n_v, _, y_off_v, ldy_v = args
+            aptr = builder.gep(array_data(context, builder, signature, args, 0), [a_off_v])
+            arows = [builder.gep(aptr, [builder.mul(lda_v, _c(r))]) for r in range(rows)]
+            xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
+            yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
+            final = k_loop(builder, rows, arows, xptr, ldx_v, k_n_v, None, lanes)
+            for r in range(rows):
+                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
+                for v in range(2):
+                    vstore(builder, final[2 * r + v], row, v, lanes)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -296,3 +327,62 @@ def matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws):
             for r in range(r_t):
                 for j in range(n_n - full):
                     yf[(m + r) * n_n + full + j] = ws[r * PANEL16 + j]
+
+
+# ---- products of two activations: B read where it lies (rows ldb apart), both widths ----------------------
+
+_S_ARGS = "a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy"
+_stile8 = dispatch_rows(lambda r: _make_panel_micro(r, 8, strided=True), MR, _S_ARGS)
+_stile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16, strided=True), MR16, _S_ARGS)
+
+
+def rows_scratch_size(k_n: int, lanes: int) -> int:
+    """Floats of workspace matmul_rows needs at `lanes`: the last, partial panel of B zero-padded
+    (k_n x 2 lanes) and its Y tile."""
+    width = 2 * lanes
+    return k_n * width + (MR16 if lanes == 16 else MR) * width
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _rows_tile(wide, a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy, rows):
+    if wide:
+        _stile16(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy, rows)
+    else:
+        _stile8(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy, rows)
+
+
+_ROWS_SIG = types.void(_R1, _R1, _F1, _I, _I, _I, _I, types.boolean, _F1)
+
+
+@njit(_ROWS_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_rows(af, bf, yf, batch, m_n, k_n, n_n, wide, ws):
+    """Y[i] (m_n, n_n) = A[i] (m_n, k_n) @ B[i] (k_n, n_n) for i < batch, every operand C-contiguous
+    and flat (A[i] at i * m_n * k_n, ...): B an activation, read where it lies.
+
+    The micro-kernels of matmul_const (wide: MR16 x PANEL16 tiles of <16 x float>; else MR x PANEL of
+    <8 x float>) with B's rows n_n apart instead of a packed panel; the last, partial panel of columns
+    is copied zero-padded into ws (rows_scratch_size(k_n, lanes) floats) and its tile's valid columns
+    into Y. Per panel of B (k_n x W floats, in L1 or L2), every row tile of A. The same sums as
+    matmul_const: a sequential multiply-add chain over k per output, so both widths give the same bits.
+    """
+    mr = MR16 if wide else MR
+    w = PANEL16 if wide else PANEL
+    full = n_n // w * w
+    tail = n_n - full
+    for i in range(batch):
+        a0, b0, y0 = i * m_n * k_n, i * k_n * n_n, i * m_n * n_n
+        for j0 in range(0, full, w):
+            for m in range(0, m_n, mr):
+                _rows_tile(wide, af, a0 + m * k_n, k_n, bf, b0 + j0, n_n, k_n, yf, y0 + m * n_n + j0, n_n,
+                           min(mr, m_n - m))
+        if tail:
+            t0 = k_n * w
+            for k in range(k_n):
+                for j in range(w):
+                    ws[k * w + j] = bf[b0 + k * n_n + full + j] if j < tail else np.float32(0)
+            for m in range(0, m_n, mr):
+                r_t = min(mr, m_n - m)
+                _rows_tile(wide, af, a0 + m * k_n, k_n, ws, 0, w, k_n, ws, t0, w, r_t)
+                for r in range(r_t):
+                    for j in range(tail):
+                        yf[y0 + (m + r) * n_n + full + j] = ws[t0 + r * w + j]
