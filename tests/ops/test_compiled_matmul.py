@@ -203,7 +203,7 @@ ACTIVATION_SHAPES = [((2, 3, 37, 64), (2, 3, 64, 197)), ((3, 19, 197), (3, 197, 
 
 @pytest.mark.parametrize("a_shape,b_shape", ACTIVATION_SHAPES, ids=str)
 def test_activation_product_both_widths_against_onnxruntime(a_shape, b_shape):
-    """Two activations: compiled/matmul.py's matmul_rows (B read in place) at 8 and 16 lanes, the same bits,
+    """Two activations: compiled/matmul.py's matmul_rows8 / 16 (B read in place) at 8 and 16 lanes, the same bits,
     within 1e-5 of onnxruntime; through a Net the same bits as the kernel."""
     from pooled_predictor.ops.cpu.compiled import isa
 

@@ -352,7 +352,7 @@ class ScaledDotProductAttention:
     Y (..., S, Dv). op: * scale (divide 0) or / scale (divide 1). Types: float16/32/64.
     The same arithmetic as the nodes it replaces, in their order and rounding: both products by
     MatMul's rule for two activations (ops/cpu/matmul.py: ActivationProduct, compiled/matmul.py's
-    matmul_rows where it applies, else np.matmul), the scale and the mask rounded one by one, then
+    matmul_rows8 / 16 where it applies, else np.matmul), the scale and the mask rounded one by one, then
     Softmax. float32 with scores M does not enlarge: the scale, the mask and the softmax are one
     compiled pass per row of the scores (compiled/softmax.py: softmax_rows_biased) while the row
     is in cache, instead of three passes over the (..., S, T) scores. Otherwise numpy's passes.

@@ -46,7 +46,7 @@ GEMV_COMPILED_MAX_WEIGHT = 1 << 16
 
 # ... and, for a product of two activations (ActivationProduct), N whose last, zero-padded panel wastes at
 # most 1/ACTIVATION_MAX_PAD of the columns computed: the tile of the padded columns costs a full one (one
-# thread, batched; matmul_rows vs numpy.matmul (OpenBLAS) at 16 / 8 lanes: ViT's 12 x (197 x 64 @ 64 x 197,
+# thread, batched; matmul_rows16 / 8 vs numpy.matmul (OpenBLAS) at 16 / 8 lanes: ViT's 12 x (197 x 64 @ 64 x 197,
 # 224 columns computed) 0.28 / 0.48 ms vs 0.50, and 12 x (197 x 197 @ 197 x 64) 0.24 / 0.43 vs 0.49; Swin's
 # 192 x (49 x 32 @ 32 x 49, 64 computed) 0.38 / 0.37 vs 0.30, and 192 x (49 x 49 @ 49 x 32) 0.12 / 0.22 vs 0.29)
 ACTIVATION_MAX_PAD = 8
@@ -102,8 +102,8 @@ class ConstRightProduct:
         self.run = mm.matmul_const16 if self.lanes == 16 else mm.matmul_const
         cb = None if c is None else np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
         if owner is not None:
-            self.x = shared_weights(owner[0], ("matmul_panels", tuple(id(o) for o in owner[1:]), trans_b, b.shape, panel),
-                                    lambda _: mm.pack_right(bt, cb, panel))
+            key = ("matmul_panels", tuple(id(o) for o in owner[1:]), trans_b, b.shape, panel)
+            self.x = shared_weights(owner[0], key, lambda _: mm.pack_right(bt, cb, panel))
         elif c is None:
             self.x = shared_weights(b, ("matmul_panels", trans_b, panel), lambda _: mm.pack_right(bt, None, panel))
         else:
@@ -128,7 +128,7 @@ class ConstRightProduct:
 
 
 class ActivationProduct:
-    """Y = A @ B on the compiled path (compiled/matmul.py: matmul_rows) for B an activation: float32 A
+    """Y = A @ B on the compiled path (compiled/matmul.py: matmul_rows8, matmul_rows16) for B an activation: float32 A
     (..., M, K) and B (..., K, N) of the same batch dimensions, B read where it lies (no packing but its
     last, partial panel), at compiled/isa.py's lanes() when built (both widths give the same bits).
 
@@ -164,22 +164,25 @@ class ActivationProduct:
         self.ws_ref = ctx.scratch((compiled.matmul.rows_scratch_size(k_n, 16 if self.wide else 8),), np.float32)
         return self
 
+    def _kernel(self):
+        return compiled.matmul.matmul_rows16 if self.wide else compiled.matmul.matmul_rows8
+
     def _ok(self, a, b, out) -> bool:
         return a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
 
     def __call__(self, a, b, out) -> bool:
         if not self._ok(a, b, out):
             return False
-        compiled.matmul.matmul_rows(a.reshape(-1), b.reshape(-1), out.reshape(-1), self.batch, self.m_n, self.k_n,
-                                    self.n_n, self.wide, self.ws_ref.array)
+        self._kernel()(a.reshape(-1), b.reshape(-1), out.reshape(-1), self.batch, self.m_n, self.k_n, self.n_n,
+                       self.ws_ref.array)
         return True
 
     def prepare(self, a, b, out):
         """self(a, b, out) as one zero-argument call for these arrays, or None where it would return False."""
         if not self._ok(a, b, out):
             return None
-        return compiled.bound(compiled.matmul.matmul_rows, a.reshape(-1), b.reshape(-1), out.reshape(-1),
-                              self.batch, self.m_n, self.k_n, self.n_n, self.wide, self.ws_ref.array)
+        return compiled.bound(self._kernel(), a.reshape(-1), b.reshape(-1), out.reshape(-1), self.batch, self.m_n,
+                              self.k_n, self.n_n, self.ws_ref.array)
 
 
 def matmul_into(product, a, b, out) -> None:

@@ -12,6 +12,12 @@ place and B packed in 16-column panels). The micro-kernels are LLVM IR (numba
 intrinsics), one per tile height 1..6; the last, partial panel (zero-padded)
 goes through a 6 x 16 scratch tile.
 
+At 16 lanes (compiled/isa.py's lanes(): AVX-512 hosts), matmul_const16 runs the same loops over
+panels of PANEL16 = 32 columns in tiles of MR16 = 8 rows (16 <16 x float> accumulators: one zmm
+each; 12 rows spilled, 0.72x the speed); pack_right(B, c, PANEL16) packs for it. matmul_rows8 /
+matmul_rows16 take B an activation, read in place (rows N apart, its last partial panel copied
+zero-padded): the products of two activations (MatMul, attention's Q K^T and P V).
+
 Numerically: each output is a sequential multiply-add chain over k in float32
 (fused: FMA), then + c[n] (rounded once: round(s + c), the same as a GEMM
 followed by + c, i.e. ONNX MatMul then Add). Error: BLAS sgemm's,
@@ -47,15 +53,14 @@ def pack_right(b: np.ndarray, c: np.ndarray | None, panel: int = PANEL) -> np.nd
     columns (PANEL; PANEL16 for matmul_const16), each panel K' x panel k-major (the last one
     zero-padded), so that a micro-tile's strip of X is contiguous (B as it lies has rows N floats
     apart: one page per k row). Flat float32, read-only; panel j starts at j * K' * panel."""
-    PANEL = panel  # noqa: N806 -- the width this packing is for
     x = np.asarray(b, np.float32)
     if c is not None:
         x = np.concatenate([x, np.asarray(c, np.float32).reshape(1, -1)], axis=0)
     kk, n = x.shape
-    panels = -(-n // PANEL)
-    padded = np.zeros((kk, panels * PANEL), np.float32)
+    panels = -(-n // panel)
+    padded = np.zeros((kk, panels * panel), np.float32)
     padded[:, :n] = x
-    out = np.ascontiguousarray(padded.reshape(kk, panels, PANEL).transpose(1, 0, 2)).reshape(-1)
+    out = np.ascontiguousarray(padded.reshape(kk, panels, panel).transpose(1, 0, 2)).reshape(-1)
     out.flags.writeable = False
     return out
 
@@ -178,7 +183,7 @@ def _make_panel_micro(rows: int, lanes: int = 8, strided: bool = False):
     where it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a fixed pitch.
 
     strided: micro(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy) instead, X's rows ldx apart
-    (an unpacked matrix read in place: matmul_rows), no bias, no prefetch.
+    (an unpacked matrix read in place: matmul_rows8 / 16), no bias, no prefetch.
     """
     width = 2 * lanes
     if strided:
@@ -296,7 +301,8 @@ def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
 
 # ---- 16 lanes: <16 x float> micro-kernels over panels of 32 columns (AVX-512's 32 zmm registers) ----------
 
-_tile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16), MR16, "a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf")
+_tile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16), MR16,
+                        "a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf")
 
 
 def scratch_size16() -> int:
@@ -337,44 +343,22 @@ _stile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16, strided=True), MR16,
 
 
 def rows_scratch_size(k_n: int, lanes: int) -> int:
-    """Floats of workspace matmul_rows needs at `lanes`: the last, partial panel of B zero-padded
+    """Floats of workspace matmul_rows8 / 16 need at `lanes`: the last, partial panel of B zero-padded
     (k_n x 2 lanes) and its Y tile."""
     width = 2 * lanes
     return k_n * width + (MR16 if lanes == 16 else MR) * width
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _rows_tile(wide, a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy, rows):
-    if wide:
-        _stile16(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy, rows)
-    else:
-        _stile8(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy, rows)
-
-
-_ROWS_SIG = types.void(_R1, _R1, _F1, _I, _I, _I, _I, types.boolean, _F1)
-
-
-@njit(_ROWS_SIG, nogil=True, cache=True, error_model="numpy")
-def matmul_rows(af, bf, yf, batch, m_n, k_n, n_n, wide, ws):
-    """Y[i] (m_n, n_n) = A[i] (m_n, k_n) @ B[i] (k_n, n_n) for i < batch, every operand C-contiguous
-    and flat (A[i] at i * m_n * k_n, ...): B an activation, read where it lies.
-
-    The micro-kernels of matmul_const (wide: MR16 x PANEL16 tiles of <16 x float>; else MR x PANEL of
-    <8 x float>) with B's rows n_n apart instead of a packed panel; the last, partial panel of columns
-    is copied zero-padded into ws (rows_scratch_size(k_n, lanes) floats) and its tile's valid columns
-    into Y. Per panel of B (k_n x W floats, in L1 or L2), every row tile of A. The same sums as
-    matmul_const: a sequential multiply-add chain over k per output, so both widths give the same bits.
-    """
-    mr = MR16 if wide else MR
-    w = PANEL16 if wide else PANEL
+def _rows(tile, mr, w, af, bf, yf, batch, m_n, k_n, n_n, ws):
+    """matmul_rows8 / 16's loops around `tile` (a strided micro-kernel dispatch: mr x w tiles)."""
     full = n_n // w * w
     tail = n_n - full
     for i in range(batch):
         a0, b0, y0 = i * m_n * k_n, i * k_n * n_n, i * m_n * n_n
         for j0 in range(0, full, w):
             for m in range(0, m_n, mr):
-                _rows_tile(wide, af, a0 + m * k_n, k_n, bf, b0 + j0, n_n, k_n, yf, y0 + m * n_n + j0, n_n,
-                           min(mr, m_n - m))
+                tile(af, a0 + m * k_n, k_n, bf, b0 + j0, n_n, k_n, yf, y0 + m * n_n + j0, n_n, min(mr, m_n - m))
         if tail:
             t0 = k_n * w
             for k in range(k_n):
@@ -382,7 +366,31 @@ def matmul_rows(af, bf, yf, batch, m_n, k_n, n_n, wide, ws):
                     ws[k * w + j] = bf[b0 + k * n_n + full + j] if j < tail else np.float32(0)
             for m in range(0, m_n, mr):
                 r_t = min(mr, m_n - m)
-                _rows_tile(wide, af, a0 + m * k_n, k_n, ws, 0, w, k_n, ws, t0, w, r_t)
+                tile(af, a0 + m * k_n, k_n, ws, 0, w, k_n, ws, t0, w, r_t)
                 for r in range(r_t):
                     for j in range(tail):
                         yf[y0 + (m + r) * n_n + full + j] = ws[t0 + r * w + j]
+
+
+_ROWS_SIG = types.void(_R1, _R1, _F1, _I, _I, _I, _I, _F1)
+
+
+@njit(_ROWS_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_rows8(af, bf, yf, batch, m_n, k_n, n_n, ws):
+    """Y[i] (m_n, n_n) = A[i] (m_n, k_n) @ B[i] (k_n, n_n) for i < batch, every operand C-contiguous
+    and flat (A[i] at i * m_n * k_n, ...): B an activation, read where it lies.
+
+    The micro-kernels of matmul_const (MR x PANEL tiles of <8 x float>) with B's rows n_n apart
+    instead of a packed panel; the last, partial panel of columns is copied zero-padded into ws
+    (rows_scratch_size(k_n, 8) floats) and its tile's valid columns into Y. Per panel of B (k_n x
+    PANEL floats, in L1 or L2), every row tile of A. The same sums as matmul_const: a sequential
+    multiply-add chain over k per output.
+    """
+    _rows(_stile8, MR, PANEL, af, bf, yf, batch, m_n, k_n, n_n, ws)
+
+
+@njit(_ROWS_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_rows16(af, bf, yf, batch, m_n, k_n, n_n, ws):
+    """matmul_rows8 at 16 lanes: MR16 x PANEL16 tiles of <16 x float>, ws of rows_scratch_size(k_n, 16)
+    floats; the same bits."""
+    _rows(_stile16, MR16, PANEL16, af, bf, yf, batch, m_n, k_n, n_n, ws)
