@@ -158,3 +158,81 @@ def test_one_row_over_a_small_weight_runs_the_compiled_gemv(a_shape, b_shape, co
     ref = run_ort(model, {"in0": a})[0]
     assert_close(out, ref, 1e-5, "MatMul")
     assert_close(run_ours(model, {"in0": a})[0], ref, 1e-5, "MatMul through a Net")
+
+
+# rows: every 16-lane tile height 1..MR16 and past it; N: tails below 16, between 16 and 32 (the last panel),
+# several panels and blocks; K: 1, odd, even and past one block's worth of the L2 budget
+WIDTH_SHAPES = [((1, 3), (3, 5)), ((8, 1), (1, 32)), ((5, 7), (7, 13)), ((9, 20), (20, 33)),
+                ((2, 17, 64), (64, 100)), ((23, 301), (301, 47)), ((12, 3000), (3000, 70))]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", WIDTH_SHAPES, ids=str)
+@pytest.mark.parametrize("op", ["MatMul", "MatMulAdd"])
+def test_sixteen_lanes_same_bits_as_eight(a_shape, b_shape, op):
+    """The 16-lane product (matmul_const16: 8 x 32 tiles of <16 x float>, panels of 32) is built where lanes() is
+    16 and gives the 8-lane product's bits (the same multiply-add chain over k, then + c), on every host."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    a, b = f32(*a_shape), f32(*b_shape)
+    c = f32(b_shape[1]) if op == "MatMulAdd" else None
+    outs = []
+    for lanes in (8, 16):
+        with isa.use_lanes(lanes):
+            k, out, call = _kernel(op, a, b, c)
+        assert k.fast.lanes == lanes
+        call()
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
+    assert_close(outs[1], a @ b + (0 if c is None else c), 1e-5, op)
+
+
+def _activation_kernel(a, b):
+    """MatMul with both operands activations (values unknown at build), as a Net builds it."""
+    node = Node("MatMul", ["in0", "in1"], ["out0"], {}, "", "t")
+    ctx = OpContext(node, 13, [a.shape, b.shape], [a.dtype, b.dtype], [None, None], "cpu", None)
+    k = matmul_module.MatMul(ctx)
+    out = np.full(np.matmul(a, b).shape, np.nan, np.float32)
+    return k, out
+
+
+# batched and not; N on a panel edge at both widths (64, 128), and 197 (the last panel partial: 13 of 208
+# or 27 of 224 columns padded); K odd and even; rows past and below a tile
+ACTIVATION_SHAPES = [((2, 3, 37, 64), (2, 3, 64, 197)), ((3, 19, 197), (3, 197, 64)), ((40, 7), (7, 128)),
+                     ((1, 4, 9, 30), (1, 4, 30, 96))]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", ACTIVATION_SHAPES, ids=str)
+def test_activation_product_both_widths_against_onnxruntime(a_shape, b_shape):
+    """Two activations: compiled/matmul.py's matmul_rows8 / 16 (B read in place) at 8 and 16 lanes, the same bits,
+    within 1e-5 of onnxruntime; through a Net the same bits as the kernel."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
+    a, b = f32(*a_shape), f32(*b_shape)
+    outs = []
+    for lanes in (8, 16):
+        with isa.use_lanes(lanes):
+            k, out = _activation_kernel(a, b)
+        assert k.act is not None and k.act.wide == (lanes == 16)
+        k(a, b, out=out)
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
+    model = make_node_model("MatMul", [a, b], opset=13)
+    assert_close(outs[0], run_ort(model, {"in0": a, "in1": b})[0], 1e-5, "MatMul of activations")
+    assert_close(run_ours(model, {"in0": a, "in1": b})[0], outs[0], 0.0, "MatMul of activations through a Net")
+
+
+def test_activation_product_rule():
+    """numpy.matmul where the last panel would waste more than 1/ACTIVATION_MAX_PAD of the columns (N = 49: 64
+    computed at both widths), where the batch dimensions differ (broadcast), or where A or B is strided."""
+    a, b = f32(4, 49, 32), f32(4, 32, 49)
+    k, out = _activation_kernel(a, b)
+    assert k.act is None
+    k(a, b, out=out)
+    assert_close(out, a @ b, 1e-5, "N = 49")
+    k, _ = _activation_kernel(f32(4, 20, 32), f32(1, 32, 64))
+    assert k.act is None
+    a, b = f32(4, 20, 32), f32(4, 64, 32)
+    k, out = _activation_kernel(a, b.swapaxes(1, 2))
+    assert k.act is not None
+    k(a, b.swapaxes(1, 2), out=out)  # B a strided view at the call: numpy's path
+    assert_close(out, a @ b.swapaxes(1, 2), 1e-5, "strided B")

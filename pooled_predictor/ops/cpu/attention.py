@@ -18,6 +18,7 @@ from ...errors import InputError
 from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from . import compiled
+from .matmul import ActivationProduct, matmul_into
 
 # softmax_precision (ONNX TensorProto elem_type) -> numpy dtype; 16 (bfloat16) has none.
 _PRECISIONS = {1: np.float32, 10: np.float16, 11: np.float64}
@@ -349,8 +350,9 @@ class ScaledDotProductAttention:
     Shapes: Q (..., S, D), Kt (..., D, T) (K already transposed), V (..., T, Dv), M (optional)
     broadcasting with the scores (..., S, T); numpy.matmul's batch broadcasting throughout;
     Y (..., S, Dv). op: * scale (divide 0) or / scale (divide 1). Types: float16/32/64.
-    The same arithmetic as the nodes it replaces, in their order and rounding: np.matmul for both
-    products (as MatMul of two activations), the scale and the mask rounded one by one, then
+    The same arithmetic as the nodes it replaces, in their order and rounding: both products by
+    MatMul's rule for two activations (ops/cpu/matmul.py: ActivationProduct, compiled/matmul.py's
+    matmul_rows8 / 16 where it applies, else np.matmul), the scale and the mask rounded one by one, then
     Softmax. float32 with scores M does not enlarge: the scale, the mask and the softmax are one
     compiled pass per row of the scores (compiled/softmax.py: softmax_rows_biased) while the row
     is in cache, instead of three passes over the (..., S, T) scores. Otherwise numpy's passes.
@@ -366,6 +368,10 @@ class ScaledDotProductAttention:
         full = np.broadcast_shapes(raw, tuple(ctx.shape(3))) if self.masked else raw
         self.raw_shape, self.full_shape = raw, full
         self.scores = ctx.scratch(full, dtype)
+        # both products by the rule of MatMul's of two activations (ops/cpu/matmul.py), so the same bits
+        self.qk = ActivationProduct.build(ctx, ctx.shape(0), ctx.shape(1), dtype) \
+            if np.dtype(ctx.dtype(1)) == dtype else None
+        self.pv = ActivationProduct.build(ctx, full, ctx.shape(2), dtype) if np.dtype(ctx.dtype(2)) == dtype else None
         d = full[-1] if full else 1
         rows = int(np.prod(full, dtype=np.int64)) // max(d, 1)
         self.rows = None
@@ -394,15 +400,15 @@ class ScaledDotProductAttention:
     def __call__(self, q, kt, v, m=None, *, out):
         s = self.scores.array
         if self.rows is not None:
-            np.matmul(q, kt, out=s)
+            matmul_into(self.qk, q, kt, s)
             flat = s.reshape(-1)
             mask = _NO_MASK if m is None else np.ascontiguousarray(m, np.float32).reshape(-1)
             compiled.softmax.softmax_rows_biased(flat, self.rows[0], self.rows[1], self.op_scale, self.mode, mask,
                                                  self.m_rows, self.m_step)
-            np.matmul(s, v, out=out)
+            matmul_into(self.pv, s, v, out)
             return
         raw = s if self.raw is None else self.raw.array
-        np.matmul(q, kt, out=raw)
+        matmul_into(self.qk, q, kt, raw)
         c = s.dtype.type(self.scale)
         (np.divide if self.divide else np.multiply)(raw, c, out=raw)
         if self.masked:
@@ -415,7 +421,7 @@ class ScaledDotProductAttention:
         np.exp(s, out=s)
         np.sum(s, axis=-1, keepdims=True, out=mx)
         s /= mx
-        np.matmul(s, v, out=out)
+        matmul_into(self.pv, s, v, out)
 
 
 _NO_MASK = np.empty(0, np.float32)

@@ -211,7 +211,7 @@ class FusedGemm:
     def __call__(self, a, b, c=None, *, out):
         if self.code is not None and a.flags.c_contiguous and out.flags.c_contiguous:
             f = self.gemm.fast
-            compiled.fc.matmul_const_act(a.reshape(-1), f.rows, f.k_n, f.bias, f.x, out.reshape(-1), f.n_n,
+            compiled.fc.act_kernel(f.lanes)(a.reshape(-1), f.rows, f.k_n, f.bias, f.x, out.reshape(-1), f.n_n,
                                          f.ws_ref.array, self.code, *self.params)
             return
         self.gemm(a, b, c, out=out)
@@ -220,7 +220,7 @@ class FusedGemm:
     def _fused(self, a, out):
         """Y = act(A @ B + c) as one compiled call (compiled/fc.py), for C-contiguous A and Y."""
         f = self.gemm.fast
-        return compiled.bound(compiled.fc.matmul_const_act, a.reshape(-1), f.rows, f.k_n, f.bias, f.x,
+        return compiled.bound(compiled.fc.act_kernel(f.lanes), a.reshape(-1), f.rows, f.k_n, f.bias, f.x,
                               out.reshape(-1), f.n_n, f.ws_ref.array, self.code, *self.params)
 
     def prepare_run(self, a, b, c=None, *, out):

@@ -53,8 +53,10 @@ Vector width: isa.py detects the host's (8 float32 lanes on AVX2, 16 on AVX-512;
 POOLED_PREDICTOR_ISA overrides). The blocked kernels (nchwc_*.py, blocked.py) are
 templates over it (widths.py): imported as themselves they are the 8-lane NCHW8c kernels,
 lanes16/ holds the same sources at 16 lanes (NCHW16c), both registered as kernel types;
-a Net lays its chains out at the width isa.lanes() gave when it was made. The other
-modules (gemm.py's NCHW GEMM, matmul.py, softmax.py, ...) are 8 lanes wide.
+a Net lays its chains out at the width isa.lanes() gave when it was made. matmul.py has a
+kernel at each width (matmul_const / matmul_const16, matmul_rows8 / 16), chosen by isa.lanes() when
+a MatMul / Gemm kernel is built. The other modules (gemm.py's NCHW GEMM, softmax.py, ...) are 8
+lanes wide.
 """
 
 

@@ -12,6 +12,12 @@ place and B packed in 16-column panels). The micro-kernels are LLVM IR (numba
 intrinsics), one per tile height 1..6; the last, partial panel (zero-padded)
 goes through a 6 x 16 scratch tile.
 
+At 16 lanes (compiled/isa.py's lanes(): AVX-512 hosts), matmul_const16 runs the same loops over
+panels of PANEL16 = 32 columns in tiles of MR16 = 8 rows (16 <16 x float> accumulators: one zmm
+each; 12 rows spilled, 0.72x the speed); pack_right(B, c, PANEL16) packs for it. matmul_rows8 /
+matmul_rows16 take B an activation, read in place (rows N apart, its last partial panel copied
+zero-padded): the products of two activations (MatMul, attention's Q K^T and P V).
+
 Numerically: each output is a sequential multiply-add chain over k in float32
 (fused: FMA), then + c[n] (rounded once: round(s + c), the same as a GEMM
 followed by + c, i.e. ONNX MatMul then Add). Error: BLAS sgemm's,
@@ -25,7 +31,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .gemm import vector_phis
+from .gemm import _fmuladd, dispatch_rows, vector_phis, vector_type
 from .jit import njit
 
 _F4 = ir.FloatType()
@@ -38,21 +44,23 @@ _I = types.int64
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast, 15 of 16 ymm (as gemm.py)
 PANEL = 16  # columns of B per packed panel: one micro-tile's width (two <8 x float> vectors)
 NB_BYTES = 96 << 10  # a block of panels (K' x NB floats) this size stays in L2 across the row tiles
+MR16 = 8  # matmul_const16's rows per micro-tile: 16 accumulators (12 spilled on AVX-512: 0.72x the speed)
+PANEL16 = 32  # matmul_const16's columns per packed panel: two <16 x float> vectors
 
 
-def pack_right(b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
-    """X for matmul_const: [B; c] (K' = K + (c given) rows, N columns) packed in panels of PANEL
-    columns, each panel K' x PANEL k-major (the last one zero-padded), so that a micro-tile's
-    strip of X is contiguous (B as it lies has rows N floats apart: one page per k row).
-    Flat float32, read-only; panel j starts at j * K' * PANEL."""
+def pack_right(b: np.ndarray, c: np.ndarray | None, panel: int = PANEL) -> np.ndarray:
+    """X for matmul_const: [B; c] (K' = K + (c given) rows, N columns) packed in panels of `panel`
+    columns (PANEL; PANEL16 for matmul_const16), each panel K' x panel k-major (the last one
+    zero-padded), so that a micro-tile's strip of X is contiguous (B as it lies has rows N floats
+    apart: one page per k row). Flat float32, read-only; panel j starts at j * K' * panel."""
     x = np.asarray(b, np.float32)
     if c is not None:
         x = np.concatenate([x, np.asarray(c, np.float32).reshape(1, -1)], axis=0)
     kk, n = x.shape
-    panels = -(-n // PANEL)
-    padded = np.zeros((kk, panels * PANEL), np.float32)
+    panels = -(-n // panel)
+    padded = np.zeros((kk, panels * panel), np.float32)
     padded[:, :n] = x
-    out = np.ascontiguousarray(padded.reshape(kk, panels, PANEL).transpose(1, 0, 2)).reshape(-1)
+    out = np.ascontiguousarray(padded.reshape(kk, panels, panel).transpose(1, 0, 2)).reshape(-1)
     out.flags.writeable = False
     return out
 
@@ -61,34 +69,38 @@ def _c(v: int):
     return ir.Constant(_I64, v)
 
 
-def vload(builder, ptr, v: int = 0):
-    """The <8 x float> at ptr + 8 * v (unaligned)."""
-    return builder.load(builder.bitcast(builder.gep(ptr, [_c(8 * v)]), _V8.as_pointer()), align=4)
+def vload(builder, ptr, v: int = 0, lanes: int = 8):
+    """The <lanes x float> at ptr + lanes * v (unaligned)."""
+    vt = vector_type(lanes)
+    return builder.load(builder.bitcast(builder.gep(ptr, [_c(lanes * v)]), vt.as_pointer()), align=4)
 
 
-def vstore(builder, value, ptr, v: int = 0):
-    """Store <8 x float> at ptr + 8 * v (unaligned)."""
-    builder.store(value, builder.bitcast(builder.gep(ptr, [_c(8 * v)]), _V8.as_pointer()), align=4)
+def vstore(builder, value, ptr, v: int = 0, lanes: int = 8):
+    """Store <lanes x float> at ptr + lanes * v (unaligned)."""
+    vt = vector_type(lanes)
+    builder.store(value, builder.bitcast(builder.gep(ptr, [_c(lanes * v)]), vt.as_pointer()), align=4)
 
 
-def splat(builder, s):
-    """<8 x float> with every lane s."""
-    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
-    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined),
-                                  ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+def splat(builder, s, lanes: int = 8):
+    """<lanes x float> with every lane s."""
+    vt = vector_type(lanes)
+    v = builder.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
 
-def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None) -> list:
-    """Emit acc[r][v] = sum_{k < k_n} arows[r][k] * xptr[k * ldx + 8 v .. + 8] (v < 2): a sequential
-    multiply-add chain over k (llvm.fmuladd: FMA) for r < rows, k unrolled by two. Returns the
-    2 * rows accumulators (row-major), the builder positioned after the loop.
+def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None, lanes: int = 8) -> list:
+    """Emit acc[r][v] = sum_{k < k_n} arows[r][k] * xptr[k * ldx + lanes v .. + lanes] (v < 2): a
+    sequential multiply-add chain over k (llvm.fmuladd: FMA) for r < rows, k unrolled by two, on
+    <lanes x float> vectors. Returns the 2 * rows accumulators (row-major), the builder positioned
+    after the loop.
 
     The register blocking of gemm.py's micro-kernels (2 * rows accumulators, X's row in two
     vectors, one broadcast per row; Goto & van de Geijn 2008). prefetch_at: a pointer whose
     line k * ldx floats on is prefetched at step k (the next block of X), or None.
     """
-    fma = builder.module.globals.get("llvm.fmuladd.v8f32") or ir.Function(
-        builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+    vt = vector_type(lanes)
+    fma = _fmuladd(builder, lanes)
     i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
     prefetch = None
     if prefetch_at is not None:
@@ -101,14 +113,14 @@ def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None) -> list:
         if prefetch is not None:  # read, high locality, data cache
             builder.call(prefetch, [builder.bitcast(builder.gep(prefetch_at, [builder.mul(k, ldx)]), i8p),
                                     ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        xv = [vload(builder, row, v) for v in range(2)]
+        xv = [vload(builder, row, v, lanes) for v in range(2)]
         out = []
         for r in range(rows):
-            w = splat(builder, builder.load(builder.gep(arows[r], [k])))
+            w = splat(builder, builder.load(builder.gep(arows[r], [k])), lanes)
             out += [builder.call(fma, [w, xv[v], accs[2 * r + v]]) for v in range(2)]
         return out
 
-    zero = ir.Constant(_V8, [0.0] * 8)
+    zero = ir.Constant(vt, [0.0] * lanes)
     entry = builder.block
     pairs_bb, tail_bb = fn.append_basic_block("pairs"), fn.append_basic_block("tail")
     last_bb, done_bb = fn.append_basic_block("last"), fn.append_basic_block("done")
@@ -160,15 +172,22 @@ def array_data(context, builder, signature, args, i):
     return context.make_array(signature.args[i])(context, builder, args[i]).data
 
 
-def _make_panel_micro(rows: int):
-    """The micro-kernel for `rows` (1..MR) x PANEL outputs over one packed panel of X.
+def _make_panel_micro(rows: int, lanes: int = 8, strided: bool = False):
+    """The micro-kernel for `rows` x (2 * lanes) outputs over one packed panel of X (2 * lanes columns:
+    PANEL at 8 lanes, PANEL16 at 16).
 
     micro(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
-    y[y_off + r * ldy + c] = sum_{k < k_n} a[a_off + r * lda + k] * xp[x_off + k * PANEL + c]
-    (k_loop), then + xp[x_off + k_n * PANEL + c] (the panel's bias row) when `bias`, r < rows,
-    c < PANEL; the line pf floats on from each row of the panel is prefetched. A is read where
-    it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a fixed pitch.
+    y[y_off + r * ldy + c] = sum_{k < k_n} a[a_off + r * lda + k] * xp[x_off + k * W + c]
+    (k_loop), then + xp[x_off + k_n * W + c] (the panel's bias row) when `bias`, r < rows,
+    c < W = 2 * lanes; the line pf floats on from each row of the panel is prefetched. A is read
+    where it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a fixed pitch.
+
+    strided: micro(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy) instead, X's rows ldx apart
+    (an unpacked matrix read in place: matmul_rows8 / 16), no bias, no prefetch.
     """
+    width = 2 * lanes
+    if strided:
+        return _make_strided_micro(rows, lanes)
 
     @intrinsic
     def micro(typingctx, a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
@@ -180,17 +199,43 @@ def _make_panel_micro(rows: int):
             arows = [builder.gep(aptr, [builder.mul(lda_v, _c(r))]) for r in range(rows)]
             xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
             yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
-            final = k_loop(builder, rows, arows, xptr, _c(PANEL), k_n_v, builder.gep(xptr, [pf_v]))
+            final = k_loop(builder, rows, arows, xptr, _c(width), k_n_v, builder.gep(xptr, [pf_v]), lanes)
 
             def bias_row():  # + c after the sum: round(s + c), as MatMul then Add
-                brow = builder.gep(xptr, [builder.mul(k_n_v, _c(PANEL))])
-                return [vload(builder, brow, i % 2) for i in range(len(final))]
+                brow = builder.gep(xptr, [builder.mul(k_n_v, _c(width))])
+                return [vload(builder, brow, i % 2, lanes) for i in range(len(final))]
 
             out = add_if(builder, final, flag(builder, bias_v), bias_row)
             for r in range(rows):
                 row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 for v in range(2):
-                    vstore(builder, out[2 * r + v], row, v)
+                    vstore(builder, out[2 * r + v], row, v, lanes)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+def _make_strided_micro(rows: int, lanes: int):
+    """_make_panel_micro's strided micro-kernel: y[y_off + r * ldy + c] = sum_{k < k_n}
+    a[a_off + r * lda + k] * x[x_off + k * ldx + c], r < rows, c < 2 * lanes (the same k_loop)."""
+
+    @intrinsic
+    def micro(typingctx, a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy):
+        sig = types.void(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy)
+
+        def codegen(context, builder, signature, args):
+            _, a_off_v, lda_v, _, x_off_v, ldx_v, k_n_v, _, y_off_v, ldy_v = args
+            aptr = builder.gep(array_data(context, builder, signature, args, 0), [a_off_v])
+            arows = [builder.gep(aptr, [builder.mul(lda_v, _c(r))]) for r in range(rows)]
+            xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
+            yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
+            final = k_loop(builder, rows, arows, xptr, ldx_v, k_n_v, None, lanes)
+            for r in range(rows):
+                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
+                for v in range(2):
+                    vstore(builder, final[2 * r + v], row, v, lanes)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -252,3 +297,100 @@ def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
             for r in range(r_t):
                 for j in range(n_n - full):
                     yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]
+
+
+# ---- 16 lanes: <16 x float> micro-kernels over panels of 32 columns (AVX-512's 32 zmm registers) ----------
+
+_tile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16), MR16,
+                        "a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf")
+
+
+def scratch_size16() -> int:
+    """Floats of workspace matmul_const16 needs: the Y tile of the last, partial panel."""
+    return MR16 * PANEL16
+
+
+@njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws):
+    """matmul_const at 16 lanes: xp = pack_right(B, c, PANEL16), ws: scratch_size16() floats; micro-tiles
+    of MR16 rows x PANEL16 columns (24 <16 x float> accumulators: one zmm each on AVX-512, MLAS's
+    AVX-512 SGEMM tile; LLVM splits them on narrower hosts). The same sums as matmul_const (a
+    sequential multiply-add chain over k per output, then + c), so the same bits."""
+    kk = k_n + (1 if bias else 0)
+    ahead = PANEL16 * kk
+    nb = max(PANEL16, NB_BYTES // (4 * kk) // PANEL16 * PANEL16)
+    full = n_n // PANEL16 * PANEL16
+    for b0 in range(0, full, nb):
+        be = min(full, b0 + nb)
+        for m in range(0, rows, MR16):
+            for j0 in range(b0, be, PANEL16):
+                _tile16(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
+                        ahead if m == 0 else 0, min(MR16, rows - m))
+    if full < n_n:
+        for m in range(0, rows, MR16):
+            r_t = min(MR16, rows - m)
+            _tile16(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL16, 0, r_t)
+            for r in range(r_t):
+                for j in range(n_n - full):
+                    yf[(m + r) * n_n + full + j] = ws[r * PANEL16 + j]
+
+
+# ---- products of two activations: B read where it lies (rows ldb apart), both widths ----------------------
+
+_S_ARGS = "a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy"
+_stile8 = dispatch_rows(lambda r: _make_panel_micro(r, 8, strided=True), MR, _S_ARGS)
+_stile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16, strided=True), MR16, _S_ARGS)
+
+
+def rows_scratch_size(k_n: int, lanes: int) -> int:
+    """Floats of workspace matmul_rows8 / 16 need at `lanes`: the last, partial panel of B zero-padded
+    (k_n x 2 lanes) and its Y tile."""
+    width = 2 * lanes
+    return k_n * width + (MR16 if lanes == 16 else MR) * width
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _rows(tile, mr, w, af, bf, yf, batch, m_n, k_n, n_n, ws):
+    """matmul_rows8 / 16's loops around `tile` (a strided micro-kernel dispatch: mr x w tiles)."""
+    full = n_n // w * w
+    tail = n_n - full
+    for i in range(batch):
+        a0, b0, y0 = i * m_n * k_n, i * k_n * n_n, i * m_n * n_n
+        for j0 in range(0, full, w):
+            for m in range(0, m_n, mr):
+                tile(af, a0 + m * k_n, k_n, bf, b0 + j0, n_n, k_n, yf, y0 + m * n_n + j0, n_n, min(mr, m_n - m))
+        if tail:
+            t0 = k_n * w
+            for k in range(k_n):
+                for j in range(w):
+                    ws[k * w + j] = bf[b0 + k * n_n + full + j] if j < tail else np.float32(0)
+            for m in range(0, m_n, mr):
+                r_t = min(mr, m_n - m)
+                tile(af, a0 + m * k_n, k_n, ws, 0, w, k_n, ws, t0, w, r_t)
+                for r in range(r_t):
+                    for j in range(tail):
+                        yf[y0 + (m + r) * n_n + full + j] = ws[t0 + r * w + j]
+
+
+_ROWS_SIG = types.void(_R1, _R1, _F1, _I, _I, _I, _I, _F1)
+
+
+@njit(_ROWS_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_rows8(af, bf, yf, batch, m_n, k_n, n_n, ws):
+    """Y[i] (m_n, n_n) = A[i] (m_n, k_n) @ B[i] (k_n, n_n) for i < batch, every operand C-contiguous
+    and flat (A[i] at i * m_n * k_n, ...): B an activation, read where it lies.
+
+    The micro-kernels of matmul_const (MR x PANEL tiles of <8 x float>) with B's rows n_n apart
+    instead of a packed panel; the last, partial panel of columns is copied zero-padded into ws
+    (rows_scratch_size(k_n, 8) floats) and its tile's valid columns into Y. Per panel of B (k_n x
+    PANEL floats, in L1 or L2), every row tile of A. The same sums as matmul_const: a sequential
+    multiply-add chain over k per output.
+    """
+    _rows(_stile8, MR, PANEL, af, bf, yf, batch, m_n, k_n, n_n, ws)
+
+
+@njit(_ROWS_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_rows16(af, bf, yf, batch, m_n, k_n, n_n, ws):
+    """matmul_rows8 at 16 lanes: MR16 x PANEL16 tiles of <16 x float>, ws of rows_scratch_size(k_n, 16)
+    floats; the same bits."""
+    _rows(_stile16, MR16, PANEL16, af, bf, yf, batch, m_n, k_n, n_n, ws)
