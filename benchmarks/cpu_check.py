@@ -12,7 +12,10 @@ warm-up call each, closed loop: a caller submits its next request when its previ
 * ours_8     -- (--compare-lanes, where the host's width is not 8) the same pool at 8 lanes (NCHW8c);
 * ort_1xN    -- one onnxruntime session, 1 intra-op thread, N caller threads;
 * ort_Nx1    -- one session with N intra-op threads, 1 caller.
-The table gives median images/s over rounds and ours / the best onnxruntime setup, the first
+The table gives median images/s over rounds and ours / the best onnxruntime setup, the cores kept
+busy (this process's CPU time over the wall time) and the CPU ms per image (busy cores / images/s) for
+ours and ort_1xN -- cores below the workers: threads waiting (the GIL, the pool's handoffs); CPU ms
+growing with the workers: slower kernels (clocks, caches, memory bandwidth) -- the first
 result's seconds and the seconds until the compiled kernels serve (tiered, as a server runs: the
 first results come from the numpy reference kernels while numba compiles the model's kernels in
 POOLED_PREDICTOR_COMPILE_JOBS processes, default min(8, CPUs), engine/tiering.py; timing starts
@@ -111,12 +114,20 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
     row = {"model": name, "workers": workers, "first_result_s": ours.first_seconds,
            "compiled_s": ours.ready_seconds, "err_vs_ort": rel_err(ours.first, ref)}
     rates = {c.name: [] for c in configs}
+    busy = {c.name: [] for c in configs}
     for r in range(rounds):  # rotated order: no configuration always runs first or last
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
+            cpu0, t0 = time.process_time(), time.perf_counter()
             rates[c.name].append(c.run(seconds))
+            busy[c.name].append((time.process_time() - cpu0) / (time.perf_counter() - t0))
     for c in configs:
         c.close()
         row[c.name] = statistics.median(rates[c.name])
+        # this process's CPU time over the wall time: the cores kept busy (up to `workers`), and the CPU
+        # ms a request took; where cores < workers, threads waited (the GIL, the pool's handoffs), where
+        # cpu_ms grows with the workers, the kernels themselves ran slower (clocks, caches, memory)
+        row[f"{c.name}_cores"] = statistics.median(busy[c.name])
+        row[f"{c.name}_cpu_ms"] = 1e3 * row[f"{c.name}_cores"] / row[c.name] if row[c.name] else None
     row["ort_best"] = max(row.get("ort_1xN", 0.0), row.get("ort_Nx1", 0.0))
     row["vs_ort"] = row["ours"] / row["ort_best"]
     if "ours_8" in row:
@@ -153,7 +164,8 @@ def main(argv=None) -> int:
             row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes)
             rows.append(row)
             print(f"{name} x{workers}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "
-                  f"({row['vs_ort']:.2f}x); first result {row['first_result_s']:.1f} s, compiled kernels "
+                  f"({row['vs_ort']:.2f}x); ours {row['ours_cores']:.1f} cores busy, {row['ours_cpu_ms']:.2f} CPU ms/img, "
+                  f"ort_1xN {row['ort_1xN_cores']:.1f}, {row['ort_1xN_cpu_ms']:.2f}; first result {row['first_result_s']:.1f} s, compiled kernels "
                   f"{row['compiled_s']:.1f} s [{time.perf_counter() - t0:.0f} s]", flush=True)
     if not rows:
         print("no model could be loaded")
@@ -163,7 +175,9 @@ def main(argv=None) -> int:
     columns = [("model", "model", "s"), ("workers", "workers", "d"), ("ours", "ours img/s", ".1f"),
                ("ours_8", "ours 8-lane", ".1f"), ("ort_1xN", "ort 1thr xN", ".1f"),
                ("ort_Nx1", "ort Nthr x1", ".1f"), ("vs_ort", "ours/ort best", ".2f"),
-               ("vs_ours_8", "ours/8-lane", ".2f"), ("first_result_s", "first s", ".1f"),
+               ("vs_ours_8", "ours/8-lane", ".2f"), ("ours_cores", "ours cores", ".1f"),
+               ("ours_cpu_ms", "ours cpu ms", ".2f"), ("ort_1xN_cores", "ort 1xN cores", ".1f"),
+               ("ort_1xN_cpu_ms", "ort 1xN cpu ms", ".2f"), ("first_result_s", "first s", ".1f"),
                ("compiled_s", "compiled s", ".1f"),
                ("err_vs_ort", "max rel err", ".1e")]
     print()

@@ -27,13 +27,27 @@ result()/exception() block on a "done" latch (a Lock held from creation and
 released once, when the Future completes or is cancelled) instead of
 Condition.wait(). A Future costs about a fifth to create, and completing and
 waiting for it runs in C.
+
+Where the OS has eventfd (Linux), result()/exception() sleep on the waiting
+thread's own eventfd instead of the latch, and the completing thread wakes them
+with os.eventfd_write, which releases the GIL around the system call: waking a
+sleeping thread (a futex wake, an inter-processor interrupt; in a VM an exit to
+the hypervisor; and the woken thread, placed on the waker's CPU, preempting it)
+then no longer holds the GIL, as Lock.release() does. On the 2-vCPU VM, a
+Lock.release() waking a thread asleep 2-10 ms held the GIL a median 4-8 us (p90
+9-17 us), and a PooledPredictor running PP-OCR rec held it 0.27-0.43 ms a job
+(py-spy, benchmarks/gil_share.py), 0.06 ms with the eventfd wake. The latch
+stays: cf.wait() and the platforms without eventfd use it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import os
+import select
 import threading
+import time
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING, RUNNING
 from typing import Any, Callable
 
@@ -75,6 +89,42 @@ def _trampoline(action: Callable[[], None]) -> None:
         _tls.queue = None
 
 
+class _Sleeper:
+    """A thread's eventfd, which result() sleeps on (os.eventfd_read) and _complete() writes to wake it.
+
+    A completing thread holds this object, not only its number, until it has written: the fd cannot be
+    closed (the thread gone, this collected) and its number reused in between. A stale count (a wake
+    for a wait that already returned) only makes a later read return early: the waits loop on the state."""
+
+    __slots__ = ("fd", "pid")
+
+    def __init__(self):
+        self.fd = os.eventfd(0, os.EFD_CLOEXEC)
+        self.pid = os.getpid()
+
+    def __del__(self):
+        try:
+            os.close(self.fd)
+        except (OSError, AttributeError):
+            pass
+
+
+_EVENTFD = hasattr(os, "eventfd") and hasattr(os, "eventfd_write")
+
+
+def _sleeper() -> _Sleeper:
+    """This thread's _Sleeper (a new one in a forked child: the parent's eventfd is shared with it)."""
+    s = getattr(_tls, "sleeper", None)
+    if s is None or s.pid != os.getpid():
+        s = _tls.sleeper = _Sleeper()
+    return s
+
+
+def _wake(sleepers) -> None:
+    for s in sleepers:
+        os.eventfd_write(s.fd, 1)  # the GIL is released around the write (CPython's posixmodule)
+
+
 _DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
 _CANCELLED = (CANCELLED, CANCELLED_AND_NOTIFIED)
 
@@ -96,6 +146,7 @@ class Future(cf.Future):
         self._exception = None
         self._waiters = []
         self._done_callbacks = []
+        self._sleepers = None  # the _Sleepers of the threads in result()/exception(), woken at completion
 
     # ---- state -------------------------------------------------------------------
     def cancel(self) -> bool:
@@ -106,7 +157,10 @@ class Future(cf.Future):
             if self._state in _CANCELLED:
                 return True
             self._state = CANCELLED
+            sleepers, self._sleepers = self._sleepers, None
         self._done.release()
+        if sleepers:
+            _wake(sleepers)
         self._invoke_callbacks()
         return True
 
@@ -152,21 +206,62 @@ class Future(cf.Future):
                         waiter.add_result(self)
                     else:
                         waiter.add_exception(self)
+                sleepers, self._sleepers = self._sleepers, None
         if state in _DONE:  # raised outside the lock: repr() takes it
             raise cf.InvalidStateError(f"{state}: {self!r}")
         self._done.release()
+        if sleepers:
+            _wake(sleepers)
         self._invoke_callbacks()
 
     def _settle(self, timeout) -> None:
         """Wait until done (TimeoutError after `timeout` seconds, None: no limit); CancelledError if cancelled."""
         if self._state != FINISHED:
             if self._state not in _DONE:
-                done = self._done
-                if not done.acquire(True, -1 if timeout is None else max(0.0, timeout)):
-                    raise cf.TimeoutError()
-                done.release()  # for every other waiter, and every later call
+                if _EVENTFD:
+                    self._sleep(timeout)
+                else:
+                    done = self._done
+                    if not done.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+                        raise cf.TimeoutError()
+                    done.release()  # for every other waiter, and every later call
             if self._state in _CANCELLED:
                 raise cf.CancelledError()
+
+    def _sleep(self, timeout) -> None:
+        """Wait on this thread's eventfd until done (module docstring); TimeoutError after `timeout` s."""
+        sleeper = _sleeper()
+        with self._condition:
+            if self._state in _DONE:
+                return
+            if self._sleepers is None:
+                self._sleepers = [sleeper]
+            else:
+                self._sleepers.append(sleeper)
+        fd, done = sleeper.fd, False
+        try:
+            if timeout is None:
+                while self._state not in _DONE:
+                    os.eventfd_read(fd)
+            else:
+                deadline = time.monotonic() + max(0.0, timeout)
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                while self._state not in _DONE:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not poller.poll(max(1, int(left * 1e3 + 0.999))):
+                        if self._state in _DONE:
+                            break
+                        if left <= 0:
+                            raise cf.TimeoutError()
+                        continue
+                    os.eventfd_read(fd)
+            done = True
+        finally:
+            if not done:  # timed out or interrupted: no longer waiting
+                with self._condition:
+                    if self._sleepers is not None and sleeper in self._sleepers:
+                        self._sleepers.remove(sleeper)
 
     def result(self, timeout=None):
         """The result (waiting up to `timeout` seconds); raises its exception, CancelledError or TimeoutError."""

@@ -1,12 +1,14 @@
 """Future: concurrent.futures semantics kept, then() and collect() added."""
 
 import concurrent.futures as cf
+import os
 import threading
+import time
 
 import pytest
 
 from pooled_predictor import Future, collect
-from pooled_predictor.serving.futures import callback_errors
+from pooled_predictor.serving.futures import _EVENTFD, _sleeper, callback_errors
 
 
 def test_is_a_concurrent_futures_future():
@@ -152,3 +154,83 @@ def test_waiting_many_threads_timeouts_and_cf_wait_on_pending_futures():
     with pytest.raises(cf.InvalidStateError):
         f.set_result(8)
     assert list(cf.as_completed([f, g], timeout=1)) and f.done() and not f.running()
+
+
+def _blocked_in_result(f, got):
+    t = threading.Thread(target=lambda: got.append(_outcome(f)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while _EVENTFD and not f._sleepers and time.monotonic() < deadline:  # until it is parked on its eventfd
+        time.sleep(0.001)
+    if not _EVENTFD:
+        time.sleep(0.05)
+    return t
+
+
+def _outcome(f):
+    try:
+        return f.result(timeout=30)
+    except cf.CancelledError:
+        return "cancelled"
+    except KeyError as e:
+        return type(e)
+
+
+def test_a_thread_sleeping_in_result_is_woken_by_set_result_cancel_and_set_exception():
+    """result() parks on the thread's eventfd where there is one (the wake does not hold the GIL):
+    every way to complete wakes it, and it is deregistered after."""
+    for complete, expect in [(lambda f: f.set_result(5), 5), (lambda f: f.cancel(), "cancelled"),
+                             (lambda f: f.set_exception(KeyError("k")), KeyError)]:
+        f, got = Future(), []
+        t = _blocked_in_result(f, got)
+        if _EVENTFD:
+            assert f._sleepers and len(f._sleepers) == 1
+        complete(f)
+        t.join(10)
+        assert not t.is_alive() and f._sleepers is None
+        assert got == [expect]
+
+
+def test_a_timed_out_wait_leaves_no_sleeper_and_a_stale_wake_does_not_end_the_next_wait():
+    """A wait that timed out deregisters; a wake meant for a wait that already returned (its count left
+    on the thread's eventfd) only makes the next wait look again: it still waits for its own Future."""
+    f = Future()
+    with pytest.raises(cf.TimeoutError):
+        f.result(timeout=0.02)
+    assert not f._sleepers
+    f.set_result(1)
+    if _EVENTFD:
+        os.eventfd_write(_sleeper().fd, 1)  # a stale count on this thread's eventfd
+    g = Future()
+    threading.Timer(0.1, lambda: g.set_result(2)).start()
+    t0 = time.monotonic()
+    assert g.result(timeout=30) == 2 and time.monotonic() - t0 >= 0.05
+    with pytest.raises(cf.TimeoutError):  # and a stale count does not end a timed wait early either
+        if _EVENTFD:
+            os.eventfd_write(_sleeper().fd, 1)
+        Future().result(timeout=0.05)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_waits_on_its_own_eventfd():
+    """The parent's eventfd is shared with a forked child: the child's thread makes its own, so neither
+    process reads the other's wakes."""
+    Future().done()
+    parent = _sleeper() if _EVENTFD else None
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: wait on a Future completed by a timer thread, report, exit
+        try:
+            g = Future()
+            threading.Timer(0.05, lambda: g.set_result(3)).start()
+            ok = g.result(timeout=10) == 3 and (parent is None or _sleeper() is not parent)
+            os.write(w, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"1"
+    os.waitpid(pid, 0)
+    os.close(r)
+    f = Future()
+    threading.Timer(0.05, lambda: f.set_result(4)).start()
+    assert f.result(timeout=10) == 4

@@ -99,7 +99,11 @@ class Activation:
     def prepare(self, y):
         """apply(y) as a zero-argument call for this array (engine/layout.py: _prepared)."""
         if self.apply == self._compiled and y.flags.c_contiguous:
-            return compiled.bound(compiled.epilogue.activate_inplace, y.reshape(-1), self.code, *self.params)
+            # activate_range itself, bound: activate_inplace is a Python function (its call, the scalars' numpy
+            # types and numba's dispatch held the GIL on every forward)
+            flat = y.reshape(-1)
+            return compiled.bound(compiled.epilogue.activate_range, flat, np.uint64(0), np.uint64(flat.size),
+                                  int(self.code), np.float32(self.params[0]), np.float32(self.params[1]))
         return partial(self.apply, y)
 
     # The stand-alone kernels' own code, applied in place: a fused graph gives the same bits.

@@ -179,6 +179,12 @@ class _AverageTiles:
     def __call__(self, x, out):
         self.run(np.ascontiguousarray(x), out, self.buf.array, *self.kernel)
 
+    def prepare(self, x, out):
+        """__call__(x, out) as a zero-argument call for these arrays (engine/layout.py: _prepared), or None."""
+        if not x.flags.c_contiguous:
+            return None
+        return compiled.bound(self.run, x, out, self.buf.array, *self.kernel)
+
 
 def _readonly(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
@@ -315,6 +321,13 @@ class AveragePool:
         self.sum(x, out)
         if not (np.ndim(self.divisor) == 0 and self.divisor == 1):
             np.divide(out, self.divisor, out=out)
+
+    def prepare_run(self, x, *, out):
+        """The compiled tiling kernel bound to these arrays (engine/layout.py: _prepared), or None: one call
+        holding the GIL for its arguments only, where __call__ added two Python calls and numba's dispatch."""
+        if isinstance(self.compiled, _AverageTiles):
+            return self.compiled.prepare(x, out)
+        return None
 
 
 @kernel("LpPool", since=(11, 18, 22))
