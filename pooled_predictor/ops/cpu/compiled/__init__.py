@@ -184,6 +184,12 @@ def load_all() -> float:
         importlib.import_module(f"{__name__}.{name}")
     for name in widths.TEMPLATES:  # the blocked kernels at the host's width (the 8-lane ones are MODULES)
         widths.module(name, isa.LANES)
+    from . import dots, vnni
+
+    for name in dots.TEMPLATES:  # the u8 x s8 quad kernels: vpmaddubsw, and vpdpbusd where it compiles
+        dots.module(name, "vpmaddubsw")
+        if vnni.HOST_VNNI and vnni.TARGET_VNNI:
+            dots.module(name, "vpdpbusd")
     ensure_all()
     return time.perf_counter() - t0
 

@@ -48,7 +48,12 @@ from numba.extending import intrinsic
 
 from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
-from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _ones32, _pmaddwd, _sat_pairs, _splat
+from . import dots
+from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _dot4, _ones32, _pmaddwd, _splat
+
+DOT = dots.dot_here(globals())
+"""The saturating kernels' u8 x s8 dot product (compiled/dots.py): vpmaddubsw here; vpdpbusd/dqgemm.py and
+emulated/dqgemm.py are this source with the others."""
 
 ROWS = 5  # tokens per micro-tile: 10 accumulators, no spill (module docstring)
 COLS = 16  # columns of W per panel and micro-tile
@@ -80,11 +85,7 @@ def _make_micro(rows: int, exact: bool = False):
             bias_n = builder.extract_value(bias_ary.shape, 0)
             v32i8 = ir.VectorType(_I8, 32)
             v16i16 = ir.VectorType(_I16, 16)
-            v16 = ir.VectorType(_I32, 16)
             ones32 = _ones32(context, builder, signature.args[15], args[15])
-            undef = ir.Constant(v16, ir.Undefined)
-            even = ir.Constant(_V8I, list(range(0, 16, 2)))
-            odd = ir.Constant(_V8I, list(range(1, 16, 2)))
             rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), (_I16 if exact else _I32).as_pointer())
                     for r in range(rows)]
             fn = builder.function
@@ -111,9 +112,7 @@ def _make_micro(rows: int, exact: bool = False):
                     continue
                 xb = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
                 for v in range(2):
-                    prod = builder.mul(builder.sext(_sat_pairs(builder, xb, wv[v]), v16), ones32)
-                    s = builder.add(builder.shuffle_vector(prod, undef, even), builder.shuffle_vector(prod, undef, odd))
-                    new.append(builder.add(accs[2 * r + v], s))
+                    new.append(_dot4(builder, accs[2 * r + v], xb, wv[v], ones32, DOT))
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
             # the epilogue: - zp * colsum (int32), to float32, * float32(a_scale * b_scale), + bias
             nzp = _splat(builder, builder.neg(builder.trunc(zp_v, _I32)), _V8I)

@@ -54,6 +54,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
+from . import dots
 from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
 
@@ -62,6 +63,10 @@ NP = 16  # pixels per micro-tile
 MRS = 5  # rows per micro-tile of the saturating kernel (its X comes packed): 10 accumulators, 2 X vectors and the
 #   saturating steps' temporaries fit AVX2's 16 ymm; 6 rows spilled one accumulator to the stack in the k loop,
 #   3x slower where the thread's stack put that slot across a page (compiled/dqgemm.py's docstring)
+
+DOT = dots.dot_here(globals())
+"""The quad kernels' u8 x s8 dot product (compiled/dots.py): vpmaddubsw here; vpdpbusd/qgemm.py and
+emulated/qgemm.py are this source with the others."""
 
 _I8 = ir.IntType(8)
 _I16 = ir.IntType(16)
@@ -91,12 +96,14 @@ def _ones32(context, builder, ary_type, ary):
 
 
 def _pmaddwd(builder, a16, b16):
-    """<8 x i32>: lane i = a[2i] * b[2i] + a[2i+1] * b[2i+1], a and b <16 x i16> (vpmaddwd)."""
-    v16 = ir.VectorType(_I32, 16)
-    prod = builder.mul(builder.sext(a16, v16), builder.sext(b16, v16))
-    undef = ir.Constant(v16, ir.Undefined)
-    even = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2))))
-    odd = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2))))
+    """<n x i32>: lane i = a[2i] * b[2i] + a[2i+1] * b[2i+1], a and b <2n x i16> (vpmaddwd; n = 8 here,
+    16 in _dot4's emulation)."""
+    n = a16.type.count
+    v = ir.VectorType(_I32, n)
+    prod = builder.mul(builder.sext(a16, v), builder.sext(b16, v))
+    undef = ir.Constant(v, ir.Undefined)
+    even = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, n // 2), list(range(0, n, 2))))
+    odd = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, n // 2), list(range(1, n, 2))))
     return builder.add(even, odd)
 
 
@@ -181,6 +188,45 @@ def _sat_pairs(builder, x8, w8):
     s = builder.select(builder.icmp_signed(">", s, lo), s, lo)
     s = builder.select(builder.icmp_signed("<", s, hi), s, hi)
     return builder.trunc(s, ir.VectorType(_I16, 16))
+
+
+def _dot4(builder, acc, x8, w8, ones32, dot: str):
+    """<8 x i32>: acc plus, in each 32-bit lane, the 4 products of x's unsigned and w's signed bytes
+    (x8, w8 <32 x i8>), summed as `dot` sums them (compiled/dots.py):
+
+        vpmaddubsw: saturate_int16(x0 w0 + x1 w1) + saturate_int16(x2 w2 + x3 w3)   (onnxruntime without VNNI)
+            _sat_pairs (vpmaddubsw), then the pairs times ones32 (<16 x i32>: the loaded ones sign-extended;
+            a constant would let instcombine fold the int16 truncation away, and vpmaddubsw with it) and
+            even + odd (vpmaddwd), then + acc (vpaddd);
+        vpdpbusd: x0 w0 + x1 w1 + x2 w2 + x3 w3 + acc, exact: llvm.x86.avx512.vpdpbusd.256 (VPDPBUSD ymm;
+            the VEX form on AVX-VNNI hosts). An intrinsic, not generic IR: LLVM 20's x86 back end forms no
+            vpdpbusd from this exact sum (zext / sext to i32, mul, the 4 strided lanes added: it stays
+            vpmovzxbd / vpmovsxbd + vpmaddwd + vpermd + vpaddd, measured for cpu sapphirerapids and
+            alderlake), and it matches vpmaddubsw only to the saturating pattern above. It compiles only for
+            a CPU with AVX512-VNNI + AVX512-VL or AVX-VNNI (elsewhere LLVM aborts the process);
+        emulated: the same exact sum in generic IR (runs on any host; 2-3x slower than vpmaddubsw).
+    """
+    if dot == "vpmaddubsw":
+        v16 = ir.VectorType(_I32, 16)
+        undef = ir.Constant(v16, ir.Undefined)
+        prod = builder.mul(builder.sext(_sat_pairs(builder, x8, w8), v16), ones32)
+        even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
+        odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
+        return builder.add(acc, builder.add(even, odd))
+    if dot == "vpdpbusd":
+        fn = _intrinsic_fn(builder, "llvm.x86.avx512.vpdpbusd.256", _V8I, [_V8I, _V8I, _V8I])
+        return builder.call(fn, [acc, builder.bitcast(x8, _V8I), builder.bitcast(w8, _V8I)])
+    if dot != "emulated":
+        raise ValueError(f"unknown dot product {dot!r}; expected one of {dots.DOTS}")
+    # x and w widened to int16, adjacent products added in int32 (exact: vpmaddwd's pattern, _pmaddwd), then
+    # adjacent pair sums added (the 4 products summed at once, as 4 strided lanes, took LLVM 8x longer to compile)
+    v32i16 = ir.VectorType(_I16, 32)
+    pairs = _pmaddwd(builder, builder.zext(x8, v32i16), builder.sext(w8, v32i16))
+    v16 = ir.VectorType(_I32, 16)
+    undef = ir.Constant(v16, ir.Undefined)
+    even = builder.shuffle_vector(pairs, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
+    odd = builder.shuffle_vector(pairs, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
+    return builder.add(acc, builder.add(even, odd))
 
 
 def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False, sat: bool = False,
@@ -366,18 +412,12 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
               for v in range(nv)]
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
-    v16 = ir.VectorType(_I32, 16)
-    undef = ir.Constant(v16, ir.Undefined)
-    ones32 = builder.sext(ones16, v16)
+    ones32 = builder.sext(ones16, ir.VectorType(_I32, 16))
     new = []
     for r_i in range(rows):
         wv = builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r_i)])), _V8I), v32i8)
         for v in range(nv):
-            s16 = _sat_pairs(builder, halves[v], wv)
-            prod = builder.mul(builder.sext(s16, v16), ones32)
-            even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
-            odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-            new.append(builder.add(accs[nv * r_i + v], builder.add(even, odd)))
+            new.append(_dot4(builder, accs[nv * r_i + v], halves[v], wv, ones32, DOT))
     return new
 
 
@@ -497,8 +537,6 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
                                                         (0, 1), (2, 3), (4, 5), (8, 9), (10, 9))
             ones32 = _ones32(context, builder, signature.args[12], args[12])
             v32i8 = ir.VectorType(_I8, 32)
-            v16 = ir.VectorType(_I32, 16)
-            undef = ir.Constant(v16, ir.Undefined)
             bias = ir.Constant(_V8I, [0] * 8)
             mv = ir.Constant(_V8F, [0.0] * 8)
             for r in range(rows):
@@ -520,10 +558,7 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
             for i in range(n_pix):
                 quad = builder.load(builder.bitcast(builder.gep(xj, [_c(4 * i)]), _I32.as_pointer()), align=1)
                 xv = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
-                prod = builder.mul(builder.sext(_sat_pairs(builder, xv, wv), v16), ones32)
-                even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
-                odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-                new.append(builder.add(accs[i], builder.add(even, odd)))
+                new.append(_dot4(builder, accs[i], xv, wv, ones32, DOT))
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (bias, pre_bb))
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             zero = ir.Constant(_V8I, [0] * 8)
@@ -924,8 +959,6 @@ def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
                                                         (0, 1), (2, 3), (5, 6), (7, 8), (9, 8))
             ones32 = _ones32(context, builder, signature.args[11], args[11])
             v32i8 = ir.VectorType(_I8, 32)
-            v16 = ir.VectorType(_I32, 16)
-            undef = ir.Constant(v16, ir.Undefined)
             fn = builder.function
             pre_bb = builder.block
             loop_bb = fn.append_basic_block("kq_loop")
@@ -945,11 +978,7 @@ def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
             for t in range(blocks):
                 wv = builder.load(builder.bitcast(builder.gep(wrow, [builder.mul(stride, _c(t))]),
                                                   v32i8.as_pointer()), align=4)
-                s16 = _sat_pairs(builder, av, wv)
-                prod = builder.mul(builder.sext(s16, v16), ones32)
-                even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
-                odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-                new.append(builder.add(accs[t], builder.add(even, odd)))
+                new.append(_dot4(builder, accs[t], av, wv, ones32, DOT))
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             for t, ph in enumerate(final):

@@ -19,3 +19,21 @@ def _host_vnni() -> bool:
 
 HOST_VNNI = _host_vnni()
 """Whether this host has AVX512-VNNI or AVX-VNNI."""
+
+
+def _target_vnni() -> bool:
+    """Whether numba compiles for a CPU with VNNI: the host's (HOST_VNNI), unless NUMBA_CPU_NAME /
+    NUMBA_CPU_FEATURES name another target (then only where its features string enables a VNNI)."""
+    import os
+
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip().lower()
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is not None and (features or name):
+        return "+avx512vnni" in features or "+avxvnni" in features
+    if name and name != "host":
+        return False
+    return HOST_VNNI
+
+
+TARGET_VNNI = _target_vnni()
+"""Whether the kernels compile for a CPU with AVX512-VNNI or AVX-VNNI (the vpdpbusd kernels need it)."""
