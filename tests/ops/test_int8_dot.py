@@ -178,22 +178,29 @@ _ASM = textwrap.dedent("""
         for body in loops:
             text = "\\n".join(body)
             assert "vpmaddubsw" not in text and "vpmaddwd" not in text, text
-            if sys.argv[1] == "vex":  # an AVX-VNNI CPU: the VEX form, every one
+            if sys.argv[1] == "vex":  # an AVX-VNNI CPU: the VEX form (ymm), every one
                 assert all("{vex}" in line for line in body if "vpdpbusd" in line), text
+        zmm = sum(any("vpdpbusd" in line and "%zmm" in line for line in body) for body in loops)
+        # AVX512-VNNI at 16 lanes: the whole tiles of the pixel GEMM and dqgemm's tiles on zmm (the GEMV's,
+        # the half tiles' and the last pixels' stay ymm); AVX-VNNI: none
+        assert (zmm > 0) == (sys.argv[1] == "zmm" and fn is not q.qgemv_sat), (fn, zmm)
         _check_loops(asm, "vpdpbusd")  # no accumulator spilled (16 ymm registers on AVX-VNNI CPUs)
-        print(fn.py_func.__name__, len(loops), "k loops")
+        print(fn.py_func.__name__, len(loops), "k loops", zmm, "on zmm")
 """)
 
 
-@pytest.mark.parametrize("cpu,vex", [("sapphirerapids", "evex or vex"), ("alderlake", "vex")])
-def test_vpdpbusd_kernels_compile_to_vpdpbusd(cpu, vex, tmp_path):
-    """For a VNNI CPU (AVX512-VNNI: Sapphire Rapids; AVX-VNNI only, 16 ymm registers: Alder Lake), whatever
-    this host is: every k loop of the vpdpbusd kernels sums with vpdpbusd (VEX-encoded on Alder Lake), with
-    no vpmaddubsw / vpmaddwd, and keeps its accumulators in registers. Compiled in a subprocess for that
-    CPU (NUMBA_CPU_NAME, its default features; numba's cache in tmp_path), never run."""
-    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES="", NUMBA_CACHE_DIR=str(tmp_path),
+@pytest.mark.parametrize("cpu,features,isa,form", [("sapphirerapids", "+avx512vnni", "avx512", "zmm"),
+                                                    ("alderlake", "", "avx2", "vex")])
+def test_vpdpbusd_kernels_compile_to_vpdpbusd(cpu, features, isa, form, tmp_path):
+    """For a VNNI CPU (AVX512-VNNI at 16 lanes: Sapphire Rapids; AVX-VNNI only, 16 ymm registers: Alder Lake),
+    whatever this host is: every k loop of the vpdpbusd kernels sums with vpdpbusd (on zmm for Sapphire
+    Rapids' whole tiles, VEX-encoded ymm on Alder Lake), with no vpmaddubsw / vpmaddwd, and keeps its
+    accumulators in registers. Compiled in a subprocess for that CPU (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES,
+    POOLED_PREDICTOR_ISA; numba's cache in tmp_path), never run."""
+    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features, POOLED_PREDICTOR_ISA=isa,
+               NUMBA_CACHE_DIR=str(tmp_path),
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    out = subprocess.run([sys.executable, "-c", _ASM, vex], cwd=ROOT, env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _ASM, form], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count("k loops") == 3

@@ -37,6 +37,23 @@ def dot_here(module_globals: dict) -> str:
     return str(module_globals.get("DOT", "vpmaddubsw"))
 
 
+def wide_of(module_globals: dict) -> bool:
+    """A template's WIDE (wide_here() of its DOT): what instantiate() set, else False."""
+    return bool(module_globals.get("WIDE", False))
+
+
+def wide_here(dot: str) -> bool:
+    """Whether `dot`'s 16-pixel tiles sum on one 512-bit vector a row (vpdpbusd on zmm: 64 products an
+    instruction) rather than two 256-bit ones: exact dot products where the kernels are 16 lanes wide
+    (isa.LANES, an AVX-512 host) and, for vpdpbusd, numba's target has AVX512-VNNI (AVX-VNNI alone has
+    only the 256-bit form). The saturating vpmaddubsw kernels stay 256-bit (their code is pinned)."""
+    from . import isa, vnni
+
+    if dot == "vpmaddubsw" or isa.LANES != 16:
+        return False
+    return dot == "emulated" or vnni.TARGET_VNNI512
+
+
 def instantiate(module_globals: dict, name: str, dot: str) -> None:
     """Run template `name`'s source in `module_globals` (a vpdpbusd/ or emulated/ module's) with DOT = dot.
 
@@ -45,8 +62,9 @@ def instantiate(module_globals: dict, name: str, dot: str) -> None:
     """
     if name not in TEMPLATES or dot not in DOTS[1:]:
         raise ValueError(f"dots.instantiate: {name!r} at {dot!r}; expected one of {TEMPLATES} at one of {DOTS[1:]}")
+    wide = wide_here(dot)
     path = Path(__file__).resolve().parent / f"{name}.py"
-    module_globals.update(DOT=dot, CACHE_TAG=dot, __package__=_PACKAGE)
+    module_globals.update(DOT=dot, WIDE=wide, CACHE_TAG=f"{dot}512" if wide else dot, __package__=_PACKAGE)
     exec(compile(path.read_text(), str(path), "exec"), module_globals)  # noqa: S102 -- our own template
 
 

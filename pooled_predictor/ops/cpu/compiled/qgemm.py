@@ -67,6 +67,9 @@ MRS = 5  # rows per micro-tile of the saturating kernel (its X comes packed): 10
 DOT = dots.dot_here(globals())
 """The quad kernels' u8 x s8 dot product (compiled/dots.py): vpmaddubsw here; vpdpbusd/qgemm.py and
 emulated/qgemm.py are this source with the others."""
+WIDE = dots.wide_of(globals())
+"""Whether the whole-tile micro-kernels keep a row's 16 pixels in one <16 x i32> (a zmm: vpdpbusd.512)
+rather than two <8 x i32> (dots.wide_here)."""
 
 _I8 = ir.IntType(8)
 _I16 = ir.IntType(16)
@@ -213,20 +216,30 @@ def _dot4(builder, acc, x8, w8, ones32, dot: str):
         even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
         odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
         return builder.add(acc, builder.add(even, odd))
+    n = acc.type.count  # 8, or 16 (WIDE: x8 and w8 <64 x i8>, .512)
+    vn = ir.VectorType(_I32, n)
     if dot == "vpdpbusd":
-        fn = _intrinsic_fn(builder, "llvm.x86.avx512.vpdpbusd.256", _V8I, [_V8I, _V8I, _V8I])
-        return builder.call(fn, [acc, builder.bitcast(x8, _V8I), builder.bitcast(w8, _V8I)])
+        fn = _intrinsic_fn(builder, f"llvm.x86.avx512.vpdpbusd.{32 * n}", vn, [vn, vn, vn])
+        return builder.call(fn, [acc, builder.bitcast(x8, vn), builder.bitcast(w8, vn)])
     if dot != "emulated":
         raise ValueError(f"unknown dot product {dot!r}; expected one of {dots.DOTS}")
     # x and w widened to int16, adjacent products added in int32 (exact: vpmaddwd's pattern, _pmaddwd), then
     # adjacent pair sums added (the 4 products summed at once, as 4 strided lanes, took LLVM 8x longer to compile)
-    v32i16 = ir.VectorType(_I16, 32)
-    pairs = _pmaddwd(builder, builder.zext(x8, v32i16), builder.sext(w8, v32i16))
-    v16 = ir.VectorType(_I32, 16)
-    undef = ir.Constant(v16, ir.Undefined)
-    even = builder.shuffle_vector(pairs, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
-    odd = builder.shuffle_vector(pairs, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
+    v16i16 = ir.VectorType(_I16, 4 * n)
+    pairs = _pmaddwd(builder, builder.zext(x8, v16i16), builder.sext(w8, v16i16))
+    undef = ir.Constant(ir.VectorType(_I32, 2 * n), ir.Undefined)
+    even = builder.shuffle_vector(pairs, undef, ir.Constant(vn, list(range(0, 2 * n, 2))))
+    odd = builder.shuffle_vector(pairs, undef, ir.Constant(vn, list(range(1, 2 * n, 2))))
     return builder.add(acc, builder.add(even, odd))
+
+
+_V16I = ir.VectorType(_I32, 16)
+
+
+def _halves(builder, wide: list) -> list:
+    """Each <16 x i32> of `wide` as its two <8 x i32> halves, in order (the epilogue's accumulators)."""
+    lo, hi = (ir.Constant(_V8I, list(range(h, h + 8))) for h in (0, 8))
+    return [builder.shuffle_vector(v, ir.Constant(_V16I, ir.Undefined), m) for v in wide for m in (lo, hi)]
 
 
 def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False, sat: bool = False,
@@ -269,10 +282,12 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             loop_bb = fn.append_basic_block("kp_loop")
             done_bb = fn.append_basic_block("kp_done")
             zero = ir.Constant(_V8I, [0] * 8)
-            n_acc = nv * rows
+            wide = sat and WIDE and nv == 2  # a row's 16 pixels in one <16 x i32>
+            n_acc = rows if wide else nv * rows
             # the accumulators start at the bias (its add then costs nothing after the k loop; int32 sums
             # wrap alike in any order, and the exact ones never leave int32)
-            init = [_splat(builder, builder.load(builder.gep(bptr, [_c(i // nv)])), _V8I) for i in range(n_acc)]
+            init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if wide
+                    else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // nv)])), _V8I) for i in range(n_acc)])
             if sat:
                 onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
                 ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
@@ -302,6 +317,8 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
                     new.append(builder.add(accs[2 * r], _pmaddwd(builder, lo, wv)))
                     new.append(builder.add(accs[2 * r + 1], _pmaddwd(builder, hi, wv)))
             final = close_loop(builder, j, kp_v, accs, new, loop_bb, done_bb, (init, pre_bb))
+            if wide:
+                final = _halves(builder, final)
             # the requantization (MlasRequantizeOutput's order): (+ bias: in the sums), to float32, * mult, clamp,
             # rint, + zp
             scale, quantize = _requantizer(builder, zp_v, y_signed)
@@ -409,6 +426,12 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     nv = 1: the tile's first 8 pixels only (a last tile of 8 or fewer)."""
     v32i8 = ir.VectorType(_I8, 32)
     base = builder.gep(xptr, [builder.mul(j, _c(64))])
+    if WIDE and nv == 2:  # the 16 pixels' 64 bytes in one vector, one accumulator a row (accs <16 x i32>)
+        v64i8 = ir.VectorType(_I8, 64)
+        xv = builder.load(builder.bitcast(base, v64i8.as_pointer()), align=1)
+        wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+        return [_dot4(builder, accs[r_i], xv, builder.bitcast(_splat(builder, builder.load(builder.gep(
+            wrow, [_c(r_i)])), _V16I), v64i8), None, DOT) for r_i in range(rows)]
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
               for v in range(nv)]
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
@@ -444,8 +467,9 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
             onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
             v16i16 = ir.VectorType(_I16, 16)
             ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
-            n_acc = 2 * rows
-            init = [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)]
+            n_acc = rows if WIDE else 2 * rows  # WIDE: a row's 16 pixels in one <16 x i32>
+            init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if WIDE
+                    else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)])
             mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F) for r in range(rows)]
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             zero = ir.Constant(_V8I, [0] * 8)
@@ -468,6 +492,8 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
             accs = vector_phis(builder, n_acc, (init, tile_bb))
             new = _sat_step(builder, j, None, xt, wptr, rows, accs, ones16, 2)
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (init, tile_bb))
+            if WIDE:
+                final = _halves(builder, final)
             for r in range(rows):
                 row = builder.gep(yt, [builder.mul(ldy_v, _c(r))])
                 fs = [scale(final[2 * r + v], zero, mvs[r]) for v in range(2)]
