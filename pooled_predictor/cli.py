@@ -189,7 +189,7 @@ def _cmd_ops(args) -> int:
             name = op if not domain else f"{domain}.{op}"
             print(f"{name:<24} {dev:<6} {', '.join(map(str, versions))}")
     print(f"\n{len(by_op)} ops")
-    if args.device == "cpu":  # which instruction the integer kernels' u8 x s8 products take here
+    if args.device in (None, "cpu"):  # which instruction the integer kernels' u8 x s8 products take here
         print("int8 (u8 x s8) products on this host: " + "; ".join(
             f"{a}: {int8_arithmetic.describe(a)}" for a in int8_arithmetic.ARITHMETICS))
     if args.device == "cuda":  # the rest run on the CPU behind host<->device copies (engine/placement.py)
