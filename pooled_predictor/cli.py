@@ -262,8 +262,8 @@ def _cmd_profile(args) -> int:
         net.forward(feeds)
     shapes = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in feeds.items())
     print(f"# {args.model}: {shapes}; one Net, one thread; first forward {first * 1e3:.1f} ms (not profiled)")
-    print(f"# int8 arithmetic: {net.int8_arithmetic} (u8 x s8 products summed "
-          f"{int8_arithmetic.describe(net.int8_arithmetic)})")
+    print(f"# int8 arithmetic: {net.int8_arithmetic} "
+          f"(u8 x s8 products: {int8_arithmetic.describe(net.int8_arithmetic)})")
     print(profiler.table(top=args.top))
     if args.trace:
         print(f"\nChrome trace (chrome://tracing, ui.perfetto.dev): {profiler.write_trace(args.trace)}")

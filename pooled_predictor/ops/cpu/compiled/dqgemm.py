@@ -11,7 +11,8 @@ order and each saturated to int16 before the exact int32 sum: MLAS's vpmaddubsw 
 (MlasGemmU8S8KernelAvx2), the bits onnxruntime's DynamicQuantizeMatMul / MatMulInteger give on such
 a host (ops/int8_arithmetic.py). On a VNNI host the same kernel sums exactly with vpdpbusd (compiled/dots.py:
 this source run with DOT = "vpdpbusd", or "emulated" for tests on any host; WIDE on a 16-lane AVX512-VNNI
-target: a row's 16 columns in one <16 x i32>, vpdpbusd on zmm), onnxruntime's arithmetic there. The zero point's share comes from the precomputed column sums, as
+target: a row's 16 columns in one <16 x i32>, vpdpbusd on zmm), onnxruntime's arithmetic there. The zero
+point's share comes from the precomputed column sums, as
 MLAS's does. dynamic_qmatmul_exact is the same kernel with exact int32 sums (the spec's arithmetic,
 for 8-bit W of any zero points: W - b_zero_point packed as int16 pairs, A's pairs widened to int16,
 vpmaddwd; vpdpwssd where the host has VNNI); qmatmul_sat takes an A already quantized
