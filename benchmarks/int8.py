@@ -249,9 +249,10 @@ def main(argv=None) -> int:
     sat = int8_arithmetic.saturating(args.int8_arithmetic)
     print(f"\n{isa.get('cpu_model')} ({isa.get('cpu_isa')} {' '.join(isa.get('cpu_isa_extras', []))}); "
           f"goals: ours/ort best >= 1.0, ours/our f32 >= 1.5; {args.rounds} rounds x {args.seconds:g} s, medians; "
-          f"our int8 arithmetic {args.int8_arithmetic} ({'int16-saturated pairs' if sat else 'exact sums'})")
+          f"our int8 arithmetic {args.int8_arithmetic} ({int8_arithmetic.describe(args.int8_arithmetic)})")
     path = write_results("int8", rows, rounds=args.rounds, seconds=args.seconds,
                          int8_arithmetic=args.int8_arithmetic, int16_saturated_pairs=sat,
+                         u8s8_dot_product=int8_arithmetic.dot_product(args.int8_arithmetic) or "vpmaddwd",
                          bert={"layers": args.bert_layers, "seq": args.bert_seq},
                          calibration_images=CALIBRATION_IMAGES)
     print(f"written to {path}")

@@ -189,6 +189,9 @@ def _cmd_ops(args) -> int:
             name = op if not domain else f"{domain}.{op}"
             print(f"{name:<24} {dev:<6} {', '.join(map(str, versions))}")
     print(f"\n{len(by_op)} ops")
+    if args.device in (None, "cpu"):  # which instruction the integer kernels' u8 x s8 products take here
+        print("int8 (u8 x s8) products on this host: " + "; ".join(
+            f"{a}: {int8_arithmetic.describe(a)}" for a in int8_arithmetic.ARITHMETICS))
     if args.device == "cuda":  # the rest run on the CPU behind host<->device copies (engine/placement.py)
         host = {(k.domain, k.op_type) for k in registered_ops("cpu")}
         print(f"{len(by_op)} of {len(host)} CPU ops have a CUDA kernel; the others run on the CPU behind io_copy")
@@ -259,9 +262,8 @@ def _cmd_profile(args) -> int:
         net.forward(feeds)
     shapes = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in feeds.items())
     print(f"# {args.model}: {shapes}; one Net, one thread; first forward {first * 1e3:.1f} ms (not profiled)")
-    sat = int8_arithmetic.saturating(net.int8_arithmetic)
-    print(f"# int8 arithmetic: {net.int8_arithmetic} (u8 x s8 products "
-          f"{'summed in int16-saturated pairs, as onnxruntime on this host without VNNI' if sat else 'summed exactly'})")
+    print(f"# int8 arithmetic: {net.int8_arithmetic} "
+          f"(u8 x s8 products: {int8_arithmetic.describe(net.int8_arithmetic)})")
     print(profiler.table(top=args.top))
     if args.trace:
         print(f"\nChrome trace (chrome://tracing, ui.perfetto.dev): {profiler.write_trace(args.trace)}")

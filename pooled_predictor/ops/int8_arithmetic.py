@@ -26,6 +26,16 @@ path (3-D convolutions, dynamic weights), and QLinearConv's and the fused Dynami
 reference tier, which a tiered Net serves while its kernels compile (engine/tiering.py). The numpy MatMulInteger / QLinearMatMul / QGemm /
 MatMulIntegerToFloat / DynamicQuantizeMatMul kernels saturate as MLAS (quantized.integer_product).
 
+The u8 x s8 kernels that sum 4 k in each 32-bit lane (compiled/qgemm.py's qgemm2d_sat / qgemm2d_sat_rows /
+qgemv_sat, compiled/dqgemm.py's dynamic_qmatmul_sat / qmatmul_sat: uint8 activations, int8 weights with zero
+point 0, non-depthwise) take one of three dot products (compiled/dots.py), dot_product() says which:
+"vpmaddubsw" (the saturating pairs: "onnxruntime" without VNNI), "vpdpbusd" (exact, one instruction for
+4 products: "onnxruntime" or "exact" on a VNNI host, MLAS's own kernel there), "emulated" (the same exact sum
+in generic IR, any host: POOLED_PREDICTOR_INT8_DOT=emulate, for tests of the VNNI kernels' packing and
+epilogue on hosts without VNNI); None: exact sums by the int16-pair kernels (vpmaddwd), the "exact"
+arithmetic without VNNI. POOLED_PREDICTOR_INT8_DOT=vnni (the default: vpdpbusd where the host has it),
+emulate, or pairs (the int16-pair kernels for exact sums even on a VNNI host); use_dot() sets it for a while.
+
 A Net fixes its arithmetic at creation (Net / Predictor / Config `int8_arithmetic`, default:
 current(), the value use() sets or POOLED_PREDICTOR_INT8_ARITHMETIC, else "onnxruntime"); its
 kernels read current() while its layouts are built (engine/layout.py enters use()).
@@ -36,12 +46,14 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from functools import cache
 
 from .cpu import compiled
 
-__all__ = ["ARITHMETICS", "current", "host_vnni", "saturating", "use", "validate"]
+__all__ = ["ARITHMETICS", "DOT_CHOICES", "current", "describe", "dot_product", "host_vnni", "saturating", "use",
+           "use_dot", "validate"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +65,12 @@ def host_vnni() -> bool:
     """Whether this host has AVX512-VNNI or AVX-VNNI (onnxruntime's u8 x s8 sums are then exact):
     compiled/vnni.py, imported on first use (it reads llvmlite's host features)."""
     return compiled.vnni.HOST_VNNI
+
+
+@cache
+def target_vnni() -> bool:
+    """Whether numba compiles for a CPU with VNNI (the vpdpbusd kernels compile only then): compiled/vnni.py."""
+    return compiled.vnni.TARGET_VNNI
 
 
 def validate(arithmetic: str) -> str:
@@ -104,3 +122,61 @@ def use(arithmetic: str | None):
 def saturating(arithmetic: str | None = None) -> bool:
     """Whether u8 x s8 pairs saturate to int16 under this arithmetic (None: current()) on this host."""
     return (current() if arithmetic is None else validate(arithmetic)) == "onnxruntime" and not host_vnni()
+
+
+DOT_CHOICES = ("vnni", "emulate", "pairs")
+"""POOLED_PREDICTOR_INT8_DOT's values (module docstring)."""
+
+
+def _dot_default() -> str:
+    wanted = os.environ.get("POOLED_PREDICTOR_INT8_DOT", "").strip().lower()
+    if wanted and wanted not in DOT_CHOICES:
+        log.warning("POOLED_PREDICTOR_INT8_DOT=%r is not one of %s; using 'vnni'", wanted, DOT_CHOICES)
+        wanted = ""
+    return wanted or "vnni"
+
+
+DOT_DEFAULT = _dot_default()
+_dot_lock = threading.Lock()
+_dot_override: list = []  # use_dot() stack, process-wide (a Net's layouts may be built in other threads)
+
+
+@contextmanager
+def use_dot(choice: str):
+    """Context: the u8 x s8 kernels built inside take `choice`'s dot product (one of DOT_CHOICES), process-wide.
+
+    Raises:
+        ValueError: an unknown choice.
+    """
+    if choice not in DOT_CHOICES:
+        raise ValueError(f"int8 dot product must be one of {DOT_CHOICES}, got {choice!r}")
+    with _dot_lock:
+        _dot_override.append(choice)
+    try:
+        yield
+    finally:
+        with _dot_lock:
+            del _dot_override[len(_dot_override) - 1 - _dot_override[::-1].index(choice)]
+
+
+def dot_product(arithmetic: str | None = None) -> str | None:
+    """The dot product of the u8 x s8 quad kernels under this arithmetic (None: current()) on this host:
+    "vpmaddubsw", "vpdpbusd" or "emulated" (compiled/dots.py), or None where exact sums run the int16-pair
+    kernels (module docstring)."""
+    if saturating(arithmetic):
+        return "vpmaddubsw"
+    choice = _dot_override[-1] if _dot_override else DOT_DEFAULT
+    if choice == "emulate":
+        return "emulated"
+    if choice == "vnni" and host_vnni() and target_vnni():
+        return "vpdpbusd"
+    return None
+
+
+def describe(arithmetic: str | None = None) -> str:
+    """One line for profiles and benchmarks: how u8 x s8 products are summed under this arithmetic here."""
+    dot = dot_product(arithmetic)
+    return {"vpmaddubsw": "int16-saturated pairs (vpmaddubsw), as onnxruntime on this host without VNNI",
+            "vpdpbusd": "exact, 4 products an int32 lane (vpdpbusd, VNNI), as onnxruntime on this host",
+            "emulated": "exact, 4 products an int32 lane (vpdpbusd emulated in generic vector ops)",
+            None: "exact, int16 pairs (vpmaddwd)"}[dot]

@@ -28,12 +28,13 @@ W' = W - w_zp is packed once (shared by every Net); B - x_zp * sum_k W'[m, k] is
 int32 bias (the input's zero point folded in, so padding with x_zp adds nothing);
 the multiplier x_scale * w_scale[m] / y_scale is computed in float32 (onnxruntime's
 order); the requantization is MLAS's. The integer sum follows the Net's int8
-arithmetic (ops/int8_arithmetic.py): under "onnxruntime" on a host without VNNI, a
-uint8-input, int8-weight, zero-weight-zero-point, non-depthwise convolution runs
-compiled/qgemm.py's qgemm2d_sat with k in onnxruntime's order, (kh, kw, c) within a
-group (its im2col on NHWC, or MLAS's symmetric convolution, 4 channels a tap), adjacent
-products summed in int16 with saturation as MLAS's vpmaddubsw sums them: the output is
-onnxruntime's bit for bit. Otherwise the sum is exact (qgemm2d), which is
+arithmetic (ops/int8_arithmetic.py): a uint8-input, int8-weight, zero-weight-zero-point,
+non-depthwise convolution runs compiled/qgemm.py's qgemm2d_sat with k in onnxruntime's order,
+(kh, kw, c) within a group (its im2col on NHWC, or MLAS's symmetric convolution, 4 channels a
+tap), 4 k in each 32-bit lane, summed by int8_arithmetic.dot_product()'s instruction: under
+"onnxruntime" on a host without VNNI adjacent products summed in int16 with saturation as MLAS's
+vpmaddubsw sums them (the output is onnxruntime's bit for bit); on a VNNI host exactly by
+vpdpbusd, as MLAS there (compiled/dots.py). Otherwise the sum is exact (qgemm2d), which is
 onnxruntime's too wherever its pair sums do not saturate (tests/ops/test_compiled_int8.py,
 tests/ops/test_int8_arithmetic.py).
 """
@@ -100,10 +101,14 @@ class QConvCompiled:
         oh, ow = g.out_shape
         h, wd = g.in_shape
         self.depthwise = g.group == c == m and c > 1
-        # onnxruntime's u8 x s8 arithmetic on this host (int16-saturated pairs, k = (kh, kw, c)); else exact
-        self.sat = (int8_arithmetic.saturating() and not self.depthwise and ctx.dtype(0) == np.uint8
+        # the quad kernels (4 k a 32-bit lane, k = (kh, kw, c)) with the dot product of the arithmetic on this
+        # host (int16-saturated pairs, vpmaddubsw; exact, vpdpbusd or emulated); else the exact int16-pair kernels
+        dot = int8_arithmetic.dot_product()
+        self.sat = (dot is not None and not self.depthwise and ctx.dtype(0) == np.uint8
                     and ctx.dtype(3) == np.int8 and not w_zp.any())
-        self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
+        self.dot = dot if self.sat else None
+        self.q = compiled.dots.module("qgemm", dot) if self.sat else compiled.qgemm
+        self.arithmetic = ("int16-saturated pairs" if dot == "vpmaddubsw" else "exact") + f" ({dot or 'vpmaddwd'})"
         self.direct = (not self.depthwise and g.kernel == (1, 1) and g.group == 1
                        and g.pads_begin == (0, 0) and g.pads_end == (0, 0))
         # a strided one (ResNet's downsamples): its pixels packed first (compiled/qconv.py's subsample_q)
@@ -216,7 +221,7 @@ class QConvCompiled:
                                                                    xt, xs, yt, x2)))
             return steps
         f = len(self.phases)
-        gemm, extra = (compiled.qgemm.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
+        gemm, extra = (self.q.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
         if self.direct:
             if self.subsampled:
                 xf = self.sub_ref.array
@@ -255,7 +260,7 @@ class QConvCompiled:
             if self.rows:
                 p_n = oh * ow
                 for gi in range(g.group):
-                    steps.append((compiled.qgemm.qgemm2d_sat_rows, (
+                    steps.append((self.q.qgemm2d_sat_rows, (
                         self.wp[gi], xf, n * self.image + gi * self.cg * f * self.plane, self.offs, yflat,
                         (n * m + gi * self.mg) * p_n, p_n, self.mg, p_n, self.bg[gi], self.mg_mult[gi], self.zp, ws,
                         *extra, ow, self.wq)))

@@ -15,7 +15,8 @@ column (as the Cast and Mul round it), + bias, into Y in place. The sums: exact 
 bit for bit the unfused nodes, tests/ops/test_compiled_int8.py), or, under the "onnxruntime" int8
 arithmetic on a host without VNNI (ops/int8_arithmetic.py) for int8 B with zero points 0, adjacent
 k pairs summed in int16 with saturation as onnxruntime's MLAS kernel on that host: onnxruntime's
-bits (tests/ops/test_int8_arithmetic.py).
+bits (tests/ops/test_int8_arithmetic.py); on a VNNI host the same kernel sums exactly with vpdpbusd
+(int8_arithmetic.dot_product()).
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ class DynamicQuantizeMatMul:
         self.b_scale = np.broadcast_to(np.asarray(ctx.value(2), np.float32).reshape(-1), (self.n,))
         zp = np.asarray(ctx.value(3) if ctx.has_input(3) else 0).astype(np.int32).reshape(-1)
         zp = np.broadcast_to(zp, (self.n,))
-        self.sat = int8_arithmetic.saturating() and b.dtype == np.int8 and not zp.any()
-        self.arithmetic = "int16-saturated pairs" if self.sat else "exact"
+        dot = int8_arithmetic.dot_product()  # the quad kernel's dot product (ops/int8_arithmetic.py), if any
+        self.sat = dot is not None and b.dtype == np.int8 and not zp.any()
+        self.dq = compiled.dots.module("dqgemm", dot) if self.sat else compiled.dqgemm
+        self.arithmetic = ("int16-saturated pairs" if dot == "vpmaddubsw" else "exact") + f" ({dot or 'vpmaddwd'})"
         self.q = [np.zeros((), np.float32), np.zeros((), np.uint8)]
         self.compiled = compiled.active()  # else the numpy reference below (a tier that must not compile)
         if not self.compiled:
@@ -89,6 +92,6 @@ class DynamicQuantizeMatMul:
             if bias is not None:
                 np.add(out, bias, out=out)
             return
-        run = compiled.dqgemm.dynamic_qmatmul_sat if self.sat else compiled.dqgemm.dynamic_qmatmul_exact
+        run = self.dq.dynamic_qmatmul_sat if self.sat else compiled.dqgemm.dynamic_qmatmul_exact
         run(a2, a2.min(), a2.max(), self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),
             self.xq_ref.array, self.ws_ref.array, compiled.qgemm.ONES)

@@ -28,8 +28,9 @@ class StaticProduct:
     The products of QLinearMatMul and com.microsoft's QGemm where their B, scales and zero points are
     weights (ops/cpu/quantized.py, quantized_contrib.py: the same float32 multipliers). Under the
     "onnxruntime" arithmetic without VNNI, uint8 A x int8 B with b_zp = 0 runs qgemm2d_sat (pairs of k
-    in K's order, as MLAS), or for M <= GEMV_ROWS qgemv_sat (the same sums, N in the lanes); else the
-    exact qgemm2d. Called as obj(a, out): a (M, K), out (M, N).
+    in K's order, as MLAS), or for M <= GEMV_ROWS qgemv_sat (the same sums, N in the lanes); on a VNNI
+    host the same kernels with exact sums (vpdpbusd: int8_arithmetic.dot_product()); else the exact
+    qgemm2d. Called as obj(a, out): a (M, K), out (M, N).
     """
 
     def __init__(self, ctx, b, b_zp, a_dtype, a_zp: int, bias, mult, y_dtype, y_zp: int, m: int):
@@ -37,8 +38,9 @@ class StaticProduct:
         self.k, self.n = b.shape
         self.m = m
         zp = np.broadcast_to(np.asarray(b_zp if b_zp is not None else 0).astype(np.int32).reshape(-1), (self.n,))
-        self.sat = (int8_arithmetic.saturating() and np.dtype(a_dtype) == np.uint8 and b.dtype == np.int8
-                    and not zp.any())
+        dot = int8_arithmetic.dot_product()  # the quad kernels' dot product (ops/int8_arithmetic.py), if any
+        self.sat = dot is not None and np.dtype(a_dtype) == np.uint8 and b.dtype == np.int8 and not zp.any()
+        self.q = compiled.dots.module("qgemm", dot) if self.sat else compiled.qgemm
         self.gemv = self.sat and m <= GEMV_ROWS
         if self.gemv:  # the output columns in the lanes (qgemv_sat): at batch 1 the pixel GEMM uses 1 lane of 16
             n8 = -(-self.n // 8) * 8
@@ -73,7 +75,7 @@ class StaticProduct:
         m, k = self.m, self.k
         ab = self.a_ref.array
         return [(np.copyto, (ab.reshape(m, 4 * self.kq)[:, :k], a.reshape(m, k))),
-                (compiled.qgemm.qgemv_sat, (self.wp, ab, out.reshape(-1), m, self.n, self.kq, self.bias, self.mult,
+                (self.q.qgemv_sat, (self.wp, ab, out.reshape(-1), m, self.n, self.kq, self.bias, self.mult,
                                             self.y_zp, compiled.qgemm.ONES, self.ws_ref.array))]
 
     def __call__(self, a, out):
@@ -82,7 +84,7 @@ class StaticProduct:
             ab = self.a_ref.array
             np.copyto(ab.reshape(m, 4 * self.kq)[:, :k], a.reshape(m, k))
             y = out.reshape(-1) if out.flags.c_contiguous else self.y_ref.array
-            compiled.qgemm.qgemv_sat(self.wp, ab, y, m, n, self.kq, self.bias, self.mult, self.y_zp,
+            self.q.qgemv_sat(self.wp, ab, y, m, n, self.kq, self.bias, self.mult, self.y_zp,
                                      compiled.qgemm.ONES, self.ws_ref.array)
             if not out.flags.c_contiguous:
                 np.copyto(out.reshape(m, n), y[:m * n].reshape(m, n))
@@ -92,7 +94,7 @@ class StaticProduct:
         yt = self.y_ref.array
         args = (self.wp, x, 0, self.offs, yt, 0, m, n, m, self.bias, self.mult, self.y_zp, self.ws_ref.array)
         if self.sat:
-            (compiled.qgemm.qgemm2d_sat_f32 if self.y_float else compiled.qgemm.qgemm2d_sat)(*args, compiled.qgemm.ONES, self.xq_ref.array)
+            (self.q.qgemm2d_sat_f32 if self.y_float else self.q.qgemm2d_sat)(*args, compiled.qgemm.ONES, self.xq_ref.array)
         else:
             (compiled.qgemm.qgemm2d_f32 if self.y_float else compiled.qgemm.qgemm2d)(*args)
         np.copyto(out.reshape(m, n), yt.reshape(n, m).T)

@@ -598,17 +598,19 @@ def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None, *, out,
 class MatMulIntegerToFloat:
     """MatMulIntegerToFloat (matmul_integer_to_float below), its sum in the Net's int8 arithmetic.
 
-    Under the saturating arithmetic, uint8 A times a 2-D int8 weight B with zero point 0 (b_scale and
-    bias weights too, a_scale and a_zero_point per tensor) runs compiled/dqgemm.qmatmul_sat: the same
-    bits (its float steps are these), MLAS's kernel shape.
+    Where int8_arithmetic.dot_product() names one (the saturating arithmetic, or exact sums on a VNNI host),
+    uint8 A times a 2-D int8 weight B with zero point 0 (b_scale and bias weights too, a_scale and
+    a_zero_point per tensor) runs compiled/dqgemm.qmatmul_sat with that dot product: the same bits (its
+    float steps are these), MLAS's kernel shape.
     """
 
     def __init__(self, ctx):
         self.sat = int8_arithmetic.saturating()
         self.fast = False
+        dot = int8_arithmetic.dot_product()  # the quad kernel's dot product, if any (exact but for vpmaddubsw)
         static = all(ctx.is_static(i) for i in (1, 3, 5, 6) if ctx.has_input(i))
-        if not (self.sat and static and compiled.active() and len(ctx.shape(1)) == 2 and len(ctx.shape(0)) >= 2
-                and np.dtype(ctx.dtype(0)) == np.uint8 and np.dtype(ctx.dtype(1)) == np.int8
+        if not (dot is not None and static and compiled.active() and len(ctx.shape(1)) == 2
+                and len(ctx.shape(0)) >= 2 and np.dtype(ctx.dtype(0)) == np.uint8 and np.dtype(ctx.dtype(1)) == np.int8
                 and np.dtype(ctx.dtype(2)) == np.float32):
             return
         b = np.asarray(ctx.value(1))
@@ -617,6 +619,7 @@ class MatMulIntegerToFloat:
                 ctx.has_input(6) and np.shape(ctx.value(6)) != (n,)):
             return
         d = compiled.dqgemm
+        self.qmatmul = compiled.dots.module("dqgemm", dot).qmatmul_sat
         self.fast = True
         self.m, self.k, self.n = int(np.prod(ctx.shape(0)[:-1])), k, n
         self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: d.pack_panels(np.asarray(w)))
@@ -629,9 +632,8 @@ class MatMulIntegerToFloat:
     def __call__(self, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None, *, out):
         if self.fast and np.size(a_scale) == 1 and (a_zero_point is None or np.size(a_zero_point) == 1):
             aq = np.ascontiguousarray(a).reshape(self.m, self.k)
-            compiled.dqgemm.qmatmul_sat(aq, int(_scalar(a_zero_point)), F32(_scalar(a_scale)), self.wp, self.cs,
-                                        self.bs, self.bias, out.reshape(self.m, self.n), self.xq_ref.array,
-                                        self.ws_ref.array, compiled.qgemm.ONES)
+            self.qmatmul(aq, int(_scalar(a_zero_point)), F32(_scalar(a_scale)), self.wp, self.cs, self.bs, self.bias,
+                         out.reshape(self.m, self.n), self.xq_ref.array, self.ws_ref.array, compiled.qgemm.ONES)
             return
         matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias, out=out, sat=self.sat)
 

@@ -41,7 +41,8 @@ convolution and the depthwise convolution reading it, a group of channels at a t
 Add/Sub/Mul, nearest Resize, MaxPool over NCHW8c arrays); the 8-bit integer kernels: qgemm.py (u8/s8
 GEMM with exact int32 sums, vpmaddwd, and the requantization fused; QLinearConv, DynamicQuantizeMatMul in exact
 sums), dqgemm.py (DynamicQuantizeLinear, the saturating u8 x s8 GEMM and the float scale and bias in one call:
-DynamicQuantizeMatMul, MatMulIntegerToFloat under onnxruntime's arithmetic),
+DynamicQuantizeMatMul, MatMulIntegerToFloat under onnxruntime's arithmetic), dots.py (qgemm.py's and
+dqgemm.py's u8 x s8 quad kernels again with vpdpbusd, VNNI hosts, or its emulation: vpdpbusd/, emulated/),
 qconv.py (the 8-bit phase split, int8 depthwise convolution along a channel's pixels), qdepthwise.py (int8
 depthwise convolution with 8 channels in the lanes, two taps a vpmaddwd), quantize.py (per-tensor Quantize /
 DequantizeLinear in one pass); recurrent.py (RNN, GRU and LSTM, ops/cpu/recurrent.py:
@@ -186,6 +187,12 @@ def load_all() -> float:
         importlib.import_module(f"{__name__}.{name}")
     for name in widths.TEMPLATES:  # the blocked kernels at the host's width (the 8-lane ones are MODULES)
         widths.module(name, isa.LANES)
+    from . import dots, vnni
+
+    for name in dots.TEMPLATES:  # the u8 x s8 quad kernels: vpmaddubsw, and vpdpbusd where it compiles
+        dots.module(name, "vpmaddubsw")
+        if vnni.HOST_VNNI and vnni.TARGET_VNNI:
+            dots.module(name, "vpdpbusd")
     ensure_all()
     return time.perf_counter() - t0
 

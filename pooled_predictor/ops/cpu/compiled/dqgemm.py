@@ -9,7 +9,10 @@ u8 x s8 arithmetic on hosts without VNNI: the fast path of ops/cpu/qmatmul.py.
 W (K, N) int8 with zero point 0, colsum[n] = sum_k W[k, n]. The pairs are taken along k in K's
 order and each saturated to int16 before the exact int32 sum: MLAS's vpmaddubsw + vpmaddwd kernel
 (MlasGemmU8S8KernelAvx2), the bits onnxruntime's DynamicQuantizeMatMul / MatMulInteger give on such
-a host (ops/int8_arithmetic.py). The zero point's share comes from the precomputed column sums, as
+a host (ops/int8_arithmetic.py). On a VNNI host the same kernel sums exactly with vpdpbusd (compiled/dots.py:
+this source run with DOT = "vpdpbusd", or "emulated" for tests on any host; WIDE on a 16-lane AVX512-VNNI
+target: a row's 16 columns in one <16 x i32>, vpdpbusd on zmm), onnxruntime's arithmetic there. The zero
+point's share comes from the precomputed column sums, as
 MLAS's does. dynamic_qmatmul_exact is the same kernel with exact int32 sums (the spec's arithmetic,
 for 8-bit W of any zero points: W - b_zero_point packed as int16 pairs, A's pairs widened to int16,
 vpmaddwd; vpdpwssd where the host has VNNI); qmatmul_sat takes an A already quantized
@@ -48,7 +51,14 @@ from numba.extending import intrinsic
 
 from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
-from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _c, _ones32, _pmaddwd, _sat_pairs, _splat
+from . import dots
+from .qgemm import _I8, _I16, _I32, _I64, _V8F, _V8I, _V16I, _c, _dot4, _halves, _ones32, _pmaddwd, _splat
+
+DOT = dots.dot_here(globals())
+"""The saturating kernels' u8 x s8 dot product (compiled/dots.py): vpmaddubsw here; vpdpbusd/dqgemm.py and
+emulated/dqgemm.py are this source with the others."""
+WIDE = dots.wide_of(globals())
+"""Whether the micro-kernel keeps a row's 16 columns in one <16 x i32> (vpdpbusd.512: dots.wide_here)."""
 
 ROWS = 5  # tokens per micro-tile: 10 accumulators, no spill (module docstring)
 COLS = 16  # columns of W per panel and micro-tile
@@ -80,11 +90,7 @@ def _make_micro(rows: int, exact: bool = False):
             bias_n = builder.extract_value(bias_ary.shape, 0)
             v32i8 = ir.VectorType(_I8, 32)
             v16i16 = ir.VectorType(_I16, 16)
-            v16 = ir.VectorType(_I32, 16)
             ones32 = _ones32(context, builder, signature.args[15], args[15])
-            undef = ir.Constant(v16, ir.Undefined)
-            even = ir.Constant(_V8I, list(range(0, 16, 2)))
-            odd = ir.Constant(_V8I, list(range(1, 16, 2)))
             rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), (_I16 if exact else _I32).as_pointer())
                     for r in range(rows)]
             fn = builder.function
@@ -96,25 +102,34 @@ def _make_micro(rows: int, exact: bool = False):
             builder.position_at_end(loop_bb)
             j = builder.phi(_I64)
             j.add_incoming(_c(0), pre_bb)
-            accs = vector_phis(builder, 2 * rows, (zero, pre_bb))
+            wide = WIDE and not exact  # a row's 16 columns in one <16 x i32> (vpdpbusd.512)
+            if wide:
+                zero = ir.Constant(_V16I, [0] * 16)
+            accs = vector_phis(builder, rows if wide else 2 * rows, (zero, pre_bb))
             base = builder.gep(wptr, [builder.mul(j, _c(64))])
-            wv = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
-                  for v in range(2)]
-            new = []
-            for r in range(rows):
-                quad = builder.load(builder.gep(rowp[r], [j]), align=1)
-                if exact:  # the pair's 2 bytes as 2 int16 in every 32-bit lane
-                    pair = builder.zext(builder.bitcast(quad, ir.VectorType(_I8, 2)), ir.VectorType(_I16, 2))
-                    xw = builder.bitcast(_splat(builder, builder.bitcast(pair, _I32), _V8I), v16i16)
+            if wide:  # the panel's 16 columns x 4 k in one vector; each row's quad broadcast to 16 lanes
+                v64i8 = ir.VectorType(_I8, 64)
+                w64 = builder.load(builder.bitcast(base, v64i8.as_pointer()), align=1)
+                new = [_dot4(builder, accs[r], builder.bitcast(_splat(builder, builder.load(builder.gep(
+                    rowp[r], [j]), align=1), _V16I), v64i8), w64, None, DOT) for r in range(rows)]
+                final = _halves(builder, close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb)))
+            else:
+                wv = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
+                      for v in range(2)]
+                new = []
+                for r in range(rows):
+                    quad = builder.load(builder.gep(rowp[r], [j]), align=1)
+                    if exact:  # the pair's 2 bytes as 2 int16 in every 32-bit lane
+                        pair = builder.zext(builder.bitcast(quad, ir.VectorType(_I8, 2)), ir.VectorType(_I16, 2))
+                        xw = builder.bitcast(_splat(builder, builder.bitcast(pair, _I32), _V8I), v16i16)
+                        for v in range(2):
+                            new.append(builder.add(accs[2 * r + v],
+                                                   _pmaddwd(builder, xw, builder.bitcast(wv[v], v16i16))))
+                        continue
+                    xb = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
                     for v in range(2):
-                        new.append(builder.add(accs[2 * r + v], _pmaddwd(builder, xw, builder.bitcast(wv[v], v16i16))))
-                    continue
-                xb = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
-                for v in range(2):
-                    prod = builder.mul(builder.sext(_sat_pairs(builder, xb, wv[v]), v16), ones32)
-                    s = builder.add(builder.shuffle_vector(prod, undef, even), builder.shuffle_vector(prod, undef, odd))
-                    new.append(builder.add(accs[2 * r + v], s))
-            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
+                        new.append(_dot4(builder, accs[2 * r + v], xb, wv[v], ones32, DOT))
+                final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
             # the epilogue: - zp * colsum (int32), to float32, * float32(a_scale * b_scale), + bias
             nzp = _splat(builder, builder.neg(builder.trunc(zp_v, _I32)), _V8I)
             scale = _splat(builder, sc_v, _V8F)

@@ -43,8 +43,12 @@ The last 1..COLS pixels of a whole row tile go the other way round (_make_cols: 
 channels in the lanes, each pixel's quad broadcast), one vpmaddubsw a pixel where a half tile takes 5.
 On Zen 3 it reaches 90-140 GOPS on the same shapes, 1.4-1.7x qgemm2d. On a VNNI target (llvmlite,
 cpu "alderlake" / "sapphirerapids") qgemm2d's IR becomes vpdpwssd; LLVM forms no vpdpbusd from
-generic IR (a 4-product u8 x s8 sum into int32 stays vpmovzx / vpmovsx + vpmaddwd), so MLAS's
-vpdpbusd kernels do twice the multiply-adds per instruction there.
+generic IR (a 4-product u8 x s8 sum into int32 stays vpmovzx / vpmovsx + vpmaddwd). There the same
+quad kernels sum with vpdpbusd itself (exact: onnxruntime's arithmetic on a VNNI host), one
+instruction for a lane's 4 products (_dot4; compiled/dots.py runs this source with DOT = "vpdpbusd",
+and with "emulated", its exact sum in generic IR, for tests on any host); on a 16-lane AVX512-VNNI
+target a whole tile's row is one <16 x i32> (WIDE: vpdpbusd on zmm). On Zen 5 (AVX512-VNNI) they
+reach 550-650 GOPS at ResNet-50's shapes (390-460 with 256-bit vectors), 2.4-2.9x qgemm2d there.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
+from . import dots
 from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
 from .jit import njit
 
@@ -62,6 +67,13 @@ NP = 16  # pixels per micro-tile
 MRS = 5  # rows per micro-tile of the saturating kernel (its X comes packed): 10 accumulators, 2 X vectors and the
 #   saturating steps' temporaries fit AVX2's 16 ymm; 6 rows spilled one accumulator to the stack in the k loop,
 #   3x slower where the thread's stack put that slot across a page (compiled/dqgemm.py's docstring)
+
+DOT = dots.dot_here(globals())
+"""The quad kernels' u8 x s8 dot product (compiled/dots.py): vpmaddubsw here; vpdpbusd/qgemm.py and
+emulated/qgemm.py are this source with the others."""
+WIDE = dots.wide_of(globals())
+"""Whether the whole-tile micro-kernels keep a row's 16 pixels in one <16 x i32> (a zmm: vpdpbusd.512)
+rather than two <8 x i32> (dots.wide_here)."""
 
 _I8 = ir.IntType(8)
 _I16 = ir.IntType(16)
@@ -91,12 +103,14 @@ def _ones32(context, builder, ary_type, ary):
 
 
 def _pmaddwd(builder, a16, b16):
-    """<8 x i32>: lane i = a[2i] * b[2i] + a[2i+1] * b[2i+1], a and b <16 x i16> (vpmaddwd)."""
-    v16 = ir.VectorType(_I32, 16)
-    prod = builder.mul(builder.sext(a16, v16), builder.sext(b16, v16))
-    undef = ir.Constant(v16, ir.Undefined)
-    even = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2))))
-    odd = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2))))
+    """<n x i32>: lane i = a[2i] * b[2i] + a[2i+1] * b[2i+1], a and b <2n x i16> (vpmaddwd; n = 8 here,
+    16 in _dot4's emulation)."""
+    n = a16.type.count
+    v = ir.VectorType(_I32, n)
+    prod = builder.mul(builder.sext(a16, v), builder.sext(b16, v))
+    undef = ir.Constant(v, ir.Undefined)
+    even = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, n // 2), list(range(0, n, 2))))
+    odd = builder.shuffle_vector(prod, undef, ir.Constant(ir.VectorType(_I32, n // 2), list(range(1, n, 2))))
     return builder.add(even, odd)
 
 
@@ -183,6 +197,55 @@ def _sat_pairs(builder, x8, w8):
     return builder.trunc(s, ir.VectorType(_I16, 16))
 
 
+def _dot4(builder, acc, x8, w8, ones32, dot: str):
+    """<8 x i32>: acc plus, in each 32-bit lane, the 4 products of x's unsigned and w's signed bytes
+    (x8, w8 <32 x i8>), summed as `dot` sums them (compiled/dots.py):
+
+        vpmaddubsw: saturate_int16(x0 w0 + x1 w1) + saturate_int16(x2 w2 + x3 w3)   (onnxruntime without VNNI)
+            _sat_pairs (vpmaddubsw), then the pairs times ones32 (<16 x i32>: the loaded ones sign-extended;
+            a constant would let instcombine fold the int16 truncation away, and vpmaddubsw with it) and
+            even + odd (vpmaddwd), then + acc (vpaddd);
+        vpdpbusd: x0 w0 + x1 w1 + x2 w2 + x3 w3 + acc, exact: llvm.x86.avx512.vpdpbusd.256 (VPDPBUSD ymm;
+            the VEX form on AVX-VNNI hosts). An intrinsic, not generic IR: LLVM 20's x86 back end forms no
+            vpdpbusd from this exact sum (zext / sext to i32, mul, the 4 strided lanes added: it stays
+            vpmovzxbd / vpmovsxbd + vpmaddwd + vpermd + vpaddd, measured for cpu sapphirerapids and
+            alderlake), and it matches vpmaddubsw only to the saturating pattern above. It compiles only for
+            a CPU with AVX512-VNNI + AVX512-VL or AVX-VNNI (elsewhere LLVM aborts the process);
+        emulated: the same exact sum in generic IR (runs on any host; 2-3x slower than vpmaddubsw).
+    """
+    if dot == "vpmaddubsw":
+        v16 = ir.VectorType(_I32, 16)
+        undef = ir.Constant(v16, ir.Undefined)
+        prod = builder.mul(builder.sext(_sat_pairs(builder, x8, w8), v16), ones32)
+        even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
+        odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
+        return builder.add(acc, builder.add(even, odd))
+    n = acc.type.count  # 8, or 16 (WIDE: x8 and w8 <64 x i8>, .512)
+    vn = ir.VectorType(_I32, n)
+    if dot == "vpdpbusd":
+        fn = _intrinsic_fn(builder, f"llvm.x86.avx512.vpdpbusd.{32 * n}", vn, [vn, vn, vn])
+        return builder.call(fn, [acc, builder.bitcast(x8, vn), builder.bitcast(w8, vn)])
+    if dot != "emulated":
+        raise ValueError(f"unknown dot product {dot!r}; expected one of {dots.DOTS}")
+    # x and w widened to int16, adjacent products added in int32 (exact: vpmaddwd's pattern, _pmaddwd), then
+    # adjacent pair sums added (the 4 products summed at once, as 4 strided lanes, took LLVM 8x longer to compile)
+    v16i16 = ir.VectorType(_I16, 4 * n)
+    pairs = _pmaddwd(builder, builder.zext(x8, v16i16), builder.sext(w8, v16i16))
+    undef = ir.Constant(ir.VectorType(_I32, 2 * n), ir.Undefined)
+    even = builder.shuffle_vector(pairs, undef, ir.Constant(vn, list(range(0, 2 * n, 2))))
+    odd = builder.shuffle_vector(pairs, undef, ir.Constant(vn, list(range(1, 2 * n, 2))))
+    return builder.add(acc, builder.add(even, odd))
+
+
+_V16I = ir.VectorType(_I32, 16)
+
+
+def _halves(builder, wide: list) -> list:
+    """Each <16 x i32> of `wide` as its two <8 x i32> halves, in order (the epilogue's accumulators)."""
+    lo, hi = (ir.Constant(_V8I, list(range(h, h + 8))) for h in (0, 8))
+    return [builder.shuffle_vector(v, ir.Constant(_V16I, ir.Undefined), m) for v in wide for m in (lo, hi)]
+
+
 def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False, sat: bool = False,
                 half: bool = False):
     """The micro-kernel for a tile of `rows` x 16 outputs.
@@ -223,10 +286,12 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
             loop_bb = fn.append_basic_block("kp_loop")
             done_bb = fn.append_basic_block("kp_done")
             zero = ir.Constant(_V8I, [0] * 8)
-            n_acc = nv * rows
+            wide = sat and WIDE and nv == 2  # a row's 16 pixels in one <16 x i32>
+            n_acc = rows if wide else nv * rows
             # the accumulators start at the bias (its add then costs nothing after the k loop; int32 sums
             # wrap alike in any order, and the exact ones never leave int32)
-            init = [_splat(builder, builder.load(builder.gep(bptr, [_c(i // nv)])), _V8I) for i in range(n_acc)]
+            init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if wide
+                    else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // nv)])), _V8I) for i in range(n_acc)])
             if sat:
                 onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
                 ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
@@ -256,6 +321,8 @@ def _make_micro(rows: int, x_signed: bool, y_signed: bool, y_float: bool = False
                     new.append(builder.add(accs[2 * r], _pmaddwd(builder, lo, wv)))
                     new.append(builder.add(accs[2 * r + 1], _pmaddwd(builder, hi, wv)))
             final = close_loop(builder, j, kp_v, accs, new, loop_bb, done_bb, (init, pre_bb))
+            if wide:
+                final = _halves(builder, final)
             # the requantization (MlasRequantizeOutput's order): (+ bias: in the sums), to float32, * mult, clamp,
             # rint, + zp
             scale, quantize = _requantizer(builder, zp_v, y_signed)
@@ -363,21 +430,21 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     nv = 1: the tile's first 8 pixels only (a last tile of 8 or fewer)."""
     v32i8 = ir.VectorType(_I8, 32)
     base = builder.gep(xptr, [builder.mul(j, _c(64))])
+    if WIDE and nv == 2:  # the 16 pixels' 64 bytes in one vector, one accumulator a row (accs <16 x i32>)
+        v64i8 = ir.VectorType(_I8, 64)
+        xv = builder.load(builder.bitcast(base, v64i8.as_pointer()), align=1)
+        wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+        return [_dot4(builder, accs[r_i], xv, builder.bitcast(_splat(builder, builder.load(builder.gep(
+            wrow, [_c(r_i)])), _V16I), v64i8), None, DOT) for r_i in range(rows)]
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
               for v in range(nv)]
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
-    v16 = ir.VectorType(_I32, 16)
-    undef = ir.Constant(v16, ir.Undefined)
-    ones32 = builder.sext(ones16, v16)
+    ones32 = builder.sext(ones16, ir.VectorType(_I32, 16))
     new = []
     for r_i in range(rows):
         wv = builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r_i)])), _V8I), v32i8)
         for v in range(nv):
-            s16 = _sat_pairs(builder, halves[v], wv)
-            prod = builder.mul(builder.sext(s16, v16), ones32)
-            even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
-            odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-            new.append(builder.add(accs[nv * r_i + v], builder.add(even, odd)))
+            new.append(_dot4(builder, accs[nv * r_i + v], halves[v], wv, ones32, DOT))
     return new
 
 
@@ -404,8 +471,9 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
             onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
             v16i16 = ir.VectorType(_I16, 16)
             ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
-            n_acc = 2 * rows
-            init = [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)]
+            n_acc = rows if WIDE else 2 * rows  # WIDE: a row's 16 pixels in one <16 x i32>
+            init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if WIDE
+                    else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)])
             mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F) for r in range(rows)]
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             zero = ir.Constant(_V8I, [0] * 8)
@@ -428,6 +496,8 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
             accs = vector_phis(builder, n_acc, (init, tile_bb))
             new = _sat_step(builder, j, None, xt, wptr, rows, accs, ones16, 2)
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (init, tile_bb))
+            if WIDE:
+                final = _halves(builder, final)
             for r in range(rows):
                 row = builder.gep(yt, [builder.mul(ldy_v, _c(r))])
                 fs = [scale(final[2 * r + v], zero, mvs[r]) for v in range(2)]
@@ -497,8 +567,6 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
                                                         (0, 1), (2, 3), (4, 5), (8, 9), (10, 9))
             ones32 = _ones32(context, builder, signature.args[12], args[12])
             v32i8 = ir.VectorType(_I8, 32)
-            v16 = ir.VectorType(_I32, 16)
-            undef = ir.Constant(v16, ir.Undefined)
             bias = ir.Constant(_V8I, [0] * 8)
             mv = ir.Constant(_V8F, [0.0] * 8)
             for r in range(rows):
@@ -520,10 +588,7 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
             for i in range(n_pix):
                 quad = builder.load(builder.bitcast(builder.gep(xj, [_c(4 * i)]), _I32.as_pointer()), align=1)
                 xv = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
-                prod = builder.mul(builder.sext(_sat_pairs(builder, xv, wv), v16), ones32)
-                even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
-                odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-                new.append(builder.add(accs[i], builder.add(even, odd)))
+                new.append(_dot4(builder, accs[i], xv, wv, ones32, DOT))
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (bias, pre_bb))
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             zero = ir.Constant(_V8I, [0] * 8)
@@ -924,8 +989,6 @@ def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
                                                         (0, 1), (2, 3), (5, 6), (7, 8), (9, 8))
             ones32 = _ones32(context, builder, signature.args[11], args[11])
             v32i8 = ir.VectorType(_I8, 32)
-            v16 = ir.VectorType(_I32, 16)
-            undef = ir.Constant(v16, ir.Undefined)
             fn = builder.function
             pre_bb = builder.block
             loop_bb = fn.append_basic_block("kq_loop")
@@ -945,11 +1008,7 @@ def _make_gemv(blocks: int, y_signed: bool, y_float: bool):
             for t in range(blocks):
                 wv = builder.load(builder.bitcast(builder.gep(wrow, [builder.mul(stride, _c(t))]),
                                                   v32i8.as_pointer()), align=4)
-                s16 = _sat_pairs(builder, av, wv)
-                prod = builder.mul(builder.sext(s16, v16), ones32)
-                even = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(0, 16, 2))))
-                odd = builder.shuffle_vector(prod, undef, ir.Constant(_V8I, list(range(1, 16, 2))))
-                new.append(builder.add(accs[t], builder.add(even, odd)))
+                new.append(_dot4(builder, accs[t], av, wv, ones32, DOT))
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             for t, ph in enumerate(final):

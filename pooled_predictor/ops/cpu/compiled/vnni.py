@@ -7,15 +7,47 @@ pairs with vpmaddubsw elsewhere on x86 (ops/int8_arithmetic.py).
 from __future__ import annotations
 
 
-def _host_vnni() -> bool:
+def _host_features() -> dict:
     try:
         from llvmlite import binding
 
-        f = binding.get_host_cpu_features()
-        return bool(f.get("avx512vnni", False) or f.get("avxvnni", False))
+        return dict(binding.get_host_cpu_features())
     except Exception:  # no feature query on this platform: the common AVX2 host
-        return False
+        return {}
 
 
-HOST_VNNI = _host_vnni()
+_HOST = _host_features()
+HOST_VNNI = bool(_HOST.get("avx512vnni", False) or _HOST.get("avxvnni", False))
 """Whether this host has AVX512-VNNI or AVX-VNNI."""
+
+
+def _target_vnni() -> bool:
+    """Whether numba compiles for a CPU with VNNI: the host's (HOST_VNNI), unless NUMBA_CPU_NAME /
+    NUMBA_CPU_FEATURES name another target (then only where its features string enables a VNNI)."""
+    import os
+
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip().lower()
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is not None and (features or name):
+        return "+avx512vnni" in features or "+avxvnni" in features
+    if name and name != "host":
+        return False
+    return HOST_VNNI
+
+
+TARGET_VNNI = _target_vnni()
+"""Whether the kernels compile for a CPU with AVX512-VNNI or AVX-VNNI (the vpdpbusd kernels need it)."""
+
+
+def _target_vnni512() -> bool:
+    import os
+
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is not None and (features or os.environ.get("NUMBA_CPU_NAME", "").strip()):
+        return "+avx512vnni" in features
+    return TARGET_VNNI and bool(_HOST.get("avx512vnni", False))
+
+
+TARGET_VNNI512 = _target_vnni512()
+"""Whether the kernels compile for a CPU with AVX512-VNNI (vpdpbusd on zmm registers): the host's, or where
+NUMBA_CPU_FEATURES names a target, whether it enables +avx512vnni."""

@@ -1,0 +1,206 @@
+"""compiled/dots.py: the u8 x s8 quad kernels with the exact dot products (vpdpbusd on a VNNI host, and its
+generic-IR emulation on any host), bit for bit the exact sums, and the instruction each compiles to.
+
+The emulated kernels are the vpdpbusd kernels but for the one step that sums a lane's 4 products, so on a
+host without VNNI they test the VNNI kernels' packing, tiling, tails and epilogue (the node-level tests run
+on them there); where the host has VNNI the node-level tests run the vpdpbusd kernels themselves (and
+tests/ops/test_int8_arithmetic.py runs them against onnxruntime), the emulation only at the kernel level. Their
+assembly is checked for VNNI CPUs on any host: numba compiles (never runs) them for a named CPU in a
+subprocess.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pooled_predictor.ops import int8_arithmetic
+from pooled_predictor.ops.cpu.compiled import dots, qgemm
+from tests.onnx_helpers import make_node_model, run_ort, run_ours, type_outputs
+from tests.ops.test_compiled_int8 import _reference
+from tests.ops.test_int8_arithmetic import CONVS, _crafted_conv, _crafted_product, _f
+
+rng = np.random.default_rng(4444)
+VNNI = int8_arithmetic.host_vnni() and int8_arithmetic.target_vnni()
+NATIVE = "vpdpbusd" if VNNI else "emulated"  # the exact dot product the kernels below run on: the host's, if any
+KERNEL_DOTS = ["emulated"] + (["vpdpbusd"] if VNNI else [])  # the emulation's kernel-level tests on every host
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _operands(m, k, p):
+    w = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    w[:, ::3] = np.where(rng.random((m, 1)) < 0.5, -128, 127)  # pairs that would saturate in int16
+    x = rng.integers(0, 256, (k, p)).astype(np.uint8)
+    x[:, ::2] = 255
+    return w, x
+
+
+def _requantized(acc, mult, zp, y_type):
+    fa = (acc.astype(np.float32) * mult[:, None]).astype(np.float32)
+    if y_type == np.float32:
+        return fa
+    info = np.iinfo(y_type)
+    return (np.rint(np.clip(fa, info.min - zp, info.max - zp)) + zp).astype(y_type)
+
+
+@pytest.mark.parametrize("dot", KERNEL_DOTS)
+@pytest.mark.parametrize("m,k,p,y_type", [(13, 27, 50, np.uint8),  # strips, a half tile, MRS rows and 3
+                                          (15, 40, 49, np.int8),  # the last pixel: _make_cols
+                                          (9, 16, 272, np.uint8),  # blocks of PB pixels, a 16-pixel tail
+                                          (7, 5, 20, np.float32)])  # k % 4 != 0, the float epilogue
+def test_qgemm2d_quads_sum_exactly(dot, m, k, p, y_type):
+    """qgemm2d_sat's tiles with an exact dot product: acc = b + W @ X exactly (int16 pairs would saturate)."""
+    q = dots.module("qgemm", dot)
+    w, x = _operands(m, k, p)
+    b = rng.integers(-100000, 100000, m).astype(np.int32)
+    mult = (rng.random(m) * 1e-4).astype(np.float32)
+    zp = 0 if y_type == np.float32 else 5
+    xf = np.zeros(k * p + 64, np.uint8)
+    xf[:k * p] = x.reshape(-1)
+    offs = qgemm.quad_offsets(np.arange(k) * p)
+    y = np.zeros(m * p, y_type)
+    ws = np.zeros(qgemm.MRS * qgemm.NP, y_type)
+    xq = np.zeros(qgemm.packed_bytes(offs.size), np.uint8)
+    f = q.qgemm2d_sat_f32 if y_type == np.float32 else q.qgemm2d_sat
+    f(qgemm.pack_quads(w), xf, 0, offs, y, 0, p, m, p, b, mult, zp, ws, qgemm.ONES, xq)
+    acc = (w.astype(np.int64) @ x.astype(np.int64) + b[:, None]).astype(np.int32)
+    assert np.array_equal(y.reshape(m, p), _requantized(acc, mult, zp, y_type))
+
+
+@pytest.mark.parametrize("dot", [NATIVE])
+@pytest.mark.parametrize("m,n,k", [(1, 37, 70), (3, 8, 9)])
+def test_qgemv_quads_sum_exactly(dot, m, n, k):
+    """qgemv_sat (the batch-1 product, columns in the lanes) with an exact dot product."""
+    q = dots.module("qgemm", dot)
+    w, a = _operands(n, k, m)
+    a = a.T.copy()
+    n8, kq = -(-n // 8) * 8, -(-k // 4)
+    wq = qgemm.pack_quads(np.concatenate([w, np.zeros((n8 - n, k), np.int8)]), tile=8)
+    ab = np.zeros((m, 4 * kq), np.uint8)
+    ab[:, :k] = a
+    b = np.zeros(n8, np.int32)
+    b[:n] = rng.integers(-5000, 5000, n)
+    mult = np.zeros(n8, np.float32)
+    mult[:n] = rng.random(n) * 1e-3
+    y = np.zeros(m * n, np.uint8)
+    q.qgemv_sat(wq, ab.reshape(-1), y, m, n, kq, b, mult, 9, qgemm.ONES, np.zeros(8 * qgemm.GB, np.uint8))
+    acc = (a.astype(np.int64) @ w.T.astype(np.int64) + b[:n]).astype(np.int32)
+    assert np.array_equal(y.reshape(m, n), _requantized(acc.T, mult[:n], 9, np.uint8).T)
+
+
+CONV_CASES = [CONVS[1], CONVS[3], CONVS[9], CONVS[12]]  # pointwise tail, rows across taps, stem, grouped
+
+
+@pytest.mark.parametrize("dot", [NATIVE])
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONV_CASES)
+def test_qlinear_conv_with_an_exact_dot_is_the_specs(dot, x_shape, w_shape, attrs):
+    """QLinearConv's quad path (k = (kh, kw, c), the output's pixels only) with vpdpbusd or its emulation
+    under the "exact" arithmetic: the spec's bits (and onnxruntime's, where it sums exactly: VNNI hosts)."""
+    inputs = _crafted_conv(x_shape, w_shape, attrs, np.uint8, True)
+    model = make_node_model("QLinearConv", inputs, attrs, opset=10, static=tuple(range(1, 9)))
+    exact = _reference(inputs, attrs)
+    type_outputs(model, [exact])
+    with int8_arithmetic.use_dot("emulate" if dot == "emulated" else "vnni"), int8_arithmetic.use("exact"):
+        assert int8_arithmetic.dot_product() == dot
+        (ours,) = run_ours(model, {"in0": inputs[0]})
+    assert np.array_equal(ours, exact), f"{int((ours != exact).sum())} of {exact.size} differ"
+
+
+def _products():
+    m, k, n = 3, 33, 20
+    a, b, b_scale = _crafted_product(m, k, n, True)
+    yield make_node_model("QLinearMatMul", [a, _f(0.05), np.array(121, np.uint8), b, b_scale,
+                                            np.zeros(n, np.int8), _f(1.5), np.array(128, np.uint8)],
+                          opset=10, static=tuple(range(1, 8))), a  # M <= 3: the GEMV
+    a, b, b_scale = _crafted_product(17, k, n, True)
+    yield make_node_model("QGemm", [a, _f(0.05), np.array(121, np.uint8), b, b_scale, np.zeros(n, np.int8),
+                                    rng.integers(-3000, 3000, n).astype(np.int32)], {"alpha": 0.75},
+                          static=tuple(range(1, 7)), domain="com.microsoft"), a  # float output
+    yield make_node_model("MatMulIntegerToFloat", [a, b, _f(0.05), b_scale, np.array(121, np.uint8),
+                                                   np.zeros(n, np.int8), _f(rng.random(n))],
+                          static=tuple(range(1, 7)), domain="com.microsoft"), a
+    af = (rng.random((2, 9, k)) * 4 + 1).astype(np.float32)
+    yield make_node_model("DynamicQuantizeMatMul", [af, b, b_scale, np.zeros(n, np.int8)], static=(1, 2, 3),
+                          domain="com.microsoft"), af
+
+
+@pytest.mark.parametrize("dot", [NATIVE])
+def test_products_with_an_exact_dot_are_the_specs(dot):
+    """QLinearMatMul / QGemm / MatMulIntegerToFloat / DynamicQuantizeMatMul on the quad kernels with an exact
+    dot product: the "exact" arithmetic's bits with the int16-pair kernels (vpmaddwd), which are the spec's."""
+    for model, a in _products():
+        with int8_arithmetic.use_dot("pairs"), int8_arithmetic.use("exact"):
+            assert int8_arithmetic.dot_product() is None
+            (pairs,) = run_ours(model, {"in0": a})
+        with int8_arithmetic.use_dot("emulate" if dot == "emulated" else "vnni"), int8_arithmetic.use("exact"):
+            (ours,) = run_ours(model, {"in0": a})
+        assert np.array_equal(ours.view(np.uint8), pairs.view(np.uint8)), model.graph.node[0].op_type
+        if VNNI:  # onnxruntime sums exactly here too
+            (ref,) = run_ort(model, {"in0": a})
+            assert np.allclose(ours, ref, rtol=1e-6, atol=1e-6 * float(np.abs(ref).max()))
+
+
+def test_dot_product_choice():
+    """"onnxruntime" saturates where the host has no VNNI, and is vpdpbusd's exact sum where it has;
+    POOLED_PREDICTOR_INT8_DOT's choices; an unknown one is refused."""
+    with int8_arithmetic.use_dot("vnni"):
+        assert int8_arithmetic.dot_product("onnxruntime") == ("vpdpbusd" if VNNI else "vpmaddubsw")
+        assert int8_arithmetic.dot_product("exact") == ("vpdpbusd" if VNNI else None)
+    with int8_arithmetic.use_dot("emulate"):
+        assert int8_arithmetic.dot_product("exact") == "emulated"
+    with int8_arithmetic.use_dot("pairs"):
+        assert int8_arithmetic.dot_product("exact") is None
+        assert "vpmaddwd" in int8_arithmetic.describe("exact")
+    with pytest.raises(ValueError):
+        with int8_arithmetic.use_dot("avx"):
+            pass
+    with pytest.raises(ValueError):
+        dots.module("qgemm", "vpdpwssd")
+
+
+_ASM = textwrap.dedent("""
+    import sys
+    import numba
+    from numba import types
+    from pooled_predictor.ops.cpu.compiled import dots
+    from tests.ops.test_compiled_dqgemm import _check_loops, _k_loops
+
+    q, d = dots.module("qgemm", "vpdpbusd"), dots.module("dqgemm", "vpdpbusd")
+    for fn, sig, tiles in ((q.qgemm2d_sat, q._sat_sigs(types.uint8), q.MRS), (q.qgemv_sat, q._gemv_sigs(types.uint8), q.GB),
+                           (d.qmatmul_sat, d._SIG_Q, d.ROWS)):
+        asm = next(iter(numba.njit([sig], nogil=True, cache=False, error_model="numpy")(fn.py_func).inspect_asm().values()))
+        loops = list(_k_loops(asm, "vpdpbusd"))
+        assert len(loops) >= tiles, (fn, len(loops))  # a k loop per tile height at least
+        for body in loops:
+            text = "\\n".join(body)
+            assert "vpmaddubsw" not in text and "vpmaddwd" not in text, text
+            if sys.argv[1] == "vex":  # an AVX-VNNI CPU: the VEX form (ymm), every one
+                assert all("{vex}" in line for line in body if "vpdpbusd" in line), text
+        zmm = sum(any("vpdpbusd" in line and "%zmm" in line for line in body) for body in loops)
+        # AVX512-VNNI at 16 lanes: the whole tiles of the pixel GEMM and dqgemm's tiles on zmm (the GEMV's,
+        # the half tiles' and the last pixels' stay ymm); AVX-VNNI: none
+        assert (zmm > 0) == (sys.argv[1] == "zmm" and fn is not q.qgemv_sat), (fn, zmm)
+        _check_loops(asm, "vpdpbusd")  # no accumulator spilled (16 ymm registers on AVX-VNNI CPUs)
+        print(fn.py_func.__name__, len(loops), "k loops", zmm, "on zmm")
+""")
+
+
+@pytest.mark.parametrize("cpu,features,isa,form", [("sapphirerapids", "+avx512vnni", "avx512", "zmm"),
+                                                    ("alderlake", "", "avx2", "vex")])
+def test_vpdpbusd_kernels_compile_to_vpdpbusd(cpu, features, isa, form, tmp_path):
+    """For a VNNI CPU (AVX512-VNNI at 16 lanes: Sapphire Rapids; AVX-VNNI only, 16 ymm registers: Alder Lake),
+    whatever this host is: every k loop of the vpdpbusd kernels sums with vpdpbusd (on zmm for Sapphire
+    Rapids' whole tiles, VEX-encoded ymm on Alder Lake), with no vpmaddubsw / vpmaddwd, and keeps its
+    accumulators in registers. Compiled in a subprocess for that CPU (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES,
+    POOLED_PREDICTOR_ISA; numba's cache in tmp_path), never run."""
+    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features, POOLED_PREDICTOR_ISA=isa,
+               NUMBA_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    out = subprocess.run([sys.executable, "-c", _ASM, form], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("k loops") == 3
