@@ -24,7 +24,8 @@ run over the whole blocked array), and
     of 8: WINOGRAD_MIN_CHANNELS; the NCHW path wants 16 in, 32 out): Winograd F(4x4, 3x3)
     (compiled/nchwc_winograd.py: both transforms on eight channels at once, each
     position's product as this layout's pointwise GEMM); not the NCHW kernel's bits
-    (other sums), within the error bound of compiled/winograd.py;
+    (other sums), within the error bound of compiled/winograd.py; at 16 lanes not on small
+    outputs with a large U (WINOGRAD16_MIN_TILES: ResNet-50's 512-channel 3x3s at 7x7 run indirect);
   * indirect: group 1, any other kernel, strides, dilations and pads:
     X is copied once into a zero-padded blocked buffer and the NCHW8c
     micro-kernel reads each output row's taps from it through a table of
