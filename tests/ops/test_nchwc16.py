@@ -252,6 +252,36 @@ def test_winograd16_and_fused_chain16_give_the_8_lane_bits():
         np.testing.assert_allclose(outs[16], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
+def test_small_3x3_with_a_large_u_runs_indirect_at_16_lanes_only(monkeypatch):
+    """A stride-1 3x3 at 7x7 (4 F(4x4) tiles) whose U is over WINOGRAD16_MAX_U_BYTES (lowered here, so
+    that 32 channels suffice): the indirect kind at 16 lanes, Winograd at 8 (conv_nchwc.winograd_fits);
+    both within the suite's tolerance of onnxruntime."""
+    from tests.passes.pass_helpers import make_model
+
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD16_MAX_U_BYTES", 4 * 36 * 32 * 32 - 1)
+    seen = []
+    init = conv_nchwc._BlockedConv.__init__
+    monkeypatch.setattr(conv_nchwc._BlockedConv, "__init__",
+                        lambda self, ctx: (init(self, ctx), seen.append((self.block, self.kind))))
+    w = {name: f32(*shape) * np.float32(0.2) for name, shape in
+         (("Wa", (32, 32, 1, 1)), ("Wb", (32, 32, 3, 3)), ("Bb", (32,)), ("Wc", (32, 32, 1, 1)))}
+    nodes = [helper.make_node("Conv", ["x", "Wa"], ["a"]),
+             helper.make_node("Conv", ["a", "Wb", "Bb"], ["b"], pads=[1] * 4),
+             helper.make_node("Relu", ["b"], ["r"]),
+             helper.make_node("Conv", ["r", "Wc"], ["y"])]
+    model = make_model(nodes, {"x": (2, 32, 7, 7)}, ["y"], w, opset=13)
+    x = f32(2, 32, 7, 7)
+    ref = run_ort(model, {"x": x})[0]
+    for lanes in (8, 16):
+        seen.clear()
+        net = _net(model, lanes)
+        net.forward({"x": x})
+        assert _layouts(net) == {f"NCHW{lanes}c"}
+        kinds = [kind for block, kind in seen if block == lanes]
+        assert kinds.count("winograd" if lanes == 8 else "indirect") == 1, seen
+        np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
 ONE_WIDTH = r"""
 import numpy as np
 from pooled_predictor.engine.net import Net

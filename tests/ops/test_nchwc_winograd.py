@@ -171,7 +171,7 @@ def test_winograd_kind_is_chosen_only_where_it_applies():
     class G:
         def __init__(self, **kw):
             self.__dict__.update(dict(group=1, kernel=(3, 3), strides=(1, 1), dilations=(1, 1), in_channels=16,
-                                      out_channels=32), **kw)
+                                      out_channels=32, out_shape=(7, 7)), **kw)
 
     assert conv_nchwc.winograd_fits(G())
     assert not conv_nchwc.winograd_fits(G(strides=(2, 2)))
@@ -181,5 +181,14 @@ def test_winograd_kind_is_chosen_only_where_it_applies():
     assert conv_nchwc.winograd_fits(G(out_channels=16)) and conv_nchwc.winograd_fits(G(in_channels=8, out_channels=8))
     assert not conv_nchwc.winograd_fits(G(out_channels=4))
     assert not conv_nchwc.winograd_fits(G(in_channels=4))
+    # 16 lanes: not with fewer than WINOGRAD16_MIN_TILES tiles an image and a U over WINOGRAD16_MAX_U_BYTES
+    # (36 x 512 x 512 floats: 36 MiB); 8 lanes: every size
+    big = dict(in_channels=512, out_channels=512)
+    assert not conv_nchwc.winograd_fits(G(**big), 16) and conv_nchwc.winograd_fits(G(**big), 8)
+    assert not conv_nchwc.winograd_fits(G(out_shape=(8, 8), **big), 16)  # 2 x 2 tiles
+    assert conv_nchwc.winograd_fits(G(out_shape=(9, 9), **big), 16)  # 3 x 3 tiles
+    assert conv_nchwc.winograd_fits(G(out_shape=(14, 14), **big), 16)
+    assert conv_nchwc.winograd_fits(G(in_channels=192, out_channels=384), 16)  # U 10 MiB (GoogLeNet's 5b at 7x7)
+    assert conv_nchwc.winograd_fits(G(), 16)
     assert conv.winograd_geometry(G()) and not conv.winograd_geometry(G(out_channels=16))
     assert not conv.winograd_geometry(G(in_channels=8))
