@@ -187,7 +187,7 @@ def load_all() -> float:
         importlib.import_module(f"{__name__}.{name}")
     for name in widths.TEMPLATES:  # the blocked kernels at the host's width (the 8-lane ones are MODULES)
         widths.module(name, isa.LANES)
-    from . import dots, vnni
+    dots, vnni = (importlib.import_module(f"{__name__}.{m}") for m in ("dots", "vnni"))  # on first use
 
     for name in dots.TEMPLATES:  # the u8 x s8 quad kernels: vpmaddubsw, and vpdpbusd where it compiles
         dots.module(name, "vpmaddubsw")

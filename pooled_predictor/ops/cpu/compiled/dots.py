@@ -21,6 +21,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from . import isa
+
 __all__ = ["DOTS", "TEMPLATES", "instantiate", "module"]
 
 DOTS = ("vpmaddubsw", "vpdpbusd", "emulated")
@@ -47,11 +49,9 @@ def wide_here(dot: str) -> bool:
     instruction) rather than two 256-bit ones: exact dot products where the kernels are 16 lanes wide
     (isa.LANES, an AVX-512 host) and, for vpdpbusd, numba's target has AVX512-VNNI (AVX-VNNI alone has
     only the 256-bit form). The saturating vpmaddubsw kernels stay 256-bit (their code is pinned)."""
-    from . import isa, vnni
-
     if dot == "vpmaddubsw" or isa.LANES != 16:
         return False
-    return dot == "emulated" or vnni.TARGET_VNNI512
+    return dot == "emulated" or importlib.import_module(f"{_PACKAGE}.vnni").TARGET_VNNI512  # llvmlite: on first use
 
 
 def instantiate(module_globals: dict, name: str, dot: str) -> None:
