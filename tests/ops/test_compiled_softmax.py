@@ -72,6 +72,36 @@ def test_softmax_rows_with_nan_and_inf():
     np.testing.assert_allclose(y[3], [1 / 3] * 3, rtol=1e-6)
 
 
+@pytest.mark.parametrize("d", [1, 15, 16, 17, 63, 64, 65, 80, 128, 197, 300])
+def test_row_max_and_nan_anywhere(d):
+    """_row_max (four 16-lane chains, then the tail) is np.max on NaN-free rows at every position of the
+    maximum; a NaN or +inf at any position (vector group, leftover vectors, tail) gives a row of NaN /
+    the softmax of +inf, as numpy's softmax does, in softmax_rows and softmax_rows_biased alike."""
+    from numba import njit as _nj
+
+    from pooled_predictor.ops.cpu.compiled.softmax import _row_max, softmax_rows, softmax_rows_biased
+
+    row_max = _nj(lambda x, o, n: _row_max(x, o, n))
+    none_f, none_i = np.zeros(0, np.float32), np.zeros(0, np.int64)
+    for pos in sorted({0, d // 2, d - 1, min(d - 1, 64), min(d - 1, 16)}):
+        x = rng.standard_normal(d + 3).astype(np.float32)
+        x[1 + pos] = 9.0
+        assert row_max(x, 1, d) == np.max(x[1:1 + d]) == 9.0
+        for special in (np.nan, np.inf):
+            z = x[1:1 + d].copy()
+            z[pos] = special
+            y = np.empty_like(z)
+            softmax_rows(z, y, 1, d)
+            yb = z.copy()
+            softmax_rows_biased(yb, 1, d, np.float32(1), 0, none_f, none_i, 0)
+            with np.errstate(invalid="ignore"):
+                e = np.exp(z.astype(np.float64) - np.max(z))
+                ref = e / e.sum()
+            np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+            np.testing.assert_array_equal(y.view(np.int32), yb.view(np.int32))
+    assert row_max(np.zeros(1, np.float32), 0, 0) == -np.inf
+
+
 @pytest.mark.parametrize("d", [1, 7, 8, 255, 256, 1023, 1024, 1025, 2048 + 13, 6625])
 def test_softmax_rows_bits_across_chunks(d):
     """The exp-and-sum pass runs in 1024-float chunks: each y is exp32_nonpositive(x - max) times the

@@ -443,6 +443,54 @@ def test_conv1d_compiled(xs, ws, attrs, bias):
             r.array.fill(np.nan)
 
 
+# ---- 2-D patches: the same transposed product (patch_compiled) ------------------------------
+PATCHES = [  # (X, W, attrs, bias): ViT's patch embedding, scaled down, first
+    ((1, 3, 32, 32), (48, 3, 8, 8), {"strides": [8, 8]}, True),
+    ((2, 4, 17, 19), (6, 4, 4, 4), {"strides": [4, 4]}, False),  # batch; rows and columns past the last patch
+    ((1, 5, 12, 24), (40, 5, 4, 8), {"strides": [4, 8]}, True),  # a rectangular patch
+    ((1, 3, 16, 16), (33, 3, 16, 16), {"strides": [16, 16], "pads": [0, 0, 0, 0]}, True),  # one patch
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs,bias", PATCHES, ids=lambda v: str(v))
+def test_patch_compiled(xs, ws, attrs, bias):
+    """Convolutions over non-overlapping patches (kernel == strides, no padding, group 1, static W) take the
+    transposed product and match onnxruntime, called and prepared, with scratch poisoned between calls."""
+    inputs = [f32(*xs), f32(*ws)] + ([f32(ws[0])] if bias else [])
+    check_node("Conv", inputs, attrs, opset=13, static=(1, 2))
+    if not compiled.ENABLED:
+        return
+
+    def poisoned(ref):
+        ref.array = np.full(ref.shape, np.nan, ref.dtype)
+
+    k, shape, dtype = conv_kernel("Conv", inputs, attrs, (1, 2), poisoned)
+    assert k.path == "patch_compiled"
+    ref = run_ort(make_node_model("Conv", inputs, attrs, opset=13, static=(1, 2)), {"in0": inputs[0]})[0]
+    for _ in range(2):
+        out = np.full(shape, np.nan, dtype)
+        k(*inputs, out=out)
+        assert_close(out, ref, 1e-5, "patch_compiled")
+        prepared = k.prepare_run(*inputs, out=out)
+        out.fill(np.nan)
+        prepared()
+        assert_close(out, ref, 1e-5, "patch_compiled, prepared")
+        for r in (k.cols_t_ref, k.y_t_ref):
+            r.array.fill(np.nan)
+
+
+def test_patch_not_taken():
+    """Overlapping windows, padding, dilation, groups, small patches, dynamic W: not the patch path."""
+    x = f32(1, 4, 16, 16)
+    for ws, attrs, static in [((8, 4, 4, 4), {"strides": [2, 2]}, (1,)),
+                              ((8, 4, 4, 4), {"strides": [4, 4], "pads": [1, 1, 1, 1]}, (1,)),
+                              ((8, 4, 4, 4), {"strides": [4, 4], "dilations": [2, 2]}, (1,)),
+                              ((8, 2, 4, 4), {"strides": [4, 4], "group": 2}, (1,)),
+                              ((8, 4, 2, 2), {"strides": [2, 2]}, (1,)),
+                              ((8, 4, 4, 4), {"strides": [4, 4]}, ())]:
+        assert conv_kernel("Conv", [x, f32(*ws)], attrs, static=static)[0].path != "patch_compiled", (ws, attrs)
+
+
 def test_conv1d_falls_back_to_im2col():
     """Dynamic W, groups, or a large weight with one output position: im2col, as before."""
     x = f32(1, 8, 12)
