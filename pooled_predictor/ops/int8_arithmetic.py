@@ -84,15 +84,16 @@ def validate(arithmetic: str) -> str:
     return arithmetic
 
 
-def _default() -> str:
-    wanted = os.environ.get("POOLED_PREDICTOR_INT8_ARITHMETIC", "").strip().lower()
-    if wanted and wanted not in ARITHMETICS:
-        log.warning("POOLED_PREDICTOR_INT8_ARITHMETIC=%r is not one of %s; using 'onnxruntime'", wanted, ARITHMETICS)
+def _env_choice(name: str, choices, fallback: str) -> str:
+    """Environment variable `name` when it is one of `choices`; else `fallback` (a warning when it is set)."""
+    wanted = os.environ.get(name, "").strip().lower()
+    if wanted and wanted not in choices:
+        log.warning("%s=%r is not one of %s; using %r", name, wanted, choices, fallback)
         wanted = ""
-    return wanted or "onnxruntime"
+    return wanted or fallback
 
 
-DEFAULT = _default()
+DEFAULT = _env_choice("POOLED_PREDICTOR_INT8_ARITHMETIC", ARITHMETICS, "onnxruntime")
 _current: contextvars.ContextVar = contextvars.ContextVar("int8_arithmetic", default=None)
 
 
@@ -128,15 +129,7 @@ DOT_CHOICES = ("vnni", "emulate", "pairs")
 """POOLED_PREDICTOR_INT8_DOT's values (module docstring)."""
 
 
-def _dot_default() -> str:
-    wanted = os.environ.get("POOLED_PREDICTOR_INT8_DOT", "").strip().lower()
-    if wanted and wanted not in DOT_CHOICES:
-        log.warning("POOLED_PREDICTOR_INT8_DOT=%r is not one of %s; using 'vnni'", wanted, DOT_CHOICES)
-        wanted = ""
-    return wanted or "vnni"
-
-
-DOT_DEFAULT = _dot_default()
+DOT_DEFAULT = _env_choice("POOLED_PREDICTOR_INT8_DOT", DOT_CHOICES, "vnni")
 _dot_lock = threading.Lock()
 _dot_override: list = []  # use_dot() stack, process-wide (a Net's layouts may be built in other threads)
 

@@ -420,6 +420,12 @@ CONV1D = [  # (X, W, attrs, bias): silero-vad's shapes first
 def test_conv1d_compiled(xs, ws, attrs, bias):
     """1-D convolutions (group 1, float32, static W) take the transposed product and match onnxruntime;
     a scratch poisoned with NaN before each call is never read unwritten."""
+    _check_transposed_product(xs, ws, attrs, bias, "conv1d_compiled")
+
+
+def _check_transposed_product(xs, ws, attrs, bias, path):
+    """Conv on `path` (conv1d_compiled / patch_compiled) against onnxruntime, called and prepared, with every
+    scratch poisoned with NaN before each call, so that one read unwritten shows."""
     inputs = [f32(*xs), f32(*ws)] + ([f32(ws[0])] if bias else [])
     check_node("Conv", inputs, attrs, opset=13, static=(1, 2))
     if not compiled.ENABLED:
@@ -429,17 +435,17 @@ def test_conv1d_compiled(xs, ws, attrs, bias):
         ref.array = np.full(ref.shape, np.nan, ref.dtype)
 
     k, shape, dtype = conv_kernel("Conv", inputs, attrs, (1, 2), poisoned)
-    assert k.path == "conv1d_compiled"
+    assert k.path == path
     ref = run_ort(make_node_model("Conv", inputs, attrs, opset=13, static=(1, 2)), {"in0": inputs[0]})[0]
     for _ in range(2):
         out = np.full(shape, np.nan, dtype)
         k(*inputs, out=out)
-        assert_close(out, ref, 1e-5, "conv1d_compiled")
+        assert_close(out, ref, 1e-5, path)
         prepared = k.prepare_run(*inputs, out=out)
         out.fill(np.nan)
         prepared()
-        assert_close(out, ref, 1e-5, "conv1d_compiled, prepared")
-        for r in (k.cols_t_ref, k.y_t_ref) + ((k.pad_ref,) if k.pad_ref is not None else ()):
+        assert_close(out, ref, 1e-5, f"{path}, prepared")
+        for r in (k.cols_t_ref, k.y_t_ref) + ((k.pad_ref,) if getattr(k, "pad_ref", None) is not None else ()):
             r.array.fill(np.nan)
 
 
@@ -456,27 +462,7 @@ PATCHES = [  # (X, W, attrs, bias): ViT's patch embedding, scaled down, first
 def test_patch_compiled(xs, ws, attrs, bias):
     """Convolutions over non-overlapping patches (kernel == strides, no padding, group 1, static W) take the
     transposed product and match onnxruntime, called and prepared, with scratch poisoned between calls."""
-    inputs = [f32(*xs), f32(*ws)] + ([f32(ws[0])] if bias else [])
-    check_node("Conv", inputs, attrs, opset=13, static=(1, 2))
-    if not compiled.ENABLED:
-        return
-
-    def poisoned(ref):
-        ref.array = np.full(ref.shape, np.nan, ref.dtype)
-
-    k, shape, dtype = conv_kernel("Conv", inputs, attrs, (1, 2), poisoned)
-    assert k.path == "patch_compiled"
-    ref = run_ort(make_node_model("Conv", inputs, attrs, opset=13, static=(1, 2)), {"in0": inputs[0]})[0]
-    for _ in range(2):
-        out = np.full(shape, np.nan, dtype)
-        k(*inputs, out=out)
-        assert_close(out, ref, 1e-5, "patch_compiled")
-        prepared = k.prepare_run(*inputs, out=out)
-        out.fill(np.nan)
-        prepared()
-        assert_close(out, ref, 1e-5, "patch_compiled, prepared")
-        for r in (k.cols_t_ref, k.y_t_ref):
-            r.array.fill(np.nan)
+    _check_transposed_product(xs, ws, attrs, bias, "patch_compiled")
 
 
 def test_patch_not_taken():
