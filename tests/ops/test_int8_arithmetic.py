@@ -18,6 +18,21 @@ from tests.ops.test_compiled_int8 import _reference
 rng = np.random.default_rng(3333)
 
 
+def run_qgemm2d_sat(module, w, x, b, mult, zp, y_type):
+    """Y (m * p,) of `module`'s qgemm2d_sat (or _f32) for W (m, k) int8 and X (k, p) uint8, X read from a
+    padded flat buffer through quad offsets, as QLinearConv lays it out."""
+    (m, k), p = w.shape, x.shape[1]
+    xf = np.zeros(k * p + 64, np.uint8)
+    xf[:k * p] = x.reshape(-1)
+    offs = qgemm.quad_offsets(np.arange(k) * p)
+    y = np.zeros(m * p, y_type)
+    ws = np.zeros(qgemm.MRS * qgemm.NP, y_type)
+    xq = np.zeros(qgemm.packed_bytes(offs.size), np.uint8)
+    f = module.qgemm2d_sat_f32 if y_type == np.float32 else module.qgemm2d_sat
+    f(qgemm.pack_quads(w), xf, 0, offs, y, 0, p, m, p, b, mult, zp, ws, qgemm.ONES, xq)
+    return y
+
+
 def _sat_pairs_reference(w, x):
     """sum_j saturate_int16(w[:, 2j] x[2j] + w[:, 2j+1] x[2j+1]) in int64: w (M, K), x (K, P)."""
     k = w.shape[1]
@@ -53,14 +68,7 @@ def test_qgemm2d_sat_matches_the_saturating_pairs(m, k, p, y_type):
     b = rng.integers(-100000, 100000, m).astype(np.int32)
     mult = (rng.random(m) * 1e-4).astype(np.float32)
     zp = 3 if y_type != np.float32 else 0
-    xf = np.zeros(k * p + 64, np.uint8)
-    xf[:k * p] = x.reshape(-1)
-    offs = qgemm.quad_offsets(np.arange(k) * p)
-    y = np.zeros(m * p, y_type)
-    ws = np.zeros(qgemm.MRS * qgemm.NP, y_type)
-    xq = np.zeros(qgemm.packed_bytes(offs.size), np.uint8)
-    f = qgemm.qgemm2d_sat_f32 if y_type == np.float32 else qgemm.qgemm2d_sat
-    f(qgemm.pack_quads(w), xf, 0, offs, y, 0, p, m, p, b, mult, zp, ws, qgemm.ONES, xq)
+    y = run_qgemm2d_sat(qgemm, w, x, b, mult, zp, y_type)
     acc = (_sat_pairs_reference(w, x) + b[:, None]).astype(np.int32)
     fa = (acc.astype(np.float32) * mult[:, None]).astype(np.float32)
     if y_type == np.float32:

@@ -22,7 +22,7 @@ from pooled_predictor.ops import int8_arithmetic
 from pooled_predictor.ops.cpu.compiled import dots, qgemm
 from tests.onnx_helpers import make_node_model, run_ort, run_ours, type_outputs
 from tests.ops.test_compiled_int8 import _reference
-from tests.ops.test_int8_arithmetic import CONVS, _crafted_conv, _crafted_product, _f
+from tests.ops.test_int8_arithmetic import CONVS, _crafted_conv, _crafted_product, _f, run_qgemm2d_sat
 
 rng = np.random.default_rng(4444)
 VNNI = int8_arithmetic.host_vnni() and int8_arithmetic.target_vnni()
@@ -59,14 +59,7 @@ def test_qgemm2d_quads_sum_exactly(dot, m, k, p, y_type):
     b = rng.integers(-100000, 100000, m).astype(np.int32)
     mult = (rng.random(m) * 1e-4).astype(np.float32)
     zp = 0 if y_type == np.float32 else 5
-    xf = np.zeros(k * p + 64, np.uint8)
-    xf[:k * p] = x.reshape(-1)
-    offs = qgemm.quad_offsets(np.arange(k) * p)
-    y = np.zeros(m * p, y_type)
-    ws = np.zeros(qgemm.MRS * qgemm.NP, y_type)
-    xq = np.zeros(qgemm.packed_bytes(offs.size), np.uint8)
-    f = q.qgemm2d_sat_f32 if y_type == np.float32 else q.qgemm2d_sat
-    f(qgemm.pack_quads(w), xf, 0, offs, y, 0, p, m, p, b, mult, zp, ws, qgemm.ONES, xq)
+    y = run_qgemm2d_sat(q, w, x, b, mult, zp, y_type)
     acc = (w.astype(np.int64) @ x.astype(np.int64) + b[:, None]).astype(np.int32)
     assert np.array_equal(y.reshape(m, p), _requantized(acc, mult, zp, y_type))
 

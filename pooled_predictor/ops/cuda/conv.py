@@ -28,6 +28,7 @@ CuPy 14 has no cuDNN (DEVICE.md): these are ours, the GEMMs cuBLAS's (runtime.ge
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -41,7 +42,11 @@ COL_SCRATCH_BYTES = 64 << 20
 """The im2col scratch of a group-1 convolution holds as many images' columns as fit in this (at least one);
 on the wide path, so does the GEMM's scratch t."""
 
-CONV_GEMM = os.environ.get("PP_CUDA_CONV_GEMM", "auto")
+CONV_GEMM = os.environ.get("PP_CUDA_CONV_GEMM", "auto").strip().lower() or "auto"
+if CONV_GEMM not in ("auto", "wide", "batched"):
+    logging.getLogger("pooled_predictor").warning("PP_CUDA_CONV_GEMM=%r is not auto, wide or batched; using auto",
+                                                  CONV_GEMM)
+    CONV_GEMM = "auto"
 """How a group-1 convolution of several images runs its GEMMs: "wide" (one GEMM per chunk of images, side
 by side along N; module docstring), "batched" (a strided batched GEMM over the chunk's images), or "auto"
 (the default: both timed with CUDA events on the kernel's first run, outside any CUDA graph capture, and
