@@ -233,15 +233,16 @@ def check_transformers(names, exported: Path, speed_too: bool = True) -> list[di
         try:
             model, feed, row["source"] = _transformer(name, exported)
             pred, feed = _against_onnxruntime(row, model, lambda sess: feed)
+            outs = list(pred.output_names)  # the model's outputs, as PyTorch's module returns them
             if speed_too and left() > 60:
                 sync = cp.cuda.Device().synchronize
-                row["ours_ms"] = median_ms(lambda: pred.forward(feed), runs=10, sync=sync)
+                row["ours_ms"] = median_ms(lambda: pred.forward(feed, outs), runs=10, sync=sync)
                 with cp.cuda.Stream(non_blocking=True):
-                    row["ours_graph_ms"] = median_ms(lambda: pred.forward(feed), runs=10, sync=sync)
+                    row["ours_graph_ms"] = median_ms(lambda: pred.forward(feed, outs), runs=10, sync=sync)
                     # device in, device out: no host copy at either edge
                     dev_feed = {k: cp.asarray(v) for k, v in feed.items()}
-                    row["ours_graph_device_io_ms"] = median_ms(lambda: pred.forward(dev_feed, output_device="cuda"),
-                                                               runs=10, sync=sync)
+                    row["ours_graph_device_io_ms"] = median_ms(
+                        lambda: pred.forward(dev_feed, outs, output_device="cuda"), runs=10, sync=sync)
                 net = pred.net()
                 row["graph"] = {"graphable": net.layout.graphable, "captures": net.graphs.captures,
                                 "hits": net.graphs.hits} if net.graphs is not None else None
@@ -297,14 +298,15 @@ def speed(cases) -> list[dict]:
             x = zoo.sample_input(name, batch)
             pred = Predictor(model, device="cuda")
             feed = {pred.input_names[0]: x}
-            row["ours_ms"] = median_ms(lambda: pred.forward(feed), sync=cp.cuda.Device().synchronize)
+            outs = list(pred.output_names)  # the model's outputs, as PyTorch's module returns them
+            row["ours_ms"] = median_ms(lambda: pred.forward(feed, outs), sync=cp.cuda.Device().synchronize)
             # on a stream of its own, as a pool worker: the second run is captured, the rest replay the CUDA graph
             with cp.cuda.Stream(non_blocking=True):
-                row["ours_graph_ms"] = median_ms(lambda: pred.forward(feed), sync=cp.cuda.Device().synchronize)
+                row["ours_graph_ms"] = median_ms(lambda: pred.forward(feed, outs), sync=cp.cuda.Device().synchronize)
                 # device in, device out, as PyTorch's columns (their input is on the GPU before the clock starts)
                 dev_feed = {k: cp.asarray(v) for k, v in feed.items()}
-                row["ours_graph_device_io_ms"] = median_ms(lambda: pred.forward(dev_feed, output_device="cuda"),
-                                                           sync=cp.cuda.Device().synchronize)
+                row["ours_graph_device_io_ms"] = median_ms(
+                    lambda: pred.forward(dev_feed, outs, output_device="cuda"), sync=cp.cuda.Device().synchronize)
                 net = pred.net()
                 row["graph"] = {"graphable": net.layout.graphable, "captures": net.graphs.captures,
                                 "hits": net.graphs.hits} if net.graphs is not None else None
@@ -362,7 +364,13 @@ def pool_throughput(name: str = "resnet50", clients: int = 64, seconds: float = 
         row["p50_ms"], row["p99_ms"] = percentiles_ms(lat)
         row["batch_sizes"] = {int(k): int(v) for k, v in dict(pool.stats().nets[0].batch_sizes).items()}
         got = job()
-        row["same_answer"] = bool(all(np.array_equal(got[k], ref[k]) for k in ref))
+        # the same request alone after the batched run: within the GPU bar (1e-4 x max|ref|), not to the bit -- a
+        # request batched with others runs at another batch size, whose convolutions may time a different
+        # algorithm faster (conv.py: Winograd or im2col), as cuDNN's benchmark mode does
+        diff = max(float(np.abs(np.asarray(got[k], np.float64) - ref[k]).max()) for k in ref)
+        scale = max(float(np.abs(ref[k]).max()) for k in ref)
+        row["max_diff_vs_first"] = diff
+        row["same_answer"] = bool(diff <= 1e-4 * max(scale, 1.0))
     return row
 
 

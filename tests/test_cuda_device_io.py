@@ -134,6 +134,19 @@ def test_a_captured_graph_replays_for_device_and_host_edges_alike():
     assert net.layout.run_nodes[net.layout.head - 1].inputs == ["x"]
 
 
+def test_an_input_fed_on_the_device_comes_back_without_a_trip_through_the_host(gpu):
+    """Every readable blob on the device (output_names None) includes the input: the caller's device array is
+    cloned on the device, not copied to the host and uploaded again (19 MB each way for ResNet-50 at batch 32:
+    6 ms of its 19.5 ms forward on the H200)."""
+    p = Predictor(MODEL, device="cuda")
+    p.forward({"x": X})
+    before = (gpu.uploads, gpu.to_host_calls, gpu.to_device_calls)
+    every = p.forward({"x": StandInDeviceArray(X)}, output_device="cuda")
+    assert (gpu.uploads, gpu.to_host_calls, gpu.to_device_calls) == before
+    np.testing.assert_array_equal(every["x"].get(), X)
+    np.testing.assert_allclose(every["y"].get(), _reference(), rtol=1e-6, atol=1e-7)
+
+
 def test_a_predictor_returns_device_copies_on_request(gpu):
     p = Predictor(MODEL, device="cuda")
     got = p.forward({"x": StandInDeviceArray(X)}, ["y"], output_device="cuda")[0]

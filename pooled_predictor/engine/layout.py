@@ -271,6 +271,8 @@ class Layout:
         j = self.edge_out.get(name)
         if j is not None:
             return self.blobs[self.run_nodes[j].inputs[0]]
+        if name in self.device_fed:  # an input the caller fed on the device: that array, not a trip through the host
+            return self.device_fed[name]
         a = self.blob(name, ())
         if not isinstance(a, np.ndarray):  # a value the run keeps on the device (an input fed there)
             return a

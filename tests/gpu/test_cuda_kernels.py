@@ -113,6 +113,18 @@ def test_conv_gemm_paths_over_images(monkeypatch, x, w, attrs, gemm):
     check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
 
 
+@pytest.mark.parametrize("gemm", ["batched", "wide"])
+def test_conv_grids_past_their_limits(monkeypatch, gemm):
+    """im2col, unfold and the epilogue loop past their 3-D grid's y and z dimensions (runtime.launch_planes caps
+    them at 65535 blocks): 8192 x 3 x 3 = 73,728 column rows, and 70,000 output channels over 3 images."""
+    from pooled_predictor.ops.cuda import conv as cuda_conv
+
+    monkeypatch.setattr(cuda_conv, "CONV_GEMM", gemm)
+    check("Conv", [f32(3, 8192, 3, 3), f32(4, 8192, 3, 3), f32(4)], {"pads": [1, 1, 1, 1]}, static=(1, 2))
+    check("FusedConv", [f32(3, 2, 2, 2), f32(70000, 2, 1, 1), f32(70000), f32(3, 70000, 2, 2)],
+          {"activation": "Relu"}, static=(1, 2), domain=DOMAIN)
+
+
 @pytest.mark.parametrize("gemm", ["batched", "wide", "auto"])
 @pytest.mark.parametrize("groups", [1, 2])
 def test_conv_im2col_in_chunks_of_images(monkeypatch, groups, gemm):
@@ -157,6 +169,64 @@ def test_fused_conv_wide_gemm_with_sum_in_chunks(monkeypatch):
         z = f32(*next(iter(conv.forward(feeds_of([x, wt], (1,))).values())).shape)
         check("FusedConv", [x, wt, f32(ws[0]), z], {**attrs, "activation": "LeakyRelu", "activation_params": [0.1]},
               static=(1, 2), domain=DOMAIN)
+
+
+WINOGRAD_CONVS = [  # 3x3, stride 1: odd and even output sizes (partial edge tiles), every padding, 1 to 5 images
+    ((1, 4, 8, 8), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((3, 5, 7, 9), (4, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 3, 6, 5), (7, 3, 3, 3), {}),                                     # no padding: 4 x 3 outputs
+    ((2, 2, 5, 6), (3, 2, 3, 3), {"pads": [2, 0, 1, 2]}),                 # asymmetric, end pads past the start
+    ((5, 16, 14, 14), (32, 16, 3, 3), {"auto_pad": "SAME_UPPER"}),
+    ((1, 3, 1, 9), (2, 3, 3, 3), {"pads": [1, 1, 1, 1]}),                 # one input row
+]
+
+
+@pytest.mark.parametrize("x, w, attrs", WINOGRAD_CONVS)
+def test_conv_winograd(monkeypatch, x, w, attrs):
+    """Winograd F(2x2,3x3) (PP_CUDA_CONV_GEMM=winograd) against the CPU's convolution, alone and fused with bias,
+    the sum input Z and an activation, in one chunk and in chunks of 2 images (COL_SCRATCH_BYTES)."""
+    from pooled_predictor.ops.cuda import conv as cuda_conv
+
+    monkeypatch.setattr(cuda_conv, "CONV_GEMM", "winograd")
+    check("Conv", [f32(*x), f32(*w), f32(w[0])], attrs, static=(1, 2))
+    conv = Net(Program(load_onnx(make_node_model("Conv", [f32(*x), f32(*w)], attrs, static=(1,)))))
+    y_shape = next(iter(conv.forward(feeds_of([f32(*x), f32(*w)], (1,))).values())).shape
+    tiles = ((y_shape[2] + 1) // 2) * ((y_shape[3] + 1) // 2)
+    monkeypatch.setattr(cuda_conv, "COL_SCRATCH_BYTES", 2 * 4 * 16 * (x[1] + w[0]) * tiles + 4)
+    check("FusedConv", [f32(*x), f32(*w), f32(w[0]), f32(*y_shape)],
+          {**attrs, "activation": "LeakyRelu", "activation_params": [0.1]}, static=(1, 2), domain=DOMAIN)
+    check("FusedConv", [f32(*x), f32(*w)], {**attrs, "activation": "Relu"}, static=(1,), domain=DOMAIN)
+
+
+def test_winograd_filters_are_made_once_per_weight_array():
+    """Every Net over one Program shares the transformed filters on the GPU (one U per weight array and device)."""
+    from pooled_predictor.ops.cuda import conv as cuda_conv
+
+    w = f32(8, 4, 3, 3)
+    u = cuda_conv.winograd_filters_on_device(w)
+    assert u is cuda_conv.winograd_filters_on_device(w) and u.shape == (16, 8, 4)
+    g = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    want = np.einsum("ik,mckl,jl->ijmc", g, w.astype(np.float64), g).reshape(16, 8, 4)
+    np.testing.assert_allclose(u.get(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_auto_times_winograd_and_keeps_the_fastest(monkeypatch):
+    """Under "auto" a 3x3 stride-1 convolution of several images times batched, wide and winograd on its first
+    run and keeps the fastest; every path gives the CPU's answer."""
+    from pooled_predictor.ops.cuda import conv as cuda_conv
+
+    monkeypatch.setattr(cuda_conv, "CONV_GEMM", "auto")
+    x, w = f32(4, 8, 10, 10), f32(16, 8, 3, 3)
+    model = make_node_model("Conv", [x, w], {"pads": [1, 1, 1, 1]}, static=(1,))
+    gpu = Net(Program(load_onnx(model), "cuda"), optimization=Optimization.MEMORY)
+    got = np.asarray(next(iter(gpu.forward(feeds_of([x, w], (1,))).values())))
+    cpu = Net(Program(load_onnx(model)), optimization=Optimization.MEMORY)
+    assert_close(got, next(iter(cpu.forward(feeds_of([x, w], (1,))).values())), 1e-4, "auto Conv")
+    cores = [getattr(f.func, "core", None) or getattr(getattr(f.func, "__self__", None), "core", None)
+             for f in gpu.layout.plain]
+    core = next(c for c in cores if c is not None)
+    assert set(core.timings_ms) == {"batched", "wide", "winograd"}
+    assert core.choice == min(core.timings_ms, key=core.timings_ms.get)
 
 
 def test_fused_conv_depthwise():

@@ -12,7 +12,7 @@ Algorithm, chosen once per shape (MLAS's habit), float32, 1-D and 2-D (1-D as H 
   per-image GEMMs at 4-8 TFLOP/s where cuBLAS reaches 46 on large ones, benchmarks/gpu_profile.py);
   grouped: per image, a strided batched GEMM over the groups, W_g (Mg, Cg*KH*KW) @ col_g;
 
-then, unless fused above, the epilogue y = act(y + bias + Z) in place (elementwise.cu bias_act_f32).
+then, unless fused above, the epilogue y = act(y + bias + Z) in place (kernels/conv.cu conv_epilogue_f32).
 
 Group 1 with more than one image per chunk, "wide" (CONV_GEMM; "auto", the default, times it against the
 above on the first run and keeps the faster): the chunk's images side by side along the GEMM's N instead --
@@ -23,16 +23,28 @@ y (nb, M, OH, OW) = act(t + bias + Z) from it. The strided batched GEMM runs eac
 (47 TFLOP/s at 256 x 100352 x 576); the price is a transposing pass over y and the scratch t. ResNet-50 b32
 on the H200 with the batched GEMMs: 13.7 ms of device time, 12.2 in convolutions (benchmarks/gpu_profile.py,
 2026-11-28).
+
+3x3, stride 1, dilation 1, group 1, "winograd" (timed against the above under "auto"): Winograd F(2x2,3x3)
+(Lavin & Gray 2016; kernels/conv.cu winograd_input_f32 / winograd_output_f32): the input transform V (16, C,
+tiles), 16 GEMMs U_k (M, C) @ V_k in one strided batched call, then the output transform with the epilogue;
+U = G g G^T made once per weight array and GPU (winograd_filters_on_device), V and the GEMMs' output in the
+column scratch. 2.25x fewer multiply-adds than im2col's GEMM, and V is 16/9 of the input where im2col's
+columns are 9 times it (on the H200 the 3x3 layers of ResNet-50 b32 spent 0.3-0.45 ms each writing columns).
+The im2col, unfold, epilogue and Winograd kernels launch on a 3-D grid (runtime.launch_planes): a block's
+row and image are uniform, so a thread divides once per element, not six times.
 CuPy 14 has no cuDNN (DEVICE.md): these are ours, the GEMMs cuBLAS's (runtime.gemm).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import threading
 
 import numpy as np
 
+from ..cpu.conv_shared import shared_weights
 from ..shapes.conv import conv_geometry
 from ..shapes.fused import DOMAIN, depthwise_chain_parts
 from . import runtime
@@ -43,15 +55,28 @@ COL_SCRATCH_BYTES = 64 << 20
 on the wide path, so does the GEMM's scratch t."""
 
 CONV_GEMM = os.environ.get("PP_CUDA_CONV_GEMM", "auto").strip().lower() or "auto"
-if CONV_GEMM not in ("auto", "wide", "batched"):
-    logging.getLogger("pooled_predictor").warning("PP_CUDA_CONV_GEMM=%r is not auto, wide or batched; using auto",
-                                                  CONV_GEMM)
+if CONV_GEMM not in ("auto", "wide", "batched", "winograd"):
+    logging.getLogger("pooled_predictor").warning(
+        "PP_CUDA_CONV_GEMM=%r is not auto, wide, batched or winograd; using auto", CONV_GEMM)
     CONV_GEMM = "auto"
-"""How a group-1 convolution of several images runs its GEMMs: "wide" (one GEMM per chunk of images, side
-by side along N; module docstring), "batched" (a strided batched GEMM over the chunk's images), or "auto"
-(the default: both timed with CUDA events on the kernel's first run, outside any CUDA graph capture, and
-the faster kept for the kernel's life -- cuDNN's benchmark mode, torch.backends.cudnn.benchmark). Read
-when a kernel is set up (a Net's reshape); PP_CUDA_CONV_GEMM sets it."""
+"""How a group-1 convolution runs its GEMMs: "wide" (one GEMM per chunk of images, side by side along N;
+module docstring), "batched" (a strided batched GEMM over the chunk's images), "winograd" (Winograd
+F(2x2,3x3) where the convolution is 3x3, stride 1, dilation 1; elsewhere as "auto"), or "auto" (the
+default: every path that applies timed with CUDA events on the kernel's first run, outside any CUDA graph
+capture, and the fastest kept for the kernel's life -- cuDNN's benchmark mode,
+torch.backends.cudnn.benchmark). Read when a kernel is set up (a Net's reshape); PP_CUDA_CONV_GEMM sets it."""
+
+_U_LOCK = threading.Lock()
+def winograd_filters_on_device(w: np.ndarray):
+    """The transformed filters of the static weight `w` (M, C, 3, 3) on the current GPU, made once per weight
+    array and GPU and shared by every worker's Net (the weights are held once per device: a copy per worker
+    would add ResNet-50's 80 MB of them per worker)."""
+    dev = runtime.cupy.cuda.runtime.getDevice()
+    # U = G g G^T, (16, M, C), by the CPU Winograd's transform (float64, then float32): imported on first use,
+    # as it loads numba
+    transform = importlib.import_module("pooled_predictor.ops.cpu.compiled.winograd").transform_weights
+    with _U_LOCK:
+        return shared_weights(w, ("cuda-winograd-2x2", dev), lambda w: runtime.device_array(transform(w, 2)))
 
 
 def _conv_supported(ctx) -> bool:
@@ -85,12 +110,16 @@ class _ConvCore:
         if self.depthwise:
             self.dw = runtime.function("conv.cu", "depthwise_f32")
             return
-        mode = CONV_GEMM if CONV_GEMM in ("wide", "batched") else "auto"
-        self.epilogue = runtime.function("elementwise.cu", "bias_act_f32")
+        winograd = (g.rank == 2 and self.groups == 1 and (self.kh, self.kw) == (3, 3) and tuple(strides) == (1, 1)
+                    and tuple(dil) == (1, 1))
+        mode = CONV_GEMM if CONV_GEMM in ("wide", "batched") or (CONV_GEMM == "winograd" and winograd) else "auto"
+        self.epilogue = runtime.function("conv.cu", "conv_epilogue_f32")
         self.rows = self.c * self.kh * self.kw
         hw_out = self.oh * self.ow
         modes, col_size = ["batched"], 0
-        if self.groups == 1 and self.n > 1 and mode != "batched":
+        if mode == "winograd":
+            modes = []
+        if self.groups == 1 and self.n > 1 and mode not in ("batched", "winograd"):
             chunk = max(1, min(self.n, COL_SCRATCH_BYTES // (4 * max(self.rows, self.m) * hw_out)))
             if chunk > 1:  # one image a chunk gains nothing over the batched path
                 modes = ["wide"] if mode == "wide" else ["wide", "batched"]
@@ -99,6 +128,18 @@ class _ConvCore:
                 self.unfold = runtime.function("conv.cu", "conv_unfold_f32")
                 self.t = ctx.scratch((self.m, chunk * hw_out), np.float32)
                 col_size = self.rows * chunk * hw_out
+        if winograd and mode in ("auto", "winograd"):
+            modes.append("winograd")
+            self.wino_in = runtime.function("conv.cu", "winograd_input_f32")
+            self.wino_out = runtime.function("conv.cu", "winograd_output_f32")
+            self.th, self.tw = (self.oh + 1) // 2, (self.ow + 1) // 2
+            per_image = 16 * (self.c + self.m) * self.th * self.tw  # V and the GEMMs' output, floats
+            chunk = max(1, min(self.n, COL_SCRATCH_BYTES // (4 * per_image)))
+            chunks = -(-self.n // chunk)
+            self.wino_chunk = -(-self.n // chunks)  # balanced: 32 images in 4 x 8, not 10 + 10 + 10 + 2
+            self.wino_v = 16 * self.c * self.wino_chunk * self.th * self.tw  # where the GEMMs' output starts
+            col_size = max(col_size, per_image * self.wino_chunk)
+            self.u = winograd_filters_on_device(ctx.value(1))
         if "batched" in modes and not self.pointwise:
             self.im2col = runtime.function("conv.cu", "im2col_f32")
             self.chunk = 1 if self.groups > 1 else max(1, min(self.n, COL_SCRATCH_BYTES // (4 * self.rows * hw_out)))
@@ -121,6 +162,8 @@ class _ConvCore:
             self.choice = self._tune(x, w, b, z, out)
         if self.choice == "wide":
             self._wide(x, w, b, z, out)
+        elif self.choice == "winograd":
+            self._winograd(x, b, z, out)
         else:
             self._batched(x, w, b, z, out)
 
@@ -131,8 +174,10 @@ class _ConvCore:
         stream = cp.cuda.get_current_stream()
         if getattr(stream, "is_capturing", lambda: False)():
             return self.modes[0]
+        paths = {"wide": self._wide, "batched": self._batched,
+                 "winograd": lambda x, w, b, z, out: self._winograd(x, b, z, out)}
         for mode in self.modes:
-            run = self._wide if mode == "wide" else self._batched
+            run = paths[mode]
             run(x, w, b, z, out)
             start, end = cp.cuda.Event(), cp.cuda.Event()
             start.record(stream)
@@ -161,7 +206,7 @@ class _ConvCore:
             shape = self._shape()
             for i in range(0, self.n, self.chunk):
                 nb = min(self.chunk, self.n - i)
-                runtime.launch(self.im2col, nb * rows * hw_out, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
+                runtime.launch_planes(self.im2col, hw_out, rows, nb, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
                 if self.groups == 1:  # the chunk's images: one strided batched GEMM, W shared
                     runtime.gemm(w, col, out, self.m, hw_out, rows, batch=nb, stride_a=0, stride_b=rows * hw_out,
                                  stride_c=self.m * hw_out, offset_c=i * self.m * hw_out)
@@ -169,10 +214,29 @@ class _ConvCore:
                     runtime.gemm(w, col, out, mg, hw_out, kk, batch=self.groups, stride_a=mg * kk,
                                  stride_b=kk * hw_out, stride_c=mg * hw_out, offset_c=i * self.m * hw_out)
         if b is not None or z is not None or int(self.act[0]) != 0:
-            n = out.size
-            runtime.launch(self.epilogue, n, (out, b if b is not None else runtime.NULL,
-                                              z if z is not None else runtime.NULL, np.int64(n), np.int64(self.m),
-                                              np.int64(hw_out), *self.act))
+            runtime.launch_planes(self.epilogue, hw_out, self.m, self.n,
+                                  (out, b if b is not None else runtime.NULL, z if z is not None else runtime.NULL,
+                                   i32(self.n), i32(self.m), np.int64(hw_out), *self.act))
+
+    def _winograd(self, x, b, z, out):
+        """Winograd F(2x2,3x3) in chunks of images (kernels/conv.cu): V, the 16 GEMMs M_k = U_k @ V_k (one strided
+        batched call), then the output transform with the epilogue; V and M_k share the column scratch."""
+        i32, null = np.int32, runtime.NULL
+        tiles = self.th * self.tw
+        buf = self.col.array
+        base = buf.data.ptr
+        for i in range(0, self.n, self.wino_chunk):
+            nb = min(self.wino_chunk, self.n - i)
+            p = nb * tiles
+            runtime.launch_planes(self.wino_in, tiles, self.c, nb,
+                                  (x[i:i + nb], np.uint64(base), i32(nb), i32(self.c), i32(self.h), i32(self.w),
+                                   i32(self.th), i32(self.tw), self.geom[2], self.geom[3]))
+            runtime.gemm(self.u, buf, buf, self.m, p, self.c, batch=16, stride_a=self.m * self.c, stride_b=self.c * p,
+                         stride_c=self.m * p, offset_c=self.wino_v)
+            runtime.launch_planes(self.wino_out, tiles, self.m, nb,
+                                  (np.uint64(base + 4 * self.wino_v), out[i:i + nb], b if b is not None else null,
+                                   z[i:i + nb] if z is not None else null, i32(nb), i32(self.m), i32(self.oh),
+                                   i32(self.ow), i32(self.th), i32(self.tw), *self.act))
 
     def _wide(self, x, w, b, z, out):
         i32, null = np.int32, runtime.NULL
@@ -181,11 +245,13 @@ class _ConvCore:
         shape = self._shape()
         for i in range(0, self.n, self.wide_chunk):
             nb = min(self.wide_chunk, self.n - i)
-            runtime.launch(self.im2col_wide, self.rows * nb * hw_out, (x[i:i + nb], col, i32(nb), *shape, *self.geom))
+            runtime.launch_planes(self.im2col_wide, hw_out, self.rows, nb, (x[i:i + nb], col, i32(nb), *shape,
+                                                                             *self.geom))
             runtime.gemm(w, col, t, self.m, nb * hw_out, self.rows)  # t (M, nb*HW) = W (M, K) @ col (K, nb*HW)
-            runtime.launch(self.unfold, nb * self.m * hw_out,
-                           (t, out[i:i + nb], b if b is not None else null, z[i:i + nb] if z is not None else null,
-                            i32(nb), i32(self.m), np.int64(hw_out), *self.act))
+            runtime.launch_planes(self.unfold, hw_out, self.m, nb,
+                                  (t, out[i:i + nb], b if b is not None else null,
+                                   z[i:i + nb] if z is not None else null, i32(nb), i32(self.m), np.int64(hw_out),
+                                   *self.act))
 
 
 @cuda_kernel("Conv", supports=_conv_supported)

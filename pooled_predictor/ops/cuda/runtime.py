@@ -58,7 +58,8 @@ NULL = np.uint64(0)  # an absent optional pointer argument (bias, residual)
 # file -> the kernel functions the wrappers launch from it
 KERNELS = {
     "elementwise.cu": ("unary_f32", "binary_f32", "bias_act_f32", "gemm_epilogue_f32"),
-    "conv.cu": ("im2col_f32", "im2col_wide_f32", "conv_unfold_f32", "depthwise_f32"),
+    "conv.cu": ("im2col_f32", "im2col_wide_f32", "conv_unfold_f32", "conv_epilogue_f32", "winograd_input_f32",
+                "winograd_output_f32", "depthwise_f32"),
     "pooling.cu": ("pool2d_f32", "global_pool_f32"),
     "normalization.cu": ("softmax_f32", "layernorm_f32", "channel_affine_f32"),
     "rearrange.cu": tuple(f"{k}_{t}" for k in ("strided_copy", "gather_axis", "pad") for t in ("b1", "b2", "b4", "b8")),
@@ -111,6 +112,19 @@ def launch(fn, n: int, args: tuple, threads: int = THREADS) -> None:
         return
     blocks = min((n + threads - 1) // threads, MAX_BLOCKS)
     fn((blocks,), (threads,), args)
+
+
+def launch_planes(fn, cols: int, rows: int, planes: int, args: tuple) -> None:
+    """A 3-D grid: x over `cols` elements of a row (threads: the power of two >= cols, 32 to THREADS), y over
+    `rows`, z over `planes` (y and z at most 65535 blocks; the kernels loop past every grid dimension: conv.cu's
+    im2col, unfold and epilogue, whose block's row and plane are uniform)."""
+    if cols <= 0 or rows <= 0 or planes <= 0:
+        return
+    threads = 32
+    while threads < cols and threads < THREADS:
+        threads *= 2
+    fn((min((cols + threads - 1) // threads, MAX_BLOCKS), min(rows, MAX_BLOCKS), min(planes, MAX_BLOCKS)),
+       (threads,), args)
 
 
 def launch_rows(fn, rows: int, args: tuple, threads: int = THREADS) -> None:
