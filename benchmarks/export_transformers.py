@@ -2,6 +2,7 @@
 a dependency of pooled_predictor: run this with an environment that has it).
 
     /path/to/torch-env/bin/python benchmarks/export_transformers.py [--models bert vit swin] [--force]
+    python benchmarks/export_transformers.py --graphs [--models ...]   # without torch: tests/transformer_graphs.py
 
 Writes, under the cache folder (~/.cache/pooled-predictor/exported/, or
 $POOLED_PREDICTOR_CACHE/exported/; the folder benchmarks/vs_onnxruntime.py reads):
@@ -156,13 +157,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     ap.add_argument("--force", action="store_true", help="export again over an existing file")
+    ap.add_argument("--graphs", action="store_true",
+                    help="no torch: write tests/transformer_graphs.py's graphs of the same sizes in the same export "
+                         "patterns (seeded N(0, 0.05) weights) instead of the torch exports")
     args = ap.parse_args(argv)
     for name in args.models:
         path = exported_dir() / FILES[name]
         if path.exists() and not args.force:
             print(f"{name}: {path} exists (--force to export again)")
             continue
-        export(name, path)
+        if args.graphs:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            import onnx  # noqa: PLC0415
+
+            from tests.transformer_graphs import bert_base, swin_t, vit_b_16  # noqa: PLC0415
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            onnx.save({"bert": bert_base, "vit": vit_b_16, "swin": swin_t}[name](), str(path))
+        else:
+            export(name, path)
         print(f"{name}: wrote {path} ({path.stat().st_size / 1e6:.1f} MB)", flush=True)
     return 0
 

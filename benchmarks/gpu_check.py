@@ -78,7 +78,7 @@ def left() -> float:
 
 def device_facts() -> dict:
     facts = {"unavailable": runtime.unavailable(), "TF32": runtime.TF32}
-    cp = runtime.cupy
+    cp = runtime.cupy.module()  # None without CuPy (runtime.cupy itself is the lazy wrapper, never None)
     if cp is not None:
         facts["cupy"] = cp.__version__
         try:
@@ -186,11 +186,12 @@ def check_models(names, batch: int = 1) -> list[dict]:
     return rows
 
 
-TRANSFORMERS = {"bert": ("bert_base.onnx", "input_ids"), "vit": ("vit_b_16.onnx", "data")}
+TRANSFORMERS = {"bert": ("bert_base.onnx", "input_ids"), "vit": ("vit_b_16.onnx", "data"),
+                "swin": ("swin_t.onnx", "data")}
 
 
 def _transformer(name: str, exported: Path):
-    """(model bytes or path, feed, where it came from) for "bert" or "vit" at batch 1."""
+    """(model bytes or path, feed, where it came from) for "bert", "vit" or "swin" at batch 1."""
     file, _ = TRANSFORMERS[name]
     path = exported / file
     rng = np.random.default_rng(0)
@@ -202,9 +203,9 @@ def _transformer(name: str, exported: Path):
         feed = {"data": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
     if path.exists():
         return str(path), feed, f"export {path}"
-    from tests.transformer_graphs import bert_base, vit_b_16  # noqa: PLC0415
+    from tests.transformer_graphs import bert_base, swin_t, vit_b_16  # noqa: PLC0415
 
-    model = (bert_base() if name == "bert" else vit_b_16()).SerializeToString()
+    model = {"bert": bert_base, "vit": vit_b_16, "swin": swin_t}[name]().SerializeToString()
     return model, feed, "tests/transformer_graphs.py (same sizes and export patterns; the exports are absent)"
 
 
@@ -216,7 +217,8 @@ def _torch_module(name: str):
         return bert_module()
     from benchmarks.export_transformers import _torchvision  # noqa: PLC0415
 
-    return _torchvision().models.vit_b_16(weights=None).eval()
+    models = _torchvision().models
+    return (models.vit_b_16 if name == "vit" else models.swin_t)(weights=None).eval()
 
 
 def check_transformers(names, exported: Path, speed_too: bool = True) -> list[dict]:
@@ -622,7 +624,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-tests", action="store_true", help="drop the tests step")
     ap.add_argument("--skip-speed", action="store_true", help="drop the speed step (and the transformers' timing)")
     ap.add_argument("--models", default="resnet50,mobilenet_v2,squeezenet1_1,googlenet,alexnet,vgg16")
-    ap.add_argument("--transformers", default="bert,vit", help="bert, vit (empty: none)")
+    ap.add_argument("--transformers", default="bert,vit,swin", help="bert, vit, swin (empty: none)")
     ap.add_argument("--exported", default=None, help="folder of bert_base.onnx / vit_b_16.onnx "
                     "(default: benchmarks/export_transformers.py's cache folder)")
     ap.add_argument("--out", default=str(RESULTS / "gpu.json"))

@@ -58,7 +58,8 @@ def available(name: str) -> bool:
     if name not in TRANSFORMERS or exported_path(name).exists():
         return True
     print(f"{name}: skipped, {exported_path(name)} is missing; make it with "
-          f"`<python with torch> benchmarks/export_transformers.py --models {TRANSFORMERS[name]}`", flush=True)
+          f"`<python with torch> benchmarks/export_transformers.py --models {TRANSFORMERS[name]}` (without torch: "
+          f"`python benchmarks/export_transformers.py --graphs --models {TRANSFORMERS[name]}`)", flush=True)
     return False
 
 

@@ -25,7 +25,7 @@ from pooled_predictor.engine.program import Program
 from pooled_predictor.importers import load_model, load_onnx
 from pooled_predictor.passes import optimize
 from tests.cuda_stand_in import HostMemoryDevice
-from tests.transformer_graphs import bert_model, vit_model
+from tests.transformer_graphs import bert_model, swin_model, vit_model
 
 
 
@@ -73,6 +73,13 @@ def test_a_vit_runs_every_node_on_the_gpu():
     net, dev = placement(load_onnx(vit_model()), {"data": (2, 3, 32, 32)})
     assert_all_on_the_gpu(net, dev, {"ScaledDotProductAttention", "Gelu", "MatMulAdd", "LayerNormalization",
                                      "Conv", "Concat", "Gather"})
+
+
+def test_a_swin_transformer_runs_every_node_on_the_gpu():
+    """Shifted windows: the roll's Slices and Concats, the window partition's Reshape/Transpose, the relative
+    position bias and region mask added before Softmax, patch merging's strided Slices."""
+    net, dev = placement(load_onnx(swin_model()), {"data": (2, 3, 56, 56)})
+    assert_all_on_the_gpu(net, dev, {"Gelu", "LayerNormalization", "Conv", "Concat", "Slice", "Softmax", "Gemm"})
 
 
 def test_without_the_attention_kernel_the_node_would_run_on_the_host(monkeypatch):
