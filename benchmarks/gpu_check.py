@@ -579,7 +579,13 @@ def step_speed(report, args):
 
 
 def _pool_against_batch32(report) -> dict:
-    pool = pool_throughput()
+    """pool_throughput() at 2 and 3 workers (streams): the row with more images/s, the other kept under "tried".
+    With 2, each worker's host side of a batch (gathering 32 requests, the pinned copy, splitting the result,
+    among 64 client threads) leaves the GPU idle part of the time; a third overlaps it, as Triton's instance
+    count does."""
+    tried = [pool_throughput(workers=w) for w in (2, 3) if w == 2 or left() > 45]
+    pool = max(tried, key=lambda r: r.get("images_per_s", 0.0))
+    pool["tried"] = [{k: r.get(k) for k in ("workers", "images_per_s", "p50_ms", "p99_ms")} for r in tried]
     b32 = next((r for r in report.get("speed", []) if r["model"] == "resnet50" and r["batch"] == 32
                 and "ours_graph_ms" in r), None)
     if b32 is None and left() > 30:  # speed not run (yet): the batch-32 figure the goal compares with
