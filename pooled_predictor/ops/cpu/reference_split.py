@@ -33,7 +33,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["THREADS", "MIN_FLOPS", "MIN_COPY_BYTES", "background_job", "copyto", "matmul"]
+__all__ = ["THREADS", "MIN_FLOPS", "MIN_COPY_BYTES", "background_job", "copyto", "matmul", "parallel"]
 
 
 def _default_threads() -> int:
@@ -130,6 +130,25 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = 
         _run(_matmul_into, blocks, threads)
     finally:
         _splitting.release()
+
+
+def parallel(fn, blocks: list) -> bool:
+    """fn(*block) for every block, one a thread (the first on this thread), when there are at most THREADS
+    blocks and, as matmul, no other split or background compile job runs; waits for all. Each block's
+    work must touch memory of its own (winograd_reference.py: a scratch slot a thread).
+
+    Returns:
+        False where it ran nothing (too many blocks, or may not split now): the caller runs them itself.
+    Raises:
+        What fn raises, from the calling thread.
+    """
+    if not 2 <= len(blocks) <= THREADS or not _may_split():
+        return False
+    try:
+        _run(fn, blocks, THREADS)
+    finally:
+        _splitting.release()
+    return True
 
 
 def copyto(dst: np.ndarray, src: np.ndarray, axis: int, threads: int | None = None) -> None:
