@@ -26,11 +26,11 @@ def _expected(x, w, b, attrs):
 
 
 CASES = [  # (N, C, M, H, W, pads): even and odd outputs, asymmetric and wide pads, several bands
-    (1, 64, 64, 16, 16, [1, 1, 1, 1]),
-    (2, 64, 80, 11, 9, [1, 0, 1, 2]),
-    (1, 128, 64, 13, 14, [2, 1, 0, 3]),
-    (1, 64, 72, 40, 24, [1, 1, 1, 1]),
-    (1, 96, 64, 12, 11, [0, 0, 0, 0]),
+    (1, 64, 128, 20, 20, [1, 1, 1, 1]),
+    (2, 128, 80, 23, 21, [1, 0, 1, 2]),
+    (1, 128, 64, 25, 22, [2, 1, 0, 3]),
+    (1, 64, 136, 40, 24, [1, 1, 1, 1]),
+    (1, 96, 96, 24, 23, [0, 0, 0, 0]),
 ]
 
 
@@ -82,11 +82,11 @@ def _conv_kernel_no_bias(x, w, attrs):
 
 def test_only_the_tiered_reference_layout_takes_it(monkeypatch):
     """Compiled kernels off (the plain numpy reference, the tested oracle): im2col. Too few channels,
-    stride 2, a 5x5 kernel or groups: im2col in the reference tier too."""
+    a small plane, stride 2, a 5x5 kernel or groups: im2col in the reference tier too."""
     rng = np.random.default_rng(1)
-    w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(64).astype(np.float32)
-    x = rng.standard_normal((1, 64, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    x = rng.standard_normal((1, 128, 24, 24)).astype(np.float32)
     monkeypatch.setattr(compiled, "ENABLED", False)
     assert _conv_kernel(x, w, b, {"pads": [1, 1, 1, 1]})[0].path == "im2col"
     monkeypatch.setattr(compiled, "ENABLED", True)
@@ -94,8 +94,10 @@ def test_only_the_tiered_reference_layout_takes_it(monkeypatch):
         assert _conv_kernel(x, w, b, {"pads": [1, 1, 1, 1]})[0].path == "winograd_reference"
         assert _conv_kernel(x, w, b, {"pads": [1, 1, 1, 1], "strides": [2, 2]})[0].path == "im2col"
         assert _conv_kernel(x[:, :32], w[:, :32], b, {"pads": [1, 1, 1, 1]})[0].path == "im2col"
-        assert _conv_kernel(x, w[:, :32], b, {"pads": [1, 1, 1, 1], "group": 2})[0].path == "im2col"
-        w5 = rng.standard_normal((64, 64, 5, 5)).astype(np.float32)
+        assert _conv_kernel(x[:, :64], w[:64, :64], b[:64], {"pads": [1, 1, 1, 1]})[0].path == "im2col"
+        assert _conv_kernel(x[..., :12, :12], w, b, {"pads": [1, 1, 1, 1]})[0].path == "im2col"
+        assert _conv_kernel(x, w[:, :64], b, {"pads": [1, 1, 1, 1], "group": 2})[0].path == "im2col"
+        w5 = rng.standard_normal((128, 128, 5, 5)).astype(np.float32)
         assert _conv_kernel(x, w5, b, {"pads": [2, 2, 2, 2]})[0].path == "im2col"
 
 

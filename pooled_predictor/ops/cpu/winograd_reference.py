@@ -40,19 +40,23 @@ from . import reference_split
 __all__ = ["MIN_CHANNELS", "MIN_PIXELS", "BAND_BYTES", "WinogradReference", "fits", "transform_weights"]
 
 MIN_CHANNELS = 64
-"""Input and output channels at least: below, the transforms' passes cost more than the GEMM saves."""
-MIN_PIXELS = 64
-"""Output pixels a plane at least (8x8)."""
+"""Input and output channels at least, and their product at least 2 MIN_CHANNELS^2: the input and output
+transforms' passes grow with C + M, the GEMM's saving with C M (VGG16's 64 -> 64 at 224 x 224: 40 ms
+either way, one core; 128 -> 128 at 112 x 112: 34 -> 25 ms)."""
+MIN_PIXELS = 400
+"""Output pixels a plane at least: U's transform, every call, grows with C M, the saving with C M pixels
+(VGG16's 512 -> 512 at 14 x 14: 8 ms im2col, 11 ms here; at 28 x 28: 31 -> 22 ms)."""
 BAND_BYTES = 4 << 20
 """V (16 C x tiles of a band) at most this many bytes: a band of tile rows at a time, as im2col's TILE_BYTES."""
 
 
 def fits(g, dtype) -> bool:
     """Whether this conv geometry (shapes/conv.py's) takes the path: 2-D, 3x3, stride 1, dilation 1,
-    group 1, float32, at least MIN_CHANNELS channels in and out and MIN_PIXELS outputs a plane."""
+    group 1, float32, at least MIN_CHANNELS channels in and out, 2 MIN_CHANNELS^2 in times out, and
+    MIN_PIXELS outputs a plane."""
     return (g.rank == 2 and g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1) and g.group == 1
             and np.dtype(dtype) == np.float32 and g.in_channels >= MIN_CHANNELS and g.out_channels >= MIN_CHANNELS
-            and math.prod(g.out_shape) >= MIN_PIXELS)
+            and g.in_channels * g.out_channels >= 2 * MIN_CHANNELS ** 2 and math.prod(g.out_shape) >= MIN_PIXELS)
 
 
 def transform_weights(w: np.ndarray, u: np.ndarray | None = None, t: np.ndarray | None = None) -> np.ndarray:
