@@ -13,6 +13,9 @@ error, not necessarily bit for bit. Large copies (Conv's im2col columns: 115 MB 
 VGG16's second layer) are split the same way along an axis (np.copyto releases the GIL too):
 the same bytes.
 
+parallel() runs a kernel's own blocks of work the same way, each on memory of its own (the reference
+tier's Winograd convolution, winograd_reference.py: a band of tile rows a thread, transforms included).
+
 Only one product is split at a time in the process: a call that finds another split running
 (another Net's reference forward, a pool's workers starting together) runs unsplit on its own
 thread, so the threads never outnumber the cores by more than the callers. Nor is one split
