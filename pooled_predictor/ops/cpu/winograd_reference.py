@@ -25,8 +25,9 @@ Only the reference tier takes it (compiled.reference_tier(): compiled kernels on
 reference_kernels()); the plain numpy reference (POOLED_PREDICTOR_COMPILED=0) stays im2col, the
 tested reference. U, the transformed weights (16/9 of W), is computed at every call into the Net's
 scratch (3 ms for a 512 x 512 layer): kept by the kernel, VGG16's would be 105 MB of new memory
-whose first touch took 30-40 ms a 512 x 512 layer in the first forward (the host's transparent huge
-pages, faulted with direct compaction), more than the transform.
+whose first allocation and touch took 30-40 ms a 512 x 512 layer in the first forward (measured on
+the 2-core AVX-512 host; the arena's scratch is touched once and reused by every layer), more than
+the transform.
 """
 
 from __future__ import annotations
