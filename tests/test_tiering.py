@@ -280,3 +280,22 @@ def test_a_net_laid_out_after_its_programs_compile_finished_takes_the_compiled_k
     y = second.forward({"x": x})["y"]
     assert second.layout.tier == "compiled"
     np.testing.assert_allclose(y, mlp_reference(make_mlp(batch="N"), x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_compile_process_imports_the_serving_process_package_whatever_its_working_directory(tmp_path):
+    """`python -m` puts the working directory first on sys.path: from a directory holding another copy of
+    the package (a checkout beside an installed one), the compile processes imported that copy and filled
+    another cache directory, and the serving process never found its kernels (the background job failed
+    with NotCached after its compile). worker_command() gives them this process's sys.path."""
+    from pooled_predictor.engine.tiering import worker_command
+
+    decoy = tmp_path / "pooled_predictor"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise SystemExit(7)\n")
+    (tmp_path / "locks").mkdir()
+    plain = subprocess.run([sys.executable, "-m", "pooled_predictor.engine.compile_worker", "--share",
+                            str(tmp_path / "locks")], cwd=tmp_path, input=b"", capture_output=True, timeout=120)
+    assert plain.returncode == 7  # the decoy: what the old command line imported
+    done = subprocess.run(worker_command("--share", str(tmp_path / "locks")), cwd=tmp_path, input=b"",
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()  # the real worker: no names given, nothing to compile

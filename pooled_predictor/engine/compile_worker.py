@@ -43,6 +43,7 @@ from .device import get_device
 from .layout import build_layout
 from .net import BODIES
 from .program import Program
+from .tiering import worker_command
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -140,8 +141,7 @@ def _start_helpers(lockdir: str, count: int) -> list[subprocess.Popen]:
     and this package while this process rebuilds the Program and discovers the layout's functions
     (1-5 s of a cold start, measured on 2 cores: a helper started after the discovery began
     compiling that much later), then reads their names from its stdin (send_names)."""
-    return [subprocess.Popen([sys.executable, "-m", "pooled_predictor.engine.compile_worker", "--share", lockdir],
-                             stdin=subprocess.PIPE) for _ in range(max(0, count))]
+    return [subprocess.Popen(worker_command("--share", lockdir), stdin=subprocess.PIPE) for _ in range(max(0, count))]
 
 
 def _send_names(helpers: list[subprocess.Popen], names: list[str]) -> None:

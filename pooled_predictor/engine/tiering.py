@@ -25,6 +25,7 @@ processes end with the process that started them.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import pickle
@@ -37,7 +38,7 @@ from typing import Callable, Hashable
 
 from ..ops.cpu import compiled, reference_split
 
-__all__ = ["COMPILER", "BackgroundCompiler", "compile_jobs", "not_cached"]
+__all__ = ["COMPILER", "BackgroundCompiler", "compile_jobs", "not_cached", "worker_command"]
 
 log = logging.getLogger("pooled_predictor.tiering")
 
@@ -51,6 +52,19 @@ def not_cached(exc: BaseException | None) -> bool:
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return False
+
+
+_BOOT = ("import json, runpy, sys; sys.path[:] = json.loads(sys.argv.pop(1)); "
+         "runpy.run_module('pooled_predictor.engine.compile_worker', run_name='__main__', alter_sys=True)")
+
+
+def worker_command(*args: str) -> list[str]:
+    """The command line of a compile process (engine/compile_worker.py, its arguments `args`): this
+    interpreter, with this process's sys.path, so it imports the same pooled_predictor as this process
+    whatever its working directory holds (`python -m` puts the working directory first: a checkout of
+    the project there, beside an installed copy, compiled that copy's kernels into another cache
+    directory, and the serving process never found them)."""
+    return [sys.executable, "-c", _BOOT, json.dumps(sys.path), *args]
 
 
 class BackgroundCompiler:
@@ -185,7 +199,7 @@ class BackgroundCompiler:
         with self._lock:
             if self._stopping:
                 return "stopped"
-            self._process = subprocess.Popen([sys.executable, "-m", "pooled_predictor.engine.compile_worker"],
+            self._process = subprocess.Popen(worker_command(),
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE)
         try:

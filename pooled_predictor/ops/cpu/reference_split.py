@@ -13,6 +13,9 @@ error, not necessarily bit for bit. Large copies (Conv's im2col columns: 115 MB 
 VGG16's second layer) are split the same way along an axis (np.copyto releases the GIL too):
 the same bytes.
 
+parallel() runs a kernel's own blocks of work the same way, each on memory of its own (the reference
+tier's Winograd convolution, winograd_reference.py: a band of tile rows a thread, transforms included).
+
 Only one product is split at a time in the process: a call that finds another split running
 (another Net's reference forward, a pool's workers starting together) runs unsplit on its own
 thread, so the threads never outnumber the cores by more than the callers. Nor is one split
@@ -33,7 +36,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["THREADS", "MIN_FLOPS", "MIN_COPY_BYTES", "background_job", "copyto", "matmul"]
+__all__ = ["THREADS", "MIN_FLOPS", "MIN_COPY_BYTES", "background_job", "copyto", "matmul", "parallel"]
 
 
 def _default_threads() -> int:
@@ -130,6 +133,25 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = 
         _run(_matmul_into, blocks, threads)
     finally:
         _splitting.release()
+
+
+def parallel(fn, blocks: list) -> bool:
+    """fn(*block) for every block, one a thread (the first on this thread), when there are at most THREADS
+    blocks and, as matmul, no other split or background compile job runs; waits for all. Each block's
+    work must touch memory of its own (winograd_reference.py: a scratch slot a thread).
+
+    Returns:
+        False where it ran nothing (too many blocks, or may not split now): the caller runs them itself.
+    Raises:
+        What fn raises, from the calling thread.
+    """
+    if not 2 <= len(blocks) <= THREADS or not _may_split():
+        return False
+    try:
+        _run(fn, blocks, THREADS)
+    finally:
+        _splitting.release()
+    return True
 
 
 def copyto(dst: np.ndarray, src: np.ndarray, axis: int, threads: int | None = None) -> None:
