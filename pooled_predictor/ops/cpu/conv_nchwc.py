@@ -108,6 +108,42 @@ WINOGRAD16_MAX_U_BYTES = 16 << 20
 # V and M take at most this many bytes (at least one image)
 WINOGRAD_GROUP_BYTES = 2 << 20
 
+PAD_CHANNELS = os.environ.get("POOLED_PREDICTOR_NCHWC_PAD", "1") != "0"
+"""At blocks wider than PAD_UNIT (NCHW16c), convolutions whose channel counts are multiples of PAD_UNIT but
+not of the block run blocked with the last block's padding channels zero (blocked_channels), as onnxruntime's
+NchwcTransformer pads its filters: MobileNetV2's 24-channel blocks at 16 lanes ran NCHW, with a transform in
+and out, 0.56 vs onnxruntime's 0.38 ms for features.3 alone (Zen 5, one thread). POOLED_PREDICTOR_NCHWC_PAD=0:
+such convolutions keep NCHW (A/B)."""
+PAD_UNIT = 8
+
+
+def blocked_channels(n: int, block: int = BLOCK) -> int | None:
+    """The channels a value of `n` logical channels takes in NCHW<block>c: n where block divides it, else, where
+    PAD_UNIT does (and PAD_CHANNELS), n rounded up to the block (the padding channels are zero: ops/layouts.py);
+    None where no blocked kernel here takes it."""
+    if n % block == 0:
+        return n
+    if PAD_CHANNELS and n % PAD_UNIT == 0:
+        return -(-n // block) * block
+    return None
+
+
+def _keeps_zero(activation, params) -> bool:
+    """The activation maps 0 to 0 (so a padding channel, whose sum is 0, stays 0): Identity, Relu, LeakyRelu,
+    HardSwish, Gelu, and Clip with min <= 0 <= max."""
+    name = _name(activation) if activation is not None else "Identity"
+    if name == "Clip":
+        lo, hi = _compiled_params(name, [float(v) for v in params] + [float("-inf"), float("inf")][len(params):])
+        return bool(lo <= 0 <= hi)
+    return name in ("Identity", "Relu", "LeakyRelu", "HardSwish", "Gelu")
+
+
+def _padded(g, block: int) -> tuple | None:
+    """(C, M) as stored at `block` lanes (blocked_channels) for a geometry, or None where either has none."""
+    c, m = blocked_channels(g.in_channels, block), blocked_channels(g.out_channels, block)
+    return None if c is None or m is None else (c, m)
+
+
 WINOGRAD_BLOCK_BYTES = 256 << 10
 """A block of tile rows of the Winograd kind (compiled/nchwc_winograd.py) keeps its V and M (a^2 x (C + M)
 floats a tile) within this size, so they stay in L2 ..."""
@@ -138,10 +174,24 @@ def _compiled_geometry(ctx):
     return g if g.batch * math.prod(g.out_shape) > 0 else None
 
 
-def _bias_vector(ctx, m: int) -> np.ndarray:
-    """B as a flat read-only float32 vector (M,) (zeros without a bias)."""
-    b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
-    return _readonly(np.ascontiguousarray(b))
+def _bias_vector(ctx, m: int, stored: int = 0) -> np.ndarray:
+    """B as a flat read-only float32 vector (stored,) (zeros without a bias, and after the M logical channels:
+    stored, as blocked_channels gives it, defaults to M)."""
+    b = np.zeros(max(m, stored), np.float32)
+    if ctx.has_input(2):
+        b[:m] = np.asarray(ctx.value(2), np.float32).reshape(m)
+    return _readonly(b)
+
+
+def _pad_rows(w: np.ndarray, block: int) -> np.ndarray:
+    """W (M, ...) float32 with zero rows after M up to a multiple of `block` (W itself where block divides M)."""
+    w = np.asarray(w, np.float32)
+    m = w.shape[0]
+    if m % block == 0:
+        return w
+    out = np.zeros((-(-m // block) * block,) + w.shape[1:], np.float32)
+    out[:m] = w
+    return out
 
 
 def layout_of(block: int) -> str:
@@ -157,29 +207,37 @@ def kernels(name: str, block: int = BLOCK):
 
 def packed_weights(w: np.ndarray, m: int, block: int = BLOCK) -> np.ndarray:
     """W (M, C/group, KH, KW) as compiled/nchwc_gemm.py's panels of (M, C * KH * KW) at `block` lanes,
-    once per weight array and width, shared read-only by every Net (pointwise, indirect and stem kernels)."""
+    once per weight array and width, shared read-only by every Net (pointwise, indirect and stem kernels); M not
+    a multiple of the block: zero rows after it (blocked_channels' padding outputs)."""
     pack = kernels("nchwc_gemm", block).pack_weights
-    return shared_weights(w, ("packed", layout_of(block)), lambda w: pack(np.asarray(w, np.float32).reshape(m, -1)))
+    return shared_weights(w, ("packed", layout_of(block)),
+                          lambda w: pack(_pad_rows(np.asarray(w, np.float32).reshape(m, -1), block)))
 
 
 def depthwise_weights(w: np.ndarray, block: int = BLOCK) -> np.ndarray:
     """W (M, 1, KH, KW) packed by compiled/nchwc_depthwise.pack_depthwise at `block` lanes, once per weight
-    array and width, shared read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike)."""
+    array and width, shared read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike); zero
+    channels after M up to the block (blocked_channels)."""
     pack = kernels("nchwc_depthwise", block).pack_depthwise
-    return shared_weights(w, ("depthwise", layout_of(block)), lambda w: pack(np.asarray(w, np.float32)))
+    return shared_weights(w, ("depthwise", layout_of(block)), lambda w: pack(_pad_rows(w, block)))
 
 
 def blocked_kind(ctx, block: int = BLOCK) -> str | None:
     """"pointwise", "depthwise", "winograd" or "indirect" when an NCHW<block>c kernel here implements this
-    Conv/FusedConv node at its shapes, else None (the node keeps its NCHW kernel)."""
+    Conv/FusedConv node at its shapes, else None (the node keeps its NCHW kernel). Channel counts off the block
+    (blocked_channels: padded) need an activation that keeps 0 at 0, and are not taken by Winograd."""
     g = _compiled_geometry(ctx)
-    if g is None or g.in_channels % block or g.out_channels % block:
+    stored = None if g is None else _padded(g, block)
+    if stored is None:
+        return None
+    padded = stored != (g.in_channels, g.out_channels)  # the last block's padding channels must stay 0
+    if padded and not _keeps_zero(ctx.attr("activation"), ctx.attr("activation_params", ())):
         return None
     if g.group == 1 and g.kernel == (1, 1) and not any(g.pads_begin) and not any(g.pads_end):
         return "pointwise"  # any strides (strided: X subsampled first)
     if g.group == g.in_channels == g.out_channels:
         return "depthwise"
-    if winograd_fits(g, block):
+    if not padded and winograd_fits(g, block):
         return "winograd"
     if g.group == 1:
         return "indirect"
@@ -253,6 +311,9 @@ class _BlockedConv(_Steps):
                             f"{g.in_channels} -> {g.out_channels} channels)")
         self.p = math.prod(g.out_shape)
         m, c = g.out_channels, g.in_channels
+        # channels as stored (blocked_channels): the GEMMs read the C logical ones (offs) and write M padded by
+        # zero rows of W and B
+        self.cs, self.ms = _padded(g, block)
         w = np.asarray(ctx.value(1))
         gemm = kernels("nchwc_gemm", block)
         if self.kind == "pointwise":
@@ -260,7 +321,7 @@ class _BlockedConv(_Steps):
             self.offs = gemm.channel_offsets(c, self.p)
             self._gemm = gemm.gemm_nchwc
             # strided (ResNet's downsampling 1x1s): one image's X[:, ::SH, ::SW] copied out, then the GEMM over it
-            self.sub = ctx.scratch((c * self.p,), np.float32) if g.strides != (1, 1) else None
+            self.sub = ctx.scratch((self.cs * self.p,), np.float32) if g.strides != (1, 1) else None
         elif self.kind == "winograd":
             self._init_winograd(ctx, w)
         elif self.kind == "indirect":
@@ -269,14 +330,14 @@ class _BlockedConv(_Steps):
             hp, wp = self.padded_hw
             (sh, sw), (oh, ow) = g.strides, g.out_shape
             self.px = gemm.pixel_offsets(ow, oh, sw * block, sh * wp * block)  # narrow rows share micro-tiles
-            self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
+            self.padded = ctx.scratch((self.cs * hp * wp,), np.float32)  # one image's zero-padded X, blocked
             self._gemm_rows = gemm.gemm_nchwc_rows
         else:
             self.wp = depthwise_weights(w, block)
             (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
             self.dw_args = (kh, kw, sh, sw, dh, dw, ph, pw)
             self._dw = kernels("nchwc_depthwise", block).depthwise_nchwc
-        self.b = _bias_vector(ctx, m)
+        self.b = _bias_vector(ctx, m, self.ms)
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def _init_winograd(self, ctx, w):
@@ -324,7 +385,7 @@ class _BlockedConv(_Steps):
         if self.kind == "depthwise":
             return [(self._dw, (x, self.wp, self.b, out, *self.dw_args, *self.act))]
         g, has_z, BLOCK = self.geo, z is not None, self.block  # noqa: N806 -- this kernel's block
-        c, m = g.in_channels, g.out_channels
+        c, m = self.cs, self.ms  # as stored
         yf = out.reshape(-1)
         zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)  # Z indexed as Y
         if self.kind == "winograd":
@@ -422,7 +483,8 @@ class FusedConvNCHWc(_BlockedConv):
 
     The activations of compiled/epilogue.py run inside the kernel on each block of Y while it
     is in cache, after the bias and Z; any other (Sigmoid, Gelu...) runs after, in place over
-    the blocked Y (C % block == 0: no padding channels for it to touch).
+    the blocked Y (its padding channels, where M is off the block, stay 0: blocked_kind takes those only with an
+    activation that keeps 0 at 0).
     """
 
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
@@ -493,15 +555,16 @@ class FusedConvDepthwiseNCHWc(_Steps):
         pw, dw = depthwise_chain_parts(ctx)
         gp, gd = conv_geometry(pw), conv_geometry(dw)
         m, c = gp.out_channels, gp.in_channels
+        ms = blocked_channels(m, block)  # T and Y as stored: M padded (zero rows of both W and B)
         h, w = gp.out_shape
         chain = kernels("nchwc_chain", block)
         self.wp = packed_weights(np.asarray(pw.value(1)), m, block)
         self.offs = kernels("nchwc_gemm", block).channel_offsets(c, h * w)
-        self.b1 = _bias_vector(pw, m)
-        self.starts = chain.panel_starts(m)
+        self.b1 = _bias_vector(pw, m, ms)
+        self.starts = chain.panel_starts(ms)
         self.wd = depthwise_weights(np.asarray(dw.value(1)), block)
-        self.b2 = _bias_vector(dw, m)
-        self.scr = ctx.scratch((chain.scratch_size(m, h, w, CHAIN_GROUP_BYTES),), np.float32)
+        self.b2 = _bias_vector(dw, m, ms)
+        self.scr = ctx.scratch((chain.scratch_size(ms, h, w, CHAIN_GROUP_BYTES),), np.float32)
         (kh, kw), (sh, sw), (dh, dw_), (ph, pw_) = gd.kernel, gd.strides, gd.dilations, gd.pads_begin
         self.geometry = (h, w, kh, kw, sh, sw, dh, dw_, ph, pw_)
         # chain_fits: both activations run in registers (no `after` pass)
@@ -537,7 +600,8 @@ def to_blocked_layout(block: int = BLOCK) -> str:
 
 
 def to_blocked_fits(ctx, block: int = BLOCK) -> bool:
-    """The node is a 2-D float32 group-1 Conv with static W (and B), C % block != 0, M % block == 0, that the
+    """The node is a 2-D float32 group-1 Conv with static W (and B), C not blocked (blocked_channels),
+    M % block == 0, that the
     NCHW kernel runs as an indirect GEMM of wide rows (conv.py: the same sums in the same order here,
     so the same bits); its output in NCHW<block>c."""
     g = _compiled_geometry(ctx)
@@ -546,7 +610,7 @@ def to_blocked_fits(ctx, block: int = BLOCK) -> bool:
     pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin) and g.out_shape == g.in_shape
     # only where X cannot be blocked (C % block != 0: a network's stem): elsewhere a producer could
     # have written X blocked, and this kernel would pull the chain back to NCHW in front of it
-    return (g.group == 1 < g.in_channels and g.in_channels % block and not pointwise
+    return (g.group == 1 < g.in_channels and blocked_channels(g.in_channels, block) is None and not pointwise
             and g.out_channels % block == 0 and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH)
 
 
