@@ -364,6 +364,20 @@ def test_off_block_channels_take_no_activation_that_moves_zero(monkeypatch):
     np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
+def test_winograd16_bounds_are_the_hosts_and_overridable():
+    """WINOGRAD16_MAX_U_BYTES defaults to half the host's last-level cache (read from /sys on Linux, 32 MiB where
+    it cannot be), and both 16-lane Winograd bounds take their POOLED_PREDICTOR_WINOGRAD16_* overrides."""
+    llc = conv_nchwc.last_level_cache_bytes()
+    assert llc > 0 and conv_nchwc.last_level_cache_bytes(default=7) in (llc, 7)
+    code = "from pooled_predictor.ops.cpu import conv_nchwc as c; print(c.WINOGRAD16_MIN_TILES, c.WINOGRAD16_MAX_U_BYTES)"
+    for env, want in (({}, ["9", str(llc // 2)]),
+                      ({"POOLED_PREDICTOR_WINOGRAD16_MIN_TILES": "0", "POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES": "123"},
+                       ["0", "123"])):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("POOLED_PREDICTOR_WINOGRAD16_")} | env
+        got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert got.stdout.split() == want
+
+
 ONE_WIDTH = r"""
 import numpy as np
 from pooled_predictor.engine.net import Net

@@ -95,15 +95,42 @@ WINOGRAD_TILE = 4
 WINOGRAD_MIN_CHANNELS = (8, 8)
 # At 16 lanes (NCHW16c), not where an image has fewer F(4x4) output tiles than WINOGRAD16_MIN_TILES and U
 # (36 x M x C floats) takes more than WINOGRAD16_MAX_U_BYTES: each of the 36 positions' GEMMs then streams
-# its U[xi] for a few pixels from memory (U beyond the last-level cache), 4x the direct kernel's W, and once
-# the GEMM runs 16 wide that costs more than the multiplies saved. Zen 5 (AVX-512, 32 MiB L3), one thread,
-# in the model: ResNet-50's 512 -> 512 3x3 at 7x7 (4 tiles, U 36 MiB), F(4x4) vs the indirect kernel,
+# its U[xi] for a few pixels from memory (U beyond what the last-level cache keeps), 4x the direct kernel's W,
+# and once the GEMM runs 16 wide that costs more than the multiplies saved. Zen 5 (AVX-512, 32 MiB L3), one
+# thread, in the model: ResNet-50's 512 -> 512 3x3 at 7x7 (4 tiles, U 36 MiB), F(4x4) vs the indirect kernel,
 # 1.70-1.81 vs 1.25-1.32 ms at batch 1 (the forward 33.8 -> 32.0 and 33.6 -> 32.6 ms), 10.9-11.1 vs 8.7 at
 # batch 8; GoogLeNet's 160 -> 320 and 192 -> 384 at 7x7 (U 7 and 10 MiB) 0.23 vs 0.26 and 0.33 vs 0.39:
 # kept on Winograd; ResNet-50's 256 -> 256 at 14x14 (16 tiles) 0.64-0.71 vs 0.97-1.00. At 8 lanes every
 # size takes Winograd (512 channels at 7x7: 3.1 ms against 5.5).
-WINOGRAD16_MIN_TILES = 9
-WINOGRAD16_MAX_U_BYTES = 16 << 20
+# The bound is the host's, not Zen 5's constant: half its last-level cache (last_level_cache_bytes; 16 MiB
+# of Zen 5's 32, between the U measured to win and to lose there), so that a host whose cache keeps a 36 MiB
+# U keeps those layers on Winograd (the lent Xeon's cpu_check gave ResNet-50 at one worker 0.82x onnxruntime
+# with them on Winograd, 0.69x after a fixed 16 MiB sent them indirect; not yet checked against its cache
+# size). POOLED_PREDICTOR_WINOGRAD16_MIN_TILES and
+# POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES (bytes) override both, for an A/B on one machine
+# (benchmarks/cpu_check.py --compare-winograd16 runs both choices side by side in one process).
+
+
+def last_level_cache_bytes(default: int = 32 << 20) -> int:
+    """The size of cpu0's highest-level data or unified cache, from Linux's /sys/devices/system/cpu (bytes);
+    `default` where that cannot be read (another OS, a container without /sys)."""
+    best = (0, 0)
+    try:
+        from pathlib import Path
+
+        for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+            if (d / "type").read_text().strip() not in ("Data", "Unified"):
+                continue
+            size = (d / "size").read_text().strip().upper()
+            unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+            best = max(best, (int((d / "level").read_text()), int(size.rstrip("KMG")) * unit))
+    except (OSError, ValueError):
+        return default
+    return best[1] or default
+
+
+WINOGRAD16_MIN_TILES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD16_MIN_TILES", "9"))
+WINOGRAD16_MAX_U_BYTES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES", 0)) or last_level_cache_bytes() // 2
 # Images transformed together (sharing each U[xi] while it is in cache) while their padded X,
 # V and M take at most this many bytes (at least one image)
 WINOGRAD_GROUP_BYTES = 2 << 20
