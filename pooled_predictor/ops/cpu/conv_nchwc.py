@@ -45,6 +45,10 @@ Widths: every kernel type here is registered at 8 lanes (NCHW8c, NCHW->NCHW8c) a
 (NCHW16c, NCHW->NCHW16c: compiled/lanes16's kernels, the same operations per channel, so the
 same bits), with channel counts multiples of the block; read 8 above as the block. A Net's
 assignment takes the kernel types of its width only (compiled/isa.py: the host's, AVX-512's 16).
+At 16 lanes, channel counts that are multiples of 8 but not of 16 (MobileNetV2's and GoogLeNet's 24)
+run blocked too, the last block half padding (blocked_channels: W and B padded with zero output
+channels, the padding input channels never read, so the 8-lane kernels' sums and bits), where the
+activation keeps 0 at 0, as onnxruntime's NchwcTransformer pads its filters; not on Winograd.
 """
 
 from __future__ import annotations
