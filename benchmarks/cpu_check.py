@@ -1,7 +1,7 @@
 """A CPU speed check for a lent machine: our pool against onnxruntime at 1, 2 and 16 workers, side by side.
 
     python benchmarks/cpu_check.py [--workers 1 2 16] [--models mobilenet_v2 ppocr_rec resnet50]
-                                   [--rounds R] [--seconds S] [--compare-lanes]
+                                   [--rounds R] [--seconds S] [--compare-lanes] [--compare-winograd16]
 
 Made to finish in under 6 minutes on the lent machine's 16-core Xeon (AVX-512), numba's cold
 compile included (a fresh machine has no cache), and to run anywhere (--workers 1 2 on a 2-core
@@ -10,6 +10,10 @@ warm-up call each, closed loop: a caller submits its next request when its previ
 * ours       -- PooledPredictor(num_threads=N), N client threads, the host's kernel width
                 (compiled/isa.py: NCHW16c on AVX-512, NCHW8c on AVX2; POOLED_PREDICTOR_ISA overrides);
 * ours_8     -- (--compare-lanes, where the host's width is not 8) the same pool at 8 lanes (NCHW8c);
+* ours_wino  -- (--compare-winograd16, at 16 lanes) the same pool with every stride-1 3x3 that Winograd
+                takes on Winograd (conv_nchwc.WINOGRAD16_MIN_TILES = 0), where "ours" sends those with few
+                tiles and a U over WINOGRAD16_MAX_U_BYTES (half the last-level cache) to the indirect kernel:
+                the A/B of that choice on one machine, interleaved (vs_ours_wino = ours / ours_wino);
 * ort_1xN    -- one onnxruntime session, 1 intra-op thread, N caller threads;
 * ort_Nx1    -- one session with N intra-op threads, 1 caller.
 The table gives median images/s over rounds and ours / the best onnxruntime setup, the cores kept
@@ -53,13 +57,26 @@ MODELS = ("mobilenet_v2", "ppocr_rec", "resnet50")
 class Pool:
     """Our PooledPredictor with `workers` threads at `lanes` (None: the host's width)."""
 
-    def __init__(self, data, input_name, x, workers: int, lanes: int | None = None):
+    def __init__(self, data, input_name, x, workers: int, lanes: int | None = None, all_winograd: bool = False):
+        from pooled_predictor import Config, PooledPredictor
+        from pooled_predictor.ops.cpu import conv_nchwc
+        from pooled_predictor.ops.cpu.compiled import isa
+
+        self.name = "ours_wino" if all_winograd else "ours" if lanes is None else f"ours_{lanes}"
+        self.workers = workers
+        t0 = time.perf_counter()
+        min_tiles = conv_nchwc.WINOGRAD16_MIN_TILES
+        if all_winograd:  # read when each Net lays out its shapes: held until the compiled layouts serve
+            conv_nchwc.WINOGRAD16_MIN_TILES = 0
+        try:
+            self._start(data, input_name, x, workers, lanes, t0)
+        finally:
+            conv_nchwc.WINOGRAD16_MIN_TILES = min_tiles
+
+    def _start(self, data, input_name, x, workers, lanes, t0):
         from pooled_predictor import Config, PooledPredictor
         from pooled_predictor.ops.cpu.compiled import isa
 
-        self.name = "ours" if lanes is None else f"ours_{lanes}"
-        self.workers = workers
-        t0 = time.perf_counter()
         with isa.use_lanes(lanes or isa.LANES):
             self.pool = PooledPredictor(Config(model_bytes=[data], num_threads=workers))
         self.feed = {input_name: x}
@@ -99,7 +116,8 @@ class Ort(OrtSession):
         self.once()
 
 
-def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: bool) -> dict:
+def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: bool,
+          compare_winograd16: bool = False) -> dict:
     from pooled_predictor.ops.cpu.compiled import isa
 
     data, input_name, x = load_model(name, 1)
@@ -107,6 +125,8 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
     configs = [ours]
     if compare_lanes and isa.LANES != 8:
         configs.append(Pool(data, input_name, x, workers, lanes=8))
+    if compare_winograd16 and isa.LANES == 16:
+        configs.append(Pool(data, input_name, x, workers, all_winograd=True))
     configs += [Ort(data, input_name, x, 1, workers)]
     if workers > 1:
         configs.append(Ort(data, input_name, x, workers, 1))
@@ -132,6 +152,8 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
     row["vs_ort"] = row["ours"] / row["ort_best"]
     if "ours_8" in row:
         row["vs_ours_8"] = row["ours"] / row["ours_8"]
+    if "ours_wino" in row:
+        row["vs_ours_wino"] = row["ours"] / row["ours_wino"]
     return row
 
 
@@ -143,6 +165,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=2.0, help="per configuration per round")
     ap.add_argument("--compare-lanes", action="store_true",
                     help="also time the pool at 8 lanes (NCHW8c) where the host's width is 16")
+    ap.add_argument("--compare-winograd16", action="store_true",
+                    help="at 16 lanes, also time the pool with every Winograd-able 3x3 on Winograd "
+                         "(conv_nchwc.WINOGRAD16_MIN_TILES = 0): the A/B of the 16-lane Winograd choice")
     ap.add_argument("--inline", action="store_true",
                     help="compile in the first forward (POOLED_PREDICTOR_TIERED=0), not in background processes")
     args = ap.parse_args(argv)
@@ -161,7 +186,7 @@ def main(argv=None) -> int:
             skipped.append(name)
             continue
         for workers in args.workers:
-            row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes)
+            row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes, args.compare_winograd16)
             rows.append(row)
             print(f"{name} x{workers}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "
                   f"({row['vs_ort']:.2f}x); ours {row['ours_cores']:.1f} cores busy, {row['ours_cpu_ms']:.2f} CPU ms/img, "
@@ -175,7 +200,8 @@ def main(argv=None) -> int:
     columns = [("model", "model", "s"), ("workers", "workers", "d"), ("ours", "ours img/s", ".1f"),
                ("ours_8", "ours 8-lane", ".1f"), ("ort_1xN", "ort 1thr xN", ".1f"),
                ("ort_Nx1", "ort Nthr x1", ".1f"), ("vs_ort", "ours/ort best", ".2f"),
-               ("vs_ours_8", "ours/8-lane", ".2f"), ("ours_cores", "ours cores", ".1f"),
+               ("vs_ours_8", "ours/8-lane", ".2f"), ("ours_wino", "ours all-Winograd", ".1f"),
+               ("vs_ours_wino", "ours/all-Winograd", ".2f"), ("ours_cores", "ours cores", ".1f"),
                ("ours_cpu_ms", "ours cpu ms", ".2f"), ("ort_1xN_cores", "ort 1xN cores", ".1f"),
                ("ort_1xN_cpu_ms", "ort 1xN cpu ms", ".2f"), ("first_result_s", "first s", ".1f"),
                ("compiled_s", "compiled s", ".1f"),

@@ -141,18 +141,25 @@ def test_gemm_with_weight_b_against_onnxruntime(m, k, n, c_shape, attrs):
     assert_close(run_ours(model, {"in0": a})[0], run_ort(model, {"in0": a})[0], 1e-5, "Gemm")
 
 
-@pytest.mark.parametrize("a_shape,b_shape,compiled_path", [((1, 64), (64, 64), True), ((64,), (64, 100), True),
-                                                            ((1, 128), (128, 512), True),
-                                                            ((1, 256), (256, 512), False)], ids=str)
-def test_one_row_over_a_small_weight_runs_the_compiled_gemv(a_shape, b_shape, compiled_path, monkeypatch):
-    """One row (a Loop body's, an LSTM-free RNN cell's GEMV) over a weight of at most
-    GEMV_COMPILED_MAX_WEIGHT elements takes the compiled product at the default thresholds; a larger
-    weight keeps OpenBLAS's GEMV. Either matches onnxruntime, through a Net (the prepared call) too."""
+@pytest.mark.parametrize("a_shape,b_shape,compiled_path", [((1, 64), (64, 64), (True, True)),
+                                                            ((64,), (64, 100), (True, True)),
+                                                            ((1, 128), (128, 512), (True, True)),
+                                                            ((1, 256), (256, 512), (False, True)),
+                                                            ((1, 1024), (1024, 4097), (False, False))], ids=str)
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_one_row_over_a_small_weight_runs_the_compiled_gemv(a_shape, b_shape, compiled_path, lanes, monkeypatch):
+    """One row (a Loop body's, an LSTM-free RNN cell's GEMV, a classifier at batch 1) over a weight of at most
+    GEMV_COMPILED_MAX_WEIGHT elements (GEMV16_COMPILED_MAX_WEIGHT at 16 lanes) takes the compiled product at the
+    default thresholds; a larger weight keeps OpenBLAS's GEMV. Either matches onnxruntime, through a Net (the
+    prepared call) too."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
     monkeypatch.setattr(matmul_module, "COMPILED_MIN_FLOPS", 1 << 16)  # the defaults (the fixture lowers them)
     monkeypatch.setattr(matmul_module, "COMPILED_MIN_ROWS", 2)
     a, b = f32(*a_shape), f32(*b_shape)
-    k, out, call = _kernel("MatMul", a, b)
-    assert (k.fast is not None) == (compiled_path and compiled.ENABLED)
+    with isa.use_lanes(lanes):
+        k, out, call = _kernel("MatMul", a, b)
+    assert (k.fast is not None) == (compiled_path[lanes == 16] and compiled.ENABLED)
     model = make_node_model("MatMul", [a, b], opset=13, static=(1,))
     call()
     ref = run_ort(model, {"in0": a})[0]

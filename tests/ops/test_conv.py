@@ -478,10 +478,14 @@ def test_patch_not_taken():
 
 
 def test_conv1d_falls_back_to_im2col():
-    """Dynamic W, groups, or a large weight with one output position: im2col, as before."""
+    """Dynamic W, groups, or a large weight with one output position: im2col, as before (at 16 lanes the one
+    position's GEMV takes the compiled product up to matmul.GEMV16_COMPILED_MAX_WEIGHT elements)."""
+    from pooled_predictor.ops.cpu.compiled import isa
+
     x = f32(1, 8, 12)
     assert conv_kernel("Conv", [x, f32(8, 8, 3)], {}, static=())[0].path == "im2col"
     assert conv_kernel("Conv", [x, f32(8, 4, 3)], {"group": 2})[0].path == "im2col"
-    big = conv_kernel("Conv", [f32(1, 256, 3), f32(512, 256, 3)], {})[0]  # 1 x 768 @ 768 x 512: OpenBLAS's GEMV
-    assert big.path == "im2col"
+    for lanes, path in ((8, "im2col"), (16, "conv1d_compiled")):
+        with isa.use_lanes(lanes):  # 1 x 768 @ 768 x 512: OpenBLAS's GEMV at 8 lanes
+            assert conv_kernel("Conv", [f32(1, 256, 3), f32(512, 256, 3)], {})[0].path == path
     check_node("Conv", [f32(1, 256, 3), f32(512, 256, 3)], {}, opset=13, static=(1,))

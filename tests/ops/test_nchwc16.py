@@ -282,6 +282,102 @@ def test_small_3x3_with_a_large_u_runs_indirect_at_16_lanes_only(monkeypatch):
         np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
+def _off_block_model(act="Clip"):
+    """24 and 72 channels (multiples of 8, not of 16), batch 2: a 1x1, then an inverted residual block (a
+    FusedConvDepthwise chain, the projection adding the block's input), a strided 3x3 (indirect), a strided 1x1 (pointwise), `act`
+    after the last convolution."""
+    from tests.passes.pass_helpers import make_model
+
+    w = {name: f32(*shape) * np.float32(0.3) for name, shape in
+         (("W0", (24, 24, 1, 1)), ("W1", (72, 24, 1, 1)), ("B1", (72,)), ("Wd", (72, 1, 3, 3)), ("Bd", (72,)), ("W2", (24, 72, 1, 1)), ("B2", (24,)),
+          ("W3", (40, 24, 3, 3)), ("B3", (40,)), ("W4", (24, 40, 1, 1)), ("B4", (24,)))}
+    w.update(lo=np.float32(0), hi=np.float32(6))
+    nodes = [helper.make_node("Conv", ["x", "W0"], ["h0"]),
+             helper.make_node("Relu", ["h0"], ["h"]),
+             helper.make_node("Conv", ["h", "W1", "B1"], ["e"]),
+             helper.make_node("Clip", ["e", "lo", "hi"], ["e1"]),
+             helper.make_node("Conv", ["e1", "Wd", "Bd"], ["d"], group=72, pads=[1] * 4),
+             helper.make_node("Clip", ["d", "lo", "hi"], ["d1"]),
+             helper.make_node("Conv", ["d1", "W2", "B2"], ["p"]),
+             helper.make_node("Add", ["p", "h"], ["r"]),
+             helper.make_node("Conv", ["r", "W3", "B3"], ["c"], pads=[1] * 4, strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["c1"]),
+             helper.make_node("Conv", ["c1", "W4", "B4"], ["q"], strides=[2, 1]),
+             helper.make_node(act, ["q", "lo", "hi"] if act == "Clip" else ["q"], ["y"])]
+    return make_model(nodes, {"x": (2, 24, 11, 10)}, ["y"], w, opset=13)
+
+
+@pytest.mark.parametrize("optimization", [Optimization.NONE, Optimization.MEMORY])
+def test_channels_off_the_block_run_padded_at_16_lanes(optimization, monkeypatch):
+    """24 and 72 channels at 16 lanes: every convolution (pointwise, strided pointwise, depthwise, indirect, the
+    fused chain, a sum input) in NCHW16c with the last block half padding (conv_nchwc.blocked_channels), one
+    transform in and one out; the 8-lane Net's bits (the same sums: padding channels are never read), within
+    the suite's tolerance of onnxruntime, MEMORY at the arena's lower bound. POOLED_PREDICTOR_NCHWC_PAD=0
+    (PAD_CHANNELS): those convolutions stay NCHW at 16 lanes."""
+    model = _off_block_model()
+    x = f32(2, 24, 11, 10)
+    kinds = []
+    init = conv_nchwc._BlockedConv.__init__
+    monkeypatch.setattr(conv_nchwc._BlockedConv, "__init__",
+                        lambda self, ctx: (init(self, ctx), kinds.append((self.block, self.kind))))
+    outs = {}
+    for lanes in (8, 16):
+        net = _net(model, lanes, optimization=optimization)
+        net.forward({"x": x})
+        assert _layouts(net) == {f"NCHW{lanes}c"}
+        ops = [node.op_type for node in net.layout.run_nodes]
+        assert ops.count(TRANSFORM_OP) == 2 and "FusedConvDepthwise" in ops, ops
+        outs[lanes] = np.array(net.blob_by_name("y"))
+        if optimization == Optimization.MEMORY:
+            assert net.memory_plan.arena_bytes == net.memory_plan.lower_bound_bytes
+    assert {k for b, k in kinds if b == 16} == {"pointwise", "indirect"}, kinds
+    np.testing.assert_array_equal(outs[16], outs[8])
+    kinds.clear()  # the chain's two convolutions apart: the depthwise kind on 72 channels
+    graph = optimize(load_onnx(model), "all", disable=("fuse_pointwise_depthwise",))[0]
+    with isa.use_lanes(16):
+        unfused = Net(Program(graph), optimization=optimization)
+    unfused.forward({"x": x})
+    assert _layouts(unfused) == {L16} and ("depthwise" in [k for b, k in kinds if b == 16]), kinds
+    np.testing.assert_array_equal(unfused.blob_by_name("y"), outs[16])
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(outs[16], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+    monkeypatch.setattr(conv_nchwc, "PAD_CHANNELS", False)
+    net = _net(model, 16, optimization=optimization)
+    net.forward({"x": x})
+    assert not _layouts(net)
+
+
+def test_off_block_channels_take_no_activation_that_moves_zero(monkeypatch):
+    """A padding channel's sum is 0, so a convolution writing channels off the block runs blocked only with an
+    activation that keeps 0 at 0: the last 1x1 (24 channels) with a Sigmoid after it stays NCHW at 16 lanes
+    (the rest blocked), and the Net still gives onnxruntime's values."""
+    model = _off_block_model("Sigmoid")
+    x = f32(2, 24, 11, 10)
+    net = _net(model, 16)
+    net.forward({"x": x})
+    last = [node for node in net.layout.run_nodes if node.outputs[0] == "y"]
+    assert len(last) == 1 and "@" not in last[0].inputs[0], net.layout.run_nodes
+    assert _layouts(net) == {L16}
+    assert conv_nchwc._keeps_zero("Clip", [0.0, 6.0]) and not conv_nchwc._keeps_zero("Clip", [0.5, 6.0])
+    assert not conv_nchwc._keeps_zero("HardSigmoid", []) and conv_nchwc._keeps_zero(None, [])
+    ref = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
+def test_winograd16_bounds_are_the_hosts_and_overridable():
+    """WINOGRAD16_MAX_U_BYTES defaults to half the host's last-level cache (read from /sys on Linux, 32 MiB where
+    it cannot be), and both 16-lane Winograd bounds take their POOLED_PREDICTOR_WINOGRAD16_* overrides."""
+    llc = conv_nchwc.last_level_cache_bytes()
+    assert llc > 0 and conv_nchwc.last_level_cache_bytes(default=7) in (llc, 7)
+    code = "from pooled_predictor.ops.cpu import conv_nchwc as c; print(c.WINOGRAD16_MIN_TILES, c.WINOGRAD16_MAX_U_BYTES)"
+    for env, want in (({}, ["9", str(llc // 2)]),
+                      ({"POOLED_PREDICTOR_WINOGRAD16_MIN_TILES": "0", "POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES": "123"},
+                       ["0", "123"])):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("POOLED_PREDICTOR_WINOGRAD16_")} | env
+        got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert got.stdout.split() == want
+
+
 ONE_WIDTH = r"""
 import numpy as np
 from pooled_predictor.engine.net import Net

@@ -45,6 +45,10 @@ Widths: every kernel type here is registered at 8 lanes (NCHW8c, NCHW->NCHW8c) a
 (NCHW16c, NCHW->NCHW16c: compiled/lanes16's kernels, the same operations per channel, so the
 same bits), with channel counts multiples of the block; read 8 above as the block. A Net's
 assignment takes the kernel types of its width only (compiled/isa.py: the host's, AVX-512's 16).
+At 16 lanes, channel counts that are multiples of 8 but not of 16 (MobileNetV2's and GoogLeNet's 24)
+run blocked too, the last block half padding (blocked_channels: W and B padded with zero output
+channels, the padding input channels never read, so the 8-lane kernels' sums and bits), where the
+activation keeps 0 at 0, as onnxruntime's NchwcTransformer pads its filters; not on Winograd.
 """
 
 from __future__ import annotations
@@ -95,18 +99,81 @@ WINOGRAD_TILE = 4
 WINOGRAD_MIN_CHANNELS = (8, 8)
 # At 16 lanes (NCHW16c), not where an image has fewer F(4x4) output tiles than WINOGRAD16_MIN_TILES and U
 # (36 x M x C floats) takes more than WINOGRAD16_MAX_U_BYTES: each of the 36 positions' GEMMs then streams
-# its U[xi] for a few pixels from memory (U beyond the last-level cache), 4x the direct kernel's W, and once
-# the GEMM runs 16 wide that costs more than the multiplies saved. Zen 5 (AVX-512, 32 MiB L3), one thread,
-# in the model: ResNet-50's 512 -> 512 3x3 at 7x7 (4 tiles, U 36 MiB), F(4x4) vs the indirect kernel,
+# its U[xi] for a few pixels from memory (U beyond what the last-level cache keeps), 4x the direct kernel's W,
+# and once the GEMM runs 16 wide that costs more than the multiplies saved. Zen 5 (AVX-512, 32 MiB L3), one
+# thread, in the model: ResNet-50's 512 -> 512 3x3 at 7x7 (4 tiles, U 36 MiB), F(4x4) vs the indirect kernel,
 # 1.70-1.81 vs 1.25-1.32 ms at batch 1 (the forward 33.8 -> 32.0 and 33.6 -> 32.6 ms), 10.9-11.1 vs 8.7 at
 # batch 8; GoogLeNet's 160 -> 320 and 192 -> 384 at 7x7 (U 7 and 10 MiB) 0.23 vs 0.26 and 0.33 vs 0.39:
 # kept on Winograd; ResNet-50's 256 -> 256 at 14x14 (16 tiles) 0.64-0.71 vs 0.97-1.00. At 8 lanes every
 # size takes Winograd (512 channels at 7x7: 3.1 ms against 5.5).
-WINOGRAD16_MIN_TILES = 9
-WINOGRAD16_MAX_U_BYTES = 16 << 20
+# The bound is the host's, not Zen 5's constant: half its last-level cache (last_level_cache_bytes; 16 MiB
+# of Zen 5's 32, between the U measured to win and to lose there), so that a host whose cache keeps a 36 MiB
+# U keeps those layers on Winograd (the lent Xeon's cpu_check gave ResNet-50 at one worker 0.82x onnxruntime
+# with them on Winograd, 0.69x after a fixed 16 MiB sent them indirect; not yet checked against its cache
+# size). POOLED_PREDICTOR_WINOGRAD16_MIN_TILES and
+# POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES (bytes) override both, for an A/B on one machine
+# (benchmarks/cpu_check.py --compare-winograd16 runs both choices side by side in one process).
+
+
+def last_level_cache_bytes(default: int = 32 << 20) -> int:
+    """The size of cpu0's highest-level data or unified cache, from Linux's /sys/devices/system/cpu (bytes);
+    `default` where that cannot be read (another OS, a container without /sys)."""
+    best = (0, 0)
+    try:
+        from pathlib import Path
+
+        for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+            if (d / "type").read_text().strip() not in ("Data", "Unified"):
+                continue
+            size = (d / "size").read_text().strip().upper()
+            unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+            best = max(best, (int((d / "level").read_text()), int(size.rstrip("KMG")) * unit))
+    except (OSError, ValueError):
+        return default
+    return best[1] or default
+
+
+WINOGRAD16_MIN_TILES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD16_MIN_TILES", "9"))
+WINOGRAD16_MAX_U_BYTES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES", 0)) or last_level_cache_bytes() // 2
 # Images transformed together (sharing each U[xi] while it is in cache) while their padded X,
 # V and M take at most this many bytes (at least one image)
 WINOGRAD_GROUP_BYTES = 2 << 20
+
+PAD_CHANNELS = os.environ.get("POOLED_PREDICTOR_NCHWC_PAD", "1") != "0"
+"""At blocks wider than PAD_UNIT (NCHW16c), convolutions whose channel counts are multiples of PAD_UNIT but
+not of the block run blocked with the last block's padding channels zero (blocked_channels), as onnxruntime's
+NchwcTransformer pads its filters: MobileNetV2's 24-channel blocks at 16 lanes ran NCHW, with a transform in
+and out, 0.56 vs onnxruntime's 0.38 ms for features.3 alone (Zen 5, one thread). POOLED_PREDICTOR_NCHWC_PAD=0:
+such convolutions keep NCHW (A/B)."""
+PAD_UNIT = 8
+
+
+def blocked_channels(n: int, block: int = BLOCK) -> int | None:
+    """The channels a value of `n` logical channels takes in NCHW<block>c: n where block divides it, else, where
+    PAD_UNIT does (and PAD_CHANNELS), n rounded up to the block (the padding channels are zero: ops/layouts.py);
+    None where no blocked kernel here takes it."""
+    if n % block == 0:
+        return n
+    if PAD_CHANNELS and n % PAD_UNIT == 0:
+        return -(-n // block) * block
+    return None
+
+
+def _keeps_zero(activation, params) -> bool:
+    """The activation maps 0 to 0 (so a padding channel, whose sum is 0, stays 0): Identity, Relu, LeakyRelu,
+    HardSwish, Gelu, and Clip with min <= 0 <= max."""
+    name = _name(activation) if activation is not None else "Identity"
+    if name == "Clip":
+        lo, hi = _compiled_params(name, [float(v) for v in params] + [float("-inf"), float("inf")][len(params):])
+        return bool(lo <= 0 <= hi)
+    return name in ("Identity", "Relu", "LeakyRelu", "HardSwish", "Gelu")
+
+
+def _padded(g, block: int) -> tuple | None:
+    """(C, M) as stored at `block` lanes (blocked_channels) for a geometry, or None where either has none."""
+    c, m = blocked_channels(g.in_channels, block), blocked_channels(g.out_channels, block)
+    return None if c is None or m is None else (c, m)
+
 
 WINOGRAD_BLOCK_BYTES = 256 << 10
 """A block of tile rows of the Winograd kind (compiled/nchwc_winograd.py) keeps its V and M (a^2 x (C + M)
@@ -138,10 +205,24 @@ def _compiled_geometry(ctx):
     return g if g.batch * math.prod(g.out_shape) > 0 else None
 
 
-def _bias_vector(ctx, m: int) -> np.ndarray:
-    """B as a flat read-only float32 vector (M,) (zeros without a bias)."""
-    b = np.zeros(m, np.float32) if not ctx.has_input(2) else np.asarray(ctx.value(2), np.float32).reshape(m)
-    return _readonly(np.ascontiguousarray(b))
+def _bias_vector(ctx, m: int, stored: int = 0) -> np.ndarray:
+    """B as a flat read-only float32 vector (stored,) (zeros without a bias, and after the M logical channels:
+    stored, as blocked_channels gives it, defaults to M)."""
+    b = np.zeros(max(m, stored), np.float32)
+    if ctx.has_input(2):
+        b[:m] = np.asarray(ctx.value(2), np.float32).reshape(m)
+    return _readonly(b)
+
+
+def _pad_rows(w: np.ndarray, block: int) -> np.ndarray:
+    """W (M, ...) float32 with zero rows after M up to a multiple of `block` (W itself where block divides M)."""
+    w = np.asarray(w, np.float32)
+    m = w.shape[0]
+    if m % block == 0:
+        return w
+    out = np.zeros((-(-m // block) * block,) + w.shape[1:], np.float32)
+    out[:m] = w
+    return out
 
 
 def layout_of(block: int) -> str:
@@ -157,29 +238,37 @@ def kernels(name: str, block: int = BLOCK):
 
 def packed_weights(w: np.ndarray, m: int, block: int = BLOCK) -> np.ndarray:
     """W (M, C/group, KH, KW) as compiled/nchwc_gemm.py's panels of (M, C * KH * KW) at `block` lanes,
-    once per weight array and width, shared read-only by every Net (pointwise, indirect and stem kernels)."""
+    once per weight array and width, shared read-only by every Net (pointwise, indirect and stem kernels); M not
+    a multiple of the block: zero rows after it (blocked_channels' padding outputs)."""
     pack = kernels("nchwc_gemm", block).pack_weights
-    return shared_weights(w, ("packed", layout_of(block)), lambda w: pack(np.asarray(w, np.float32).reshape(m, -1)))
+    return shared_weights(w, ("packed", layout_of(block)),
+                          lambda w: pack(_pad_rows(np.asarray(w, np.float32).reshape(m, -1), block)))
 
 
 def depthwise_weights(w: np.ndarray, block: int = BLOCK) -> np.ndarray:
     """W (M, 1, KH, KW) packed by compiled/nchwc_depthwise.pack_depthwise at `block` lanes, once per weight
-    array and width, shared read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike)."""
+    array and width, shared read-only by every Net (the depthwise kernel and FusedConvDepthwise's alike); zero
+    channels after M up to the block (blocked_channels)."""
     pack = kernels("nchwc_depthwise", block).pack_depthwise
-    return shared_weights(w, ("depthwise", layout_of(block)), lambda w: pack(np.asarray(w, np.float32)))
+    return shared_weights(w, ("depthwise", layout_of(block)), lambda w: pack(_pad_rows(w, block)))
 
 
 def blocked_kind(ctx, block: int = BLOCK) -> str | None:
     """"pointwise", "depthwise", "winograd" or "indirect" when an NCHW<block>c kernel here implements this
-    Conv/FusedConv node at its shapes, else None (the node keeps its NCHW kernel)."""
+    Conv/FusedConv node at its shapes, else None (the node keeps its NCHW kernel). Channel counts off the block
+    (blocked_channels: padded) need an activation that keeps 0 at 0, and are not taken by Winograd."""
     g = _compiled_geometry(ctx)
-    if g is None or g.in_channels % block or g.out_channels % block:
+    stored = None if g is None else _padded(g, block)
+    if stored is None:
+        return None
+    padded = stored != (g.in_channels, g.out_channels)  # the last block's padding channels must stay 0
+    if padded and not _keeps_zero(ctx.attr("activation"), ctx.attr("activation_params", ())):
         return None
     if g.group == 1 and g.kernel == (1, 1) and not any(g.pads_begin) and not any(g.pads_end):
         return "pointwise"  # any strides (strided: X subsampled first)
     if g.group == g.in_channels == g.out_channels:
         return "depthwise"
-    if winograd_fits(g, block):
+    if not padded and winograd_fits(g, block):
         return "winograd"
     if g.group == 1:
         return "indirect"
@@ -253,6 +342,9 @@ class _BlockedConv(_Steps):
                             f"{g.in_channels} -> {g.out_channels} channels)")
         self.p = math.prod(g.out_shape)
         m, c = g.out_channels, g.in_channels
+        # channels as stored (blocked_channels): the GEMMs read the C logical ones (offs) and write M padded by
+        # zero rows of W and B
+        self.cs, self.ms = _padded(g, block)
         w = np.asarray(ctx.value(1))
         gemm = kernels("nchwc_gemm", block)
         if self.kind == "pointwise":
@@ -260,7 +352,7 @@ class _BlockedConv(_Steps):
             self.offs = gemm.channel_offsets(c, self.p)
             self._gemm = gemm.gemm_nchwc
             # strided (ResNet's downsampling 1x1s): one image's X[:, ::SH, ::SW] copied out, then the GEMM over it
-            self.sub = ctx.scratch((c * self.p,), np.float32) if g.strides != (1, 1) else None
+            self.sub = ctx.scratch((self.cs * self.p,), np.float32) if g.strides != (1, 1) else None
         elif self.kind == "winograd":
             self._init_winograd(ctx, w)
         elif self.kind == "indirect":
@@ -269,14 +361,14 @@ class _BlockedConv(_Steps):
             hp, wp = self.padded_hw
             (sh, sw), (oh, ow) = g.strides, g.out_shape
             self.px = gemm.pixel_offsets(ow, oh, sw * block, sh * wp * block)  # narrow rows share micro-tiles
-            self.padded = ctx.scratch((c * hp * wp,), np.float32)  # one image's zero-padded X, blocked
+            self.padded = ctx.scratch((self.cs * hp * wp,), np.float32)  # one image's zero-padded X, blocked
             self._gemm_rows = gemm.gemm_nchwc_rows
         else:
             self.wp = depthwise_weights(w, block)
             (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
             self.dw_args = (kh, kw, sh, sw, dh, dw, ph, pw)
             self._dw = kernels("nchwc_depthwise", block).depthwise_nchwc
-        self.b = _bias_vector(ctx, m)
+        self.b = _bias_vector(ctx, m, self.ms)
         self.act = (NONE, np.float32(0), np.float32(0))
 
     def _init_winograd(self, ctx, w):
@@ -324,7 +416,7 @@ class _BlockedConv(_Steps):
         if self.kind == "depthwise":
             return [(self._dw, (x, self.wp, self.b, out, *self.dw_args, *self.act))]
         g, has_z, BLOCK = self.geo, z is not None, self.block  # noqa: N806 -- this kernel's block
-        c, m = g.in_channels, g.out_channels
+        c, m = self.cs, self.ms  # as stored
         yf = out.reshape(-1)
         zf = self.b if z is None else np.ascontiguousarray(z).reshape(-1)  # Z indexed as Y
         if self.kind == "winograd":
@@ -422,7 +514,8 @@ class FusedConvNCHWc(_BlockedConv):
 
     The activations of compiled/epilogue.py run inside the kernel on each block of Y while it
     is in cache, after the bias and Z; any other (Sigmoid, Gelu...) runs after, in place over
-    the blocked Y (C % block == 0: no padding channels for it to touch).
+    the blocked Y (its padding channels, where M is off the block, stay 0: blocked_kind takes those only with an
+    activation that keeps 0 at 0).
     """
 
     def __init__(self, ctx, *, activation, activation_params=(), auto_pad="NOTSET", dilations=None, group=1,
@@ -493,15 +586,16 @@ class FusedConvDepthwiseNCHWc(_Steps):
         pw, dw = depthwise_chain_parts(ctx)
         gp, gd = conv_geometry(pw), conv_geometry(dw)
         m, c = gp.out_channels, gp.in_channels
+        ms = blocked_channels(m, block)  # T and Y as stored: M padded (zero rows of both W and B)
         h, w = gp.out_shape
         chain = kernels("nchwc_chain", block)
         self.wp = packed_weights(np.asarray(pw.value(1)), m, block)
         self.offs = kernels("nchwc_gemm", block).channel_offsets(c, h * w)
-        self.b1 = _bias_vector(pw, m)
-        self.starts = chain.panel_starts(m)
+        self.b1 = _bias_vector(pw, m, ms)
+        self.starts = chain.panel_starts(ms)
         self.wd = depthwise_weights(np.asarray(dw.value(1)), block)
-        self.b2 = _bias_vector(dw, m)
-        self.scr = ctx.scratch((chain.scratch_size(m, h, w, CHAIN_GROUP_BYTES),), np.float32)
+        self.b2 = _bias_vector(dw, m, ms)
+        self.scr = ctx.scratch((chain.scratch_size(ms, h, w, CHAIN_GROUP_BYTES),), np.float32)
         (kh, kw), (sh, sw), (dh, dw_), (ph, pw_) = gd.kernel, gd.strides, gd.dilations, gd.pads_begin
         self.geometry = (h, w, kh, kw, sh, sw, dh, dw_, ph, pw_)
         # chain_fits: both activations run in registers (no `after` pass)
@@ -537,7 +631,8 @@ def to_blocked_layout(block: int = BLOCK) -> str:
 
 
 def to_blocked_fits(ctx, block: int = BLOCK) -> bool:
-    """The node is a 2-D float32 group-1 Conv with static W (and B), C % block != 0, M % block == 0, that the
+    """The node is a 2-D float32 group-1 Conv with static W (and B), C not blocked (blocked_channels),
+    M % block == 0, that the
     NCHW kernel runs as an indirect GEMM of wide rows (conv.py: the same sums in the same order here,
     so the same bits); its output in NCHW<block>c."""
     g = _compiled_geometry(ctx)
@@ -546,7 +641,7 @@ def to_blocked_fits(ctx, block: int = BLOCK) -> bool:
     pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and not any(g.pads_begin) and g.out_shape == g.in_shape
     # only where X cannot be blocked (C % block != 0: a network's stem): elsewhere a producer could
     # have written X blocked, and this kernel would pull the chain back to NCHW in front of it
-    return (g.group == 1 < g.in_channels and g.in_channels % block and not pointwise
+    return (g.group == 1 < g.in_channels and blocked_channels(g.in_channels, block) is None and not pointwise
             and g.out_channels % block == 0 and g.out_shape[1] >= conv.INDIRECT_MIN_WIDTH)
 
 

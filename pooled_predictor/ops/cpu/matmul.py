@@ -47,6 +47,13 @@ COMPILED_MIN_FLOPS = 1 << 16
 # 0.55 against OpenBLAS's 1.29 us, [1, 128] @ [128, 512] 4.7 against 7.0; [1, 256] @ [256, 512]
 # 13.7 against 12.0 (one thread, measured)
 GEMV_COMPILED_MAX_WEIGHT = 1 << 16
+# ... and at 16 lanes (matmul_const16's 8 x 32 tiles) over a weight of at most this many elements: in the model,
+# where the weight comes from the last-level cache after the convolutions, the classifiers' [1, K] @ [K, 1000]
+# ran 0.09-0.11 ms against OpenBLAS's 0.15-0.19 (MobileNetV2's K = 1280; GoogLeNet's 1024 0.11 vs 0.18;
+# ResNet-50's 2048 0.22 vs 0.33; Zen 5, one thread, each Net's profile), though a hot loop over the one product
+# favours OpenBLAS (63 vs 49 us at 1280). Bounded so that a far larger weight (VGG's 25088 x 4096) is not
+# packed a second time for one row.
+GEMV16_COMPILED_MAX_WEIGHT = 1 << 22
 
 
 # ... and, for a product of two activations (ActivationProduct), N whose last, zero-padded panel wastes at
@@ -83,7 +90,8 @@ class ConstRightProduct:
         arrays b and c themselves, or, where they are views made per kernel (a Conv's W reshaped),
         by owner = (the Program's weight arrays they view, e.g. (W, B) or (W,)). min_rows, min_flops:
         the smallest product taken (None: COMPILED_MIN_ROWS, _FLOPS, or one row over a weight of at
-        most GEMV_COMPILED_MAX_WEIGHT elements: where it measured at least as fast as OpenBLAS).
+        most GEMV_COMPILED_MAX_WEIGHT elements, GEMV16_COMPILED_MAX_WEIGHT at 16 lanes: where it measured at
+        least as fast as OpenBLAS).
         """
         if not compiled.active() or b is None or b.ndim != 2 or len(a_shape) < 1:
             return None
@@ -93,7 +101,8 @@ class ConstRightProduct:
                 or (c is not None and (c.dtype != np.float32 or tuple(c.shape) not in BIAS_SHAPES(n_n)))):
             return None
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
-        if min_rows is None and rows == 1 and k_n * n_n <= GEMV_COMPILED_MAX_WEIGHT:
+        gemv_max = GEMV16_COMPILED_MAX_WEIGHT if isa.lanes() == 16 else GEMV_COMPILED_MAX_WEIGHT
+        if min_rows is None and rows == 1 and k_n * n_n <= gemv_max:
             min_rows, min_flops = 1, 0
         min_rows = COMPILED_MIN_ROWS if min_rows is None else max(min_rows, 1)
         min_flops = COMPILED_MIN_FLOPS if min_flops is None else min_flops

@@ -73,7 +73,8 @@ def pointwise_depthwise_nchwc(wp, xf, offs, b1, act1, p10, p11, zf, has_z, start
 
     Args:
         wp: W1 (M, K) packed by nchwc_gemm.pack_weights (M % 8 == 0, K % 8 == 0).
-        xf, offs: X (N, K/8, H, W, 8) flat; offs = nchwc_gemm.channel_offsets(K, H * W).
+        xf, offs: X (N, KS/8, H, W, 8) flat; offs = nchwc_gemm.channel_offsets(K, H * W): its K channels
+            (KS = K rounded up to the block: padding channels after K are not read).
         b1, act1, p10, p11: the pointwise bias (M,) and activation (epilogue.py codes, parameters; applied by
             activate_range on the scratch, so codes.RANGE_CODES' GELU would run too).
         zf, has_z: the pointwise sum input Z, laid out as T (N, M/8, H, W, 8) flat, when has_z.
@@ -91,8 +92,9 @@ def pointwise_depthwise_nchwc(wp, xf, offs, b1, act1, p10, p11, zf, has_z, start
     ldb = BLOCK * p_n
     of = out.reshape(out.size)
     kc = KC_PROJECTION if k_n > m_n and 32 <= m_n <= 96 else KC  # gemm_nchwc's K chunks (a projection's smaller)
+    x_image = xf.size // n_b  # KS x P: an image of X as stored
     for n in range(n_b):
-        x0 = n * k_n * p_n
+        x0 = n * x_image
         i = 0
         while i < starts.size - 1:
             # a group of panels [i, e): one panel, and more while their blocks fit GROUP_BYTES
