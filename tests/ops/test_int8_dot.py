@@ -51,7 +51,11 @@ def _requantized(acc, mult, zp, y_type):
 @pytest.mark.parametrize("m,k,p,y_type", [(13, 27, 50, np.uint8),  # strips, a half tile, MRS rows and 3
                                           (15, 40, 49, np.int8),  # the last pixel: _make_cols
                                           (9, 16, 272, np.uint8),  # blocks of PB pixels, a 16-pixel tail
-                                          (7, 5, 20, np.float32)])  # k % 4 != 0, the float epilogue
+                                          (7, 5, 20, np.float32),  # k % 4 != 0, the float epilogue
+                                          (6, 12, 40, np.uint8),  # 16-lane strips: a group of 3 tiles, partial
+                                          (11, 8, 87, np.int8),  # a group of 4, then single tiles, the last partial
+                                          (5, 4, 120, np.float32),  # a group of 4 and one of 3, partial, float
+                                          (3, 9, 90, np.uint8)])  # 6 tiles: 3 + 3, not 4 + 1 + 1
 def test_qgemm2d_quads_sum_exactly(dot, m, k, p, y_type):
     """qgemm2d_sat's tiles with an exact dot product: acc = b + W @ X exactly (int16 pairs would saturate)."""
     q = dots.module("qgemm", dot)

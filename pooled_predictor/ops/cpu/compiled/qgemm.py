@@ -448,29 +448,37 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     return new
 
 
-def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
+def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tuple = ()):
     """The saturating micro-kernel (_make_micro's `sat`) over a strip of t_n whole 16-pixel tiles of one
     row tile, in one call: the tile loop inside the kernel, the bias and multiplier broadcasts, the ones
     and the requantization's constants set up once for the strip rather than once a tile. (Called a tile
     at a time, a 5 x 16 tile of a 16-channel pointwise convolution spent about as long in the numba
     loop's set-up around it, its ~100 live values reloaded from the stack, as in its 4 quads of k.)
 
+    With `groups` (WIDE only; tile counts > 1, largest first) the strip's tiles go groups[0] at a time while
+    that many are left, then groups[1] at a time, ..., then one at a time: a group of n tiles is rows x 16 n
+    outputs in rows * n zmm accumulators, each quad's row weights broadcast once for the group's tiles. (5 accumulators -- one tile -- are 5 chains of vpdpbusd, which has a
+    latency of several cycles: Zen 5 issues two a cycle, so one tile's chains left it mostly waiting.)
+
     strip(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n): for tile
     t < t_n, _make_micro(rows, sat=True)'s tile with X at xq[x_off + t * tile_b] (packed by _pack16)
     and Y at y[y_off + 16 t + r * ldy + c]: the same sums, in the same order, and the same epilogue.
     """
+    if groups and not WIDE:
+        raise ValueError("_make_strip_sat: tile groups need WIDE (one zmm accumulator a tile row)")
 
     @intrinsic
-    def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n):
-        sig = types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n)
+    def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid):
+        sig = types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid)
 
         def codegen(context, builder, signature, args):
-            tile_v, ldy_v, kq_v, zp_v, tn_v = args[4], args[7], args[8], args[12], args[14]
+            tile_v, ldy_v, kq_v, zp_v, tn_v, valid_v = args[4], args[7], args[8], args[12], args[14], args[15]
             wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
                                                         (0, 1), (2, 3), (5, 6), (9, 10), (11, 10))
             onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
             v16i16 = ir.VectorType(_I16, 16)
             ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
+            lanes = ir.Constant(_V16I, list(range(NP)))
             n_acc = rows if WIDE else 2 * rows  # WIDE: a row's 16 pixels in one <16 x i32>
             init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if WIDE
                     else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)])
@@ -478,45 +486,136 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             zero = ir.Constant(_V8I, [0] * 8)
             fn = builder.function
-            entry_bb = builder.block
-            tile_bb = fn.append_basic_block("strip_tile")
-            loop_bb = fn.append_basic_block("strip_kq_loop")
-            done_bb = fn.append_basic_block("strip_kq_done")
             exit_bb = fn.append_basic_block("strip_exit")
-            builder.cbranch(builder.icmp_signed(">", tn_v, _c(0)), tile_bb, exit_bb)
-            builder.position_at_end(tile_bb)
-            t = builder.phi(_I64)
-            t.add_incoming(_c(0), entry_bb)
-            xt = builder.gep(xptr, [builder.mul(t, tile_v)])
-            yt = builder.gep(yptr, [builder.mul(t, _c(NP))])
-            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
-            builder.position_at_end(loop_bb)
-            j = builder.phi(_I64)
-            j.add_incoming(_c(0), tile_bb)
-            accs = vector_phis(builder, n_acc, (init, tile_bb))
-            new = _sat_step(builder, j, None, xt, wptr, rows, accs, ones16, 2)
-            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (init, tile_bb))
-            if WIDE:
-                final = _halves(builder, final)
-            for r in range(rows):
-                row = builder.gep(yt, [builder.mul(ldy_v, _c(r))])
-                fs = [scale(final[2 * r + v], zero, mvs[r]) for v in range(2)]
-                if y_float:
-                    for v in range(2):
-                        builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()),
-                                      align=4)
-                    continue
-                q = quantize.pair(*fs)
-                builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
-            t1 = builder.add(t, _c(1))
-            t.add_incoming(t1, done_bb)
-            builder.cbranch(builder.icmp_signed("<", t1, tn_v), tile_bb, exit_bb)
+
+            def go_on(t, n: int):
+                """Whether a group of n tiles starts at tile t: n left at least, and not a count left whose
+                best split starts with a smaller group (_group_skips)."""
+                left = builder.sub(tn_v, t)
+                cond = builder.icmp_signed(">=", left, _c(n))
+                for r in skips.get(n, ()):
+                    cond = builder.and_(cond, builder.icmp_signed("!=", left, _c(r)))
+                return cond
+
+            skips = _group_skips(groups)
+
+            def tiles_loop(t0, t0_bb, n: int):
+                """Tiles t0, t0 + n, ... n at a time while go_on: the t where it stopped, and its block."""
+                tile_bb = fn.append_basic_block(f"strip_tile{n}")
+                loop_bb = fn.append_basic_block(f"strip_kq_loop{n}")
+                done_bb = fn.append_basic_block(f"strip_kq_done{n}")
+                after_bb = fn.append_basic_block(f"strip_after{n}")
+                builder.position_at_end(t0_bb)
+                builder.cbranch(go_on(t0, n), tile_bb, after_bb)
+                builder.position_at_end(tile_bb)
+                t = builder.phi(_I64)
+                t.add_incoming(t0, t0_bb)
+                xts = [builder.gep(xptr, [builder.mul(builder.add(t, _c(i)), tile_v)]) for i in range(n)]
+                yt = builder.gep(yptr, [builder.mul(t, _c(NP))])
+                inits = init * n
+                builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+                builder.position_at_end(loop_bb)
+                j = builder.phi(_I64)
+                j.add_incoming(_c(0), tile_bb)
+                accs = vector_phis(builder, n_acc * n, (inits, tile_bb))
+                if n == 1:
+                    new = _sat_step(builder, j, None, xts[0], wptr, rows, accs, ones16, 2)
+                else:
+                    new = _sat_group_step(builder, j, xts, wptr, rows, accs)
+                final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (inits, tile_bb))
+                for i in range(n):
+                    fin = final[i * n_acc:(i + 1) * n_acc]
+                    if WIDE:
+                        fin = _halves(builder, fin)
+                        # the tile's pixels before n_valid (a strip's last tile may be partial: WIDE strips
+                        # take it, its X packed with zeros or the next rows past the valid pixels)
+                        left = builder.trunc(builder.sub(valid_v, builder.mul(builder.add(t, _c(i)), _c(NP))), _I32)
+                        mask = builder.icmp_signed("<", lanes, _splat(builder, left, _V16I))
+                    for r in range(rows):
+                        row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
+                        fs = [scale(fin[2 * r + v], zero, mvs[r]) for v in range(2)]
+                        if y_float:
+                            for v in range(2):
+                                dst = builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer())
+                                if WIDE:
+                                    half = builder.shuffle_vector(mask, ir.Constant(mask.type, ir.Undefined),
+                                                                  ir.Constant(_V8I, list(range(8 * v, 8 * v + 8))))
+                                    _masked_store(builder, fs[v], dst, half, 4)
+                                else:
+                                    builder.store(fs[v], dst, align=4)
+                            continue
+                        q = quantize.pair(*fs)
+                        dst = builder.bitcast(row, q.type.as_pointer())
+                        if WIDE:
+                            _masked_store(builder, q, dst, mask, 1)
+                        else:
+                            builder.store(q, dst, align=1)
+                t1 = builder.add(t, _c(n))
+                t.add_incoming(t1, done_bb)
+                builder.cbranch(go_on(t1, n), tile_bb, after_bb)
+                builder.position_at_end(after_bb)
+                t_end = builder.phi(_I64)
+                t_end.add_incoming(t0, t0_bb)
+                t_end.add_incoming(t1, done_bb)
+                return t_end, after_bb
+
+            t, bb = _c(0), builder.block
+            for n in groups:
+                t, bb = tiles_loop(t, bb, n)
+            t, bb = tiles_loop(t, bb, 1)
+            builder.branch(exit_bb)
             builder.position_at_end(exit_bb)
             return context.get_dummy_value()
 
         return sig, codegen
 
     return strip
+
+
+def _group_skips(groups: tuple, most: int = 16) -> dict:
+    """{n: the tile counts left (<= most: PB // NP, a block's tiles) at which a strip starts no group of n}:
+    where the cheapest split of the count into groups (in groups' order, then single tiles) starts with a smaller
+    group. Cost of a group of n tiles, in cycles a quad: max(rows * n / 2, 4) at rows = MRS -- two vpdpbusd a
+    cycle, or the instruction's latency (about 4 cycles) for a chain. (For (4, 3): 6 tiles go 3 + 3, not
+    4 + 1 + 1; 9 go 3 + 3 + 3.)"""
+    sizes = tuple(groups) + (1,)
+
+    def cost(n):
+        return max(MRS * n / 2, 4.0)
+
+    best = {0: (0.0, None)}
+    for r in range(1, most + 1):
+        best[r] = min(((cost(n) + best[r - n][0], -n) for n in sizes if n <= r))
+        best[r] = (best[r][0], -best[r][1])
+    skips = {}
+    for n in groups:
+        # the strip's loops take each size in order while allowed: a count left skips n where the best split
+        # begins with a smaller size (a tie keeps the larger group)
+        skips[n] = tuple(r for r in range(n, most + 1) if best[r][1] < n
+                         and best[r][0] < cost(n) + best[r - n][0])
+    return skips
+
+
+def _masked_store(builder, value, ptr, mask, align: int):
+    """llvm.masked.store: the lanes of `value` where `mask` (<n x i1>) is set, at ptr (AVX-512: one masked
+    vmovdqu8 / vmovups)."""
+    vt = value.type
+    elt = "f32" if isinstance(vt.element, ir.FloatType) else f"i{vt.element.width}"
+    fn = _intrinsic_fn(builder, f"llvm.masked.store.v{vt.count}{elt}.p0", ir.VoidType(),
+                       [vt, ptr.type, _I32, mask.type])
+    builder.call(fn, [value, ptr, ir.Constant(_I32, align), mask])
+
+
+def _sat_group_step(builder, j, xts, wptr, rows, accs):
+    """_sat_step (WIDE) for len(xts) tiles at once: quad j of each tile's packed X (xts[i] + 64 j), the row
+    weights broadcast once for all; accs[i * rows + r] is tile i's row r."""
+    v64i8 = ir.VectorType(_I8, 64)
+    wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+    wbs = [builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r)])), _V16I), v64i8)
+           for r in range(rows)]
+    off = builder.mul(j, _c(64))
+    xvs = [builder.load(builder.bitcast(builder.gep(xt, [off]), v64i8.as_pointer()), align=1) for xt in xts]
+    return [_dot4(builder, accs[i * rows + r], xvs[i], wbs[r], None, DOT) for i in range(len(xts)) for r in range(rows)]
 
 
 _ARGS = "wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones"
@@ -529,10 +628,14 @@ _t_sf = dispatch_rows(lambda r: _make_micro(r, True, False, True), MR, _ARGS)
 _s_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True), MRS, _ARGS)
 _s_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True), MRS, _ARGS)
 _s_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True), MRS, _ARGS)
-_STRIP_ARGS = "wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n"
-_st_u = dispatch_rows(lambda r: _make_strip_sat(r, False), MRS, _STRIP_ARGS)
-_st_s = dispatch_rows(lambda r: _make_strip_sat(r, True), MRS, _STRIP_ARGS)
-_st_f = dispatch_rows(lambda r: _make_strip_sat(r, False, True), MRS, _STRIP_ARGS)
+_STRIP_ARGS = "wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid"
+GROUPS = (4, 3) if WIDE else ()
+"""The strips' tile groups (_make_strip_sat): 4 tiles (20 zmm accumulators) while 4 are left, then 3 (a 7 x 7
+image's 49 pixels: 3 tiles and one pixel). One tile a group ran ResNet-50's GEMMs at 470-650 GOPS on Zen 5,
+groups of 2 at 550-860, of 4 and 3 at 620-910 (compiled kernels alone, one thread)."""
+_st_u = dispatch_rows(lambda r: _make_strip_sat(r, False, groups=GROUPS), MRS, _STRIP_ARGS)
+_st_s = dispatch_rows(lambda r: _make_strip_sat(r, True, groups=GROUPS), MRS, _STRIP_ARGS)
+_st_f = dispatch_rows(lambda r: _make_strip_sat(r, False, True, groups=GROUPS), MRS, _STRIP_ARGS)
 _h_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True, half=True), MRS, _ARGS)
 _h_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True, half=True), MRS, _ARGS)
 _h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half=True), MRS, _ARGS)
@@ -717,13 +820,13 @@ def _tile_sat_half(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mul
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _strip_sat(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows, ys):
+def _strip_sat(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows, ys):
     if is_float(y):
-        _st_f(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+        _st_f(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows)
     elif ys:
-        _st_s(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+        _st_s(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows)
     else:
-        _st_u(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+        _st_u(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
@@ -812,12 +915,14 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
             else:
                 for j in range(kq_n):
                     _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
-        t_full = max(0, (min(pe, vec_end) - p0) // NP)  # the block's whole 16-pixel tiles: one strip a row tile
+        # the block's whole 16-pixel tiles: one strip a row tile (WIDE: its last, partial tile too, its stores
+        # masked to the valid pixels)
+        t_full = t_n if WIDE else max(0, (min(pe, vec_end) - p0) // NP)
         for m in range(0, m_n, MRS):
             rows = min(MRS, m_n - m)
             if t_full:
                 _strip_sat(wq, m * kq_n, xq, 0, tile_b, yf, y0 + m * ldy + p0, ldy, kq_n, b, m, mult, zp, ones, t_full,
-                           rows, ys)
+                           pe - p0, rows, ys)
             for t in range(t_full, t_n):
                 p = p0 + t * NP
                 if p_n - p <= COLS and rows == MRS and m * kq_n + (kq_n - 1) * MRS + 8 <= wq.size:
