@@ -174,7 +174,30 @@ def _requantizer(builder, zp_v, y_signed: bool):
         v = builder.select(builder.icmp_signed("<", v, hi_h), v, hi_h)
         return builder.trunc(v, ir.VectorType(_I8, 16))
 
+    v16f = ir.VectorType(_F4, 16)
+    lo16f = _splat(builder, builder.fsub(ir.Constant(_F4, lo_q), zpf), v16f)
+    hi16f = _splat(builder, builder.fsub(ir.Constant(_F4, hi_q), zpf), v16f)
+    rint16 = _intrinsic_fn(builder, "llvm.rint.v16f32", v16f, [v16f])
+
+    def scale_wide(acc, mult):
+        """scale() of a <16 x i32> (the bias already in acc) by a <16 x float> mult: float32(acc) * mult."""
+        return builder.fmul(builder.sitofp(acc, v16f), mult)
+
+    zp32x16 = _splat(builder, zp32, v16i32)
+
+    def quantize_wide(f):
+        """quantize() of a <16 x float> (the same values as quantize_pair of its halves): clamped to
+        [lo - zp, hi - zp] in float32, rounded half to even, + zp in int32, truncated to 8 bits. No integer
+        clamps: the values are in range already, and on a 16-lane (AVX-512) target the truncation is one
+        vpmovdb (quantize_pair's clamps are there for AVX2's saturating packs)."""
+        f = builder.select(builder.fcmp_ordered("<", f, hi16f), f, hi16f)
+        f = builder.select(builder.fcmp_ordered(">", f, lo16f), f, lo16f)
+        v = builder.add(builder.fptosi(builder.call(rint16, [f]), v16i32), zp32x16)
+        return builder.trunc(v, ir.VectorType(_I8, 16))
+
     quantize.pair = quantize_pair
+    quantize.wide = quantize_wide
+    scale.wide = scale_wide
     return scale, quantize
 
 
@@ -238,6 +261,7 @@ def _dot4(builder, acc, x8, w8, ones32, dot: str):
 
 
 _V16I = ir.VectorType(_I32, 16)
+_V16F = ir.VectorType(_F4, 16)
 
 
 def _halves(builder, wide: list) -> list:
@@ -482,7 +506,8 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tu
             n_acc = rows if WIDE else 2 * rows  # WIDE: a row's 16 pixels in one <16 x i32>
             init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if WIDE
                     else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)])
-            mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F) for r in range(rows)]
+            mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V16F if WIDE else _V8F)
+                   for r in range(rows)]
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             zero = ir.Constant(_V8I, [0] * 8)
             fn = builder.function
@@ -526,30 +551,27 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tu
                 for i in range(n):
                     fin = final[i * n_acc:(i + 1) * n_acc]
                     if WIDE:
-                        fin = _halves(builder, fin)
                         # the tile's pixels before n_valid (a strip's last tile may be partial: WIDE strips
                         # take it, its X packed with zeros or the next rows past the valid pixels)
                         left = builder.trunc(builder.sub(valid_v, builder.mul(builder.add(t, _c(i)), _c(NP))), _I32)
                         mask = builder.icmp_signed("<", lanes, _splat(builder, left, _V16I))
+                        for r in range(rows):  # the requantization on the row's 16 lanes at once
+                            row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
+                            f = scale.wide(fin[r], mvs[r])
+                            v = f if y_float else quantize.wide(f)
+                            _masked_store(builder, v, builder.bitcast(row, v.type.as_pointer()), mask,
+                                          4 if y_float else 1)
+                        continue
                     for r in range(rows):
                         row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
                         fs = [scale(fin[2 * r + v], zero, mvs[r]) for v in range(2)]
                         if y_float:
                             for v in range(2):
-                                dst = builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer())
-                                if WIDE:
-                                    half = builder.shuffle_vector(mask, ir.Constant(mask.type, ir.Undefined),
-                                                                  ir.Constant(_V8I, list(range(8 * v, 8 * v + 8))))
-                                    _masked_store(builder, fs[v], dst, half, 4)
-                                else:
-                                    builder.store(fs[v], dst, align=4)
+                                builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]),
+                                                                     _V8F.as_pointer()), align=4)
                             continue
                         q = quantize.pair(*fs)
-                        dst = builder.bitcast(row, q.type.as_pointer())
-                        if WIDE:
-                            _masked_store(builder, q, dst, mask, 1)
-                        else:
-                            builder.store(q, dst, align=1)
+                        builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
                 t1 = builder.add(t, _c(n))
                 t.add_incoming(t1, done_bb)
                 builder.cbranch(go_on(t1, n), tile_bb, after_bb)
