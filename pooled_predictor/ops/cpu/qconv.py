@@ -192,7 +192,8 @@ class QConvCompiled:
             self.wp = shared_weights(w, ("qpacked", g.group, tuple(w_zp)), pack)
         self.bg = [self.b[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]
         self.mg_mult = [self.mult[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]
-        self._split = (self.hq, self.wq, sh, sw, ph, pw, x_zp)
+        # masked row steps where the kernels are 16 lanes wide (AVX-512: one instruction a masked load / store)
+        self._split = (self.hq, self.wq, sh, sw, ph, pw, x_zp, compiled.isa.LANES == 16)
 
     @staticmethod
     def _ro(a):
