@@ -63,6 +63,8 @@ _V8B = ir.VectorType(_I8, 8)
 _V64B = ir.VectorType(_I8, 64)
 _V16B = ir.VectorType(_I8, 16)
 _V16H = ir.VectorType(_I16, 16)
+_V32H = ir.VectorType(_I16, 32)
+_V16I = ir.VectorType(_I32, 16)
 
 
 def _c(v, t=_I64):
@@ -136,18 +138,21 @@ def _pair8(typingctx, xs, s_off, dstep, x2, d_off):
     return sig, codegen
 
 
-def _make_dw(px: int):
+def _make_dw(px: int, wide: bool = False):
     """The micro-kernel for px (1..PX) output pixels x 8 channels: _dw8 below with px pixels (a row's last
-    OW % 8 pixels: no pixels computed past the row's end, 1/8 of a 14- or 28-wide row's work)."""
+    OW % 8 pixels: no pixels computed past the row's end, 1/8 of a 14- or 28-wide row's work). With `wide`
+    (px even): two pixels a <32 x i16> operand, for pstep == 16 (the band's positions adjacent: stride 1, or
+    stride 2 with a column step of 2, MobileNetV2's): pixel p + 1's pairs follow pixel p's, so one 64-byte
+    load takes both and one vpmaddwd / vpdpwssd on zmm sums them, against the tap pair's weights twice."""
 
     @intrinsic
     def dw(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off):
-        return _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off)
+        return _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off, wide)
 
     return dw
 
 
-def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off):
+def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off, wide=False):
     """px output pixels x 8 channels of a depthwise convolution, channels-last in tap pairs (module docstring,
     step 3).
 
@@ -169,21 +174,31 @@ def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
         loop_bb = fn.append_basic_block("tap_loop")
         done_bb = fn.append_basic_block("tap_done")
         zero = ir.Constant(_V8I, [0] * 8)
+        if wide:
+            zero = ir.Constant(_V16I, [0] * 16)
         builder.cbranch(builder.icmp_signed(">", t_n, _c(0)), loop_bb, done_bb)
         builder.position_at_end(loop_bb)
         t = builder.phi(_I64)
         t.add_incoming(_c(0), pre_bb)
-        accs = vector_phis(builder, px, (zero, pre_bb))
+        accs = vector_phis(builder, px // 2 if wide else px, (zero, pre_bb))
         o = builder.load(builder.gep(optr, [t]))
         wvec = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(t, _c(16))]), _V16H.as_pointer()),
                             align=2)
         base = builder.gep(xptr, [o])
         new = []
-        for p in range(px):
-            xv = builder.load(builder.bitcast(builder.gep(base, [builder.mul(pstep, _c(p))]), _V16H.as_pointer()),
-                              align=2)
-            new.append(builder.add(accs[p], _pmaddwd(builder, xv, wvec)))
+        if wide:  # pixels p and p + 1 in one <32 x i16> (pstep == 16), the weights twice
+            w2 = builder.shuffle_vector(wvec, wvec, _mask(list(range(16)) * 2))
+            for p in range(0, px, 2):
+                xv = builder.load(builder.bitcast(builder.gep(base, [_c(16 * p)]), _V32H.as_pointer()), align=2)
+                new.append(builder.add(accs[p // 2], _pmaddwd(builder, xv, w2)))
+        else:
+            for p in range(px):
+                xv = builder.load(builder.bitcast(builder.gep(base, [builder.mul(pstep, _c(p))]),
+                                                  _V16H.as_pointer()), align=2)
+                new.append(builder.add(accs[p], _pmaddwd(builder, xv, wvec)))
         final = close_loop(builder, t, t_n, accs, new, loop_bb, done_bb, (zero, pre_bb))
+        if wide:  # back to one <8 x i32> a pixel
+            final = [builder.shuffle_vector(v, v, _mask(range(h, h + 8))) for v in final for h in (0, 8)]
         # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
         scale, quantize = _requantizer(builder, args[9], y_signed)
         bv = builder.load(builder.bitcast(bptr, _V8I.as_pointer()), align=4)
@@ -200,6 +215,7 @@ def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
 
 
 _dw8 = _make_dw(PX)
+_dw8w = _make_dw(PX, wide=True)
 _dw_tail = dispatch_rows(_make_dw, PX - 1, "xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off")
 
 
@@ -293,8 +309,12 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt, x2):
             ps = sw // g * 16
             for i in range(i0, i1):  # 3. 8 output pixels x 8 channels a call, a row's last OW % 8 in one call
                 xr = (i * sh - r0) * wpg * 16
-                for j0 in range(0, full, PX):
-                    _dw8(x2, xr + j0 * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + j0) * 8)
+                if ps == 16:  # adjacent positions: two pixels a zmm
+                    for j0 in range(0, full, PX):
+                        _dw8w(x2, xr + j0 * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + j0) * 8)
+                else:
+                    for j0 in range(0, full, PX):
+                        _dw8(x2, xr + j0 * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + j0) * 8)
                 if rem:
                     _dw_tail(x2, xr + full * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + full) * 8, rem)
         yb = y0 + c0 * ohw
