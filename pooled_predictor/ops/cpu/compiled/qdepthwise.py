@@ -102,6 +102,46 @@ def _interleave8(typingctx, x, x_off, stride, dst, d_off):
     return sig, codegen
 
 
+_V128B = ir.VectorType(_I8, 128)
+_TRANSPOSE16 = [16 * (i % 8) + i // 8 for i in range(128)]  # byte 8p + l of the result = byte 16l + p (p < 16)
+_UNTRANSPOSE16 = [8 * (i % 16) + i // 16 for i in range(128)]  # byte 16l + p of the result = byte 8p + l
+
+
+@intrinsic
+def _interleave16(typingctx, x, x_off, stride, dst, d_off):
+    """_interleave8 for 16 pixels: dst[d_off + 8p + l] = x[x_off + l * stride + p] for p < 16, l < 8 (eight
+    16-byte loads, one 128-byte shuffle, two 64-byte stores)."""
+    sig = types.void(x, x_off, stride, dst, d_off)
+
+    def codegen(context, builder, signature, args):
+        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
+        rows = [builder.load(builder.bitcast(builder.gep(xptr, [builder.mul(args[2], _c(l))]), _V16B.as_pointer()),
+                             align=1) for l in range(8)]
+        t = builder.shuffle_vector(_concat8(builder, rows), ir.Constant(_V128B, ir.Undefined), _mask(_TRANSPOSE16))
+        builder.store(t, builder.bitcast(dptr, _V128B.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _deinterleave16(typingctx, src, s_off, y, y_off, stride):
+    """_deinterleave8 for 16 pixels: y[y_off + l * stride + p] = src[s_off + 8p + l] for p < 16, l < 8."""
+    sig = types.void(src, s_off, y, y_off, stride)
+
+    def codegen(context, builder, signature, args):
+        sptr, yptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3))
+        v = builder.load(builder.bitcast(sptr, _V128B.as_pointer()), align=1)
+        t = builder.shuffle_vector(v, ir.Constant(_V128B, ir.Undefined), _mask(_UNTRANSPOSE16))
+        for l in range(8):
+            part = builder.shuffle_vector(t, ir.Constant(_V128B, ir.Undefined), _mask(range(16 * l, 16 * l + 16)))
+            builder.store(part, builder.bitcast(builder.gep(yptr, [builder.mul(args[4], _c(l))]), _V16B.as_pointer()),
+                          align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @intrinsic
 def _deinterleave8(typingctx, src, s_off, y, y_off, stride):
     """y[y_off + l * stride + p] = src[s_off + 8p + l] for p, l < 8: channels-last back into 8 planes."""
@@ -304,6 +344,12 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt, x2):
             for r in range(h):  # padded rows; a row's last 8 pixels end at its end (overlapping the group before)
                 src = xb + r * w
                 dst = ((r + pt) * wp + pl) * 8
+                if w >= 16:  # 16 pixels a shuffle, the row's last 16 overlapping the group before
+                    for j in range(0, w - 15, 16):
+                        _interleave16(x, src + j, hw, xs, dst + j * 8)
+                    if w % 16:
+                        _interleave16(x, src + w - 16, hw, xs, dst + (w - 16) * 8)
+                    continue
                 for j in range(0, w - 7, 8):
                     _interleave8(x, src + j, hw, xs, dst + j * 8)
                 if w % 8:
@@ -359,7 +405,10 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt, x2):
         yb = y0 + c0 * ohw
         if nl == CB:  # 4. unpack: back into the 8 NCHW planes
             vec = ohw // 8 * 8
-            for q in range(0, vec, 8):
+            v16 = ohw // 16 * 16
+            for q in range(0, v16, 16):
+                _deinterleave16(yt, q * 8, y, yb + q, ohw)
+            for q in range(v16, vec, 8):
                 _deinterleave8(yt, q * 8, y, yb + q, ohw)
             for q in range(vec, ohw):
                 for lane in range(CB):
