@@ -912,47 +912,55 @@ def _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, xs, ys):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx):
+    """X's block of t_n 16-pixel tiles from pixel p0 packed into xq (tile t at t * tile_b: the quads of each
+    tile interleaved, _pack16), read by every row tile; a last partial tile's other lanes zero (jump == 0:
+    only its pixels read) or X's next pixels (a convolution's rows: X readable past them)."""
+    jump = pitch - ow
+    for t in range(t_n):
+        q = p0 + t * NP
+        if jump == 0:
+            if q + NP <= p_n:
+                for j in range(kq_n):
+                    _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                continue
+            # the last tile: only its pixels read (X needs no slack past them), the other lanes zero
+            n_in = p_n - q
+            for i in range(tile_b):
+                xq[t * tile_b + i] = 0
+            for j in range(kq_n):
+                for r4 in range(4):
+                    src = x0 + offs[4 * j + r4] + q
+                    d = t * tile_b + j * 64 + r4
+                    for i in range(n_in):
+                        xq[d + 4 * i] = xf[src + i]
+            continue
+        col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
+        e = x0 + q // ow * pitch + col
+        if col + NP <= ow:  # inside one output row: 16 contiguous pixels a row of the quad
+            for j in range(kq_n):
+                _pack16(xf, e, offs, j, xq, t * tile_b + j * 64)
+            continue
+        for i in range(NP):
+            rowidx[i] = (col + i) // ow
+        if ow >= NP:
+            for j in range(kq_n):
+                _pack16_rows2(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+        else:
+            for j in range(kq_n):
+                _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, ys, ow, pitch):
     kq_n = offs.size // 4
     tile_b = kq_n * 64  # bytes of one packed 16-pixel tile
     vec_end = p_n // NP * NP
-    jump = pitch - ow
     rowidx = np.empty(NP, np.uint8)
     for p0 in range(0, p_n, PB):
         pe = min(p_n, p0 + PB)
         t_n = (pe - p0 + NP - 1) // NP
-        for t in range(t_n):  # X's block packed once (the quads of each 16-pixel tile), read by every row tile
-            q = p0 + t * NP
-            if jump == 0:
-                if q + NP <= p_n:
-                    for j in range(kq_n):
-                        _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
-                    continue
-                # the last tile: only its pixels read (X needs no slack past them), the other lanes zero
-                n_in = p_n - q
-                for i in range(tile_b):
-                    xq[t * tile_b + i] = 0
-                for j in range(kq_n):
-                    for r4 in range(4):
-                        src = x0 + offs[4 * j + r4] + q
-                        d = t * tile_b + j * 64 + r4
-                        for i in range(n_in):
-                            xq[d + 4 * i] = xf[src + i]
-                continue
-            col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
-            e = x0 + q // ow * pitch + col
-            if col + NP <= ow:  # inside one output row: 16 contiguous pixels a row of the quad
-                for j in range(kq_n):
-                    _pack16(xf, e, offs, j, xq, t * tile_b + j * 64)
-                continue
-            for i in range(NP):
-                rowidx[i] = (col + i) // ow
-            if ow >= NP:
-                for j in range(kq_n):
-                    _pack16_rows2(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
-            else:
-                for j in range(kq_n):
-                    _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+        _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
         # the block's whole 16-pixel tiles: one strip a row tile (WIDE: its last, partial tile too, its stores
         # masked to the valid pixels)
         t_full = t_n if WIDE else max(0, (min(pe, vec_end) - p0) // NP)
@@ -979,6 +987,154 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
                     for r in range(rows):
                         for jj in range(p_n - p):
                             yf[y0 + (m + r) * ldy + p + jj] = ws[r * NP + jj]
+
+
+CH = 16  # output channels in the lanes of the channel-lane kernels (one zmm: WIDE only)
+CPX = 7  # pixels a channel-lane call: 7 x 7 images (49 pixels) in 7 calls
+
+
+def _make_chlanes(cblk: int, npx: int, y_signed: bool):
+    """The channel-lane micro-kernel (WIDE): cblk blocks of 16 output channels x npx pixels, the channels
+    in the lanes and each pixel's quad broadcast -- for images whose pixel count leaves 16-pixel tiles mostly
+    empty (7 x 7: 49 pixels in 4 tiles, 15 of 64 lanes idle; here 7 calls of 7 pixels, every lane used).
+
+    ch(wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp): for block c < cblk, lane l < 16,
+    pixel i < npx: acc = b[b_off + 16 c + l] + sum_{j < kq_n} the exact dot product (DOT) of the quad
+    wq[w_off + 16 kq_n c + 16 j + l] (pack_quads(W, tile=16): 4 int8 weights of channel 16 c + l) and
+    pixel p0 + i's quad j in the packed X (xq[(p) // 16 * tile_b + 64 j + 4 (p % 16)], _pack_block);
+    y[y_off + (16 c + l) * ldy + i] = quantize.wide(float32(acc) * mult[b_off + 16 c + l]) (MLAS's
+    requantization, as the strips), written through a byte transpose of each block: one masked
+    8-byte store a channel."""
+    if DOT == "vpmaddubsw":
+        raise ValueError("_make_chlanes: exact dot products only (vpdpbusd or emulated)")
+
+    @intrinsic
+    def ch(typingctx, wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp):
+        sig = types.void(wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp)
+
+        def codegen(context, builder, signature, args):
+            kq_v, p0_v, tile_v, ldy_v, zp_v = args[2], args[4], args[5], args[8], args[12]
+            wptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args, (0, 1), (6, 7), (9, 10),
+                                                  (11, 10))
+            xptr = context.make_array(signature.args[3])(context, builder, args[3]).data
+            v64i8 = ir.VectorType(_I8, 64)
+            xbase = []
+            for i in range(npx):
+                p = builder.add(p0_v, _c(i))
+                off = builder.add(builder.mul(builder.sdiv(p, _c(NP)), tile_v), builder.mul(builder.srem(p, _c(NP)),
+                                                                                          _c(4)))
+                xbase.append(builder.gep(xptr, [off]))
+            wblk = [builder.gep(wptr, [builder.mul(kq_v, _c(CH * c))]) for c in range(cblk)]
+            bias = [builder.load(builder.bitcast(builder.gep(bptr, [_c(CH * c)]), _V16I.as_pointer()), align=4)
+                    for c in range(cblk)]
+            init = [bias[c] for c in range(cblk) for _ in range(npx)]
+            fn = builder.function
+            pre_bb = builder.block
+            loop_bb = fn.append_basic_block("ch_loop")
+            done_bb = fn.append_basic_block("ch_done")
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = vector_phis(builder, cblk * npx, (init, pre_bb))
+            wvs = []
+            for c in range(cblk):
+                wp_j = builder.gep(wblk[c], [builder.mul(j, _c(CH))])
+                _prefetch(builder, builder.gep(wp_j, [_c(W_PREFETCH // 4)]))
+                wvs.append(builder.load(builder.bitcast(wp_j, v64i8.as_pointer()), align=4))
+            off = builder.mul(j, _c(64))
+            xvs = [builder.bitcast(_splat(builder, builder.load(builder.bitcast(builder.gep(xb, [off]),
+                                                                              _I32.as_pointer()), align=4), _V16I),
+                                   v64i8) for xb in xbase]
+            new = [_dot4(builder, accs[c * npx + i], xvs[i], wvs[c], None, DOT) for c in range(cblk)
+                   for i in range(npx)]
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (init, pre_bb))
+            scale, quantize = _requantizer(builder, zp_v, y_signed)
+            v16i8 = ir.VectorType(_I8, 16)
+            v8i8 = ir.VectorType(_I8, 8)
+            keep = ir.Constant(ir.VectorType(ir.IntType(1), 8), [i < npx for i in range(8)])
+            for c in range(cblk):
+                mv = builder.load(builder.bitcast(builder.gep(mptr, [_c(CH * c)]), _V16F.as_pointer()), align=4)
+                qs = [quantize.wide(scale.wide(final[c * npx + i], mv)) for i in range(npx)]
+                qs += [ir.Constant(v16i8, ir.Undefined)] * (8 - npx)
+                while len(qs) > 1:  # the 8 pixel vectors concatenated: byte 16 i + l
+                    n = qs[0].type.count
+                    qs = [builder.shuffle_vector(qs[k], qs[k + 1], ir.Constant(ir.VectorType(_I32, 2 * n),
+                                                                                list(range(2 * n))))
+                          for k in range(0, len(qs), 2)]
+                # channel-major: byte 8 l + i = byte 16 i + l
+                t = builder.shuffle_vector(qs[0], ir.Constant(qs[0].type, ir.Undefined),
+                                           ir.Constant(ir.VectorType(_I32, 128), [16 * (k % 8) + k // 8
+                                                                                   for k in range(128)]))
+                for l in range(CH):
+                    part = builder.shuffle_vector(t, ir.Constant(t.type, ir.Undefined),
+                                                  ir.Constant(ir.VectorType(_I32, 8), list(range(8 * l, 8 * l + 8))))
+                    dst = builder.gep(yptr, [builder.mul(ldy_v, _c(CH * c + l))])
+                    _masked_store(builder, part, builder.bitcast(dst, v8i8.as_pointer()), keep, 1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return ch
+
+
+def _dispatch_chlanes(y_signed: bool):
+    """chl(<_CH_ARGS>, cblk, npx): _make_chlanes(cblk, npx) for cblk 1..2, npx 1..CPX."""
+    kernels = {f"k{c}_{n}": _make_chlanes(c, n, y_signed) for c in (1, 2) for n in range(1, CPX + 1)}
+    lines = [f"def chl({_CH_ARGS}, cblk, npx):"]
+    first = True
+    for c in (2, 1):
+        for n in range(CPX, 0, -1):
+            lines.append(f"    {'if' if first else 'elif'} cblk == {c} and npx == {n}:")
+            lines.append(f"        k{c}_{n}({_CH_ARGS})")
+            first = False
+    scope = dict(kernels)
+    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
+    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["chl"])
+
+
+_CH_ARGS = "wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp"
+if WIDE:
+    _chl_u, _chl_s = _dispatch_chlanes(False), _dispatch_chlanes(True)
+else:
+    _chl_u = _chl_s = None
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _qgemm_chlanes(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, xq, ys, ow, pitch):
+    kq_n = offs.size // 4
+    tile_b = kq_n * 64
+    rowidx = np.empty(NP, np.uint8)
+    t_n = (p_n + NP - 1) // NP
+    _pack_block(xf, x0, offs, xq, 0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
+    for m in range(0, m_n, 2 * CH):
+        cblk = 2 if m + 2 * CH <= m_n else 1
+        for p in range(0, p_n, CPX):
+            npx = min(CPX, p_n - p)
+            if ys:
+                _chl_s(wq, m * kq_n, kq_n, xq, p, tile_b, yf, y0 + m * ldy + p, ldy, b, m, mult, zp, cblk, npx)
+            else:
+                _chl_u(wq, m * kq_n, kq_n, xq, p, tile_b, yf, y0 + m * ldy + p, ldy, b, m, mult, zp, cblk, npx)
+
+
+def _chl_sigs(yt):
+    i = types.int64
+    ri32 = types.Array(types.int32, 1, "C", readonly=True)
+    ri64 = types.Array(types.int64, 1, "C", readonly=True)
+    rf32 = types.Array(types.float32, 1, "C", readonly=True)
+    return types.void(ri32, types.Array(types.uint8, 1, "C", readonly=True), i, ri64, types.Array(yt, 1, "C"), i,
+                      i, i, i, ri32, rf32, i, types.Array(types.uint8, 1, "C"), i, i)
+
+
+@njit([_chl_sigs(types.uint8), _chl_sigs(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qgemm2d_chlanes(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, xq, ow, pitch):
+    """qgemm2d_sat / qgemm2d_sat_rows (ow, pitch: 0, 0 for a plain GEMM) with an exact dot product on a
+    16-lane target (WIDE), the output channels in the lanes (_make_chlanes): for p_n <= PB pixels that fill
+    16-pixel tiles poorly (7 x 7 images). wq is pack_quads(W, tile=CH) with m_n a multiple of CH; b and mult
+    (m_n,); xq as qgemm2d_sat's. The same sums (exact) and requantization: the same outputs.
+
+    Raises nothing; the caller checks WIDE, m_n % CH == 0 and p_n <= PB (QConvCompiled)."""
+    _qgemm_chlanes(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, xq, signed(yf), ow, pitch)
 
 
 def _sigs(xt, yt):
