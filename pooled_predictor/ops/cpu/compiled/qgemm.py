@@ -405,6 +405,36 @@ def _pack16(typingctx, x, x_off, offs, j, dst, d_off):
     return sig, codegen
 
 
+@intrinsic
+def _pack64(typingctx, x, x_off, offs, j, dst, d_off, tile_b):
+    """_pack16 for 4 tiles at once (64 pixels): the quad's 4 rows read 64 bytes each, tile i's 16 pixels x 4
+    rows (byte 4p + t = x[x_off + offs[4j + t] + 16 i + p]) stored at dst[d_off + i * tile_b]: one byte
+    shuffle of the 256 bytes, where 4 _pack16 calls take 16 loads and 8 shuffles (16-lane targets; the
+    packing was a fifth of a 64-channel layer's GEMM)."""
+    sig = types.void(x, x_off, offs, j, dst, d_off, tile_b)
+
+    def codegen(context, builder, signature, args):
+        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (4, 5))
+        optr = context.make_array(signature.args[2])(context, builder, args[2]).data
+        v64i8 = ir.VectorType(_I8, 64)
+        j4 = builder.mul(args[3], _c(4))
+        r = [builder.load(builder.bitcast(builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))]),
+                                          v64i8.as_pointer()), align=1) for t in range(4)]
+        cat = ir.Constant(ir.VectorType(_I32, 128), list(range(128)))
+        ab = builder.shuffle_vector(r[0], r[1], cat)
+        cd = builder.shuffle_vector(r[2], r[3], cat)
+        for i in range(4):
+            # tile i from ab (rows 0, 1: bytes 64 t + ...) and cd (rows 2, 3)
+            idx = [(64 * t + 16 * i + p) if t < 2 else (128 + 64 * (t - 2) + 16 * i + p)
+                   for p in range(16) for t in range(4)]
+            v = builder.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(_I32, 64), idx))
+            builder.store(v, builder.bitcast(builder.gep(dptr, [builder.mul(args[6], _c(i))]), v64i8.as_pointer()),
+                          align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 ROW_SPANS = 4  # output rows a 16-pixel tile of _pack16_rows may span: OW >= 5 (16 pixels from any column)
 
 
@@ -917,7 +947,13 @@ def _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
     tile interleaved, _pack16), read by every row tile; a last partial tile's other lanes zero (jump == 0:
     only its pixels read) or X's next pixels (a convolution's rows: X readable past them)."""
     jump = pitch - ow
-    for t in range(t_n):
+    t4 = 0
+    if WIDE and jump == 0:  # whole groups of 4 tiles inside X: 64 pixels a call (_pack64)
+        t4 = min(t_n, (p_n - p0) // NP) // 4 * 4
+        for t in range(0, t4, 4):
+            for j in range(kq_n):
+                _pack64(xf, x0 + p0 + t * NP, offs, j, xq, t * tile_b + j * 64, tile_b)
+    for t in range(t4, t_n):
         q = p0 + t * NP
         if jump == 0:
             if q + NP <= p_n:
