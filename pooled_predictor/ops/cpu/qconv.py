@@ -16,7 +16,9 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
   image cropped after -- except under the saturating arithmetic with OW >= 5, whose
   GEMM runs over the output's pixels only, each 16-pixel tile's X gathered across
-  output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows).
+  output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows). With an exact
+  dot product on a 16-lane target, an output whose pixels fill 16-pixel tiles poorly
+  (7 x 7) runs with the output channels in the lanes (qgemm2d_chlanes; M % 16 == 0).
 * depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
   more with the channels in the vector lanes (compiled/qdepthwise.py: blocks of 8 planes
   transposed channels-last and back, widened to int16 in tap pairs, two taps a vpmaddwd; any

@@ -49,6 +49,13 @@ instruction for a lane's 4 products (_dot4; compiled/dots.py runs this source wi
 and with "emulated", its exact sum in generic IR, for tests on any host); on a 16-lane AVX512-VNNI
 target a whole tile's row is one <16 x i32> (WIDE: vpdpbusd on zmm). On Zen 5 (AVX512-VNNI) they
 reach 550-650 GOPS at ResNet-50's shapes (390-460 with 256-bit vectors), 2.4-2.9x qgemm2d there.
+
+WIDE strips go further: 4 or 3 tiles at a time (GROUPS: 20 or 15 zmm accumulators; one tile's 5 chains
+of vpdpbusd left the unit waiting on its latency), the block's last partial tile in the strip with masked
+stores, the requantization on 16 lanes at once (quantize.wide), the weights prefetched (W_PREFETCH) and
+X packed 64 pixels a call (_pack64): 720-920 GOPS at ResNet-50's shapes on Zen 5. Where the output's
+pixels fill 16-pixel tiles poorly (7 x 7: 49 pixels in 4 tiles) qgemm2d_chlanes puts 16 output channels
+in the lanes instead (_make_chlanes).
 """
 
 from __future__ import annotations
