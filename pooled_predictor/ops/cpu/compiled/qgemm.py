@@ -425,8 +425,8 @@ def _pack64(typingctx, x, x_off, offs, j, dst, d_off, tile_b):
         optr = context.make_array(signature.args[2])(context, builder, args[2]).data
         v64i8 = ir.VectorType(_I8, 64)
         j4 = builder.mul(args[3], _c(4))
-        r = [builder.load(builder.bitcast(builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))]),
-                                          v64i8.as_pointer()), align=1) for t in range(4)]
+        rows = [builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))]) for t in range(4)]
+        r = [builder.load(builder.bitcast(a, v64i8.as_pointer()), align=1) for a in rows]
         cat = ir.Constant(ir.VectorType(_I32, 128), list(range(128)))
         ab = builder.shuffle_vector(r[0], r[1], cat)
         cd = builder.shuffle_vector(r[2], r[3], cat)
@@ -533,10 +533,12 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tu
 
     With `groups` (WIDE only; tile counts > 1, largest first) the strip's tiles go groups[0] at a time while
     that many are left, then groups[1] at a time, ..., then one at a time: a group of n tiles is rows x 16 n
-    outputs in rows * n zmm accumulators, each quad's row weights broadcast once for the group's tiles. (5 accumulators -- one tile -- are 5 chains of vpdpbusd, which has a
-    latency of several cycles: Zen 5 issues two a cycle, so one tile's chains left it mostly waiting.)
+    outputs in rows * n zmm accumulators, each quad's row weights broadcast once for the group's tiles. (5
+    accumulators -- one tile -- are 5 chains of vpdpbusd, which has a latency of several cycles: Zen 5 issues
+    two a cycle, so one tile's chains left it mostly waiting.) The WIDE strips take the block's last, partial
+    tile too: each tile's stores masked to the pixels before n_valid (counted from the strip's first).
 
-    strip(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n): for tile
+    strip(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid): for tile
     t < t_n, _make_micro(rows, sat=True)'s tile with X at xq[x_off + t * tile_b] (packed by _pack16)
     and Y at y[y_off + 16 t + r * ldy + c]: the same sums, in the same order, and the same epilogue.
     """
