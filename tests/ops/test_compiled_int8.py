@@ -232,24 +232,26 @@ def test_dynamic_quantize_matmul_equals_the_unfused_nodes(a_shape, n, b_type, pe
 
 @pytest.mark.parametrize("x_type", [np.uint8, np.int8])
 @pytest.mark.parametrize("sh", [1, 2, 3])
-def test_split_phases_q_column_stride_2(x_type, sh):
+@pytest.mark.parametrize("sw,masked", [(2, False), (2, True), (1, False), (1, True)])
+def test_split_phases_q_column_stride_2(x_type, sh, sw, masked):
     """compiled/qconv.py's split_phases_q at sw = 2 (both column phases from one read of each row, 32 bytes
-    at a time where 16 or more columns of both are inside the row): every plane element, pads included,
-    equals numpy's slicing of the padded input, and nothing past the planes is written. Widths from 1 to
-    70 (ResNet-50's 56: vectors and edges; 14: edges only), pads 0 to 3 on either side."""
+    at a time where 16 or more columns of both are inside the row) and sw = 1, and with masked 64-byte row
+    steps (the 16-lane path; any host runs it, LLVM splitting the masks where it must): every plane element,
+    pads included, equals numpy's slicing of the padded input, and nothing past the planes is written.
+    Widths from 1 to 70 (ResNet-50's 56: vectors and edges; 14: edges only), pads 0 to 3 on either side."""
     from pooled_predictor.ops.cpu.compiled.qconv import split_phases_q
 
     info = np.iinfo(x_type)
     for h, wd, ph, pw, pw_end in [(5, 56, 1, 1, 1), (3, 70, 0, 0, 3), (2, 33, 2, 3, 0), (4, 34, 1, 2, 2),
                                   (1, 35, 0, 1, 0), (6, 14, 1, 1, 1), (2, 1, 3, 3, 3), (3, 31, 1, 0, 1),
-                                  (2, 64, 3, 2, 1), (4, 2, 0, 1, 1)]:
+                                  (2, 64, 3, 2, 1), (4, 2, 0, 1, 1), (2, 130, 1, 1, 1)]:
         hq = -(-(h + 2 * ph) // sh)
-        wq = -(-(wd + pw + pw_end) // 2)
+        wq = -(-(wd + pw + pw_end) // sw)
         x = rng.integers(info.min, info.max + 1, (2, 3, h, wd)).astype(x_type)
-        padded = np.full((2, 3, hq * sh, wq * 2), 7, x_type)
+        padded = np.full((2, 3, hq * sh, wq * sw), 7, x_type)
         padded[:, :, ph:ph + h, pw:pw + wd] = x
-        ref = np.stack([padded[:, :, a::sh, b::2] for a in range(sh) for b in range(2)], 2)
+        ref = np.stack([padded[:, :, a::sh, b::sw] for a in range(sh) for b in range(sw)], 2)
         planes = np.full(ref.size + 64, 99, x_type)
-        split_phases_q(x, planes, hq, wq, sh, 2, ph, pw, 7)
+        split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, 7, masked)
         assert np.array_equal(planes[:ref.size].reshape(ref.shape), ref), (h, wd, ph, pw, pw_end)
         assert (planes[ref.size:] == 99).all()

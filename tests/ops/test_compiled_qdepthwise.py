@@ -40,6 +40,7 @@ DEPTHWISE = [
     (8, 17, 19, (5, 5), {"pads": [2, 2, 2, 2], "strides": [2, 2]}),  # 3 pairs a kernel row, the last half empty
     (9, 12, 30, (1, 4), {"pads": [0, 1, 0, 2], "strides": [1, 4]}),  # an even kernel width, stride 4 (G = 2)
     (8, 9, 26, (2, 3), {"pads": [1, 0, 0, 1], "strides": [1, 3], "dilations": [3, 3]}),  # G = 3, dw = 3
+    (8, 3, 40, (3, 3), {"pads": [1, 1, 1, 1]}),  # rows packed 16 pixels a shuffle, the last 16 overlapping
 ]
 
 

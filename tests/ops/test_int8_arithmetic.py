@@ -96,6 +96,9 @@ CONVS = [  # x shape, w shape, attributes: onnxruntime's paths (im2col on NHWC; 
     ((1, 8, 9, 9), (8, 4, 3, 3), {"pads": [1, 0, 2, 1], "group": 2, "dilations": [2, 1]}),
     ((1, 12, 10, 10), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "group": 4}),
     ((1, 12, 10, 10), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12}),  # depthwise: exact in onnxruntime
+    # 7 x 7 outputs (49 pixels): channels in the lanes on 16-lane VNNI targets (compiled/qgemm.py's chlanes)
+    ((1, 16, 7, 7), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # the output's rows gathered, 2 blocks of 16
+    ((1, 24, 14, 14), (48, 24, 1, 1), {"strides": [2, 2]}),  # subsampled, blocks of 32 then 16
 ]
 
 

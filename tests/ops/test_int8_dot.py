@@ -51,7 +51,11 @@ def _requantized(acc, mult, zp, y_type):
 @pytest.mark.parametrize("m,k,p,y_type", [(13, 27, 50, np.uint8),  # strips, a half tile, MRS rows and 3
                                           (15, 40, 49, np.int8),  # the last pixel: _make_cols
                                           (9, 16, 272, np.uint8),  # blocks of PB pixels, a 16-pixel tail
-                                          (7, 5, 20, np.float32)])  # k % 4 != 0, the float epilogue
+                                          (7, 5, 20, np.float32),  # k % 4 != 0, the float epilogue
+                                          (6, 12, 40, np.uint8),  # 16-lane strips: a group of 3 tiles, partial
+                                          (11, 8, 87, np.int8),  # a group of 4, then single tiles, the last partial
+                                          (5, 4, 120, np.float32),  # a group of 4 and one of 3, partial, float
+                                          (3, 9, 90, np.uint8)])  # 6 tiles: 3 + 3, not 4 + 1 + 1
 def test_qgemm2d_quads_sum_exactly(dot, m, k, p, y_type):
     """qgemm2d_sat's tiles with an exact dot product: acc = b + W @ X exactly (int16 pairs would saturate)."""
     q = dots.module("qgemm", dot)
@@ -62,6 +66,29 @@ def test_qgemm2d_quads_sum_exactly(dot, m, k, p, y_type):
     y = run_qgemm2d_sat(q, w, x, b, mult, zp, y_type)
     acc = (w.astype(np.int64) @ x.astype(np.int64) + b[:, None]).astype(np.int32)
     assert np.array_equal(y.reshape(m, p), _requantized(acc, mult, zp, y_type))
+
+
+@pytest.mark.parametrize("dot", KERNEL_DOTS)
+@pytest.mark.parametrize("m,k,p,y_type", [(48, 40, 49, np.uint8),  # blocks of 32 and 16 channels, 7 calls of 7
+                                          (16, 9, 13, np.int8),  # k % 4 != 0, a last call of 6 pixels
+                                          (32, 64, 3, np.uint8)])  # fewer pixels than a call
+def test_qgemm2d_chlanes_sum_exactly(dot, m, k, p, y_type):
+    """qgemm2d_chlanes (the output channels in the lanes, 16-lane targets): acc = b + W @ X exactly, the same
+    requantization as the strips."""
+    q = dots.module("qgemm", dot)
+    if not q.WIDE:
+        pytest.skip("the channel-lane kernels exist on 16-lane targets only (dots.wide_here)")
+    w, x = _operands(m, k, p)
+    b = rng.integers(-100000, 100000, m).astype(np.int32)
+    mult = (rng.random(m) * 1e-4).astype(np.float32)
+    xf = np.zeros(k * p + 64, np.uint8)
+    xf[:k * p] = x.reshape(-1)
+    offs = qgemm.quad_offsets(np.arange(k) * p)
+    y = np.zeros(m * p, y_type)
+    xq = np.zeros(qgemm.packed_bytes(offs.size), np.uint8)
+    q.qgemm2d_chlanes(qgemm.pack_quads(w, tile=qgemm.CH), xf, 0, offs, y, 0, p, m, p, b, mult, 5, xq, 0, 0)
+    acc = (w.astype(np.int64) @ x.astype(np.int64) + b[:, None]).astype(np.int32)
+    assert np.array_equal(y.reshape(m, p), _requantized(acc, mult, 5, y_type))
 
 
 @pytest.mark.parametrize("dot", [NATIVE])
@@ -85,7 +112,8 @@ def test_qgemv_quads_sum_exactly(dot, m, n, k):
     assert np.array_equal(y.reshape(m, n), _requantized(acc.T, mult[:n], 9, np.uint8).T)
 
 
-CONV_CASES = [CONVS[1], CONVS[3], CONVS[9], CONVS[12]]  # pointwise tail, rows across taps, stem, grouped
+CONV_CASES = [CONVS[1], CONVS[3], CONVS[9], CONVS[12], CONVS[-2], CONVS[-1]]  # pointwise tail, rows across taps,
+#   stem, grouped, and two 7 x 7 outputs (channels in the lanes on 16-lane targets)
 
 
 @pytest.mark.parametrize("dot", [NATIVE])

@@ -16,7 +16,9 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   8-bit; rows computed past the output width (the taps' reach) land in a scratch
   image cropped after -- except under the saturating arithmetic with OW >= 5, whose
   GEMM runs over the output's pixels only, each 16-pixel tile's X gathered across
-  output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows).
+  output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows). With an exact
+  dot product on a 16-lane target, an output whose pixels fill 16-pixel tiles poorly
+  (7 x 7) runs with the output channels in the lanes (qgemm2d_chlanes; M % 16 == 0).
 * depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
   more with the channels in the vector lanes (compiled/qdepthwise.py: blocks of 8 planes
   transposed channels-last and back, widened to int16 in tap pairs, two taps a vpmaddwd; any
@@ -168,6 +170,12 @@ class QConvCompiled:
         self.rows = (self.sat and not self.depthwise and self.wq != ow and ow >= 5
                      and 3 * (self.wq - ow) + 16 <= SLACK)
         self.crop = self.wq != ow and not self.rows
+        # channels in the lanes (compiled/qgemm.py's qgemm2d_chlanes) where 16-pixel tiles would leave many lanes
+        # idle (7 x 7 outputs: 49 pixels in 4 tiles), with an exact dot product on a 16-lane target
+        p_out = oh * ow
+        self.chlanes = (self.sat and self.q.WIDE and self.dot != "vpmaddubsw" and g.group == 1
+                        and m % compiled.qgemm.CH == 0 and p_out <= compiled.qgemm.PB
+                        and -p_out % compiled.qgemm.NP > p_out // 8 and (self.direct or self.rows or not self.crop))
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
@@ -182,7 +190,12 @@ class QConvCompiled:
                 wg = np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)
                 return tuple(compiled.qgemm.pack_quads(np.ascontiguousarray(wg[i]).reshape(self.mg, -1)) for i in range(g.group))
 
-            self.wp = shared_weights(w, ("qquads", g.group), pack)
+            if self.chlanes:  # the same quads in tiles of CH channels (qgemm2d_chlanes)
+                self.wp = shared_weights(w, ("qquads16",), lambda w: (compiled.qgemm.pack_quads(
+                    np.ascontiguousarray(np.asarray(w).reshape(m, self.cg, -1).transpose(0, 2, 1)).reshape(m, -1),
+                    tile=compiled.qgemm.CH),))
+            else:
+                self.wp = shared_weights(w, ("qquads", g.group), pack)
         else:
             def pack(w):
                 wg = np.asarray(w).reshape(g.group, self.mg, -1)
@@ -192,7 +205,8 @@ class QConvCompiled:
             self.wp = shared_weights(w, ("qpacked", g.group, tuple(w_zp)), pack)
         self.bg = [self.b[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]
         self.mg_mult = [self.mult[i * self.mg:(i + 1) * self.mg] for i in range(g.group)]
-        self._split = (self.hq, self.wq, sh, sw, ph, pw, x_zp)
+        # masked row steps where the kernels are 16 lanes wide (AVX-512: one instruction a masked load / store)
+        self._split = (self.hq, self.wq, sh, sw, ph, pw, x_zp, compiled.isa.LANES == 16)
 
     @staticmethod
     def _ro(a):
@@ -229,6 +243,12 @@ class QConvCompiled:
                 x = xf[:g.batch * self.cg * oh * ow].reshape(g.batch, self.cg, oh, ow)
             xf = x.reshape(-1)
             p_n, vec = oh * ow, oh * ow - self.tail
+            if self.chlanes:
+                for n in range(g.batch):
+                    steps.append((self.q.qgemm2d_chlanes, (self.wp[0], xf, n * self.image, self.offs, yflat,
+                                                           n * m * p_n, p_n, m, p_n, self.b, self.mult, self.zp,
+                                                           self.xq_ref.array, 0, 0)))
+                return steps
             for n in range(g.batch):
                 y0 = n * m * p_n
                 if vec:
@@ -256,6 +276,12 @@ class QConvCompiled:
             if self.depthwise:
                 steps.append((compiled.qconv.depthwise_q, (xf, n * self.image, f * self.plane, self.offs, self.wp, self.b, self.mult,
                                             self.zp, yflat, n * m * oh * ow, oh, ow, self.wq, self.acc_ref.array)))
+                continue
+            if self.chlanes:
+                p_n = oh * ow
+                steps.append((self.q.qgemm2d_chlanes, (self.wp[0], xf, n * self.image, self.offs, yflat, n * m * p_n,
+                                                       p_n, m, p_n, self.b, self.mult, self.zp, self.xq_ref.array,
+                                                       ow if self.rows else 0, self.wq if self.rows else 0)))
                 continue
             if self.rows:
                 p_n = oh * ow

@@ -42,7 +42,7 @@ DW_BLOCK = 64  # the 3x3 pass computes the extended output in whole blocks of th
 
 def _split_sig(t):
     return types.void(types.Array(t, 4, "C", readonly=True), types.Array(t, 1, "C"), _i8, _i8, _i8, _i8, _i8, _i8,
-                      _i8)
+                      _i8, types.boolean)
 
 
 def _subsample_sig(t):
@@ -91,6 +91,96 @@ def _deinterleave32(typingctx, x, src, dst, d0, d1):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def _masked_fn(builder, name, ret, args):
+    fn = builder.module.globals.get(name)
+    return fn if fn is not None else ir.Function(builder.module, ir.FunctionType(ret, args), name)
+
+
+MASKED_CHUNK = 64  # input bytes a masked row step loads (one zmm)
+
+
+def _make_row_masked(sw: int):
+    """A row step of split_phases_q on a 16-lane (AVX-512) target: MASKED_CHUNK bytes of an input row loaded
+    under a mask, the lanes outside the row (the padding) taking `fill` (llvm.masked.load's pass-through),
+    then stored under a mask to the phase planes' rows: sw = 1, lane t to d + t; sw = 2, even lanes to
+    d0 + t / 2 and odd ones to d1 + t / 2 (the two column phases, deinterleaved).
+
+    step(x, s, t_lo, t_hi, dst, d0, d1, n, fill): lanes t in [t_lo, t_hi) read x[s + t] (s may be negative:
+    the lanes before the row's start are masked off, and no masked-off lane is read), the others are fill;
+    the first n outputs of each phase row are stored (d1 unused at sw = 1). (The masks built from bits in
+    scalar registers instead of these vector compares ran 20% slower on Zen 5.)"""
+    width = MASKED_CHUNK // sw
+
+    @intrinsic
+    def step(typingctx, x, s, t_lo, t_hi, dst, d0, d1, n, fill):
+        sig = types.void(x, s, t_lo, t_hi, dst, d0, d1, n, fill)
+
+        def codegen(context, builder, signature, args):
+            i8, i32 = ir.IntType(8), ir.IntType(32)
+            vt = ir.VectorType(i8, MASKED_CHUNK)
+            vi = ir.VectorType(i32, MASKED_CHUNK)
+            xp, p0, p1 = arg_pointers(context, builder, signature, args, (0, 1), (4, 5), (4, 6))
+
+            def splat(value, t):
+                v = builder.insert_element(ir.Constant(t, ir.Undefined), value, ir.Constant(i32, 0))
+                return builder.shuffle_vector(v, ir.Constant(t, ir.Undefined),
+                                              ir.Constant(ir.VectorType(i32, t.count), [0] * t.count))
+
+            lanes = ir.Constant(vi, list(range(MASKED_CHUNK)))
+            lo, hi = (splat(builder.trunc(a, i32), vi) for a in (args[2], args[3]))
+            mask = builder.and_(builder.icmp_signed(">=", lanes, lo), builder.icmp_signed("<", lanes, hi))
+            fill = splat(builder.trunc(args[8], i8), vt)
+            load = _masked_fn(builder, f"llvm.masked.load.v{MASKED_CHUNK}i8.p0", vt,
+                              [xp.type, i32, mask.type, vt])
+            v = builder.call(load, [xp, ir.Constant(i32, 1), mask, fill])
+            ot = ir.VectorType(i8, width)
+            oi = ir.VectorType(i32, width)
+            keep = builder.icmp_signed("<", ir.Constant(oi, list(range(width))), splat(builder.trunc(args[7], i32), oi))
+            store = _masked_fn(builder, f"llvm.masked.store.v{width}i8.p0", ir.VoidType(),
+                               [ot, p0.type, i32, keep.type])
+            if sw == 1:
+                builder.call(store, [v, p0, ir.Constant(i32, 1), keep])
+            else:
+                for p, h in ((p0, 0), (p1, 1)):
+                    e = builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                                               ir.Constant(oi, list(range(h, MASKED_CHUNK, 2))))
+                    builder.call(store, [e, p, ir.Constant(i32, 1), keep])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return step
+
+
+_row_masked1, _row_masked2 = _make_row_masked(1), _make_row_masked(2)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _split_masked(xf, planes, nc_n, h, wd, hq, wq, sh, sw, ph, pw, v):
+    """split_phases_q for sw = 1 or 2 with masked row steps (_make_row_masked; a 16-lane target): each plane
+    row in steps of MASKED_CHUNK // sw outputs, its padding taken from the masked load's fill, the rows
+    outside the input all fill (a load with no lane read). Output j of phase (a, b)'s row i is input
+    column b + sw * j - pw of row a + sh * i - ph."""
+    f_n, pq = sh * sw, hq * wq
+    step = MASKED_CHUNK // sw
+    for nc in range(nc_n):
+        for a in range(sh):
+            for i in range(hq):
+                row = a + sh * i - ph
+                inside_row = 0 <= row < h
+                src = nc * h * wd + row * wd  # input column c at src + c
+                for b in range(0, sw, 2 if sw == 2 else 1):
+                    d = (nc * f_n + a * sw + b) * pq + i * wq
+                    for j in range(0, wq, step):
+                        c0 = b + sw * j - pw  # the column of lane 0
+                        lo = -c0 if inside_row else 0
+                        hi = wd - c0 if inside_row else 0
+                        if sw == 2:
+                            _row_masked2(xf, src + c0, lo, hi, planes, d + j, d + pq + j, wq - j, v)
+                        else:
+                            _row_masked1(xf, src + c0, lo, hi, planes, d + j, d, wq - j, v)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
@@ -148,7 +238,7 @@ def _split_w2(xf, planes, nc_n, h, wd, hq, wq, sh, ph, pw, v):
 
 
 @njit([_split_sig(types.uint8), _split_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
-def split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, fill):
+def split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, fill, masked):
     """planes[n, c, a*sw + b] = phase (a, b) of X[n, c] padded by (ph, pw) with `fill` (phases.py).
 
     Args:
@@ -157,12 +247,19 @@ def split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, fill):
             element of those planes is written.
         hq, wq: the phase planes' size; sh, sw: strides; ph, pw: pads_begin; fill: the padding value
             (the input's zero point).
+        masked: nonzero: at sw <= 2 the rows go in masked 64-byte steps (_split_masked: for 16-lane,
+            AVX-512 targets, where a masked byte load / store is one instruction; elsewhere LLVM
+            splits them into a branch a byte). ResNet-50's 256 x 28 x 28 stride-2 input: 0.096 ms
+            -> 0.041 ms on Zen 5 (14 x 14 at stride 1: 0.024 -> 0.019 ms).
     """
     n_b, c_n, h, wd = x.shape
     f_n, pq = sh * sw, hq * wq
     v = planes.dtype.type(fill)
     xf = x.reshape(x.size)
     u = np.uint64
+    if masked and sw <= 2:
+        _split_masked(xf, planes, n_b * c_n, h, wd, hq, wq, sh, sw, ph, pw, v)
+        return
     if sw == 2:
         _split_w2(xf, planes, n_b * c_n, h, wd, hq, wq, sh, ph, pw, v)
         return

@@ -63,6 +63,8 @@ _V8B = ir.VectorType(_I8, 8)
 _V64B = ir.VectorType(_I8, 64)
 _V16B = ir.VectorType(_I8, 16)
 _V16H = ir.VectorType(_I16, 16)
+_V32H = ir.VectorType(_I16, 32)
+_V16I = ir.VectorType(_I32, 16)
 
 
 def _c(v, t=_I64):
@@ -95,6 +97,46 @@ def _interleave8(typingctx, x, x_off, stride, dst, d_off):
                              align=1) for l in range(8)]
         t = builder.shuffle_vector(_concat8(builder, rows), ir.Constant(_V64B, ir.Undefined), _mask(_TRANSPOSE))
         builder.store(t, builder.bitcast(dptr, _V64B.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_V128B = ir.VectorType(_I8, 128)
+_TRANSPOSE16 = [16 * (i % 8) + i // 8 for i in range(128)]  # byte 8p + l of the result = byte 16l + p (p < 16)
+_UNTRANSPOSE16 = [8 * (i % 16) + i // 16 for i in range(128)]  # byte 16l + p of the result = byte 8p + l
+
+
+@intrinsic
+def _interleave16(typingctx, x, x_off, stride, dst, d_off):
+    """_interleave8 for 16 pixels: dst[d_off + 8p + l] = x[x_off + l * stride + p] for p < 16, l < 8 (eight
+    16-byte loads, one 128-byte shuffle, two 64-byte stores)."""
+    sig = types.void(x, x_off, stride, dst, d_off)
+
+    def codegen(context, builder, signature, args):
+        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
+        rows = [builder.load(builder.bitcast(builder.gep(xptr, [builder.mul(args[2], _c(l))]), _V16B.as_pointer()),
+                             align=1) for l in range(8)]
+        t = builder.shuffle_vector(_concat8(builder, rows), ir.Constant(_V128B, ir.Undefined), _mask(_TRANSPOSE16))
+        builder.store(t, builder.bitcast(dptr, _V128B.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _deinterleave16(typingctx, src, s_off, y, y_off, stride):
+    """_deinterleave8 for 16 pixels: y[y_off + l * stride + p] = src[s_off + 8p + l] for p < 16, l < 8."""
+    sig = types.void(src, s_off, y, y_off, stride)
+
+    def codegen(context, builder, signature, args):
+        sptr, yptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3))
+        v = builder.load(builder.bitcast(sptr, _V128B.as_pointer()), align=1)
+        t = builder.shuffle_vector(v, ir.Constant(_V128B, ir.Undefined), _mask(_UNTRANSPOSE16))
+        for l in range(8):
+            part = builder.shuffle_vector(t, ir.Constant(_V128B, ir.Undefined), _mask(range(16 * l, 16 * l + 16)))
+            builder.store(part, builder.bitcast(builder.gep(yptr, [builder.mul(args[4], _c(l))]), _V16B.as_pointer()),
+                          align=1)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -136,18 +178,51 @@ def _pair8(typingctx, xs, s_off, dstep, x2, d_off):
     return sig, codegen
 
 
-def _make_dw(px: int):
+def _make_pair8x4(g: int, dw: int):
+    """_pair8 for 4 positions at once, q + g i (i < 4) with their partners q + g i + dw, for a column step g and
+    dilation dw with 3 g + dw < 8: one 64-byte load of positions q .. q + 7 (channels-last, 8 bytes each),
+    one byte shuffle, a widening, a 128-byte store: x2[d_off + 16 i + 2 l + h] = xs[s_off + 8 (g i + h dw) + l].
+    (A call a position took a quarter of MobileNetV2's depthwise time.)"""
+    assert 3 * g + dw < 8
+    idx = [8 * (g * i + h * dw) + l for i in range(4) for l in range(8) for h in range(2)]
+
+    @intrinsic
+    def pair(typingctx, xs, s_off, x2, d_off):
+        sig = types.void(xs, s_off, x2, d_off)
+
+        def codegen(context, builder, signature, args):
+            sptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3))
+            v = builder.load(builder.bitcast(sptr, _V64B.as_pointer()), align=1)
+            e = builder.shuffle_vector(v, ir.Constant(_V64B, ir.Undefined), _mask(idx))
+            ext = builder.sext if signature.args[0].dtype.signed else builder.zext
+            w = ext(e, ir.VectorType(_I16, 64))
+            builder.store(w, builder.bitcast(dptr, w.type.as_pointer()), align=2)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return pair
+
+
+_pair8x4_11 = _make_pair8x4(1, 1)  # stride 1, no dilation
+_pair8x4_21 = _make_pair8x4(2, 1)  # stride 2 (column step 2), no dilation
+
+
+def _make_dw(px: int, wide: bool = False):
     """The micro-kernel for px (1..PX) output pixels x 8 channels: _dw8 below with px pixels (a row's last
-    OW % 8 pixels: no pixels computed past the row's end, 1/8 of a 14- or 28-wide row's work)."""
+    OW % 8 pixels: no pixels computed past the row's end, 1/8 of a 14- or 28-wide row's work). With `wide`
+    (px even): two pixels a <32 x i16> operand, for pstep == 16 (the band's positions adjacent: stride 1, or
+    stride 2 with a column step of 2, MobileNetV2's): pixel p + 1's pairs follow pixel p's, so one 64-byte
+    load takes both and one vpmaddwd / vpdpwssd on zmm sums them, against the tap pair's weights twice."""
 
     @intrinsic
     def dw(typingctx, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off):
-        return _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off)
+        return _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off, wide)
 
     return dw
 
 
-def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off):
+def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off, wide=False):
     """px output pixels x 8 channels of a depthwise convolution, channels-last in tap pairs (module docstring,
     step 3).
 
@@ -169,21 +244,31 @@ def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
         loop_bb = fn.append_basic_block("tap_loop")
         done_bb = fn.append_basic_block("tap_done")
         zero = ir.Constant(_V8I, [0] * 8)
+        if wide:
+            zero = ir.Constant(_V16I, [0] * 16)
         builder.cbranch(builder.icmp_signed(">", t_n, _c(0)), loop_bb, done_bb)
         builder.position_at_end(loop_bb)
         t = builder.phi(_I64)
         t.add_incoming(_c(0), pre_bb)
-        accs = vector_phis(builder, px, (zero, pre_bb))
+        accs = vector_phis(builder, px // 2 if wide else px, (zero, pre_bb))
         o = builder.load(builder.gep(optr, [t]))
         wvec = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(t, _c(16))]), _V16H.as_pointer()),
                             align=2)
         base = builder.gep(xptr, [o])
         new = []
-        for p in range(px):
-            xv = builder.load(builder.bitcast(builder.gep(base, [builder.mul(pstep, _c(p))]), _V16H.as_pointer()),
-                              align=2)
-            new.append(builder.add(accs[p], _pmaddwd(builder, xv, wvec)))
+        if wide:  # pixels p and p + 1 in one <32 x i16> (pstep == 16), the weights twice
+            w2 = builder.shuffle_vector(wvec, wvec, _mask(list(range(16)) * 2))
+            for p in range(0, px, 2):
+                xv = builder.load(builder.bitcast(builder.gep(base, [_c(16 * p)]), _V32H.as_pointer()), align=2)
+                new.append(builder.add(accs[p // 2], _pmaddwd(builder, xv, w2)))
+        else:
+            for p in range(px):
+                xv = builder.load(builder.bitcast(builder.gep(base, [builder.mul(pstep, _c(p))]),
+                                                  _V16H.as_pointer()), align=2)
+                new.append(builder.add(accs[p], _pmaddwd(builder, xv, wvec)))
         final = close_loop(builder, t, t_n, accs, new, loop_bb, done_bb, (zero, pre_bb))
+        if wide:  # back to one <8 x i32> a pixel
+            final = [builder.shuffle_vector(v, v, _mask(range(h, h + 8))) for v in final for h in (0, 8)]
         # the requantization (MlasRequantizeOutput's order): + bias, to float32, * mult, clamp, rint, + zp
         scale, quantize = _requantizer(builder, args[9], y_signed)
         bv = builder.load(builder.bitcast(bptr, _V8I.as_pointer()), align=4)
@@ -200,6 +285,7 @@ def _dw_codegen(px, xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y
 
 
 _dw8 = _make_dw(PX)
+_dw8w = _make_dw(PX, wide=True)
 _dw_tail = dispatch_rows(_make_dw, PX - 1, "xs, x_off, pstep, offs, wv, w_off, b, b_off, mult, zp, yt, y_off")
 
 
@@ -258,6 +344,12 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt, x2):
             for r in range(h):  # padded rows; a row's last 8 pixels end at its end (overlapping the group before)
                 src = xb + r * w
                 dst = ((r + pt) * wp + pl) * 8
+                if w >= 16:  # 16 pixels a shuffle, the row's last 16 overlapping the group before
+                    for j in range(0, w - 15, 16):
+                        _interleave16(x, src + j, hw, xs, dst + j * 8)
+                    if w % 16:
+                        _interleave16(x, src + w - 16, hw, xs, dst + (w - 16) * 8)
+                    continue
                 for j in range(0, w - 7, 8):
                     _interleave8(x, src + j, hw, xs, dst + j * 8)
                 if w % 8:
@@ -286,21 +378,37 @@ def depthwise_cl_q(x, x0, dims, wv, b, mult, zp, y, y0, offs, xt, xs, yt, x2):
             i1 = min(oh, i0 + BAND)
             r0 = i0 * sh
             d = 0
+            quads = wpg // 4 if dw == 1 and g <= 2 else 0  # positions 4 a call (_make_pair8x4)
             for r in range(r0, (i1 - 1) * sh + span + 1):  # 2. the band's rows in tap pairs, every G-th column
-                for q in range(r * wp, r * wp + wpg * g, g):
+                q = r * wp
+                for _ in range(quads):
+                    if g == 1:
+                        _pair8x4_11(xs, q * 8, x2, d)
+                    else:
+                        _pair8x4_21(xs, q * 8, x2, d)
+                    q += 4 * g
+                    d += 64
+                for q in range(q, r * wp + wpg * g, g):
                     _pair8(xs, q * 8, dw * 8, x2, d)
                     d += 16
             ps = sw // g * 16
             for i in range(i0, i1):  # 3. 8 output pixels x 8 channels a call, a row's last OW % 8 in one call
                 xr = (i * sh - r0) * wpg * 16
-                for j0 in range(0, full, PX):
-                    _dw8(x2, xr + j0 * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + j0) * 8)
+                if ps == 16:  # adjacent positions: two pixels a zmm
+                    for j0 in range(0, full, PX):
+                        _dw8w(x2, xr + j0 * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + j0) * 8)
+                else:
+                    for j0 in range(0, full, PX):
+                        _dw8(x2, xr + j0 * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + j0) * 8)
                 if rem:
                     _dw_tail(x2, xr + full * ps, ps, offs, wv, wo, b, bo, mult, zp, yt, (i * ow + full) * 8, rem)
         yb = y0 + c0 * ohw
         if nl == CB:  # 4. unpack: back into the 8 NCHW planes
             vec = ohw // 8 * 8
-            for q in range(0, vec, 8):
+            v16 = ohw // 16 * 16
+            for q in range(0, v16, 16):
+                _deinterleave16(yt, q * 8, y, yb + q, ohw)
+            for q in range(v16, vec, 8):
                 _deinterleave8(yt, q * 8, y, yb + q, ohw)
             for q in range(vec, ohw):
                 for lane in range(CB):

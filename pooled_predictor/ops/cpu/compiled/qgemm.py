@@ -49,6 +49,13 @@ instruction for a lane's 4 products (_dot4; compiled/dots.py runs this source wi
 and with "emulated", its exact sum in generic IR, for tests on any host); on a 16-lane AVX512-VNNI
 target a whole tile's row is one <16 x i32> (WIDE: vpdpbusd on zmm). On Zen 5 (AVX512-VNNI) they
 reach 550-650 GOPS at ResNet-50's shapes (390-460 with 256-bit vectors), 2.4-2.9x qgemm2d there.
+
+WIDE strips go further: 4 or 3 tiles at a time (GROUPS: 20 or 15 zmm accumulators; one tile's 5 chains
+of vpdpbusd left the unit waiting on its latency), the block's last partial tile in the strip with masked
+stores, the requantization on 16 lanes at once (quantize.wide), the weights prefetched (W_PREFETCH) and
+X packed 64 pixels a call (_pack64): 720-920 GOPS at ResNet-50's shapes on Zen 5. Where the output's
+pixels fill 16-pixel tiles poorly (7 x 7: 49 pixels in 4 tiles) qgemm2d_chlanes puts 16 output channels
+in the lanes instead (_make_chlanes).
 """
 
 from __future__ import annotations
@@ -174,7 +181,30 @@ def _requantizer(builder, zp_v, y_signed: bool):
         v = builder.select(builder.icmp_signed("<", v, hi_h), v, hi_h)
         return builder.trunc(v, ir.VectorType(_I8, 16))
 
+    v16f = ir.VectorType(_F4, 16)
+    lo16f = _splat(builder, builder.fsub(ir.Constant(_F4, lo_q), zpf), v16f)
+    hi16f = _splat(builder, builder.fsub(ir.Constant(_F4, hi_q), zpf), v16f)
+    rint16 = _intrinsic_fn(builder, "llvm.rint.v16f32", v16f, [v16f])
+
+    def scale_wide(acc, mult):
+        """scale() of a <16 x i32> (the bias already in acc) by a <16 x float> mult: float32(acc) * mult."""
+        return builder.fmul(builder.sitofp(acc, v16f), mult)
+
+    zp32x16 = _splat(builder, zp32, v16i32)
+
+    def quantize_wide(f):
+        """quantize() of a <16 x float> (the same values as quantize_pair of its halves): clamped to
+        [lo - zp, hi - zp] in float32, rounded half to even, + zp in int32, truncated to 8 bits. No integer
+        clamps: the values are in range already, and on a 16-lane (AVX-512) target the truncation is one
+        vpmovdb (quantize_pair's clamps are there for AVX2's saturating packs)."""
+        f = builder.select(builder.fcmp_ordered("<", f, hi16f), f, hi16f)
+        f = builder.select(builder.fcmp_ordered(">", f, lo16f), f, lo16f)
+        v = builder.add(builder.fptosi(builder.call(rint16, [f]), v16i32), zp32x16)
+        return builder.trunc(v, ir.VectorType(_I8, 16))
+
     quantize.pair = quantize_pair
+    quantize.wide = quantize_wide
+    scale.wide = scale_wide
     return scale, quantize
 
 
@@ -238,6 +268,7 @@ def _dot4(builder, acc, x8, w8, ones32, dot: str):
 
 
 _V16I = ir.VectorType(_I32, 16)
+_V16F = ir.VectorType(_F4, 16)
 
 
 def _halves(builder, wide: list) -> list:
@@ -381,6 +412,36 @@ def _pack16(typingctx, x, x_off, offs, j, dst, d_off):
     return sig, codegen
 
 
+@intrinsic
+def _pack64(typingctx, x, x_off, offs, j, dst, d_off, tile_b):
+    """_pack16 for 4 tiles at once (64 pixels): the quad's 4 rows read 64 bytes each, tile i's 16 pixels x 4
+    rows (byte 4p + t = x[x_off + offs[4j + t] + 16 i + p]) stored at dst[d_off + i * tile_b]: one byte
+    shuffle of the 256 bytes, where 4 _pack16 calls take 16 loads and 8 shuffles (16-lane targets; the
+    packing was a fifth of a 64-channel layer's GEMM)."""
+    sig = types.void(x, x_off, offs, j, dst, d_off, tile_b)
+
+    def codegen(context, builder, signature, args):
+        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (4, 5))
+        optr = context.make_array(signature.args[2])(context, builder, args[2]).data
+        v64i8 = ir.VectorType(_I8, 64)
+        j4 = builder.mul(args[3], _c(4))
+        rows = [builder.gep(xptr, [builder.load(builder.gep(optr, [builder.add(j4, _c(t))]))]) for t in range(4)]
+        r = [builder.load(builder.bitcast(a, v64i8.as_pointer()), align=1) for a in rows]
+        cat = ir.Constant(ir.VectorType(_I32, 128), list(range(128)))
+        ab = builder.shuffle_vector(r[0], r[1], cat)
+        cd = builder.shuffle_vector(r[2], r[3], cat)
+        for i in range(4):
+            # tile i from ab (rows 0, 1: bytes 64 t + ...) and cd (rows 2, 3)
+            idx = [(64 * t + 16 * i + p) if t < 2 else (128 + 64 * (t - 2) + 16 * i + p)
+                   for p in range(16) for t in range(4)]
+            v = builder.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(_I32, 64), idx))
+            builder.store(v, builder.bitcast(builder.gep(dptr, [builder.mul(args[6], _c(i))]), v64i8.as_pointer()),
+                          align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 ROW_SPANS = 4  # output rows a 16-pixel tile of _pack16_rows may span: OW >= 5 (16 pixels from any column)
 
 
@@ -424,6 +485,20 @@ _pack16_rows = _make_pack16_rows(ROW_SPANS)
 _pack16_rows2 = _make_pack16_rows(2)  # OW >= 16: a tile spans at most 2 output rows
 
 
+W_PREFETCH = 4096
+"""Bytes ahead of the quad being read at which the 16-lane strips prefetch the weights (prefetcht0, once a
+quad). Where a layer's weights are not in cache (a model's forward: ResNet-50's layer-4 weights, 1-2.4 MB
+a node, come from L3 or memory), the hardware prefetcher left the 7 x 7 GEMMs 30% slower than with warm
+weights (512 x 4608 x 49: 0.316 ms warm, 0.413 cold, on Zen 5); 2048 or 4096 bytes ahead: 0.318 cold."""
+
+
+def _prefetch(builder, ptr):
+    """llvm.prefetch of the cache line at ptr (read, keep in all levels): prefetcht0."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = _intrinsic_fn(builder, "llvm.prefetch.p0", ir.VoidType(), [i8p, _I32, _I32, _I32])
+    builder.call(fn, [builder.bitcast(ptr, i8p), _c(0, _I32), _c(3, _I32), _c(1, _I32)])
+
+
 def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     """One quad of k of the saturating micro-kernel (_make_micro's `sat`): the new accumulators.
     X comes packed (_pack16): quad j of the tile's 16 pixels at x[x_off + 64 j]; offs is not read.
@@ -434,6 +509,7 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
         v64i8 = ir.VectorType(_I8, 64)
         xv = builder.load(builder.bitcast(base, v64i8.as_pointer()), align=1)
         wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+        _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
         return [_dot4(builder, accs[r_i], xv, builder.bitcast(_splat(builder, builder.load(builder.gep(
             wrow, [_c(r_i)])), _V16I), v64i8), None, DOT) for r_i in range(rows)]
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
@@ -448,75 +524,175 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     return new
 
 
-def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False):
+def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tuple = ()):
     """The saturating micro-kernel (_make_micro's `sat`) over a strip of t_n whole 16-pixel tiles of one
     row tile, in one call: the tile loop inside the kernel, the bias and multiplier broadcasts, the ones
     and the requantization's constants set up once for the strip rather than once a tile. (Called a tile
     at a time, a 5 x 16 tile of a 16-channel pointwise convolution spent about as long in the numba
     loop's set-up around it, its ~100 live values reloaded from the stack, as in its 4 quads of k.)
 
-    strip(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n): for tile
+    With `groups` (WIDE only; tile counts > 1, largest first) the strip's tiles go groups[0] at a time while
+    that many are left, then groups[1] at a time, ..., then one at a time: a group of n tiles is rows x 16 n
+    outputs in rows * n zmm accumulators, each quad's row weights broadcast once for the group's tiles. (5
+    accumulators -- one tile -- are 5 chains of vpdpbusd, which has a latency of several cycles: Zen 5 issues
+    two a cycle, so one tile's chains left it mostly waiting.) The WIDE strips take the block's last, partial
+    tile too: each tile's stores masked to the pixels before n_valid (counted from the strip's first).
+
+    strip(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid): for tile
     t < t_n, _make_micro(rows, sat=True)'s tile with X at xq[x_off + t * tile_b] (packed by _pack16)
     and Y at y[y_off + 16 t + r * ldy + c]: the same sums, in the same order, and the same epilogue.
     """
+    if groups and not WIDE:
+        raise ValueError("_make_strip_sat: tile groups need WIDE (one zmm accumulator a tile row)")
 
     @intrinsic
-    def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n):
-        sig = types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n)
+    def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid):
+        sig = types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid)
 
         def codegen(context, builder, signature, args):
-            tile_v, ldy_v, kq_v, zp_v, tn_v = args[4], args[7], args[8], args[12], args[14]
+            tile_v, ldy_v, kq_v, zp_v, tn_v, valid_v = args[4], args[7], args[8], args[12], args[14], args[15]
             wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
                                                         (0, 1), (2, 3), (5, 6), (9, 10), (11, 10))
             onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
             v16i16 = ir.VectorType(_I16, 16)
             ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
+            lanes = ir.Constant(_V16I, list(range(NP)))
             n_acc = rows if WIDE else 2 * rows  # WIDE: a row's 16 pixels in one <16 x i32>
             init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if WIDE
                     else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)])
-            mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V8F) for r in range(rows)]
+            mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V16F if WIDE else _V8F)
+                   for r in range(rows)]
             scale, quantize = _requantizer(builder, zp_v, y_signed)
             zero = ir.Constant(_V8I, [0] * 8)
             fn = builder.function
-            entry_bb = builder.block
-            tile_bb = fn.append_basic_block("strip_tile")
-            loop_bb = fn.append_basic_block("strip_kq_loop")
-            done_bb = fn.append_basic_block("strip_kq_done")
             exit_bb = fn.append_basic_block("strip_exit")
-            builder.cbranch(builder.icmp_signed(">", tn_v, _c(0)), tile_bb, exit_bb)
-            builder.position_at_end(tile_bb)
-            t = builder.phi(_I64)
-            t.add_incoming(_c(0), entry_bb)
-            xt = builder.gep(xptr, [builder.mul(t, tile_v)])
-            yt = builder.gep(yptr, [builder.mul(t, _c(NP))])
-            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
-            builder.position_at_end(loop_bb)
-            j = builder.phi(_I64)
-            j.add_incoming(_c(0), tile_bb)
-            accs = vector_phis(builder, n_acc, (init, tile_bb))
-            new = _sat_step(builder, j, None, xt, wptr, rows, accs, ones16, 2)
-            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (init, tile_bb))
-            if WIDE:
-                final = _halves(builder, final)
-            for r in range(rows):
-                row = builder.gep(yt, [builder.mul(ldy_v, _c(r))])
-                fs = [scale(final[2 * r + v], zero, mvs[r]) for v in range(2)]
-                if y_float:
-                    for v in range(2):
-                        builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()),
-                                      align=4)
-                    continue
-                q = quantize.pair(*fs)
-                builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
-            t1 = builder.add(t, _c(1))
-            t.add_incoming(t1, done_bb)
-            builder.cbranch(builder.icmp_signed("<", t1, tn_v), tile_bb, exit_bb)
+
+            def go_on(t, n: int):
+                """Whether a group of n tiles starts at tile t: n left at least, and not a count left whose
+                best split starts with a smaller group (_group_skips)."""
+                left = builder.sub(tn_v, t)
+                cond = builder.icmp_signed(">=", left, _c(n))
+                for r in skips.get(n, ()):
+                    cond = builder.and_(cond, builder.icmp_signed("!=", left, _c(r)))
+                return cond
+
+            skips = _group_skips(groups)
+
+            def tiles_loop(t0, t0_bb, n: int):
+                """Tiles t0, t0 + n, ... n at a time while go_on: the t where it stopped, and its block."""
+                tile_bb = fn.append_basic_block(f"strip_tile{n}")
+                loop_bb = fn.append_basic_block(f"strip_kq_loop{n}")
+                done_bb = fn.append_basic_block(f"strip_kq_done{n}")
+                after_bb = fn.append_basic_block(f"strip_after{n}")
+                builder.position_at_end(t0_bb)
+                builder.cbranch(go_on(t0, n), tile_bb, after_bb)
+                builder.position_at_end(tile_bb)
+                t = builder.phi(_I64)
+                t.add_incoming(t0, t0_bb)
+                xts = [builder.gep(xptr, [builder.mul(builder.add(t, _c(i)), tile_v)]) for i in range(n)]
+                yt = builder.gep(yptr, [builder.mul(t, _c(NP))])
+                inits = init * n
+                builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+                builder.position_at_end(loop_bb)
+                j = builder.phi(_I64)
+                j.add_incoming(_c(0), tile_bb)
+                accs = vector_phis(builder, n_acc * n, (inits, tile_bb))
+                if n == 1:
+                    new = _sat_step(builder, j, None, xts[0], wptr, rows, accs, ones16, 2)
+                else:
+                    new = _sat_group_step(builder, j, xts, wptr, rows, accs)
+                final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (inits, tile_bb))
+                for i in range(n):
+                    fin = final[i * n_acc:(i + 1) * n_acc]
+                    if WIDE:
+                        # the tile's pixels before n_valid (a strip's last tile may be partial: WIDE strips
+                        # take it, its X packed with zeros or the next rows past the valid pixels)
+                        left = builder.trunc(builder.sub(valid_v, builder.mul(builder.add(t, _c(i)), _c(NP))), _I32)
+                        mask = builder.icmp_signed("<", lanes, _splat(builder, left, _V16I))
+                        for r in range(rows):  # the requantization on the row's 16 lanes at once
+                            row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
+                            f = scale.wide(fin[r], mvs[r])
+                            v = f if y_float else quantize.wide(f)
+                            _masked_store(builder, v, builder.bitcast(row, v.type.as_pointer()), mask,
+                                          4 if y_float else 1)
+                        continue
+                    for r in range(rows):
+                        row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
+                        fs = [scale(fin[2 * r + v], zero, mvs[r]) for v in range(2)]
+                        if y_float:
+                            for v in range(2):
+                                builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]),
+                                                                     _V8F.as_pointer()), align=4)
+                            continue
+                        q = quantize.pair(*fs)
+                        builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
+                t1 = builder.add(t, _c(n))
+                t.add_incoming(t1, done_bb)
+                builder.cbranch(go_on(t1, n), tile_bb, after_bb)
+                builder.position_at_end(after_bb)
+                t_end = builder.phi(_I64)
+                t_end.add_incoming(t0, t0_bb)
+                t_end.add_incoming(t1, done_bb)
+                return t_end, after_bb
+
+            t, bb = _c(0), builder.block
+            for n in groups:
+                t, bb = tiles_loop(t, bb, n)
+            t, bb = tiles_loop(t, bb, 1)
+            builder.branch(exit_bb)
             builder.position_at_end(exit_bb)
             return context.get_dummy_value()
 
         return sig, codegen
 
     return strip
+
+
+def _group_skips(groups: tuple, most: int = 16) -> dict:
+    """{n: the tile counts left (<= most: PB // NP, a block's tiles) at which a strip starts no group of n}:
+    where the cheapest split of the count into groups (in groups' order, then single tiles) starts with a smaller
+    group. Cost of a group of n tiles, in cycles a quad: max(rows * n / 2, 4) at rows = MRS -- two vpdpbusd a
+    cycle, or the instruction's latency (about 4 cycles) for a chain. (For (4, 3): 6 tiles go 3 + 3, not
+    4 + 1 + 1; 9 go 3 + 3 + 3.)"""
+    sizes = tuple(groups) + (1,)
+
+    def cost(n):
+        return max(MRS * n / 2, 4.0)
+
+    best = {0: (0.0, None)}
+    for r in range(1, most + 1):
+        best[r] = min(((cost(n) + best[r - n][0], -n) for n in sizes if n <= r))
+        best[r] = (best[r][0], -best[r][1])
+    skips = {}
+    for n in groups:
+        # the strip's loops take each size in order while allowed: a count left skips n where the best split
+        # begins with a smaller size (a tie keeps the larger group)
+        skips[n] = tuple(r for r in range(n, most + 1) if best[r][1] < n
+                         and best[r][0] < cost(n) + best[r - n][0])
+    return skips
+
+
+def _masked_store(builder, value, ptr, mask, align: int):
+    """llvm.masked.store: the lanes of `value` where `mask` (<n x i1>) is set, at ptr (AVX-512: one masked
+    vmovdqu8 / vmovups)."""
+    vt = value.type
+    elt = "f32" if isinstance(vt.element, ir.FloatType) else f"i{vt.element.width}"
+    fn = _intrinsic_fn(builder, f"llvm.masked.store.v{vt.count}{elt}.p0", ir.VoidType(),
+                       [vt, ptr.type, _I32, mask.type])
+    builder.call(fn, [value, ptr, ir.Constant(_I32, align), mask])
+
+
+def _sat_group_step(builder, j, xts, wptr, rows, accs):
+    """_sat_step (WIDE) for len(xts) tiles at once: quad j of each tile's packed X (xts[i] + 64 j), the row
+    weights broadcast once for all; accs[i * rows + r] is tile i's row r."""
+    v64i8 = ir.VectorType(_I8, 64)
+    wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+    _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
+    wbs = [builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r)])), _V16I), v64i8)
+           for r in range(rows)]
+    off = builder.mul(j, _c(64))
+    xvs = [builder.load(builder.bitcast(builder.gep(xt, [off]), v64i8.as_pointer()), align=1) for xt in xts]
+    return [_dot4(builder, accs[i * rows + r], xvs[i], wbs[r], None, DOT) for i in range(len(xts)) for r in range(rows)]
 
 
 _ARGS = "wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mult, zp, ones"
@@ -529,10 +705,14 @@ _t_sf = dispatch_rows(lambda r: _make_micro(r, True, False, True), MR, _ARGS)
 _s_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True), MRS, _ARGS)
 _s_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True), MRS, _ARGS)
 _s_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True), MRS, _ARGS)
-_STRIP_ARGS = "wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n"
-_st_u = dispatch_rows(lambda r: _make_strip_sat(r, False), MRS, _STRIP_ARGS)
-_st_s = dispatch_rows(lambda r: _make_strip_sat(r, True), MRS, _STRIP_ARGS)
-_st_f = dispatch_rows(lambda r: _make_strip_sat(r, False, True), MRS, _STRIP_ARGS)
+_STRIP_ARGS = "wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid"
+GROUPS = (4, 3) if WIDE else ()
+"""The strips' tile groups (_make_strip_sat): 4 tiles (20 zmm accumulators) while 4 are left, then 3 (a 7 x 7
+image's 49 pixels: 3 tiles and one pixel). One tile a group ran ResNet-50's GEMMs at 470-650 GOPS on Zen 5,
+groups of 2 at 550-860, of 4 and 3 at 620-910 (compiled kernels alone, one thread)."""
+_st_u = dispatch_rows(lambda r: _make_strip_sat(r, False, groups=GROUPS), MRS, _STRIP_ARGS)
+_st_s = dispatch_rows(lambda r: _make_strip_sat(r, True, groups=GROUPS), MRS, _STRIP_ARGS)
+_st_f = dispatch_rows(lambda r: _make_strip_sat(r, False, True, groups=GROUPS), MRS, _STRIP_ARGS)
 _h_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True, half=True), MRS, _ARGS)
 _h_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True, half=True), MRS, _ARGS)
 _h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half=True), MRS, _ARGS)
@@ -717,13 +897,13 @@ def _tile_sat_half(wp, w_off, x, x_off, offs, y, y_off, ldy, kp_n, b, b_off, mul
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _strip_sat(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows, ys):
+def _strip_sat(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows, ys):
     if is_float(y):
-        _st_f(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+        _st_f(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows)
     elif ys:
-        _st_s(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+        _st_s(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows)
     else:
-        _st_u(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, rows)
+        _st_u(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid, rows)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
@@ -771,53 +951,69 @@ def _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, xs, ys):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx):
+    """X's block of t_n 16-pixel tiles from pixel p0 packed into xq (tile t at t * tile_b: the quads of each
+    tile interleaved, _pack16), read by every row tile; a last partial tile's other lanes zero (jump == 0:
+    only its pixels read) or X's next pixels (a convolution's rows: X readable past them)."""
+    jump = pitch - ow
+    t4 = 0
+    if WIDE and jump == 0:  # whole groups of 4 tiles inside X: 64 pixels a call (_pack64)
+        t4 = min(t_n, (p_n - p0) // NP) // 4 * 4
+        for t in range(0, t4, 4):
+            for j in range(kq_n):
+                _pack64(xf, x0 + p0 + t * NP, offs, j, xq, t * tile_b + j * 64, tile_b)
+    for t in range(t4, t_n):
+        q = p0 + t * NP
+        if jump == 0:
+            if q + NP <= p_n:
+                for j in range(kq_n):
+                    _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                continue
+            # the last tile: only its pixels read (X needs no slack past them), the other lanes zero
+            n_in = p_n - q
+            for i in range(tile_b):
+                xq[t * tile_b + i] = 0
+            for j in range(kq_n):
+                for r4 in range(4):
+                    src = x0 + offs[4 * j + r4] + q
+                    d = t * tile_b + j * 64 + r4
+                    for i in range(n_in):
+                        xq[d + 4 * i] = xf[src + i]
+            continue
+        col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
+        e = x0 + q // ow * pitch + col
+        if col + NP <= ow:  # inside one output row: 16 contiguous pixels a row of the quad
+            for j in range(kq_n):
+                _pack16(xf, e, offs, j, xq, t * tile_b + j * 64)
+            continue
+        for i in range(NP):
+            rowidx[i] = (col + i) // ow
+        if ow >= NP:
+            for j in range(kq_n):
+                _pack16_rows2(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+        else:
+            for j in range(kq_n):
+                _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, ys, ow, pitch):
     kq_n = offs.size // 4
     tile_b = kq_n * 64  # bytes of one packed 16-pixel tile
     vec_end = p_n // NP * NP
-    jump = pitch - ow
     rowidx = np.empty(NP, np.uint8)
     for p0 in range(0, p_n, PB):
         pe = min(p_n, p0 + PB)
         t_n = (pe - p0 + NP - 1) // NP
-        for t in range(t_n):  # X's block packed once (the quads of each 16-pixel tile), read by every row tile
-            q = p0 + t * NP
-            if jump == 0:
-                if q + NP <= p_n:
-                    for j in range(kq_n):
-                        _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
-                    continue
-                # the last tile: only its pixels read (X needs no slack past them), the other lanes zero
-                n_in = p_n - q
-                for i in range(tile_b):
-                    xq[t * tile_b + i] = 0
-                for j in range(kq_n):
-                    for r4 in range(4):
-                        src = x0 + offs[4 * j + r4] + q
-                        d = t * tile_b + j * 64 + r4
-                        for i in range(n_in):
-                            xq[d + 4 * i] = xf[src + i]
-                continue
-            col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
-            e = x0 + q // ow * pitch + col
-            if col + NP <= ow:  # inside one output row: 16 contiguous pixels a row of the quad
-                for j in range(kq_n):
-                    _pack16(xf, e, offs, j, xq, t * tile_b + j * 64)
-                continue
-            for i in range(NP):
-                rowidx[i] = (col + i) // ow
-            if ow >= NP:
-                for j in range(kq_n):
-                    _pack16_rows2(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
-            else:
-                for j in range(kq_n):
-                    _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
-        t_full = max(0, (min(pe, vec_end) - p0) // NP)  # the block's whole 16-pixel tiles: one strip a row tile
+        _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
+        # the block's whole 16-pixel tiles: one strip a row tile (WIDE: its last, partial tile too, its stores
+        # masked to the valid pixels)
+        t_full = t_n if WIDE else max(0, (min(pe, vec_end) - p0) // NP)
         for m in range(0, m_n, MRS):
             rows = min(MRS, m_n - m)
             if t_full:
                 _strip_sat(wq, m * kq_n, xq, 0, tile_b, yf, y0 + m * ldy + p0, ldy, kq_n, b, m, mult, zp, ones, t_full,
-                           rows, ys)
+                           pe - p0, rows, ys)
             for t in range(t_full, t_n):
                 p = p0 + t * NP
                 if p_n - p <= COLS and rows == MRS and m * kq_n + (kq_n - 1) * MRS + 8 <= wq.size:
@@ -836,6 +1032,154 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
                     for r in range(rows):
                         for jj in range(p_n - p):
                             yf[y0 + (m + r) * ldy + p + jj] = ws[r * NP + jj]
+
+
+CH = 16  # output channels in the lanes of the channel-lane kernels (one zmm: WIDE only)
+CPX = 7  # pixels a channel-lane call: 7 x 7 images (49 pixels) in 7 calls
+
+
+def _make_chlanes(cblk: int, npx: int, y_signed: bool):
+    """The channel-lane micro-kernel (WIDE): cblk blocks of 16 output channels x npx pixels, the channels
+    in the lanes and each pixel's quad broadcast -- for images whose pixel count leaves 16-pixel tiles mostly
+    empty (7 x 7: 49 pixels in 4 tiles, 15 of 64 lanes idle; here 7 calls of 7 pixels, every lane used).
+
+    ch(wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp): for block c < cblk, lane l < 16,
+    pixel i < npx: acc = b[b_off + 16 c + l] + sum_{j < kq_n} the exact dot product (DOT) of the quad
+    wq[w_off + 16 kq_n c + 16 j + l] (pack_quads(W, tile=16): 4 int8 weights of channel 16 c + l) and
+    pixel p0 + i's quad j in the packed X (xq[(p) // 16 * tile_b + 64 j + 4 (p % 16)], _pack_block);
+    y[y_off + (16 c + l) * ldy + i] = quantize.wide(float32(acc) * mult[b_off + 16 c + l]) (MLAS's
+    requantization, as the strips), written through a byte transpose of each block: one masked
+    8-byte store a channel."""
+    if DOT == "vpmaddubsw":
+        raise ValueError("_make_chlanes: exact dot products only (vpdpbusd or emulated)")
+
+    @intrinsic
+    def ch(typingctx, wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp):
+        sig = types.void(wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp)
+
+        def codegen(context, builder, signature, args):
+            kq_v, p0_v, tile_v, ldy_v, zp_v = args[2], args[4], args[5], args[8], args[12]
+            wptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args, (0, 1), (6, 7), (9, 10),
+                                                  (11, 10))
+            xptr = context.make_array(signature.args[3])(context, builder, args[3]).data
+            v64i8 = ir.VectorType(_I8, 64)
+            xbase = []
+            for i in range(npx):
+                p = builder.add(p0_v, _c(i))
+                off = builder.add(builder.mul(builder.sdiv(p, _c(NP)), tile_v), builder.mul(builder.srem(p, _c(NP)),
+                                                                                          _c(4)))
+                xbase.append(builder.gep(xptr, [off]))
+            wblk = [builder.gep(wptr, [builder.mul(kq_v, _c(CH * c))]) for c in range(cblk)]
+            bias = [builder.load(builder.bitcast(builder.gep(bptr, [_c(CH * c)]), _V16I.as_pointer()), align=4)
+                    for c in range(cblk)]
+            init = [bias[c] for c in range(cblk) for _ in range(npx)]
+            fn = builder.function
+            pre_bb = builder.block
+            loop_bb = fn.append_basic_block("ch_loop")
+            done_bb = fn.append_basic_block("ch_done")
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = vector_phis(builder, cblk * npx, (init, pre_bb))
+            wvs = []
+            for c in range(cblk):
+                wp_j = builder.gep(wblk[c], [builder.mul(j, _c(CH))])
+                _prefetch(builder, builder.gep(wp_j, [_c(W_PREFETCH // 4)]))
+                wvs.append(builder.load(builder.bitcast(wp_j, v64i8.as_pointer()), align=4))
+            off = builder.mul(j, _c(64))
+            xvs = [builder.bitcast(_splat(builder, builder.load(builder.bitcast(builder.gep(xb, [off]),
+                                                                              _I32.as_pointer()), align=4), _V16I),
+                                   v64i8) for xb in xbase]
+            new = [_dot4(builder, accs[c * npx + i], xvs[i], wvs[c], None, DOT) for c in range(cblk)
+                   for i in range(npx)]
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (init, pre_bb))
+            scale, quantize = _requantizer(builder, zp_v, y_signed)
+            v16i8 = ir.VectorType(_I8, 16)
+            v8i8 = ir.VectorType(_I8, 8)
+            keep = ir.Constant(ir.VectorType(ir.IntType(1), 8), [i < npx for i in range(8)])
+            for c in range(cblk):
+                mv = builder.load(builder.bitcast(builder.gep(mptr, [_c(CH * c)]), _V16F.as_pointer()), align=4)
+                qs = [quantize.wide(scale.wide(final[c * npx + i], mv)) for i in range(npx)]
+                qs += [ir.Constant(v16i8, ir.Undefined)] * (8 - npx)
+                while len(qs) > 1:  # the 8 pixel vectors concatenated: byte 16 i + l
+                    n = qs[0].type.count
+                    qs = [builder.shuffle_vector(qs[k], qs[k + 1], ir.Constant(ir.VectorType(_I32, 2 * n),
+                                                                                list(range(2 * n))))
+                          for k in range(0, len(qs), 2)]
+                # channel-major: byte 8 l + i = byte 16 i + l
+                t = builder.shuffle_vector(qs[0], ir.Constant(qs[0].type, ir.Undefined),
+                                           ir.Constant(ir.VectorType(_I32, 128), [16 * (k % 8) + k // 8
+                                                                                   for k in range(128)]))
+                for l in range(CH):
+                    part = builder.shuffle_vector(t, ir.Constant(t.type, ir.Undefined),
+                                                  ir.Constant(ir.VectorType(_I32, 8), list(range(8 * l, 8 * l + 8))))
+                    dst = builder.gep(yptr, [builder.mul(ldy_v, _c(CH * c + l))])
+                    _masked_store(builder, part, builder.bitcast(dst, v8i8.as_pointer()), keep, 1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return ch
+
+
+def _dispatch_chlanes(y_signed: bool):
+    """chl(<_CH_ARGS>, cblk, npx): _make_chlanes(cblk, npx) for cblk 1..2, npx 1..CPX."""
+    kernels = {f"k{c}_{n}": _make_chlanes(c, n, y_signed) for c in (1, 2) for n in range(1, CPX + 1)}
+    lines = [f"def chl({_CH_ARGS}, cblk, npx):"]
+    first = True
+    for c in (2, 1):
+        for n in range(CPX, 0, -1):
+            lines.append(f"    {'if' if first else 'elif'} cblk == {c} and npx == {n}:")
+            lines.append(f"        k{c}_{n}({_CH_ARGS})")
+            first = False
+    scope = dict(kernels)
+    exec("\n".join(lines), scope)  # noqa: S102 -- generated dispatch over the generated kernels
+    return njit(nogil=True, cache=False, error_model="numpy", inline="always")(scope["chl"])
+
+
+_CH_ARGS = "wq, w_off, kq_n, xq, p0, tile_b, y, y_off, ldy, b, b_off, mult, zp"
+if WIDE:
+    _chl_u, _chl_s = _dispatch_chlanes(False), _dispatch_chlanes(True)
+else:
+    _chl_u = _chl_s = None
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _qgemm_chlanes(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, xq, ys, ow, pitch):
+    kq_n = offs.size // 4
+    tile_b = kq_n * 64
+    rowidx = np.empty(NP, np.uint8)
+    t_n = (p_n + NP - 1) // NP
+    _pack_block(xf, x0, offs, xq, 0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
+    for m in range(0, m_n, 2 * CH):
+        cblk = 2 if m + 2 * CH <= m_n else 1
+        for p in range(0, p_n, CPX):
+            npx = min(CPX, p_n - p)
+            if ys:
+                _chl_s(wq, m * kq_n, kq_n, xq, p, tile_b, yf, y0 + m * ldy + p, ldy, b, m, mult, zp, cblk, npx)
+            else:
+                _chl_u(wq, m * kq_n, kq_n, xq, p, tile_b, yf, y0 + m * ldy + p, ldy, b, m, mult, zp, cblk, npx)
+
+
+def _chl_sigs(yt):
+    i = types.int64
+    ri32 = types.Array(types.int32, 1, "C", readonly=True)
+    ri64 = types.Array(types.int64, 1, "C", readonly=True)
+    rf32 = types.Array(types.float32, 1, "C", readonly=True)
+    return types.void(ri32, types.Array(types.uint8, 1, "C", readonly=True), i, ri64, types.Array(yt, 1, "C"), i,
+                      i, i, i, ri32, rf32, i, types.Array(types.uint8, 1, "C"), i, i)
+
+
+@njit([_chl_sigs(types.uint8), _chl_sigs(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qgemm2d_chlanes(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, xq, ow, pitch):
+    """qgemm2d_sat / qgemm2d_sat_rows (ow, pitch: 0, 0 for a plain GEMM) with an exact dot product on a
+    16-lane target (WIDE), the output channels in the lanes (_make_chlanes): for p_n <= PB pixels that fill
+    16-pixel tiles poorly (7 x 7 images). wq is pack_quads(W, tile=CH) with m_n a multiple of CH; b and mult
+    (m_n,); xq as qgemm2d_sat's. The same sums (exact) and requantization: the same outputs.
+
+    Raises nothing; the caller checks WIDE, m_n % CH == 0 and p_n <= PB (QConvCompiled)."""
+    _qgemm_chlanes(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, xq, signed(yf), ow, pitch)
 
 
 def _sigs(xt, yt):
