@@ -78,6 +78,21 @@ def vector_phis(builder, n: int, *incoming) -> list:
     return out
 
 
+def open_loop(builder, count, name: str) -> tuple:
+    """Start a counted loop at the builder's position, entered when count > 0: blocks <name>_loop (where the
+    builder is left) and <name>_done. Returns (the counter phi, 0 from the entry block; the entry block; loop_bb;
+    done_bb); close_loop ends it."""
+    entry = builder.block
+    loop_bb = builder.function.append_basic_block(f"{name}_loop")
+    done_bb = builder.function.append_basic_block(f"{name}_done")
+    zero = ir.Constant(count.type, 0)
+    builder.cbranch(builder.icmp_signed(">", count, zero), loop_bb, done_bb)
+    builder.position_at_end(loop_bb)
+    counter = builder.phi(count.type)
+    counter.add_incoming(zero, entry)
+    return counter, entry, loop_bb, done_bb
+
+
 def close_loop(builder, counter, limit, accs: list, new: list, loop_bb, done_bb, entry: tuple) -> list:
     """End a counted loop whose block loop_bb holds the accumulator phis `accs`: counter + 1 and the
     accumulators' next values `new` are fed back to their phis, the loop repeats while counter + 1 <

@@ -83,81 +83,63 @@ def _concat8(builder, parts):
     return parts[0]
 
 
-_TRANSPOSE = [8 * (i % 8) + i // 8 for i in range(64)]  # byte 8a + b of the result = byte 8b + a of the source
+def _make_interleave(pixels: int):
+    """The intrinsic _interleave<pixels>(x, x_off, stride, dst, d_off): dst[d_off + 8p + l] = x[x_off + l * stride
+    + p] for p < pixels, l < 8 -- `pixels` (8 or 16) pixels of 8 planes, channels-last: eight loads of `pixels`
+    bytes, one shuffle (byte 8p + l of the result = byte pixels * l + p of the rows side by side), one store."""
+    row_t, whole = ir.VectorType(_I8, pixels), ir.VectorType(_I8, 8 * pixels)
+    order = [pixels * (i % 8) + i // 8 for i in range(8 * pixels)]
+
+    def interleave(typingctx, x, x_off, stride, dst, d_off):
+        sig = types.void(x, x_off, stride, dst, d_off)
+
+        def codegen(context, builder, signature, args):
+            xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
+            rows = [builder.load(builder.bitcast(builder.gep(xptr, [builder.mul(args[2], _c(l))]), row_t.as_pointer()),
+                                 align=1) for l in range(8)]
+            t = builder.shuffle_vector(_concat8(builder, rows), ir.Constant(whole, ir.Undefined), _mask(order))
+            builder.store(t, builder.bitcast(dptr, whole.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    interleave.__name__ = interleave.__qualname__ = f"_interleave{pixels}"
+    return intrinsic(interleave)
 
 
-@intrinsic
-def _interleave8(typingctx, x, x_off, stride, dst, d_off):
-    """dst[d_off + 8p + l] = x[x_off + l * stride + p] for p, l < 8: 8 pixels of 8 planes, channels-last."""
-    sig = types.void(x, x_off, stride, dst, d_off)
-
-    def codegen(context, builder, signature, args):
-        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
-        rows = [builder.load(builder.bitcast(builder.gep(xptr, [builder.mul(args[2], _c(l))]), _V8B.as_pointer()),
-                             align=1) for l in range(8)]
-        t = builder.shuffle_vector(_concat8(builder, rows), ir.Constant(_V64B, ir.Undefined), _mask(_TRANSPOSE))
-        builder.store(t, builder.bitcast(dptr, _V64B.as_pointer()), align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
+_interleave8 = _make_interleave(8)
+_interleave16 = _make_interleave(16)
 
 
-_V128B = ir.VectorType(_I8, 128)
-_TRANSPOSE16 = [16 * (i % 8) + i // 8 for i in range(128)]  # byte 8p + l of the result = byte 16l + p (p < 16)
-_UNTRANSPOSE16 = [8 * (i % 16) + i // 16 for i in range(128)]  # byte 16l + p of the result = byte 8p + l
+def _make_deinterleave(pixels: int):
+    """The intrinsic _deinterleave<pixels>(src, s_off, y, y_off, stride): y[y_off + l * stride + p] = src[s_off +
+    8p + l] for p < pixels, l < 8 -- channels-last back into 8 planes, `pixels` (8 or 16) a call: one load of
+    8 * pixels bytes, one shuffle (byte pixels * l + p of the result = byte 8p + l), 8 stores of `pixels` bytes."""
+    whole, part_t = ir.VectorType(_I8, 8 * pixels), ir.VectorType(_I8, pixels)
+    order = [8 * (i % pixels) + i // pixels for i in range(8 * pixels)]
+
+    def deinterleave(typingctx, src, s_off, y, y_off, stride):
+        sig = types.void(src, s_off, y, y_off, stride)
+
+        def codegen(context, builder, signature, args):
+            sptr, yptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3))
+            v = builder.load(builder.bitcast(sptr, whole.as_pointer()), align=1)
+            t = builder.shuffle_vector(v, ir.Constant(whole, ir.Undefined), _mask(order))
+            for l in range(8):
+                part = builder.shuffle_vector(t, ir.Constant(whole, ir.Undefined),
+                                              _mask(range(pixels * l, pixels * l + pixels)))
+                builder.store(part, builder.bitcast(builder.gep(yptr, [builder.mul(args[4], _c(l))]),
+                                                    part_t.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    deinterleave.__name__ = deinterleave.__qualname__ = f"_deinterleave{pixels}"
+    return intrinsic(deinterleave)
 
 
-@intrinsic
-def _interleave16(typingctx, x, x_off, stride, dst, d_off):
-    """_interleave8 for 16 pixels: dst[d_off + 8p + l] = x[x_off + l * stride + p] for p < 16, l < 8 (eight
-    16-byte loads, one 128-byte shuffle, two 64-byte stores)."""
-    sig = types.void(x, x_off, stride, dst, d_off)
-
-    def codegen(context, builder, signature, args):
-        xptr, dptr = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
-        rows = [builder.load(builder.bitcast(builder.gep(xptr, [builder.mul(args[2], _c(l))]), _V16B.as_pointer()),
-                             align=1) for l in range(8)]
-        t = builder.shuffle_vector(_concat8(builder, rows), ir.Constant(_V128B, ir.Undefined), _mask(_TRANSPOSE16))
-        builder.store(t, builder.bitcast(dptr, _V128B.as_pointer()), align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _deinterleave16(typingctx, src, s_off, y, y_off, stride):
-    """_deinterleave8 for 16 pixels: y[y_off + l * stride + p] = src[s_off + 8p + l] for p < 16, l < 8."""
-    sig = types.void(src, s_off, y, y_off, stride)
-
-    def codegen(context, builder, signature, args):
-        sptr, yptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3))
-        v = builder.load(builder.bitcast(sptr, _V128B.as_pointer()), align=1)
-        t = builder.shuffle_vector(v, ir.Constant(_V128B, ir.Undefined), _mask(_UNTRANSPOSE16))
-        for l in range(8):
-            part = builder.shuffle_vector(t, ir.Constant(_V128B, ir.Undefined), _mask(range(16 * l, 16 * l + 16)))
-            builder.store(part, builder.bitcast(builder.gep(yptr, [builder.mul(args[4], _c(l))]), _V16B.as_pointer()),
-                          align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _deinterleave8(typingctx, src, s_off, y, y_off, stride):
-    """y[y_off + l * stride + p] = src[s_off + 8p + l] for p, l < 8: channels-last back into 8 planes."""
-    sig = types.void(src, s_off, y, y_off, stride)
-
-    def codegen(context, builder, signature, args):
-        sptr, yptr = arg_pointers(context, builder, signature, args, (0, 1), (2, 3))
-        v = builder.load(builder.bitcast(sptr, _V64B.as_pointer()), align=1)
-        t = builder.shuffle_vector(v, ir.Constant(_V64B, ir.Undefined), _mask(_TRANSPOSE))
-        for l in range(8):
-            part = builder.shuffle_vector(t, ir.Constant(_V64B, ir.Undefined), _mask(range(8 * l, 8 * l + 8)))
-            builder.store(part, builder.bitcast(builder.gep(yptr, [builder.mul(args[4], _c(l))]), _V8B.as_pointer()),
-                          align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
+_deinterleave8 = _make_deinterleave(8)
+_deinterleave16 = _make_deinterleave(16)
 
 
 @intrinsic

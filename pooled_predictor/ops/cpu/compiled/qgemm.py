@@ -66,7 +66,7 @@ from numba import types
 from numba.extending import intrinsic, overload
 
 from . import dots
-from .gemm import arg_pointers, close_loop, dispatch_rows, vector_phis
+from .gemm import arg_pointers, close_loop, dispatch_rows, open_loop, vector_phis
 from .jit import njit
 
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast of 16 ymm
@@ -752,14 +752,7 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
             for r in range(rows):
                 bias = builder.insert_element(bias, builder.load(builder.gep(bptr, [_c(r)])), _c(r, _I32))
                 mv = builder.insert_element(mv, builder.load(builder.gep(mptr, [_c(r)])), _c(r, _I32))
-            fn = builder.function
-            pre_bb = builder.block
-            loop_bb = fn.append_basic_block("cols_loop")
-            done_bb = fn.append_basic_block("cols_done")
-            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
-            builder.position_at_end(loop_bb)
-            j = builder.phi(_I64)
-            j.add_incoming(_c(0), pre_bb)
+            j, pre_bb, loop_bb, done_bb = open_loop(builder, kq_v, "cols")
             accs = vector_phis(builder, n_pix, (bias, pre_bb))
             wv = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(j, _c(rows))]), v32i8.as_pointer()),
                               align=4)
@@ -1073,14 +1066,7 @@ def _make_chlanes(cblk: int, npx: int, y_signed: bool):
             bias = [builder.load(builder.bitcast(builder.gep(bptr, [_c(CH * c)]), _V16I.as_pointer()), align=4)
                     for c in range(cblk)]
             init = [bias[c] for c in range(cblk) for _ in range(npx)]
-            fn = builder.function
-            pre_bb = builder.block
-            loop_bb = fn.append_basic_block("ch_loop")
-            done_bb = fn.append_basic_block("ch_done")
-            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
-            builder.position_at_end(loop_bb)
-            j = builder.phi(_I64)
-            j.add_incoming(_c(0), pre_bb)
+            j, pre_bb, loop_bb, done_bb = open_loop(builder, kq_v, "ch")
             accs = vector_phis(builder, cblk * npx, (init, pre_bb))
             wvs = []
             for c in range(cblk):
