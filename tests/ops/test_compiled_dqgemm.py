@@ -162,7 +162,7 @@ def _check_loops(asm: str, op: str) -> int:
         # a vector to or from the stack, or a store to it (a spill's round trip); a scalar read or compare
         # (8 bytes, aligned: never across a page) is harmless
         stack = [line for line in body if re.search(stack_address, line)
-                 and ("%ymm" in line or "%xmm" in line or re.search(r"^\s*mov\w*\s+[^,]+,\s*-?\d*\(%r[sb]p", line))]
+                 and ("%zmm" in line or "%ymm" in line or "%xmm" in line or re.search(r"^\s*mov\w*\s+[^,]+,\s*-?\d*\(%r[sb]p", line))]
         assert not stack, "a k loop spills to the stack:\n" + "\n".join(stack)
     return len(loops)
 

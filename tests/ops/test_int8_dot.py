@@ -165,6 +165,71 @@ def test_products_with_an_exact_dot_are_the_specs(dot):
             assert np.allclose(ours, ref, rtol=1e-6, atol=1e-6 * float(np.abs(ref).max()))
 
 
+
+def _exact_dot_dqgemm_cases(dot: str) -> int:
+    """dynamic_qmatmul_sat and qmatmul_sat of dots.module("dqgemm", dot) against exact int64 sums over shapes
+    that take every tile of the module: on a 16-lane target the wide tiles (PANELS panels x WIDE_ROWS rows
+    and their shorter row counts), then the 16-column panels and a last partial one. Returns the cases run."""
+    from pooled_predictor.ops.cpu.compiled import qgemm
+    from pooled_predictor.ops.cpu.quantize import dynamic_quantize_linear
+
+    d = dots.module("dqgemm", dot)
+    group = 16 * getattr(d, "PANELS", 1)
+    rng = np.random.default_rng(30)
+    cases = 0
+    for m, k, n in ((1, 4, 16), (9, 20, 2 * group), (17, 33, group + 16 + 5), (128, 96, group),
+                    (13, 130, 3 * group + 1), (3, 768, 2 * group)):
+        a = (rng.standard_normal((m, k)) * 3).astype(np.float32)
+        a.flags.writeable = False
+        w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+        b_scale = rng.uniform(0.001, 0.01, n).astype(np.float32)
+        for bias in (None, rng.standard_normal(n).astype(np.float32)):
+            q, s, z = np.empty(a.shape, np.uint8), np.zeros((), np.float32), np.zeros((), np.uint8)
+            dynamic_quantize_linear(a, out=(q, s, z))
+            cs = w.astype(np.int64).sum(axis=0)
+            ref = ((q.astype(np.int64) @ w.astype(np.int64)) - int(z) * cs).astype(np.float32) * (
+                s * b_scale).astype(np.float32)
+            if bias is not None:
+                ref = (ref + bias).astype(np.float32)
+            none = np.zeros(0, np.float32)
+            none.flags.writeable = False
+            args = (d.pack_panels(w), d.padded(cs, np.int32), d.padded(b_scale, np.float32),
+                    none if bias is None else d.padded(bias, np.float32))
+            y = np.full((m, n), np.nan, np.float32)
+            d.dynamic_qmatmul_sat(a, a.min(), a.max(), *args, y, np.empty(m * ((k + 3) // 4 * 4), np.uint8),
+                                  np.empty(d.ROWS * 16, np.float32), qgemm.ONES)
+            assert np.array_equal(ref.view(np.int32), y.view(np.int32)), (dot, m, k, n, float(np.abs(ref - y).max()))
+            y2 = np.full((m, n), np.nan, np.float32)
+            q.flags.writeable = False
+            d.qmatmul_sat(q, int(z), np.float32(s), *args, y2, np.empty(m * ((k + 3) // 4 * 4), np.uint8),
+                          np.empty(d.ROWS * 16, np.float32), qgemm.ONES)
+            assert np.array_equal(ref.view(np.int32), y2.view(np.int32)), (dot, m, k, n)
+            cases += 1
+    return cases
+
+
+@pytest.mark.parametrize("dot", KERNEL_DOTS)
+def test_dqgemm_with_an_exact_dot_sums_exactly(dot):
+    """DynamicQuantizeMatMul's and MatMulIntegerToFloat's kernels with an exact dot product, at this host's
+    width (the wide tiles of 64 columns where the kernels are 16 lanes wide): exact int32 sums, bit for bit."""
+    assert _exact_dot_dqgemm_cases(dot) == 12
+
+
+def test_wide_dqgemm_sums_exactly_at_16_lanes():
+    """The same for the wide tiles on any host: the emulated dot product at 16 lanes (POOLED_PREDICTOR_ISA=avx512,
+    where LLVM splits the 512-bit vectors on an AVX2 host), in a subprocess (numba's cache in it is its own)."""
+    if dots.module("dqgemm", "emulated").WIDE:
+        pytest.skip("this process's emulated kernels are the wide ones (test_dqgemm_with_an_exact_dot_sums_exactly)")
+    code = ("from tests.ops.test_int8_dot import _exact_dot_dqgemm_cases\n"
+            "from pooled_predictor.ops.cpu.compiled import dots\n"
+            "assert dots.module('dqgemm', 'emulated').WIDE\n"
+            "print(_exact_dot_dqgemm_cases('emulated'), 'cases')\n")
+    env = dict(os.environ, POOLED_PREDICTOR_ISA="avx512",
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "12 cases" in out.stdout
+
 def test_dot_product_choice():
     """"onnxruntime" saturates where the host has no VNNI, and is vpdpbusd's exact sum where it has;
     POOLED_PREDICTOR_INT8_DOT's choices; an unknown one is refused."""

@@ -36,6 +36,13 @@ accumulators + 2 W vectors + 1 broadcast + the ones + 1 product fit AVX2's 16 re
 the loop; that spill slot is 16-byte aligned, and where a thread's call depth puts it across a
 4 KiB page boundary (one stack alignment in 256) the loop's store -> load of it runs 3x slower:
 the pool worker's BERT int8 forward took 75 ms instead of 31 (measured on Zen 3, 2026-11-27).
+On a WIDE target (vpdpbusd on zmm) the columns go PANELS panels (32) at a time while they are whole,
+in tiles of WIDE_ROWS (8) tokens: 16 <16 x i32> accumulators, and per quad of k 2 W loads and 8
+broadcasts feed 16 vpdpbusd, where the one-panel tile of 5 rows spends 6 loads on 5. At BERT-base's
+shapes (M 128; K x N 768 x 768, 768 x 3072, 3072 x 768) on one Zen 5 core that took the kernel from
+585-619 GOPS to 887-992 (onnxruntime's DynamicQuantizeMatMul: 824-898; /work/tmp/dqbench.py's
+interleaved best of 5, 2026-11-28); 4 panels x 4-6 rows and 3 x 8 measured within 3% of it, 4 x 8
+(37 registers) spills and halves it. The last columns take the one-panel tile.
 The epilogue adds the zero point's column correction, converts to float32, multiplies by the
 column's scale (a_scale * b_scale[n] in float32, as the Mul of the two scales), adds the bias (no
 fused multiply-add: two roundings, as the Mul and the Add), and stores 16 floats a row; a last
@@ -171,6 +178,91 @@ _tile = dispatch_rows(_make_micro, ROWS, _ARGS)
 _tile_exact = dispatch_rows(lambda r: _make_micro(r, True), ROWS, _ARGS)
 
 
+PANELS = 2
+"""Panels of 16 columns per micro-tile of the wide (vpdpbusd.512) kernel: 32 columns (module docstring)."""
+WIDE_ROWS = 8
+"""Tokens per wide micro-tile: 8 x 2 <16 x i32> accumulators + 2 W vectors + a broadcast = 19 of the 32 zmm
+registers; per quad of k 10 loads feed 16 vpdpbusd (the 16-column tile: 6 loads, 5)."""
+
+
+def _make_micro_wide(rows: int, panels: int = PANELS):
+    """micro(wp, w_off, pstride, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale): the
+    WIDE micro-kernel over `panels` adjacent panels of 16 columns (panel p's quads at wp[w_off + p pstride]),
+    rows x 16 panels outputs in <16 x i32> accumulators, each quad of k one load per panel and one broadcast
+    per row; the epilogue as _make_micro's (- zp cs, float32, * float32(a_scale * bs), + bias where bias
+    holds at least n_off + 16 panels elements), 16 floats a store. The caller keeps accesses in bounds."""
+
+    @intrinsic
+    def micro(typingctx, wp, w_off, pstride, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale):
+        sig = types.void(wp, w_off, pstride, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale)
+
+        def codegen(context, builder, signature, args):
+            ps_v, lda_v, kq_v, ldy_v, n_off, zp_v, sc_v = (args[i] for i in (2, 5, 6, 9, 13, 14, 15))
+            wptr, aptr, yptr, csptr, bsptr, bptr = arg_pointers(context, builder, signature, args, (0, 1), (3, 4),
+                                                                (7, 8), (10, 13), (11, 13), (12, 13))
+            bias_ary = context.make_array(signature.args[12])(context, builder, args[12])
+            bias_n = builder.extract_value(bias_ary.shape, 0)
+            v64i8 = ir.VectorType(_I8, 64)
+            v16f = ir.VectorType(ir.FloatType(), 16)
+            rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), _I32.as_pointer())
+                    for r in range(rows)]
+            panp = [builder.gep(wptr, [builder.mul(ps_v, _c(p))]) for p in range(panels)]
+            zero = ir.Constant(_V16I, [0] * 16)
+            pre_bb = builder.block
+            loop_bb = builder.function.append_basic_block("kq_loop")
+            done_bb = builder.function.append_basic_block("kq_done")
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), pre_bb)
+            accs = vector_phis(builder, rows * panels, (zero, pre_bb))
+            off = builder.mul(j, _c(64))
+            wv = [builder.load(builder.bitcast(builder.gep(panp[p], [off]), v64i8.as_pointer()), align=1)
+                  for p in range(panels)]
+            new = []
+            for r in range(rows):
+                xb = builder.bitcast(_splat(builder, builder.load(builder.gep(rowp[r], [j]), align=1), _V16I), v64i8)
+                new += [_dot4(builder, accs[r * panels + p], xb, wv[p], None, DOT) for p in range(panels)]
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
+            nzp = _splat(builder, builder.neg(builder.trunc(zp_v, _I32)), _V16I)
+            scale = _splat(builder, sc_v, v16f)
+            has_bias = builder.icmp_signed(">=", bias_n, builder.add(n_off, _c(16 * panels)))
+            corr, mult = [], []
+            for p in range(panels):
+                cs = builder.load(builder.bitcast(builder.gep(csptr, [_c(16 * p)]), _V16I.as_pointer()), align=4)
+                corr.append(builder.mul(cs, nzp))
+                bs = builder.load(builder.bitcast(builder.gep(bsptr, [_c(16 * p)]), v16f.as_pointer()), align=4)
+                mult.append(builder.fmul(scale, bs))
+            with builder.if_else(has_bias) as (then, otherwise):
+                with then:
+                    b_then = [builder.load(builder.bitcast(builder.gep(bptr, [_c(16 * p)]), v16f.as_pointer()),
+                                           align=4) for p in range(panels)]
+                    then_bb = builder.block
+                with otherwise:
+                    else_bb = builder.block
+            bvec = []
+            for p in range(panels):
+                ph = builder.phi(v16f)
+                ph.add_incoming(b_then[p], then_bb)
+                ph.add_incoming(ir.Constant(v16f, [0.0] * 16), else_bb)
+                bvec.append(ph)
+            for r in range(rows):  # a zero bias selected away, as _make_micro's epilogue
+                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
+                for p in range(panels):
+                    f = builder.fmul(builder.sitofp(builder.add(final[r * panels + p], corr[p]), v16f), mult[p])
+                    f = builder.select(has_bias, builder.fadd(f, bvec[p]), f)
+                    builder.store(f, builder.bitcast(builder.gep(row, [_c(16 * p)]), v16f.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return micro
+
+
+_ARGS_WIDE = "wp, w_off, pstride, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale"
+_tile_wide = dispatch_rows(_make_micro_wide, WIDE_ROWS, _ARGS_WIDE) if WIDE else None
+
+
 @intrinsic
 def _quantize8(typingctx, a, a_off, xq, x_off, scale, qlo, qhi, z):
     """xq[x_off + i] = int(min(max(rint(a[a_off + i] / scale), qlo), qhi)) + z for i < 8, as vectors (numba's
@@ -226,12 +318,13 @@ def _quantize_rows(a, lo, hi, xq, k4):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _gemm(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones):
-    """y = (float32(xq @ W - zp colsum) * float32(scale * bs)) (+ bias): xq (M, K4) uint8 row-major, flat."""
+def _gemm_narrow(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones, first):
+    """y = (float32(xq @ W - zp colsum) * float32(scale * bs)) (+ bias) for W's columns from `first` (a
+    multiple of 16) on, a panel of 16 at a time: xq (M, K4) uint8 row-major, flat."""
     n_n = y.shape[1]
     kq_n = k4 // 4
     yf = y.reshape(-1)
-    for n0 in range(0, n_n, 16):
+    for n0 in range(first, n_n, 16):
         w_off = n0 * k4  # panel n0 // 16: kq_n quads of 64 bytes
         if n0 + 16 <= n_n:
             for m in range(0, m_n, ROWS):
@@ -245,6 +338,28 @@ def _gemm(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones):
                 for r in range(rows):
                     for c in range(n_n - n0):
                         yf[(m + r) * n_n + n0 + c] = ws[r * 16 + c]
+
+
+if WIDE:
+    @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+    def _gemm(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones):
+        """_gemm_narrow's product, PANELS panels (64 columns) a micro-tile while they are whole, then the
+        last columns a panel at a time."""
+        n_n = y.shape[1]
+        kq_n = k4 // 4
+        yf = y.reshape(-1)
+        group = 16 * PANELS
+        whole = n_n // group * group
+        for n0 in range(0, whole, group):
+            for m in range(0, m_n, WIDE_ROWS):
+                _tile_wide(wp, n0 * k4, 16 * k4, xq, m * k4, k4, kq_n, yf, m * n_n + n0, n_n, cs, bs, bias, n0,
+                           zp, scale, min(WIDE_ROWS, m_n - m))
+        _gemm_narrow(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones, whole)
+else:
+    @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+    def _gemm(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones):
+        """_gemm_narrow from column 0."""
+        _gemm_narrow(xq, m_n, k4, zp, scale, wp, cs, bs, bias, y, ws, ones, 0)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
