@@ -1,9 +1,11 @@
 """One inference thread beside another busy thread: what the neighbour costs, ours vs onnxruntime.
 
-    python benchmarks/neighbours.py [--seconds 2] [--rounds 3] [--switch-interval 0.0005]
+    python benchmarks/neighbours.py [--models ppocr_rec mobilenet_v2] [--seconds 2] [--rounds 3]
+                                    [--switch-interval 0.0005]
 
-A Net (one thread's, as a pool worker has) of PP-OCR rec (1x3x48x320) runs
-forward() in a loop while a second Python thread does one of:
+A Net (one thread's, as a pool worker has) of each model at batch 1 (PP-OCR rec 1x3x48x320, and
+benchmarks/vs_onnxruntime.py's other models) runs forward() on its inputs in place in a loop
+while a second Python thread does one of:
 
 * idle        -- sleeps (the baseline);
 * compute     -- a compiled loop without the GIL and without memory traffic
@@ -14,13 +16,14 @@ forward() in a loop while a second Python thread does one of:
 * python      -- a pure-Python loop that never releases the GIL on its own;
 * python, switch interval S -- the same, with sys.setswitchinterval(S) (restored after).
 
-onnxruntime's one-thread session is measured the same way. Reported: the time
-per forward with the neighbour / without it. Our forward runs its nodes from
-Python and releases the GIL inside each compiled or BLAS kernel, so it takes the
-GIL back at every node boundary; a neighbour that never releases it makes each
-of those waits last up to the interpreter's switch interval (5 ms by default).
-onnxruntime's run() releases the GIL once for the whole graph. Configurations
-are interleaved over rounds (medians). Writes benchmarks/results/neighbours.json.
+Runners: ours (runs of compiled kernels as one native call each: compiled/native_runs.py),
+ours per node (the same Net's nodes called one by one from Python, as before native runs) and
+onnxruntime's one-thread session. A thread that wants the GIL back while the neighbour holds it
+waits up to the interpreter's switch interval (5 ms by default): ours per node takes it back at
+every node boundary, ours after each native run (and node left in Python), onnxruntime once a
+run. Reported: the time per forward with the neighbour / without it, and the Python calls a
+forward makes. Configurations are interleaved over rounds (medians). Writes
+benchmarks/results/neighbours.json.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def _python(n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=["ppocr_rec", "mobilenet_v2"])
     ap.add_argument("--seconds", type=float, default=2.0, help="per configuration per round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--switch-interval", type=float, default=0.0005,
@@ -73,25 +77,11 @@ def main():
     import onnxruntime as ort
     from threadpoolctl import threadpool_limits
 
+    from benchmarks.vs_onnxruntime import load_model
     from pooled_predictor import Net, Predictor
-    from pooled_predictor.zoo import fetch_ppocr
 
-    path = fetch_ppocr().rec
-    shape = (1, 3, 48, 320)
-    x = np.random.default_rng(0).random(shape, dtype=np.float32)
-    pred = Predictor(path)
-    name = pred.program.input_names[0]
-    nets = [Net(pred.program, {name: shape}, optimization=pred.optimization) for _ in range(2)]
-    for net in nets:
-        net.forward({name: x})
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    sess2 = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    feed = {sess.get_inputs()[0].name: x}
     big = np.ones(32 << 20, np.float32)
     _compute(10), _stream(big[:8])
-
     default_interval = sys.getswitchinterval()
     neighbours = {
         "idle": lambda: time.sleep(0.01),
@@ -101,8 +91,6 @@ def main():
         "python": lambda: _python(20_000),
         f"python, switch interval {args.switch_interval * 1e3:g} ms": lambda: _python(20_000),
     }
-    runners = {"ours": lambda: nets[0].forward(), "onnxruntime": lambda: sess.run(None, feed)}
-    second = {"ours": lambda: nets[1].forward(), "onnxruntime": lambda: sess2.run(None, feed)}
 
     def measure(run, work, interval):
         stop = threading.Event()
@@ -126,26 +114,51 @@ def main():
             t.join()
             sys.setswitchinterval(default_interval)
 
-    times = {(r, n): [] for r in runners for n in neighbours}
-    with threadpool_limits(1):
-        for _ in range(args.rounds):
-            for n, work in neighbours.items():
-                interval = args.switch_interval if "switch interval" in n else default_interval
-                for r, run in runners.items():
-                    times[r, n].append(measure(run, work or second[r], interval))
     rows = []
-    for n in neighbours:
-        row = {"neighbour": n}
-        for r in runners:
-            row[f"{r}_ms"] = float(np.median(times[r, n])) * 1e3
-            row[f"{r}_ratio"] = row[f"{r}_ms"] / (float(np.median(times[r, "idle"])) * 1e3)
-        rows.append(row)
-    print(table(rows, [("neighbour", "neighbour", "s"), ("ours_ms", "ours ms", ".2f"), ("ours_ratio", "x idle", ".2f"),
-                       ("onnxruntime_ms", "ort ms", ".2f"), ("onnxruntime_ratio", "x idle", ".2f")]))
-    print(f"\nPP-OCR rec 1x3x48x320, one thread each, {len(nets[0].layout.run)} nodes per forward; "
-          f"{args.rounds} rounds x {args.seconds:g} s, medians")
-    out = write_results("neighbours", rows, model="PP-OCR rec 1x3x48x320", nodes=len(nets[0].layout.run),
-                        seconds=args.seconds, rounds=args.rounds, default_switch_interval=default_interval)
+    for model in args.models:
+        data, name, x = load_model(model, 1)
+        pred = Predictor(data)
+        nets = [Net(pred.program, {name: x.shape}, optimization=pred.optimization) for _ in range(4)]
+        for net in nets:
+            net.forward({name: x})
+            net.forward({name: x})  # the first compiled run fuses the native runs
+        for net in nets[2:]:
+            net.layout.native = False  # per node: every call from Python
+        calls = {"ours": len(nets[0].layout.native[0]) if nets[0].layout.native else len(nets[0].layout.run),
+                 "ours_per_node": len(nets[2].layout.run), "onnxruntime": 1}
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        sess2 = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        feed = {sess.get_inputs()[0].name: x}
+        runners = {"ours": lambda: nets[0].forward(), "ours_per_node": lambda: nets[2].forward(),
+                   "onnxruntime": lambda: sess.run(None, feed)}
+        second = {"ours": lambda: nets[1].forward(), "ours_per_node": lambda: nets[3].forward(),
+                  "onnxruntime": lambda: sess2.run(None, feed)}
+        times = {(r, n): [] for r in runners for n in neighbours}
+        with threadpool_limits(1):
+            for k in range(args.rounds):
+                for n, work in neighbours.items():
+                    interval = args.switch_interval if "switch interval" in n else default_interval
+                    order = list(runners.items())
+                    order = order[k % len(order):] + order[:k % len(order)]
+                    for r, run in order:
+                        times[r, n].append(measure(run, work or second[r], interval))
+        for n in neighbours:
+            row = {"model": model, "neighbour": n}
+            for r in runners:
+                row[f"{r}_ms"] = float(np.median(times[r, n])) * 1e3
+                row[f"{r}_ratio"] = row[f"{r}_ms"] / (float(np.median(times[r, "idle"])) * 1e3)
+            rows.append(row)
+        print(f"{model}: Python calls a forward: ours {calls['ours']}, per node {calls['ours_per_node']}", flush=True)
+        rows[-len(neighbours)]["calls"] = calls
+    print(table(rows, [("model", "model", "s"), ("neighbour", "neighbour", "s"), ("ours_ms", "ours ms", ".2f"),
+                       ("ours_ratio", "x idle", ".2f"), ("ours_per_node_ms", "per node ms", ".2f"),
+                       ("ours_per_node_ratio", "x idle", ".2f"), ("onnxruntime_ms", "ort ms", ".2f"),
+                       ("onnxruntime_ratio", "x idle", ".2f")]))
+    print(f"\none thread each, batch 1; {args.rounds} rounds x {args.seconds:g} s, medians")
+    out = write_results("neighbours", rows, models=args.models, seconds=args.seconds, rounds=args.rounds,
+                        default_switch_interval=default_interval)
     print(f"written to {out}")
 
 

@@ -34,6 +34,11 @@ from ..ops.cuda import runtime as cuda_runtime
 from ..ops.registry import KernelDef, find
 
 ALIGNMENT = 64  # bytes: every arena and every value in it starts on a cache line
+
+COPY_HOLDING_GIL_BYTES = 4 << 20
+"""CPU.copy_in copies a C-contiguous input of up to this many bytes into its blob holding the GIL (a memcpy:
+0.6 MiB, MobileNetV2's image, in about 20 us), larger ones through numpy (which releases it): a forward
+beside a busy Python thread then waits for the GIL once less (benchmarks/beside_python.py)."""
 _capturing = threading.local()  # .active: this thread is inside CUDA.capture (to_host must not synchronize)
 
 
@@ -178,6 +183,15 @@ class CPU(Device):
         return program.weights  # already read-only host arrays, shared by every Net
 
     def copy_in(self, dst: np.ndarray, src: np.ndarray) -> None:
+        if (src.dtype == dst.dtype and src.dtype.kind not in "OV" and 0 < src.nbytes <= COPY_HOLDING_GIL_BYTES
+                and src.flags.c_contiguous and dst.flags.c_contiguous and src.shape == dst.shape):
+            # a memcpy holding the GIL: numpy's copy releases it, and taking it back waits up to the switch
+            # interval (5 ms) beside a busy Python thread, where this copy takes microseconds
+            try:
+                memoryview(dst).cast("B")[:] = memoryview(src).cast("B")
+                return
+            except (TypeError, ValueError, BufferError):  # a dtype the buffer protocol does not export
+                pass
         np.copyto(dst, src, casting="no")
 
     def copy_out(self, src: np.ndarray) -> np.ndarray:

@@ -122,6 +122,8 @@ class Layout:
             compiler's generation when it was built.
         graphable: whether the run may be captured into a CUDA graph (every node on the device,
             none data-dependent; engine/net.py), None until a Net first asks.
+        native: on the CPU, (run with its runs of compiled kernels each one native call, each entry's first
+            index in run) (compiled/native_runs.py), made by the first compiled run; False: nothing to fuse.
         head, tail: on a device with a host, run[:head] are the graph inputs' copies to the device
             and run[tail:] the copies back to the host after the last node (the run's edges; a CUDA
             graph captures run[head:tail]); edge_in / edge_out: graph input / output name -> the
@@ -135,7 +137,7 @@ class Layout:
                  "readable", "activation_bytes", "liveness", "plan_seconds", "typed", "typed_names", "readers",
                  "device", "memory_limit_bytes", "bodies", "fixed_outputs", "host_arena", "host_plan",
                  "device_nodes", "tier", "generation", "graphable", "memos", "head", "tail", "edge_in", "edge_out",
-                 "device_fed", "__weakref__")
+                 "device_fed", "native", "__weakref__")
 
     def __init__(self, device: Device, memory_limit_bytes: int, bodies):
         self.device, self.memory_limit_bytes, self.bodies = device, memory_limit_bytes, bodies
@@ -158,6 +160,9 @@ class Layout:
         # layout's own, so one thread's
         self.memos: dict = {}
         self.head, self.tail, self.edge_in, self.edge_out, self.device_fed = 0, 0, {}, {}, {}
+        # (run with its runs of compiled kernels fused, each entry's first index in run): engine/net.py, on the
+        # first compiled run (compiled/native_runs.py); None until then, False where nothing is fused
+        self.native: tuple | bool | None = None
 
     @property
     def nbytes(self) -> int:

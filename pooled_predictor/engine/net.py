@@ -11,6 +11,7 @@ runs the numpy reference kernels until a background job has them ready (_build, 
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 import weakref
@@ -552,6 +553,13 @@ class Net:
         if (self.graphs is not None and (run is self.layout.run or type(run) is IoRun) and self.profiler is None
                 and self._replayed(self.layout, run)):
             return
+        starts = None
+        if run is self.layout.run and self.profiler is None and self.layout.tier == "compiled":
+            native = self.layout.native
+            if native is None:
+                native = self.layout.native = self._native_run(self.layout)
+            if native:
+                run, starts = native
         i = 0
         try:
             if self.profiler is not None:
@@ -569,7 +577,21 @@ class Net:
         except PooledPredictorError:
             raise
         except Exception as exc:
+            if starts is not None:  # the fused run's entry i: the node it names, or its first
+                failed = getattr(run[i], "failed_at", None)
+                i = starts[i] if failed is None else failed
             raise self.node_error(i, exc) from exc
+
+    def _native_run(self, layout):
+        """layout.native (engine/layout.py): its run with each run of compiled kernel calls one native call
+        (compiled/native_runs.py), on the CPU where POOLED_PREDICTOR_NATIVE_RUNS allows; False: none."""
+        if layout.device.host is not None or layout.device_nodes or not compiled.active():
+            return False
+        runs = importlib.import_module(f"{compiled.__name__}.native_runs")
+        if not runs.ENABLED:
+            return False
+        fused, starts = runs.fuse(layout.run)
+        return (fused, starts) if len(fused) < len(layout.run) else False
 
     def node_error(self, i: int, exc: Exception) -> PooledPredictorError:
         """The typed error for `exc`, raised by call i of the current layout's run: ResourceExhaustedError

@@ -226,7 +226,9 @@ def bound(fn, *args):
         except Exception:  # no unique specialization: leave it to the dispatcher
             cres = None
         if cres is not None:
-            return partial(cres.entry_point, *args)
+            call = importlib.import_module(f"{__name__}.native_runs").Bound(cres.entry_point, *args)
+            call.cres = cres
+            return call
     return partial(fn, *args)
 
 
@@ -241,6 +243,7 @@ def chain(*calls):
         for c in calls:
             c()
 
+    run.calls = calls  # native_runs.fusible() reads them
     return run
 
 

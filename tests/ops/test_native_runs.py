@@ -1,0 +1,188 @@
+"""compiled/native_runs.py: runs of compiled kernel calls as one native call -- the same results as the calls one
+by one, every argument type it takes, a kernel's exception raised as its own and naming its call, the GIL
+released for the run; and a Net's forward with runs fused: the same bits, its errors naming the node."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import njit, types
+from onnx import TensorProto, helper, numpy_helper
+
+from pooled_predictor import Predictor
+from pooled_predictor.errors import KernelError
+from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu.compiled import native_runs
+
+_F1 = types.Array(types.float32, 1, "C")
+_F2A = types.Array(types.float32, 2, "A")
+_I1 = types.Array(types.int64, 1, "C")
+
+
+@njit(types.void(_F1, _F1, types.float32, types.int64), nogil=True)
+def _axpy(x, y, a, n):
+    for i in range(n):
+        y[i] += a * x[i]
+
+
+@njit(types.void(_F2A, _F1, types.float64, types.boolean, types.UniTuple(types.int32, 2)), nogil=True)
+def _strided_sum(x, out, scale, negate, shift):
+    s = 0.0
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            s += x[i, j]
+    s = s * scale + shift[0] - shift[1]
+    out[0] = -s if negate else s
+
+
+@njit(types.void(_I1, types.int64), nogil=True)
+def _fail_at(x, bad):
+    if x[0] == bad:
+        raise ValueError("bad value reached")
+    x[0] += 1
+
+
+@njit(types.int64(_I1), nogil=True)
+def _returns(x):
+    return x[0]
+
+
+def _bound(fn, *args):
+    call = compiled.bound(fn, *args)
+    assert isinstance(call, native_runs.Bound), "compiled.bound did not resolve a specialization"
+    return call
+
+
+def test_a_run_computes_what_its_calls_compute():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(37).astype(np.float32)
+    big = rng.standard_normal((9, 12)).astype(np.float32)
+
+    def calls():
+        y, out = np.zeros(37, np.float32), np.zeros(1, np.float32)
+        view = big[1::2, ::3]  # non-contiguous: an "A" array's strides
+        return [_bound(_axpy, x, y, np.float32(0.5), 37), _bound(_axpy, y, y, np.float32(-1.25), 30),
+                _bound(_strided_sum, view, out, 0.1, True, (np.int32(3), np.int32(-2)))], y, out
+
+    plain, y0, out0 = calls()
+    for c in plain:
+        c()
+    fusedcalls, y1, out1 = calls()
+    fused, starts = native_runs.fuse(fusedcalls)
+    assert len(fused) == 1 and isinstance(fused[0], native_runs.NativeRun) and starts == [0]
+    fused[0]()
+    assert np.array_equal(y0, y1) and np.array_equal(out0, out1)
+    fused[0]()  # the slots stay bound: a second run adds again
+    for c in plain:
+        c()
+    assert np.array_equal(y0, y1) and np.array_equal(out0, out1)
+
+
+def test_what_it_cannot_take_stays_a_python_call():
+    x = np.zeros(1, np.int64)
+    y = np.zeros(4, np.float32)
+    plain = [lambda: None, _bound(_fail_at, x, 99), compiled.bound(_returns, x), _bound(_axpy, y, y, np.float32(1), 4),
+             _bound(_axpy, y, y, np.float32(1), 4), compiled.chain(_bound(_fail_at, x, 99), _bound(_fail_at, x, 98))]
+    fused, starts = native_runs.fuse(plain)
+    # a lone fusible call and one returning a value stay; the last three (a chain counts as one) fuse
+    assert fused[:3] == plain[:3] and isinstance(fused[3], native_runs.NativeRun) and len(fused) == 4
+    assert starts == [0, 1, 2, 3]
+    fused[3]()
+    assert x[0] == 2
+
+
+def test_a_failing_kernel_raises_its_own_exception_and_names_its_call():
+    x = np.zeros(1, np.int64)
+    y = np.zeros(3, np.float32)
+    calls = [_bound(_axpy, y, y, np.float32(1), 3), _bound(_fail_at, x, 1), _bound(_fail_at, x, 1)]
+    fused, _ = native_runs.fuse(calls)
+    (run,) = fused
+    with pytest.raises(ValueError, match="bad value reached"):
+        run()  # the first _fail_at moves x to 1; the second raises, natively and again through Python
+    assert run.failed_at == 2
+    x[0] = 5
+    run()
+    assert x[0] == 7
+
+
+def test_the_gil_is_released_for_the_whole_run():
+    """A pure-Python thread runs beside a long run: the run holds the GIL for none of it."""
+    n = 4_000_000
+    x = np.ones(n, np.float32)
+    y = np.zeros(n, np.float32)
+    fused, _ = native_runs.fuse([_bound(_axpy, x, y, np.float32(1), n) for _ in range(20)])
+    (run,) = fused
+    ticks = []
+    done = threading.Event()
+
+    def spin():
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.01)
+        before = len(ticks)
+        run()
+        during = len(ticks) - before
+    finally:
+        done.set()
+        t.join()
+    assert y[0] == 20
+    assert during > 1000  # the spinner kept running while the 20 kernels ran
+
+
+def _model():
+    """Relu -> LSTM (sequence_lens fed at forward) -> Relu -> Relu: the LSTM's loop checks the lengths in
+    nopython code, inside the run the Relus share with it."""
+    seq, batch, inp, hid = 4, 2, 3, 5
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((1, 4 * hid, inp)).astype(np.float32) * 0.3, "W")
+    r = numpy_helper.from_array(rng.standard_normal((1, 4 * hid, hid)).astype(np.float32) * 0.3, "R")
+    nodes = [helper.make_node("Relu", ["x"], ["xr"]),
+             helper.make_node("LSTM", ["xr", "W", "R", "", "lens"], ["y"], hidden_size=hid, name="the_lstm"),
+             helper.make_node("Relu", ["y"], ["y1"]), helper.make_node("Relu", ["y1"], ["out"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, batch, inp]),
+                                       helper.make_tensor_value_info("lens", TensorProto.INT32, [batch])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], [w, r])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m.SerializeToString(), rng.standard_normal((seq, batch, inp)).astype(np.float32)
+
+
+def test_a_net_with_native_runs_gives_the_same_bits_and_names_a_failing_node(monkeypatch):
+    data, x = _model()
+    lens = np.array([4, 2], np.int32)
+    outs = {}
+    for flag in (False, True):
+        monkeypatch.setattr(native_runs, "ENABLED", flag)
+        p = Predictor(data)
+        for _ in range(3):  # the first compiled run fuses
+            (outs[flag],) = p.forward({"x": x, "lens": lens}, ["out"])
+        native = p.net().layout.native
+        if flag:
+            assert native and any(isinstance(f, native_runs.NativeRun) for f in native[0])
+        else:
+            assert native is False
+    assert np.array_equal(outs[True].view(np.uint32), outs[False].view(np.uint32))
+    with pytest.raises(KernelError, match="the_lstm") as err:
+        p.forward({"x": x, "lens": np.array([4, 9], np.int32)}, ["out"])
+    assert "sequence_lens" in str(err.value)
+    (again,) = p.forward({"x": x, "lens": lens}, ["out"])  # the Net still serves
+    assert np.array_equal(again.view(np.uint32), outs[True].view(np.uint32))
+
+
+def test_switched_off_by_the_environment():
+    root = Path(__file__).resolve().parents[2]
+    code = "from pooled_predictor.ops.cpu.compiled import native_runs; print(native_runs.ENABLED)"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, POOLED_PREDICTOR_NATIVE_RUNS="0"),
+                         cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
