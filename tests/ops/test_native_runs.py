@@ -186,3 +186,28 @@ def test_switched_off_by_the_environment():
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, POOLED_PREDICTOR_NATIVE_RUNS="0"),
                          cwd=root, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("pads", [(0, 0), (1, 1), (2, 1), (0, 3)])
+def test_window_copy_pads_as_numpy_does(lanes, pads):
+    """compiled/reorder.py's window_copy (the NCHWc convolutions' padding and strided packing, fusible where
+    numpy's copies are not): the padded buffer numpy's border fills and copy give, from contiguous rows
+    (memcpy), strided pixels and strided lanes (element by element)."""
+    rng = np.random.default_rng(5)
+    ph, pw = pads
+    x = rng.standard_normal((2, 3, 9, 7, 2 * lanes)).astype(np.float32)
+    for src in (x[..., :lanes], x[:, :, ::2, ::3, :lanes], x[..., ::2]):
+        src = np.ascontiguousarray(src) if src is x else src
+        h, w = src.shape[2:4]
+        dst = np.full((2, 3, h + ph + 1, w + pw + 2, lanes), np.nan, np.float32)
+        ref = np.zeros_like(dst)
+        ref[:, :, ph:ph + h, pw:pw + w] = src
+        compiled.reorder.window_copy(dst, src, ph, pw, True)
+        assert np.array_equal(dst, ref)
+        packed = np.full(src.shape, np.nan, np.float32)
+        compiled.reorder.window_copy(packed, src, 0, 0, False)
+        assert np.array_equal(packed, src)
+    narrow = np.full((2, 3, 5, 4, lanes), 7.0, np.float32)  # a window past dst's columns: clipped, not written past
+    compiled.reorder.window_copy(narrow, x[..., :lanes], 1, 2, False)
+    assert np.array_equal(narrow[:, :, 1:, 2:], x[:, :, :4, :2, :lanes]) and (narrow[:, :, 0] == 7).all()

@@ -393,8 +393,8 @@ class _BlockedConv(_Steps):
         self._winograd = kernels("nchwc_winograd", self.block).winograd_nchwc
 
     def _winograd_steps(self, x, yf, zf, has_z):
-        """Groups of images: X copied into the zero-padded buffer (its borders zeroed each call: the
-        scratch is shared), then one compiled call (transforms and GEMMs)."""
+        """Groups of images: X copied into the zero-padded buffer, its borders zeroed each call (the scratch is
+        shared; compiled/reorder.py's window_copy), then one compiled call (transforms and GEMMs)."""
         g = self.geo
         c, m = g.in_channels, g.out_channels
         (hp, wp), (ph, pw), (h, w), (oh, ow) = self.padded_hw, g.pads_begin, g.in_shape, g.out_shape
@@ -403,9 +403,7 @@ class _BlockedConv(_Steps):
         for n0 in range(0, g.batch, self.group):
             k = min(self.group, g.batch - n0)
             pad = pf[:k * c * hp * wp].reshape(k, c // block, hp, wp, block)
-            borders = (pad[:, :, :ph], pad[:, :, ph + h:], pad[:, :, ph:ph + h, :pw], pad[:, :, ph:ph + h, pw + w:])
-            steps += [(np.copyto, (v, 0)) for v in borders if v.size]
-            steps.append((np.copyto, (pad[:, :, ph:ph + h, pw:pw + w], x[n0:n0 + k])))
+            steps.append((compiled.reorder.window_copy, (pad, x[n0:n0 + k], ph, pw, True)))
             steps.append((self._winograd, (pf, k, c, hp, wp, *self.tiles_hw, self.t_pitch, self.up, self.offs,
                                            self.v.array, self.mb.array, yf, n0 * m * oh * ow, m, oh, ow, self.b,
                                            self.zero_b, *self.act, zf, has_z, self.wino_m, self.block_rows)))
@@ -431,7 +429,8 @@ class _BlockedConv(_Steps):
             sub = sf.reshape(c // BLOCK, oh, ow, BLOCK)
             steps = []
             for n in range(g.batch):
-                steps.append((np.copyto, (sub, x[n, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw])))
+                steps.append((compiled.reorder.window_copy, (sub[None], x[n:n + 1, :, :(oh - 1) * sh + 1:sh,
+                                                                              :(ow - 1) * sw + 1:sw], 0, 0, False)))
                 steps.append((self._gemm, (self.wp, sf, 0, self.offs, BLOCK, yf, n * m * p, BLOCK * p, m, p, self.b,
                                            *self.act, zf, has_z)))
             return steps
@@ -441,10 +440,9 @@ class _BlockedConv(_Steps):
         pf = self.padded.array
         pad = pf.reshape(c // BLOCK, hp, wp, BLOCK)
         y1, x1 = max(0, min(h, hp - ph)), max(0, min(w, wp - pw))  # X's rows and columns a tap reads
-        borders = (pad[:, :ph], pad[:, ph + y1:], pad[:, ph:ph + y1, :pw], pad[:, ph:ph + y1, pw + x1:])
-        steps = [(np.copyto, (v, 0)) for v in borders if v.size]  # the scratch is shared: zeroed every call
-        for n in range(g.batch):
-            steps.append((np.copyto, (pad[:, ph:ph + y1, pw:pw + x1], x[n, :, :y1, :x1])))
+        steps = []
+        for n in range(g.batch):  # the scratch is shared: its borders zeroed every call, with the first image
+            steps.append((compiled.reorder.window_copy, (pad[None], x[n:n + 1, :, :y1, :x1], ph, pw, n == 0)))
             steps.append((self._gemm_rows, (self.wp, pf, 0, self.offs, sw * BLOCK, sh * wp * BLOCK, yf,
                                             n * m * oh * ow, ow * BLOCK, BLOCK * oh * ow, m, ow, oh, self.b,
                                             *self.act, zf, has_z, self.px)))

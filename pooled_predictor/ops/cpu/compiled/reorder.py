@@ -119,3 +119,64 @@ def from_blocked(x, out, n_b, c_n, p_n, blk):
                     ob = (n * c_n + c0 + lane) * p_n
                     for p in range(p0, pe):
                         out[ob + p] = x[xb + p * blk + lane]
+
+
+@intrinsic
+def _copy_row(typingctx, dst, d_off, src, s_bytes, nbytes):
+    """memcpy(&dst[d_off], (char *) src.data + s_bytes, nbytes): a contiguous run of an arbitrarily strided src."""
+    sig = types.void(dst, d_off, src, s_bytes, nbytes)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        i8p = ir.IntType(8).as_pointer()
+        dptr = builder.gep(context.make_array(signature.args[0])(context, builder, args[0]).data, [args[1]])
+        sdata = context.make_array(signature.args[2])(context, builder, args[2]).data
+        sptr = builder.gep(builder.bitcast(sdata, i8p), [args[3]])
+        cgutils.raw_memcpy(builder, builder.bitcast(dptr, i8p), sptr, args[4], ir.Constant(_I64, 1))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(types.void(types.Array(types.float32, 5, "C"), types.Array(types.float32, 5, "A", readonly=True), _I, _I,
+                 types.boolean), nogil=True, cache=True, error_model="numpy")
+def window_copy(dst, src, y0, x0, zero):
+    """dst[n, c, y0 + y, x0 + x, l] = src[n, c, y, x, l] for the window src covers, and, with `zero`, 0 in
+    every other element of dst: a blocked (N, C/c, H, W, c) float32 X copied into a zero-padded buffer
+    (the NCHWc convolutions' padding, conv_nchwc.py) or into a packed one (y0 = x0 = 0; src a strided view:
+    a strided 1x1's pixels). One compiled call where numpy takes one per border and one for the copy; a
+    row whose pixels lie contiguous in src is one memcpy.
+
+    dst and src agree in their first two and last dimensions; y0, x0 >= 0; rows and columns of the
+    window past dst's are not copied.
+    """
+    k_n, cb_n, hp, wp, bl = dst.shape
+    h, w = src.shape[2], src.shape[3]
+    x1 = max(0, min(w, wp - x0))
+    s0, s1, s2, s3, s4 = src.strides
+    rows = s4 == 4 and s3 == 4 * bl  # each row's x1 pixels one contiguous run
+    for n in range(k_n):
+        for c in range(cb_n):
+            for y in range(hp):
+                sy = y - y0
+                if sy < 0 or sy >= h:
+                    if zero:
+                        for x in range(wp):
+                            for lane in range(bl):
+                                dst[n, c, y, x, lane] = 0.0
+                    continue
+                if zero:
+                    for x in range(x0):
+                        for lane in range(bl):
+                            dst[n, c, y, x, lane] = 0.0
+                    for x in range(x0 + x1, wp):
+                        for lane in range(bl):
+                            dst[n, c, y, x, lane] = 0.0
+                if rows:
+                    _copy_row(dst, (((n * cb_n + c) * hp + y) * wp + x0) * bl, src, n * s0 + c * s1 + sy * s2,
+                              4 * x1 * bl)
+                    continue
+                for x in range(x1):
+                    for lane in range(bl):
+                        dst[n, c, y, x0 + x, lane] = src[n, c, sy, x, lane]
