@@ -96,6 +96,9 @@ def test_what_it_cannot_take_stays_a_python_call():
     assert starts == [0, 1, 2, 3]
     fused[3]()
     assert x[0] == 2
+    nested = compiled.chain(compiled.chain(_bound(_fail_at, x, 99), _bound(_fail_at, x, 99)), _bound(_fail_at, x, 99))
+    assert len(native_runs.fusible(nested)) == 3 and native_runs.fusible(compiled.chain()) == []
+    assert native_runs.fusible(compiled.chain(nested, lambda: None)) is None
 
 
 def test_a_failing_kernel_raises_its_own_exception_and_names_its_call():

@@ -121,7 +121,7 @@ class IndirectConv2d:
         else:
             steps = [(_run_fills, (self._views(x, planes),))]
         # the slack read by the last row's dropped pixels
-        steps.append((np.copyto, (planes[g.batch * self.image:], 0.0)))
+        steps.append((compiled.reorder.fill, (planes[g.batch * self.image:], np.float32(0.0))))
         ws = self.ws_ref.array
         oh, ow = g.out_shape
         yf = self.y_ref.array if self.crop else out.reshape(-1)

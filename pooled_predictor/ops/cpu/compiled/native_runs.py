@@ -140,9 +140,16 @@ def fusible(call) -> list | None:
     inner = getattr(call, "calls", None)
     if inner is not None and not inner:
         return []  # compiled.chain() of nothing (a Flatten of a view): no kernel, nothing to call
-    parts = inner if inner is not None else (call,)
+    if inner is not None:  # a chain: its calls' kernels, chains in it included
+        out = []
+        for c in inner:
+            part = fusible(c)
+            if part is None:
+                return None
+            out += part
+        return out
     out = []
-    for c in parts:
+    for c in (call,):
         cres = getattr(c, "cres", None)
         if cres is None or c.keywords or cres.signature.return_type != types.none:
             return None

@@ -180,3 +180,11 @@ def window_copy(dst, src, y0, x0, zero):
                 for x in range(x1):
                     for lane in range(bl):
                         dst[n, c, y, x0 + x, lane] = src[n, c, sy, x, lane]
+
+
+@njit(types.void(_F1, types.float32), nogil=True, cache=True, error_model="numpy")
+def fill(a, value):
+    """a[:] = value (float32): numpy's fill as a compiled call, so that it joins a native run
+    (compiled/native_runs.py)."""
+    for i in range(a.size):
+        a[i] = value
