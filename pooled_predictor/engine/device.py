@@ -37,8 +37,9 @@ ALIGNMENT = 64  # bytes: every arena and every value in it starts on a cache lin
 
 COPY_HOLDING_GIL_BYTES = 4 << 20
 """CPU.copy_in copies a C-contiguous input of up to this many bytes into its blob holding the GIL (a memcpy:
-0.6 MiB, MobileNetV2's image, in about 20 us), larger ones through numpy (which releases it): a forward
-beside a busy Python thread then waits for the GIL once less (benchmarks/beside_python.py)."""
+0.6 MiB, MobileNetV2's image, in about 20 us), larger ones through numpy (which releases it), and copy_out
+its outputs alike: a forward beside a busy Python thread then waits for the GIL twice less
+(benchmarks/neighbours.py)."""
 _capturing = threading.local()  # .active: this thread is inside CUDA.capture (to_host must not synchronize)
 
 
@@ -195,6 +196,13 @@ class CPU(Device):
         np.copyto(dst, src, casting="no")
 
     def copy_out(self, src: np.ndarray) -> np.ndarray:
+        if src.dtype.kind not in "OV" and 0 < src.nbytes <= COPY_HOLDING_GIL_BYTES and src.flags.c_contiguous:
+            out = np.empty(src.shape, src.dtype)  # a memcpy holding the GIL, as copy_in
+            try:
+                memoryview(out).cast("B")[:] = memoryview(src).cast("B")
+                return out
+            except (TypeError, ValueError, BufferError):
+                pass
         return np.array(src)
 
 
