@@ -7,9 +7,9 @@ A Net's forward calls one zero-argument callable per node (engine/layout.py). Wh
 kernel is a numba function bound to its arrays (compiled.bound: the specialization's CPython
 entry point), every call unboxes its arguments, releases the GIL, runs the native code and
 takes the GIL back, waiting for it wherever another thread holds it: up to the switch interval
-(5 ms) beside a busy Python thread, a futex wake among many pool workers. Beside one busy
-Python thread, MobileNetV2 int8's 72 calls let a forward run 4-6 times a second on Zen 5; as 5
-calls (2 native runs), 53-58 (the forward alone: 600; benchmarks/beside_python.py).
+(5 ms) beside a busy Python thread, a futex wake among many pool workers. Beside a pure-Python
+loop, MobileNetV2's 41 calls made a forward take 205 ms on Zen 5 (3.5 alone); as one native run,
+8.7 ms (onnxruntime's run: 9.3; benchmarks/neighbours.py).
 
 fuse() finds the runs of two or more consecutive calls whose kernels are compiled numba
 specializations returning nothing (Bound calls, chains of them) with arguments of the types
