@@ -71,6 +71,43 @@ ROWS = 5  # tokens per micro-tile: 10 accumulators, no spill (module docstring)
 COLS = 16  # columns of W per panel and micro-tile
 
 
+def _epilogue(builder, final, rows: int, vectors: int, lanes: int, ptrs, bias_n, n_off, zp, a_scale, yptr, ldy):
+    """A micro-tile's stores: for r < rows, v < vectors, the `lanes` columns lanes * v .. of row r (accumulator
+    final[r * vectors + v], <lanes x i32>): float32(acc - zp cs) * float32(a_scale * bs) (+ bias where bias holds
+    at least n_off + lanes * vectors elements: selected, not a zero added, so that -0.0 stays -0.0 as the Add of
+    no bias leaves it). ptrs: cs, bs, bias at the tile's first column."""
+    csptr, bsptr, bptr = ptrs
+    vi, vf = ir.VectorType(_I32, lanes), ir.VectorType(ir.FloatType(), lanes)
+    nzp = _splat(builder, builder.neg(builder.trunc(zp, _I32)), vi)
+    scale = _splat(builder, a_scale, vf)
+    has_bias = builder.icmp_signed(">=", bias_n, builder.add(n_off, _c(lanes * vectors)))
+    corr, mult = [], []
+    for v in range(vectors):
+        cs = builder.load(builder.bitcast(builder.gep(csptr, [_c(lanes * v)]), vi.as_pointer()), align=4)
+        corr.append(builder.mul(cs, nzp))
+        bs = builder.load(builder.bitcast(builder.gep(bsptr, [_c(lanes * v)]), vf.as_pointer()), align=4)
+        mult.append(builder.fmul(scale, bs))
+    with builder.if_else(has_bias) as (then, otherwise):
+        with then:
+            b_then = [builder.load(builder.bitcast(builder.gep(bptr, [_c(lanes * v)]), vf.as_pointer()), align=4)
+                      for v in range(vectors)]
+            then_bb = builder.block
+        with otherwise:
+            else_bb = builder.block
+    bvec = []
+    for v in range(vectors):
+        ph = builder.phi(vf)
+        ph.add_incoming(b_then[v], then_bb)
+        ph.add_incoming(ir.Constant(vf, [0.0] * lanes), else_bb)
+        bvec.append(ph)
+    for r in range(rows):
+        row = builder.gep(yptr, [builder.mul(ldy, _c(r))])
+        for v in range(vectors):
+            f = builder.fmul(builder.sitofp(builder.add(final[r * vectors + v], corr[v]), vf), mult[v])
+            f = builder.select(has_bias, builder.fadd(f, bvec[v]), f)
+            builder.store(f, builder.bitcast(builder.gep(row, [_c(lanes * v)]), vf.as_pointer()), align=4)
+
+
 def _make_micro(rows: int, exact: bool = False):
     """micro(wp, w_off, a, a_off, lda, kq_n, y, y_off, ldy, cs, bs, bias, n_off, zp, a_scale, ones):
 
@@ -138,34 +175,7 @@ def _make_micro(rows: int, exact: bool = False):
                         new.append(_dot4(builder, accs[2 * r + v], xb, wv[v], ones32, DOT))
                 final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
             # the epilogue: - zp * colsum (int32), to float32, * float32(a_scale * b_scale), + bias
-            nzp = _splat(builder, builder.neg(builder.trunc(zp_v, _I32)), _V8I)
-            scale = _splat(builder, sc_v, _V8F)
-            has_bias = builder.icmp_signed(">=", bias_n, builder.add(n_off, _c(16)))
-            corr, mult, bvec = [], [], []
-            for v in range(2):
-                cs = builder.load(builder.bitcast(builder.gep(csptr, [_c(8 * v)]), _V8I.as_pointer()), align=4)
-                corr.append(builder.mul(cs, nzp))
-                bs = builder.load(builder.bitcast(builder.gep(bsptr, [_c(8 * v)]), _V8F.as_pointer()), align=4)
-                mult.append(builder.fmul(scale, bs))
-            with builder.if_else(has_bias) as (then, otherwise):
-                with then:
-                    b_then = [builder.load(builder.bitcast(builder.gep(bptr, [_c(8 * v)]), _V8F.as_pointer()),
-                                           align=4) for v in range(2)]
-                    then_bb = builder.block
-                with otherwise:
-                    else_bb = builder.block
-            for v in range(2):
-                ph = builder.phi(_V8F)
-                ph.add_incoming(b_then[v], then_bb)
-                ph.add_incoming(ir.Constant(_V8F, [0.0] * 8), else_bb)
-                bvec.append(ph)
-            # -0.0 + 0.0 = +0.0 where an Add of a zero bias would keep -0.0: select instead of adding zeros
-            for r in range(rows):
-                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
-                for v in range(2):
-                    f = builder.fmul(builder.sitofp(builder.add(final[2 * r + v], corr[v]), _V8F), mult[v])
-                    f = builder.select(has_bias, builder.fadd(f, bvec[v]), f)
-                    builder.store(f, builder.bitcast(builder.gep(row, [_c(8 * v)]), _V8F.as_pointer()), align=4)
+            _epilogue(builder, final, rows, 2, 8, (csptr, bsptr, bptr), bias_n, n_off, zp_v, sc_v, yptr, ldy_v)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -203,7 +213,6 @@ def _make_micro_wide(rows: int, panels: int = PANELS):
             bias_ary = context.make_array(signature.args[12])(context, builder, args[12])
             bias_n = builder.extract_value(bias_ary.shape, 0)
             v64i8 = ir.VectorType(_I8, 64)
-            v16f = ir.VectorType(ir.FloatType(), 16)
             rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), _I32.as_pointer())
                     for r in range(rows)]
             panp = [builder.gep(wptr, [builder.mul(ps_v, _c(p))]) for p in range(panels)]
@@ -224,34 +233,7 @@ def _make_micro_wide(rows: int, panels: int = PANELS):
                 xb = builder.bitcast(_splat(builder, builder.load(builder.gep(rowp[r], [j]), align=1), _V16I), v64i8)
                 new += [_dot4(builder, accs[r * panels + p], xb, wv[p], None, DOT) for p in range(panels)]
             final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (zero, pre_bb))
-            nzp = _splat(builder, builder.neg(builder.trunc(zp_v, _I32)), _V16I)
-            scale = _splat(builder, sc_v, v16f)
-            has_bias = builder.icmp_signed(">=", bias_n, builder.add(n_off, _c(16 * panels)))
-            corr, mult = [], []
-            for p in range(panels):
-                cs = builder.load(builder.bitcast(builder.gep(csptr, [_c(16 * p)]), _V16I.as_pointer()), align=4)
-                corr.append(builder.mul(cs, nzp))
-                bs = builder.load(builder.bitcast(builder.gep(bsptr, [_c(16 * p)]), v16f.as_pointer()), align=4)
-                mult.append(builder.fmul(scale, bs))
-            with builder.if_else(has_bias) as (then, otherwise):
-                with then:
-                    b_then = [builder.load(builder.bitcast(builder.gep(bptr, [_c(16 * p)]), v16f.as_pointer()),
-                                           align=4) for p in range(panels)]
-                    then_bb = builder.block
-                with otherwise:
-                    else_bb = builder.block
-            bvec = []
-            for p in range(panels):
-                ph = builder.phi(v16f)
-                ph.add_incoming(b_then[p], then_bb)
-                ph.add_incoming(ir.Constant(v16f, [0.0] * 16), else_bb)
-                bvec.append(ph)
-            for r in range(rows):  # a zero bias selected away, as _make_micro's epilogue
-                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
-                for p in range(panels):
-                    f = builder.fmul(builder.sitofp(builder.add(final[r * panels + p], corr[p]), v16f), mult[p])
-                    f = builder.select(has_bias, builder.fadd(f, bvec[p]), f)
-                    builder.store(f, builder.bitcast(builder.gep(row, [_c(16 * p)]), v16f.as_pointer()), align=4)
+            _epilogue(builder, final, rows, panels, 16, (csptr, bsptr, bptr), bias_n, n_off, zp_v, sc_v, yptr, ldy_v)
             return context.get_dummy_value()
 
         return sig, codegen
