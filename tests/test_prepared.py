@@ -298,7 +298,8 @@ def test_numpy_kernels_prepared_as_bound_ufuncs(monkeypatch):
     """The kernels that are one numpy ufunc (Add, Sub, Mul, Neg, Abs, Tanh, Floor, Ceil, Round, Sign)
     and MatMul on its numpy path (both operands fed) run as the ufunc
     bound to their arrays (elementwise.prepared_ufunc), Cast between numbers as one bound copy, a small
-    Relu as the bound compiled pass: prepared, with the plain run's bits, broadcasting included."""
+    Relu, the Add of a bias and the Mul as bound compiled passes: prepared, with the plain run's bits,
+    broadcasting included."""
     f = TensorProto.FLOAT
     w = numpy_helper.from_array(_w(8, 8), "w")
     b = numpy_helper.from_array(_w(1, 8), "b")
@@ -328,7 +329,11 @@ def test_numpy_kernels_prepared_as_bound_ufuncs(monkeypatch):
             # (the MatMul over the weight: matmul.py's compiled GEMV where compiled kernels are on)
             assert all(isinstance(f, partial) and isinstance(f.func, np.ufunc) for f, n in
                        zip(net.layout.run, net.layout.run_nodes)
-                       if n.op_type not in ("Relu", "Cast") and n.outputs[0] != "m")
+                       if n.op_type not in ("Relu", "Cast", "Add", "Mul") and n.outputs[0] != "m")
+            # Add of a bias row and Mul of one shape: the compiled passes (elementwise._prepared_rows) where
+            # compiled kernels are on, a bound ufunc where not
+            assert all(isinstance(f, partial) and (isinstance(f.func, np.ufunc) or getattr(f, "cres", None) is not None)
+                       for f, n in zip(net.layout.run, net.layout.run_nodes) if n.op_type in ("Add", "Mul"))
     for a, b_ in zip(*results):
         np.testing.assert_array_equal(a, b_)
     for o, r in zip(outs, run_ort(model, feeds)):

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor import Predictor
 from pooled_predictor.errors import KernelError
-from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu import compiled, elementwise, tensor
 from pooled_predictor.ops.cpu.compiled import native_runs
 
 _F1 = types.Array(types.float32, 1, "C")
@@ -214,3 +214,40 @@ def test_window_copy_pads_as_numpy_does(lanes, pads):
     narrow = np.full((2, 3, 5, 4, lanes), 7.0, np.float32)  # a window past dst's columns: clipped, not written past
     compiled.reorder.window_copy(narrow, x[..., :lanes], 1, 2, False)
     assert np.array_equal(narrow[:, :, 1:, 2:], x[:, :, :4, :2, :lanes]) and (narrow[:, :, 0] == 7).all()
+
+
+@pytest.mark.parametrize("shape,perm,dtype", [((1, 128, 12, 64), (0, 2, 1, 3), np.float32),
+                                              ((2, 3, 4, 5, 6, 7), (5, 3, 1, 0, 2, 4), np.int64),
+                                              ((4, 1, 6), (2, 0, 1), np.int32), ((3, 5), None, np.float32),
+                                              ((2, 3, 4), (1, 0, 2), np.float64)])
+def test_transpose_copies_the_bits_in_one_compiled_call(shape, perm, dtype):
+    """Transpose's prepared call where the tiled kernel does not apply: compiled/transpose.py's strided_copy
+    (a Bound call, so a native run takes it), numpy's bits for 4- and 8-byte elements and up to 6 axes."""
+    x = np.random.default_rng(7).standard_normal(shape).astype(dtype)
+    ref = np.ascontiguousarray(np.transpose(x, perm))
+    out = np.full(ref.shape, 9, dtype)
+    call = tensor._prepare_transpose(x, out=out, perm=perm)
+    assert native_runs.fusible(call) is not None
+    call()
+    assert np.array_equal(out.view(np.uint8), ref.view(np.uint8))
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+@pytest.mark.parametrize("sa,sb", [((1, 9, 24), (1, 9, 24)), ((1, 9, 24), (24,)), ((24,), (3, 9, 24)), ((2, 3), ()),
+                                   ((4, 5), (4, 1))])
+def test_add_and_mul_of_a_tensor_and_its_rows_are_compiled(op, sa, sb):
+    """Add / Mul of float32 tensors of one shape, or of one and its last dimensions: the compiled pass (fusible),
+    numpy's bits, in place too; any other broadcast stays numpy's."""
+    rng = np.random.default_rng(8)
+    kernel, ufunc = {"Add": (elementwise.add, np.add), "Mul": (elementwise.mul, np.multiply)}[op]
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    ref = ufunc(a, b)
+    out = np.empty(ref.shape, np.float32)
+    call = kernel.prepare_run(a, b, out=out)
+    assert (native_runs.fusible(call) is not None) == (sb != (4, 1))
+    call()
+    assert np.array_equal(out.view(np.uint32), ref.view(np.uint32))
+    if a.shape == ref.shape:
+        kernel.prepare_run(a, b, out=a)()
+        assert np.array_equal(a.view(np.uint32), ref.view(np.uint32))

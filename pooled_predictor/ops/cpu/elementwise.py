@@ -127,7 +127,26 @@ def add(a, b, *, out):
     np.add(a, b, out=out)
 
 
-add.prepare_run = prepared_ufunc(np.add)
+def _prepared_rows(ufunc, kernel: str):
+    """prepare_run of a commutative float32 binary op: for two contiguous tensors of Y's shape, or one of them and
+    a contiguous tensor of its last dimensions (a bias, a scale), the compiled pass `kernel` of
+    compiled/epilogue.py (add_rows, mul_rows: the ufunc's bits; one call a native run takes), else the numpy
+    ufunc bound to these arrays."""
+
+    def prepare_run(a, b, *, out):
+        if (compiled.active() and a.dtype == b.dtype == out.dtype == np.float32 and out.flags.c_contiguous
+                and a.flags.c_contiguous and b.flags.c_contiguous and a.size and b.size):
+            for x, y in ((a, b), (b, a)):
+                if x.shape == out.shape and y.ndim <= x.ndim and (y.shape == x.shape[x.ndim - y.ndim:] or y.size == 1):
+                    return compiled.bound(getattr(compiled.epilogue, kernel), x.reshape(-1), y.reshape(-1),
+                                          out.reshape(-1))
+        return partial(ufunc, a, b, out=out)
+
+    prepare_run.__doc__ = f"{kernel} or numpy.{ufunc.__name__} bound to these arrays (elementwise._prepared_rows)."
+    return prepare_run
+
+
+add.prepare_run = _prepared_rows(np.add, "add_rows")
 
 
 @kernel("Sub", since=(7, 13, 14), inplace=(0, 1))
@@ -143,7 +162,7 @@ def mul(a, b, *, out):
     np.multiply(a, b, out=out)
 
 
-mul.prepare_run = prepared_ufunc(np.multiply)
+mul.prepare_run = _prepared_rows(np.multiply, "mul_rows")
 
 
 @kernel("Div", since=(7, 13, 14), inplace=(0, 1))

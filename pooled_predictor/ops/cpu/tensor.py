@@ -69,11 +69,31 @@ def _tiled_transpose(x, out, perm):
                           out.reshape(-1).view(np.float32), bases, rows, cols, stride)
 
 
+def _strided_transpose(x, out, perm):
+    """The compiled strided copy (compiled/transpose.py's strided_copy: one call a native run can take) of X's
+    transposed view into Y, for C-contiguous X and Y of 4- or 8-byte elements and at most 6 axes; else None."""
+    view = np.transpose(x, perm)
+    size = x.dtype.itemsize
+    if (size not in (4, 8) or view.ndim > 6 or not compiled.active() or out.dtype != x.dtype or not x.size
+            or not (x.flags.c_contiguous and out.flags.c_contiguous)):
+        return None
+    pad = 6 - view.ndim
+    shape = np.array((1,) * pad + view.shape, np.int64)
+    strides = np.array((0,) * pad + tuple(st // size for st in view.strides), np.int64)
+    shape.flags.writeable = strides.flags.writeable = False
+    as_int = np.int32 if size == 4 else np.int64
+    return compiled.bound(compiled.transpose.strided_copy, x.reshape(-1).view(as_int), out.reshape(-1).view(as_int),
+                          shape, strides)
+
+
 def _prepare_transpose(x, *, out, perm=None):
-    """A tiled copy where Y's last axis is a strided one of X (compiled/transpose.py), else numpy's
-    copyto of the transposed view; both copy the elements' bits."""
-    tiled = _tiled_transpose(x, out, perm)
-    return tiled if tiled is not None else partial(np.copyto, out, np.transpose(x, perm))
+    """A tiled copy where Y's last axis is a strided one of X (compiled/transpose.py), else the compiled strided
+    copy of the transposed view, else numpy's copyto of it; all copy the elements' bits."""
+    for make in (_tiled_transpose, _strided_transpose):
+        call = make(x, out, perm)
+        if call is not None:
+            return call
+    return partial(np.copyto, out, np.transpose(x, perm))
 
 
 squeeze.prepare_run = unsqueeze.prepare_run = prepare_reshaped

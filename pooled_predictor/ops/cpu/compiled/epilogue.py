@@ -204,3 +204,24 @@ def relu(x, y):
     """y = max(x, 0) elementwise (flat float32 arrays of one size; y may be x): np.maximum's bits."""
     for i in range(x.size):
         y[i] = activate(x[i], RELU, ZERO, ZERO)
+
+
+@njit(types.void(types.Array(types.float32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                 types.float32[::1]), nogil=True, cache=True, error_model="numpy")
+def add_rows(a, b, y):
+    """y[i] = a[i] + b[i % b.size] (flat float32; y may be a or b): an Add of two tensors of one shape, or of
+    a tensor and its last dimensions' worth (a bias), np.add's bits (one rounding)."""
+    n = b.size
+    for r in range(0, a.size, n):
+        for i in range(n):
+            y[r + i] = a[r + i] + b[i]
+
+
+@njit(types.void(types.Array(types.float32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                 types.float32[::1]), nogil=True, cache=True, error_model="numpy")
+def mul_rows(a, b, y):
+    """y[i] = a[i] * b[i % b.size]: add_rows' Mul (np.multiply's bits)."""
+    n = b.size
+    for r in range(0, a.size, n):
+        for i in range(n):
+            y[r + i] = a[r + i] * b[i]
