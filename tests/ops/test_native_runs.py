@@ -17,9 +17,11 @@ from numba import njit, types
 from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor import Predictor
+from pooled_predictor.engine import layout as layout_module
 from pooled_predictor.errors import KernelError
 from pooled_predictor.ops.cpu import compiled, elementwise, tensor
 from pooled_predictor.ops.cpu.compiled import native_runs
+from tests import transformer_graphs
 
 _F1 = types.Array(types.float32, 1, "C")
 _F2A = types.Array(types.float32, 2, "A")
@@ -251,3 +253,28 @@ def test_add_and_mul_of_a_tensor_and_its_rows_are_compiled(op, sa, sb):
     if a.shape == ref.shape:
         kernel.prepare_run(a, b, out=a)()
         assert np.array_equal(a.view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("graph", ["bert", "vit"])
+def test_transformer_forward_is_a_few_native_calls_with_the_same_bits(graph, monkeypatch):
+    """tests/transformer_graphs.py's small BERT and ViT: their projections, LayerNorms, transposes, Adds and Muls
+    join native runs (and, where its products run compiled -- BERT-base's sizes: 251 calls -> 8 --
+    ScaledDotProductAttention's prepared chain of both products and the row softmax), so a forward is a few
+    Python calls; the outputs are the bits of the same Net calling each node's unprepared kernel."""
+    size = dict(d=64, heads=2, ffn=128)  # the compiled products' sizes (at d=32 the MatMulAdds stay numpy's)
+    model = transformer_graphs.bert_model(seq=16, **size) if graph == "bert" else transformer_graphs.vit_model(**size)
+    rng = np.random.default_rng(3)
+    feed = ({"input_ids": rng.integers(1, 50, (1, 16)).astype(np.int64)} if graph == "bert"
+            else {"pixel_values": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)})
+    name = model.graph.input[0].name
+    feed = {name: next(iter(feed.values()))}
+    outs = {}
+    for prepared in (True, False):
+        monkeypatch.setattr(layout_module, "PREPARE_CALLS", prepared)
+        p = Predictor(model.SerializeToString())
+        for _ in range(3):
+            outs[prepared] = p.forward(feed, p.output_names)[0]
+        layout = p.net().layout
+        if prepared:
+            assert layout.native and len(layout.native[0]) <= len(layout.run) // 3, (len(layout.native[0]), len(layout.run))
+    assert np.array_equal(outs[True].view(np.uint32), outs[False].view(np.uint32))

@@ -424,4 +424,21 @@ class ScaledDotProductAttention:
         matmul_into(self.pv, s, v, out)
 
 
+    def prepare_run(self, q, kt, v, m=None, *, out):
+        """__call__'s compiled path bound to these arrays: the two products and the row softmax as one chain of
+        compiled calls (a native run takes it: compiled/native_runs.py), or None where a part would not run
+        compiled (then __call__ runs)."""
+        if self.rows is None or self.qk is None or self.pv is None:
+            return None
+        s = self.scores.array
+        first = self.qk.prepare(q, kt, s)
+        second = self.pv.prepare(s, v, out)
+        if first is None or second is None or (m is not None and not (m.dtype == np.float32 and m.flags.c_contiguous)):
+            return None
+        mask = _NO_MASK if m is None else m.reshape(-1)
+        soft = compiled.bound(compiled.softmax.softmax_rows_biased, s.reshape(-1), self.rows[0], self.rows[1],
+                              self.op_scale, self.mode, mask, self.m_rows, self.m_step)
+        return compiled.chain(first, soft, second)
+
+
 _NO_MASK = np.empty(0, np.float32)
