@@ -278,3 +278,35 @@ def test_transformer_forward_is_a_few_native_calls_with_the_same_bits(graph, mon
         if prepared:
             assert layout.native and len(layout.native[0]) <= len(layout.run) // 3, (len(layout.native[0]), len(layout.run))
     assert np.array_equal(outs[True].view(np.uint32), outs[False].view(np.uint32))
+
+
+@njit(types.void(_F1, types.float32), nogil=True)
+def _scale(x, a):
+    for i in range(x.size):
+        x[i] *= a
+
+
+def test_runs_built_from_many_threads_at_once():
+    """Pool workers fuse their Nets' runs concurrently: each shim (and the runner) is built once, and every
+    thread's run computes its own arrays."""
+    arrays = [np.ones(64, np.float32) for _ in range(6)]
+    barrier = threading.Barrier(len(arrays))
+    errors = []
+
+    def work(x):
+        try:
+            barrier.wait()
+            (run,) = native_runs.fuse([_bound(_scale, x, np.float32(2)), _bound(_scale, x, np.float32(3))])[0]
+            run()
+        except Exception as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in arrays]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert all((x == 6).all() for x in arrays)
+    shims = [k for k in native_runs._SHIMS if k[0] == id(_scale.overloads[_scale.signatures[0]])]
+    assert len(shims) == 1

@@ -54,7 +54,8 @@ ENABLED = os.environ.get("POOLED_PREDICTOR_NATIVE_RUNS", "1") != "0"
 """Whether Nets fuse runs of compiled kernel calls (POOLED_PREDICTOR_NATIVE_RUNS=0: no)."""
 
 _I64 = ir.IntType(64)
-_LOCK = threading.Lock()
+_LOCK = threading.Lock()  # the tables below
+_BUILD = threading.Lock()  # one shim or runner built at a time: their symbol names are unique in numba's JIT
 _SHIMS: dict = {}  # (id(cres), argument types) -> (library, cres, shim address): every run shares them
 _RUN = None  # (library, the runner through ctypes): _runner()
 
@@ -194,10 +195,16 @@ def _shim(cres, argtys) -> int:
     slots (_build_value), 1 returned where it fails, 0 where not. One per specialization and argument types,
     shared by every run (_SHIMS)."""
     key = (id(cres), argtys)
-    with _LOCK:
-        hit = _SHIMS.get(key)
-    if hit is not None:
-        return hit[2]
+    with _BUILD:
+        with _LOCK:
+            hit = _SHIMS.get(key)
+        if hit is not None:
+            return hit[2]
+        return _build_shim(key, cres, argtys)
+
+
+def _build_shim(key, cres, argtys) -> int:
+    """_shim's build, under _BUILD."""
     ctx = _context()
     cc = ctx.call_conv
     from numba.core import cgutils
@@ -225,19 +232,22 @@ def _shim(cres, argtys) -> int:
         builder.ret(builder.zext(status.is_error, ir.IntType(32)))
 
     library, address = _library(name, build)
-    with _LOCK:
-        # the CompileResult is kept too: its library holds the code called at its address
-        _SHIMS.setdefault(key, (library, cres, address))
-        return _SHIMS[key][2]
+    with _LOCK:  # the CompileResult is kept too: its library holds the code called at its address
+        _SHIMS[key] = (library, cres, address)
+    return address
 
 
 def _runner():
     """i64 run(i64* table, i64 n): for k < n, table[2k] a shim's address called with table[2k + 1] (its slots);
     the first k whose shim returns nonzero, or -1. Built once a process; called through ctypes (the GIL
     released for the call)."""
+    with _BUILD:
+        return _RUN or _build_runner()
+
+
+def _build_runner():
+    """_runner's build, under _BUILD."""
     global _RUN
-    if _RUN is not None:
-        return _RUN
 
     def build(module):
         fn = ir.Function(module, ir.FunctionType(_I64, [_I64.as_pointer(), _I64]), "pooled_predictor_native_run")
@@ -268,9 +278,7 @@ def _runner():
         b.ret(ir.Constant(_I64, -1))
 
     library, address = _library("pooled_predictor_native_run", build)
-    with _LOCK:
-        if _RUN is None:
-            _RUN = (library, ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)(address))
+    _RUN = (library, ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)(address))
     return _RUN
 
 
