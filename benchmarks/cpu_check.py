@@ -2,13 +2,18 @@
 
     python benchmarks/cpu_check.py [--workers 1 2 16] [--models mobilenet_v2 ppocr_rec resnet50]
                                    [--rounds R] [--seconds S] [--compare-lanes] [--compare-winograd16]
+                                   [--compare-forward]
 
 Made to finish in under 6 minutes on the lent machine's 16-core Xeon (AVX-512), numba's cold
 compile included (a fresh machine has no cache), and to run anywhere (--workers 1 2 on a 2-core
 machine). Per model (batch 1) and worker count N, interleaved over rounds (rotated order, one
 warm-up call each, closed loop: a caller submits its next request when its previous one returned):
-* ours       -- PooledPredictor(num_threads=N), N client threads, the host's kernel width
-                (compiled/isa.py: NCHW16c on AVX-512, NCHW8c on AVX2; POOLED_PREDICTOR_ISA overrides);
+* ours       -- PooledPredictor(num_threads=N), N client threads calling infer() (a job runs on the
+                calling thread while fewer than N run, as onnxruntime's run(); else it is queued), the
+                host's kernel width (compiled/isa.py: NCHW16c on AVX-512, NCHW8c on AVX2;
+                POOLED_PREDICTOR_ISA overrides);
+* ours_forward -- (--compare-forward) the same pool with every job queued to its workers, the
+                client waiting on forward()'s Future (vs_ours_forward = ours / ours_forward);
 * ours_8     -- (--compare-lanes, where the host's width is not 8) the same pool at 8 lanes (NCHW8c);
 * ours_wino  -- (--compare-winograd16, at 16 lanes) the same pool with every stride-1 3x3 that Winograd
                 takes on Winograd (conv_nchwc.WINOGRAD16_MIN_TILES = 0), where "ours" sends those with few
@@ -59,13 +64,14 @@ MODELS = ("mobilenet_v2", "ppocr_rec", "resnet50")
 class Pool:
     """Our PooledPredictor with `workers` threads at `lanes` (None: the host's width)."""
 
-    def __init__(self, data, input_name, x, workers: int, lanes: int | None = None, all_winograd: bool = False):
-        from pooled_predictor import Config, PooledPredictor
+    def __init__(self, data, input_name, x, workers: int, lanes: int | None = None, all_winograd: bool = False,
+                 queued: bool = False):
         from pooled_predictor.ops.cpu import conv_nchwc
-        from pooled_predictor.ops.cpu.compiled import isa
 
-        self.name = "ours_wino" if all_winograd else "ours" if lanes is None else f"ours_{lanes}"
+        self.name = ("ours_wino" if all_winograd else "ours_forward" if queued
+                     else "ours" if lanes is None else f"ours_{lanes}")
         self.workers = workers
+        self.queued = queued
         t0 = time.perf_counter()
         min_tiles = conv_nchwc.WINOGRAD16_MIN_TILES
         if all_winograd:  # read when each Net lays out its shapes: held until the compiled layouts serve
@@ -96,11 +102,15 @@ class Pool:
         for _ in range(2):
             for f in [self.pool.forward(self.feed) for _ in range(2 * workers)]:
                 f.result()
+        if not self.queued:  # and infer()'s caller Nets, as many as run at once
+            closed_loop(self.once, workers, 0.1)
         self.ready_seconds = time.perf_counter() - t0
         self.first = self.once()
 
     def once(self):
-        return self.pool.forward(self.feed).result()[self.output]
+        if self.queued:  # every job through the queue to a worker, the caller waiting on its Future
+            return self.pool.forward(self.feed).result()[self.output]
+        return self.pool.infer(self.feed)[self.output]  # on the calling thread while a Net is free
 
     def run(self, seconds):
         return closed_loop(self.once, self.workers, seconds)
@@ -119,7 +129,7 @@ class Ort(OrtSession):
 
 
 def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: bool,
-          compare_winograd16: bool = False) -> dict:
+          compare_winograd16: bool = False, compare_forward: bool = False) -> dict:
     from pooled_predictor.ops.cpu.compiled import isa
 
     data, input_name, x = load_model(name, 1)
@@ -129,6 +139,8 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
         configs.append(Pool(data, input_name, x, workers, lanes=8))
     if compare_winograd16 and isa.LANES == 16:
         configs.append(Pool(data, input_name, x, workers, all_winograd=True))
+    if compare_forward:
+        configs.append(Pool(data, input_name, x, workers, queued=True))
     configs += [Ort(data, input_name, x, 1, workers)]
     if workers > 1:
         configs.append(Ort(data, input_name, x, workers, 1))
@@ -154,6 +166,8 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
     row["vs_ort"] = row["ours"] / row["ort_best"] if row["ort_best"] else float("nan")  # none finished in time
     if "ours_8" in row:
         row["vs_ours_8"] = row["ours"] / row["ours_8"]
+    if "ours_forward" in row:
+        row["vs_ours_forward"] = row["ours"] / row["ours_forward"]
     if "ours_wino" in row:
         row["vs_ours_wino"] = row["ours"] / row["ours_wino"]
     return row
@@ -170,6 +184,9 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-winograd16", action="store_true",
                     help="at 16 lanes, also time the pool with every Winograd-able 3x3 on Winograd "
                          "(conv_nchwc.WINOGRAD16_MIN_TILES = 0): the A/B of the 16-lane Winograd choice")
+    ap.add_argument("--compare-forward", action="store_true",
+                    help="also time the pool with every job queued to its workers (forward().result()), "
+                         "beside infer(), which runs a job on the calling thread while a Net is free")
     ap.add_argument("--out-suffix", default="",
                     help="write results/cpu_check_<isa>_<suffix>.json (a second run beside the first, e.g. under "
                          "POOLED_PREDICTOR_NATIVE_RUNS=0)")
@@ -191,7 +208,8 @@ def main(argv=None) -> int:
             skipped.append(name)
             continue
         for workers in args.workers:
-            row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes, args.compare_winograd16)
+            row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes, args.compare_winograd16,
+                        args.compare_forward)
             rows.append(row)
             print(f"{name} x{workers}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "
                   f"({row['vs_ort']:.2f}x); ours {row['ours_cores']:.1f} cores busy, {row['ours_cpu_ms']:.2f} CPU ms/img, "
@@ -205,7 +223,8 @@ def main(argv=None) -> int:
     columns = [("model", "model", "s"), ("workers", "workers", "d"), ("ours", "ours img/s", ".1f"),
                ("ours_8", "ours 8-lane", ".1f"), ("ort_1xN", "ort 1thr xN", ".1f"),
                ("ort_Nx1", "ort Nthr x1", ".1f"), ("vs_ort", "ours/ort best", ".2f"),
-               ("vs_ours_8", "ours/8-lane", ".2f"), ("ours_wino", "ours all-Winograd", ".1f"),
+               ("vs_ours_8", "ours/8-lane", ".2f"), ("ours_forward", "ours queued", ".1f"),
+               ("vs_ours_forward", "ours/queued", ".2f"), ("ours_wino", "ours all-Winograd", ".1f"),
                ("vs_ours_wino", "ours/all-Winograd", ".2f"), ("ours_cores", "ours cores", ".1f"),
                ("ours_cpu_ms", "ours cpu ms", ".2f"), ("ort_1xN_cores", "ort 1xN cores", ".1f"),
                ("ort_1xN_cpu_ms", "ort 1xN cpu ms", ".2f"), ("first_result_s", "first s", ".1f"),

@@ -395,6 +395,13 @@ class _Workers:
         self.local = threading.local()  # .worker: True on this pool's workers; .depth: inline depth
         self.cpus = config.worker_cpus()  # worker i pinned to cpus[i % len], or None (unpinned)
         self.known_outputs = [self._readable(p) for p in predictors]
+        # PooledPredictor.infer()'s caller runs: per model whether it may run on the calling thread
+        # (a CPU pool on one device, no dynamic batching), its free caller Nets, and how many run now
+        cpu_pool = not config.devices and str(config.device).lower() == "cpu"
+        self.direct = [cpu_pool and b is None for b in self.batchers]
+        self.caller_nets: list[list] = [[] for _ in predictors]
+        self.callers = 0
+        self.callers_lock = threading.Lock()
 
     @staticmethod
     def _readable(p: Predictor) -> set:
@@ -421,6 +428,30 @@ class _Workers:
 
     def in_worker(self) -> bool:
         return getattr(self.local, "worker", False)
+
+    def take_caller_net(self, net_id: int):
+        """A free caller Net of model `net_id` for infer() (a new one if none is free), or None
+        when num_threads jobs run already (the callers' and the busy workers') or the pool closed."""
+        with self.callers_lock:
+            if self.queue.closed or self.callers + self.idle.count(False) >= self.config.num_threads:
+                return None
+            self.callers += 1
+            free = self.caller_nets[net_id]
+            net = free.pop() if free else None
+        if net is None:
+            try:
+                net = self.predictors[net_id].new_net()
+            except BaseException:
+                with self.callers_lock:
+                    self.callers -= 1
+                raise
+        return net
+
+    def give_caller_net(self, net_id: int, net) -> None:
+        with self.callers_lock:
+            self.callers -= 1
+            if not self.queue.closed:  # a closed pool lets its caller Nets go
+                self.caller_nets[net_id].append(net)
 
     def maybe_start_worker(self) -> None:
         """Start a worker if none is idle and fewer than num_threads run (fb-caffe-exts' policy)."""
@@ -507,17 +538,19 @@ class _Workers:
             f"took it (it waited {wait * 1e3:.1f} ms)"))
         return True
 
-    def process(self, job: _Job, inline: bool) -> None:
-        """Run one job on this thread's Net for its model and complete its Future."""
-        if inline and not job.set_running_or_notify_cancel():
+    def process(self, job: _Job, inline: bool, net=None) -> None:
+        """Run one job on this thread's Net for its model (or on `net`, a caller Net: infer())
+        and complete its Future."""
+        direct = net is not None
+        if (inline or direct) and not job.set_running_or_notify_cancel():
             return
         started = time.perf_counter()
         if job.deadline is not None and started > job.deadline and self.expired(job, started):
             return
         result = error = None
-        net = None
         try:
-            net = self.predictors[job.net_id].net(getattr(self.local, "device", None))
+            if net is None:
+                net = self.predictors[job.net_id].net(getattr(self.local, "device", None))
             # CheckedInputs (checked in the caller's thread at submit), read in place where they can be
             blobs = net.forward(job.inputs, job.output_names, share_inputs="large", output_device=job.output_device)
             result = owned_copies(blobs, job.output_names, net.device, job.output_device is not None)
@@ -534,6 +567,8 @@ class _Workers:
                      queue_wait=started - job.enqueued, run=ran, end_to_end=end - job.submitted)
         if inline:
             stats.count(job.net_id, "inline")
+        elif direct:
+            stats.count(job.net_id, "direct")
         job.inputs = None  # do not keep the caller's arrays alive through the Future
         if error is not None:
             job.set_exception(error)
@@ -770,9 +805,55 @@ class PooledPredictor:
             UnknownBlobError (an unknown output name, unless unknown_output="warn"),
             QueueFullError, PoolClosedError; TypeError: a priority that is not an int.
         """
+        job = self._job(inputs, output_names, net_id, deadline, block, timeout, priority, output_device, "forward")
+        return self._submit(job, block, timeout)
+
+    def infer(self, inputs, output_names: Sequence[str] | None = None, net_id: int = 0, *,
+              deadline: float | None = None, block: bool | None = None,
+              timeout: float | None = None, priority: int = 0, output_device: str | None = None) -> dict:
+        """Run one inference job and wait for it: forward(...).result(), run on the calling thread
+        when it can be (onnxruntime's InferenceSession.run; Java's caller-runs policy).
+
+        When no job waits in the queue and fewer than num_threads jobs run (the workers' and
+        other callers'), the job runs at once on this thread, on one of the pool's caller Nets
+        (a free list per model, created on first use: at most num_threads of them, over the
+        models' shared weights). Otherwise it is queued and waited for as forward().result().
+        A job run here skips the queue, the workers and the on_job_enqueued/on_job_dequeued
+        callbacks (on_job_processed is called), and counts in stats() as "direct". It saves the
+        two thread handoffs of a queued job (the worker's wake-up and the caller's), each a
+        context switch and a GIL acquisition: 60-70 us a job on a 2-vCPU VM, and more where
+        other Python threads hold the GIL (benchmarks/neighbours.py).
+
+        Caller runs need a CPU pool on one device, a model without dynamic batching and numpy
+        outputs; other jobs, and calls from a pool worker, go through forward().
+
+        Args: as forward() (block/timeout: admission, when the job is queued).
+        Returns:
+            dict output name -> numpy array (copies), as forward()'s Future.
+        Raises:
+            as forward(), and the job's own error (InputError for a shape the model rejects,
+            KernelError, DeadlineExceededError...), raised here instead of set on a Future.
+        """
+        job = self._job(inputs, output_names, net_id, deadline, block, timeout, priority, output_device, "infer")
+        core = self._core
+        net_id = job.net_id
+        if core.direct[net_id] and job.output_device is None and not core.queue._size \
+                and not getattr(core.local, "worker", False):
+            net = core.take_caller_net(net_id)
+            if net is not None:
+                core.stats.submitted(net_id)
+                try:
+                    core.process(job, inline=False, net=net)
+                finally:
+                    core.give_caller_net(net_id, net)
+                return job.result()
+        return self._submit(job, block, timeout).result()
+
+    def _job(self, inputs, output_names, net_id, deadline, block, timeout, priority, output_device, call) -> "_Job":
+        """A checked job (forward()'s checks, in the caller's thread)."""
         core = self._core
         if self._closed or core.queue.closed:
-            raise PoolClosedError("forward() on a closed PooledPredictor")
+            raise PoolClosedError(f"{call}() on a closed PooledPredictor")
         if net_id.__class__ is not int or not 0 <= net_id < len(core.predictors):
             net_id = self._check_net_id(net_id)
         predictor = core.predictors[net_id]
@@ -788,7 +869,12 @@ class PooledPredictor:
         if od is not None and od != "cpu" and str(od).lower() != "cpu":
             outputs_on_device(od, predictor.canonical_net.device)  # InputError at the call
             job.output_device = od
+        return job
 
+    def _submit(self, job: "_Job", block, timeout) -> "_Job":
+        """Run a checked job inline (from a worker, with allow_inline_scheduling) or queue it."""
+        core = self._core
+        net_id = job.net_id
         in_worker = getattr(core.local, "worker", False)
         if in_worker and self.config.allow_inline_scheduling and core.local.depth < self.config.max_inline_depth:
             core.stats.submitted(net_id)
@@ -868,6 +954,8 @@ class PooledPredictor:
                 self._closing_thread = threading.get_ident()
                 with core.threads_lock:  # no worker can start between counting and closing
                     pending = core.queue.close(len(core.threads), drain=cancel_pending)
+                with core.callers_lock:  # infer()'s caller Nets go; one running now is dropped when it ends
+                    core.caller_nets = [[] for _ in core.caller_nets]
                 _live_pools.discard(self)
                 if self._blas_token is not None:
                     release_blas_threads(self._blas_token)
@@ -938,6 +1026,10 @@ class PinnedPooledPredictor(HandleAPI):
         """pool.forward(inputs, output_names, net_id=self.net_id, ...)."""
         return self.pool.forward(inputs, output_names, self.net_id, **kwargs)
 
+    def infer(self, inputs, output_names: Sequence[str] | None = None, **kwargs) -> dict:
+        """pool.infer(inputs, output_names, net_id=self.net_id, ...): run and wait, on this thread when it can."""
+        return self.pool.infer(inputs, output_names, self.net_id, **kwargs)
+
     async def forward_async(self, inputs, output_names: Sequence[str] | None = None, **kwargs):
         return await self.pool.forward_async(inputs, output_names, self.net_id, **kwargs)
 
@@ -956,7 +1048,7 @@ class PinnedPooledPredictor(HandleAPI):
         return self.predictor.outputs
 
     def _handle_run(self, arrays: dict) -> dict:
-        return self.forward(arrays).result()
+        return self.infer(arrays)
 
     def canonical_net(self):
         return self.pool.canonical_net(self.net_id)

@@ -88,7 +88,7 @@ class LatencyHistogram:
                 "p99_ms": self.percentile(99) * ms, "max_ms": self.max * ms}
 
 
-COUNTERS = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "inline")
+COUNTERS = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "inline", "direct")
 HISTOGRAMS = ("queue_wait", "run", "end_to_end")
 
 
@@ -98,7 +98,8 @@ class NetStats:
 
     Counters: submitted (accepted jobs), completed (ran and succeeded), failed
     (ran and raised), cancelled, expired (deadline passed before running),
-    rejected (refused at admission: queue full), inline (ran inline on a worker).
+    rejected (refused at admission: queue full), inline (ran inline on a worker),
+    direct (ran on the calling thread: PooledPredictor.infer()).
     Histograms: queue_wait (enqueue -> picked up), run (forward + copy-out;
     for a batched job, its batch's run), end_to_end (submit -> Future completed).
     batch_sizes: jobs per run -> number of runs, for nets that batch (a job
