@@ -186,6 +186,13 @@ class Config:
             those CPUs: pools in other processes pinned alike share the same CPUs.
             Raises ValueError (validate) on a platform without sched_setaffinity or for CPU
             ids the process may not use.
+        infer_slots: how many infer() jobs compute at once on their callers' threads; the others
+            wait for a slot, first come first served (the wait counts as queue wait). None
+            (default): the CPUs this process may use (os.sched_getaffinity(0)); 0: num_threads.
+            infer() needs as many caller Nets as slots, used last in, first out, so the Nets
+            that run stay in the caches: with 16 client threads on 2 cores, 16 slots gave
+            ResNet-50 15-19% more CPU time an image than 1 client (16 arenas in turn; onnxruntime
+            reuses one arena's freed blocks: 4-9%), 2 slots (benchmarks/cpu_check.py).
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -221,6 +228,7 @@ class Config:
     warmup_shapes: Sequence[Mapping[str, Sequence[int]]] = ()
     int8_arithmetic: str | None = None
     worker_affinity: str | Sequence[int] = "none"
+    infer_slots: int | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the first inconsistent field."""
@@ -228,6 +236,9 @@ class Config:
             raise ValueError("Config: give exactly one of model_paths and model_bytes")
         if int(self.num_threads) < 1:
             raise ValueError(f"Config: num_threads must be >= 1, got {self.num_threads}")
+        if self.infer_slots is not None and (isinstance(self.infer_slots, bool)
+                                             or not isinstance(self.infer_slots, int) or self.infer_slots < 0):
+            raise ValueError(f"Config: infer_slots must be None or an int >= 0, got {self.infer_slots!r}")
         if self.queue_capacity is not None and int(self.queue_capacity) < 1:
             raise ValueError(f"Config: queue_capacity must be >= 1, got {self.queue_capacity}")
         if self.admission not in ("block", "fail"):
@@ -400,8 +411,11 @@ class _Workers:
         cpu_pool = not config.devices and str(config.device).lower() == "cpu"
         self.direct = [cpu_pool and b is None for b in self.batchers]
         self.caller_nets: list[list] = [[] for _ in predictors]
-        self.callers = 0
+        self.callers = 0  # infer() jobs on callers' threads, running or waiting for a slot
         self.callers_lock = threading.Lock()
+        slots = config.infer_slots if config.infer_slots is not None else _usable_cpus()
+        # None where it cannot bind: no more than num_threads callers run at once anyway
+        self.caller_slots = threading.Semaphore(slots) if 0 < slots < config.num_threads else None
 
     @staticmethod
     def _readable(p: Predictor) -> set:
@@ -430,28 +444,38 @@ class _Workers:
         return getattr(self.local, "worker", False)
 
     def take_caller_net(self, net_id: int):
-        """A free caller Net of model `net_id` for infer() (a new one if none is free), or None
-        when num_threads jobs run already (the callers' and the busy workers') or the pool closed."""
+        """For infer(): a caller slot (waited for, Config.infer_slots) and the caller Net of model
+        `net_id` used last (a new one if none is free); None, at once, when num_threads jobs run or
+        wait already (the callers' and the busy workers') or the pool closed."""
         with self.callers_lock:
             if self.queue.closed or self.callers + self.idle.count(False) >= self.config.num_threads:
                 return None
             self.callers += 1
+        slots = self.caller_slots
+        if slots is not None:
+            slots.acquire()
+        with self.callers_lock:
             free = self.caller_nets[net_id]
-            net = free.pop() if free else None
+            net = free.pop() if free else None  # last in, first out: its arena is in the caches
         if net is None:
             try:
                 net = self.predictors[net_id].new_net()
             except BaseException:
-                with self.callers_lock:
-                    self.callers -= 1
+                self._leave(slots)
                 raise
         return net
 
     def give_caller_net(self, net_id: int, net) -> None:
         with self.callers_lock:
-            self.callers -= 1
             if not self.queue.closed:  # a closed pool lets its caller Nets go
                 self.caller_nets[net_id].append(net)
+        self._leave(self.caller_slots)
+
+    def _leave(self, slots) -> None:
+        with self.callers_lock:
+            self.callers -= 1
+        if slots is not None:
+            slots.release()
 
     def maybe_start_worker(self) -> None:
         """Start a worker if none is idle and fewer than num_threads run (fb-caffe-exts' policy)."""
@@ -643,6 +667,14 @@ class _Workers:
         return True
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; os.cpu_count() where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _hook(callback: Callback | None, name: str):
     """The callback's bound method `name`, or None when there is none or it is Callback's no-op."""
     if callback is None or getattr(type(callback), name, None) is getattr(Callback, name):
@@ -815,9 +847,10 @@ class PooledPredictor:
         when it can be (onnxruntime's InferenceSession.run; Java's caller-runs policy).
 
         When no job waits in the queue and fewer than num_threads jobs run (the workers' and
-        other callers'), the job runs at once on this thread, on one of the pool's caller Nets
-        (a free list per model, created on first use: at most num_threads of them, over the
-        models' shared weights). Otherwise it is queued and waited for as forward().result().
+        other callers'), the job runs on this thread once one of Config.infer_slots is free
+        (default: one per CPU), on one of the pool's caller Nets (a free list per model, created
+        on first use: at most one per slot, over the models' shared weights). Otherwise it is
+        queued and waited for as forward().result().
         A job run here skips the queue, the workers and the on_job_enqueued/on_job_dequeued
         callbacks (on_job_processed is called), and counts in stats() as "direct". It saves the
         two thread handoffs of a queued job (the worker's wake-up and the caller's), each a

@@ -133,3 +133,57 @@ def test_pinned_predictors_infer_on_their_model():
         np.testing.assert_allclose(preds[0].infer([X])["y"], mlp_reference(a, X), rtol=1e-5, atol=1e-6)
     finally:
         preds[0].close()
+
+
+def test_infer_slots_cap_the_callers_computing_at_once():
+    """infer_slots=1, 4 client threads: one forward at a time on the callers' threads, one caller Net."""
+    model = make_mlp()
+    expect = mlp_reference(model, X)
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0}
+    errors = []
+    config = Config(model_bytes=[model.SerializeToString()], num_threads=4, infer_slots=1)
+    with PooledPredictor(config) as pool:
+        assert pool._core.caller_slots is not None
+        net_class = type(pool.predictor(0).canonical_net)
+        forward = net_class.forward
+
+        def counted(self, *a, **k):
+            with lock:
+                state["now"] += 1
+                state["most"] = max(state["most"], state["now"])
+            try:
+                threading.Event().wait(0.002)
+                return forward(self, *a, **k)
+            finally:
+                with lock:
+                    state["now"] -= 1
+
+        def client():
+            try:
+                for _ in range(10):
+                    np.testing.assert_allclose(pool.infer([X])["y"], expect, rtol=1e-5, atol=1e-6)
+            except BaseException as exc:  # noqa: BLE001 -- reported below
+                errors.append(exc)
+
+        net_class.forward = counted
+        try:
+            threads = [threading.Thread(target=client) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+        finally:
+            net_class.forward = forward
+        assert not errors and state["most"] == 1
+        counts = pool.stats().total().counts
+        assert counts["completed"] == counts["direct"] == 40 and pool.worker_count == 0
+        assert len(pool._core.caller_nets[0]) == 1
+
+
+def test_infer_slots_never_bind_at_or_above_num_threads():
+    config = Config(model_bytes=[make_mlp().SerializeToString()], num_threads=2, infer_slots=2)
+    with PooledPredictor(config) as pool:
+        assert pool._core.caller_slots is None  # no cost where it cannot bind
+    with pytest.raises(ValueError, match="infer_slots"):
+        Config(model_bytes=[b"x"], infer_slots=-1).validate()
