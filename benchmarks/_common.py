@@ -71,6 +71,17 @@ def machine() -> dict:
     return info
 
 
+SETTLE_SECONDS = 0.2
+
+
+def settle(seconds: float = SETTLE_SECONDS) -> None:
+    """Idle before a timed window. onnxruntime's intra-op threads spin on after a run: on 2 cores,
+    16 callers of our pool timed right after a 16-thread onnxruntime session served PP-OCR rec
+    1.00x onnxruntime's 16 callers, and 1.10x after 0.1 s or 0.5 s idle (the config timed next
+    loses what the spinners take, whichever it is)."""
+    time.sleep(seconds)
+
+
 def write_results(name: str, rows, *, rows_only: bool = False, **extra) -> Path:
     """benchmarks/results/<name>.json with the rows, the machine, the versions and the command.
 

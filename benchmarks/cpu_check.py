@@ -6,7 +6,8 @@
 
 Made to finish in under 6 minutes on the lent machine's 16-core Xeon (AVX-512), numba's cold
 compile included (a fresh machine has no cache), and to run anywhere (--workers 1 2 on a 2-core
-machine). Per model (batch 1) and worker count N, interleaved over rounds (rotated order, one
+machine). Per model (batch 1) and worker count N, interleaved over rounds (rotated order, 0.2 s idle
+before each window for onnxruntime's spinning threads to stop (benchmarks/_common.settle), one
 warm-up call each, closed loop: a caller submits its next request when its previous one returned):
 * ours       -- PooledPredictor(num_threads=N), N client threads calling infer() (a job runs on the
                 calling thread while fewer than N run, as onnxruntime's run(); else it is queued), the
@@ -55,7 +56,7 @@ if "--inline" not in sys.argv:  # before _common (which defaults the benchmarks 
     os.environ.setdefault("POOLED_PREDICTOR_TIERED", "1")
     os.environ.setdefault("POOLED_PREDICTOR_COMPILE_JOBS", str(max(1, min(8, os.cpu_count() or 1))))
 
-from benchmarks._common import table, write_results  # noqa: E402
+from benchmarks._common import settle, table, write_results  # noqa: E402
 from benchmarks.vs_onnxruntime import OrtSession, closed_loop, load_model, rel_err  # noqa: E402
 
 MODELS = ("mobilenet_v2", "ppocr_rec", "resnet50")
@@ -151,6 +152,7 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
     busy = {c.name: [] for c in configs}
     for r in range(rounds):  # rotated order: no configuration always runs first or last
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
+            settle()  # onnxruntime's spinning threads idle again (benchmarks/_common.settle)
             cpu0, t0 = time.process_time(), time.perf_counter()
             rates[c.name].append(c.run(seconds))
             busy[c.name].append((time.process_time() - cpu0) / (time.perf_counter() - t0))

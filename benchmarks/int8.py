@@ -16,7 +16,8 @@ Configurations, each closed-loop at batch 1 (benchmarks/vs_onnxruntime.py's):
 * ort_2x1 / ort_1x2 -- onnxruntime on the quantized model, 2 intra-op threads and 1
   caller / 1 thread and 2 callers; ort_best is the better;
 * ours_f32  -- our pool on the float32 model the quantized one came from.
-Every round runs every configuration for S seconds in a rotated order; the table
+Every round runs every configuration for S seconds (after 0.2 s idle: benchmarks/_common.settle)
+in a rotated order; the table
 gives medians over rounds and ours / ort_best, ours / ours_f32 (the issue's goals:
 >= 1.0 and >= 1.5). Accuracy: max |ours - onnxruntime| over the output, in units of
 the output's quantization step (the scale of the DequantizeLinear that produces
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks._common import cpu, table, write_results  # noqa: E402
+from benchmarks._common import cpu, settle, table, write_results  # noqa: E402
 from benchmarks.vs_onnxruntime import Ours, OrtSession  # noqa: E402
 
 MODELS = ("resnet50", "mobilenet_v2", "bert")
@@ -203,6 +204,7 @@ def bench(name: str, fmt: str, work: Path, args) -> dict:
     rates = {c.name: [] for c in configs}
     for r in range(args.rounds):
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
+            settle()
             rates[c.name].append(c.run(args.seconds))
     for c in configs:
         c.close()

@@ -18,7 +18,8 @@ exported files exist under ~/.cache/pooled-predictor/exported/ (made by
 benchmarks/export_transformers.py, run with a Python that has torch): a
 BERT-base-sized encoder (sequence 128, the last 16 tokens padding), torchvision's
 ViT-B/16 and Swin-T (224x224); a missing one is skipped with a line saying
-how to make it. Every round runs every configuration for S seconds, in a rotated
+how to make it. Every round runs every configuration for S seconds (after 0.2 s idle:
+benchmarks/_common.settle), in a rotated
 order, after one warm-up call each; the table gives the median images/s over
 rounds and ours / best onnxruntime setup, ours / OpenVINO. Outputs are checked
 against onnxruntime first (max |ours - ort| / max |ort|).
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks._common import table, write_results  # noqa: E402
+from benchmarks._common import settle, table, write_results  # noqa: E402
 
 CNNS = ("resnet50", "googlenet", "mobilenet_v2", "ppocr_det", "ppocr_rec")
 TRANSFORMERS = {"bert_base": "bert", "vit_b_16": "vit", "swin_t": "swin"}  # -> export_transformers.py's name
@@ -224,6 +225,7 @@ def bench(name: str, batch: int, rounds: int, seconds: float, with_openvino: boo
     rates = {c.name: [] for c in configs}
     for r in range(rounds):  # rotated order: no configuration always runs first or last
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
+            settle()
             rates[c.name].append(c.run(seconds) * batch)
     for c in configs:
         c.close()
