@@ -17,8 +17,10 @@ while a second Python thread does one of:
 * python, switch interval S -- the same, with sys.setswitchinterval(S) (restored after).
 
 Runners: ours (runs of compiled kernels as one native call each: compiled/native_runs.py),
-ours per node (the same Net's nodes called one by one from Python, as before native runs) and
-onnxruntime's one-thread session. A thread that wants the GIL back while the neighbour holds it
+ours per node (the same Net's nodes called one by one from Python, as before native runs), a
+PooledPredictor of 2 workers called as pool.forward(x).result() (a worker runs the job: two thread
+handoffs) and as pool.infer(x) (the job runs on the calling thread), and onnxruntime's one-thread
+session. The "forward" neighbour of the pool runners is a second client of the same pool. A thread that wants the GIL back while the neighbour holds it
 waits up to the interpreter's switch interval (5 ms by default): ours per node takes it back at
 every node boundary, ours after each native run (and node left in Python), onnxruntime once a
 run. Reported: the time per forward with the neighbour / without it, and the Python calls a
@@ -78,7 +80,7 @@ def main():
     from threadpoolctl import threadpool_limits
 
     from benchmarks.vs_onnxruntime import load_model
-    from pooled_predictor import Net, Predictor
+    from pooled_predictor import Config, Net, PooledPredictor, Predictor
 
     big = np.ones(32 << 20, np.float32)
     _compute(10), _stream(big[:8])
@@ -131,10 +133,17 @@ def main():
         sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
         sess2 = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
         feed = {sess.get_inputs()[0].name: x}
+        pool = PooledPredictor(Config(model_bytes=[data], num_threads=2, warmup=True,
+                                      warmup_shapes=[{name: x.shape}]))
+        pool_feed = {name: x}
         runners = {"ours": lambda: nets[0].forward(), "ours_per_node": lambda: nets[2].forward(),
-                   "onnxruntime": lambda: sess.run(None, feed)}
+                   "pool_forward": lambda: pool.forward(pool_feed).result(),
+                   "pool_infer": lambda: pool.infer(pool_feed), "onnxruntime": lambda: sess.run(None, feed)}
         second = {"ours": lambda: nets[1].forward(), "ours_per_node": lambda: nets[3].forward(),
+                  "pool_forward": runners["pool_forward"], "pool_infer": runners["pool_infer"],
                   "onnxruntime": lambda: sess2.run(None, feed)}
+        for run in (runners["pool_forward"], runners["pool_infer"]):
+            run(), run()
         times = {(r, n): [] for r in runners for n in neighbours}
         with threadpool_limits(1):
             for k in range(args.rounds):
@@ -144,6 +153,7 @@ def main():
                     order = order[k % len(order):] + order[:k % len(order)]
                     for r, run in order:
                         times[r, n].append(measure(run, work or second[r], interval))
+        pool.close()
         for n in neighbours:
             row = {"model": model, "neighbour": n}
             for r in runners:
@@ -154,7 +164,9 @@ def main():
         rows[-len(neighbours)]["calls"] = calls
     print(table(rows, [("model", "model", "s"), ("neighbour", "neighbour", "s"), ("ours_ms", "ours ms", ".2f"),
                        ("ours_ratio", "x idle", ".2f"), ("ours_per_node_ms", "per node ms", ".2f"),
-                       ("ours_per_node_ratio", "x idle", ".2f"), ("onnxruntime_ms", "ort ms", ".2f"),
+                       ("ours_per_node_ratio", "x idle", ".2f"), ("pool_forward_ms", "pool forward ms", ".2f"),
+                       ("pool_forward_ratio", "x idle", ".2f"), ("pool_infer_ms", "pool infer ms", ".2f"),
+                       ("pool_infer_ratio", "x idle", ".2f"), ("onnxruntime_ms", "ort ms", ".2f"),
                        ("onnxruntime_ratio", "x idle", ".2f")]))
     print(f"\none thread each, batch 1; {args.rounds} rounds x {args.seconds:g} s, medians")
     out = write_results("neighbours", rows, models=args.models, seconds=args.seconds, rounds=args.rounds,
