@@ -12,6 +12,7 @@ from functools import partial
 import numpy as np
 
 from ..registry import kernel
+from . import views
 from ..shapes.indexing import slice_params, split_sizes, topk_k
 from ..shapes.reduce import reduced_shape
 
@@ -54,9 +55,21 @@ class Gather:
         np.take(data, idx, axis=self.axis, out=out, mode="clip")
 
     def prepare_run(self, data, indices, *, out):
-        """With indices a weight (checked at reshape): numpy.take bound to these arrays."""
+        """With indices a weight (checked at reshape): one index or a run of them (a view of data) as a
+        compiled copy (views.py: joins a native run), else numpy.take bound to these arrays."""
         if self.indices is None:
             return None
+        idx = self.indices
+        pick = None
+        if idx.ndim == 0:
+            pick = int(idx)
+        elif idx.ndim == 1 and idx.size and np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)):
+            pick = slice(int(idx[0]), int(idx[0]) + idx.size)
+        if pick is not None:
+            view = data[(slice(None),) * self.axis + (pick,)]
+            call = views.copy_call(data, view, out, out) if view.shape == out.shape else None
+            if call is not None:
+                return call
         return partial(np.take, data, self.indices, self.axis, out, "clip")
 
 
@@ -78,8 +91,10 @@ class Slice:
         np.copyto(out, data[self.index])
 
     def prepare_run(self, data, starts=None, ends=None, axes=None, steps=None, *, out):
-        """The copy from data's slice (a view, taken once) bound to these arrays."""
-        return partial(np.copyto, out, data[self.index])
+        """The copy from data's slice (a view, taken once) bound to these arrays: compiled where it can be
+        (views.py: joins a native run), else numpy's copyto."""
+        view = data[self.index]
+        return views.copy_call(data, view, out, out) or partial(np.copyto, out, view)
 
 
 # ---- Split -------------------------------------------------------------------

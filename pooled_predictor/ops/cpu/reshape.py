@@ -16,7 +16,7 @@ import numpy as np
 from ..registry import kernel
 from ..shapes.reshape import (CONSTANT_ATTRS, PAD_MODES, PAD_MODES_19, constant_value, pad_amounts,
                               range_compute_dtype)
-from . import compiled
+from . import compiled, views
 from .tensor import prepare_reshaped
 
 _LATEST = (21, 23, 24, 25)  # versions that only widened the type constraints
@@ -158,8 +158,13 @@ class Pad:
         None, the plain call)."""
         if self.mode == "constant" and self.value is None:
             return None
-        calls = [partial(np.copyto, out[self.inner], data[self.crop])]
+        inner, kept = out[self.inner], data[self.crop]
+        calls = [partial(np.copyto, inner, kept)]
         if self.mode == "constant":
+            copy = views.copy_call(data, kept, out, inner)  # compiled calls a native run takes (views.py)
+            fill = views.fill_call(out, self.value) if self.borders else None
+            if copy is not None and (fill is not None or not self.borders):
+                return compiled.chain(fill, copy)  # the whole of Y filled, then its interior written
             for axis, head, _, tail, _ in self.borders:
                 pre = (slice(None),) * axis
                 calls += [partial(out[pre + (head,)].fill, self.value), partial(out[pre + (tail,)].fill, self.value)]

@@ -10,7 +10,7 @@ from functools import partial
 import numpy as np
 
 from ..registry import kernel
-from . import compiled
+from . import compiled, views
 
 
 @kernel("Transpose", since=(1, 13, 21, 23, 24, 25))
@@ -107,7 +107,20 @@ def concat(*inputs, out, axis):
 
 
 def _prepare_concat(*inputs, out, axis):
-    return partial(np.concatenate, [x for x in inputs if x is not None], axis=axis, out=out)
+    """Each input copied into its slab of Y by a compiled call (views.py: the chain joins a native run),
+    else numpy's concatenate bound to these arrays."""
+    xs = [x for x in inputs if x is not None]
+    ax = axis + out.ndim if axis < 0 else axis
+    calls, at = [], 0
+    for x in xs:
+        n = x.shape[ax] if x.ndim == out.ndim else -1
+        slab = out[(slice(None),) * ax + (slice(at, at + n),)] if n >= 0 else None
+        call = views.copy_call(x, x, out, slab) if slab is not None else None
+        if call is None and x.size:
+            return partial(np.concatenate, xs, axis=axis, out=out)
+        calls.append(call)
+        at += max(n, 0)
+    return compiled.chain(*calls)
 
 
 concat.prepare_run = _prepare_concat

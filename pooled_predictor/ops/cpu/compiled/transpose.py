@@ -74,3 +74,40 @@ def strided_copy(x, y, shape, strides):
                             for i in range(n5):
                                 y[d + i] = x[s + i * s5]
                         d += n5
+
+
+_INTS = (types.int8, types.int16, types.int32, types.int64)
+
+
+@njit([types.void(types.Array(t, 1, "C", readonly=True), types.Array(t, 1, "C"), _C6, _C6, _C6) for t in _INTS],
+      nogil=True, cache=True, error_model="numpy")
+def view_copy(x, y, shape, xstrides, ystrides):
+    """y[sum_k i_k ystrides[k]] = x[sum_k i_k xstrides[k]] for i_k < shape[k]: one strided view copied into
+    another (6 axes, leading ones of size 1; strides in elements, >= 0; x and y flat from each view's first
+    element), the bits as 1-, 2-, 4- or 8-byte integers: Slice, a Gather of one index, Concat's parts and
+    Pad's interior as calls a native run takes (views.py). A last axis of stride 1 on both sides is one
+    memcpy a run."""
+    n5 = shape[5]
+    xs5, ys5 = xstrides[5], ystrides[5]
+    itemsize = x.itemsize
+    for i0 in range(shape[0]):
+        for i1 in range(shape[1]):
+            for i2 in range(shape[2]):
+                for i3 in range(shape[3]):
+                    for i4 in range(shape[4]):
+                        s = (i0 * xstrides[0] + i1 * xstrides[1] + i2 * xstrides[2] + i3 * xstrides[3]
+                             + i4 * xstrides[4])
+                        d = (i0 * ystrides[0] + i1 * ystrides[1] + i2 * ystrides[2] + i3 * ystrides[3]
+                             + i4 * ystrides[4])
+                        if xs5 == 1 and ys5 == 1:
+                            _copy_row(y, d, x, s * itemsize, n5 * itemsize)
+                        else:
+                            for i in range(n5):
+                                y[d + i * ys5] = x[s + i * xs5]
+
+
+@njit([types.void(types.Array(t, 1, "C"), t) for t in _INTS], nogil=True, cache=True, error_model="numpy")
+def fill_bits(a, value):
+    """a[:] = value, the bits of a 1-, 2-, 4- or 8-byte element (Pad's constant as a call a native run takes)."""
+    for i in range(a.size):
+        a[i] = value
