@@ -210,8 +210,14 @@ def relu(x, y):
                  types.float32[::1]), nogil=True, cache=True, error_model="numpy")
 def add_rows(a, b, y):
     """y[i] = a[i] + b[i % b.size] (flat float32; y may be a or b): an Add of two tensors of one shape, or of
-    a tensor and its last dimensions' worth (a bias), np.add's bits (one rounding)."""
+    a tensor and its last dimensions' worth (a bias), np.add's bits (one rounding). A b of one element is a
+    scalar: one vectorized pass, not a.size rows of one (ViT's q * scale: 0.16 ms -> 0.02 ms)."""
     n = b.size
+    if n == 1:
+        s = b[0]
+        for i in range(a.size):
+            y[i] = a[i] + s
+        return
     for r in range(0, a.size, n):
         for i in range(n):
             y[r + i] = a[r + i] + b[i]
@@ -220,8 +226,13 @@ def add_rows(a, b, y):
 @njit(types.void(types.Array(types.float32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
                  types.float32[::1]), nogil=True, cache=True, error_model="numpy")
 def mul_rows(a, b, y):
-    """y[i] = a[i] * b[i % b.size]: add_rows' Mul (np.multiply's bits)."""
+    """y[i] = a[i] * b[i % b.size]: add_rows' Mul (np.multiply's bits; a b of one element a scalar)."""
     n = b.size
+    if n == 1:
+        s = b[0]
+        for i in range(a.size):
+            y[i] = a[i] * s
+        return
     for r in range(0, a.size, n):
         for i in range(n):
             y[r + i] = a[r + i] * b[i]
