@@ -223,7 +223,7 @@ def test_window_copy_pads_as_numpy_does(lanes, pads):
                                               ((4, 1, 6), (2, 0, 1), np.int32), ((3, 5), None, np.float32),
                                               ((2, 3, 4), (1, 0, 2), np.float64)])
 def test_transpose_copies_the_bits_in_one_compiled_call(shape, perm, dtype):
-    """Transpose's prepared call where the tiled kernel does not apply: compiled/transpose.py's strided_copy
+    """Transpose's prepared call where the tiled kernel does not apply: compiled/transpose.py's view_copy
     (a Bound call, so a native run takes it), numpy's bits for 4- and 8-byte elements and up to 6 axes."""
     x = np.random.default_rng(7).standard_normal(shape).astype(dtype)
     ref = np.ascontiguousarray(np.transpose(x, perm))

@@ -14,6 +14,25 @@ from tests.pool.faults import Gate, InjectedFault, faulty_reference, make_faulty
 X = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
 
 
+def _clients(pool, clients: int, calls: int, expect) -> list:
+    """`clients` threads each calling pool.infer() `calls` times, checking each result; the errors raised."""
+    errors = []
+
+    def client():
+        try:
+            for _ in range(calls):
+                np.testing.assert_allclose(pool.infer([X])["y"], expect, rtol=1e-5, atol=1e-6)
+        except BaseException as exc:  # noqa: BLE001 -- returned
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return errors
+
+
 class Threads(Callback):
     """Records the thread of each on_job_processed (the thread that ran the job)."""
 
@@ -96,21 +115,8 @@ def test_infer_raises_the_jobs_errors_at_the_call_and_serves_on():
 def test_caller_nets_are_bounded_by_num_threads():
     model = make_mlp()
     expect = mlp_reference(model, X)
-    errors = []
     with PooledPredictor(Config(model_bytes=[model.SerializeToString()], num_threads=2)) as pool:
-        def client():
-            try:
-                for _ in range(30):
-                    np.testing.assert_allclose(pool.infer([X])["y"], expect, rtol=1e-5, atol=1e-6)
-            except BaseException as exc:  # noqa: BLE001 -- reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=client) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not errors
+        assert not _clients(pool, 6, 30, expect)
         core = pool._core
         assert core.callers == 0 and 1 <= len(core.caller_nets[0]) <= 2
         counts = pool.stats().total().counts
@@ -141,7 +147,6 @@ def test_infer_slots_cap_the_callers_computing_at_once():
     expect = mlp_reference(model, X)
     lock = threading.Lock()
     state = {"now": 0, "most": 0}
-    errors = []
     config = Config(model_bytes=[model.SerializeToString()], num_threads=4, infer_slots=1)
     with PooledPredictor(config) as pool:
         assert pool._core.caller_slots is not None
@@ -159,20 +164,9 @@ def test_infer_slots_cap_the_callers_computing_at_once():
                 with lock:
                     state["now"] -= 1
 
-        def client():
-            try:
-                for _ in range(10):
-                    np.testing.assert_allclose(pool.infer([X])["y"], expect, rtol=1e-5, atol=1e-6)
-            except BaseException as exc:  # noqa: BLE001 -- reported below
-                errors.append(exc)
-
         net_class.forward = counted
         try:
-            threads = [threading.Thread(target=client) for _ in range(4)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
+            errors = _clients(pool, 4, 10, expect)
         finally:
             net_class.forward = forward
         assert not errors and state["most"] == 1

@@ -70,20 +70,10 @@ def _tiled_transpose(x, out, perm):
 
 
 def _strided_transpose(x, out, perm):
-    """The compiled strided copy (compiled/transpose.py's strided_copy: one call a native run can take) of X's
-    transposed view into Y, for C-contiguous X and Y of 4- or 8-byte elements and at most 6 axes; else None."""
-    view = np.transpose(x, perm)
-    size = x.dtype.itemsize
-    if (size not in (4, 8) or view.ndim > 6 or not compiled.active() or out.dtype != x.dtype or not x.size
-            or not (x.flags.c_contiguous and out.flags.c_contiguous)):
-        return None
-    pad = 6 - view.ndim
-    shape = np.array((1,) * pad + view.shape, np.int64)
-    strides = np.array((0,) * pad + tuple(st // size for st in view.strides), np.int64)
-    shape.flags.writeable = strides.flags.writeable = False
-    as_int = np.int32 if size == 4 else np.int64
-    return compiled.bound(compiled.transpose.strided_copy, x.reshape(-1).view(as_int), out.reshape(-1).view(as_int),
-                          shape, strides)
+    """The compiled strided copy of X's transposed view into Y (views.copy_call: compiled/transpose.py's view_copy,
+    one call a native run can take; BERT-base's head transposes, 1x128x12x64: 7.8 us, numpy's copyto 9.9), or None
+    where it does not apply (views.py)."""
+    return views.copy_call(x, np.transpose(x, perm), out, out)
 
 
 def _prepare_transpose(x, *, out, perm=None):

@@ -51,31 +51,6 @@ def transpose_tiles(x, y, bases, rows, cols, stride):
 _C6 = types.Array(types.int64, 1, "C", readonly=True)
 
 
-@njit([types.void(types.Array(t, 1, "C", readonly=True), types.Array(t, 1, "C"), _C6, _C6)
-       for t in (types.int32, types.int64)], nogil=True, cache=True, error_model="numpy")
-def strided_copy(x, y, shape, strides):
-    """y[i0, .., i5] (C order, flat) = x[sum_k i_k strides[k]] for i_k < shape[k]: a strided view of x (a
-    transpose: 6 axes, leading ones of size 1, strides in elements) copied into a contiguous y, the
-    elements' bits as 4- or 8-byte integers. A last axis of stride 1 is one memcpy a run (BERT-base's head
-    transposes, 1x128x12x64: 7.8 us, numpy's copyto 9.9)."""
-    d = 0
-    n5 = shape[5]
-    s5 = strides[5]
-    itemsize = x.itemsize
-    for i0 in range(shape[0]):
-        for i1 in range(shape[1]):
-            for i2 in range(shape[2]):
-                for i3 in range(shape[3]):
-                    for i4 in range(shape[4]):
-                        s = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3] + i4 * strides[4]
-                        if s5 == 1:
-                            _copy_row(y, d, x, s * itemsize, n5 * itemsize)
-                        else:
-                            for i in range(n5):
-                                y[d + i] = x[s + i * s5]
-                        d += n5
-
-
 _INTS = (types.int8, types.int16, types.int32, types.int64)
 
 
@@ -85,8 +60,8 @@ def view_copy(x, y, shape, xstrides, ystrides):
     """y[sum_k i_k ystrides[k]] = x[sum_k i_k xstrides[k]] for i_k < shape[k]: one strided view copied into
     another (6 axes, leading ones of size 1; strides in elements, >= 0; x and y flat from each view's first
     element), the bits as 1-, 2-, 4- or 8-byte integers: Slice, a Gather of one index, Concat's parts and
-    Pad's interior as calls a native run takes (views.py). A last axis of stride 1 on both sides is one
-    memcpy a run."""
+    Pad's interior, Transpose where the tiled kernel does not apply, as calls a native run takes (views.py).
+    A last axis of stride 1 on both sides is one memcpy a run."""
     n5 = shape[5]
     xs5, ys5 = xstrides[5], ystrides[5]
     itemsize = x.itemsize
