@@ -47,8 +47,9 @@ def unblocked(x, shape, layout=L16):
 
 
 # ---- the ISA module -----------------------------------------------------------------------------
-def _isa_in_child(value):
-    env = dict(os.environ, POOLED_PREDICTOR_ISA=value)
+def _isa_in_child(value, **numba_env):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
+    env.update(numba_env, POOLED_PREDICTOR_ISA=value)
     code = "from pooled_predictor.ops.cpu.compiled import isa; print(isa.ISA, isa.LANES, isa.DETECTED)"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
 
@@ -60,6 +61,18 @@ def test_isa_override_and_unknown_value():
     bad = _isa_in_child("sse9")
     assert bad.stdout.split()[0] == bad.stdout.split()[2]  # the detected one
     assert "POOLED_PREDICTOR_ISA" in bad.stderr and "sse9" in bad.stderr
+
+
+def test_the_detected_isa_is_numbas_target():
+    """NUMBA_CPU_FEATURES naming another target decides the width (numba compiles for it, not the host):
+    an AVX2 fleet's cache gets 8 lanes, an AVX-512 one 16; NUMBA_CPU_NAME alone keeps the host's features."""
+    hsw = "+avx,+avx2,+fma,+f16c,-avx512f,-avx512vl,-avx512bw,-avx512vnni,-avxvnni"
+    assert _isa_in_child("", NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=hsw).stdout.split() == ["avx2", "8", "avx2"]
+    skx = "+avx,+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq"
+    assert _isa_in_child("", NUMBA_CPU_NAME="skylake-avx512",
+                         NUMBA_CPU_FEATURES=skx).stdout.split() == ["avx512", "16", "avx512"]
+    host = _isa_in_child("").stdout.split()
+    assert _isa_in_child("", NUMBA_CPU_NAME="haswell").stdout.split() == host
 
 
 def test_use_lanes_sets_the_width_of_nets_made_inside():

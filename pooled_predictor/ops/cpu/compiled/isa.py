@@ -5,7 +5,7 @@
     avx2      8     NCHW8c      (AVX2 + FMA, and anything older: the kernels' generic vectors still run)
 
 Detected from Linux's /proc/cpuinfo flags, else llvmlite's host CPU features (the ones numba
-compiles for: `avx512f`, `avx2`);
+compiles for: `avx512f`, `avx2`), or from NUMBA_CPU_FEATURES where it names numba's target;
 POOLED_PREDICTOR_ISA=avx2|avx512 overrides the choice (an unknown value is logged and the
 detected ISA used). The kernels are written with LLVM's generic vector types (<8 x float>,
 <16 x float>, llvm.fmuladd on vectors), never ISA intrinsics, so both widths compile and run
@@ -47,9 +47,15 @@ def _cpuinfo_flags() -> set | None:
 
 
 def _detect() -> str:
-    """avx512 where the host has AVX-512 F, else avx2: from /proc/cpuinfo's x86 flags where Linux gives them
-    (the CPUID bits LLVM reads too; loading llvmlite's LLVM for the question cost 50 ms of CPU of every
-    import, issue 31), else from llvmlite's host CPU features."""
+    """avx512 where numba compiles for AVX-512 F, else avx2. numba's target is the host unless
+    NUMBA_CPU_FEATURES names another (numba's own rule: with NUMBA_CPU_NAME alone it still takes the host's
+    features; vnni.py reads them alike): then "+avx512f" in that string decides, so a cache built for an AVX2
+    fleet (NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=...) gets 8-lane layouts. The host's: from
+    /proc/cpuinfo's x86 flags where Linux gives them (the CPUID bits LLVM reads too; loading llvmlite's LLVM
+    for the question cost 50 ms of CPU of every import, issue 31), else from llvmlite's host CPU features."""
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is not None and (features or os.environ.get("NUMBA_CPU_NAME", "").strip()):
+        return "avx512" if "+avx512f" in features else "avx2"
     flags = _cpuinfo_flags()
     if flags is not None and ("avx" in flags or "sse2" in flags):
         return "avx512" if "avx512f" in flags else "avx2"
@@ -73,7 +79,8 @@ def _choose(detected: str) -> str:
 
 
 DETECTED = _detect()
-"""The host's ISA ("avx512" or "avx2"), as /proc/cpuinfo or llvmlite reports it."""
+"""The target's ISA ("avx512" or "avx2"): the host's, as /proc/cpuinfo or llvmlite reports it, or
+NUMBA_CPU_FEATURES's."""
 
 ISA = _choose(DETECTED)
 """The ISA the kernels are laid out for: DETECTED, or POOLED_PREDICTOR_ISA's."""
