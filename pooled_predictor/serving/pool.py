@@ -10,6 +10,11 @@
   up to a timeout, or fails fast with QueueFullError.
 * Worker threads start lazily, up to num_threads; each holds one Net per model
   (created on first use), sharing the models' weights.
+* infer() is forward().result() for a caller that waits anyway (onnxruntime's
+  run()): while no job is queued and fewer than num_threads run, the job runs on
+  the calling thread, on one of the pool's caller Nets (at most
+  Config.infer_slots computing at once, one per CPU by default, the Nets taken
+  last in, first out), without the two thread handoffs; else it is queued.
 * forward() checks net_id, the input count, names, ranks, fixed dims and dtypes
   in the caller's thread: a bad request fails at the call. A job's own failure
   (a shape the model rejects, a kernel error) is set on its Future; a worker
