@@ -195,9 +195,10 @@ class Config:
             wait for a slot, first come first served (the wait counts as queue wait). None
             (default): the CPUs this process may use (os.sched_getaffinity(0)); 0: num_threads.
             infer() needs as many caller Nets as slots, used last in, first out, so the Nets
-            that run stay in the caches: with 16 client threads on 2 cores, 16 slots gave
-            ResNet-50 15-19% more CPU time an image than 1 client (16 arenas in turn; onnxruntime
-            reuses one arena's freed blocks: 4-9%), 2 slots (benchmarks/cpu_check.py).
+            that run stay in the caches: with 16 client threads on 2 cores and 16 slots, PP-OCR
+            rec, MobileNetV2 and ResNet-50 took 15-19% more CPU time an image than with one
+            client (16 arenas in turn; onnxruntime's 16 callers 0-9% more), with 2 slots the
+            same as with one (benchmarks/cpu_check.py).
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
