@@ -459,7 +459,11 @@ class _Workers:
             self.callers += 1
         slots = self.caller_slots
         if slots is not None:
-            slots.acquire()
+            try:
+                slots.acquire()
+            except BaseException:  # interrupted (KeyboardInterrupt): not a caller any more
+                self._leave(None)
+                raise
         with self.callers_lock:
             free = self.caller_nets[net_id]
             net = free.pop() if free else None  # last in, first out: its arena is in the caches
