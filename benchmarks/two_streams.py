@@ -217,7 +217,7 @@ def _two_callers(call, seconds: float, busy_tids: list | None) -> dict:
 def schedule(model: str, batch: int, rounds: int, seconds: float) -> list[dict]:
     """Rows for ours (pool, 2 workers, 2 callers) and ort_1x2: medians over alternated rounds."""
     data, input_name, x = load_model(model, batch)
-    ours = Ours(data, input_name, x)
+    ours = Ours(data, input_name, x, queued=True)  # the workers' scheduling is what is measured
     ort = OrtSession(data, input_name, x, 1, 2)
     ours.run(0.5)
     ort.once()
