@@ -23,7 +23,8 @@ gives medians over rounds and ours / ort_best, ours / ours_f32 (the issue's goal
 the output's quantization step (the scale of the DequantizeLinear that produces
 it), or / max|ref| for a float output (the encoder's); also against onnxruntime with
 its graph optimizations off (the quantized graph run as written), and onnxruntime's
-two outputs against each other. Our int8 arithmetic (pooled_predictor/ops/int8_arithmetic.py):
+two outputs against each other; and what quantizing cost: ours and onnxruntime's int8 outputs against
+onnxruntime's float32 run of the source model, / max|float32| ("ours vs f32", "ort vs f32"). Our int8 arithmetic (pooled_predictor/ops/int8_arithmetic.py):
 "onnxruntime" (default; on a host without VNNI, u8 x s8 pairs summed in int16 with saturation,
 as onnxruntime's MLAS there) or "exact". A model we cannot load gets
 a row saying why. Writes benchmarks/results/int8.json (machine, ISA, versions, command).
@@ -201,6 +202,11 @@ def bench(name: str, fmt: str, work: Path, args) -> dict:
             row["err_steps" + key] = err / step
         else:
             row["err_rel" + key] = err / max(float(np.abs(b).max()), 1e-30)
+    # what quantizing cost: ours and onnxruntime's int8 against onnxruntime's float32 run of the source model
+    f32 = np.asarray(OrtSession(fdata, input_name, x, 1, 1).once(), np.float64)
+    scale = max(float(np.abs(f32).max()), 1e-30)
+    row["quant_err_ours"] = float(np.abs(got - f32).max()) / scale
+    row["quant_err_ort"] = float(np.abs(ref - f32).max()) / scale
     rates = {c.name: [] for c in configs}
     for r in range(args.rounds):
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
@@ -242,7 +248,8 @@ def main(argv=None) -> int:
                ("err_steps", "err (steps)", ".1f"), ("err_steps_vs_ort_unfused", "err vs ort unfused", ".1f"),
                ("err_steps_ort_fused_vs_unfused", "ort vs itself", ".1f"), ("err_rel", "err / max|ref|", ".1e"),
                ("err_rel_vs_ort_unfused", "vs ort unfused", ".1e"), ("err_rel_ort_fused_vs_unfused", "ort vs itself",
-                                                                        ".1e"), ("error", "error", "s")]
+                                                                        ".1e"),
+               ("quant_err_ours", "ours vs f32", ".1e"), ("quant_err_ort", "ort vs f32", ".1e"), ("error", "error", "s")]
     print()
     print(table(rows, columns))
     isa = cpu()
