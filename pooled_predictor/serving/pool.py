@@ -578,6 +578,8 @@ class _Workers:
         direct = net is not None
         if (inline or direct) and not job.set_running_or_notify_cancel():
             return
+        if direct:
+            self.stats.count(job.net_id, "direct")  # taken on the calling thread, whether it runs or expires
         started = time.perf_counter()
         if job.deadline is not None and started > job.deadline and self.expired(job, started):
             return
@@ -601,8 +603,6 @@ class _Workers:
                      queue_wait=started - job.enqueued, run=ran, end_to_end=end - job.submitted)
         if inline:
             stats.count(job.net_id, "inline")
-        elif direct:
-            stats.count(job.net_id, "direct")
         job.inputs = None  # do not keep the caller's arrays alive through the Future
         if error is not None:
             job.set_exception(error)

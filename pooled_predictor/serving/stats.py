@@ -99,7 +99,7 @@ class NetStats:
     Counters: submitted (accepted jobs), completed (ran and succeeded), failed
     (ran and raised), cancelled, expired (deadline passed before running),
     rejected (refused at admission: queue full), inline (ran inline on a worker),
-    direct (ran on the calling thread: PooledPredictor.infer()).
+    direct (taken on the calling thread by PooledPredictor.infer(): run there, or expired).
     Histograms: queue_wait (enqueue -> picked up), run (forward + copy-out;
     for a batched job, its batch's run), end_to_end (submit -> Future completed).
     batch_sizes: jobs per run -> number of runs, for nets that batch (a job

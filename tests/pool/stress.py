@@ -1,6 +1,7 @@
 """A self-checking stress run of the pool (used by tests/pool/test_stress.py and benchmarks/soak.py).
 
-Client threads hammer one pool serving two models with random batch sizes;
+Client threads hammer one pool serving two models with random batch sizes,
+through forward() and, for some requests, infer() (run on the client thread while it can);
 some requests carry an injected kernel fault (FailIfNegative), some are
 cancelled right after submission, some have a deadline that may pass, some chain
 a second job from a then() callback, some then() functions raise, the Callback
@@ -125,8 +126,8 @@ class StressResult:
         cb = self.callback
         ran = t["completed"] + t["failed"]
         assert cb.processed == ran, (cb.processed, t)
-        assert cb.enqueued == t["submitted"] - t["inline"], (cb.enqueued, t)
-        assert cb.dequeued == ran + t["expired"] - t["inline"], (cb.dequeued, t)
+        assert cb.enqueued == t["submitted"] - t["inline"] - t["direct"], (cb.enqueued, t)
+        assert cb.dequeued == ran + t["expired"] - t["inline"] - t["direct"], (cb.dequeued, t)
         assert t["submitted"] == ran + t["expired"] + t["cancelled"], t
         assert snap.callback_errors == cb.raised, (snap.callback_errors, cb.raised)
         assert snap.queue_size == 0
@@ -180,10 +181,24 @@ def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: i
                                 weights=[50, 10, 10, 10, 15, 5])[0]
             if kind == "fault":
                 x[0, 0] = -1.0
+            # some plain, faulty and deadline requests wait in infer() (run on this thread while it can)
+            sync = kind in ("plain", "fault", "deadline") and prng.random() < 0.3
             try:
-                f = pool.forward({"x": x}, net_id=net_id,
-                                 deadline=prng.choice([0.0, 0.002, 0.05]) if kind == "deadline" else None,
-                                 priority=prng.randrange(3) if max_batch_size > 1 else 0)
+                args = dict(deadline=prng.choice([0.0, 0.002, 0.05]) if kind == "deadline" else None,
+                            priority=prng.randrange(3) if max_batch_size > 1 else 0)
+                if sync:
+                    f = cf.Future()  # what infer() returned or raised, as a done Future
+                    try:
+                        f.set_result(pool.infer({"x": x}, net_id=net_id, **args))
+                    except cf.CancelledError:  # queued, and cancelled by close(cancel_pending=True)
+                        f.cancel()
+                    except (PoolClosedError, QueueFullError):
+                        raise
+                    except Exception as exc:  # noqa: BLE001 -- the request's outcome, checked below
+                        f.set_exception(exc)
+                    record(Request(f, kind, net_id, x))
+                    continue
+                f = pool.forward({"x": x}, net_id=net_id, **args)
             except (PoolClosedError, QueueFullError) as exc:
                 with lock:
                     name = type(exc).__name__
