@@ -25,7 +25,7 @@ import os
 import threading
 from contextlib import contextmanager
 
-__all__ = ["DETECTED", "ISA", "ISAS", "LANES", "blocked_layout", "describe", "lanes", "use_lanes"]
+__all__ = ["DETECTED", "ISA", "ISAS", "LANES", "blocked_layout", "describe", "lanes", "target_features", "use_lanes"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,16 @@ def _cpuinfo_flags() -> set | None:
     return None
 
 
+def target_features() -> str | None:
+    """NUMBA_CPU_FEATURES where it names numba's target, else None: numba compiles for the host's features.
+    numba's own rule: NUMBA_CPU_NAME alone still takes the host's features; an empty features string
+    counts only beside a name. Read here and by vnni.py, so both follow one target."""
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is not None and (features or os.environ.get("NUMBA_CPU_NAME", "").strip()):
+        return features
+    return None
+
+
 def _detect() -> str:
     """avx512 where numba compiles for AVX-512 F, else avx2. numba's target is the host unless
     NUMBA_CPU_FEATURES names another (numba's own rule: with NUMBA_CPU_NAME alone it still takes the host's
@@ -53,8 +63,8 @@ def _detect() -> str:
     fleet (NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=...) gets 8-lane layouts. The host's: from
     /proc/cpuinfo's x86 flags where Linux gives them (the CPUID bits LLVM reads too; loading llvmlite's LLVM
     for the question cost 50 ms of CPU of every import, issue 31), else from llvmlite's host CPU features."""
-    features = os.environ.get("NUMBA_CPU_FEATURES")
-    if features is not None and (features or os.environ.get("NUMBA_CPU_NAME", "").strip()):
+    features = target_features()
+    if features is not None:
         return "avx512" if "+avx512f" in features else "avx2"
     flags = _cpuinfo_flags()
     if flags is not None and ("avx" in flags or "sse2" in flags):

@@ -6,6 +6,8 @@ pairs with vpmaddubsw elsewhere on x86 (ops/int8_arithmetic.py).
 
 from __future__ import annotations
 
+from .isa import target_features
+
 
 def _host_features() -> dict:
     try:
@@ -26,10 +28,10 @@ def _target_vnni() -> bool:
     NUMBA_CPU_FEATURES name another target (then only where its features string enables a VNNI)."""
     import os
 
-    name = os.environ.get("NUMBA_CPU_NAME", "").strip().lower()
-    features = os.environ.get("NUMBA_CPU_FEATURES")
-    if features is not None and (features or name):
+    features = target_features()
+    if features is not None:
         return "+avx512vnni" in features or "+avxvnni" in features
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip().lower()
     if name and name != "host":
         return False
     return HOST_VNNI
@@ -40,10 +42,8 @@ TARGET_VNNI = _target_vnni()
 
 
 def _target_vnni512() -> bool:
-    import os
-
-    features = os.environ.get("NUMBA_CPU_FEATURES")
-    if features is not None and (features or os.environ.get("NUMBA_CPU_NAME", "").strip()):
+    features = target_features()
+    if features is not None:
         return "+avx512vnni" in features
     return TARGET_VNNI and bool(_HOST.get("avx512vnni", False))
 
