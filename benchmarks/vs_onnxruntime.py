@@ -23,7 +23,8 @@ benchmarks/_common.settle), in a rotated
 order, after one warm-up call each; the table gives the median images/s over
 rounds and ours / best onnxruntime setup, ours / OpenVINO. Outputs are checked
 against onnxruntime first (max |ours - ort| / max |ort|).
-Writes benchmarks/results/vs_onnxruntime.json (machine, versions, command).
+Writes benchmarks/results/vs_onnxruntime.json (machine, versions, command; --out-suffix S:
+vs_onnxruntime_S.json).
 """
 
 from __future__ import annotations
@@ -251,6 +252,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="per configuration per round")
     ap.add_argument("--quick", action="store_true", help="3 rounds of 1 s (a smoke run; noisier)")
     ap.add_argument("--no-openvino", action="store_true")
+    ap.add_argument("--out-suffix", default="",
+                    help="write results/vs_onnxruntime_<suffix>.json (a run of some rows beside the full table)")
     ap.add_argument("--worker-affinity", choices=["none", "spread"], default="none",
                     help="ours' Config.worker_affinity, its jobs then queued to the pinned workers (infer() "
                          "would run them on the unpinned clients); onnxruntime's callers stay unpinned: on a "
@@ -285,7 +288,7 @@ def main(argv=None) -> int:
             versions[mod] = __import__(mod).__version__
         except ImportError:
             pass
-    path = write_results("vs_onnxruntime", rows, geomean_vs_ort=geomean, rounds=args.rounds,
+    path = write_results("vs_onnxruntime" + (f"_{args.out_suffix}" if args.out_suffix else ""), rows, geomean_vs_ort=geomean, rounds=args.rounds,
                          seconds=args.seconds, versions=versions, worker_affinity=args.worker_affinity)
     print(f"written to {path}")
     return 0
