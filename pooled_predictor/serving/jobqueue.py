@@ -15,6 +15,16 @@
   a batching worker took already finds nothing and is dropped (a spurious
   wake-up, never a lost job: tickets are put under the lock, in job order, and
   close()'s stop tickets come after all of them).
+* Woken at most `wake_limit` (the pool's Config.active_workers): with it, put()
+  gives a ticket only while fewer workers are awake than that; a job put beyond
+  it waits for an awake worker, which takes it as it comes back (get(awake=True))
+  instead of going to sleep. So with more workers than cores, as many jobs compute
+  at once as there are cores and no more, without a handoff more per job (their
+  arenas stay in the caches; folly's LifoSem in fb-caffe-exts' thread pool has
+  the same aim). A worker about to run user code that may block (a Future's
+  callbacks, the pool's Callback) calls release(): it counts as asleep from then
+  on and, when jobs wait, another worker is woken, so a blocked callback never
+  holds the queue up. Invariant: while jobs are queued, a worker is awake.
 * Removal (cancel, close) marks a job as no longer queued and gives its slot
   back at once; the entry itself is skipped when a worker reaches it.
 * Batching (Triton's dynamic batcher): gather() takes, beside a first job,
@@ -48,11 +58,17 @@ class JobQueue:
         capacity: how many jobs may wait at once, over all levels.
         aging: seconds after which a waiting job goes before younger jobs of
             higher levels; None: strict priorities.
+        wake_limit: the most workers awake at once (see the module docstring);
+            None: every put() wakes a worker.
     """
 
-    def __init__(self, capacity: int, aging: float | None = None):
+    def __init__(self, capacity: int, aging: float | None = None, wake_limit: int | None = None):
+        if wake_limit is not None and wake_limit < 1:
+            raise ValueError(f"JobQueue: wake_limit must be None or >= 1, got {wake_limit!r}")
         self.capacity = capacity
         self.aging = aging
+        self.wake_limit = wake_limit
+        self._awake = 0  # with wake_limit: workers awake (woken for a job, or back from one); under the lock
         self._levels: dict[int, deque] = {0: deque()}
         self._order: list[deque] = [self._levels[0]]  # highest level first
         self._lock = threading.Lock()
@@ -104,7 +120,12 @@ class JobQueue:
             job.queued = True
             self._size += 1
             size = self._size
-            self._tickets.put(None)  # under the lock: tickets in job order, before close()'s stops
+            # under the lock: tickets in job order, before close()'s stops
+            if self.wake_limit is None:
+                self._tickets.put(None)
+            elif self._awake < self.wake_limit:  # else an awake worker takes it when it comes back
+                self._awake += 1
+                self._tickets.put(None)
             if self._batchers_waiting:
                 self._arrived.notify_all()
         return size
@@ -115,9 +136,31 @@ class JobQueue:
         return level
 
     # ---- workers ---------------------------------------------------------------------
-    def get(self):
-        """The next job for a worker (blocking), or STOP after close()."""
+    def get(self, awake: bool = False):
+        """The next job for a worker (blocking), or STOP after close().
+
+        awake (with wake_limit): the worker is counted awake (it took a job since it last slept
+        and has not released()): it takes a queued job at once, or goes to sleep."""
         tickets = self._tickets
+        if self.wake_limit is not None:
+            while True:
+                if awake:
+                    with self._lock:
+                        job = self._take()
+                        if job is not None:
+                            return job
+                        self._awake -= 1  # the queue is empty: asleep
+                if tickets.get() is STOP:
+                    # jobs an awake worker was to take may wait still (one released to a callback
+                    # woke nobody past the stops): each worker drains them before it stops
+                    with self._lock:
+                        job = self._take()
+                        if job is None:
+                            return STOP
+                        self._awake += 1
+                    tickets.put(STOP)  # its stop, read again once the queue is empty
+                    return job
+                awake = True  # the put() that gave the ticket counted this worker
         while True:
             if self._batchers_waiting:  # a batch waiting for more jobs goes now: this worker is idle
                 with self._lock:
@@ -128,6 +171,15 @@ class JobQueue:
                 job = self._take()
             if job is not None:
                 return job
+
+    def release(self) -> None:
+        """With wake_limit: an awake worker is about to run code that may block (user callbacks); it
+        counts as asleep from now on, and another worker is woken if jobs wait (get() it with awake=False)."""
+        with self._lock:
+            self._awake -= 1
+            if self._size and self._awake < self.wake_limit:
+                self._awake += 1
+                self._tickets.put(None)
 
     def _take(self):
         """Under the lock: the best queued job (aged first, then highest level, FIFO), or None."""

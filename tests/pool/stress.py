@@ -140,7 +140,7 @@ class StressResult:
 def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: int = 0,
                close_after: float = 0.6, inline: bool = True, max_batch_size: int = 0,
                max_queue_delay: float = 0.0, cancel_pending: bool | None = None,
-               queue_capacity: int | None = None) -> StressResult:
+               queue_capacity: int | None = None, active_workers: int | None = None) -> StressResult:
     """Run the stress scenario for about `seconds`; close() at `close_after` x seconds
     (cancelling the queued jobs when cancel_pending, None: at random).
 
@@ -153,7 +153,7 @@ def run_stress(seconds: float = 8.0, clients: int = 8, workers: int = 4, seed: i
     pool = PooledPredictor(Config(model_bytes=[m.SerializeToString() for m in models], num_threads=workers,
                                   queue_capacity=queue_capacity or 2 * workers, allow_inline_scheduling=inline,
                                   enqueue_timeout=1.0, max_batch_size=max_batch_size,
-                                  max_queue_delay=max_queue_delay), cb)
+                                  max_queue_delay=max_queue_delay, active_workers=active_workers), cb)
     result = StressResult(pool=pool, callback=cb, models=models)
     lock = threading.Lock()
     stop = threading.Event()

@@ -14,6 +14,17 @@ def test_stress(seed, inline):
     assert outcomes.get("KernelError", 0) > 0 and outcomes.get("cancelled", 0) > 0
 
 
+def test_stress_with_one_active_worker():
+    """Config.active_workers=1 of 4 workers: one is woken at a time, the others only when the awake
+    one runs user code (the Callback's hooks, done callbacks, then() chains); the invariants hold."""
+    result = run_stress(seconds=6.0, clients=8, workers=4, seed=6, inline=True, active_workers=1)
+    assert result.pool._core.wake_limit == 1
+    outcomes = result.check()
+    print(f"\nactive_workers=1: {len(result.requests)} requests in {result.seconds:.1f} s: {outcomes}")
+    assert outcomes.get("ok", 0) > 50
+    assert outcomes.get("KernelError", 0) > 0 and outcomes.get("cancelled", 0) > 0
+
+
 def test_stress_with_dynamic_batching_and_priorities():
     result = run_stress(seconds=6.0, clients=8, workers=4, seed=3, inline=True, max_batch_size=16,
                         max_queue_delay=0.002)
