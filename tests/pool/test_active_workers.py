@@ -94,8 +94,7 @@ def _compute(queue):
     time.sleep(0.002)
 
 
-def test_no_more_workers_than_the_limit_run_and_every_job_runs():
-    queue = JobQueue(64, wake_limit=2)
+def _sixty_jobs_on_six_workers(queue: JobQueue) -> _Workers:
     workers = _Workers(queue, 6)
     for _ in range(60):
         queue.put(_Job(_compute), block=True, timeout=5)
@@ -105,21 +104,16 @@ def test_no_more_workers_than_the_limit_run_and_every_job_runs():
     queue.close(6, drain=False)
     assert workers.join()
     assert workers.done == 60
-    assert workers.most <= 2
+    return workers
+
+
+def test_no_more_workers_than_the_limit_run_and_every_job_runs():
+    assert _sixty_jobs_on_six_workers(JobQueue(64, wake_limit=2)).most <= 2
 
 
 def test_without_a_limit_every_put_wakes_a_worker():
     """The control: the same jobs without wake_limit run on more than 2 workers at once."""
-    queue = JobQueue(64)
-    workers = _Workers(queue, 6)
-    for _ in range(60):
-        queue.put(_Job(_compute), block=True, timeout=5)
-    deadline = time.monotonic() + 20
-    while workers.done < 60 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    queue.close(6, drain=False)
-    assert workers.join()
-    assert workers.done == 60 and workers.most > 2
+    assert _sixty_jobs_on_six_workers(JobQueue(64)).most > 2
 
 
 def test_a_worker_that_releases_lets_another_take_the_queued_jobs():
