@@ -9,22 +9,23 @@
   C, with timeouts) bound the total over all levels. put() takes a token, a
   worker taking the job or a cancellation gives it back. Jobs put from a worker
   (force=True) take none, so a worker never blocks on its own queue.
-* Hand-over: every put() also puts one ticket into a second SimpleQueue, on
-  which idle workers block (the cheapest wake-up between Python threads). A
-  worker holding a ticket takes the best job under the lock; a ticket whose job
-  a batching worker took already finds nothing and is dropped (a spurious
-  wake-up, never a lost job: tickets are put under the lock, in job order, and
-  close()'s stop tickets come after all of them).
-* Woken at most `wake_limit` (the pool's Config.active_workers): with it, put()
-  gives a ticket only while fewer workers are awake than that; a job put beyond
-  it waits for an awake worker, which takes it as it comes back (get(awake=True))
-  instead of going to sleep. So with more workers than cores, as many jobs compute
-  at once as there are cores and no more, without a handoff more per job (their
-  arenas stay in the caches; folly's LifoSem in fb-caffe-exts' thread pool has
-  the same aim). A worker about to run user code that may block (a Future's
-  callbacks, the pool's Callback) calls release(): it counts as asleep from then
-  on and, when jobs wait, another worker is woken, so a blocked callback never
-  holds the queue up. Invariant: while jobs are queued, a worker is awake.
+* Hand-over: idle workers sleep on a stack, each on its own lock; put()
+  wakes the one that went to sleep last (last in, first out: folly's LifoSem,
+  which fb-caffe-exts' thread pool sleeps on), whose Net's arena and stack are
+  likeliest still in the caches, where a FIFO wake-up went round every worker
+  in turn. A worker takes the best job under the lock, and looks for one
+  before it sleeps, so a job put while no worker sleeps is taken by the first
+  that comes back; one that finds nothing (a batching worker took the job)
+  sleeps again.
+* Awake at most `wake_limit` (the pool's Config.active_workers; None: no
+  bound): put() wakes a worker only while fewer are awake than that, and a
+  worker back from a job takes the next one at once, so with more workers than
+  cores as many jobs compute at once as there are cores, each handed over
+  once. A worker about to run user code that may block (a Future's callbacks,
+  the pool's Callback) calls release(): it counts as asleep from then on, and
+  when jobs wait another worker is woken, so a blocked callback never holds
+  the queue up. After close() the bound is off: the workers run the queued jobs
+  (unless drained), then each get() returns STOP.
 * Removal (cancel, close) marks a job as no longer queued and gives its slot
   back at once; the entry itself is skipped when a worker reaches it.
 * Batching (Triton's dynamic batcher): gather() takes, beside a first job,
@@ -38,6 +39,7 @@
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -68,13 +70,15 @@ class JobQueue:
         self.capacity = capacity
         self.aging = aging
         self.wake_limit = wake_limit
-        self._awake = 0  # with wake_limit: workers awake (woken for a job, or back from one); under the lock
+        self._limit = sys.maxsize if wake_limit is None else wake_limit
+        self._awake = 0        # workers counted awake (woken for a job, or back from one), under the lock
+        self._sleepers = []    # [lock, counted] of each sleeping worker, the last to sleep at the end
+        self._own = threading.local()  # .sleeper: this thread's [lock, counted]
         self._levels: dict[int, deque] = {0: deque()}
         self._order: list[deque] = [self._levels[0]]  # highest level first
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)  # batchers waiting for more jobs
         self._batchers_waiting = 0
-        self._tickets: queue.SimpleQueue = queue.SimpleQueue()
         self._slots: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(capacity):
             self._slots.put(None)
@@ -120,12 +124,8 @@ class JobQueue:
             job.queued = True
             self._size += 1
             size = self._size
-            # under the lock: tickets in job order, before close()'s stops
-            if self.wake_limit is None:
-                self._tickets.put(None)
-            elif self._awake < self.wake_limit:  # else an awake worker takes it when it comes back
-                self._awake += 1
-                self._tickets.put(None)
+            if self._sleepers and self._awake < self._limit:
+                self._wake()
             if self._batchers_waiting:
                 self._arrived.notify_all()
         return size
@@ -137,49 +137,60 @@ class JobQueue:
 
     # ---- workers ---------------------------------------------------------------------
     def get(self, awake: bool = False):
-        """The next job for a worker (blocking), or STOP after close().
+        """The next job for a worker (blocking), or STOP once close()d and no job is left.
 
-        awake (with wake_limit): the worker is counted awake (it took a job since it last slept
-        and has not released()): it takes a queued job at once, or goes to sleep."""
-        tickets = self._tickets
-        if self.wake_limit is not None:
-            while True:
-                if awake:
-                    with self._lock:
-                        job = self._take()
-                        if job is not None:
-                            return job
-                        self._awake -= 1  # the queue is empty: asleep
-                if tickets.get() is STOP:
-                    # jobs an awake worker was to take may wait still (one released to a callback
-                    # woke nobody past the stops): each worker drains them before it stops
-                    with self._lock:
-                        job = self._take()
-                        if job is None:
-                            return STOP
-                        self._awake += 1
-                    tickets.put(STOP)  # its stop, read again once the queue is empty
-                    return job
-                awake = True  # the put() that gave the ticket counted this worker
-        while True:
-            if self._batchers_waiting:  # a batch waiting for more jobs goes now: this worker is idle
-                with self._lock:
-                    self._arrived.notify_all()
-            if tickets.get() is STOP:
-                return STOP
+        awake: the worker is counted awake (it took a job and has not release()d since): it takes
+        a queued job whatever the bound, or goes to sleep uncounted."""
+        if self._batchers_waiting:  # a batch waiting for more jobs goes now: this worker is idle
             with self._lock:
-                job = self._take()
-            if job is not None:
-                return job
+                self._arrived.notify_all()
+        with self._lock:
+            while True:
+                if self.closed:  # no bound, no sleep: the jobs left, then STOP
+                    job = self._take() if self._size else None
+                    return STOP if job is None else job
+                if self._size and (awake or self._awake < self._limit):
+                    job = self._take()
+                    if job is not None:
+                        if not awake:
+                            self._awake += 1
+                        return job
+                if awake:
+                    self._awake -= 1
+                    awake = False
+                awake = self._sleep()
+
+    def _sleep(self) -> bool:
+        """Under the lock: sleep until put(), release() or close() wakes this thread; whether it
+        was counted awake by its waker."""
+        me = getattr(self._own, "sleeper", None)
+        if me is None:
+            me = self._own.sleeper = [threading.Lock(), False]
+            me[0].acquire()  # held: the acquire() below blocks until a waker releases it
+        me[1] = False
+        self._sleepers.append(me)
+        self._lock.release()
+        try:
+            me[0].acquire()
+        finally:
+            self._lock.acquire()
+        return me[1]
+
+    def _wake(self) -> None:
+        """Under the lock: wake the worker that went to sleep last, counted awake."""
+        me = self._sleepers.pop()
+        self._awake += 1
+        me[1] = True
+        me[0].release()
 
     def release(self) -> None:
-        """With wake_limit: an awake worker is about to run code that may block (user callbacks); it
-        counts as asleep from now on, and another worker is woken if jobs wait (get() it with awake=False)."""
+        """An awake worker is about to run code that may block (user callbacks): it counts as
+        asleep from now on (its next get() with awake=False), and a sleeping worker is woken if
+        jobs wait and the bound allows."""
         with self._lock:
             self._awake -= 1
-            if self._size and self._awake < self.wake_limit:
-                self._awake += 1
-                self._tickets.put(None)
+            if self._size and self._sleepers and self._awake < self._limit:
+                self._wake()
 
     def _take(self):
         """Under the lock: the best queued job (aged first, then highest level, FIFO), or None."""
@@ -283,8 +294,9 @@ class JobQueue:
             self._dequeue(job)
             return True
 
-    def close(self, stops: int, drain: bool) -> list:
-        """Refuse new jobs; append `stops` stop tickets; return the queued jobs if `drain`."""
+    def close(self, drain: bool) -> list:
+        """Refuse new jobs; wake every sleeping worker (each get() returns STOP once the queue is
+        empty); return the queued jobs, taken out, if `drain`."""
         with self._lock:
             self.closed = True
             pending = []
@@ -295,8 +307,10 @@ class JobQueue:
                         if job.queued:
                             self._dequeue(job)
                             pending.append(job)
-            for _ in range(stops):
-                self._tickets.put(STOP)
+            for me in self._sleepers:
+                me[1] = False
+                me[0].release()
+            self._sleepers.clear()
             self._arrived.notify_all()
         # Wake producers blocked on a full queue: each one that wakes finds the pool
         # closed and gives its slot back, which wakes the next (a cascade).

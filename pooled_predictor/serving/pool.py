@@ -9,10 +9,11 @@
   defaults to num_threads); a full queue blocks the producer (default), blocks
   up to a timeout, or fails fast with QueueFullError.
 * Worker threads start lazily, up to num_threads; each holds one Net per model
-  (created on first use), sharing the models' weights. At most
-  Config.active_workers of them (one per CPU by default) are woken for queued
-  jobs at once; a job queued while they all run waits for one of them to come
-  back (pooled_predictor.serving.jobqueue).
+  (created on first use), sharing the models' weights. The idle worker woken
+  for a job is the one that went to sleep last; at most Config.active_workers
+  of them (one per CPU by default) are awake at once, and a job queued while
+  they all run waits for one of them to come back
+  (pooled_predictor.serving.jobqueue).
 * infer() is forward().result() for a caller that waits anyway (onnxruntime's
   run()): while no job is queued and fewer than num_threads run, the job runs on
   the calling thread, on one of the pool's caller Nets (at most
@@ -211,7 +212,9 @@ class Config:
             counting first, so a callback that blocks never holds the queue up. It binds only
             below num_threads, on a CPU pool that does not batch and whose workers are not
             pinned (worker_affinity "none"). With 16 client threads and 16 workers on 2
-            cores, PP-OCR rec went from 846 to ~990 images/s (benchmarks/cpu_check.py).
+            cores, PP-OCR rec went from 846 to ~990 images/s (benchmarks/cpu_check.py). Idle
+            workers are woken last in, first out (the one that slept last, its arena in the
+            caches), in every pool.
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -581,7 +584,8 @@ class _Workers:
         batchers = self.batchers
         limited = self.wake_limit is not None
         awake = _awake_worker
-        awake.release = None  # asleep until its first ticket
+        awake.release = None  # not counted awake before its first job
+        counted = False
         while True:
             # idle or running, never neither: another worker's batch shares with this one (fair_share)
             idle[index] = True
@@ -589,8 +593,9 @@ class _Workers:
             if limited:  # counted awake (Config.active_workers) unless it released to user code
                 job = get(awake.release is not None)
                 awake.release = self.release_wake
-            else:
-                job = get()
+            else:  # no bound: the count is kept, never released
+                job = get(counted)
+                counted = True
             if job is STOP:
                 idle[index] = False
                 awake.release = None
@@ -1050,8 +1055,8 @@ class PooledPredictor:
             self._closed = True
             if first:
                 self._closing_thread = threading.get_ident()
-                with core.threads_lock:  # no worker can start between counting and closing
-                    pending = core.queue.close(len(core.threads), drain=cancel_pending)
+                with core.threads_lock:  # no worker starts while the queue closes
+                    pending = core.queue.close(drain=cancel_pending)
                 with core.callers_lock:  # infer()'s caller Nets go; one running now is dropped when it ends
                     core.caller_nets = [[] for _ in core.caller_nets]
                 _live_pools.discard(self)
@@ -1106,7 +1111,7 @@ def _finalize(core: _Workers, blas_token) -> None:
     """The pool was garbage-collected without close(): let its workers exit."""
     with core.threads_lock:
         if not core.queue.closed:
-            core.queue.close(len(core.threads), drain=False)
+            core.queue.close(drain=False)
 
 
 class PinnedPooledPredictor(HandleAPI):

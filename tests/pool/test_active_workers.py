@@ -1,9 +1,10 @@
-"""Config.active_workers: the queue wakes at most that many workers (serving/jobqueue.py's wake_limit).
+"""The job queue's hand-over (serving/jobqueue.py) and Config.active_workers (its wake_limit).
 
-A job queued while that many run is taken by one of them when it comes back, so no more jobs
-compute at once than that; a worker about to run user code that may block (a Future's
-callbacks, the Callback's hooks) stops counting first, so such code never holds the queue up;
-close() still runs every queued job.
+The worker that went to sleep last is woken first. At most wake_limit workers are awake: a job
+queued while that many run is taken by one of them when it comes back, so no more jobs compute at
+once than that; a worker about to run user code that may block (a Future's callbacks, the
+Callback's hooks) stops counting first, so such code never holds the queue up; close() still runs
+every queued job.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _sixty_jobs_on_six_workers(queue: JobQueue) -> _Workers:
     deadline = time.monotonic() + 20
     while workers.done < 60 and time.monotonic() < deadline:
         time.sleep(0.005)
-    queue.close(6, drain=False)
+    queue.close(drain=False)
     assert workers.join()
     assert workers.done == 60
     return workers
@@ -134,13 +135,13 @@ def test_a_worker_that_releases_lets_another_take_the_queued_jobs():
     deadline = time.monotonic() + 10
     while workers.done < 2 and time.monotonic() < deadline:
         time.sleep(0.005)
-    queue.close(2, drain=False)
+    queue.close(drain=False)
     assert workers.join() and workers.done == 2
 
 
 def test_close_runs_the_jobs_left_for_an_awake_worker():
     """wake_limit=1, 3 workers: the awake one is busy when close() comes with 3 jobs queued and no
-    ticket for them; the workers that read their stop take those jobs first."""
+    worker woken for them; close() wakes the sleeping ones, which run those jobs before they stop."""
     queue = JobQueue(8, wake_limit=1)
     closed = threading.Event()
 
@@ -155,10 +156,43 @@ def test_close_runs_the_jobs_left_for_an_awake_worker():
         queue.put(_Job(_compute), block=True, timeout=5)
     while workers.running < 1:
         time.sleep(0.001)
-    assert queue.close(3, drain=False) == []
+    assert queue.close(drain=False) == []
     closed.set()
     assert workers.join()
     assert workers.done == 4 and len(queue) == 0
+
+
+def test_the_worker_that_slept_last_is_woken_first():
+    """a, b, c go to sleep in this order; the first job wakes c (which holds it), the second b."""
+    queue = JobQueue(8)
+    order, hold = [], threading.Event()
+
+    def worker(name):
+        awake = False
+        while (job := queue.get(awake)) is not STOP:
+            awake = True
+            order.append((name, job.work))
+            if job.work == "first":
+                hold.wait(10)
+
+    threads = []
+    for name in "abc":
+        threads.append(threading.Thread(target=worker, args=(name,), daemon=True))
+        threads[-1].start()
+        deadline = time.monotonic() + 10
+        while len(queue._sleepers) < len(threads) and time.monotonic() < deadline:
+            time.sleep(0.001)
+    deadline = time.monotonic() + 10
+    for n, work in enumerate(("first", "second")):
+        queue.put(_Job(work), block=True, timeout=5)
+        while len(order) <= n and time.monotonic() < deadline:
+            time.sleep(0.001)
+    hold.set()
+    queue.close(drain=False)
+    for t in threads:
+        t.join(10)
+    assert order == [("c", "first"), ("b", "second")]  # FIFO would have woken a, then b
+    assert not any(t.is_alive() for t in threads)
 
 
 def test_wake_limit_is_checked():

@@ -122,7 +122,7 @@ def test_a_waiting_batch_goes_when_a_worker_becomes_idle():
     getter.start()
     t.join(10)
     assert got == [[]] and not t.is_alive()  # it went alone, long before its 30 s delay
-    q.close(stops=1, drain=False)
+    q.close(drain=False)
     getter.join(10)
 
 
