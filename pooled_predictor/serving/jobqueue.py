@@ -13,7 +13,8 @@
   wakes the one that went to sleep last (last in, first out: folly's LifoSem,
   which fb-caffe-exts' thread pool sleeps on), whose Net's arena and stack are
   likeliest still in the caches, where a FIFO wake-up went round every worker
-  in turn. A worker takes the best job under the lock, and looks for one
+  in turn (they still do where the workers differ: pinned to CPUs, or on
+  several devices, lifo=False). A worker takes the best job under the lock, and looks for one
   before it sleeps, so a job put while no worker sleeps is taken by the first
   that comes back; one that finds nothing (a batching worker took the job)
   sleeps again.
@@ -61,10 +62,13 @@ class JobQueue:
         aging: seconds after which a waiting job goes before younger jobs of
             higher levels; None: strict priorities.
         wake_limit: the most workers awake at once (see the module docstring);
-            None: every put() wakes a worker.
+            None: no bound.
+        lifo: wake the worker that slept last (default); False: the one that slept first,
+            for workers that differ (pinned to CPUs, on devices) and should take turns.
     """
 
-    def __init__(self, capacity: int, aging: float | None = None, wake_limit: int | None = None):
+    def __init__(self, capacity: int, aging: float | None = None, wake_limit: int | None = None,
+                 lifo: bool = True):
         if wake_limit is not None and wake_limit < 1:
             raise ValueError(f"JobQueue: wake_limit must be None or >= 1, got {wake_limit!r}")
         self.capacity = capacity
@@ -73,6 +77,7 @@ class JobQueue:
         self._limit = sys.maxsize if wake_limit is None else wake_limit
         self._awake = 0        # workers counted awake (woken for a job, or back from one), under the lock
         self._sleepers = []    # [lock, counted] of each sleeping worker, the last to sleep at the end
+        self._next = -1 if lifo else 0  # the index in _sleepers of the one to wake
         self._own = threading.local()  # .sleeper: this thread's [lock, counted]
         self._levels: dict[int, deque] = {0: deque()}
         self._order: list[deque] = [self._levels[0]]  # highest level first
@@ -177,8 +182,8 @@ class JobQueue:
         return me[1]
 
     def _wake(self) -> None:
-        """Under the lock: wake the worker that went to sleep last, counted awake."""
-        me = self._sleepers.pop()
+        """Under the lock: wake the worker that went to sleep last (lifo, else first), counted awake."""
+        me = self._sleepers.pop(self._next)
         self._awake += 1
         me[1] = True
         me[0].release()

@@ -214,7 +214,7 @@ class Config:
             pinned (worker_affinity "none"). With 16 client threads and 16 workers on 2
             cores, PP-OCR rec went from 846 to ~990 images/s (benchmarks/cpu_check.py). Idle
             workers are woken last in, first out (the one that slept last, its arena in the
-            caches), in every pool.
+            caches), except where they differ (pinned to CPUs, or on several devices): in turn.
     """
 
     model_paths: Sequence[str | os.PathLike] = ()
@@ -441,7 +441,9 @@ class _Workers:
         active = config.active_workers if config.active_workers is not None else _usable_cpus()
         self.wake_limit = (active if cpu_pool and self.cpus is None and not any(self.batchers)
                            and 0 < active < config.num_threads else None)
-        self.queue = JobQueue(config.capacity, config.priority_aging, self.wake_limit)
+        # the worker that slept last first, unless workers differ (pinned, or on several devices): they take turns
+        self.queue = JobQueue(config.capacity, config.priority_aging, self.wake_limit,
+                              lifo=self.cpus is None and len(config.devices) <= 1)
         self.stats = StatsRecorder(range(len(predictors)))
         self.stats.batching = {i for i, b in enumerate(self.batchers) if b is not None}
         # the Callback's methods, None where it keeps Callback's no-op (not called at all)

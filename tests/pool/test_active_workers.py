@@ -162,9 +162,12 @@ def test_close_runs_the_jobs_left_for_an_awake_worker():
     assert workers.done == 4 and len(queue) == 0
 
 
-def test_the_worker_that_slept_last_is_woken_first():
-    """a, b, c go to sleep in this order; the first job wakes c (which holds it), the second b."""
-    queue = JobQueue(8)
+@pytest.mark.parametrize("lifo,expected", [(True, [("c", "first"), ("b", "second")]),
+                                           (False, [("a", "first"), ("b", "second")])])
+def test_the_worker_that_slept_last_is_woken_first(lifo, expected):
+    """a, b, c go to sleep in this order; the first job wakes c (which holds it), the second b
+    (lifo=False, for workers that differ: a, then b)."""
+    queue = JobQueue(8, lifo=lifo)
     order, hold = [], threading.Event()
 
     def worker(name):
@@ -191,8 +194,17 @@ def test_the_worker_that_slept_last_is_woken_first():
     queue.close(drain=False)
     for t in threads:
         t.join(10)
-    assert order == [("c", "first"), ("b", "second")]  # FIFO would have woken a, then b
+    assert order == expected
     assert not any(t.is_alive() for t in threads)
+
+
+def test_pinned_workers_take_turns():
+    """Workers pinned to CPUs differ: the queue wakes the one idle longest (a LIFO wake-up could keep
+    two busy workers on one CPU)."""
+    with _pool(num_threads=4, worker_affinity="spread") as pool:
+        assert pool._core.queue._next == 0
+    with _pool(num_threads=4) as pool:
+        assert pool._core.queue._next == -1
 
 
 def test_wake_limit_is_checked():
