@@ -23,7 +23,9 @@ gives medians over rounds and ours / ort_best, ours / ours_f32 (the issue's goal
 the output's quantization step (the scale of the DequantizeLinear that produces
 it), or / max|ref| for a float output (the encoder's); also against onnxruntime with
 its graph optimizations off (the quantized graph run as written), and onnxruntime's
-two outputs against each other; and what quantizing cost: ours and onnxruntime's int8 outputs against
+two outputs against each other; onnxruntime's output when every input element moves by one ulp
+("ort, input +1 ulp": the model's own sensitivity to the last bit, a floor under the difference of
+any two implementations whose float operations are not bit-identical); and what quantizing cost: ours and onnxruntime's int8 outputs against
 onnxruntime's float32 run of the source model, / max|float32| ("ours vs f32", "ort vs f32"). Our int8 arithmetic (pooled_predictor/ops/int8_arithmetic.py):
 "onnxruntime" (default; on a host without VNNI, u8 x s8 pairs summed in int16 with saturation,
 as onnxruntime's MLAS there) or "exact". A model we cannot load gets
@@ -202,6 +204,14 @@ def bench(name: str, fmt: str, work: Path, args) -> dict:
             row["err_steps" + key] = err / step
         else:
             row["err_rel" + key] = err / max(float(np.abs(b).max()), 1e-30)
+    # how far onnxruntime's int8 output moves when every input element moves by one ulp: the model's own
+    # sensitivity, a floor for any two implementations whose float operations are not bit-identical
+    nudged = np.asarray(configs[1].sess.run(None, {input_name: np.nextafter(x, np.float32(np.inf))})[0],
+                        np.float64) if x.dtype == np.float32 else None
+    if nudged is not None:
+        err = float(np.abs(nudged - ref).max())
+        row["err_steps_ort_input_ulp" if step else "err_rel_ort_input_ulp"] = (
+            err / step if step else err / max(float(np.abs(ref).max()), 1e-30))
     # what quantizing cost: ours and onnxruntime's int8 against onnxruntime's float32 run of the source model
     f32 = np.asarray(OrtSession(fdata, input_name, x, 1, 1).once(), np.float64)
     scale = max(float(np.abs(f32).max()), 1e-30)
@@ -249,6 +259,8 @@ def main(argv=None) -> int:
                ("err_steps_ort_fused_vs_unfused", "ort vs itself", ".1f"), ("err_rel", "err / max|ref|", ".1e"),
                ("err_rel_vs_ort_unfused", "vs ort unfused", ".1e"), ("err_rel_ort_fused_vs_unfused", "ort vs itself",
                                                                         ".1e"),
+               ("err_steps_ort_input_ulp", "ort, input +1 ulp (steps)", ".1f"),
+               ("err_rel_ort_input_ulp", "ort, input +1 ulp", ".1e"),
                ("quant_err_ours", "ours vs f32", ".1e"), ("quant_err_ort", "ort vs f32", ".1e"), ("error", "error", "s")]
     print()
     print(table(rows, columns))

@@ -13,6 +13,9 @@ The default limit is DEFAULT_FRACTION of the memory this process can have: the
 smallest of physical memory, the cgroup's memory.max and RLIMIT_AS. A request
 over the limit raises ResourceExhaustedError naming the bytes needed and the
 limit; the Net keeps its previous shapes.
+
+available_cpus() is the CPU counterpart, for the pool's defaults (Config.infer_slots,
+active_workers): the CPUs this process may run on, capped by its cgroup's CPU quota.
 """
 
 from __future__ import annotations
@@ -56,6 +59,47 @@ def available_memory_bytes() -> int:
     except (ImportError, ValueError, OSError):
         pass
     return min(candidates) if candidates else 1 << 34
+
+
+CGROUP_CPU_FILES = (("/sys/fs/cgroup/cpu.max", None),  # cgroup v2: "QUOTA PERIOD" or "max PERIOD"
+                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us"),  # v1
+                    ("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us"))
+
+
+def cgroup_cpu_quota(files=CGROUP_CPU_FILES) -> int | None:
+    """The cgroup's CPU quota in whole CPUs, rounded up (a container's --cpus / Kubernetes' CPU limit:
+    cgroup v2 cpu.max, or v1 cpu.cfs_quota_us / cpu.cfs_period_us); None where there is none."""
+    for quota_path, period_path in files:
+        try:
+            with open(quota_path) as f:
+                fields = f.read().split()
+            if period_path is not None:
+                with open(period_path) as f:
+                    fields = fields[:1] + f.read().split()[:1]
+        except OSError:
+            continue
+        if len(fields) < 2 or fields[0] == "max":
+            return None
+        try:
+            quota, period = int(fields[0]), int(fields[1])
+        except ValueError:
+            return None
+        if quota <= 0 or period <= 0:  # v1's -1: no quota
+            return None
+        return max(1, math.ceil(quota / period))
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def available_cpus() -> int:
+    """The CPUs this process may use: its affinity mask (os.sched_getaffinity; os.cpu_count() where
+    there is none), capped by the cgroup's CPU quota (cgroup_cpu_quota). Read once per process."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return min(cpus, quota) if quota is not None else cpus
 
 
 def default_memory_limit() -> int:

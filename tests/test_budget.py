@@ -112,3 +112,26 @@ def test_pool_job_over_the_budget_fails_its_future_and_the_worker_goes_on():
         assert pool.forward([x]).result(timeout=60)["y"].shape == (3, 10)
     with pytest.raises(InputError):
         Predictor(make_mlp()).forward([np.ones((2, 15), np.float32)])
+
+
+@pytest.mark.parametrize("quota,period,cpus", [("200000 100000", None, 2), ("150000 100000", None, 2),
+                                               ("50000 100000", None, 1), ("max 100000", None, None),
+                                               ("-1", "100000", None), ("400000", "100000", 4),
+                                               ("garbage", None, None)])
+def test_cgroup_cpu_quota(tmp_path, quota, period, cpus):
+    """cgroup v2's cpu.max ("QUOTA PERIOD", "max PERIOD") and v1's cfs_quota_us / cfs_period_us,
+    in whole CPUs rounded up; None without a quota."""
+    q = tmp_path / "quota"
+    q.write_text(quota + "\n")
+    p = None
+    if period is not None:
+        p = tmp_path / "period"
+        p.write_text(period + "\n")
+    assert budget.cgroup_cpu_quota(((str(tmp_path / "absent"), None), (str(q), None if p is None else str(p)))) == cpus
+
+
+def test_available_cpus_is_at_most_the_affinity_mask():
+    import os
+
+    n = budget.available_cpus()
+    assert 1 <= n <= len(os.sched_getaffinity(0))

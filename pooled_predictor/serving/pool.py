@@ -59,7 +59,7 @@ import numpy as np
 
 from .batching import Batcher, NotBatchable, fair_share, make_batchers
 from .blas import limit_blas_threads, release_blas_threads
-from ..budget import resolve_limit
+from ..budget import available_cpus, resolve_limit
 from ..errors import (DeadlineExceededError, InputError, PoolClosedError, QueueFullError,
                      UnknownBlobError, UnknownNetError)
 from .futures import Future
@@ -197,14 +197,16 @@ class Config:
             ids the process may not use.
         infer_slots: how many infer() jobs compute at once on their callers' threads; the others
             wait for a slot, first come first served (the wait counts as queue wait). None
-            (default): the CPUs this process may use (os.sched_getaffinity(0)); 0: num_threads.
+            (default): the CPUs this process may use (its affinity mask, capped by its cgroup's CPU
+            quota: pooled_predictor.budget.available_cpus); 0: num_threads.
             infer() needs as many caller Nets as slots, used last in, first out, so the Nets
             that run stay in the caches: with 16 client threads on 2 cores and 16 slots, PP-OCR
             rec, MobileNetV2 and ResNet-50 took 15-19% more CPU time an image than with one
             client (16 arenas in turn; onnxruntime's 16 callers 0-9% more), with 2 slots the
             same as with one (benchmarks/cpu_check.py).
         active_workers: how many workers take queued jobs at once (forward()'s path); None
-            (default): the CPUs this process may use (os.sched_getaffinity(0)); 0: num_threads.
+            (default): the CPUs this process may use (its affinity mask, capped by its cgroup's CPU
+            quota: pooled_predictor.budget.available_cpus); 0: num_threads.
             A job queued while that many workers run is taken by one of them when it comes
             back, with no other worker woken: as many jobs compute as there are cores, each
             handed over once (pooled_predictor.serving.jobqueue). A worker about to run user
@@ -438,7 +440,7 @@ class _Workers:
         cpu_pool = not config.devices and str(config.device).lower() == "cpu"
         # Config.active_workers: bound on a CPU pool whose workers are not pinned (pinned, the awake
         # ones could share a CPU) and which does not batch (a batch waits for jobs while workers idle)
-        active = config.active_workers if config.active_workers is not None else _usable_cpus()
+        active = config.active_workers if config.active_workers is not None else available_cpus()
         self.wake_limit = (active if cpu_pool and self.cpus is None and not any(self.batchers)
                            and 0 < active < config.num_threads else None)
         # the worker that slept last first, unless workers differ (pinned, or on several devices): they take turns
@@ -462,7 +464,7 @@ class _Workers:
         self.caller_nets: list[list] = [[] for _ in predictors]
         self.callers = 0  # infer() jobs on callers' threads, running or waiting for a slot
         self.callers_lock = threading.Lock()
-        slots = config.infer_slots if config.infer_slots is not None else _usable_cpus()
+        slots = config.infer_slots if config.infer_slots is not None else available_cpus()
         # None where it cannot bind: no more than num_threads callers run at once anyway
         self.caller_slots = threading.Semaphore(slots) if 0 < slots < config.num_threads else None
 
@@ -737,14 +739,6 @@ class _Workers:
             job.inputs = None
             job.set_result(result)
         return True
-
-
-def _usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask; os.cpu_count() where there is none)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _hook(callback: Callback | None, name: str):
