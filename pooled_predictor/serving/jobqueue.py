@@ -10,14 +10,15 @@
   worker taking the job or a cancellation gives it back. Jobs put from a worker
   (force=True) take none, so a worker never blocks on its own queue.
 * Hand-over: idle workers sleep on a stack, each on its own lock; put()
-  wakes the one that went to sleep last (last in, first out: folly's LifoSem,
-  which fb-caffe-exts' thread pool sleeps on), whose Net's arena and stack are
+  wakes the one that went to sleep last (last in, first out, as folly's
+  LifoSem, on which folly's CPUThreadPoolExecutor parks its threads; fb-caffe-exts'
+  workers block on folly::MPMCQueue instead), whose Net's arena and stack are
   likeliest still in the caches, where a FIFO wake-up went round every worker
   in turn (they still do where the workers differ: pinned to CPUs, or on
-  several devices, lifo=False). A worker takes the best job under the lock, and looks for one
-  before it sleeps, so a job put while no worker sleeps is taken by the first
-  that comes back; one that finds nothing (a batching worker took the job)
-  sleeps again.
+  several devices, lifo=False). A worker takes the best job under the lock,
+  and looks for one before it sleeps, so a job put while no worker sleeps is
+  taken by the first that comes back; one that finds nothing (a batching
+  worker took the job) sleeps again.
 * Awake at most `wake_limit` (the pool's Config.active_workers; None: no
   bound): put() wakes a worker only while fewer are awake than that, and a
   worker back from a job takes the next one at once, so with more workers than
