@@ -118,7 +118,8 @@ def test_pack_refuses_output_channels_off_the_block():
         pack_weights(f32(12, 8))
 
 
-@pytest.mark.parametrize("shape", [(1, 8, 8, 8), (2, 19, 13, 11), (2, 16, 3, 5), (1, 24, 1, 1), (2, 5, 7)])
+@pytest.mark.parametrize("shape", [(1, 8, 8, 8), (2, 19, 13, 11), (2, 16, 3, 5), (1, 24, 1, 1), (2, 5, 7),
+                                   (1, 13, 9, 9), (2, 3, 17)])
 def test_reorders_round_trip_and_match_numpy(shape):
     x = f32(*shape)
     n, c = shape[0], shape[1]

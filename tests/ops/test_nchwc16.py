@@ -171,8 +171,11 @@ def test_depthwise16_gives_the_8_lane_kernels_bits(kernel, strides, dilations, p
     np.testing.assert_array_equal(outs[16], outs[8])
 
 
-@pytest.mark.parametrize("shape", [(1, 16, 8, 8), (2, 19, 13, 11), (2, 32, 3, 5), (1, 40, 1, 1), (2, 5, 7)])
+@pytest.mark.parametrize("shape", [(1, 16, 8, 8), (2, 19, 13, 11), (2, 32, 3, 5), (1, 40, 1, 1), (2, 5, 7),
+                                   (1, 24, 24, 20), (2, 40, 3, 11), (1, 27, 5, 7), (2, 8, 17), (1, 56, 9, 9)])
 def test_reorders16_round_trip_and_match_numpy(shape):
+    """Partial last blocks included: 24, 40, 56 channels (8 of 16 in the last block: its 8 x 8 tiles), 27 (8
+    tiled, 3 more by the scalar loop), 8 (one partial block only); pixel counts on and off multiples of 8."""
     x = f32(*shape)
     n, c = shape[0], shape[1]
     p = int(np.prod(shape[2:]))
