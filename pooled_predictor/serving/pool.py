@@ -411,7 +411,6 @@ class _Job(Future):
 
 
 _awake_worker = threading.local()  # .release: the queue's release() while this worker counts as awake
-_awake_worker.release = None
 
 
 def _release_wake() -> None:

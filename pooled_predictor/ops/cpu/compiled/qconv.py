@@ -101,6 +101,13 @@ def _masked_fn(builder, name, ret, args):
 MASKED_CHUNK = 64  # input bytes a masked row step loads (one zmm)
 
 
+def _bits_mask(builder, bits, n: int):
+    """The low n bits of an integer as an <n x i1> mask (lane t: bit t)."""
+    if bits.type.width != n:
+        bits = builder.trunc(bits, ir.IntType(n))
+    return builder.bitcast(bits, ir.VectorType(ir.IntType(1), n))
+
+
 def _make_row_bits(sw: int):
     """A row step of split_phases_q on a 16-lane (AVX-512) target: MASKED_CHUNK bytes of an input row loaded
     under a mask, the lanes outside the row (the padding) taking `fill` (llvm.masked.load's pass-through),
@@ -123,15 +130,14 @@ def _make_row_bits(sw: int):
             i8, i32 = ir.IntType(8), ir.IntType(32)
             vt = ir.VectorType(i8, MASKED_CHUNK)
             xp, p0, p1 = arg_pointers(context, builder, signature, args, (0, 1), (3, 4), (3, 5))
-            mask = builder.bitcast(builder.trunc(args[2], ir.IntType(MASKED_CHUNK)) if args[2].type.width
-                                   != MASKED_CHUNK else args[2], ir.VectorType(ir.IntType(1), MASKED_CHUNK))
+            mask = _bits_mask(builder, args[2], MASKED_CHUNK)
             f = builder.insert_element(ir.Constant(vt, ir.Undefined), builder.trunc(args[7], i8), ir.Constant(i32, 0))
             fill = builder.shuffle_vector(f, ir.Constant(vt, ir.Undefined),
                                           ir.Constant(ir.VectorType(i32, MASKED_CHUNK), [0] * MASKED_CHUNK))
             load = _masked_fn(builder, f"llvm.masked.load.v{MASKED_CHUNK}i8.p0", vt, [xp.type, i32, mask.type, vt])
             v = builder.call(load, [xp, ir.Constant(i32, 1), mask, fill])
             ot = ir.VectorType(i8, width)
-            keep = builder.bitcast(builder.trunc(args[6], ir.IntType(width)), ir.VectorType(ir.IntType(1), width))
+            keep = _bits_mask(builder, args[6], width)
             store = _masked_fn(builder, f"llvm.masked.store.v{width}i8.p0", ir.VoidType(), [ot, p0.type, i32, keep.type])
             if sw == 1:
                 builder.call(store, [v, p0, ir.Constant(i32, 1), keep])
