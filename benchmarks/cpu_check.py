@@ -213,10 +213,15 @@ def main(argv=None) -> int:
             row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes, args.compare_winograd16,
                         args.compare_forward)
             rows.append(row)
-            print(f"{name} x{workers}: ours {row['ours']:.1f} img/s, ort best {row['ort_best']:.1f} "
-                  f"({row['vs_ort']:.2f}x); ours {row['ours_cores']:.1f} cores busy, {row['ours_cpu_ms']:.2f} CPU ms/img, "
-                  f"ort_1xN {row['ort_1xN_cores']:.1f}, {row['ort_1xN_cpu_ms']:.2f}; first result {row['first_result_s']:.1f} s, compiled kernels "
-                  f"{row['compiled_s']:.1f} s [{time.perf_counter() - t0:.0f} s]", flush=True)
+            def f(key, spec, row=row):  # None (nothing finished in time): "-"
+                return "-" if row.get(key) is None else format(row[key], spec)
+
+            print(f"{name} x{workers}: ours {f('ours', '.1f')} img/s, ort best {f('ort_best', '.1f')} "
+                  f"({f('vs_ort', '.2f')}x); ours {f('ours_cores', '.1f')} cores busy, "
+                  f"{f('ours_cpu_ms', '.2f')} CPU ms/img, "
+                  f"ort_1xN {f('ort_1xN_cores', '.1f')}, {f('ort_1xN_cpu_ms', '.2f')}; first result "
+                  f"{f('first_result_s', '.1f')} s, compiled kernels {f('compiled_s', '.1f')} s "
+                  f"[{time.perf_counter() - t0:.0f} s]", flush=True)
     if not rows:
         print("no model could be loaded")
         return 1

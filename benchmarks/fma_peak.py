@@ -1,0 +1,126 @@
+"""The host's float32 FMA throughput per core at 8 and 16 lanes: what the compiled kernels can reach.
+
+    python benchmarks/fma_peak.py [--seconds 0.3]
+
+For each width W in (4, 8, 16) it JIT-compiles (llvmlite, the host's CPU name and features, as the
+engine's LLVM IR micro-kernels are) a loop of A independent `llvm.fma.v{W}f32` chains, with A from 1 to
+16, and times it on this thread's CPU clock. It prints GFLOP/s (2 flops per lane per FMA) and the FMAs
+retired per cycle. The clock comes from the one-chain row: a dependent chain retires one FMA every
+`--latency` cycles (4 on Skylake-SP through Sapphire Rapids and on Zen 4/5; Agner Fog's instruction
+tables). The best row over the accumulator counts is the core's peak at that width.
+
+What it answers: whether 16-lane kernels can run twice as fast as 8-lane ones here. A core with two
+512-bit FMA pipes retires two 16-lane FMAs a cycle; one with a single 512-bit pipe (or 512-bit ops
+split in two, Zen 4) retires one, and then 16 lanes gain nothing over 8 in arithmetic. Writes
+benchmarks/results/fma_peak.json naming the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTHS = (4, 8, 16)
+CHAINS = (1, 2, 4, 6, 8, 10, 12, 16)
+
+
+def _module(width: int, chains: int) -> str:
+    """LLVM IR of `void fma_loop(i64 n, float* x)`: `chains` independent FMA chains of <width x float>
+    run n times (acc = fma(acc, b, c), b and c loaded from x so that nothing folds), their sum stored to x."""
+    vt = f"<{width} x float>"
+    lines = [f"declare {vt} @llvm.fma.v{width}f32({vt}, {vt}, {vt})",
+             "define void @fma_loop(i64 %n, float* %x) {",
+             "entry:",
+             f"  %vp = bitcast float* %x to {vt}*",
+             f"  %b = load {vt}, {vt}* %vp, align 4",
+             f"  %cp = getelementptr {vt}, {vt}* %vp, i64 1",
+             f"  %c = load {vt}, {vt}* %cp, align 4",
+             "  br label %loop",
+             "loop:",
+             "  %i = phi i64 [0, %entry], [%i1, %loop]"]
+    for a in range(chains):
+        lines.append(f"  %acc{a} = phi {vt} [%b, %entry], [%nxt{a}, %loop]")
+    for a in range(chains):
+        lines.append(f"  %nxt{a} = call {vt} @llvm.fma.v{width}f32({vt} %acc{a}, {vt} %b, {vt} %c)")
+    lines += ["  %i1 = add i64 %i, 1", "  %done = icmp eq i64 %i1, %n", "  br i1 %done, label %exit, label %loop",
+              "exit:"]
+    total = "%nxt0"
+    for a in range(1, chains):
+        lines.append(f"  %s{a} = fadd {vt} {total}, %nxt{a}")
+        total = f"%s{a}"
+    lines += [f"  store {vt} {total}, {vt}* %vp, align 4", "  ret void", "}"]
+    return "\n".join(lines)
+
+
+def _compile(cpu: str, features: str, ir: str):
+    target_machine = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3)
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, target_machine)
+    engine.finalize_object()
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(engine.get_function_address("fma_loop"))
+    return engine, fn
+
+
+def _seconds_per_iteration(fn, seconds: float) -> float:
+    buf = (ctypes.c_float * 32)(*([1.0] * 16 + [1e-7] * 16))
+    ptr = ctypes.addressof(buf)
+    n = 1 << 16
+    while True:  # calibrate n to about seconds / 5 a call
+        t0 = time.thread_time()
+        fn(n, ptr)
+        dt = time.thread_time() - t0
+        if dt > seconds / 5 or n > 1 << 34:
+            break
+        n *= 4
+    best = dt / n
+    for _ in range(4):
+        t0 = time.thread_time()
+        fn(n, ptr)
+        best = min(best, (time.thread_time() - t0) / n)
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=0.3, help="per row")
+    ap.add_argument("--latency", type=float, default=4.0, help="cycles of one dependent FMA (for the clock)")
+    args = ap.parse_args(argv)
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    rows, ghz = [], None
+    print(f"{platform.processor() or platform.machine()}, LLVM CPU {cpu}")
+    print(f"{'lanes':>5} {'chains':>6} {'GFLOP/s':>8} {'FMA/cycle':>9}")
+    for width in WIDTHS:
+        for chains in CHAINS:
+            engine, fn = _compile(cpu, features, _module(width, chains))
+            s = _seconds_per_iteration(fn, args.seconds)
+            if ghz is None:  # the first row: one dependent chain at the narrowest width
+                ghz = args.latency / s / 1e9
+            gflops = 2 * width * chains / s / 1e9
+            per_cycle = chains / (s * ghz * 1e9)
+            rows.append({"lanes": width, "chains": chains, "gflops": gflops, "fma_per_cycle": per_cycle})
+            print(f"{width:>5} {chains:>6} {gflops:>8.1f} {per_cycle:>9.2f}", flush=True)
+    peak = {w: max(r["gflops"] for r in rows if r["lanes"] == w) for w in WIDTHS}
+    print(f"clock about {ghz:.2f} GHz (one chain, {args.latency:g}-cycle FMA); peak GFLOP/s: "
+          + ", ".join(f"{w} lanes {peak[w]:.0f}" for w in WIDTHS) + f"; 16/8 lanes {peak[16] / peak[8]:.2f}x")
+    out = ROOT / "benchmarks" / "results" / "fma_peak.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": {"processor": platform.processor(), "llvm_cpu": cpu,
+                                           "python": sys.version.split()[0], "llvmlite": llvm.llvm_version_info},
+                               "clock_ghz_estimate": ghz, "peak_gflops": peak, "rows": rows}, indent=1))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
