@@ -243,3 +243,31 @@ def test_activation_product_rule():
     assert k.act is not None
     k(a, b.swapaxes(1, 2), out=out)  # B a strided view at the call: numpy's path
     assert_close(out, a @ b.swapaxes(1, 2), 1e-5, "strided B")
+
+
+@pytest.mark.parametrize("rows,k_n,n_n", [(1, 1, 5), (7, 300, 70), (23, 513, 33), (16, 64, 96), (9, 0, 40)], ids=str)
+@pytest.mark.parametrize("bias", [False, True], ids=["matmul", "bias"])
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_k_and_row_blocks_give_the_bits_of_one_pass(rows, k_n, n_n, bias, lanes):
+    """matmul_const(16)_kc over any k-block and row-block sizes: each output's chain continues through Y from one
+    k-block to the next, so every blocking gives the bits of one pass over K (kc = K, mc = all rows), the bias
+    added once after the last block, the last partial panel included; within 1e-5 of numpy. K = 0: Y = c or 0."""
+    from pooled_predictor.ops.cpu.compiled import matmul as mm
+
+    rng = np.random.default_rng(rows * 1000 + k_n)
+    a = rng.standard_normal((rows, k_n)).astype(np.float32)
+    b = rng.standard_normal((k_n, n_n)).astype(np.float32)
+    c = rng.standard_normal(n_n).astype(np.float32) if bias else None
+    panel, run, ws_n = ((mm.PANEL16, mm.matmul_const16_kc, mm.scratch_size16()) if lanes == 16
+                        else (mm.PANEL, mm.matmul_const_kc, mm.scratch_size()))
+    xp = mm.pack_right(b, c, panel)
+
+    def product(kc, mc):
+        y = np.full((rows, n_n), np.nan, np.float32)
+        run(a.reshape(-1), rows, k_n, bias, xp, y.reshape(-1), n_n, np.zeros(ws_n, np.float32), kc, mc)
+        return y
+
+    one_pass = product(max(k_n, 1), rows)
+    for kc, mc in ((1, 1), (3, 5), (64, 8), (256, 37), (k_n + 7, 2)):
+        assert np.array_equal(product(kc, mc), one_pass), (kc, mc)
+    assert_close(one_pass, (a.astype(np.float64) @ b + (0 if c is None else c)).astype(np.float32), 1e-5, "blocked")

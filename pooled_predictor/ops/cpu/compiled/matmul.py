@@ -12,6 +12,14 @@ place and B packed in 16-column panels). The micro-kernels are LLVM IR (numba
 intrinsics), one per tile height 1..6; the last, partial panel (zero-padded)
 goes through a 6 x 16 scratch tile.
 
+K runs in blocks of KC (Goto & van de Geijn's k-blocking): a panel's KC-row strip stays in L1 while
+every row tile of A passes over it, where a whole panel of a long K (BERT's K = 3072: 384 KB at 16
+lanes) would stream from L2 once per row tile; each output's chain continues from one block to the
+next through Y. Rows run in blocks whose strip of A stays in L2 (MC_BYTES). On the lent machine's
+Emerald Rapids Xeon this took BERT-base's projections from 291 to 225 ms a forward on one thread
+(onnxruntime's: 216), its (128 x 3072) @ (3072 x 768) from 95 to 151 GFLOP/s; on Zen 5, whose L2
+streams a panel as fast, in-model times are unchanged.
+
 At 16 lanes (compiled/isa.py's lanes(): AVX-512 hosts), matmul_const16 runs the same loops over
 panels of PANEL16 = 32 columns in tiles of MR16 = 8 rows (16 <16 x float> accumulators: one zmm
 each; 12 rows spilled, 0.72x the speed); pack_right(B, c, PANEL16) packs for it. matmul_rows8 /
@@ -43,7 +51,10 @@ _I = types.int64
 
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast, 15 of 16 ymm (as gemm.py)
 PANEL = 16  # columns of B per packed panel: one micro-tile's width (two <8 x float> vectors)
-NB_BYTES = 96 << 10  # a block of panels (K' x NB floats) this size stays in L2 across the row tiles
+KC = 256  # k-block: a panel's KC x PANEL strip of X (16 KB) stays in L1 (32 KB on AVX2 hosts) across the row tiles
+KC16 = 384  # ... at 16 lanes: KC16 x PANEL16, 48 KB (benchmarks/matmul_blocking.py: 192-384 alike on the Xeon;
+#             in BERT on Zen 5, 384 as fast as one pass, 256 3% slower)
+MC_BYTES = 192 << 10  # row block: its rows' KC-wide strip of A (this many bytes) stays in L2 across the panels
 MR16 = 8  # matmul_const16's rows per micro-tile: 16 accumulators (12 spilled on AVX-512: 0.72x the speed)
 PANEL16 = 32  # matmul_const16's columns per packed panel: two <16 x float> vectors
 
@@ -89,7 +100,7 @@ def splat(builder, s, lanes: int = 8):
                                   ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
 
-def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None, lanes: int = 8) -> list:
+def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None, lanes: int = 8, init=None) -> list:
     """Emit acc[r][v] = sum_{k < k_n} arows[r][k] * xptr[k * ldx + lanes v .. + lanes] (v < 2): a
     sequential multiply-add chain over k (llvm.fmuladd: FMA) for r < rows, k unrolled by two, on
     <lanes x float> vectors. Returns the 2 * rows accumulators (row-major), the builder positioned
@@ -97,7 +108,8 @@ def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None, lanes: i
 
     The register blocking of gemm.py's micro-kernels (2 * rows accumulators, X's row in two
     vectors, one broadcast per row; Goto & van de Geijn 2008). prefetch_at: a pointer whose
-    line k * ldx floats on is prefetched at step k (the next block of X), or None.
+    line k * ldx floats on is prefetched at step k (the next block of X), or None. init: the 2 * rows
+    accumulators' starting values (the chains' earlier terms: a k-block after the first), None: zeros.
     """
     vt = vector_type(lanes)
     fma = _fmuladd(builder, lanes)
@@ -121,6 +133,8 @@ def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None, lanes: i
         return out
 
     zero = ir.Constant(vt, [0.0] * lanes)
+    if init is not None:
+        zero = list(init)
     entry = builder.block
     pairs_bb, tail_bb = fn.append_basic_block("pairs"), fn.append_basic_block("tail")
     last_bb, done_bb = fn.append_basic_block("last"), fn.append_basic_block("done")
@@ -162,6 +176,19 @@ def add_if(builder, values, on, addends) -> list:
     return vector_phis(builder, len(values), (list(values), from_bb), (added, add_end))
 
 
+def load_if(builder, n: int, on, loads, lanes: int) -> list:
+    """n <lanes x float> values: loads() (emitted in a branch taken when the i1 `on` holds) or zeros."""
+    fn = builder.function
+    from_bb, load_bb, merge_bb = builder.block, fn.append_basic_block("load"), fn.append_basic_block("loaded")
+    builder.cbranch(on, load_bb, merge_bb)
+    builder.position_at_end(load_bb)
+    loaded = loads()
+    load_end = builder.block
+    builder.branch(merge_bb)
+    builder.position_at_end(merge_bb)
+    return vector_phis(builder, n, (ir.Constant(vector_type(lanes), [0.0] * lanes), from_bb), (loaded, load_end))
+
+
 def flag(builder, value):
     """An i1 that is true when the boolean or integer `value` is nonzero."""
     return builder.icmp_signed("!=", value, ir.Constant(value.type, 0))
@@ -176,11 +203,13 @@ def _make_panel_micro(rows: int, lanes: int = 8, strided: bool = False):
     """The micro-kernel for `rows` x (2 * lanes) outputs over one packed panel of X (2 * lanes columns:
     PANEL at 8 lanes, PANEL16 at 16).
 
-    micro(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
-    y[y_off + r * ldy + c] = sum_{k < k_n} a[a_off + r * lda + k] * xp[x_off + k * W + c]
-    (k_loop), then + xp[x_off + k_n * W + c] (the panel's bias row) when `bias`, r < rows,
-    c < W = 2 * lanes; the line pf floats on from each row of the panel is prefetched. A is read
-    where it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a fixed pitch.
+    micro(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc):
+    y[y_off + r * ldy + c] = (y[...] when `acc`) + sum_{k < k_n} a[a_off + r * lda + k] * xp[x_off + k * W + c]
+    (k_loop, its chains started from y's values when `acc`: a k-block after the first continues each
+    output's chain, the same FMAs in the same order), then + xp[x_off + k_n * W + c] (the panel's bias
+    row) when `bias`, r < rows, c < W = 2 * lanes; the line pf floats on from each row of the panel is
+    prefetched. A is read where it lies (rows lda apart, as MLAS's SGEMM kernels read A), X's rows at a
+    fixed pitch.
 
     strided: micro(a, a_off, lda, x, x_off, ldx, k_n, y, y_off, ldy) instead, X's rows ldx apart
     (an unpacked matrix read in place: matmul_rows8 / 16), no bias, no prefetch.
@@ -190,16 +219,19 @@ def _make_panel_micro(rows: int, lanes: int = 8, strided: bool = False):
         return _make_strided_micro(rows, lanes)
 
     @intrinsic
-    def micro(typingctx, a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf):
-        sig = types.void(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+    def micro(typingctx, a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc):
+        sig = types.void(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
 
         def codegen(context, builder, signature, args):
-            _, a_off_v, lda_v, _, x_off_v, k_n_v, bias_v, _, y_off_v, ldy_v, pf_v = args
+            _, a_off_v, lda_v, _, x_off_v, k_n_v, bias_v, _, y_off_v, ldy_v, pf_v, acc_v = args
             aptr = builder.gep(array_data(context, builder, signature, args, 0), [a_off_v])
             arows = [builder.gep(aptr, [builder.mul(lda_v, _c(r))]) for r in range(rows)]
             xptr = builder.gep(array_data(context, builder, signature, args, 3), [x_off_v])
             yptr = builder.gep(array_data(context, builder, signature, args, 7), [y_off_v])
-            final = k_loop(builder, rows, arows, xptr, _c(width), k_n_v, builder.gep(xptr, [pf_v]), lanes)
+            yrows = [builder.gep(yptr, [builder.mul(ldy_v, _c(r))]) for r in range(rows)]
+            init = load_if(builder, 2 * rows, flag(builder, acc_v),
+                           lambda: [vload(builder, yrows[i // 2], i % 2, lanes) for i in range(2 * rows)], lanes)
+            final = k_loop(builder, rows, arows, xptr, _c(width), k_n_v, builder.gep(xptr, [pf_v]), lanes, init)
 
             def bias_row():  # + c after the sum: round(s + c), as MatMul then Add
                 brow = builder.gep(xptr, [builder.mul(k_n_v, _c(width))])
@@ -207,9 +239,8 @@ def _make_panel_micro(rows: int, lanes: int = 8, strided: bool = False):
 
             out = add_if(builder, final, flag(builder, bias_v), bias_row)
             for r in range(rows):
-                row = builder.gep(yptr, [builder.mul(ldy_v, _c(r))])
                 for v in range(2):
-                    vstore(builder, out[2 * r + v], row, v, lanes)
+                    vstore(builder, out[2 * r + v], yrows[r], v, lanes)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -247,20 +278,20 @@ _m1, _m2, _m3, _m4, _m5, _m6 = (_make_panel_micro(r) for r in range(1, MR + 1))
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _panel_tile(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, rows):
+def _panel_tile(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, rows, acc):
     """One micro-tile of `rows` (1..MR) rows."""
     if rows == 6:
-        _m6(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+        _m6(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
     elif rows == 5:
-        _m5(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+        _m5(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
     elif rows == 4:
-        _m4(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+        _m4(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
     elif rows == 3:
-        _m3(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+        _m3(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
     elif rows == 2:
-        _m2(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+        _m2(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
     else:
-        _m1(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf)
+        _m1(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
 
 
 def scratch_size() -> int:
@@ -269,6 +300,32 @@ def scratch_size() -> int:
 
 
 _MM_SIG = types.void(_R1, _I, _I, types.boolean, _R1, _F1, _I, _F1)
+_MM_KC_SIG = types.void(_R1, _I, _I, types.boolean, _R1, _F1, _I, _F1, _I, _I)
+
+
+@njit(_MM_KC_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_const_kc(af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc):
+    """matmul_const with its k-block and row-block sizes given (kc, mc >= 1): benchmarks/matmul_blocking.py's
+    sweep. The same sums, in the same order, for any kc and mc."""
+    kk = k_n + (1 if bias else 0)
+    ahead = PANEL * kk
+    full = n_n // PANEL * PANEL
+    for k0 in range(0, max(k_n, 1), kc):  # k_n = 0: one block, Y = c or 0
+        kl = min(kc, k_n - k0)
+        last = bias and k0 + kl == k_n
+        for m0 in range(0, rows, mc):
+            me = min(rows, m0 + mc)
+            for j0 in range(0, full, PANEL):
+                for m in range(m0, me, MR):
+                    _panel_tile(af, m * k_n + k0, k_n, xp, j0 * kk + k0 * PANEL, kl, last, yf, m * n_n + j0, n_n,
+                                ahead if m == m0 else 0, min(MR, me - m), k0 > 0)
+    if full < n_n:
+        for m in range(0, rows, MR):
+            r_t = min(MR, rows - m)
+            _panel_tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL, 0, r_t, False)
+            for r in range(r_t):
+                for j in range(n_n - full):
+                    yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]
 
 
 @njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
@@ -276,33 +333,20 @@ def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
     """Y (rows, n_n) = A @ B (+ c when `bias`), A = af (rows, k_n) C-contiguous.
 
     xp = pack_right(B, c); yf: Y flat, rows n_n apart; ws: scratch_size() floats.
-    In blocks of panels that stay in L2, every row tile of A over each panel of the
-    block (the tile's rows of A stay in L1); the first row tile prefetches the next
-    panel. The last, partial panel goes into ws, then its valid columns into Y.
+    Blocked as Goto & van de Geijn (2008) block a GEMM: K in blocks of KC, so that a panel's
+    KC x PANEL strip of X stays in L1 while every row tile of A passes over it, and the rows in
+    blocks of MC_BYTES of A's strip (in L2 across the panels); each output's chain continues from one
+    k-block to the next through Y (the micro-kernel's `acc`), so the sums are those of one pass.
+    The first row tile of a block prefetches the next panel's strip. The last, partial panel goes
+    into ws in one pass over K per row tile, then its valid columns into Y.
     """
-    kk = k_n + (1 if bias else 0)
-    ahead = PANEL * kk
-    nb = max(PANEL, NB_BYTES // (4 * kk) // PANEL * PANEL)
-    full = n_n // PANEL * PANEL
-    for b0 in range(0, full, nb):
-        be = min(full, b0 + nb)
-        for m in range(0, rows, MR):
-            for j0 in range(b0, be, PANEL):
-                _panel_tile(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
-                            ahead if m == 0 else 0, min(MR, rows - m))
-    if full < n_n:
-        for m in range(0, rows, MR):
-            r_t = min(MR, rows - m)
-            _panel_tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL, 0, r_t)
-            for r in range(r_t):
-                for j in range(n_n - full):
-                    yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]
+    matmul_const_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC, max(MR, MC_BYTES // (4 * min(KC, max(k_n, 1)))))
 
 
 # ---- 16 lanes: <16 x float> micro-kernels over panels of 32 columns (AVX-512's 32 zmm registers) ----------
 
 _tile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16), MR16,
-                        "a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf")
+                        "a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc")
 
 
 def scratch_size16() -> int:
@@ -310,29 +354,39 @@ def scratch_size16() -> int:
     return MR16 * PANEL16
 
 
-@njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
-def matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws):
-    """matmul_const at 16 lanes: xp = pack_right(B, c, PANEL16), ws: scratch_size16() floats; micro-tiles
-    of MR16 rows x PANEL16 columns (24 <16 x float> accumulators: one zmm each on AVX-512, MLAS's
-    AVX-512 SGEMM tile; LLVM splits them on narrower hosts). The same sums as matmul_const (a
-    sequential multiply-add chain over k per output, then + c), so the same bits."""
+@njit(_MM_KC_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_const16_kc(af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc):
+    """matmul_const16 with its k-block and row-block sizes given (kc, mc >= 1): the same sums for any."""
     kk = k_n + (1 if bias else 0)
     ahead = PANEL16 * kk
-    nb = max(PANEL16, NB_BYTES // (4 * kk) // PANEL16 * PANEL16)
     full = n_n // PANEL16 * PANEL16
-    for b0 in range(0, full, nb):
-        be = min(full, b0 + nb)
-        for m in range(0, rows, MR16):
-            for j0 in range(b0, be, PANEL16):
-                _tile16(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
-                        ahead if m == 0 else 0, min(MR16, rows - m))
+    for k0 in range(0, max(k_n, 1), kc):
+        kl = min(kc, k_n - k0)
+        last = bias and k0 + kl == k_n
+        for m0 in range(0, rows, mc):
+            me = min(rows, m0 + mc)
+            for j0 in range(0, full, PANEL16):
+                for m in range(m0, me, MR16):
+                    _tile16(af, m * k_n + k0, k_n, xp, j0 * kk + k0 * PANEL16, kl, last, yf, m * n_n + j0, n_n,
+                            ahead if m == m0 else 0, k0 > 0, min(MR16, me - m))
     if full < n_n:
         for m in range(0, rows, MR16):
             r_t = min(MR16, rows - m)
-            _tile16(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL16, 0, r_t)
+            _tile16(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL16, 0, False, r_t)
             for r in range(r_t):
                 for j in range(n_n - full):
                     yf[(m + r) * n_n + full + j] = ws[r * PANEL16 + j]
+
+
+@njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws):
+    """matmul_const at 16 lanes: xp = pack_right(B, c, PANEL16), ws: scratch_size16() floats; micro-tiles
+    of MR16 rows x PANEL16 columns (16 <16 x float> accumulators: one zmm each on AVX-512, MLAS's
+    AVX-512 SGEMM tile; LLVM splits them on narrower hosts), blocked as matmul_const (KC16, MC_BYTES).
+    The same sums as matmul_const (a sequential multiply-add chain over k per output, then + c), so the
+    same bits."""
+    matmul_const16_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC16,
+                      max(MR16, MC_BYTES // (4 * min(KC16, max(k_n, 1)))))
 
 
 # ---- products of two activations: B read where it lies (rows ldb apart), both widths ----------------------
