@@ -271,3 +271,42 @@ def test_k_and_row_blocks_give_the_bits_of_one_pass(rows, k_n, n_n, bias, lanes)
     for kc, mc in ((1, 1), (3, 5), (64, 8), (256, 37), (k_n + 7, 2)):
         assert np.array_equal(product(kc, mc), one_pass), (kc, mc)
     assert_close(one_pass, (a.astype(np.float64) @ b + (0 if c is None else c)).astype(np.float32), 1e-5, "blocked")
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_blocked_kernels_give_the_one_pass_bits_past_the_one_pass_size(lanes):
+    """matmul_const(16)_blocked (ConstRightProduct's kernels where BLOCKED: Intel hosts) on an A past
+    ONE_PASS_BYTES (k-blocks and row blocks) and on a small one (one pass): matmul_const(16)'s bits."""
+    from pooled_predictor.ops.cpu.compiled import matmul as mm
+
+    rng = np.random.default_rng(5)
+    for rows, k_n, n_n in ((100, 3000, 40), (9, 70, 33)):
+        a = rng.standard_normal((rows, k_n)).astype(np.float32)
+        b = rng.standard_normal((k_n, n_n)).astype(np.float32)
+        c = rng.standard_normal(n_n).astype(np.float32)
+        panel, ws_n = (mm.PANEL16, mm.scratch_size16()) if lanes == 16 else (mm.PANEL, mm.scratch_size())
+        xp = mm.pack_right(b, c, panel)
+        outs = []
+        for run in ((mm.matmul_const16, mm.matmul_const16_blocked) if lanes == 16
+                    else (mm.matmul_const, mm.matmul_const_blocked)):
+            y = np.full((rows, n_n), np.nan, np.float32)
+            run(a.reshape(-1), rows, k_n, True, xp, y.reshape(-1), n_n, np.zeros(ws_n, np.float32))
+            outs.append(y)
+        assert (4 * rows * k_n > mm.ONE_PASS_BYTES) == (rows == 100)
+        assert np.array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("blocking", ["0", "1"])
+def test_the_blocking_switch_picks_the_kernels(blocking, tmp_path):
+    """POOLED_PREDICTOR_MATMUL_BLOCKING=1|0 (default: on Intel CPUs) picks ConstRightProduct's kernels, read
+    at import (a fresh interpreter)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from pooled_predictor.ops.cpu.compiled import matmul as mm, isa; "
+            "print(mm.BLOCKED, isa.vendor())")
+    env = dict(os.environ, POOLED_PREDICTOR_MATMUL_BLOCKING=blocking)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         timeout=300).stdout.split()
+    assert out[0] == ("True" if blocking == "1" else "False")

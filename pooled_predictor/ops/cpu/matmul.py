@@ -113,7 +113,10 @@ class ConstRightProduct:
         self.lanes = 16 if isa.lanes() == 16 else 8
         panel, scratch = (mm.PANEL16, mm.scratch_size16()) if self.lanes == 16 else (mm.PANEL, mm.scratch_size())
         self.rows, self.k_n, self.n_n, self.bias = rows, k_n, n_n, c is not None
-        self.run = mm.matmul_const16 if self.lanes == 16 else mm.matmul_const
+        if mm.BLOCKED:  # K and rows in cache-sized blocks where A is large (Intel hosts; compiled/matmul.py)
+            self.run = mm.matmul_const16_blocked if self.lanes == 16 else mm.matmul_const_blocked
+        else:
+            self.run = mm.matmul_const16 if self.lanes == 16 else mm.matmul_const
         cb = None if c is None else np.broadcast_to(np.asarray(c, np.float32).reshape(-1), (n_n,))
         if owner is not None:
             key = ("matmul_panels", tuple(id(o) for o in owner[1:]), trans_b, b.shape, panel)

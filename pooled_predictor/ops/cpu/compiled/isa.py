@@ -33,17 +33,30 @@ ISAS = {"avx2": 8, "avx512": 16}
 """ISA name -> float32 lanes of its vectors (the channel block of its blocked layout)."""
 
 
-def _cpuinfo_flags() -> set | None:
-    """The first processor's "flags" in Linux's /proc/cpuinfo (x86: the CPUID features the kernel enabled,
-    AVX-512's register state included); None elsewhere."""
+def _cpuinfo_field(name: str) -> str | None:
+    """The first processor's `name` field in Linux's /proc/cpuinfo; None elsewhere or where it has none."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("flags") and ":" in line:
-                    return set(line.split(":", 1)[1].split())
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == name:
+                    return value.strip()
     except OSError:
         pass
     return None
+
+
+def _cpuinfo_flags() -> set | None:
+    """The first processor's "flags" in Linux's /proc/cpuinfo (x86: the CPUID features the kernel enabled,
+    AVX-512's register state included); None elsewhere."""
+    flags = _cpuinfo_field("flags")
+    return None if flags is None else set(flags.split())
+
+
+def vendor() -> str:
+    """The CPU's vendor as CPUID names it ("GenuineIntel", "AuthenticAMD"; /proc/cpuinfo's vendor_id), or ""
+    where Linux does not say."""
+    return _cpuinfo_field("vendor_id") or ""
 
 
 def target_features() -> str | None:

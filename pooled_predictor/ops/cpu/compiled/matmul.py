@@ -12,13 +12,18 @@ place and B packed in 16-column panels). The micro-kernels are LLVM IR (numba
 intrinsics), one per tile height 1..6; the last, partial panel (zero-padded)
 goes through a 6 x 16 scratch tile.
 
-K runs in blocks of KC (Goto & van de Geijn's k-blocking): a panel's KC-row strip stays in L1 while
-every row tile of A passes over it, where a whole panel of a long K (BERT's K = 3072: 384 KB at 16
-lanes) would stream from L2 once per row tile; each output's chain continues from one block to the
-next through Y. Rows run in blocks whose strip of A stays in L2 (MC_BYTES). On the lent machine's
-Emerald Rapids Xeon this took BERT-base's projections from 291 to 225 ms a forward on one thread
-(onnxruntime's: 216), its (128 x 3072) @ (3072 x 768) from 95 to 151 GFLOP/s; on Zen 5, whose L2
-streams a panel as fast, in-model times are unchanged.
+matmul_const_blocked / matmul_const16_blocked give the same bits blocked as Goto & van de Geijn block
+a GEMM, where A exceeds ONE_PASS_BYTES: K in blocks of KC and rows in blocks whose KC-wide strip of A
+(MC_BYTES) stays in L2 across every panel, a panel's KC-row strip in L1 across the block's row tiles,
+each output's chain continued from one k-block to the next through Y. In one pass over K every panel
+reads all of A again: BERT's (128 x 3072) A is 1.5 MiB, with a 384 KiB panel beside it. On the lent
+machine's Emerald Rapids Xeon, blocking took that product from 95 to 151 GFLOP/s (the core's peak:
+152) and BERT-base's projections from 291 to 225 ms a forward on one thread (onnxruntime's: 216); the
+products whose A fits in L2 (K = 768) ran alike either way. On Zen 5, whose L3 streams A back faster,
+one pass was the faster: blocking every product cost BERT-base and ViT-B/16 6% through a 2-worker
+pool, blocking only the large-A ones 3-4% (benchmarks/matmul_blocking.py, vs_onnxruntime.py). So
+ConstRightProduct blocks where BLOCKED: on Intel CPUs (isa.vendor()), or as
+POOLED_PREDICTOR_MATMUL_BLOCKING=1|0 says. Measured on those two hosts only; others follow their vendor.
 
 At 16 lanes (compiled/isa.py's lanes(): AVX-512 hosts), matmul_const16 runs the same loops over
 panels of PANEL16 = 32 columns in tiles of MR16 = 8 rows (16 <16 x float> accumulators: one zmm
@@ -34,11 +39,14 @@ followed by + c, i.e. ONNX MatMul then Add). Error: BLAS sgemm's,
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from . import isa
 from .gemm import _fmuladd, dispatch_rows, vector_phis, vector_type
 from .jit import njit
 
@@ -52,9 +60,13 @@ _I = types.int64
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast, 15 of 16 ymm (as gemm.py)
 PANEL = 16  # columns of B per packed panel: one micro-tile's width (two <8 x float> vectors)
 KC = 256  # k-block: a panel's KC x PANEL strip of X (16 KB) stays in L1 (32 KB on AVX2 hosts) across the row tiles
-KC16 = 384  # ... at 16 lanes: KC16 x PANEL16, 48 KB (benchmarks/matmul_blocking.py: 192-384 alike on the Xeon;
-#             in BERT on Zen 5, 384 as fast as one pass, 256 3% slower)
-MC_BYTES = 192 << 10  # row block: its rows' KC-wide strip of A (this many bytes) stays in L2 across the panels
+KC16 = 384  # ... at 16 lanes: KC16 x PANEL16, 48 KB (benchmarks/matmul_blocking.py: 192-384 within 1% on the Xeon)
+NB_BYTES = 96 << 10  # one pass: a block of panels (K' x NB floats) this size stays in L2 across the row tiles
+ONE_PASS_BYTES = 1 << 20  # the blocked kernels run an A (rows x K floats) at most this size in one pass
+MC_BYTES = 192 << 10  # row block: its rows' KC-wide strip of A, at most this many bytes, stays in L2 across the panels
+BLOCKED = os.environ.get("POOLED_PREDICTOR_MATMUL_BLOCKING", "1" if isa.vendor() == "GenuineIntel" else "0") != "0"
+"""Whether ConstRightProduct runs the blocked kernels (module docstring): on Intel CPUs unless
+POOLED_PREDICTOR_MATMUL_BLOCKING=0; elsewhere where it is 1. Read at import."""
 MR16 = 8  # matmul_const16's rows per micro-tile: 16 accumulators (12 spilled on AVX-512: 0.72x the speed)
 PANEL16 = 32  # matmul_const16's columns per packed panel: two <16 x float> vectors
 
@@ -333,14 +345,41 @@ def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
     """Y (rows, n_n) = A @ B (+ c when `bias`), A = af (rows, k_n) C-contiguous.
 
     xp = pack_right(B, c); yf: Y flat, rows n_n apart; ws: scratch_size() floats.
-    Blocked as Goto & van de Geijn (2008) block a GEMM: K in blocks of KC, so that a panel's
-    KC x PANEL strip of X stays in L1 while every row tile of A passes over it, and the rows in
-    blocks of MC_BYTES of A's strip (in L2 across the panels); each output's chain continues from one
-    k-block to the next through Y (the micro-kernel's `acc`), so the sums are those of one pass.
-    The first row tile of a block prefetches the next panel's strip. The last, partial panel goes
-    into ws in one pass over K per row tile, then its valid columns into Y.
+    In blocks of panels that stay in L2, every row tile of A over each panel of the
+    block (the tile's rows of A stay in L1); the first row tile prefetches the next
+    panel. The last, partial panel goes into ws, then its valid columns into Y.
     """
-    matmul_const_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC, max(MR, MC_BYTES // (4 * min(KC, max(k_n, 1)))))
+    kk = k_n + (1 if bias else 0)
+    ahead = PANEL * kk
+    nb = max(PANEL, NB_BYTES // (4 * kk) // PANEL * PANEL)
+    full = n_n // PANEL * PANEL
+    for b0 in range(0, full, nb):
+        be = min(full, b0 + nb)
+        for m in range(0, rows, MR):
+            for j0 in range(b0, be, PANEL):
+                _panel_tile(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
+                            ahead if m == 0 else 0, min(MR, rows - m), False)
+    if full < n_n:
+        for m in range(0, rows, MR):
+            r_t = min(MR, rows - m)
+            _panel_tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL, 0, r_t, False)
+            for r in range(r_t):
+                for j in range(n_n - full):
+                    yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]
+
+
+@njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_const_blocked(af, rows, k_n, bias, xp, yf, n_n, ws):
+    """matmul_const, blocked as Goto & van de Geijn (2008) block a GEMM where A is larger than
+    ONE_PASS_BYTES: K in blocks of KC, so that a panel's KC x PANEL strip of X stays in L1 while every
+    row tile passes over it, and the rows in blocks whose KC-wide strip of A (MC_BYTES) stays in L2
+    across the panels; each output's chain continues from one k-block to the next through Y (the
+    micro-kernel's `acc`), so the sums, and the bits, are matmul_const's. A smaller A runs matmul_const.
+    ConstRightProduct takes it where BLOCKED (module docstring)."""
+    if 4 * rows * k_n <= ONE_PASS_BYTES:
+        matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws)
+    else:
+        matmul_const_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC, max(MR, MC_BYTES // (4 * min(KC, k_n))))
 
 
 # ---- 16 lanes: <16 x float> micro-kernels over panels of 32 columns (AVX-512's 32 zmm registers) ----------
@@ -381,12 +420,36 @@ def matmul_const16_kc(af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc):
 @njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
 def matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws):
     """matmul_const at 16 lanes: xp = pack_right(B, c, PANEL16), ws: scratch_size16() floats; micro-tiles
-    of MR16 rows x PANEL16 columns (16 <16 x float> accumulators: one zmm each on AVX-512, MLAS's
-    AVX-512 SGEMM tile; LLVM splits them on narrower hosts), blocked as matmul_const (KC16, MC_BYTES).
-    The same sums as matmul_const (a sequential multiply-add chain over k per output, then + c), so the
-    same bits."""
-    matmul_const16_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC16,
-                      max(MR16, MC_BYTES // (4 * min(KC16, max(k_n, 1)))))
+    of MR16 rows x PANEL16 columns (24 <16 x float> accumulators: one zmm each on AVX-512, MLAS's
+    AVX-512 SGEMM tile; LLVM splits them on narrower hosts). The same sums as matmul_const (a
+    sequential multiply-add chain over k per output, then + c), so the same bits."""
+    kk = k_n + (1 if bias else 0)
+    ahead = PANEL16 * kk
+    nb = max(PANEL16, NB_BYTES // (4 * kk) // PANEL16 * PANEL16)
+    full = n_n // PANEL16 * PANEL16
+    for b0 in range(0, full, nb):
+        be = min(full, b0 + nb)
+        for m in range(0, rows, MR16):
+            for j0 in range(b0, be, PANEL16):
+                _tile16(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
+                        ahead if m == 0 else 0, False, min(MR16, rows - m))
+    if full < n_n:
+        for m in range(0, rows, MR16):
+            r_t = min(MR16, rows - m)
+            _tile16(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL16, 0, False, r_t)
+            for r in range(r_t):
+                for j in range(n_n - full):
+                    yf[(m + r) * n_n + full + j] = ws[r * PANEL16 + j]
+
+
+@njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
+def matmul_const16_blocked(af, rows, k_n, bias, xp, yf, n_n, ws):
+    """matmul_const_blocked at 16 lanes (KC16): matmul_const16's bits."""
+    if 4 * rows * k_n <= ONE_PASS_BYTES:
+        matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws)
+    else:
+        mc = max(MR16, MC_BYTES // (4 * min(KC16, k_n)))
+        matmul_const16_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC16, mc)
 
 
 # ---- products of two activations: B read where it lies (rows ldb apart), both widths ----------------------
