@@ -23,6 +23,10 @@ echo "fma_peak rc $?"; tail -2 "$LOGS/fma_peak.log"; cp benchmarks/results/fma_p
 timeout 250 python3 benchmarks/cpu_check.py --workers 1 2 16 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" > "$LOGS/cpu.log" 2>&1
 echo "cpu_check rc $?"; grep -v "^WARNING" "$LOGS/cpu.log" | tail -14 | cut -c1-220
 cp benchmarks/results/cpu_check_avx512.json "$LOGS/" 2>/dev/null; pack
+# rec's 1-worker row (0.70 on 2026-11-28, 0.94 at 2 workers): again after the 2-worker one, whether order explains it
+timeout 60 python3 benchmarks/cpu_check.py --models ppocr_rec --workers 2 1 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" \
+    --out-suffix rec_order > "$LOGS/cpu_rec_order.log" 2>&1
+echo "rec 2 then 1 rc $?"; grep -E "^ppocr_rec x" "$LOGS/cpu_rec_order.log" | cut -c1-200; pack
 # BERT-base-sized encoder for the profiles: its graph with seeded weights (434 MB, too big to carry; 4 s to make)
 [ -n "$POOLED_PREDICTOR_CACHE" ] && timeout 40 python3 benchmarks/export_transformers.py --graphs --models bert > "$LOGS/export.log" 2>&1
 for isa in avx512 avx2; do  # avx2: its 8-lane kernels compiled cold here
