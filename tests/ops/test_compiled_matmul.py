@@ -296,17 +296,19 @@ def test_the_blocked_kernels_give_the_one_pass_bits_past_the_one_pass_size(lanes
         assert np.array_equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("blocking", ["0", "1"])
-def test_the_blocking_switch_picks_the_kernels(blocking, tmp_path):
-    """POOLED_PREDICTOR_MATMUL_BLOCKING=1|0 (default: on Intel CPUs) picks ConstRightProduct's kernels, read
-    at import (a fresh interpreter)."""
+@pytest.mark.parametrize("blocking", ["0", "1", None], ids=["off", "on", "default"])
+def test_the_blocking_switch_picks_the_kernels(blocking):
+    """POOLED_PREDICTOR_MATMUL_BLOCKING=1|0 picks ConstRightProduct's kernels, read at import (a fresh
+    interpreter); unset, they are blocked on Intel CPUs (/proc/cpuinfo's vendor_id) only."""
     import os
     import subprocess
     import sys
 
     code = ("from pooled_predictor.ops.cpu.compiled import matmul as mm, isa; "
-            "print(mm.BLOCKED, isa.vendor())")
-    env = dict(os.environ, POOLED_PREDICTOR_MATMUL_BLOCKING=blocking)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                         timeout=300).stdout.split()
-    assert out[0] == ("True" if blocking == "1" else "False")
+            "print(mm.BLOCKED, isa.vendor() == 'GenuineIntel')")
+    env = {k: v for k, v in os.environ.items() if k != "POOLED_PREDICTOR_MATMUL_BLOCKING"}
+    if blocking is not None:
+        env["POOLED_PREDICTOR_MATMUL_BLOCKING"] = blocking
+    blocked, intel = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True, timeout=300).stdout.split()
+    assert blocked == {"0": "False", "1": "True", None: intel}[blocking]
