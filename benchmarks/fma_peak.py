@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 import llvmlite.binding as llvm
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import write_results  # noqa: E402
+
 WIDTHS = (4, 8, 16)
 CHAINS = (1, 2, 4, 6, 8, 10, 12, 16)
 
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
     llvm.initialize_native_asmprinter()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
     rows, ghz = [], None
-    print(f"{platform.processor() or platform.machine()}, LLVM CPU {cpu}")
+    print(f"LLVM CPU {cpu}")
     print(f"{'lanes':>5} {'chains':>6} {'GFLOP/s':>8} {'FMA/cycle':>9}")
     for width in WIDTHS:
         for chains in CHAINS:
@@ -113,11 +114,8 @@ def main(argv=None) -> int:
     peak = {w: max(r["gflops"] for r in rows if r["lanes"] == w) for w in WIDTHS}
     print(f"clock about {ghz:.2f} GHz (one chain, {args.latency:g}-cycle FMA); peak GFLOP/s: "
           + ", ".join(f"{w} lanes {peak[w]:.0f}" for w in WIDTHS) + f"; 16/8 lanes {peak[16] / peak[8]:.2f}x")
-    out = ROOT / "benchmarks" / "results" / "fma_peak.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": {"processor": platform.processor(), "llvm_cpu": cpu,
-                                           "python": sys.version.split()[0], "llvmlite": llvm.llvm_version_info},
-                               "clock_ghz_estimate": ghz, "peak_gflops": peak, "rows": rows}, indent=1))
+    out = write_results("fma_peak", rows, llvm_cpu=cpu, llvm=".".join(map(str, llvm.llvm_version_info)),
+                        clock_ghz_estimate=ghz, peak_gflops=peak)
     print(f"written to {out}")
     return 0
 

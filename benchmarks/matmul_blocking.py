@@ -14,9 +14,7 @@ naming the CPU. Every setting gives the same bits (tests/ops/test_compiled_matmu
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -27,6 +25,7 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import write_results  # noqa: E402
 from pooled_predictor.ops.cpu.compiled import isa  # noqa: E402
 from pooled_predictor.ops.cpu.compiled import matmul as mm  # noqa: E402
 
@@ -96,11 +95,8 @@ def main(argv=None) -> int:
             mine = [r for r in results if r["lanes"] == lanes]
             print(f"{'geomean':<20}" + "".join(
                 f"{math.exp(sum(math.log(r[h]) for r in mine) / len(mine)):>10.1f}" for h in header))
-    out = ROOT / "benchmarks" / "results" / "matmul_blocking.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": {"processor": platform.processor(), "cpu": isa.describe(),
-                                           "python": sys.version.split()[0], "numpy": np.__version__},
-                               "mc_bytes": mm.MC_BYTES, "rows": results}, indent=1))
+    out = write_results("matmul_blocking", results, kernels=isa.describe(), kc=mm.KC, kc16=mm.KC16,
+                        mc_bytes=mm.MC_BYTES, one_pass_bytes=mm.ONE_PASS_BYTES, blocked_here=mm.BLOCKED)
     print(f"written to {out}")
     return 0
 
