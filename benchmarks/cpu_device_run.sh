@@ -2,7 +2,8 @@
 # One call on the lent machine's CPU (16-core Xeon, AVX-512, VNNI; device tool) for issues 32 and 33:
 # fma_peak.py, cpu_check at 1, 2 and 16 workers (the pool's clients calling infer()), int8.py's quick table, one-thread
 # kernel profiles of ResNet-50, MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's (16 lanes; PROFILE_ISAS
-# ="avx512 avx2" adds 8), two A/Bs and matmul_blocking.py's KC sweep; INT8_TESTS=1 adds the vpdpbusd tests.
+# ="avx512 avx2" adds 8), two A/Bs, matmul_blocking.py's KC sweep and the int8 BERT encoder's profile; INT8_TESTS=1
+# adds the vpdpbusd tests.
 # Last run 2026-11-28 16:28 UTC (benchmarks/README.md: "On the lent Xeon, session 15"). Open there: rec's 1-worker
 # row (0.70), the 16-worker rows (ResNet-50 without the 16-lane Winograd beside them), the blocked MatMul's effect in
 # the model (BERT in the profiles) and int8 MobileNetV2 with BN folded.
@@ -57,6 +58,10 @@ timeout "$(lim 60)" python3 benchmarks/matmul_blocking.py --lanes 16 --kc 192 38
     > "$LOGS/matmul_blocking.log" 2>&1
 echo "matmul_blocking rc $? [$SECONDS s]"; tail -9 "$LOGS/matmul_blocking.log"
 cp benchmarks/results/matmul_blocking.json "$LOGS/matmul_blocking_xeon.json" 2>/dev/null; pack
+# where the int8 BERT-base-sized encoder's time goes there (0.94x onnxruntime on 2026-11-28), one thread
+timeout "$(lim 90)" python3 benchmarks/op_profiles.py --int8 --models bert --runs 3 > "$LOGS/profile_int8_bert.log" 2>&1
+echo "int8 BERT profile rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/profile_int8_bert.log" | tail -12 | cut -c1-160
+cp benchmarks/results/op_profiles_int8.json "$LOGS/op_profiles_int8_bert_xeon.json" 2>/dev/null; pack
 if [ -n "$INT8_TESTS" ]; then  # the vpdpbusd kernels' tests (their cold compile: ~60-100 s)
     timeout "$(lim 100)" python3 -m pytest -q -x -p no:cacheprovider tests/ops/test_int8_dot.py -k "vpdpbusd or dqgemm" \
         > "$LOGS/int8_tests.log" 2>&1
