@@ -3,7 +3,8 @@
 # fma_peak.py, cpu_check at 1, 2 and 16 workers (the pool's clients calling infer()), int8.py's quick table, one-thread
 # kernel profiles of ResNet-50, MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's (16 lanes; PROFILE_ISAS
 # ="avx512 avx2" adds 8), two A/Bs, matmul_blocking.py's KC sweep and the int8 BERT encoder's profile; INT8_TESTS=1
-# adds the vpdpbusd tests.
+# adds the vpdpbusd tests. STEPS (default: all, "fma check int8 profile rec_order no_winograd16 blocking int8_profile")
+# picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
 # Last run 2026-11-28 16:28 UTC (benchmarks/README.md: "On the lent Xeon, session 15"). Open there: rec's 1-worker
 # row (0.70), the 16-worker rows (ResNet-50 without the 16-lane Winograd beside them), the blocked MatMul's effect in
 # the model (BERT in the profiles) and int8 MobileNetV2 with BN folded.
@@ -19,49 +20,69 @@ OUT=${OUT:-/tmp/cpu_out}; LOGS=/tmp/cpu_run_logs; mkdir -p "$OUT" "$LOGS"
 ROUNDS=${ROUNDS:-3}; SECONDS_EACH=${CHECK_SECONDS:-1.5}  # not $SECONDS: bash's seconds since the start (used below)
 DEADLINE=${DEADLINE:-540}  # seconds: every step's limit is cut to what is left of it, so the call ends in time
 PROFILE_ISAS=${PROFILE_ISAS:-avx512}  # "avx512 avx2": the 8-lane profiles too (their kernels compile cold: ~90 s)
+STEPS=${STEPS:-"fma check int8 profile rec_order no_winograd16 blocking int8_profile"}  # which steps run, in this order
+PROFILE_MODELS=${PROFILE_MODELS:-"resnet50 mobilenet_v2 bert_base"}
+want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
+want_bert() { case " $PROFILE_MODELS " in *" bert_base "*) return 0;; *) return 1;; esac; }
 pack() { tar czf "$OUT/cpu_run.tgz" -C "$LOGS" . ; }
 lim() {  # the step's limit, cut to what is left before DEADLINE (1 s when under 10 are left: the step is skipped)
     local left=$((DEADLINE - SECONDS)); [ "$left" -lt 10 ] && { echo 1; return; }
     [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
 }
 lscpu | grep -E "Model name|^CPU\(s\)|MHz" ; nproc; lscpu > "$LOGS/lscpu.txt"
+if want fma; then
 timeout "$(lim 30)" python3 benchmarks/fma_peak.py --seconds 0.15 > "$LOGS/fma_peak.log" 2>&1
 echo "fma_peak rc $?"; tail -1 "$LOGS/fma_peak.log"; cp benchmarks/results/fma_peak.json "$LOGS/" 2>/dev/null; pack
+fi
+if want check; then
 timeout "$(lim 250)" python3 benchmarks/cpu_check.py --workers 1 2 16 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" \
     > "$LOGS/cpu.log" 2>&1
 echo "cpu_check rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/cpu.log" | tail -14 | cut -c1-220
 cp benchmarks/results/cpu_check_avx512.json "$LOGS/" 2>/dev/null; pack
-timeout "$(lim 200)" python3 benchmarks/int8.py --quick > "$LOGS/int8.log" 2>&1
+fi
+if want int8; then
+timeout "$(lim 200)" python3 benchmarks/int8.py ${INT8_ARGS:---quick} > "$LOGS/int8.log" 2>&1
 echo "int8 rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/int8.log" | tail -9 | cut -c1-200
 cp benchmarks/results/int8.json "$LOGS/int8_xeon_avx512.json" 2>/dev/null; pack
+fi
+if want profile; then
 # BERT-base-sized encoder for the profiles: its graph with seeded weights (434 MB, too big to carry; 4 s to make)
-[ -n "$POOLED_PREDICTOR_CACHE" ] && timeout "$(lim 40)" python3 benchmarks/export_transformers.py --graphs --models bert \
+[ -n "$POOLED_PREDICTOR_CACHE" ] && want_bert && timeout "$(lim 40)" python3 benchmarks/export_transformers.py --graphs --models bert \
     > "$LOGS/export.log" 2>&1
 for isa in $PROFILE_ISAS; do
-    POOLED_PREDICTOR_ISA=$isa timeout "$(lim 110)" python3 benchmarks/op_profiles.py --models resnet50 mobilenet_v2 \
-        bert_base --runs 3 > "$LOGS/profile_$isa.log" 2>&1
+    POOLED_PREDICTOR_ISA=$isa timeout "$(lim 110)" python3 benchmarks/op_profiles.py --models $PROFILE_MODELS \
+        --runs 3 > "$LOGS/profile_$isa.log" 2>&1
     echo "profile at $isa rc $? [$SECONDS s]"
     grep -E "batch 1|^(Conv|Fused|Gemm|MaxPool|MatMul|ScaledDot)" "$LOGS/profile_$isa.log" | cut -c1-160
     cp benchmarks/results/op_profiles.json "$LOGS/op_profiles_xeon_$isa.json" 2>/dev/null; pack
 done
+fi
+if want rec_order; then
 # rec's 1-worker row (0.70 on 2026-11-28, 0.94 at 2 workers): again after the 2-worker one, whether order explains it
 timeout "$(lim 60)" python3 benchmarks/cpu_check.py --models ppocr_rec --workers 2 1 --rounds "$ROUNDS" \
     --seconds "$SECONDS_EACH" --out-suffix rec_order > "$LOGS/cpu_rec_order.log" 2>&1
 echo "rec 2 then 1 rc $? [$SECONDS s]"; grep -E "^ppocr_rec x" "$LOGS/cpu_rec_order.log" | cut -c1-200; pack
+fi
+if want no_winograd16; then
 # ResNet-50 at 16 workers without the 16-lane Winograd (its filters are 4x the 3x3 weights, read every forward by
 # every worker): whether that traffic is the growth of our CPU time an image from 1 to 16 workers (72 -> 104 ms)
 POOLED_PREDICTOR_WINOGRAD16_MIN_TILES=1000000 POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES=1 timeout "$(lim 70)" \
     python3 benchmarks/cpu_check.py --models resnet50 --workers 16 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" \
     --out-suffix no_winograd16 > "$LOGS/cpu_no_wino16.log" 2>&1
 echo "resnet50 x16 without Winograd rc $? [$SECONDS s]"; grep -E "^resnet50 x" "$LOGS/cpu_no_wino16.log" | cut -c1-200; pack
+fi
+if want blocking; then
 timeout "$(lim 60)" python3 benchmarks/matmul_blocking.py --lanes 16 --kc 192 384 --repeat 3 \
     > "$LOGS/matmul_blocking.log" 2>&1
 echo "matmul_blocking rc $? [$SECONDS s]"; tail -9 "$LOGS/matmul_blocking.log"
 cp benchmarks/results/matmul_blocking.json "$LOGS/matmul_blocking_xeon.json" 2>/dev/null; pack
+fi
+if want int8_profile; then
 # where the int8 BERT-base-sized encoder's time goes there (0.94x onnxruntime on 2026-11-28), one thread
 timeout "$(lim 90)" python3 benchmarks/op_profiles.py --int8 --models bert --runs 3 > "$LOGS/profile_int8_bert.log" 2>&1
 echo "int8 BERT profile rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/profile_int8_bert.log" | tail -12 | cut -c1-160
 cp benchmarks/results/op_profiles_int8.json "$LOGS/op_profiles_int8_bert_xeon.json" 2>/dev/null; pack
+fi
 if [ -n "$INT8_TESTS" ]; then  # the vpdpbusd kernels' tests (their cold compile: ~60-100 s)
     timeout "$(lim 100)" python3 -m pytest -q -x -p no:cacheprovider tests/ops/test_int8_dot.py -k "vpdpbusd or dqgemm" \
         > "$LOGS/int8_tests.log" 2>&1
