@@ -4,7 +4,7 @@
 # kernel profiles of ResNet-50, MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's (16 lanes; PROFILE_ISAS
 # ="avx512 avx2" adds 8), two A/Bs, matmul_blocking.py's KC sweep and the int8 BERT encoder's profile; INT8_TESTS=1
 # adds the vpdpbusd tests. STEPS (default: all, "fma check int8 profile rec_order no_winograd16 blocking int8_profile")
-# picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
+# (and "amx") picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
 # Last run 2026-11-28 16:28 UTC (benchmarks/README.md: "On the lent Xeon, session 15"). Open there: rec's 1-worker
 # row (0.70), the 16-worker rows (ResNet-50 without the 16-lane Winograd beside them), the blocked MatMul's effect in
 # the model (BERT in the profiles) and int8 MobileNetV2 with BN folded.
@@ -20,7 +20,7 @@ OUT=${OUT:-/tmp/cpu_out}; LOGS=/tmp/cpu_run_logs; mkdir -p "$OUT" "$LOGS"
 ROUNDS=${ROUNDS:-3}; SECONDS_EACH=${CHECK_SECONDS:-1.5}  # not $SECONDS: bash's seconds since the start (used below)
 DEADLINE=${DEADLINE:-540}  # seconds: every step's limit is cut to what is left of it, so the call ends in time
 PROFILE_ISAS=${PROFILE_ISAS:-avx512}  # "avx512 avx2": the 8-lane profiles too (their kernels compile cold: ~90 s)
-STEPS=${STEPS:-"fma check int8 profile rec_order no_winograd16 blocking int8_profile"}  # which steps run, in this order
+STEPS=${STEPS:-"amx fma check int8 profile rec_order no_winograd16 blocking int8_profile"}  # which steps run, in this order
 PROFILE_MODELS=${PROFILE_MODELS:-"resnet50 mobilenet_v2 bert_base"}
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want_bert() { case " $PROFILE_MODELS " in *" bert_base "*) return 0;; *) return 1;; esac; }
@@ -30,6 +30,17 @@ lim() {  # the step's limit, cut to what is left before DEADLINE (1 s when under
     [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
 }
 lscpu | grep -E "Model name|^CPU\(s\)|MHz" ; nproc; lscpu > "$LOGS/lscpu.txt"
+if want amx; then
+# the AMX-tile DynamicQuantizeMatMul kernel (compiled/amx.py): whether Linux grants the tile state, its tests
+# (bits against the reference and the vpdpbusd kernel) and its GOPS at BERT-base's shapes beside onnxruntime's
+timeout "$(lim 20)" python3 -c "from pooled_predictor.ops.cpu.compiled import amx; print(amx.status())" 2>&1 \
+    | tee "$LOGS/amx_status.log"
+timeout "$(lim 150)" python3 -m pytest -q -x -p no:cacheprovider tests/ops/test_amx.py > "$LOGS/amx_tests.log" 2>&1
+echo "amx tests rc $? [$SECONDS s]"; tail -4 "$LOGS/amx_tests.log" | cut -c1-300; pack
+timeout "$(lim 60)" python3 benchmarks/int8_gemm.py --rounds 5 > "$LOGS/int8_gemm.log" 2>&1
+echo "int8_gemm rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/int8_gemm.log" | tail -7 | cut -c1-250
+cp benchmarks/results/int8_gemm.json "$LOGS/int8_gemm_xeon.json" 2>/dev/null; pack
+fi
 if want fma; then
 timeout "$(lim 30)" python3 benchmarks/fma_peak.py --seconds 0.15 > "$LOGS/fma_peak.log" 2>&1
 echo "fma_peak rc $?"; tail -1 "$LOGS/fma_peak.log"; cp benchmarks/results/fma_peak.json "$LOGS/" 2>/dev/null; pack

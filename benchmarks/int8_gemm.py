@@ -10,7 +10,9 @@ host's int8 dot product: vpdpbusd on a VNNI host, its wide tiles at 16 lanes; vp
 called directly with its packed weights. onnxruntime: a one-node com.microsoft DynamicQuantizeMatMul
 session with 1 intra-op thread. Each round times 30 calls of each, interleaved; the table gives the
 fastest round's ms per call and GOPS (2 M K N / time), ours / onnxruntime's time, and the max
-difference of the outputs over max|ref| (0: the same bits). Writes benchmarks/results/int8_gemm.json.
+difference of the outputs over max|ref| (0: the same bits). On a host with AMX-INT8 the AMX-tile kernel
+(compiled/amx.py, what the node runs there) is timed beside them, with its largest difference from our
+VNNI kernel's output (0: the same bits). Writes benchmarks/results/int8_gemm.json.
 """
 
 from __future__ import annotations
@@ -69,6 +71,28 @@ def ours_call(a, w, b_scale, bias):
     return call, f"{dot or 'vpmaddubsw'}{' wide' if getattr(d, 'WIDE', False) else ''}"
 
 
+def amx_call(a, w, b_scale, bias):
+    """The AMX-tile kernel (compiled/amx.py) the node runs on a host with AMX-INT8; None elsewhere."""
+    from pooled_predictor.ops.cpu.compiled import amx
+
+    if not amx.usable():
+        return None
+    m, k = a.shape
+    n = w.shape[1]
+    k64 = amx.k_padded(k)
+    wp, cs = amx.pack_panels(w), amx.padded(w.astype(np.int64).sum(axis=0), np.int32, n)
+    bs, bp = amx.padded(b_scale, np.float32, n), amx.padded(bias, np.float32, n)
+    y = np.empty((m, n), np.float32)
+    xq = np.zeros(amx.rows_padded(m) * k64, np.uint8)
+
+    def call():
+        scale, zp = amx.quantize_rows(a, a.min(), a.max(), xq, k64)
+        amx.gemm(xq, k64, m, wp, cs, bs, bp, zp, scale, y)
+        return y
+
+    return call
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", nargs="+", default=list(SHAPES))
@@ -84,12 +108,15 @@ def main(argv=None) -> int:
         b_scale = (rng.uniform(0.5, 1.5, n) * 1e-3).astype(np.float32)
         bias = rng.standard_normal(n).astype(np.float32)
         ours, kernel = ours_call(a, w, b_scale, bias)
+        on_amx = amx_call(a, w, b_scale, bias)
         sess = ort_session(w, b_scale, bias)
         ref = sess.run(None, {"a": a})[0]
         err = float(np.abs(ours() - ref).max() / np.abs(ref).max())
-        best = {"ours": 1e9, "ort": 1e9}
+        amx_vs_ours = None if on_amx is None else float(np.abs(on_amx() - ours()).max())
+        best = {"ours": 1e9, "ort": 1e9, "amx": None if on_amx is None else 1e9}
+        configs = [("ours", ours), ("ort", lambda: sess.run(None, {"a": a}))] + ([("amx", on_amx)] if on_amx else [])
         for _ in range(args.rounds):
-            for name, f in (("ours", ours), ("ort", lambda: sess.run(None, {"a": a}))):
+            for name, f in configs:
                 t0 = time.perf_counter()
                 for _ in range(30):
                     f()
@@ -97,13 +124,20 @@ def main(argv=None) -> int:
         ops = 2 * m * k * n
         rows.append({"shape": text, "kernel": kernel, "ours_ms": best["ours"] * 1e3, "ort_ms": best["ort"] * 1e3,
                      "ours_gops": ops / best["ours"] / 1e9, "ort_gops": ops / best["ort"] / 1e9,
-                     "time_vs_ort": best["ours"] / best["ort"], "max_rel_diff": err})
+                     "time_vs_ort": best["ours"] / best["ort"], "max_rel_diff": err,
+                     "amx_ms": best["amx"] and best["amx"] * 1e3, "amx_gops": best["amx"] and ops / best["amx"] / 1e9,
+                     "amx_vs_ort": best["amx"] and best["amx"] / best["ort"], "amx_vs_ours_max_diff": amx_vs_ours})
         print(f"{text}: ours {best['ours'] * 1e3:.3f} ms, onnxruntime {best['ort'] * 1e3:.3f} ms", flush=True)
     print()
     print(table(rows, [("shape", "M x K x N", "s"), ("kernel", "our kernel", "s"), ("ours_ms", "ours ms", ".3f"),
                        ("ort_ms", "ort ms", ".3f"), ("ours_gops", "ours GOPS", ".0f"), ("ort_gops", "ort GOPS", ".0f"),
-                       ("time_vs_ort", "ours/ort time", ".2f"), ("max_rel_diff", "max rel diff", ".1e")]))
-    print(f"written to {write_results('int8_gemm', rows, rounds=args.rounds)}")
+                       ("time_vs_ort", "ours/ort time", ".2f"), ("max_rel_diff", "max rel diff", ".1e"),
+                       ("amx_ms", "AMX ms", ".3f"), ("amx_gops", "AMX GOPS", ".0f"), ("amx_vs_ort", "AMX/ort time", ".2f"),
+                       ("amx_vs_ours_max_diff", "AMX vs ours max diff", ".1e")]))
+    from pooled_predictor.ops.cpu.compiled import amx
+
+    print(amx.status())
+    print(f"written to {write_results('int8_gemm', rows, rounds=args.rounds, amx=amx.status())}")
     return 0
 
 

@@ -16,7 +16,9 @@ bit for bit the unfused nodes, tests/ops/test_compiled_int8.py), or, under the "
 arithmetic on a host without VNNI (ops/int8_arithmetic.py) for int8 B with zero points 0, adjacent
 k pairs summed in int16 with saturation as onnxruntime's MLAS kernel on that host: onnxruntime's
 bits (tests/ops/test_int8_arithmetic.py); on a VNNI host the same kernel sums exactly with vpdpbusd
-(int8_arithmetic.dot_product()).
+(int8_arithmetic.dot_product()); on a host with AMX-INT8 (Sapphire Rapids and later Xeons) int8 B of zero
+point 0 runs on AMX tiles (compiled/amx.py: exact sums, the same bits) unless the arithmetic is the
+saturating pairs'.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from .. import int8_arithmetic
 from . import compiled
+from .compiled import amx
 from .conv_shared import shared_weights
 from .quantize import dynamic_quantize_linear
 
@@ -61,6 +64,18 @@ class DynamicQuantizeMatMul:
         # (vpmaddubsw) or exact sums (int16 pairs, vpmaddwd; vpdpwssd on a VNNI host)
         d = compiled.dqgemm
         b8 = np.asarray(b)
+        # AMX tiles (compiled/amx.py) where the host has them: exact sums, the bits of the vpdpbusd kernel and of
+        # the exact arithmetic, so not under saturating pairs
+        self.amx = b.dtype == np.int8 and not zp.any() and dot != "vpmaddubsw" and amx.usable()
+        if self.amx:
+            self.k64 = amx.k_padded(self.k)
+            self.wp = shared_weights(b, ("qmatmul_panels_amx",), lambda w: amx.pack_panels(np.asarray(w)))
+            self.cs = amx.padded(b8.astype(np.int64).sum(axis=0), np.int32, self.n)
+            self.bs = amx.padded(self.b_scale, np.float32, self.n)
+            self.bias = None if self.bias_value is None else amx.padded(self.bias_value, np.float32, self.n)
+            self.xq_ref = ctx.scratch((amx.rows_padded(self.m) * self.k64,), np.uint8)
+            self.arithmetic = "exact (tdpbusd, AMX)"
+            return
         if self.sat:
             self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: d.pack_panels(np.asarray(w)))
             self.cs = d.padded(b8.astype(np.int64).sum(axis=0), np.int32)
@@ -91,6 +106,12 @@ class DynamicQuantizeMatMul:
             np.multiply(acc.astype(np.int32).astype(np.float32), mult, out=out.reshape(self.m, self.n))
             if bias is not None:
                 np.add(out, bias, out=out)
+            return
+        if self.amx:
+            xq = self.xq_ref.array
+            scale, zp = amx.quantize_rows(a2, a2.min(), a2.max(), xq, self.k64)
+            amx.gemm(xq, self.k64, self.m, self.wp, self.cs, self.bs, self.bias, zp, scale,
+                     out.reshape(self.m, self.n))
             return
         run = self.dq.dynamic_qmatmul_sat if self.sat else compiled.dqgemm.dynamic_qmatmul_exact
         run(a2, a2.min(), a2.max(), self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),
