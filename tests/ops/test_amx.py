@@ -8,6 +8,7 @@ grid of shapes, zero points and scales, and the DynamicQuantizeMatMul node on it
 kernel's bits (POOLED_PREDICTOR_AMX=0).
 """
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -173,3 +174,219 @@ def test_node_on_amx_matches_vpdpbusd_kernel(tmp_path):
         subprocess.run([sys.executable, "-c", script, str(path)], check=True, env=env, cwd=ROOT, timeout=600)
         outs[flag] = np.load(path)
     np.testing.assert_array_equal(outs["1"], outs["0"])
+
+
+# --- QLinearConv's GEMM on AMX tiles (amx_qconv_u8 / _s8) ---
+
+def _qconv_operands(m, k, p_n, y_signed, spread=3):
+    """W (m, k) int8, X through a random offset table into a flat uint8 buffer (readable past each row),
+    the int32 bias, the float32 multipliers and the output zero point."""
+    w = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    w[:, ::4] = -128
+    xf = rng.integers(0, 256, k * spread + p_n + 128).astype(np.uint8)
+    xf.flags.writeable = False
+    offs = rng.integers(0, k * spread, k).astype(np.int64)
+    b = rng.integers(-20000, 20000, m).astype(np.int32)
+    mult = rng.uniform(2e-5, 4e-4, m).astype(np.float32)
+    zp = 3 if y_signed else 121
+    return w, xf, offs, b, mult, zp
+
+
+def _requantize(acc, b, mult, zp, y_signed):
+    lo, hi = amx.QCONV_KINDS["s8" if y_signed else "u8"]
+    f = (acc + b[:, None]).astype(np.float32) * mult[:, None]
+    lo_f, hi_f = np.float32(lo) - np.float32(zp), np.float32(hi) - np.float32(zp)
+    f = np.where(f < hi_f, f, hi_f)
+    f = np.where(f > lo_f, f, lo_f)
+    q = np.rint(f).astype(np.int32) + np.int32(zp)
+    return q.astype(np.int8 if y_signed else np.uint8)
+
+
+def _walk_qconv(wa, k64, xq, tile_b, t_n, m, p_n, b, mult, zp, y_signed):
+    """amx_qconv's loops in numpy: pairs of 16-pixel tiles, 32 rows of W a block, K in steps of 64 bytes,
+    W's rows as A tiles (signed) and the packed tiles' quads as B (unsigned), then the requantization."""
+    acc = np.zeros((rows_padded := amx.rows_padded(m), 16 * (t_n + 1)), np.int64)
+    w2 = wa.reshape(rows_padded, k64).astype(np.int64)
+    for tp in range((t_n + 1) // 2):
+        for mb in range(rows_padded // 32):
+            for kk in range(k64 // 64):
+                a = w2[32 * mb:32 * mb + 32, 64 * kk:64 * kk + 64]
+                for h in (0, 1):
+                    t = 2 * tp + h
+                    base = t * tile_b + 1024 * kk
+                    tile = xq[base:base + 1024].reshape(16, 16, 4).astype(np.int64)  # quad, pixel, byte
+                    acc[32 * mb:32 * mb + 32, 16 * t:16 * t + 16] += a @ tile.transpose(0, 2, 1).reshape(64, 16)
+    return _requantize(acc[:m, :p_n].astype(np.int32), b, mult, zp, y_signed)
+
+
+@pytest.mark.parametrize("m,k,p_n", [(1, 1, 1), (5, 7, 17), (32, 64, 32), (33, 100, 47), (70, 147, 100),
+                                     (64, 576, 196)])
+@pytest.mark.parametrize("y_signed", [False, True])
+def test_qconv_tile_walk_matches_the_vnni_kernel(m, k, p_n, y_signed):
+    """The numpy walk of amx_qconv over qgemm.pack_tiles' tiles and amx.pack_rows' W gives the bits of
+    qgemm2d_sat with exact sums (the emulated vpdpbusd kernel): the packing and epilogue the AMX kernel
+    reads are the ones the VNNI kernels' bits come from."""
+    from pooled_predictor.ops.cpu.compiled import dots, qgemm
+
+    q = dots.module("qgemm", "emulated")
+    w, xf, offs, b, mult, zp = _qconv_operands(m, k, p_n, y_signed)
+    offs4 = qgemm.quad_offsets(offs)
+    y_t = np.int8 if y_signed else np.uint8
+    ref = np.zeros(m * p_n, y_t)
+    q.qgemm2d_sat(qgemm.pack_quads(w), xf, 0, offs4, ref, 0, p_n, m, p_n, b, mult, zp,
+                  np.zeros(qgemm.MRS * 16, y_t), qgemm.ONES, np.zeros(qgemm.packed_bytes(offs4.size), np.uint8))
+    tile_b = amx.tile_bytes(offs4.size)
+    t_n = (p_n + 15) // 16
+    xq = np.full((t_n + 1) * tile_b, 201, np.uint8)  # the quads past K and the pair's extra tile: junk
+    q.pack_tiles(xf, 0, offs4, xq, p_n, tile_b, 0, 0)
+    got = _walk_qconv(amx.pack_rows(w), tile_b // 16, xq, tile_b, t_n, m, p_n, b, mult, zp, y_signed)
+    np.testing.assert_array_equal(got.reshape(-1), ref)
+
+
+def test_qconv_ir_compiles_to_tile_instructions():
+    from llvmlite import binding as llvm
+
+    mod = llvm.parse_assembly(amx.module_ir())
+    mod.verify()
+    asm = amx.target_machine("sapphirerapids", "+amx-tile,+amx-int8,+avx512f,+avx512bw,+avx512vl,+avx512dq") \
+        .emit_assembly(mod)
+    ops = [line.split()[0] for line in asm.splitlines() if line.split()]
+    assert ops.count("tdpbsud") == 8 and ops.count("tdpbusd") == 4 and ops.count("ldtilecfg") == 3
+    assert ops.count("tilerelease") == 3
+
+
+@needs_amx
+@pytest.mark.parametrize("m,k,p_n", [(1, 1, 1), (5, 7, 17), (33, 100, 47), (70, 147, 100), (64, 576, 196)])
+@pytest.mark.parametrize("y_signed", [False, True])
+def test_qconv_kernel_matches_the_walk(m, k, p_n, y_signed):
+    from pooled_predictor.ops.cpu.compiled import dots, qgemm
+
+    q = dots.module("qgemm", "vpdpbusd")
+    w, xf, offs, b, mult, zp = _qconv_operands(m, k, p_n, y_signed)
+    offs4 = qgemm.quad_offsets(offs)
+    tile_b = amx.tile_bytes(offs4.size)
+    t_n = (p_n + 15) // 16
+    xq = np.full((t_n + 1) * tile_b, 201, np.uint8)
+    q.pack_tiles(xf, 0, offs4, xq, p_n, tile_b, 0, 0)
+    wa = amx.pack_rows(w)
+    y = np.full(m * p_n + 64, 77, np.int8 if y_signed else np.uint8)
+    amx.kernel("amx_qconv_s8" if y_signed else "amx_qconv_u8")(
+        wa.ctypes.data, tile_b // 16, xq.ctypes.data, tile_b, t_n, m, p_n, b.ctypes.data, mult.ctypes.data, zp,
+        y.ctypes.data, p_n)
+    np.testing.assert_array_equal(y[:m * p_n], _walk_qconv(wa, tile_b // 16, xq, tile_b, t_n, m, p_n, b, mult, zp,
+                                                             y_signed).reshape(-1))
+    assert (y[m * p_n:] == 77).all()  # nothing written past Y
+
+
+CONVS = [  # (C, M, H, W, kernel, stride, pad, group): pointwise, strided pointwise, 3x3, stem-like, grouped, 7x7 out
+    (16, 24, 9, 11, 1, 1, 0, 1), (32, 40, 14, 14, 1, 2, 0, 1), (24, 36, 13, 10, 3, 1, 1, 1),
+    (3, 20, 23, 23, 7, 2, 3, 1), (16, 32, 8, 8, 3, 1, 1, 2), (64, 64, 7, 7, 3, 1, 1, 1), (8, 16, 5, 3, 3, 1, 1, 1)]
+
+
+@needs_amx
+@pytest.mark.parametrize("conv", CONVS)
+def test_qlinearconv_on_amx_matches_vpdpbusd(conv, monkeypatch):
+    """QLinearConv nodes built with the AMX kernel and with POOLED_PREDICTOR_AMX=0 (the vpdpbusd kernels):
+    the same bits, uint8 and int8 outputs."""
+    from tests.onnx_helpers import make_node_model, run_ours
+
+    c, m, h, wd, kk, s, pad, group = conv
+    x = rng.integers(0, 256, (1, c, h, wd)).astype(np.uint8)
+    w = rng.integers(-128, 128, (m, c // group, kk, kk)).astype(np.int8)
+    for y_t in (np.uint8, np.int8):
+        inputs = [x, np.float32(0.02), np.uint8(117), w, rng.uniform(2e-3, 8e-3, m).astype(np.float32),
+                  np.zeros(m, np.int8), np.float32(0.5), y_t(3), rng.integers(-5000, 5000, m).astype(np.int32)]
+        attrs = {"kernel_shape": [kk, kk], "strides": [s, s], "pads": [pad] * 4, "group": group}
+        model = make_node_model("QLinearConv", inputs, attrs, static=tuple(range(1, 9)))
+        outs = {}
+        for flag in ("1", "0"):
+            monkeypatch.setenv("POOLED_PREDICTOR_AMX", flag)
+            (outs[flag],) = run_ours(model, {"in0": x})
+        np.testing.assert_array_equal(outs["1"], outs["0"])
+
+
+# --- the nodes' AMX paths on any host: the kernels replaced by their numpy walks (same arguments, memory) ---
+
+def _view(addr, dtype, n):
+    dtype = np.dtype(dtype)
+    return np.ctypeslib.as_array((ctypes.c_uint8 * (n * dtype.itemsize)).from_address(addr)).view(dtype)
+
+
+FAKE_CALLS = []  # the fake kernels' names, as called: the tests check that the AMX paths ran
+
+
+def _fake_kernel(name="amx_dqgemm"):
+    """amx.kernel(name) as numpy: the walks above over the memory the ctypes call would pass."""
+    if name == "amx_dqgemm":
+        def dqgemm(xq, lda, wp, pstride, kb, m, n, cs, bs, bias, has_bias, zp, a_scale, y, ldy):
+            FAKE_CALLS.append(name)
+            n32 = (n + 31) // 32 * 32
+            got = _walk(_view(xq, np.uint8, amx.rows_padded(m) * lda), lda, m, _view(wp, np.int8, n32 * lda),
+                        _view(cs, np.int32, n32), _view(bs, np.float32, n32),
+                        _view(bias, np.float32, n32) if has_bias else None, zp, np.float32(a_scale), n)
+            for r in range(m):
+                _view(y + 4 * r * ldy, np.float32, n)[:] = got[r]
+        return dqgemm
+    y_signed = name.endswith("s8")
+
+    def qconv(wa, k64, xq, tile_b, t_n, m, p_n, b, mult, zp, y, ldy):
+        FAKE_CALLS.append(name)
+        got = _walk_qconv(_view(wa, np.int8, amx.rows_padded(m) * k64), k64,
+                          _view(xq, np.uint8, (t_n + 1) * tile_b), tile_b, t_n, m, p_n, _view(b, np.int32, m),
+                          _view(mult, np.float32, m), zp, y_signed)
+        for r in range(m):
+            _view(y + r * ldy, np.int8 if y_signed else np.uint8, p_n)[:] = got[r]
+    return qconv
+
+
+@pytest.fixture
+def fake_amx(monkeypatch):
+    """Nodes built inside take their AMX paths, the kernels run as numpy walks (no AMX needed)."""
+    from pooled_predictor.ops import int8_arithmetic
+
+    if int8_arithmetic.dot_product() in (None, "vpmaddubsw"):
+        pytest.skip("the AMX paths replace the quad kernels with an exact dot product (a VNNI host)")
+    monkeypatch.setattr(amx, "usable", lambda: True)
+    monkeypatch.setattr(amx, "kernel", _fake_kernel)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("conv", CONVS)
+def test_qlinearconv_amx_path_matches_vnni(conv, fake_amx):
+    """QLinearConv's AMX steps (pack_tiles over each group's pixels, the kernel into Y or the cropped scratch,
+    the direct, strided, indirect-rows and grouped layouts) with the kernel as its numpy walk: the vpdpbusd
+    kernels' bits."""
+    from tests.onnx_helpers import make_node_model, run_ours
+
+    c, m, h, wd, kk, s, pad, group = conv
+    x = rng.integers(0, 256, (2, c, h, wd)).astype(np.uint8)
+    w = rng.integers(-128, 128, (m, c // group, kk, kk)).astype(np.int8)
+    for y_t in (np.uint8, np.int8):
+        inputs = [x, np.float32(0.02), np.uint8(117), w, rng.uniform(2e-3, 8e-3, m).astype(np.float32),
+                  np.zeros(m, np.int8), np.float32(0.5), y_t(3), rng.integers(-5000, 5000, m).astype(np.int32)]
+        attrs = {"kernel_shape": [kk, kk], "strides": [s, s], "pads": [pad] * 4, "group": group}
+        model = make_node_model("QLinearConv", inputs, attrs, static=tuple(range(1, 9)))
+        FAKE_CALLS.clear()
+        (on_amx,) = run_ours(model, {"in0": x})
+        assert FAKE_CALLS and set(FAKE_CALLS) == {"amx_qconv_s8" if y_t is np.int8 else "amx_qconv_u8"}
+        fake_amx.undo()
+        (vnni,) = run_ours(model, {"in0": x})
+        fake_amx.setattr(amx, "usable", lambda: True)
+        fake_amx.setattr(amx, "kernel", _fake_kernel)
+        np.testing.assert_array_equal(on_amx, vnni)
+
+
+def test_dynamic_quantize_matmul_amx_path_matches_vnni(fake_amx):
+    from tests.onnx_helpers import make_node_model, run_ours
+
+    m, k, n = 37, 100, 50
+    inputs = [rng.normal(0, 1, (m, k)).astype(np.float32), rng.integers(-128, 128, (k, n)).astype(np.int8),
+              rng.uniform(1e-3, 1e-2, n).astype(np.float32), np.zeros(n, np.int8),
+              rng.normal(0, 1, n).astype(np.float32)]
+    model = make_node_model("DynamicQuantizeMatMul", inputs, domain="com.microsoft", static=(1, 2, 3, 4))
+    FAKE_CALLS.clear()
+    (on_amx,) = run_ours(model, {"in0": inputs[0]})
+    assert FAKE_CALLS == ["amx_dqgemm"]
+    fake_amx.undo()
+    (vnni,) = run_ours(model, {"in0": inputs[0]})
+    np.testing.assert_array_equal(on_amx, vnni)

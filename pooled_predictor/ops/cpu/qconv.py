@@ -36,7 +36,10 @@ non-depthwise convolution runs compiled/qgemm.py's qgemm2d_sat with k in onnxrun
 tap), 4 k in each 32-bit lane, summed by int8_arithmetic.dot_product()'s instruction: under
 "onnxruntime" on a host without VNNI adjacent products summed in int16 with saturation as MLAS's
 vpmaddubsw sums them (the output is onnxruntime's bit for bit); on a VNNI host exactly by
-vpdpbusd, as MLAS there (compiled/dots.py). Otherwise the sum is exact (qgemm2d), which is
+vpdpbusd, as MLAS there (compiled/dots.py), and on a host with AMX-INT8 (Sapphire Rapids and later Xeons) by
+TDPBSUD on AMX tiles (compiled/amx.py: every pixel's X tile packed at once by qgemm.pack_tiles, then 32
+output channels x 32 pixels a block, the same exact sums and requantization: the vpdpbusd kernels' bits;
+POOLED_PREDICTOR_AMX=0 turns it off). Otherwise the sum is exact (qgemm2d), which is
 onnxruntime's too wherever its pair sums do not saturate (tests/ops/test_compiled_int8.py,
 tests/ops/test_int8_arithmetic.py).
 """
@@ -47,6 +50,7 @@ import numpy as np
 
 from .. import int8_arithmetic
 from . import compiled
+from .compiled import amx
 from .conv_indirect import indirect_layout
 from .conv_shared import shared_weights
 
@@ -173,18 +177,33 @@ class QConvCompiled:
         # channels in the lanes (compiled/qgemm.py's qgemm2d_chlanes) where 16-pixel tiles would leave many lanes
         # idle (7 x 7 outputs: 49 pixels in 4 tiles), with an exact dot product on a 16-lane target
         p_out = oh * ow
-        self.chlanes = (self.sat and self.q.WIDE and self.dot != "vpmaddubsw" and g.group == 1
+        # AMX tiles (compiled/amx.py) where the host has them: the exact sums (TDPBSUD), so the vpdpbusd
+        # kernels' bits, and not under the saturating pairs
+        self.amx = self.sat and self.dot != "vpmaddubsw" and amx.usable()
+        if self.amx:
+            self.arithmetic = "exact (tdpbsud, AMX)"
+        self.chlanes = (not self.amx and self.sat and self.q.WIDE and self.dot != "vpmaddubsw" and g.group == 1
                         and m % compiled.qgemm.CH == 0 and p_out <= compiled.qgemm.PB
                         and -p_out % compiled.qgemm.NP > p_out // 8 and (self.direct or self.rows or not self.crop))
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
         self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
+        if self.amx:  # every pixel's tile packed at once, and one tile more (a pair's second, read, dropped)
+            self.tile_b = amx.tile_bytes(len(self.offs))
+            p_gemm = p_out if (self.direct or self.rows) else self.p_ext
+            self.t_n = (p_gemm + compiled.qgemm.NP - 1) // compiled.qgemm.NP
+            self.xq_ref = ctx.scratch(((self.t_n + 1) * self.tile_b,), np.uint8)
+            self.amx_kernel = amx.kernel("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
         self.acc_ref = (ctx.scratch((self.p_ext + compiled.qconv.DW_BLOCK,), np.int32)
                         if self.depthwise and not self.dw3s1 else None)
         if self.depthwise:
             self.wp = shared_weights(w, ("qdepthwise", tuple(w_zp)), lambda w: self._ro(
                 (np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)).reshape(-1)))
+        elif self.amx:  # each group's W (mg, kh * kw * cg) as rows of K64 bytes (amx.pack_rows)
+            self.wp = shared_weights(w, ("qrows_amx", g.group), lambda w: tuple(
+                amx.pack_rows(np.ascontiguousarray(wi).reshape(self.mg, -1)) for wi in
+                np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)))
         elif self.sat:
             def pack(w):  # each group's W (mg, cg, kh, kw) as (mg, kh * kw * cg), in int8 quads
                 wg = np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)
@@ -217,6 +236,18 @@ class QConvCompiled:
     def __call__(self, x, out):
         compiled.run_steps(self.steps(x, out))
 
+    def _amx_steps(self, steps, xf, x0, yf, y0, ldy, gi, p_n, ow, pitch):
+        """One group's GEMM on AMX tiles: X's p_n pixels packed (qgemm.pack_tiles), then amx_qconv over them
+        into Y[m, p] = yf[y0 + m * ldy + p]."""
+        xq = self.xq_ref.array
+        steps.append((self.q.pack_tiles, (xf, x0, self.offs, xq, p_n, self.tile_b, ow, pitch)))
+        wa, b, mult = self.wp[gi], self.bg[gi], self.mg_mult[gi]
+        k64 = self.tile_b // 16
+        t_n = (p_n + compiled.qgemm.NP - 1) // compiled.qgemm.NP
+        steps.append((self.amx_kernel, (wa.ctypes.data, k64, xq.ctypes.data, self.tile_b, t_n, self.mg, p_n,
+                                        b.ctypes.data, mult.ctypes.data, self.zp,
+                                        yf.ctypes.data + y0 * yf.itemsize, ldy)))
+
     def steps(self, x, out):
         """__call__'s calls, in order: (function, arguments) (compiled.prepared binds them once)."""
         g = self.geo
@@ -243,6 +274,10 @@ class QConvCompiled:
                 x = xf[:g.batch * self.cg * oh * ow].reshape(g.batch, self.cg, oh, ow)
             xf = x.reshape(-1)
             p_n, vec = oh * ow, oh * ow - self.tail
+            if self.amx:
+                for n in range(g.batch):
+                    self._amx_steps(steps, xf, n * self.image, yflat, n * m * p_n, p_n, 0, p_n, 0, 0)
+                return steps
             if self.chlanes:
                 for n in range(g.batch):
                     steps.append((self.q.qgemm2d_chlanes, (self.wp[0], xf, n * self.image, self.offs, yflat,
@@ -282,6 +317,17 @@ class QConvCompiled:
                 steps.append((self.q.qgemm2d_chlanes, (self.wp[0], xf, n * self.image, self.offs, yflat, n * m * p_n,
                                                        p_n, m, p_n, self.b, self.mult, self.zp, self.xq_ref.array,
                                                        ow if self.rows else 0, self.wq if self.rows else 0)))
+                continue
+            if self.amx:
+                rows = self.rows
+                p_n = oh * ow if rows else self.p_ext
+                yf = self.y_ref.array if self.crop else yflat
+                y0 = 0 if self.crop else n * m * p_n
+                for gi in range(g.group):
+                    self._amx_steps(steps, xf, n * self.image + gi * self.cg * f * self.plane, yf,
+                                    y0 + gi * self.mg * p_n, p_n, gi, p_n, ow if rows else 0, self.wq if rows else 0)
+                if self.crop:
+                    steps.append((np.copyto, (out[n], yf.reshape(m, oh, self.wq)[:, :, :ow])))
                 continue
             if self.rows:
                 p_n = oh * ow

@@ -1,4 +1,5 @@
-"""u8 x s8 GEMM on Intel AMX tiles (TDPBUSD), for hosts that have AMX-INT8: DynamicQuantizeMatMul's product.
+"""u8 x s8 GEMMs on Intel AMX tiles, for hosts that have AMX-INT8: DynamicQuantizeMatMul's product (TDPBUSD)
+and QLinearConv's (TDPBSUD, amx_qconv_u8 / _s8: below).
 
     acc[m, n] = sum_k A_q[m, k] W[k, n]                      exact int32 sums (Intel SDM, TDPBUSD)
     Y[m, n]   = float32(acc[m, n] - zp colsum[n]) * float32(a_scale * b_scale[n])  (+ bias[n])
@@ -24,6 +25,15 @@ stack buffer and the epilogue reads them back 16 columns a vector, storing with 
 Callers pad: W to K64 = K rounded up to 64 (at least 64) and to an even number of panels (zeros), A_q's
 rows to K64 bytes (zeros past K) in a buffer of M32 rows (M rounded up to 32: the rows past M are read
 and their results dropped), the per-column vectors to N32 floats / ints.
+
+QLinearConv (ops/cpu/qconv.py, the quad kernels' case: uint8 X, int8 W of zero point 0, exact sums):
+Y[m, p] = requantize(b[m] + sum_k W[m, k] X[k, p]) with W's rows as the signed A tiles (pack_rows: rows
+of K64 bytes) and X's 16-pixel tiles as packed by compiled/qgemm.py (pack_tiles: quad j of a tile is 16
+pixels x 4 k, one 64-byte B tile row) as the unsigned B tiles: TDPBSUD, 32 channels x 32 pixels a block,
+pairs of pixel tiles outer (their X stays in L1 across the channel blocks), then MLAS's requantization as
+compiled/qgemm.py's wide strips run it (the same bits as the vpdpbusd kernels). The whole output's X is
+packed in one call before the kernel's (a Python step between them: the ctypes call is not a numba kernel
+that compiled/native_runs.py could fuse).
 
 Availability (usable()): the host has AMX-TILE and AMX-INT8 (llvmlite's host features), Linux granted
 this process the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), as every AMX user
@@ -117,7 +127,10 @@ declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
 declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
 declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
 declare x86_amx @llvm.x86.tilezero.internal(i16, i16)
+declare x86_amx @llvm.x86.tdpbsud.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
 declare void @llvm.masked.store.v16f32.p0(<16 x float>, ptr, i32 immarg, <16 x i1>)
+declare void @llvm.masked.store.v16i8.p0(<16 x i8>, ptr, i32 immarg, <16 x i1>)
+declare <16 x float> @llvm.rint.v16f32(<16 x float>)
 """
 
 
@@ -136,7 +149,11 @@ def ir_text() -> str:
     at wp + p pstride, its quad j (64 bytes: 16 columns x 4 k) at + 64 j, an even number of panels covering
     n; kb: K64 / 64 (at least 1); cs, bs, bias: N32 elements (bias read only when has_bias); y: (m, n) float32
     of row stride ldy floats, its first n columns of m rows written."""
-    body = [_intrinsics(), """
+    return _intrinsics() + _dqgemm_ir()
+
+
+def _dqgemm_ir() -> str:
+    body = ["""
 define void @amx_dqgemm(ptr noalias nocapture readonly %xq, i64 %lda, ptr noalias nocapture readonly %wp,
                         i64 %pstride, i64 %kb, i64 %m, i64 %n, ptr noalias nocapture readonly %cs,
                         ptr noalias nocapture readonly %bs, ptr noalias nocapture readonly %bias, i64 %has_bias,
@@ -279,6 +296,173 @@ exit:
     return "".join(body)
 
 
+QCONV_KINDS = {"u8": (0.0, 255.0), "s8": (-128.0, 127.0)}
+"""qconv_ir's outputs: uint8 / int8 Y and its range."""
+
+def _qconv_ir(kind: str) -> str:
+    """amx_qconv_<kind>: Y = requantize(W X + b), W int8 (M, K) as A tiles, X uint8 packed 16 pixels a tile
+    (compiled/qgemm.py's packing) as B tiles, TDPBSUD (signed A, unsigned B); the epilogue MLAS's
+    requantization as compiled/qgemm.py's wide strips run it (quantize.wide): float32(acc + b[m]) * mult[m],
+    clamped to [lo - zp, hi - zp] (compare and select), rounded half to even, + zp, truncated to 8 bits."""
+    lo, hi = QCONV_KINDS[kind]
+    body = [f"""
+define void @amx_qconv_{kind}(ptr noalias nocapture readonly %wa, i64 %k64, ptr noalias nocapture readonly %xq,
+                         i64 %tile_b, i64 %t_n, i64 %m, i64 %p_n, ptr noalias nocapture readonly %b,
+                         ptr noalias nocapture readonly %mult, i64 %zp, ptr noalias nocapture %y, i64 %ldy) {{
+entry:
+  %ct = alloca [1024 x i32], align 64
+  %kb = sdiv i64 %k64, 64
+  %t1 = add i64 %t_n, 1
+  %npairs = sdiv i64 %t1, 2
+  %m31 = add i64 %m, 31
+  %mblocks = sdiv i64 %m31, 32
+  %a1step = mul i64 %k64, 16
+  %tile_b2 = mul i64 %tile_b, 2
+  %zp32 = trunc i64 %zp to i32
+  %zpf = sitofp i32 %zp32 to float
+  %lof = fsub float {lo:.1f}, %zpf
+  %hif = fsub float {hi:.1f}, %zpf
+""", _splat("lov", "float", "float", "%lof"), _splat("hiv", "float", "float", "%hif"),
+            _splat("zpv", "i32", "i32", "%zp32"), _splat("pnv", "i64", "i64", "%p_n"), """
+  br label %tp_head
+
+tp_head:
+  %tp = phi i64 [0, %entry], [%tp1, %tp_latch]
+  %tpc = icmp slt i64 %tp, %npairs
+  br i1 %tpc, label %tp_body, label %exit
+
+tp_body:
+  %x0off = mul i64 %tp, %tile_b2
+  %x0 = getelementptr i8, ptr %xq, i64 %x0off
+  %x1 = getelementptr i8, ptr %x0, i64 %tile_b
+  %px0 = mul i64 %tp, 32
+  %px1 = add i64 %px0, 16
+"""]
+    for h in (0, 1):
+        body.append(_splat(f"pxv{h}", "i64", "i64", f"%px{h}") + f"""
+  %pxix{h} = add <16 x i64> %pxv{h}, <i64 0, i64 1, i64 2, i64 3, i64 4, i64 5, i64 6, i64 7, i64 8, i64 9, i64 10, i64 11, i64 12, i64 13, i64 14, i64 15>
+  %mask{h} = icmp slt <16 x i64> %pxix{h}, %pnv
+""")
+    body.append("""
+  br label %mb_head
+
+mb_head:
+  %mb = phi i64 [0, %tp_body], [%mb1, %mb_latch]
+  %mc = icmp slt i64 %mb, %mblocks
+  br i1 %mc, label %mb_body, label %tp_latch
+
+mb_body:
+  %row0 = mul i64 %mb, 32
+  %a0off = mul i64 %row0, %k64
+  %a0 = getelementptr i8, ptr %wa, i64 %a0off
+  %a1 = getelementptr i8, ptr %a0, i64 %a1step
+  %z00 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  %z01 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  %z10 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  %z11 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  br label %k_body
+
+k_body:
+  %kk = phi i64 [0, %mb_body], [%kk1, %k_body]
+  %c00 = phi x86_amx [%z00, %mb_body], [%c00n, %k_body]
+  %c01 = phi x86_amx [%z01, %mb_body], [%c01n, %k_body]
+  %c10 = phi x86_amx [%z10, %mb_body], [%c10n, %k_body]
+  %c11 = phi x86_amx [%z11, %mb_body], [%c11n, %k_body]
+  %ko = mul i64 %kk, 64
+  %pa0 = getelementptr i8, ptr %a0, i64 %ko
+  %pa1 = getelementptr i8, ptr %a1, i64 %ko
+  %bo = mul i64 %kk, 1024
+  %pb0 = getelementptr i8, ptr %x0, i64 %bo
+  %pb1 = getelementptr i8, ptr %x1, i64 %bo
+  %ta0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa0, i64 %k64)
+  %ta1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa1, i64 %k64)
+  %tb0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb0, i64 64)
+  %tb1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb1, i64 64)
+  %c00n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c00, x86_amx %ta0, x86_amx %tb0)
+  %c01n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c01, x86_amx %ta0, x86_amx %tb1)
+  %c10n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c10, x86_amx %ta1, x86_amx %tb0)
+  %c11n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c11, x86_amx %ta1, x86_amx %tb1)
+  %kk1 = add i64 %kk, 1
+  %kc = icmp slt i64 %kk1, %kb
+  br i1 %kc, label %k_body, label %k_done
+
+k_done:
+  %ct01 = getelementptr i8, ptr %ct, i64 64
+  %ct10 = getelementptr i8, ptr %ct, i64 2048
+  %ct11 = getelementptr i8, ptr %ct, i64 2112
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct, i64 128, x86_amx %c00n)
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct01, i64 128, x86_amx %c01n)
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct10, i64 128, x86_amx %c10n)
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct11, i64 128, x86_amx %c11n)
+  %left = sub i64 %m, %row0
+  %rl = icmp slt i64 %left, 32
+  %rows = select i1 %rl, i64 %left, i64 32
+  br label %r_body
+
+r_body:
+  %r = phi i64 [0, %k_done], [%r1, %r_body]
+  %co = add i64 %row0, %r
+  %yoff = mul i64 %co, %ldy
+  %yrow = getelementptr i8, ptr %y, i64 %yoff
+  %ctoff = mul i64 %r, 128
+  %ctrow = getelementptr i8, ptr %ct, i64 %ctoff
+  %bp = getelementptr i32, ptr %b, i64 %co
+  %bco = load i32, ptr %bp, align 4
+  %mp = getelementptr float, ptr %mult, i64 %co
+  %mco = load float, ptr %mp, align 4
+""" + _splat("bv", "i32", "i32", "%bco") + _splat("mv", "float", "float", "%mco"))
+    for h in (0, 1):
+        body.append(f"""
+  %ctp{h} = getelementptr i8, ptr %ctrow, i64 {64 * h}
+  %acc{h} = load <16 x i32>, ptr %ctp{h}, align 64
+  %sum{h} = add <16 x i32> %acc{h}, %bv
+  %fl{h} = sitofp <16 x i32> %sum{h} to <16 x float>
+  %sc{h} = fmul <16 x float> %fl{h}, %mv
+  %lt{h} = fcmp olt <16 x float> %sc{h}, %hiv
+  %hic{h} = select <16 x i1> %lt{h}, <16 x float> %sc{h}, <16 x float> %hiv
+  %gt{h} = fcmp ogt <16 x float> %hic{h}, %lov
+  %loc{h} = select <16 x i1> %gt{h}, <16 x float> %hic{h}, <16 x float> %lov
+  %rn{h} = call <16 x float> @llvm.rint.v16f32(<16 x float> %loc{h})
+  %iv{h} = fptosi <16 x float> %rn{h} to <16 x i32>
+  %q{h} = add <16 x i32> %iv{h}, %zpv
+  %q8{h} = trunc <16 x i32> %q{h} to <16 x i8>
+  %yp{h} = getelementptr i8, ptr %yrow, i64 %px{h}
+  call void @llvm.masked.store.v16i8.p0(<16 x i8> %q8{h}, ptr %yp{h}, i32 1, <16 x i1> %mask{h})
+""")
+    body.append("""
+  %r1 = add i64 %r, 1
+  %rc = icmp slt i64 %r1, %rows
+  br i1 %rc, label %r_body, label %mb_latch
+
+mb_latch:
+  %mb1 = add i64 %mb, 1
+  br label %mb_head
+
+tp_latch:
+  %tp1 = add i64 %tp, 1
+  br label %tp_head
+
+exit:
+  ret void
+}
+""")
+    return "".join(body)
+
+
+def qconv_ir_text() -> str:
+    """The QLinearConv kernels' LLVM IR: amx_qconv_u8 and amx_qconv_s8 (textual; opaque pointers):
+
+    void amx_qconv_<kind>(i8* wa, i64 k64, u8* xq, i64 tile_b, i64 t_n, i64 m, i64 p_n, i32* b, f32* mult,
+                          i64 zp, <kind>* y, i64 ldy)
+
+    wa: pack_rows(W), W (M, K) int8 as rows of k64 bytes (zeros past K), rows_padded(M) rows; xq: X's
+    16-pixel tiles packed by compiled/qgemm.py (tile t at xq + t tile_b, its quad j -- 16 pixels x 4 k,
+    byte 4p + i -- at + 64 j; tile_b = 16 k64), t_n tiles and one more readable (a pair's second tile);
+    b (M,) int32 bias (the input's zero point folded in), mult (M,) float32; Y[m, p] at y + m ldy + p, its
+    p_n pixels written."""
+    return _intrinsics() + "".join(_qconv_ir(kind) for kind in QCONV_KINDS)
+
+
 _PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)
@@ -298,27 +482,60 @@ def target_machine(cpu: str | None = None, features: str | None = None):
     return target.create_target_machine(cpu=cpu, features=features or "", opt=3, codemodel="jitdefault")
 
 
-def kernel():
-    """The compiled amx_dqgemm as a ctypes function (ir_text's signature), compiled on first use.
+_QPROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                           ctypes.c_void_p, ctypes.c_int64)
+
+
+def module_ir() -> str:
+    """The whole module's IR: amx_dqgemm (ir_text) and amx_qconv_u8 / _s8 (qconv_ir_text)."""
+    return _intrinsics() + _dqgemm_ir() + "".join(_qconv_ir(kind) for kind in QCONV_KINDS)
+
+
+def kernel(name: str = "amx_dqgemm"):
+    """A compiled kernel of this module as a ctypes function: "amx_dqgemm" (ir_text's signature) or
+    "amx_qconv_u8" / "amx_qconv_s8" (qconv_ir_text's); the module compiles on first use.
 
     Raises:
-        RuntimeError: the host cannot run it (usable() is False).
+        RuntimeError: the host cannot run it (usable() is False). KeyError: no such kernel.
     """
     if not usable():
         raise RuntimeError("the AMX kernel needs a CPU with AMX-TILE and AMX-INT8 and Linux's permission "
                            "(arch_prctl ARCH_REQ_XCOMP_PERM); POOLED_PREDICTOR_AMX=0 turns it off")
     with _lock:
-        fn = _state.get("fn")
-        if fn is None:
+        fns = _state.get("fns")
+        if fns is None:
             from llvmlite import binding as llvm
 
-            mod = llvm.parse_assembly(ir_text())
+            mod = llvm.parse_assembly(module_ir())
             mod.verify()
             engine = llvm.create_mcjit_compiler(mod, target_machine())
             engine.finalize_object()
-            fn = _PROTO(engine.get_function_address("amx_dqgemm"))
-            _state.update(fn=fn, engine=engine)  # the engine owns the code: kept for the process's life
-        return fn
+            fns = {"amx_dqgemm": _PROTO(engine.get_function_address("amx_dqgemm"))}
+            fns.update({f"amx_qconv_{k}": _QPROTO(engine.get_function_address(f"amx_qconv_{k}"))
+                        for k in QCONV_KINDS})
+            _state.update(fns=fns, engine=engine)  # the engine owns the code: kept for the process's life
+        return fns[name]
+
+
+def pack_rows(w: np.ndarray) -> np.ndarray:
+    """int8 W (M, K) as the A tiles of amx_qconv read it: rows of k_padded(K) bytes, rows_padded(M) rows,
+    zeros past K and M; flat int8, read-only."""
+    w = np.asarray(w)
+    if w.dtype != np.int8 or w.ndim != 2:
+        raise TypeError(f"amx.pack_rows takes 2-D int8 weights, got {w.dtype} {w.shape}")
+    m, k = w.shape
+    out = np.zeros((rows_padded(m), k_padded(k)), np.int8)
+    out[:m, :k] = w
+    out = out.reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def tile_bytes(k4: int) -> int:
+    """Bytes of one packed 16-pixel X tile for amx_qconv: 16 k_padded(k4) (the quads past k4 are not read
+    into the sums: their weights are 0)."""
+    return 16 * k_padded(k4)
 
 
 def pack_panels(w: np.ndarray) -> np.ndarray:

@@ -1251,6 +1251,23 @@ def qgemm2d_sat_rows(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, o
     _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, signed(yf), ow, pitch)
 
 
+_PACK_TILES_SIG = types.void(types.Array(types.uint8, 1, "C", readonly=True), types.int64,
+                             types.Array(types.int64, 1, "C", readonly=True), types.Array(types.uint8, 1, "C"),
+                             types.int64, types.int64, types.int64, types.int64)
+
+
+@njit([_PACK_TILES_SIG], nogil=True, cache=True, error_model="numpy")
+def pack_tiles(xf, x0, offs, xq, p_n, tile_b, ow, pitch):
+    """All of X's p_n pixels as packed 16-pixel tiles (qgemm2d_sat's packing, _pack_block): tile t at
+    xq[t * tile_b], its quad j (16 pixels x 4 k, byte 4p + i = X[4j + i, 16t + p]) at + 64 j, for j < the
+    quads of offs (tile_b at least 64 of them); ow, pitch as qgemm2d_sat_rows's (0, 0: X's pixels in a row).
+    For compiled/amx.py's convolution kernel, which reads the tiles as TDPBSUD's B operand."""
+    kq_n = offs.size // 4
+    t_n = (p_n + NP - 1) // NP
+    rowidx = np.empty(NP, np.uint8)
+    _pack_block(xf, x0, offs, xq, 0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
+
+
 def packed_bytes(k4: int) -> int:
     """Bytes of qgemm2d_sat's xq workspace for an offset table of k4 entries (a multiple of 4)."""
     return k4 * PB
