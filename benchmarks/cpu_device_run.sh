@@ -5,9 +5,10 @@
 # ="avx512 avx2" adds 8), two A/Bs, matmul_blocking.py's KC sweep and the int8 BERT encoder's profile; INT8_TESTS=1
 # adds the vpdpbusd tests. STEPS (default: all, "fma check int8 profile rec_order no_winograd16 blocking int8_profile")
 # (and "amx") picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
-# Last run 2026-11-28 16:28 UTC (benchmarks/README.md: "On the lent Xeon, session 15"). Open there: rec's 1-worker
-# row (0.70), the 16-worker rows (ResNet-50 without the 16-lane Winograd beside them), the blocked MatMul's effect in
-# the model (BERT in the profiles) and int8 MobileNetV2 with BN folded.
+# Last run 2026-11-28 18:18-18:50 UTC (benchmarks/README.md: "On the lent Xeon, session 16"). Open there: the AMX
+# QLinearConv kernel (written, tested through its numpy walk only; the "amx" step runs its tests, times it per layer
+# and in int8.py's CNN rows): next session's first call:
+#   run(command='STEPS="amx" DEADLINE=400 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=420)
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
 # brings back 8 files at most; a step cut short by its timeout still leaves the others). About 8 minutes,
 # cold numba cache included, and never past DEADLINE (540 s; ROUNDS / CHECK_SECONDS shorten the timed steps):
@@ -31,8 +32,9 @@ lim() {  # the step's limit, cut to what is left before DEADLINE (1 s when under
 }
 lscpu | grep -E "Model name|^CPU\(s\)|MHz" ; nproc; lscpu > "$LOGS/lscpu.txt"
 if want amx; then
-# the AMX-tile DynamicQuantizeMatMul kernel (compiled/amx.py): whether Linux grants the tile state, its tests
-# (bits against the reference and the vpdpbusd kernel) and its GOPS at BERT-base's shapes beside onnxruntime's
+# the AMX-tile kernels (compiled/amx.py): whether Linux grants the tile state, their tests (bits against the
+# reference and the vpdpbusd kernels) and DynamicQuantizeMatMul's GOPS at BERT-base's shapes beside onnxruntime's
+# (2026-11-28 18:40 UTC: the DynamicQuantizeMatMul kernel's tests passed, 668-1093 GOPS, BERT int8 1.21-1.36x)
 timeout "$(lim 20)" python3 -c "from pooled_predictor.ops.cpu.compiled import amx; print(amx.status())" 2>&1 \
     | tee "$LOGS/amx_status.log"
 timeout "$(lim 150)" python3 -m pytest -q -x -p no:cacheprovider tests/ops/test_amx.py > "$LOGS/amx_tests.log" 2>&1
@@ -40,6 +42,15 @@ echo "amx tests rc $? [$SECONDS s]"; tail -4 "$LOGS/amx_tests.log" | cut -c1-300
 timeout "$(lim 60)" python3 benchmarks/int8_gemm.py --rounds 5 > "$LOGS/int8_gemm.log" 2>&1
 echo "int8_gemm rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/int8_gemm.log" | tail -7 | cut -c1-250
 cp benchmarks/results/int8_gemm.json "$LOGS/int8_gemm_xeon.json" 2>/dev/null; pack
+# QLinearConv on AMX tiles (off by default until timed: POOLED_PREDICTOR_AMX_CONV=1): per layer, beside ours and
+# onnxruntime's, one thread; then the quantized CNNs' pool rows with it on (int8.py; the "int8" step: without)
+timeout "$(lim 120)" python3 benchmarks/int8_conv_kernels.py > "$LOGS/int8_conv.log" 2>&1
+echo "int8_conv_kernels rc $? [$SECONDS s]"; grep -v "^WARNING\|^{" "$LOGS/int8_conv.log" | tail -34 | cut -c1-200
+cp benchmarks/results/int8_conv_kernels.json "$LOGS/int8_conv_kernels_xeon.json" 2>/dev/null; pack
+POOLED_PREDICTOR_AMX_CONV=1 timeout "$(lim 150)" python3 benchmarks/int8.py --models resnet50 mobilenet_v2 \
+    --rounds 3 --seconds 1 > "$LOGS/int8_amx_conv.log" 2>&1
+echo "int8 with AMX convolutions rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/int8_amx_conv.log" | tail -8 | cut -c1-200
+cp benchmarks/results/int8.json "$LOGS/int8_xeon_amx_conv.json" 2>/dev/null; pack
 fi
 if want fma; then
 timeout "$(lim 30)" python3 benchmarks/fma_peak.py --seconds 0.15 > "$LOGS/fma_peak.log" 2>&1

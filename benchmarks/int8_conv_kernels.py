@@ -12,6 +12,10 @@ int16-saturated pairs, so they match too.
 
     python benchmarks/int8_conv_kernels.py
 
+On a host with AMX-INT8 each non-depthwise layer is also built with POOLED_PREDICTOR_AMX_CONV=1 (compiled/amx.py's
+QLinearConv kernel) and timed beside the others, its outputs compared with ours without it (0: the same bits).
+ResNet-50's pointwise layers ("1x1") are rows too.
+
 Prints a table and writes benchmarks/results/int8_conv_kernels.json.
 """
 
@@ -51,27 +55,42 @@ LAYERS = [
     ("r50 3x3 128ch 28x28 s1", 128, 128, 28, 1, 3), ("r50 3x3 256ch 28x28 s2", 256, 256, 28, 2, 1),
     ("r50 3x3 256ch 14x14 s1", 256, 256, 14, 1, 5), ("r50 3x3 512ch 14x14 s2", 512, 512, 14, 2, 1),
     ("r50 3x3 512ch 7x7 s1", 512, 512, 7, 1, 2),
+    # ResNet-50's pointwise convolutions (kernel 1, no padding; "1x1" in the name)
+    ("r50 1x1 64->256 56x56", 64, 256, 56, 1, 3), ("r50 1x1 256->64 56x56", 256, 64, 56, 1, 2),
+    ("r50 1x1 256->128 56x56", 256, 128, 56, 1, 1), ("r50 1x1 128->512 28x28", 128, 512, 28, 1, 4),
+    ("r50 1x1 512->128 28x28", 512, 128, 28, 1, 3), ("r50 1x1 512->256 28x28", 512, 256, 28, 1, 1),
+    ("r50 1x1 256->1024 14x14", 256, 1024, 14, 1, 6), ("r50 1x1 1024->256 14x14", 1024, 256, 14, 1, 5),
+    ("r50 1x1 512->2048 7x7", 512, 2048, 7, 1, 3), ("r50 1x1 2048->512 7x7", 2048, 512, 7, 1, 2),
 ]
 
 
-def layer(c, m, h, s, rng):
-    """(model, feeds) of one QLinearConv: depthwise when m == 0."""
+def layer(c, m, h, s, rng, k=3):
+    """(model, feeds) of one QLinearConv, k x k (padded by k // 2): depthwise when m == 0."""
     dw = m == 0
     m = c if dw else m
     x = rng.integers(0, 256, (1, c, h, h)).astype(np.uint8)
-    w = rng.integers(-127, 128, (m, 1 if dw else c, 3, 3)).astype(np.int8)
+    w = rng.integers(-127, 128, (m, 1 if dw else c, k, k)).astype(np.int8)
     inputs = [x, np.float32(0.02), np.uint8(0), w, (rng.random(m) * 0.01 + 0.001).astype(np.float32),
               np.zeros(m, np.int8), np.float32(0.05), np.uint8(3), rng.integers(-500, 500, m).astype(np.int32)]
-    attrs = {"pads": [1, 1, 1, 1], "strides": [s, s], "group": c if dw else 1}
+    attrs = {"pads": [k // 2] * 4, "strides": [s, s], "group": c if dw else 1}
     return make_node_model("QLinearConv", inputs, attrs, opset=10, static=range(1, 9)), {"in0": x}
 
 
 def main() -> int:
+    from pooled_predictor.ops.cpu.compiled import amx
+
     rng = np.random.default_rng(0)
     rows = []
+    on_amx = amx.usable()  # also time QLinearConv on AMX tiles (POOLED_PREDICTOR_AMX_CONV=1 while built)
     for name, c, m, h, s, count in LAYERS:
-        model, feeds = layer(c, m, h, s, rng)
+        model, feeds = layer(c, m, h, s, rng, 1 if " 1x1 " in name else 3)
+        os.environ["POOLED_PREDICTOR_AMX_CONV"] = "0"
         net = Net(Program(load_onnx(model), "cpu"))
+        net_amx = None
+        if on_amx and m:
+            os.environ["POOLED_PREDICTOR_AMX_CONV"] = "1"
+            net_amx = Net(Program(load_onnx(model), "cpu"))
+            os.environ["POOLED_PREDICTOR_AMX_CONV"] = "0"
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -79,19 +98,28 @@ def main() -> int:
         ort_s = per_call(lambda: sess.run(None, feeds))
         ours = np.asarray(net.blob_by_name(net.output_names[0]), np.int64)
         diff = int((ours != sess.run(None, feeds)[0]).sum())
-        rows.append({"name": name, "count": count, "ours_ms": ours_s * 1e3, "ort_ms": ort_s * 1e3,
-                     "ratio": ort_s / ours_s, "differing_outputs": diff})
+        row = {"name": name, "count": count, "ours_ms": ours_s * 1e3, "ort_ms": ort_s * 1e3,
+               "ratio": ort_s / ours_s, "differing_outputs": diff}
+        if net_amx is not None:
+            amx_s = per_call(lambda: net_amx.forward(feeds))
+            amx_out = np.asarray(net_amx.blob_by_name(net_amx.output_names[0]), np.int64)
+            row.update(amx_ms=amx_s * 1e3, amx_ratio=ort_s / amx_s, amx_differing=int((amx_out != ours).sum()))
+        rows.append(row)
         print(rows[-1], flush=True)
-    for prefix in ("mv2 dw", "r50 3x3"):
+    for prefix in ("mv2 dw", "r50 3x3", "r50 1x1"):
         sel = [r for r in rows if r["name"].startswith(prefix)]
         ours, ref = sum(r["ours_ms"] * r["count"] for r in sel), sum(r["ort_ms"] * r["count"] for r in sel)
-        rows.append({"name": f"{prefix}: the model's layers (x count)", "ours_ms": ours, "ort_ms": ref,
-                     "ratio": ref / ours})
+        total = {"name": f"{prefix}: the model's layers (x count)", "ours_ms": ours, "ort_ms": ref, "ratio": ref / ours}
+        if sel and all("amx_ms" in r for r in sel):
+            amx_total = sum(r["amx_ms"] * r["count"] for r in sel)
+            total.update(amx_ms=amx_total, amx_ratio=ref / amx_total)
+        rows.append(total)
     print()
     print(table(rows, [("name", "layer", "s"), ("count", "in model", "d"), ("ours_ms", "ours ms", ".3f"),
                        ("ort_ms", "ort ms", ".3f"), ("ratio", "ort / ours", ".2f"),
-                       ("differing_outputs", "outputs != ort", "d")]))
-    print("\none thread; the fastest of 9 samples of process CPU time; ort / ours > 1: ours faster")
+                       ("differing_outputs", "outputs != ort", "d"), ("amx_ms", "AMX ms", ".3f"),
+                       ("amx_ratio", "ort / AMX", ".2f"), ("amx_differing", "AMX != ours", "d")]))
+    print("\none thread; the fastest of 9 samples of process CPU time; ort / ours > 1: ours faster; " + amx.status())
     print(f"written to {write_results('int8_conv_kernels', rows)}")
     return 0
 

@@ -123,7 +123,8 @@ def test_ir_compiles_to_tile_instructions():
 
 def test_not_usable_without_amx(monkeypatch):
     monkeypatch.setenv("POOLED_PREDICTOR_AMX", "0")
-    assert not amx.usable()
+    monkeypatch.setenv("POOLED_PREDICTOR_AMX_CONV", "1")
+    assert not amx.usable() and not amx.conv_enabled()
     with pytest.raises(RuntimeError, match="AMX"):
         amx.kernel()
 
@@ -299,8 +300,10 @@ def test_qlinearconv_on_amx_matches_vpdpbusd(conv, monkeypatch):
         attrs = {"kernel_shape": [kk, kk], "strides": [s, s], "pads": [pad] * 4, "group": group}
         model = make_node_model("QLinearConv", inputs, attrs, static=tuple(range(1, 9)))
         outs = {}
+        monkeypatch.setenv("POOLED_PREDICTOR_AMX_CONV", "1")
         for flag in ("1", "0"):
             monkeypatch.setenv("POOLED_PREDICTOR_AMX", flag)
+            assert amx.conv_enabled() == (flag == "1")
             (outs[flag],) = run_ours(model, {"in0": x})
         np.testing.assert_array_equal(outs["1"], outs["0"])
 
@@ -348,6 +351,7 @@ def fake_amx(monkeypatch):
         pytest.skip("the AMX paths replace the quad kernels with an exact dot product (a VNNI host)")
     monkeypatch.setattr(amx, "usable", lambda: True)
     monkeypatch.setattr(amx, "kernel", _fake_kernel)
+    monkeypatch.setenv("POOLED_PREDICTOR_AMX_CONV", "1")
     return monkeypatch
 
 
@@ -373,6 +377,7 @@ def test_qlinearconv_amx_path_matches_vnni(conv, fake_amx):
         (vnni,) = run_ours(model, {"in0": x})
         fake_amx.setattr(amx, "usable", lambda: True)
         fake_amx.setattr(amx, "kernel", _fake_kernel)
+        fake_amx.setenv("POOLED_PREDICTOR_AMX_CONV", "1")
         np.testing.assert_array_equal(on_amx, vnni)
 
 

@@ -39,7 +39,7 @@ vpmaddubsw sums them (the output is onnxruntime's bit for bit); on a VNNI host e
 vpdpbusd, as MLAS there (compiled/dots.py), and on a host with AMX-INT8 (Sapphire Rapids and later Xeons) by
 TDPBSUD on AMX tiles (compiled/amx.py: every pixel's X tile packed at once by qgemm.pack_tiles, then 32
 output channels x 32 pixels a block, the same exact sums and requantization: the vpdpbusd kernels' bits;
-POOLED_PREDICTOR_AMX=0 turns it off). Otherwise the sum is exact (qgemm2d), which is
+POOLED_PREDICTOR_AMX_CONV=1 turns it on: not yet timed on AMX hardware). Otherwise the sum is exact (qgemm2d), which is
 onnxruntime's too wherever its pair sums do not saturate (tests/ops/test_compiled_int8.py,
 tests/ops/test_int8_arithmetic.py).
 """
@@ -179,7 +179,7 @@ class QConvCompiled:
         p_out = oh * ow
         # AMX tiles (compiled/amx.py) where the host has them: the exact sums (TDPBSUD), so the vpdpbusd
         # kernels' bits, and not under the saturating pairs
-        self.amx = self.sat and self.dot != "vpmaddubsw" and amx.usable()
+        self.amx = self.sat and self.dot != "vpmaddubsw" and amx.conv_enabled()
         if self.amx:
             self.arithmetic = "exact (tdpbsud, AMX)"
         self.chlanes = (not self.amx and self.sat and self.q.WIDE and self.dot != "vpmaddubsw" and g.group == 1

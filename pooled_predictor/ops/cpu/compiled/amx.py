@@ -33,7 +33,8 @@ pixels x 4 k, one 64-byte B tile row) as the unsigned B tiles: TDPBSUD, 32 chann
 pairs of pixel tiles outer (their X stays in L1 across the channel blocks), then MLAS's requantization as
 compiled/qgemm.py's wide strips run it (the same bits as the vpdpbusd kernels). The whole output's X is
 packed in one call before the kernel's (a Python step between them: the ctypes call is not a numba kernel
-that compiled/native_runs.py could fuse).
+that compiled/native_runs.py could fuse). Off unless POOLED_PREDICTOR_AMX_CONV=1 (conv_enabled()): written
+and tested through its numpy walk on hosts without AMX, not yet run or timed on one.
 
 Availability (usable()): the host has AMX-TILE and AMX-INT8 (llvmlite's host features), Linux granted
 this process the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), as every AMX user
@@ -54,7 +55,7 @@ from numba import types
 from .dqgemm import _quantize_rows
 from .jit import njit
 
-__all__ = ["HOST_AMX", "usable", "status", "kernel", "pack_panels", "padded", "ir_text", "gemm", "quantize_rows", "K_STEP",
+__all__ = ["HOST_AMX", "usable", "conv_enabled", "status", "kernel", "pack_panels", "padded", "ir_text", "gemm", "quantize_rows", "K_STEP",
            "ROW_BLOCK"]
 
 K_STEP = 64  # bytes of k per A tile row / quads per B tile x 4
@@ -106,6 +107,12 @@ def usable() -> bool:
         if "granted" not in _state:
             _state["granted"] = _request_permission()
         return _state["granted"]
+
+
+def conv_enabled() -> bool:
+    """Whether QLinearConv takes the AMX kernel: usable() and POOLED_PREDICTOR_AMX_CONV=1. Off by default until
+    it has been timed on AMX hardware (its kernels are checked on any host only through their numpy walks)."""
+    return os.environ.get("POOLED_PREDICTOR_AMX_CONV", "0").strip() == "1" and usable()
 
 
 def status() -> str:
