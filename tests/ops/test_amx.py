@@ -87,13 +87,23 @@ def _buffers(a_q, w, bs, bias):
             None if bias is None else amx.padded(bias, np.float32, n))
 
 
+def _kernel_run(xq, k64, m, wp, cs, bsp, biasp, zp, a_scale, n):
+    y = np.full((m, n), np.nan, np.float32)
+    amx.gemm(xq, k64, m, wp, cs, bsp, biasp, zp, a_scale, y)
+    return y
+
+
 @pytest.mark.parametrize("m,k,n", SHAPES)
 @pytest.mark.parametrize("zp,with_bias", [(0, True), (131, False), (255, True)])
-def test_tile_walk_matches_reference(m, k, n, zp, with_bias):
+@pytest.mark.parametrize("runner", ["walk", "kernel"])
+def test_dqgemm_matches_reference(m, k, n, zp, with_bias, runner):
+    """The numpy walk of amx_dqgemm's loops (any host) and the kernel itself (an AMX host): the reference's bits."""
+    if runner == "kernel" and not amx.usable():
+        pytest.skip("needs a CPU with AMX-INT8 (Sapphire Rapids or later)")
     a_q, w, bs, bias = _operands(m, k, n)
     bias = bias if with_bias else None
     xq, k64, _, wp, cs, bsp, biasp = _buffers(a_q, w, bs, bias)
-    got = _walk(xq, k64, m, wp, cs, bsp, biasp, zp, np.float32(0.0123), n)
+    got = (_walk if runner == "walk" else _kernel_run)(xq, k64, m, wp, cs, bsp, biasp, zp, np.float32(0.0123), n)
     np.testing.assert_array_equal(got, _reference(a_q, w, zp, np.float32(0.0123), bs, bias))
 
 
@@ -130,18 +140,6 @@ def test_not_usable_without_amx(monkeypatch):
 
 
 needs_amx = pytest.mark.skipif(not amx.usable(), reason="needs a CPU with AMX-INT8 (Sapphire Rapids or later)")
-
-
-@needs_amx
-@pytest.mark.parametrize("m,k,n", SHAPES)
-@pytest.mark.parametrize("zp,with_bias", [(0, True), (131, False), (255, True)])
-def test_kernel_matches_reference(m, k, n, zp, with_bias):
-    a_q, w, bs, bias = _operands(m, k, n)
-    bias = bias if with_bias else None
-    xq, k64, _, wp, cs, bsp, biasp = _buffers(a_q, w, bs, bias)
-    y = np.full((m, n), np.nan, np.float32)
-    amx.gemm(xq, k64, m, wp, cs, bsp, biasp, zp, np.float32(0.0123), y)
-    np.testing.assert_array_equal(y, _reference(a_q, w, zp, np.float32(0.0123), bs, bias))
 
 
 @needs_amx
@@ -284,21 +282,29 @@ CONVS = [  # (C, M, H, W, kernel, stride, pad, group): pointwise, strided pointw
     (3, 20, 23, 23, 7, 2, 3, 1), (16, 32, 8, 8, 3, 1, 1, 2), (64, 64, 7, 7, 3, 1, 1, 1), (8, 16, 5, 3, 3, 1, 1, 1)]
 
 
-@needs_amx
-@pytest.mark.parametrize("conv", CONVS)
-def test_qlinearconv_on_amx_matches_vpdpbusd(conv, monkeypatch):
-    """QLinearConv nodes built with the AMX kernel and with POOLED_PREDICTOR_AMX=0 (the vpdpbusd kernels):
-    the same bits, uint8 and int8 outputs."""
-    from tests.onnx_helpers import make_node_model, run_ours
+def _qlinearconv_models(conv, batch):
+    """(x, output type, model) of a QLinearConv with uint8 then int8 output: uint8 X of `batch` images, int8 W per output
+    channel with zero point 0, an int32 bias."""
+    from tests.onnx_helpers import make_node_model
 
     c, m, h, wd, kk, s, pad, group = conv
-    x = rng.integers(0, 256, (1, c, h, wd)).astype(np.uint8)
+    x = rng.integers(0, 256, (batch, c, h, wd)).astype(np.uint8)
     w = rng.integers(-128, 128, (m, c // group, kk, kk)).astype(np.int8)
     for y_t in (np.uint8, np.int8):
         inputs = [x, np.float32(0.02), np.uint8(117), w, rng.uniform(2e-3, 8e-3, m).astype(np.float32),
                   np.zeros(m, np.int8), np.float32(0.5), y_t(3), rng.integers(-5000, 5000, m).astype(np.int32)]
         attrs = {"kernel_shape": [kk, kk], "strides": [s, s], "pads": [pad] * 4, "group": group}
-        model = make_node_model("QLinearConv", inputs, attrs, static=tuple(range(1, 9)))
+        yield x, y_t, make_node_model("QLinearConv", inputs, attrs, static=tuple(range(1, 9)))
+
+
+@needs_amx
+@pytest.mark.parametrize("conv", CONVS)
+def test_qlinearconv_on_amx_matches_vpdpbusd(conv, monkeypatch):
+    """QLinearConv nodes built with the AMX kernel and with POOLED_PREDICTOR_AMX=0 (the vpdpbusd kernels):
+    the same bits, uint8 and int8 outputs."""
+    from tests.onnx_helpers import run_ours
+
+    for x, _, model in _qlinearconv_models(conv, 1):
         outs = {}
         monkeypatch.setenv("POOLED_PREDICTOR_AMX_CONV", "1")
         for flag in ("1", "0"):
@@ -360,16 +366,9 @@ def test_qlinearconv_amx_path_matches_vnni(conv, fake_amx):
     """QLinearConv's AMX steps (pack_tiles over each group's pixels, the kernel into Y or the cropped scratch,
     the direct, strided, indirect-rows and grouped layouts) with the kernel as its numpy walk: the vpdpbusd
     kernels' bits."""
-    from tests.onnx_helpers import make_node_model, run_ours
+    from tests.onnx_helpers import run_ours
 
-    c, m, h, wd, kk, s, pad, group = conv
-    x = rng.integers(0, 256, (2, c, h, wd)).astype(np.uint8)
-    w = rng.integers(-128, 128, (m, c // group, kk, kk)).astype(np.int8)
-    for y_t in (np.uint8, np.int8):
-        inputs = [x, np.float32(0.02), np.uint8(117), w, rng.uniform(2e-3, 8e-3, m).astype(np.float32),
-                  np.zeros(m, np.int8), np.float32(0.5), y_t(3), rng.integers(-5000, 5000, m).astype(np.int32)]
-        attrs = {"kernel_shape": [kk, kk], "strides": [s, s], "pads": [pad] * 4, "group": group}
-        model = make_node_model("QLinearConv", inputs, attrs, static=tuple(range(1, 9)))
+    for x, y_t, model in _qlinearconv_models(conv, 2):
         FAKE_CALLS.clear()
         (on_amx,) = run_ours(model, {"in0": x})
         assert FAKE_CALLS and set(FAKE_CALLS) == {"amx_qconv_s8" if y_t is np.int8 else "amx_qconv_u8"}

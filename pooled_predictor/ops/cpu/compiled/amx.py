@@ -159,6 +159,100 @@ def ir_text() -> str:
     return _intrinsics() + _dqgemm_ir()
 
 
+def _mask_ir(name: str, first: str, bound: str) -> str:
+    """%name = the <16 x i1> of lanes i with first + i < bound (bound a <16 x i64> splat)."""
+    return _splat(f"{name}.b", "i64", "i64", first) + f"""
+  %{name}.ix = add <16 x i64> %{name}.b, <{", ".join(f"i64 {i}" for i in range(16))}>
+  %{name} = icmp slt <16 x i64> %{name}.ix, {bound}
+"""
+
+
+def _close_ir(outer: str, counter: str) -> str:
+    """The kernels' loop ends: the epilogue's row loop back to %r_body, mb_latch, the outer loop's latch
+    (`outer`_latch stepping %`counter`) and the exit."""
+    return f"""
+  %r1 = add i64 %r, 1
+  %rc = icmp slt i64 %r1, %rows
+  br i1 %rc, label %r_body, label %mb_latch
+
+mb_latch:
+  %mb1 = add i64 %mb, 1
+  br label %mb_head
+
+{outer}_latch:
+  %{counter}1 = add i64 %{counter}, 1
+  br label %{outer}_head
+
+exit:
+  ret void
+}}
+"""
+
+
+def _block_ir(enter: str, leave: str, a_base: str, a_stride: str, b0: str, b1: str, tdp: str) -> str:
+    """The kernels' shared loop over blocks of 32 A rows (mb_head .. the int32 C tiles stored, %rows set):
+    2 A tiles from %a_base (rows of %a_stride bytes, 32 a block, %a1step = 16 a_stride set at entry), 2 B tiles
+    from %b0 / %b1 (16 rows of 64 bytes, 1024 bytes a step of K), 4 C tiles by `tdp` (tdpbusd: unsigned A;
+    tdpbsud: signed A), %kb steps of K; entered from block `enter`, left to `leave`; ends branching to %r_body
+    (the caller's epilogue, which ends in mb_latch)."""
+    return """  br label %mb_head
+
+mb_head:
+  %mb = phi i64 [0, %{enter}], [%mb1, %mb_latch]
+  %mc = icmp slt i64 %mb, %mblocks
+  br i1 %mc, label %mb_body, label %{leave}
+
+mb_body:
+  %row0 = mul i64 %mb, 32
+  %a0off = mul i64 %row0, %{a_stride}
+  %a0 = getelementptr i8, ptr %{a_base}, i64 %a0off
+  %a1 = getelementptr i8, ptr %a0, i64 %a1step
+  %z00 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  %z01 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  %z10 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  %z11 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
+  br label %k_body
+
+k_body:
+  %kk = phi i64 [0, %mb_body], [%kk1, %k_body]
+  %c00 = phi x86_amx [%z00, %mb_body], [%c00n, %k_body]
+  %c01 = phi x86_amx [%z01, %mb_body], [%c01n, %k_body]
+  %c10 = phi x86_amx [%z10, %mb_body], [%c10n, %k_body]
+  %c11 = phi x86_amx [%z11, %mb_body], [%c11n, %k_body]
+  %ko = mul i64 %kk, 64
+  %pa0 = getelementptr i8, ptr %a0, i64 %ko
+  %pa1 = getelementptr i8, ptr %a1, i64 %ko
+  %bo = mul i64 %kk, 1024
+  %pb0 = getelementptr i8, ptr %{b0}, i64 %bo
+  %pb1 = getelementptr i8, ptr %{b1}, i64 %bo
+  %ta0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa0, i64 %{a_stride})
+  %ta1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa1, i64 %{a_stride})
+  %tb0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb0, i64 64)
+  %tb1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb1, i64 64)
+  %c00n = call x86_amx @llvm.x86.{tdp}.internal(i16 16, i16 64, i16 64, x86_amx %c00, x86_amx %ta0, x86_amx %tb0)
+  %c01n = call x86_amx @llvm.x86.{tdp}.internal(i16 16, i16 64, i16 64, x86_amx %c01, x86_amx %ta0, x86_amx %tb1)
+  %c10n = call x86_amx @llvm.x86.{tdp}.internal(i16 16, i16 64, i16 64, x86_amx %c10, x86_amx %ta1, x86_amx %tb0)
+  %c11n = call x86_amx @llvm.x86.{tdp}.internal(i16 16, i16 64, i16 64, x86_amx %c11, x86_amx %ta1, x86_amx %tb1)
+  %kk1 = add i64 %kk, 1
+  %kc = icmp slt i64 %kk1, %kb
+  br i1 %kc, label %k_body, label %k_done
+
+k_done:
+  %ct01 = getelementptr i8, ptr %ct, i64 64
+  %ct10 = getelementptr i8, ptr %ct, i64 2048
+  %ct11 = getelementptr i8, ptr %ct, i64 2112
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct, i64 128, x86_amx %c00n)
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct01, i64 128, x86_amx %c01n)
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct10, i64 128, x86_amx %c10n)
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct11, i64 128, x86_amx %c11n)
+  %left = sub i64 %m, %row0
+  %rl = icmp slt i64 %left, 32
+  %rows = select i1 %rl, i64 %left, i64 32
+  br label %r_body
+""".format(enter=enter, leave=leave, a_base=a_base, a_stride=a_stride, b0=b0, b1=b1,
+                                tdp=tdp)
+
+
 def _dqgemm_ir() -> str:
     body = ["""
 define void @amx_dqgemm(ptr noalias nocapture readonly %xq, i64 %lda, ptr noalias nocapture readonly %wp,
@@ -203,65 +297,9 @@ np_body:
   %mult{h} = fmul <16 x float> %scv, %bsv{h}
   %biasp{h} = getelementptr float, ptr %bias, i64 %col{h}
   %biasv{h} = load <16 x float>, ptr %biasp{h}, align 4
-""" + _splat(f"colv{h}", "i64", "i64", f"%col{h}") + f"""
-  %colix{h} = add <16 x i64> %colv{h}, <i64 0, i64 1, i64 2, i64 3, i64 4, i64 5, i64 6, i64 7, i64 8, i64 9, i64 10, i64 11, i64 12, i64 13, i64 14, i64 15>
-  %mask{h} = icmp slt <16 x i64> %colix{h}, %nv
-""")
+""" + _mask_ir(f"mask{h}", f"%col{h}", "%nv"))
+    body.append(_block_ir("np_body", "np_latch", "xq", "lda", "b0", "b1", "tdpbusd"))
     body.append("""
-  br label %mb_head
-
-mb_head:
-  %mb = phi i64 [0, %np_body], [%mb1, %mb_latch]
-  %mc = icmp slt i64 %mb, %mblocks
-  br i1 %mc, label %mb_body, label %np_latch
-
-mb_body:
-  %row0 = mul i64 %mb, 32
-  %a0off = mul i64 %row0, %lda
-  %a0 = getelementptr i8, ptr %xq, i64 %a0off
-  %a1 = getelementptr i8, ptr %a0, i64 %a1step
-  %z00 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  %z01 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  %z10 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  %z11 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  br label %k_body
-
-k_body:
-  %kk = phi i64 [0, %mb_body], [%kk1, %k_body]
-  %c00 = phi x86_amx [%z00, %mb_body], [%c00n, %k_body]
-  %c01 = phi x86_amx [%z01, %mb_body], [%c01n, %k_body]
-  %c10 = phi x86_amx [%z10, %mb_body], [%c10n, %k_body]
-  %c11 = phi x86_amx [%z11, %mb_body], [%c11n, %k_body]
-  %ko = mul i64 %kk, 64
-  %pa0 = getelementptr i8, ptr %a0, i64 %ko
-  %pa1 = getelementptr i8, ptr %a1, i64 %ko
-  %bo = mul i64 %kk, 1024
-  %pb0 = getelementptr i8, ptr %b0, i64 %bo
-  %pb1 = getelementptr i8, ptr %b1, i64 %bo
-  %ta0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa0, i64 %lda)
-  %ta1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa1, i64 %lda)
-  %tb0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb0, i64 64)
-  %tb1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb1, i64 64)
-  %c00n = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, x86_amx %c00, x86_amx %ta0, x86_amx %tb0)
-  %c01n = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, x86_amx %c01, x86_amx %ta0, x86_amx %tb1)
-  %c10n = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, x86_amx %c10, x86_amx %ta1, x86_amx %tb0)
-  %c11n = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, x86_amx %c11, x86_amx %ta1, x86_amx %tb1)
-  %kk1 = add i64 %kk, 1
-  %kc = icmp slt i64 %kk1, %kb
-  br i1 %kc, label %k_body, label %k_done
-
-k_done:
-  %ct01 = getelementptr i8, ptr %ct, i64 64
-  %ct10 = getelementptr i8, ptr %ct, i64 2048
-  %ct11 = getelementptr i8, ptr %ct, i64 2112
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct, i64 128, x86_amx %c00n)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct01, i64 128, x86_amx %c01n)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct10, i64 128, x86_amx %c10n)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct11, i64 128, x86_amx %c11n)
-  %left = sub i64 %m, %row0
-  %rl = icmp slt i64 %left, 32
-  %rows = select i1 %rl, i64 %left, i64 32
-  br label %r_body
 
 r_body:
   %r = phi i64 [0, %k_done], [%r1, %r_body]
@@ -283,23 +321,7 @@ r_body:
   %yp{h} = getelementptr float, ptr %yrow, i64 %col{h}
   call void @llvm.masked.store.v16f32.p0(<16 x float> %out{h}, ptr %yp{h}, i32 4, <16 x i1> %mask{h})
 """)
-    body.append("""
-  %r1 = add i64 %r, 1
-  %rc = icmp slt i64 %r1, %rows
-  br i1 %rc, label %r_body, label %mb_latch
-
-mb_latch:
-  %mb1 = add i64 %mb, 1
-  br label %mb_head
-
-np_latch:
-  %p1 = add i64 %p, 1
-  br label %np_head
-
-exit:
-  ret void
-}
-""")
+    body.append(_close_ir("np", "p"))
     return "".join(body)
 
 
@@ -346,65 +368,9 @@ tp_body:
   %px1 = add i64 %px0, 16
 """]
     for h in (0, 1):
-        body.append(_splat(f"pxv{h}", "i64", "i64", f"%px{h}") + f"""
-  %pxix{h} = add <16 x i64> %pxv{h}, <i64 0, i64 1, i64 2, i64 3, i64 4, i64 5, i64 6, i64 7, i64 8, i64 9, i64 10, i64 11, i64 12, i64 13, i64 14, i64 15>
-  %mask{h} = icmp slt <16 x i64> %pxix{h}, %pnv
-""")
+        body.append(_mask_ir(f"mask{h}", f"%px{h}", "%pnv"))
+    body.append(_block_ir("tp_body", "tp_latch", "wa", "k64", "x0", "x1", "tdpbsud"))
     body.append("""
-  br label %mb_head
-
-mb_head:
-  %mb = phi i64 [0, %tp_body], [%mb1, %mb_latch]
-  %mc = icmp slt i64 %mb, %mblocks
-  br i1 %mc, label %mb_body, label %tp_latch
-
-mb_body:
-  %row0 = mul i64 %mb, 32
-  %a0off = mul i64 %row0, %k64
-  %a0 = getelementptr i8, ptr %wa, i64 %a0off
-  %a1 = getelementptr i8, ptr %a0, i64 %a1step
-  %z00 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  %z01 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  %z10 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  %z11 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)
-  br label %k_body
-
-k_body:
-  %kk = phi i64 [0, %mb_body], [%kk1, %k_body]
-  %c00 = phi x86_amx [%z00, %mb_body], [%c00n, %k_body]
-  %c01 = phi x86_amx [%z01, %mb_body], [%c01n, %k_body]
-  %c10 = phi x86_amx [%z10, %mb_body], [%c10n, %k_body]
-  %c11 = phi x86_amx [%z11, %mb_body], [%c11n, %k_body]
-  %ko = mul i64 %kk, 64
-  %pa0 = getelementptr i8, ptr %a0, i64 %ko
-  %pa1 = getelementptr i8, ptr %a1, i64 %ko
-  %bo = mul i64 %kk, 1024
-  %pb0 = getelementptr i8, ptr %x0, i64 %bo
-  %pb1 = getelementptr i8, ptr %x1, i64 %bo
-  %ta0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa0, i64 %k64)
-  %ta1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pa1, i64 %k64)
-  %tb0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb0, i64 64)
-  %tb1 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %pb1, i64 64)
-  %c00n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c00, x86_amx %ta0, x86_amx %tb0)
-  %c01n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c01, x86_amx %ta0, x86_amx %tb1)
-  %c10n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c10, x86_amx %ta1, x86_amx %tb0)
-  %c11n = call x86_amx @llvm.x86.tdpbsud.internal(i16 16, i16 64, i16 64, x86_amx %c11, x86_amx %ta1, x86_amx %tb1)
-  %kk1 = add i64 %kk, 1
-  %kc = icmp slt i64 %kk1, %kb
-  br i1 %kc, label %k_body, label %k_done
-
-k_done:
-  %ct01 = getelementptr i8, ptr %ct, i64 64
-  %ct10 = getelementptr i8, ptr %ct, i64 2048
-  %ct11 = getelementptr i8, ptr %ct, i64 2112
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct, i64 128, x86_amx %c00n)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct01, i64 128, x86_amx %c01n)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct10, i64 128, x86_amx %c10n)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %ct11, i64 128, x86_amx %c11n)
-  %left = sub i64 %m, %row0
-  %rl = icmp slt i64 %left, 32
-  %rows = select i1 %rl, i64 %left, i64 32
-  br label %r_body
 
 r_body:
   %r = phi i64 [0, %k_done], [%r1, %r_body]
@@ -436,23 +402,7 @@ r_body:
   %yp{h} = getelementptr i8, ptr %yrow, i64 %px{h}
   call void @llvm.masked.store.v16i8.p0(<16 x i8> %q8{h}, ptr %yp{h}, i32 1, <16 x i1> %mask{h})
 """)
-    body.append("""
-  %r1 = add i64 %r, 1
-  %rc = icmp slt i64 %r1, %rows
-  br i1 %rc, label %r_body, label %mb_latch
-
-mb_latch:
-  %mb1 = add i64 %mb, 1
-  br label %mb_head
-
-tp_latch:
-  %tp1 = add i64 %tp, 1
-  br label %tp_head
-
-exit:
-  ret void
-}
-""")
+    body.append(_close_ir("tp", "tp"))
     return "".join(body)
 
 
