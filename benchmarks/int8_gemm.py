@@ -85,9 +85,10 @@ def amx_call(a, w, b_scale, bias):
     y = np.empty((m, n), np.float32)
     xq = np.zeros(amx.rows_padded(m) * k64, np.uint8)
 
-    def call():
-        scale, zp = amx.quantize_rows(a, a.min(), a.max(), xq, k64)
-        amx.gemm(xq, k64, m, wp, cs, bs, bp, zp, scale, y)
+    addr = amx.address("amx_dqgemm")
+
+    def call():  # what the node runs: one numba call, quantizing A and calling the kernel by its address
+        amx.dynamic_qmatmul_amx(addr, a, a.min(), a.max(), xq, k64, wp, cs, bs, bp, 1, y)
         return y
 
     return call

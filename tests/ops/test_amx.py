@@ -219,14 +219,18 @@ def _walk_qconv(wa, k64, xq, tile_b, t_n, m, p_n, b, mult, zp, y_signed):
 
 
 @pytest.mark.parametrize("m,k,p_n", [(1, 1, 1), (5, 7, 17), (32, 64, 32), (33, 100, 47), (70, 147, 100),
-                                     (64, 576, 196)])
+                                     (64, 576, 196), (40, 100, 600)])
 @pytest.mark.parametrize("y_signed", [False, True])
-def test_qconv_tile_walk_matches_the_vnni_kernel(m, k, p_n, y_signed):
-    """The numpy walk of amx_qconv over qgemm.pack_tiles' tiles and amx.pack_rows' W gives the bits of
-    qgemm2d_sat with exact sums (the emulated vpdpbusd kernel): the packing and epilogue the AMX kernel
-    reads are the ones the VNNI kernels' bits come from."""
+@pytest.mark.parametrize("runner", ["walk", "kernel"])
+def test_qconv_amx_matches_the_vnni_kernel(m, k, p_n, y_signed, runner):
+    """qgemm.qconv_amx (X packed 256 pixels at a time, the kernel called by its address) with amx_qconv as its
+    numpy walk behind a ctypes callback (any host), or the kernel itself (an AMX host): the bits of
+    qgemm2d_sat with exact sums (the emulated vpdpbusd kernel), into a Y of row stride > P at an offset, nothing
+    written outside it."""
     from pooled_predictor.ops.cpu.compiled import dots, qgemm
 
+    if runner == "kernel" and not amx.usable():
+        pytest.skip("needs a CPU with AMX-INT8 (Sapphire Rapids or later)")
     q = dots.module("qgemm", "emulated")
     w, xf, offs, b, mult, zp = _qconv_operands(m, k, p_n, y_signed)
     offs4 = qgemm.quad_offsets(offs)
@@ -234,12 +238,17 @@ def test_qconv_tile_walk_matches_the_vnni_kernel(m, k, p_n, y_signed):
     ref = np.zeros(m * p_n, y_t)
     q.qgemm2d_sat(qgemm.pack_quads(w), xf, 0, offs4, ref, 0, p_n, m, p_n, b, mult, zp,
                   np.zeros(qgemm.MRS * 16, y_t), qgemm.ONES, np.zeros(qgemm.packed_bytes(offs4.size), np.uint8))
-    tile_b = amx.tile_bytes(offs4.size)
-    t_n = (p_n + 15) // 16
-    xq = np.full((t_n + 1) * tile_b, 201, np.uint8)  # the quads past K and the pair's extra tile: junk
-    q.pack_tiles(xf, 0, offs4, xq, p_n, tile_b, 0, 0)
-    got = _walk_qconv(amx.pack_rows(w), tile_b // 16, xq, tile_b, t_n, m, p_n, b, mult, zp, y_signed)
-    np.testing.assert_array_equal(got.reshape(-1), ref)
+    name = "amx_qconv_s8" if y_signed else "amx_qconv_u8"
+    addr = amx.address(name) if runner == "kernel" else _fake_address(name)
+    ldy, y0 = p_n + 5, 3
+    y = np.full(y0 + m * ldy + 64, 77, y_t)
+    xq = np.full(qgemm.amx_workspace_bytes(offs4.size), 201, np.uint8)  # quads past K, the extra tile: junk
+    q.qconv_amx(addr, amx.pack_rows(w), amx.k_padded(offs4.size), xf, 0, offs4, xq, y, y0, ldy, m, p_n, b, mult, zp,
+                0, 0)
+    np.testing.assert_array_equal(y[y0:y0 + m * ldy].reshape(m, ldy)[:, :p_n], ref.reshape(m, p_n))
+    untouched = np.ones(y.size, bool)
+    untouched[y0:y0 + m * ldy] = np.tile(np.arange(ldy) >= p_n, m)
+    assert (y[untouched] == 77).all()
 
 
 def test_qconv_ir_compiles_to_tile_instructions():
@@ -252,29 +261,6 @@ def test_qconv_ir_compiles_to_tile_instructions():
     ops = [line.split()[0] for line in asm.splitlines() if line.split()]
     assert ops.count("tdpbsud") == 8 and ops.count("tdpbusd") == 4 and ops.count("ldtilecfg") == 3
     assert ops.count("tilerelease") == 3
-
-
-@needs_amx
-@pytest.mark.parametrize("m,k,p_n", [(1, 1, 1), (5, 7, 17), (33, 100, 47), (70, 147, 100), (64, 576, 196)])
-@pytest.mark.parametrize("y_signed", [False, True])
-def test_qconv_kernel_matches_the_walk(m, k, p_n, y_signed):
-    from pooled_predictor.ops.cpu.compiled import dots, qgemm
-
-    q = dots.module("qgemm", "vpdpbusd")
-    w, xf, offs, b, mult, zp = _qconv_operands(m, k, p_n, y_signed)
-    offs4 = qgemm.quad_offsets(offs)
-    tile_b = amx.tile_bytes(offs4.size)
-    t_n = (p_n + 15) // 16
-    xq = np.full((t_n + 1) * tile_b, 201, np.uint8)
-    q.pack_tiles(xf, 0, offs4, xq, p_n, tile_b, 0, 0)
-    wa = amx.pack_rows(w)
-    y = np.full(m * p_n + 64, 77, np.int8 if y_signed else np.uint8)
-    amx.kernel("amx_qconv_s8" if y_signed else "amx_qconv_u8")(
-        wa.ctypes.data, tile_b // 16, xq.ctypes.data, tile_b, t_n, m, p_n, b.ctypes.data, mult.ctypes.data, zp,
-        y.ctypes.data, p_n)
-    np.testing.assert_array_equal(y[:m * p_n], _walk_qconv(wa, tile_b // 16, xq, tile_b, t_n, m, p_n, b, mult, zp,
-                                                             y_signed).reshape(-1))
-    assert (y[m * p_n:] == 77).all()  # nothing written past Y
 
 
 CONVS = [  # (C, M, H, W, kernel, stride, pad, group): pointwise, strided pointwise, 3x3, stem-like, grouped, 7x7 out
@@ -322,10 +308,23 @@ def _view(addr, dtype, n):
 
 
 FAKE_CALLS = []  # the fake kernels' names, as called: the tests check that the AMX paths ran
+_FAKES = {}  # name -> the ctypes callback (kept alive: numba code calls it by address)
 
 
 def _fake_kernel(name="amx_dqgemm"):
-    """amx.kernel(name) as numpy: the walks above over the memory the ctypes call would pass."""
+    """amx.kernel(name) as a ctypes callback of its signature running its numpy walk over the memory it is
+    passed (callable from Python and, by address, from the numba drivers)."""
+    if name not in _FAKES:
+        proto = amx._PROTO if name == "amx_dqgemm" else amx._QPROTO
+        _FAKES[name] = proto(_fake_function(name))
+    return _FAKES[name]
+
+
+def _fake_address(name):
+    return int(ctypes.cast(_fake_kernel(name), ctypes.c_void_p).value)
+
+
+def _fake_function(name):
     if name == "amx_dqgemm":
         def dqgemm(xq, lda, wp, pstride, kb, m, n, cs, bs, bias, has_bias, zp, a_scale, y, ldy):
             FAKE_CALLS.append(name)
@@ -357,6 +356,7 @@ def fake_amx(monkeypatch):
         pytest.skip("the AMX paths replace the quad kernels with an exact dot product (a VNNI host)")
     monkeypatch.setattr(amx, "usable", lambda: True)
     monkeypatch.setattr(amx, "kernel", _fake_kernel)
+    monkeypatch.setattr(amx, "address", _fake_address)
     monkeypatch.setenv("POOLED_PREDICTOR_AMX_CONV", "1")
     return monkeypatch
 
@@ -376,6 +376,7 @@ def test_qlinearconv_amx_path_matches_vnni(conv, fake_amx):
         (vnni,) = run_ours(model, {"in0": x})
         fake_amx.setattr(amx, "usable", lambda: True)
         fake_amx.setattr(amx, "kernel", _fake_kernel)
+        fake_amx.setattr(amx, "address", _fake_address)
         fake_amx.setenv("POOLED_PREDICTOR_AMX_CONV", "1")
         np.testing.assert_array_equal(on_amx, vnni)
 

@@ -37,7 +37,7 @@ tap), 4 k in each 32-bit lane, summed by int8_arithmetic.dot_product()'s instruc
 "onnxruntime" on a host without VNNI adjacent products summed in int16 with saturation as MLAS's
 vpmaddubsw sums them (the output is onnxruntime's bit for bit); on a VNNI host exactly by
 vpdpbusd, as MLAS there (compiled/dots.py), and on a host with AMX-INT8 (Sapphire Rapids and later Xeons) by
-TDPBSUD on AMX tiles (compiled/amx.py: every pixel's X tile packed at once by qgemm.pack_tiles, then 32
+TDPBSUD on AMX tiles (compiled/amx.py, driven by qgemm.qconv_amx: X packed 256 pixels at a time, then 32
 output channels x 32 pixels a block, the same exact sums and requantization: the vpdpbusd kernels' bits;
 POOLED_PREDICTOR_AMX_CONV=1 turns it on: not yet timed on AMX hardware). Otherwise the sum is exact (qgemm2d), which is
 onnxruntime's too wherever its pair sums do not saturate (tests/ops/test_compiled_int8.py,
@@ -189,12 +189,10 @@ class QConvCompiled:
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
         self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
-        if self.amx:  # every pixel's tile packed at once, and one tile more (a pair's second, read, dropped)
-            self.tile_b = amx.tile_bytes(len(self.offs))
-            p_gemm = p_out if (self.direct or self.rows) else self.p_ext
-            self.t_n = (p_gemm + compiled.qgemm.NP - 1) // compiled.qgemm.NP
-            self.xq_ref = ctx.scratch(((self.t_n + 1) * self.tile_b,), np.uint8)
-            self.amx_kernel = amx.kernel("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
+        if self.amx:  # a block of PBA pixels' tiles at a time (compiled/qgemm.py's qconv_amx)
+            self.xq_ref = ctx.scratch((compiled.qgemm.amx_workspace_bytes(len(self.offs)),), np.uint8)
+            self.amx_addr = amx.address("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
+            self.k64 = amx.k_padded(len(self.offs))
         self.acc_ref = (ctx.scratch((self.p_ext + compiled.qconv.DW_BLOCK,), np.int32)
                         if self.depthwise and not self.dw3s1 else None)
         if self.depthwise:
@@ -237,16 +235,11 @@ class QConvCompiled:
         compiled.run_steps(self.steps(x, out))
 
     def _amx_steps(self, steps, xf, x0, yf, y0, ldy, gi, p_n, ow, pitch):
-        """One group's GEMM on AMX tiles: X's p_n pixels packed (qgemm.pack_tiles), then amx_qconv over them
-        into Y[m, p] = yf[y0 + m * ldy + p]."""
-        xq = self.xq_ref.array
-        steps.append((self.q.pack_tiles, (xf, x0, self.offs, xq, p_n, self.tile_b, ow, pitch)))
-        wa, b, mult = self.wp[gi], self.bg[gi], self.mg_mult[gi]
-        k64 = self.tile_b // 16
-        t_n = (p_n + compiled.qgemm.NP - 1) // compiled.qgemm.NP
-        steps.append((self.amx_kernel, (wa.ctypes.data, k64, xq.ctypes.data, self.tile_b, t_n, self.mg, p_n,
-                                        b.ctypes.data, mult.ctypes.data, self.zp,
-                                        yf.ctypes.data + y0 * yf.itemsize, ldy)))
+        """One group's GEMM on AMX tiles (compiled/qgemm.py's qconv_amx: X packed a block of pixels at a time,
+        amx_qconv over each) into Y[m, p] = yf[y0 + m * ldy + p]."""
+        steps.append((self.q.qconv_amx, (self.amx_addr, self.wp[gi], self.k64, xf, x0, self.offs, self.xq_ref.array,
+                                         yf, y0, ldy, self.mg, p_n, self.bg[gi], self.mg_mult[gi], self.zp, ow,
+                                         pitch)))
 
     def steps(self, x, out):
         """__call__'s calls, in order: (function, arguments) (compiled.prepared binds them once)."""

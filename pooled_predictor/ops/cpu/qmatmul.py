@@ -75,6 +75,7 @@ class DynamicQuantizeMatMul:
             self.bias = None if self.bias_value is None else amx.padded(self.bias_value, np.float32, self.n)
             self.xq_ref = ctx.scratch((amx.rows_padded(self.m) * self.k64,), np.uint8)
             self.arithmetic = "exact (tdpbusd, AMX)"
+            self.amx_addr = amx.address("amx_dqgemm")
             return
         if self.sat:
             self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: d.pack_panels(np.asarray(w)))
@@ -107,11 +108,10 @@ class DynamicQuantizeMatMul:
             if bias is not None:
                 np.add(out, bias, out=out)
             return
-        if self.amx:
-            xq = self.xq_ref.array
-            scale, zp = amx.quantize_rows(a2, a2.min(), a2.max(), xq, self.k64)
-            amx.gemm(xq, self.k64, self.m, self.wp, self.cs, self.bs, self.bias, zp, scale,
-                     out.reshape(self.m, self.n))
+        if self.amx:  # quantize and multiply in one numba call, the AMX kernel called by its address
+            amx.dynamic_qmatmul_amx(self.amx_addr, a2, a2.min(), a2.max(), self.xq_ref.array, self.k64, self.wp,
+                                    self.cs, self.bs, self.bs if self.bias is None else self.bias,
+                                    0 if self.bias is None else 1, out.reshape(self.m, self.n))
             return
         run = self.dq.dynamic_qmatmul_sat if self.sat else compiled.dqgemm.dynamic_qmatmul_exact
         run(a2, a2.min(), a2.max(), self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),

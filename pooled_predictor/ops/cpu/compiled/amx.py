@@ -28,12 +28,12 @@ and their results dropped), the per-column vectors to N32 floats / ints.
 
 QLinearConv (ops/cpu/qconv.py, the quad kernels' case: uint8 X, int8 W of zero point 0, exact sums):
 Y[m, p] = requantize(b[m] + sum_k W[m, k] X[k, p]) with W's rows as the signed A tiles (pack_rows: rows
-of K64 bytes) and X's 16-pixel tiles as packed by compiled/qgemm.py (pack_tiles: quad j of a tile is 16
+of K64 bytes) and X's 16-pixel tiles as packed by compiled/qgemm.py (its _pack_block: quad j of a tile is 16
 pixels x 4 k, one 64-byte B tile row) as the unsigned B tiles: TDPBSUD, 32 channels x 32 pixels a block,
 pairs of pixel tiles outer (their X stays in L1 across the channel blocks), then MLAS's requantization as
-compiled/qgemm.py's wide strips run it (the same bits as the vpdpbusd kernels). The whole output's X is
-packed in one call before the kernel's (a Python step between them: the ctypes call is not a numba kernel
-that compiled/native_runs.py could fuse). Off unless POOLED_PREDICTOR_AMX_CONV=1 (conv_enabled()): written
+compiled/qgemm.py's wide strips run it (the same bits as the vpdpbusd kernels). compiled/qgemm.py's qconv_amx
+packs X a block of 256 pixels at a time (their tiles stay in L2) and calls the kernel on each through its
+address (compiled/indirect.py): one numba call a convolution, fusible into a Net's native runs. Off unless POOLED_PREDICTOR_AMX_CONV=1 (conv_enabled()): written
 and tested through its numpy walk on hosts without AMX, not yet run or timed on one.
 
 Availability (usable()): the host has AMX-TILE and AMX-INT8 (llvmlite's host features), Linux granted
@@ -53,10 +53,11 @@ import numpy as np
 from numba import types
 
 from .dqgemm import _quantize_rows
+from .indirect import call_dqgemm
 from .jit import njit
 
-__all__ = ["HOST_AMX", "usable", "conv_enabled", "status", "kernel", "pack_panels", "padded", "ir_text", "gemm", "quantize_rows", "K_STEP",
-           "ROW_BLOCK"]
+__all__ = ["HOST_AMX", "K_STEP", "ROW_BLOCK", "address", "conv_enabled", "dynamic_qmatmul_amx", "gemm", "ir_text",
+           "kernel", "module_ir", "pack_panels", "pack_rows", "padded", "qconv_ir_text", "status", "usable"]
 
 K_STEP = 64  # bytes of k per A tile row / quads per B tile x 4
 ROW_BLOCK = 32  # rows of A per block: 2 tiles of 16
@@ -475,6 +476,11 @@ def kernel(name: str = "amx_dqgemm"):
         return fns[name]
 
 
+def address(name: str) -> int:
+    """The native address of kernel(name), for the numba drivers that call it (compiled/indirect.py)."""
+    return int(ctypes.cast(kernel(name), ctypes.c_void_p).value)
+
+
 def pack_rows(w: np.ndarray) -> np.ndarray:
     """int8 W (M, K) as the A tiles of amx_qconv read it: rows of k_padded(K) bytes, rows_padded(M) rows,
     zeros past K and M; flat int8, read-only."""
@@ -487,12 +493,6 @@ def pack_rows(w: np.ndarray) -> np.ndarray:
     out = out.reshape(-1)
     out.flags.writeable = False
     return out
-
-
-def tile_bytes(k4: int) -> int:
-    """Bytes of one packed 16-pixel X tile for amx_qconv: 16 k_padded(k4) (the quads past k4 are not read
-    into the sums: their weights are 0)."""
-    return 16 * k_padded(k4)
 
 
 def pack_panels(w: np.ndarray) -> np.ndarray:
@@ -530,13 +530,23 @@ def padded(v, dtype, n: int) -> np.ndarray:
     return out
 
 
-@njit([types.Tuple((types.float32, types.int64))(types.Array(types.float32, 2, "C", readonly=True), types.float32,
-                                                  types.float32, types.Array(types.uint8, 1, "C"), types.int64)],
-      nogil=True, cache=True, error_model="numpy")
-def quantize_rows(a, lo, hi, xq, k64):
-    """DynamicQuantizeLinear of a (M, K) float32 of minimum lo and maximum hi (numpy's) into xq, row m at
-    m * k64 (zeros past K): compiled/dqgemm.py's quantization (its bits). Returns (scale, zero point)."""
-    return _quantize_rows(a, lo, hi, xq, k64)
+_DQ_SIG = types.void(types.int64, types.Array(types.float32, 2, "C", readonly=True), types.float32, types.float32,
+                     types.Array(types.uint8, 1, "C"), types.int64, types.Array(types.int8, 1, "C", readonly=True),
+                     types.Array(types.int32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                     types.Array(types.float32, 1, "C", readonly=True), types.int64, types.Array(types.float32, 2, "C"))
+
+
+@njit([_DQ_SIG], nogil=True, cache=True, error_model="numpy")
+def dynamic_qmatmul_amx(addr, a, lo, hi, xq, k64, wp, cs, bs, bias, has_bias, y):
+    """DynamicQuantizeMatMul in one call: A (M, K) float32 quantized into xq (compiled/dqgemm.py's
+    quantization, its bits), then amx_dqgemm at
+    address `addr` (address("amx_dqgemm"), or a function of its signature) into y (M, N) float32. Arguments
+    as gemm()'s: xq of rows_padded(M) * k64 bytes, wp = pack_panels(W), cs / bs / bias padded to N32 (bias
+    read only when has_bias)."""
+    m_n = a.shape[0]
+    n_n = y.shape[1]
+    scale, zp = _quantize_rows(a, lo, hi, xq, k64)
+    call_dqgemm(addr, xq, k64, wp, 16 * k64, k64 // K_STEP, m_n, n_n, cs, bs, bias, has_bias, zp, scale, y, n_n)
 
 
 def gemm(xq: np.ndarray, k64: int, m: int, wp: np.ndarray, cs: np.ndarray, bs: np.ndarray, bias, zp: int,

@@ -67,6 +67,7 @@ from numba.extending import intrinsic, overload
 
 from . import dots
 from .gemm import arg_pointers, close_loop, dispatch_rows, open_loop, vector_phis
+from .indirect import call_qconv
 from .jit import njit
 
 MR = 6  # rows of Y per micro-tile: 12 accumulators + 2 X vectors + 1 broadcast of 16 ymm
@@ -1251,21 +1252,39 @@ def qgemm2d_sat_rows(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, o
     _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, signed(yf), ow, pitch)
 
 
-_PACK_TILES_SIG = types.void(types.Array(types.uint8, 1, "C", readonly=True), types.int64,
-                             types.Array(types.int64, 1, "C", readonly=True), types.Array(types.uint8, 1, "C"),
-                             types.int64, types.int64, types.int64, types.int64)
+PBA = 256  # pixels per block of qconv_amx: its packed tiles (16 of K64 quads, and one more) stay in L2
 
 
-@njit([_PACK_TILES_SIG], nogil=True, cache=True, error_model="numpy")
-def pack_tiles(xf, x0, offs, xq, p_n, tile_b, ow, pitch):
-    """All of X's p_n pixels as packed 16-pixel tiles (qgemm2d_sat's packing, _pack_block): tile t at
-    xq[t * tile_b], its quad j (16 pixels x 4 k, byte 4p + i = X[4j + i, 16t + p]) at + 64 j, for j < the
-    quads of offs (tile_b at least 64 of them); ow, pitch as qgemm2d_sat_rows's (0, 0: X's pixels in a row).
-    For compiled/amx.py's convolution kernel, which reads the tiles as TDPBSUD's B operand."""
+def _qconv_amx_sig(yt):
+    i = types.int64
+    return types.void(i, types.Array(types.int8, 1, "C", readonly=True), i,
+                      types.Array(types.uint8, 1, "C", readonly=True), i, types.Array(types.int64, 1, "C", readonly=True),
+                      types.Array(types.uint8, 1, "C"), types.Array(yt, 1, "C"), i, i, i, i,
+                      types.Array(types.int32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                      i, i, i)
+
+
+@njit([_qconv_amx_sig(types.uint8), _qconv_amx_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qconv_amx(addr, wa, k64, xf, x0, offs, xq, yf, y0, ldy, m_n, p_n, b, mult, zp, ow, pitch):
+    """qgemm2d_sat's (or, with ow and pitch, qgemm2d_sat_rows's) product on AMX tiles: for each block of PBA
+    pixels, its X tiles packed as _pack_block packs them (tile t at xq[t * 16 k64], quad j at + 64 j), then
+    compiled/amx.py's amx_qconv_<kind> at address `addr` over them: Y[m, p] = yf[y0 + m * ldy + p] =
+    requantize(b[m] + sum_k W[m, k] X[k, p]) for p < p_n. wa: amx.pack_rows(W) (rows of k64 bytes, K64 >=
+    the quads of offs x 4); xq: at least (PBA / 16 + 1) * 16 k64 bytes. The rest as qgemm2d_sat_rows's."""
     kq_n = offs.size // 4
-    t_n = (p_n + NP - 1) // NP
+    tile_b = 16 * k64
     rowidx = np.empty(NP, np.uint8)
-    _pack_block(xf, x0, offs, xq, 0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
+    for p0 in range(0, p_n, PBA):
+        pe = min(p_n, p0 + PBA)
+        t_n = (pe - p0 + NP - 1) // NP
+        _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
+        call_qconv(addr, wa, k64, xq, tile_b, t_n, m_n, pe - p0, b, mult, zp, yf, y0 + p0, ldy)
+
+
+def amx_workspace_bytes(k4: int) -> int:
+    """Bytes of qconv_amx's xq for an offset table of k4 entries: PBA / 16 tiles and one more, of 16 K64."""
+    k64 = max(64, (k4 + 63) // 64 * 64)
+    return (PBA // NP + 1) * 16 * k64
 
 
 def packed_bytes(k4: int) -> int:
