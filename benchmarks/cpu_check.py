@@ -57,6 +57,7 @@ if "--inline" not in sys.argv:  # before _common (which defaults the benchmarks 
     os.environ.setdefault("POOLED_PREDICTOR_COMPILE_JOBS", str(max(1, min(8, os.cpu_count() or 1))))
 
 from benchmarks._common import settle, table, write_results  # noqa: E402
+from benchmarks.vs_onnxruntime import MODELS as ALL_MODELS  # noqa: E402
 from benchmarks.vs_onnxruntime import OrtSession, closed_loop, load_model, rel_err  # noqa: E402
 
 MODELS = ("mobilenet_v2", "ppocr_rec", "resnet50")
@@ -178,7 +179,9 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 16])
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=ALL_MODELS,
+                    help=f"default {' '.join(MODELS)}; vs_onnxruntime.py's other models too (the transformers once "
+                         "exported: export_transformers.py)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0, help="per configuration per round")
     ap.add_argument("--compare-lanes", action="store_true",

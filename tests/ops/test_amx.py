@@ -395,3 +395,22 @@ def test_dynamic_quantize_matmul_amx_path_matches_vnni(fake_amx):
     fake_amx.undo()
     (vnni,) = run_ours(model, {"in0": inputs[0]})
     np.testing.assert_array_equal(on_amx, vnni)
+
+
+def test_matmul_integer_to_float_amx_path_matches_vnni(fake_amx):
+    """com.microsoft MatMulIntegerToFloat (uint8 A of zero point 121, int8 B, per-column scales, a bias) on the
+    AMX path (compiled/amx.py's qmatmul_amx, the kernel as its walk) and on the vpdpbusd kernel: the same bits."""
+    from tests.onnx_helpers import make_node_model, run_ours
+
+    m, k, n = 19, 130, 45
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    inputs = [a, rng.integers(-128, 128, (k, n)).astype(np.int8), np.float32(0.05),
+              rng.uniform(1e-3, 1e-2, n).astype(np.float32), np.array(121, np.uint8), np.zeros(n, np.int8),
+              rng.normal(0, 1, n).astype(np.float32)]
+    model = make_node_model("MatMulIntegerToFloat", inputs, domain="com.microsoft", static=tuple(range(1, 7)))
+    FAKE_CALLS.clear()
+    (on_amx,) = run_ours(model, {"in0": a})
+    assert FAKE_CALLS == ["amx_dqgemm"]
+    fake_amx.undo()
+    (vnni,) = run_ours(model, {"in0": a})
+    np.testing.assert_array_equal(on_amx, vnni)

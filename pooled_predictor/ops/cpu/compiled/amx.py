@@ -57,7 +57,7 @@ from .indirect import call_dqgemm
 from .jit import njit
 
 __all__ = ["HOST_AMX", "K_STEP", "ROW_BLOCK", "address", "conv_enabled", "dynamic_qmatmul_amx", "gemm", "ir_text",
-           "kernel", "module_ir", "pack_panels", "pack_rows", "padded", "qconv_ir_text", "status", "usable"]
+           "kernel", "module_ir", "pack_panels", "pack_rows", "padded", "qconv_ir_text", "qmatmul_amx", "status", "usable"]
 
 K_STEP = 64  # bytes of k per A tile row / quads per B tile x 4
 ROW_BLOCK = 32  # rows of A per block: 2 tiles of 16
@@ -547,6 +547,28 @@ def dynamic_qmatmul_amx(addr, a, lo, hi, xq, k64, wp, cs, bs, bias, has_bias, y)
     n_n = y.shape[1]
     scale, zp = _quantize_rows(a, lo, hi, xq, k64)
     call_dqgemm(addr, xq, k64, wp, 16 * k64, k64 // K_STEP, m_n, n_n, cs, bs, bias, has_bias, zp, scale, y, n_n)
+
+
+_QM_SIG = types.void(types.int64, types.Array(types.uint8, 2, "C", readonly=True), types.int64, types.float32,
+                     types.Array(types.uint8, 1, "C"), types.int64, types.Array(types.int8, 1, "C", readonly=True),
+                     types.Array(types.int32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
+                     types.Array(types.float32, 1, "C", readonly=True), types.int64, types.Array(types.float32, 2, "C"))
+
+
+@njit([_QM_SIG], nogil=True, cache=True, error_model="numpy")
+def qmatmul_amx(addr, aq, a_zp, a_scale, xq, k64, wp, cs, bs, bias, has_bias, y):
+    """com.microsoft MatMulIntegerToFloat's product for an already quantized uint8 A (M, K) of zero point a_zp
+    and scale a_scale: A's rows copied into xq (k64 bytes a row, zeros past K), then amx_dqgemm at `addr` into
+    y (M, N) float32; the other arguments as dynamic_qmatmul_amx's."""
+    m_n, k_n = aq.shape
+    n_n = y.shape[1]
+    for m in range(m_n):
+        row = m * k64
+        for k in range(k_n):
+            xq[row + k] = aq[m, k]
+        for k in range(k_n, k64):
+            xq[row + k] = 0
+    call_dqgemm(addr, xq, k64, wp, 16 * k64, k64 // K_STEP, m_n, n_n, cs, bs, bias, has_bias, a_zp, a_scale, y, n_n)
 
 
 def gemm(xq: np.ndarray, k64: int, m: int, wp: np.ndarray, cs: np.ndarray, bs: np.ndarray, bias, zp: int,
