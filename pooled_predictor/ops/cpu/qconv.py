@@ -188,9 +188,9 @@ class QConvCompiled:
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
-        self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(len(self.offs)),), np.uint8) if self.sat else None
+        xq_bytes = (compiled.qgemm.amx_workspace_bytes if self.amx else compiled.qgemm.packed_bytes)(len(self.offs))
+        self.xq_ref = ctx.scratch((xq_bytes,), np.uint8) if self.sat else None
         if self.amx:  # a block of PBA pixels' tiles at a time (compiled/qgemm.py's qconv_amx)
-            self.xq_ref = ctx.scratch((compiled.qgemm.amx_workspace_bytes(len(self.offs)),), np.uint8)
             self.amx_addr = amx.address("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
             self.k64 = amx.k_padded(len(self.offs))
         self.acc_ref = (ctx.scratch((self.p_ext + compiled.qconv.DW_BLOCK,), np.int32)
