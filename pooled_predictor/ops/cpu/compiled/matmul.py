@@ -286,24 +286,9 @@ def _make_strided_micro(rows: int, lanes: int):
     return micro
 
 
-_m1, _m2, _m3, _m4, _m5, _m6 = (_make_panel_micro(r) for r in range(1, MR + 1))
-
-
-@njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _panel_tile(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, rows, acc):
-    """One micro-tile of `rows` (1..MR) rows."""
-    if rows == 6:
-        _m6(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
-    elif rows == 5:
-        _m5(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
-    elif rows == 4:
-        _m4(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
-    elif rows == 3:
-        _m3(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
-    elif rows == 2:
-        _m2(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
-    else:
-        _m1(a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc)
+_TILE_ARGS = "a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc"
+_tile8 = dispatch_rows(lambda r: _make_panel_micro(r, 8), MR, _TILE_ARGS)
+_tile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16), MR16, _TILE_ARGS)  # <16 x float>, panels of 32 columns
 
 
 def scratch_size() -> int:
@@ -311,33 +296,69 @@ def scratch_size() -> int:
     return MR * PANEL
 
 
+def scratch_size16() -> int:
+    """Floats of workspace matmul_const16 needs: the Y tile of the last, partial panel."""
+    return MR16 * PANEL16
+
+
 _MM_SIG = types.void(_R1, _I, _I, types.boolean, _R1, _F1, _I, _F1)
 _MM_KC_SIG = types.void(_R1, _I, _I, types.boolean, _R1, _F1, _I, _F1, _I, _I)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _last_panel(tile, mr, panel, af, rows, k_n, bias, xp, yf, n_n, ws, kk, full):
+    """The last, partial panel of columns (from `full`): each row tile into ws, then its valid columns into Y."""
+    for m in range(0, rows, mr):
+        r_t = min(mr, rows - m)
+        tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, panel, 0, False, r_t)
+        for r in range(r_t):
+            for j in range(n_n - full):
+                yf[(m + r) * n_n + full + j] = ws[r * panel + j]
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _const_kc(tile, mr, panel, af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc):
+    """matmul_const(16)_kc's loops around `tile` (mr x panel micro-tiles): K in blocks of kc, the rows in
+    blocks of mc, each output's chain continued from one k-block to the next through Y (`acc`)."""
+    kk = k_n + (1 if bias else 0)
+    ahead = panel * kk
+    full = n_n // panel * panel
+    for k0 in range(0, max(k_n, 1), kc):  # k_n = 0: one block, Y = c or 0
+        kl = min(kc, k_n - k0)
+        last = bias and k0 + kl == k_n
+        for m0 in range(0, rows, mc):
+            me = min(rows, m0 + mc)
+            for j0 in range(0, full, panel):
+                for m in range(m0, me, mr):
+                    tile(af, m * k_n + k0, k_n, xp, j0 * kk + k0 * panel, kl, last, yf, m * n_n + j0, n_n,
+                         ahead if m == m0 else 0, k0 > 0, min(mr, me - m))
+    if full < n_n:
+        _last_panel(tile, mr, panel, af, rows, k_n, bias, xp, yf, n_n, ws, kk, full)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _const(tile, mr, panel, af, rows, k_n, bias, xp, yf, n_n, ws):
+    """matmul_const(16)'s loops around `tile`: in blocks of panels that stay in L2 (NB_BYTES), every row tile
+    of A over each panel of the block; the first row tile prefetches the next panel."""
+    kk = k_n + (1 if bias else 0)
+    ahead = panel * kk
+    nb = max(panel, NB_BYTES // (4 * kk) // panel * panel)
+    full = n_n // panel * panel
+    for b0 in range(0, full, nb):
+        be = min(full, b0 + nb)
+        for m in range(0, rows, mr):
+            for j0 in range(b0, be, panel):
+                tile(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n, ahead if m == 0 else 0, False,
+                     min(mr, rows - m))
+    if full < n_n:
+        _last_panel(tile, mr, panel, af, rows, k_n, bias, xp, yf, n_n, ws, kk, full)
 
 
 @njit(_MM_KC_SIG, nogil=True, cache=True, error_model="numpy")
 def matmul_const_kc(af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc):
     """matmul_const with its k-block and row-block sizes given (kc, mc >= 1): benchmarks/matmul_blocking.py's
     sweep. The same sums, in the same order, for any kc and mc."""
-    kk = k_n + (1 if bias else 0)
-    ahead = PANEL * kk
-    full = n_n // PANEL * PANEL
-    for k0 in range(0, max(k_n, 1), kc):  # k_n = 0: one block, Y = c or 0
-        kl = min(kc, k_n - k0)
-        last = bias and k0 + kl == k_n
-        for m0 in range(0, rows, mc):
-            me = min(rows, m0 + mc)
-            for j0 in range(0, full, PANEL):
-                for m in range(m0, me, MR):
-                    _panel_tile(af, m * k_n + k0, k_n, xp, j0 * kk + k0 * PANEL, kl, last, yf, m * n_n + j0, n_n,
-                                ahead if m == m0 else 0, min(MR, me - m), k0 > 0)
-    if full < n_n:
-        for m in range(0, rows, MR):
-            r_t = min(MR, rows - m)
-            _panel_tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL, 0, r_t, False)
-            for r in range(r_t):
-                for j in range(n_n - full):
-                    yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]
+    _const_kc(_tile8, MR, PANEL, af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc)
 
 
 @njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
@@ -349,23 +370,7 @@ def matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws):
     block (the tile's rows of A stay in L1); the first row tile prefetches the next
     panel. The last, partial panel goes into ws, then its valid columns into Y.
     """
-    kk = k_n + (1 if bias else 0)
-    ahead = PANEL * kk
-    nb = max(PANEL, NB_BYTES // (4 * kk) // PANEL * PANEL)
-    full = n_n // PANEL * PANEL
-    for b0 in range(0, full, nb):
-        be = min(full, b0 + nb)
-        for m in range(0, rows, MR):
-            for j0 in range(b0, be, PANEL):
-                _panel_tile(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
-                            ahead if m == 0 else 0, min(MR, rows - m), False)
-    if full < n_n:
-        for m in range(0, rows, MR):
-            r_t = min(MR, rows - m)
-            _panel_tile(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL, 0, r_t, False)
-            for r in range(r_t):
-                for j in range(n_n - full):
-                    yf[(m + r) * n_n + full + j] = ws[r * PANEL + j]
+    _const(_tile8, MR, PANEL, af, rows, k_n, bias, xp, yf, n_n, ws)
 
 
 @njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
@@ -377,44 +382,17 @@ def matmul_const_blocked(af, rows, k_n, bias, xp, yf, n_n, ws):
     micro-kernel's `acc`), so the sums, and the bits, are matmul_const's. A smaller A runs matmul_const.
     ConstRightProduct takes it where BLOCKED (module docstring)."""
     if 4 * rows * k_n <= ONE_PASS_BYTES:
-        matmul_const(af, rows, k_n, bias, xp, yf, n_n, ws)
+        _const(_tile8, MR, PANEL, af, rows, k_n, bias, xp, yf, n_n, ws)
     else:
-        matmul_const_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC, max(MR, MC_BYTES // (4 * min(KC, k_n))))
+        _const_kc(_tile8, MR, PANEL, af, rows, k_n, bias, xp, yf, n_n, ws, KC, max(MR, MC_BYTES // (4 * min(KC, k_n))))
 
 
 # ---- 16 lanes: <16 x float> micro-kernels over panels of 32 columns (AVX-512's 32 zmm registers) ----------
 
-_tile16 = dispatch_rows(lambda r: _make_panel_micro(r, 16), MR16,
-                        "a, a_off, lda, xp, x_off, k_n, bias, y, y_off, ldy, pf, acc")
-
-
-def scratch_size16() -> int:
-    """Floats of workspace matmul_const16 needs: the Y tile of the last, partial panel."""
-    return MR16 * PANEL16
-
-
 @njit(_MM_KC_SIG, nogil=True, cache=True, error_model="numpy")
 def matmul_const16_kc(af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc):
     """matmul_const16 with its k-block and row-block sizes given (kc, mc >= 1): the same sums for any."""
-    kk = k_n + (1 if bias else 0)
-    ahead = PANEL16 * kk
-    full = n_n // PANEL16 * PANEL16
-    for k0 in range(0, max(k_n, 1), kc):
-        kl = min(kc, k_n - k0)
-        last = bias and k0 + kl == k_n
-        for m0 in range(0, rows, mc):
-            me = min(rows, m0 + mc)
-            for j0 in range(0, full, PANEL16):
-                for m in range(m0, me, MR16):
-                    _tile16(af, m * k_n + k0, k_n, xp, j0 * kk + k0 * PANEL16, kl, last, yf, m * n_n + j0, n_n,
-                            ahead if m == m0 else 0, k0 > 0, min(MR16, me - m))
-    if full < n_n:
-        for m in range(0, rows, MR16):
-            r_t = min(MR16, rows - m)
-            _tile16(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL16, 0, False, r_t)
-            for r in range(r_t):
-                for j in range(n_n - full):
-                    yf[(m + r) * n_n + full + j] = ws[r * PANEL16 + j]
+    _const_kc(_tile16, MR16, PANEL16, af, rows, k_n, bias, xp, yf, n_n, ws, kc, mc)
 
 
 @njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
@@ -423,33 +401,17 @@ def matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws):
     of MR16 rows x PANEL16 columns (24 <16 x float> accumulators: one zmm each on AVX-512, MLAS's
     AVX-512 SGEMM tile; LLVM splits them on narrower hosts). The same sums as matmul_const (a
     sequential multiply-add chain over k per output, then + c), so the same bits."""
-    kk = k_n + (1 if bias else 0)
-    ahead = PANEL16 * kk
-    nb = max(PANEL16, NB_BYTES // (4 * kk) // PANEL16 * PANEL16)
-    full = n_n // PANEL16 * PANEL16
-    for b0 in range(0, full, nb):
-        be = min(full, b0 + nb)
-        for m in range(0, rows, MR16):
-            for j0 in range(b0, be, PANEL16):
-                _tile16(af, m * k_n, k_n, xp, j0 * kk, k_n, bias, yf, m * n_n + j0, n_n,
-                        ahead if m == 0 else 0, False, min(MR16, rows - m))
-    if full < n_n:
-        for m in range(0, rows, MR16):
-            r_t = min(MR16, rows - m)
-            _tile16(af, m * k_n, k_n, xp, full * kk, k_n, bias, ws, 0, PANEL16, 0, False, r_t)
-            for r in range(r_t):
-                for j in range(n_n - full):
-                    yf[(m + r) * n_n + full + j] = ws[r * PANEL16 + j]
+    _const(_tile16, MR16, PANEL16, af, rows, k_n, bias, xp, yf, n_n, ws)
 
 
 @njit(_MM_SIG, nogil=True, cache=True, error_model="numpy")
 def matmul_const16_blocked(af, rows, k_n, bias, xp, yf, n_n, ws):
     """matmul_const_blocked at 16 lanes (KC16): matmul_const16's bits."""
     if 4 * rows * k_n <= ONE_PASS_BYTES:
-        matmul_const16(af, rows, k_n, bias, xp, yf, n_n, ws)
+        _const(_tile16, MR16, PANEL16, af, rows, k_n, bias, xp, yf, n_n, ws)
     else:
         mc = max(MR16, MC_BYTES // (4 * min(KC16, k_n)))
-        matmul_const16_kc(af, rows, k_n, bias, xp, yf, n_n, ws, KC16, mc)
+        _const_kc(_tile16, MR16, PANEL16, af, rows, k_n, bias, xp, yf, n_n, ws, KC16, mc)
 
 
 # ---- products of two activations: B read where it lies (rows ldb apart), both widths ----------------------
