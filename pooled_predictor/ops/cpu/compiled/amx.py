@@ -10,12 +10,14 @@ onnxruntime's MLAS runs its u8 x s8 QGEMM on AMX where the host has it (qgemm_ke
 Sapphire / Emerald Rapids Xeon one TDPBUSD multiplies a 16 x 64 tile of A by a 64 x 16 tile of W (16 K
 products) where AVX512-VNNI's VPDPBUSD does 64, and its DynamicQuantizeMatMul ran a BERT-base-sized
 encoder's projections at 145 u8 x s8 products a cycle, above VPDPBUSD's peak of 128 (two a cycle): the
-0.95x row of benchmarks/int8.py there (2026-11-28).
+0.95x row of benchmarks/int8.py there (2026-11-28); this kernel took it to 1.21-1.36x.
 
-The kernel is LLVM IR with the AMX intrinsics (`llvm.x86.tileloadd64.internal`, `tdpbusd.internal`,
+The kernels are LLVM IR with the AMX intrinsics (`llvm.x86.tileloadd64.internal`, `tdpbusd.internal`,
 `tilestored64.internal`: LLVM configures the tiles itself, ldtilecfg at entry and tilerelease at exit),
-compiled once per process by llvmlite for the host CPU into its own MCJIT engine and called through
-ctypes (which releases the GIL). Numba's own IR types have no x86_amx, hence not a numba intrinsic.
+compiled once per process by llvmlite for the host CPU into its own MCJIT engine (numba's IR types have no
+x86_amx, so they cannot be numba intrinsics). The nodes call them from numba by their address
+(compiled/indirect.py: dynamic_qmatmul_amx, qmatmul_amx here, qgemm.qconv_amx): one numba call a node, the
+GIL released once, fusible into a Net's native runs; gemm() calls one through ctypes (tests, benchmarks).
 
 Blocking: W's packed panels (compiled/dqgemm.pack_panels: 16 columns, quads of k as 64-byte rows: one
 panel's 16 quads are exactly TDPBUSD's 16 x 64-byte B tile) go two at a time (32 columns); for each pair
@@ -33,8 +35,8 @@ pixels x 4 k, one 64-byte B tile row) as the unsigned B tiles: TDPBSUD, 32 chann
 pairs of pixel tiles outer (their X stays in L1 across the channel blocks), then MLAS's requantization as
 compiled/qgemm.py's wide strips run it (the same bits as the vpdpbusd kernels). compiled/qgemm.py's qconv_amx
 packs X a block of 256 pixels at a time (their tiles stay in L2) and calls the kernel on each through its
-address (compiled/indirect.py): one numba call a convolution, fusible into a Net's native runs. Off unless POOLED_PREDICTOR_AMX_CONV=1 (conv_enabled()): written
-and tested through its numpy walk on hosts without AMX, not yet run or timed on one.
+address (compiled/indirect.py). Off unless POOLED_PREDICTOR_AMX_CONV=1 (conv_enabled()): written and tested
+through its numpy walk on hosts without AMX, not yet run or timed on one.
 
 Availability (usable()): the host has AMX-TILE and AMX-INT8 (llvmlite's host features), Linux granted
 this process the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), as every AMX user
