@@ -31,7 +31,7 @@ from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
 from .engine.device import get_device
 from .errors import PooledPredictorError
 from .ops import int8_arithmetic
-from .ops.cpu.compiled import compile_inline, load_all
+from .ops.cpu.compiled import amx, compile_inline, load_all
 from .ops.registry import registered_ops
 from .passes import inspect, parse_input_shapes
 from .serving.pool import Config, PooledPredictor
@@ -192,6 +192,9 @@ def _cmd_ops(args) -> int:
     if args.device in (None, "cpu"):  # which instruction the integer kernels' u8 x s8 products take here
         print("int8 (u8 x s8) products on this host: " + "; ".join(
             f"{a}: {int8_arithmetic.describe(a)}" for a in int8_arithmetic.ARITHMETICS))
+        print(f"{amx.status()}" + (": DynamicQuantizeMatMul, MatMulIntegerToFloat (exact sums); QLinearConv "
+                                   f"{'too' if amx.conv_enabled() else 'with POOLED_PREDICTOR_AMX_CONV=1'}"
+                                   if amx.usable() else ""))
     if args.device == "cuda":  # the rest run on the CPU behind host<->device copies (engine/placement.py)
         host = {(k.domain, k.op_type) for k in registered_ops("cpu")}
         print(f"{len(by_op)} of {len(host)} CPU ops have a CUDA kernel; the others run on the CPU behind io_copy")

@@ -49,8 +49,11 @@ def test_ops_lists_registered_ops():
     assert proc.returncode == 0
     for op in ("Conv", "Resize", "Gemm", "TopK", "Einsum"):
         assert any(line.split()[0] == op for line in proc.stdout.splitlines() if line.strip())
-    # which instruction sums the integer kernels' u8 x s8 products here (ops/int8_arithmetic.describe)
-    assert any(w in proc.stdout.splitlines()[-1] for w in ("vpmaddubsw", "vpdpbusd", "vpmaddwd"))
+    # which instruction sums the integer kernels' u8 x s8 products here (ops/int8_arithmetic.describe), then
+    # whether the AMX kernels run (compiled/amx.status)
+    lines = proc.stdout.splitlines()
+    assert any(w in lines[-2] for w in ("vpmaddubsw", "vpdpbusd", "vpmaddwd"))
+    assert lines[-1].startswith("AMX: ")
 
 
 def test_zoo_writes_a_model(tmp_path):
