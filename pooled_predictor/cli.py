@@ -31,7 +31,8 @@ from .apps.ocr import PAGE_TEXT, character_error_rate, load_image, read_page
 from .engine.device import get_device
 from .errors import PooledPredictorError
 from .ops import int8_arithmetic
-from .ops.cpu.compiled import amx, compile_inline, load_all
+from .ops.cpu import compiled
+from .ops.cpu.compiled import compile_inline, load_all
 from .ops.registry import registered_ops
 from .passes import inspect, parse_input_shapes
 from .serving.pool import Config, PooledPredictor
@@ -192,6 +193,7 @@ def _cmd_ops(args) -> int:
     if args.device in (None, "cpu"):  # which instruction the integer kernels' u8 x s8 products take here
         print("int8 (u8 x s8) products on this host: " + "; ".join(
             f"{a}: {int8_arithmetic.describe(a)}" for a in int8_arithmetic.ARITHMETICS))
+        amx = compiled.amx  # imported here, not with the package (compiled/__init__.py)
         print(f"{amx.status()}" + (": DynamicQuantizeMatMul, MatMulIntegerToFloat (exact sums); QLinearConv "
                                    f"{'too' if amx.conv_enabled() else 'with POOLED_PREDICTOR_AMX_CONV=1'}"
                                    if amx.usable() else ""))

@@ -50,7 +50,6 @@ import numpy as np
 
 from .. import int8_arithmetic
 from . import compiled
-from .compiled import amx
 from .conv_indirect import indirect_layout
 from .conv_shared import shared_weights
 
@@ -179,7 +178,7 @@ class QConvCompiled:
         p_out = oh * ow
         # AMX tiles (compiled/amx.py) where the host has them: the exact sums (TDPBSUD), so the vpdpbusd
         # kernels' bits, and not under the saturating pairs
-        self.amx = self.sat and self.dot != "vpmaddubsw" and amx.conv_enabled()
+        self.amx = self.sat and self.dot != "vpmaddubsw" and compiled.amx.conv_enabled()
         if self.amx:
             self.arithmetic = "exact (tdpbsud, AMX)"
         self.chlanes = (not self.amx and self.sat and self.q.WIDE and self.dot != "vpmaddubsw" and g.group == 1
@@ -191,16 +190,16 @@ class QConvCompiled:
         xq_bytes = (compiled.qgemm.amx_workspace_bytes if self.amx else compiled.qgemm.packed_bytes)(len(self.offs))
         self.xq_ref = ctx.scratch((xq_bytes,), np.uint8) if self.sat else None
         if self.amx:  # a block of PBA pixels' tiles at a time (compiled/qgemm.py's qconv_amx)
-            self.amx_addr = amx.address("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
-            self.k64 = amx.k_padded(len(self.offs))
+            self.amx_addr = compiled.amx.address("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
+            self.k64 = compiled.amx.k_padded(len(self.offs))
         self.acc_ref = (ctx.scratch((self.p_ext + compiled.qconv.DW_BLOCK,), np.int32)
                         if self.depthwise and not self.dw3s1 else None)
         if self.depthwise:
             self.wp = shared_weights(w, ("qdepthwise", tuple(w_zp)), lambda w: self._ro(
                 (np.asarray(w, np.int32).reshape(m, -1) - w_zp.reshape(-1, 1)).reshape(-1)))
-        elif self.amx:  # each group's W (mg, kh * kw * cg) as rows of K64 bytes (amx.pack_rows)
+        elif self.amx:  # each group's W (mg, kh * kw * cg) as rows of K64 bytes (compiled.amx.pack_rows)
             self.wp = shared_weights(w, ("qrows_amx", g.group), lambda w: tuple(
-                amx.pack_rows(np.ascontiguousarray(wi).reshape(self.mg, -1)) for wi in
+                compiled.amx.pack_rows(np.ascontiguousarray(wi).reshape(self.mg, -1)) for wi in
                 np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)))
         elif self.sat:
             def pack(w):  # each group's W (mg, cg, kh, kw) as (mg, kh * kw * cg), in int8 quads

@@ -29,7 +29,6 @@ from ..registry import kernel
 from ..shapes.fused import DOMAIN
 from .. import int8_arithmetic
 from . import compiled
-from .compiled import amx
 from .conv_shared import shared_weights
 from .quantize import dynamic_quantize_linear
 
@@ -66,16 +65,16 @@ class DynamicQuantizeMatMul:
         b8 = np.asarray(b)
         # AMX tiles (compiled/amx.py) where the host has them: exact sums, the bits of the vpdpbusd kernel and of
         # the exact arithmetic, so not under saturating pairs
-        self.amx = b.dtype == np.int8 and not zp.any() and dot != "vpmaddubsw" and amx.usable()
+        self.amx = b.dtype == np.int8 and not zp.any() and dot != "vpmaddubsw" and compiled.amx.usable()
         if self.amx:
-            self.k64 = amx.k_padded(self.k)
-            self.wp = shared_weights(b, ("qmatmul_panels_amx",), lambda w: amx.pack_panels(np.asarray(w)))
-            self.cs = amx.padded(b8.astype(np.int64).sum(axis=0), np.int32, self.n)
-            self.bs = amx.padded(self.b_scale, np.float32, self.n)
-            self.bias = None if self.bias_value is None else amx.padded(self.bias_value, np.float32, self.n)
-            self.xq_ref = ctx.scratch((amx.rows_padded(self.m) * self.k64,), np.uint8)
+            self.k64 = compiled.amx.k_padded(self.k)
+            self.wp = shared_weights(b, ("qmatmul_panels_amx",), lambda w: compiled.amx.pack_panels(np.asarray(w)))
+            self.cs = compiled.amx.padded(b8.astype(np.int64).sum(axis=0), np.int32, self.n)
+            self.bs = compiled.amx.padded(self.b_scale, np.float32, self.n)
+            self.bias = None if self.bias_value is None else compiled.amx.padded(self.bias_value, np.float32, self.n)
+            self.xq_ref = ctx.scratch((compiled.amx.rows_padded(self.m) * self.k64,), np.uint8)
             self.arithmetic = "exact (tdpbusd, AMX)"
-            self.amx_addr = amx.address("amx_dqgemm")
+            self.amx_addr = compiled.amx.address("amx_dqgemm")
             return
         if self.sat:
             self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: d.pack_panels(np.asarray(w)))
@@ -109,7 +108,7 @@ class DynamicQuantizeMatMul:
                 np.add(out, bias, out=out)
             return
         if self.amx:  # quantize and multiply in one numba call, the AMX kernel called by its address
-            amx.dynamic_qmatmul_amx(self.amx_addr, a2, a2.min(), a2.max(), self.xq_ref.array, self.k64, self.wp,
+            compiled.amx.dynamic_qmatmul_amx(self.amx_addr, a2, a2.min(), a2.max(), self.xq_ref.array, self.k64, self.wp,
                                     self.cs, self.bs, self.bs if self.bias is None else self.bias,
                                     0 if self.bias is None else 1, out.reshape(self.m, self.n))
             return

@@ -46,7 +46,6 @@ from ..shapes.quantized_contrib import nchw_pool_geometry
 from .quantize import dynamic_quantize_linear, int_range
 from .. import int8_arithmetic
 from . import compiled
-from .compiled import amx
 from .conv_shared import shared_weights
 from .qmatmul import DynamicQuantizeMatMul as FusedDynamicQuantizeMatMul
 from .qproduct import StaticProduct
@@ -625,16 +624,16 @@ class MatMulIntegerToFloat:
         self.fast = True
         self.m, self.k, self.n = int(np.prod(ctx.shape(0)[:-1])), k, n
         # AMX tiles (compiled/amx.py) where the host has them: exact sums, the vpdpbusd kernel's bits
-        self.amx = dot != "vpmaddubsw" and amx.usable()
+        self.amx = dot != "vpmaddubsw" and compiled.amx.usable()
         if self.amx:
-            self.k64 = amx.k_padded(k)
-            self.wp = shared_weights(b, ("qmatmul_panels_amx",), lambda w: amx.pack_panels(np.asarray(w)))
-            self.cs = amx.padded(b.astype(np.int64).sum(axis=0), np.int32, n)
-            self.bs = amx.padded(np.broadcast_to(np.asarray(ctx.value(3), F32).reshape(-1), (n,)), F32, n)
+            self.k64 = compiled.amx.k_padded(k)
+            self.wp = shared_weights(b, ("qmatmul_panels_amx",), lambda w: compiled.amx.pack_panels(np.asarray(w)))
+            self.cs = compiled.amx.padded(b.astype(np.int64).sum(axis=0), np.int32, n)
+            self.bs = compiled.amx.padded(np.broadcast_to(np.asarray(ctx.value(3), F32).reshape(-1), (n,)), F32, n)
             self.has_bias = int(ctx.has_input(6))
-            self.bias = amx.padded(ctx.value(6), F32, n) if self.has_bias else self.bs
-            self.xq_ref = ctx.scratch((amx.rows_padded(self.m) * self.k64,), np.uint8)
-            self.amx_addr = amx.address("amx_dqgemm")
+            self.bias = compiled.amx.padded(ctx.value(6), F32, n) if self.has_bias else self.bs
+            self.xq_ref = ctx.scratch((compiled.amx.rows_padded(self.m) * self.k64,), np.uint8)
+            self.amx_addr = compiled.amx.address("amx_dqgemm")
             return
         self.wp = shared_weights(b, ("qmatmul_panels",), lambda w: d.pack_panels(np.asarray(w)))
         self.cs = d.padded(b.astype(np.int64).sum(axis=0), np.int32)
@@ -647,7 +646,7 @@ class MatMulIntegerToFloat:
         if self.fast and np.size(a_scale) == 1 and (a_zero_point is None or np.size(a_zero_point) == 1):
             aq = np.ascontiguousarray(a).reshape(self.m, self.k)
             if self.amx:
-                amx.qmatmul_amx(self.amx_addr, aq, int(_scalar(a_zero_point)), F32(_scalar(a_scale)),
+                compiled.amx.qmatmul_amx(self.amx_addr, aq, int(_scalar(a_zero_point)), F32(_scalar(a_scale)),
                                 self.xq_ref.array, self.k64, self.wp, self.cs, self.bs, self.bias, self.has_bias,
                                 out.reshape(self.m, self.n))
                 return
