@@ -1,11 +1,12 @@
-"""compiled/amx.py: DynamicQuantizeMatMul's u8 x s8 GEMM on AMX tiles.
+"""compiled/amx.py: the u8 x s8 GEMMs on AMX tiles (DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearConv).
 
-On any x86 host: the kernel's IR verifies and compiles for a Sapphire Rapids CPU to the tile instructions
-(LLVM's tile configuration included), and a numpy walk of the kernel's loops over the packed tiles (the
-same blocking, offsets and epilogue) gives the reference bits, which checks the packing and padding the
-kernel reads. On a host with AMX (usable()): the kernel itself, bit for bit against the reference over a
-grid of shapes, zero points and scales, and the DynamicQuantizeMatMul node on it against the vpdpbusd
-kernel's bits (POOLED_PREDICTOR_AMX=0).
+On any x86 host: the kernels' IR verifies and compiles for a Sapphire Rapids CPU to the tile instructions
+(LLVM's tile configuration included); numpy walks of the kernels' loops over the real packings (the same
+blocking, offsets and epilogues) give the exact reference's and the VNNI kernels' bits; and on a VNNI host
+the nodes' AMX paths -- the numba drivers calling the kernels by address (compiled/indirect.py) -- run with
+the kernels replaced by ctypes callbacks of their walks, matching the vpdpbusd kernels' bits (and checked to
+have run). On a host with AMX (usable()): the kernels themselves against the reference over a grid of
+shapes, zero points and scales, and the nodes with and without AMX (POOLED_PREDICTOR_AMX=0).
 """
 
 import ctypes
