@@ -415,3 +415,20 @@ def test_matmul_integer_to_float_amx_path_matches_vnni(fake_amx):
     fake_amx.undo()
     (vnni,) = run_ours(model, {"in0": a})
     np.testing.assert_array_equal(on_amx, vnni)
+
+
+def test_a_kernel_that_does_not_compile_leaves_the_vnni_kernels(monkeypatch, caplog):
+    """Where the permission is granted but the module does not compile (an LLVM without the AMX intrinsics,
+    say), usable() is False, status() says why, a warning is logged once, and kernel() raises a clear error:
+    the nodes keep their VNNI kernels instead of failing to load."""
+    monkeypatch.setattr(amx, "HOST_AMX", True)
+    monkeypatch.setattr(amx, "_state", {})
+    monkeypatch.setattr(amx, "_request_permission", lambda: True)
+    monkeypatch.setattr(amx, "module_ir", lambda: "this is not LLVM IR")
+    monkeypatch.delenv("POOLED_PREDICTOR_AMX", raising=False)
+    with caplog.at_level("WARNING"):
+        assert not amx.usable() and not amx.usable()
+    assert sum("AMX kernels not compiled" in r.message for r in caplog.records) == 1
+    assert "did not compile" in amx.status()
+    with pytest.raises(RuntimeError, match="cannot run here"):
+        amx.kernel()

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import logging
 import os
 import threading
 
@@ -83,6 +84,7 @@ _HOST = _host_features()
 HOST_AMX = bool(_HOST.get("amx-tile", False) and _HOST.get("amx-int8", False))
 """Whether this host's CPU has AMX-TILE and AMX-INT8."""
 
+_log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -102,14 +104,22 @@ def _request_permission() -> bool:
 
 
 def usable() -> bool:
-    """Whether the AMX kernel may run here: HOST_AMX, POOLED_PREDICTOR_AMX not "0", and the permission
-    granted (asked once per process)."""
+    """Whether the AMX kernels may run here: HOST_AMX, POOLED_PREDICTOR_AMX not "0", the permission granted
+    and the kernels compiled (both once per process; a failure is logged, status() names it, and the
+    nodes keep their VNNI kernels)."""
     if not HOST_AMX or os.environ.get("POOLED_PREDICTOR_AMX", "1").strip() == "0":
         return False
     with _lock:
         if "granted" not in _state:
             _state["granted"] = _request_permission()
-        return _state["granted"]
+        if _state["granted"] and "fns" not in _state and "broken" not in _state:
+            try:
+                _compile()
+            except Exception as exc:  # an LLVM without the AMX intrinsics, ...: the VNNI kernels serve
+                _state["broken"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                _log.warning("AMX kernels not compiled (%s): the int8 nodes keep their VNNI kernels",
+                             _state["broken"])
+        return _state["granted"] and "fns" in _state
 
 
 def conv_enabled() -> bool:
@@ -126,6 +136,8 @@ def status() -> str:
         return "AMX: off (POOLED_PREDICTOR_AMX=0)"
     if usable():
         return "AMX: on (tdpbusd tiles)"
+    if "broken" in _state:
+        return f"AMX: its kernels did not compile ({_state['broken']})"
     code = _state.get("errno")
     name = errno.errorcode.get(code, code) if isinstance(code, int) else code
     return f"AMX: Linux refused the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM: {name})"
@@ -452,30 +464,32 @@ def module_ir() -> str:
     return _intrinsics() + _dqgemm_ir() + "".join(_qconv_ir(kind) for kind in QCONV_KINDS)
 
 
+def _compile() -> None:
+    """The module compiled by llvmlite for the host into its own MCJIT engine (kept for the process's life:
+    it owns the code); its kernels as ctypes functions in _state["fns"]. Called under _lock."""
+    from llvmlite import binding as llvm
+
+    mod = llvm.parse_assembly(module_ir())
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, target_machine())
+    engine.finalize_object()
+    fns = {"amx_dqgemm": _PROTO(engine.get_function_address("amx_dqgemm"))}
+    fns.update({f"amx_qconv_{k}": _QPROTO(engine.get_function_address(f"amx_qconv_{k}")) for k in QCONV_KINDS})
+    _state.update(fns=fns, engine=engine)
+
+
 def kernel(name: str = "amx_dqgemm"):
     """A compiled kernel of this module as a ctypes function: "amx_dqgemm" (ir_text's signature) or
-    "amx_qconv_u8" / "amx_qconv_s8" (qconv_ir_text's); the module compiles on first use.
+    "amx_qconv_u8" / "amx_qconv_s8" (qconv_ir_text's); the module compiles on first use (usable()).
 
     Raises:
-        RuntimeError: the host cannot run it (usable() is False). KeyError: no such kernel.
+        RuntimeError: the host cannot run it (usable() is False: status() says why). KeyError: no such kernel.
     """
     if not usable():
-        raise RuntimeError("the AMX kernel needs a CPU with AMX-TILE and AMX-INT8 and Linux's permission "
-                           "(arch_prctl ARCH_REQ_XCOMP_PERM); POOLED_PREDICTOR_AMX=0 turns it off")
-    with _lock:
-        fns = _state.get("fns")
-        if fns is None:
-            from llvmlite import binding as llvm
-
-            mod = llvm.parse_assembly(module_ir())
-            mod.verify()
-            engine = llvm.create_mcjit_compiler(mod, target_machine())
-            engine.finalize_object()
-            fns = {"amx_dqgemm": _PROTO(engine.get_function_address("amx_dqgemm"))}
-            fns.update({f"amx_qconv_{k}": _QPROTO(engine.get_function_address(f"amx_qconv_{k}"))
-                        for k in QCONV_KINDS})
-            _state.update(fns=fns, engine=engine)  # the engine owns the code: kept for the process's life
-        return fns[name]
+        raise RuntimeError(f"the AMX kernels cannot run here ({status()}); they need a CPU with AMX-TILE and "
+                           "AMX-INT8 and Linux's permission (arch_prctl ARCH_REQ_XCOMP_PERM); "
+                           "POOLED_PREDICTOR_AMX=0 turns them off")
+    return _state["fns"][name]
 
 
 def address(name: str) -> int:
