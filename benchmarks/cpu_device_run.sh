@@ -51,6 +51,11 @@ POOLED_PREDICTOR_AMX_CONV=1 timeout "$(lim 150)" python3 benchmarks/int8.py --mo
     --rounds 3 --seconds 1 > "$LOGS/int8_amx_conv.log" 2>&1
 echo "int8 with AMX convolutions rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/int8_amx_conv.log" | tail -8 | cut -c1-200
 cp benchmarks/results/int8.json "$LOGS/int8_xeon_amx_conv.json" 2>/dev/null; pack
+# the same rows without it, on the same machine (instances of this kind differ by up to 1.4x in speed)
+timeout "$(lim 150)" python3 benchmarks/int8.py --models resnet50 mobilenet_v2 --rounds 3 --seconds 1 \
+    > "$LOGS/int8_vnni_conv.log" 2>&1
+echo "int8 with VNNI convolutions rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/int8_vnni_conv.log" | tail -8 | cut -c1-200
+cp benchmarks/results/int8.json "$LOGS/int8_xeon_vnni_conv.json" 2>/dev/null; pack
 fi
 if want fma; then
 timeout "$(lim 30)" python3 benchmarks/fma_peak.py --seconds 0.15 > "$LOGS/fma_peak.log" 2>&1
