@@ -133,7 +133,8 @@ def main(argv=None) -> int:
     print(table(rows, [("shape", "M x K x N", "s"), ("kernel", "our kernel", "s"), ("ours_ms", "ours ms", ".3f"),
                        ("ort_ms", "ort ms", ".3f"), ("ours_gops", "ours GOPS", ".0f"), ("ort_gops", "ort GOPS", ".0f"),
                        ("time_vs_ort", "ours/ort time", ".2f"), ("max_rel_diff", "max rel diff", ".1e"),
-                       ("amx_ms", "AMX ms", ".3f"), ("amx_gops", "AMX GOPS", ".0f"), ("amx_vs_ort", "AMX/ort time", ".2f"),
+                       ("amx_ms", "AMX ms", ".3f"), ("amx_gops", "AMX GOPS", ".0f"),
+                       ("amx_vs_ort", "AMX/ort time", ".2f"),
                        ("amx_vs_ours_max_diff", "AMX vs ours max diff", ".1e")]))
     from pooled_predictor.ops.cpu.compiled import amx
 

@@ -270,8 +270,8 @@ CONVS = [  # (C, M, H, W, kernel, stride, pad, group): pointwise, strided pointw
 
 
 def _qlinearconv_models(conv, batch):
-    """(x, output type, model) of a QLinearConv with uint8 then int8 output: uint8 X of `batch` images, int8 W per output
-    channel with zero point 0, an int32 bias."""
+    """(x, output type, model) of a QLinearConv with uint8 then int8 output: uint8 X of `batch` images, int8 W
+    per output channel with zero point 0, an int32 bias."""
     from tests.onnx_helpers import make_node_model
 
     c, m, h, wd, kk, s, pad, group = conv

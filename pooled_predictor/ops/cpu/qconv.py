@@ -36,11 +36,11 @@ non-depthwise convolution runs compiled/qgemm.py's qgemm2d_sat with k in onnxrun
 tap), 4 k in each 32-bit lane, summed by int8_arithmetic.dot_product()'s instruction: under
 "onnxruntime" on a host without VNNI adjacent products summed in int16 with saturation as MLAS's
 vpmaddubsw sums them (the output is onnxruntime's bit for bit); on a VNNI host exactly by
-vpdpbusd, as MLAS there (compiled/dots.py), and on a host with AMX-INT8 (Sapphire Rapids and later Xeons) by
-TDPBSUD on AMX tiles (compiled/amx.py, driven by qgemm.qconv_amx: X packed 256 pixels at a time, then 32
-output channels x 32 pixels a block, the same exact sums and requantization: the vpdpbusd kernels' bits;
-POOLED_PREDICTOR_AMX_CONV=1 turns it on: not yet timed on AMX hardware). Otherwise the sum is exact (qgemm2d), which is
-onnxruntime's too wherever its pair sums do not saturate (tests/ops/test_compiled_int8.py,
+vpdpbusd, as MLAS there (compiled/dots.py), and on a host with AMX-INT8 (Sapphire Rapids and later
+Xeons) by TDPBSUD on AMX tiles (compiled/amx.py, driven by qgemm.qconv_amx: X packed 256 pixels at a time,
+then 32 output channels x 32 pixels a block, the same exact sums and requantization: the vpdpbusd kernels'
+bits; POOLED_PREDICTOR_AMX_CONV=1 turns it on: not yet timed on AMX hardware). Otherwise the sum is exact
+(qgemm2d), which is onnxruntime's too wherever its pair sums do not saturate (tests/ops/test_compiled_int8.py,
 tests/ops/test_int8_arithmetic.py).
 """
 
@@ -187,7 +187,8 @@ class QConvCompiled:
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
-        xq_bytes = (compiled.qgemm.amx_workspace_bytes if self.amx else compiled.qgemm.packed_bytes)(len(self.offs))
+        workspace = compiled.qgemm.amx_workspace_bytes if self.amx else compiled.qgemm.packed_bytes
+        xq_bytes = workspace(len(self.offs))
         self.xq_ref = ctx.scratch((xq_bytes,), np.uint8) if self.sat else None
         if self.amx:  # a block of PBA pixels' tiles at a time (compiled/qgemm.py's qconv_amx)
             self.amx_addr = compiled.amx.address("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
@@ -236,9 +237,9 @@ class QConvCompiled:
     def _amx_steps(self, steps, xf, x0, yf, y0, ldy, gi, p_n, ow, pitch):
         """One group's GEMM on AMX tiles (compiled/qgemm.py's qconv_amx: X packed a block of pixels at a time,
         amx_qconv over each) into Y[m, p] = yf[y0 + m * ldy + p]."""
-        steps.append((self.q.qconv_amx, (self.amx_addr, self.wp[gi], self.k64, xf, x0, self.offs, self.xq_ref.array,
-                                         yf, y0, ldy, self.mg, p_n, self.bg[gi], self.mg_mult[gi], self.zp, ow,
-                                         pitch)))
+        steps.append((self.q.qconv_amx, (self.amx_addr, self.wp[gi], self.k64, xf, x0, self.offs,
+                                         self.xq_ref.array, yf, y0, ldy, self.mg, p_n, self.bg[gi], self.mg_mult[gi],
+                                         self.zp, ow, pitch)))
 
     def steps(self, x, out):
         """__call__'s calls, in order: (function, arguments) (compiled.prepared binds them once)."""

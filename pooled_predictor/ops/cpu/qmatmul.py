@@ -68,7 +68,8 @@ class DynamicQuantizeMatMul:
         self.amx = b.dtype == np.int8 and not zp.any() and dot != "vpmaddubsw" and compiled.amx.usable()
         if self.amx:
             self.k64 = compiled.amx.k_padded(self.k)
-            self.wp = shared_weights(b, ("qmatmul_panels_amx",), lambda w: compiled.amx.pack_panels(np.asarray(w)))
+            self.wp = shared_weights(b, ("qmatmul_panels_amx",),
+                                     lambda w: compiled.amx.pack_panels(np.asarray(w)))
             self.cs = compiled.amx.padded(b8.astype(np.int64).sum(axis=0), np.int32, self.n)
             self.bs = compiled.amx.padded(self.b_scale, np.float32, self.n)
             self.bias = None if self.bias_value is None else compiled.amx.padded(self.bias_value, np.float32, self.n)
@@ -108,9 +109,9 @@ class DynamicQuantizeMatMul:
                 np.add(out, bias, out=out)
             return
         if self.amx:  # quantize and multiply in one numba call, the AMX kernel called by its address
-            compiled.amx.dynamic_qmatmul_amx(self.amx_addr, a2, a2.min(), a2.max(), self.xq_ref.array, self.k64, self.wp,
-                                    self.cs, self.bs, self.bs if self.bias is None else self.bias,
-                                    0 if self.bias is None else 1, out.reshape(self.m, self.n))
+            compiled.amx.dynamic_qmatmul_amx(self.amx_addr, a2, a2.min(), a2.max(), self.xq_ref.array, self.k64,
+                                             self.wp, self.cs, self.bs, self.bs if self.bias is None else self.bias,
+                                             0 if self.bias is None else 1, out.reshape(self.m, self.n))
             return
         run = self.dq.dynamic_qmatmul_sat if self.sat else compiled.dqgemm.dynamic_qmatmul_exact
         run(a2, a2.min(), a2.max(), self.wp, self.cs, self.bs, self.bias, out.reshape(self.m, self.n),

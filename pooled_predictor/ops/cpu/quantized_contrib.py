@@ -627,7 +627,8 @@ class MatMulIntegerToFloat:
         self.amx = dot != "vpmaddubsw" and compiled.amx.usable()
         if self.amx:
             self.k64 = compiled.amx.k_padded(k)
-            self.wp = shared_weights(b, ("qmatmul_panels_amx",), lambda w: compiled.amx.pack_panels(np.asarray(w)))
+            self.wp = shared_weights(b, ("qmatmul_panels_amx",),
+                                     lambda w: compiled.amx.pack_panels(np.asarray(w)))
             self.cs = compiled.amx.padded(b.astype(np.int64).sum(axis=0), np.int32, n)
             self.bs = compiled.amx.padded(np.broadcast_to(np.asarray(ctx.value(3), F32).reshape(-1), (n,)), F32, n)
             self.has_bias = int(ctx.has_input(6))

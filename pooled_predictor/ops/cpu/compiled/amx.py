@@ -60,7 +60,8 @@ from .indirect import call_dqgemm
 from .jit import njit
 
 __all__ = ["HOST_AMX", "K_STEP", "ROW_BLOCK", "address", "conv_enabled", "dynamic_qmatmul_amx", "gemm", "ir_text",
-           "kernel", "module_ir", "pack_panels", "pack_rows", "padded", "qconv_ir_text", "qmatmul_amx", "status", "usable"]
+           "kernel", "module_ir", "pack_panels", "pack_rows", "padded", "qconv_ir_text", "qmatmul_amx", "status",
+           "usable"]
 
 K_STEP = 64  # bytes of k per A tile row / quads per B tile x 4
 ROW_BLOCK = 32  # rows of A per block: 2 tiles of 16

@@ -1257,11 +1257,12 @@ PBA = 256  # pixels per block of qconv_amx: its packed tiles (16 of K64 quads, a
 
 def _qconv_amx_sig(yt):
     i = types.int64
-    return types.void(i, types.Array(types.int8, 1, "C", readonly=True), i,
-                      types.Array(types.uint8, 1, "C", readonly=True), i, types.Array(types.int64, 1, "C", readonly=True),
-                      types.Array(types.uint8, 1, "C"), types.Array(yt, 1, "C"), i, i, i, i,
-                      types.Array(types.int32, 1, "C", readonly=True), types.Array(types.float32, 1, "C", readonly=True),
-                      i, i, i)
+
+    def ro(t):
+        return types.Array(t, 1, "C", readonly=True)
+
+    return types.void(i, ro(types.int8), i, ro(types.uint8), i, ro(types.int64), types.Array(types.uint8, 1, "C"),
+                      types.Array(yt, 1, "C"), i, i, i, i, ro(types.int32), ro(types.float32), i, i, i)
 
 
 @njit([_qconv_amx_sig(types.uint8), _qconv_amx_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
