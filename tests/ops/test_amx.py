@@ -432,3 +432,22 @@ def test_a_kernel_that_does_not_compile_leaves_the_vnni_kernels(monkeypatch, cap
     assert "did not compile" in amx.status()
     with pytest.raises(RuntimeError, match="cannot run here"):
         amx.kernel()
+
+
+@pytest.mark.parametrize("y_t", [np.uint8, np.int8])
+def test_qlinearmatmul_amx_path_matches_vnni(y_t, fake_amx):
+    """QLinearMatMul (uint8 A of 37 x 100, int8 B per column with zero point 0) on the AMX path (ops/cpu/qproduct.py
+    through qgemm.qconv_amx, the kernel as its walk) and on the vpdpbusd kernel: the same bits."""
+    from tests.onnx_helpers import make_node_model, run_ours
+
+    m, k, n = 37, 100, 45
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    inputs = [a, np.float32(0.05), np.uint8(121), rng.integers(-128, 128, (k, n)).astype(np.int8),
+              rng.uniform(1e-3, 1e-2, n).astype(np.float32), np.zeros(n, np.int8), np.float32(0.2), y_t(7)]
+    model = make_node_model("QLinearMatMul", inputs, static=tuple(range(1, 8)))
+    FAKE_CALLS.clear()
+    (on_amx,) = run_ours(model, {"in0": a})
+    assert FAKE_CALLS and set(FAKE_CALLS) == {"amx_qconv_s8" if y_t is np.int8 else "amx_qconv_u8"}
+    fake_amx.undo()
+    (vnni,) = run_ours(model, {"in0": a})
+    np.testing.assert_array_equal(on_amx, vnni)

@@ -30,7 +30,8 @@ class StaticProduct:
     "onnxruntime" arithmetic without VNNI, uint8 A x int8 B with b_zp = 0 runs qgemm2d_sat (pairs of k
     in K's order, as MLAS), or for M <= GEMV_ROWS qgemv_sat (the same sums, N in the lanes); on a VNNI
     host the same kernels with exact sums (vpdpbusd: int8_arithmetic.dot_product()); else the exact
-    qgemm2d. Called as obj(a, out): a (M, K), out (M, N).
+    qgemm2d. With exact sums, an 8-bit Y and POOLED_PREDICTOR_AMX_CONV=1 on a host with AMX-INT8,
+    compiled/qgemm.py's qconv_amx (AMX tiles, the same bits). Called as obj(a, out): a (M, K), out (M, N).
     """
 
     def __init__(self, ctx, b, b_zp, a_dtype, a_zp: int, bias, mult, y_dtype, y_zp: int, m: int):
@@ -48,8 +49,20 @@ class StaticProduct:
                 np.concatenate([np.asarray(w).T, np.zeros((n8 - self.n, self.k), np.int8)]), tile=8))
             self.kq = -(-self.k // 4)
             self.a_ref = ctx.scratch((m * 4 * self.kq,), np.uint8)
+        # AMX tiles (compiled/amx.py's amx_qconv through qgemm.qconv_amx) where the host has them and the output
+        # is 8-bit: the exact sums, so the vpdpbusd kernels' bits (off unless POOLED_PREDICTOR_AMX_CONV=1)
+        self.amx = (self.sat and not self.gemv and dot != "vpmaddubsw" and np.dtype(y_dtype) != np.float32
+                    and compiled.amx.conv_enabled())
+        if self.amx:
+            self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * m)
+            self.wp = shared_weights(b, ("qproduct_rows_amx",),
+                                     lambda w: compiled.amx.pack_rows(np.ascontiguousarray(np.asarray(w).T)))
+            self.k64 = compiled.amx.k_padded(self.offs.size)
+            self.xq_ref = ctx.scratch((compiled.qgemm.amx_workspace_bytes(self.offs.size),), np.uint8)
+            self.amx_addr = compiled.amx.address("amx_qconv_s8" if np.dtype(y_dtype) == np.int8 else "amx_qconv_u8")
         elif self.sat:
-            self.wp = shared_weights(b, ("qproduct_quads",), lambda w: compiled.qgemm.pack_quads(np.ascontiguousarray(np.asarray(w).T)))
+            self.wp = shared_weights(b, ("qproduct_quads",),
+                                     lambda w: compiled.qgemm.pack_quads(np.ascontiguousarray(np.asarray(w).T)))
             self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * m)
             self.xq_ref = ctx.scratch((compiled.qgemm.packed_bytes(self.offs.size),), np.uint8)
         else:
@@ -93,7 +106,10 @@ class StaticProduct:
         np.copyto(x[:k * m].reshape(k, m), a.reshape(m, k).T)
         yt = self.y_ref.array
         args = (self.wp, x, 0, self.offs, yt, 0, m, n, m, self.bias, self.mult, self.y_zp, self.ws_ref.array)
-        if self.sat:
+        if self.amx:  # Y^T (N rows of M pixels) on AMX tiles: X^T packed 256 pixels at a time
+            self.q.qconv_amx(self.amx_addr, self.wp, self.k64, x, 0, self.offs, self.xq_ref.array, yt, 0, m, n, m,
+                             self.bias, self.mult, self.y_zp, 0, 0)
+        elif self.sat:
             (self.q.qgemm2d_sat_f32 if self.y_float else self.q.qgemm2d_sat)(*args, compiled.qgemm.ONES, self.xq_ref.array)
         else:
             (compiled.qgemm.qgemm2d_f32 if self.y_float else compiled.qgemm.qgemm2d)(*args)
