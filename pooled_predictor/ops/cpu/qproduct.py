@@ -43,17 +43,17 @@ class StaticProduct:
         self.sat = dot is not None and np.dtype(a_dtype) == np.uint8 and b.dtype == np.int8 and not zp.any()
         self.q = compiled.dots.module("qgemm", dot) if self.sat else compiled.qgemm
         self.gemv = self.sat and m <= GEMV_ROWS
+        # AMX tiles (compiled/amx.py's amx_qconv through qgemm.qconv_amx) where the host has them and the output
+        # is 8-bit: the exact sums, so the vpdpbusd kernels' bits (off unless POOLED_PREDICTOR_AMX_CONV=1)
+        self.amx = (self.sat and not self.gemv and dot != "vpmaddubsw" and np.dtype(y_dtype) != np.float32
+                    and compiled.amx.conv_enabled())
         if self.gemv:  # the output columns in the lanes (qgemv_sat): at batch 1 the pixel GEMM uses 1 lane of 16
             n8 = -(-self.n // 8) * 8
             self.wp = shared_weights(b, ("qproduct_gemv",), lambda w: compiled.qgemm.pack_quads(
                 np.concatenate([np.asarray(w).T, np.zeros((n8 - self.n, self.k), np.int8)]), tile=8))
             self.kq = -(-self.k // 4)
             self.a_ref = ctx.scratch((m * 4 * self.kq,), np.uint8)
-        # AMX tiles (compiled/amx.py's amx_qconv through qgemm.qconv_amx) where the host has them and the output
-        # is 8-bit: the exact sums, so the vpdpbusd kernels' bits (off unless POOLED_PREDICTOR_AMX_CONV=1)
-        self.amx = (self.sat and not self.gemv and dot != "vpmaddubsw" and np.dtype(y_dtype) != np.float32
-                    and compiled.amx.conv_enabled())
-        if self.amx:
+        elif self.amx:
             self.offs = compiled.qgemm.quad_offsets(np.arange(self.k, dtype=np.int64) * m)
             self.wp = shared_weights(b, ("qproduct_rows_amx",),
                                      lambda w: compiled.amx.pack_rows(np.ascontiguousarray(np.asarray(w).T)))
