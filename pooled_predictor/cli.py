@@ -194,7 +194,8 @@ def _cmd_ops(args) -> int:
         print("int8 (u8 x s8) products on this host: " + "; ".join(
             f"{a}: {int8_arithmetic.describe(a)}" for a in int8_arithmetic.ARITHMETICS))
         amx = compiled.amx  # imported here, not with the package (compiled/__init__.py)
-        print(f"{amx.status()}" + (": DynamicQuantizeMatMul, MatMulIntegerToFloat (exact sums); QLinearConv "
+        print(f"{amx.status()}" + (": DynamicQuantizeMatMul, MatMulIntegerToFloat (exact sums); QLinearConv, "
+                                   "QLinearMatMul and QGemm (8-bit outputs) "
                                    f"{'too' if amx.conv_enabled() else 'with POOLED_PREDICTOR_AMX_CONV=1'}"
                                    if amx.usable() else ""))
     if args.device == "cuda":  # the rest run on the CPU behind host<->device copies (engine/placement.py)
