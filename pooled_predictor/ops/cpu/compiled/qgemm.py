@@ -484,6 +484,7 @@ def _make_pack16_rows(spans: int):
 
 _pack16_rows = _make_pack16_rows(ROW_SPANS)
 _pack16_rows2 = _make_pack16_rows(2)  # OW >= 16: a tile spans at most 2 output rows
+_pack16_rows3 = _make_pack16_rows(3)  # OW >= 8: at most 3 (ResNet-50's 14 x 14 outputs: a load and a select less a row)
 
 
 W_PREFETCH = 4096
@@ -985,6 +986,9 @@ def _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
         if ow >= NP:
             for j in range(kq_n):
                 _pack16_rows2(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
+        elif ow >= NP // 2:
+            for j in range(kq_n):
+                _pack16_rows3(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
         else:
             for j in range(kq_n):
                 _pack16_rows(xf, e, offs, j, xq, t * tile_b + j * 64, rowidx, jump)
