@@ -8,7 +8,7 @@
 # Last run 2026-11-28 18:18-18:50 UTC (benchmarks/README.md: "On the lent Xeon, session 16"). Open there: the AMX
 # QLinearConv kernel (written, tested through its numpy walk only; the "amx" step runs its tests, times it per layer
 # and in int8.py's CNN rows): next session's first call:
-#   run(command='STEPS="amx" DEADLINE=400 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=420)
+#   run(command='STEPS="amx" DEADLINE=520 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=540)
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
 # brings back 8 files at most; a step cut short by its timeout still leaves the others). About 8 minutes,
 # cold numba cache included, and never past DEADLINE (540 s; ROUNDS / CHECK_SECONDS shorten the timed steps):
