@@ -60,7 +60,7 @@ from .indirect import call_dqgemm
 from .jit import njit
 
 __all__ = ["HOST_AMX", "K_STEP", "ROW_BLOCK", "address", "conv_enabled", "dynamic_qmatmul_amx", "gemm", "ir_text",
-           "kernel", "module_ir", "pack_panels", "pack_rows", "padded", "qconv_ir_text", "qmatmul_amx", "status",
+           "kernel", "module_ir", "pack_panels", "pack_rows", "padded", "qmatmul_amx", "status",
            "usable"]
 
 K_STEP = 64  # bytes of k per A tile row / quads per B tile x 4
@@ -348,7 +348,16 @@ def _qconv_ir(kind: str) -> str:
     """amx_qconv_<kind>: Y = requantize(W X + b), W int8 (M, K) as A tiles, X uint8 packed 16 pixels a tile
     (compiled/qgemm.py's packing) as B tiles, TDPBSUD (signed A, unsigned B); the epilogue MLAS's
     requantization as compiled/qgemm.py's wide strips run it (quantize.wide): float32(acc + b[m]) * mult[m],
-    clamped to [lo - zp, hi - zp] (compare and select), rounded half to even, + zp, truncated to 8 bits."""
+    clamped to [lo - zp, hi - zp] (compare and select), rounded half to even, + zp, truncated to 8 bits.
+
+    void amx_qconv_<kind>(i8* wa, i64 k64, u8* xq, i64 tile_b, i64 t_n, i64 m, i64 p_n, i32* b, f32* mult,
+                          i64 zp, <kind>* y, i64 ldy)
+
+    wa: pack_rows(W), W (M, K) int8 as rows of k64 bytes (zeros past K), rows_padded(M) rows; xq: X's
+    16-pixel tiles packed by compiled/qgemm.py (tile t at xq + t tile_b, its quad j -- 16 pixels x 4 k,
+    byte 4p + i -- at + 64 j; tile_b = 16 k64), t_n tiles and one more readable (a pair's second tile);
+    b (M,) int32 bias (the input's zero point folded in), mult (M,) float32; Y[m, p] at y + m ldy + p, its
+    p_n pixels written."""
     lo, hi = QCONV_KINDS[kind]
     body = [f"""
 define void @amx_qconv_{kind}(ptr noalias nocapture readonly %wa, i64 %k64, ptr noalias nocapture readonly %xq,
@@ -422,20 +431,6 @@ r_body:
     return "".join(body)
 
 
-def qconv_ir_text() -> str:
-    """The QLinearConv kernels' LLVM IR: amx_qconv_u8 and amx_qconv_s8 (textual; opaque pointers):
-
-    void amx_qconv_<kind>(i8* wa, i64 k64, u8* xq, i64 tile_b, i64 t_n, i64 m, i64 p_n, i32* b, f32* mult,
-                          i64 zp, <kind>* y, i64 ldy)
-
-    wa: pack_rows(W), W (M, K) int8 as rows of k64 bytes (zeros past K), rows_padded(M) rows; xq: X's
-    16-pixel tiles packed by compiled/qgemm.py (tile t at xq + t tile_b, its quad j -- 16 pixels x 4 k,
-    byte 4p + i -- at + 64 j; tile_b = 16 k64), t_n tiles and one more readable (a pair's second tile);
-    b (M,) int32 bias (the input's zero point folded in), mult (M,) float32; Y[m, p] at y + m ldy + p, its
-    p_n pixels written."""
-    return _intrinsics() + "".join(_qconv_ir(kind) for kind in QCONV_KINDS)
-
-
 _PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)
@@ -461,7 +456,7 @@ _QPROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_
 
 
 def module_ir() -> str:
-    """The whole module's IR: amx_dqgemm (ir_text) and amx_qconv_u8 / _s8 (qconv_ir_text)."""
+    """The whole module's IR: amx_dqgemm (ir_text) and amx_qconv_u8 / _s8 (_qconv_ir)."""
     return _intrinsics() + _dqgemm_ir() + "".join(_qconv_ir(kind) for kind in QCONV_KINDS)
 
 
@@ -481,7 +476,7 @@ def _compile() -> None:
 
 def kernel(name: str = "amx_dqgemm"):
     """A compiled kernel of this module as a ctypes function: "amx_dqgemm" (ir_text's signature) or
-    "amx_qconv_u8" / "amx_qconv_s8" (qconv_ir_text's); the module compiles on first use (usable()).
+    "amx_qconv_u8" / "amx_qconv_s8" (_qconv_ir's); the module compiles on first use (usable()).
 
     Raises:
         RuntimeError: the host cannot run it (usable() is False: status() says why). KeyError: no such kernel.

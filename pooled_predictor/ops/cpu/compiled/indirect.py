@@ -37,7 +37,7 @@ def _call(builder, addr, arg_types, values):
 @intrinsic
 def call_qconv(typingctx, addr, wa, k64, xq, tile_b, t_n, m, p_n, b, mult, zp, y, y_off, ldy):
     """amx_qconv_<kind>(wa, k64, xq, tile_b, t_n, m, p_n, b, mult, zp, &y[y_off], ldy) at address `addr`
-    (compiled/amx.py's qconv_ir_text signature); arrays by their data pointers."""
+    (compiled/amx.py's _qconv_ir signature); arrays by their data pointers."""
     sig = types.void(addr, wa, k64, xq, tile_b, t_n, m, p_n, b, mult, zp, y, y_off, ldy)
 
     def codegen(context, builder, signature, args):
