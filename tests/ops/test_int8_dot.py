@@ -131,6 +131,67 @@ def test_qlinear_conv_with_an_exact_dot_is_the_specs(dot, x_shape, w_shape, attr
     assert np.array_equal(ours, exact), f"{int((ours != exact).sum())} of {exact.size} differ"
 
 
+DIRECT_CASES = [  # QLinearConvs whose X the 16-lane exact kernels read in place from quad planes (qconv_direct)
+    ((1, 16, 32, 32), (7, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # M = 5 + 2 rows
+    ((2, 20, 33, 40), (16, 20, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}),  # batch 2, 4 phases, asymmetric
+    ((1, 16, 12, 80), (6, 16, 5, 5), {"pads": [2, 2, 2, 2]}),  # 25 taps
+    ((1, 24, 16, 64), (9, 24, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),  # dilated
+]
+
+
+@pytest.mark.parametrize("dot", [NATIVE])
+@pytest.mark.parametrize("y_type", [np.uint8, np.int8])
+@pytest.mark.parametrize("x_shape,w_shape,attrs", DIRECT_CASES)
+def test_qlinear_conv_from_quad_planes_is_the_specs(dot, y_type, x_shape, w_shape, attrs, monkeypatch):
+    """QLinearConv with X read in place from its quad planes (compiled/qgemm.py's qconv_direct: the output on
+    the planes' grid, its rows stored by segment) against the spec's exact bits and the packed-tile path's."""
+    q = dots.module("qgemm", dot)
+    if not q.WIDE:
+        pytest.skip("qconv_direct runs on 16-lane targets only (dots.wide_here)")
+    inputs = _crafted_conv(x_shape, w_shape, attrs, np.uint8, True)
+    inputs[7] = np.array(7, y_type)
+    model = make_node_model("QLinearConv", inputs, attrs, opset=10, static=tuple(range(1, 9)))
+    exact = _reference(inputs, attrs)
+    type_outputs(model, [exact])
+    calls = []
+    direct = q.qconv_direct
+
+    def counted(*args):
+        calls.append(args[8])
+        return direct(*args)
+
+    monkeypatch.setattr(q, "qconv_direct", counted)
+    outs = {}
+    for on in ("1", "0"):
+        monkeypatch.setenv("POOLED_PREDICTOR_QCONV_DIRECT", on)
+        with int8_arithmetic.use_dot("emulate" if dot == "emulated" else "vnni"), int8_arithmetic.use("exact"):
+            (outs[on],) = run_ours(model, {"in0": inputs[0]})
+        assert bool(calls) == (on == "1"), "qconv_direct ran" if calls else "qconv_direct did not run"
+        calls.clear()
+    assert np.array_equal(outs["1"], exact), f"{int((outs['1'] != exact).sum())} of {exact.size} differ"
+    assert np.array_equal(outs["0"], exact)
+
+
+@pytest.mark.parametrize("oh,ow,pitch", [(1, 8, 8), (3, 8, 9), (14, 14, 16), (5, 30, 32), (7, 17, 17), (2, 3, 8)])
+def test_direct_tables_store_each_output_once(oh, ow, pitch):
+    """direct_tables' segments: each output pixel stored exactly once, from the lane of its grid position."""
+    taps = np.array([0, 1, pitch])
+    t_n, qoffs, segs = qgemm.direct_tables(oh, ow, pitch, taps, 9, 1000)
+    assert list(qoffs) == [cq * 1000 + 4 * t for cq in range(3) for t in taps]
+    hits = np.zeros(oh * ow, np.int64)
+    for t in range(t_n):
+        for e in segs[t * qgemm.SEGS:(t + 1) * qgemm.SEGS]:
+            mask, dst = int(e) & 0xFFFF, int(e) >> 16
+            for lane in range(16):
+                if mask >> lane & 1:
+                    q = 16 * t + lane  # its grid position, and the output pixel stored there
+                    assert dst + lane == q // pitch * ow + q % pitch and q % pitch < ow
+                    hits[dst + lane] += 1
+    assert (hits == 1).all()
+    with pytest.raises(ValueError):
+        qgemm.direct_tables(oh, ow, 7, taps, 9, 1000)
+
+
 def _products():
     m, k, n = 3, 33, 20
     a, b, b_scale = _crafted_product(m, k, n, True)

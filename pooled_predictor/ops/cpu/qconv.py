@@ -17,6 +17,11 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   image cropped after -- except under the saturating arithmetic with OW >= 5, whose
   GEMM runs over the output's pixels only, each 16-pixel tile's X gathered across
   output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows). With an exact
+  dot product on a 16-lane target, a non-pointwise conv whose planes are at most 1/8
+  wider than its output reads X in place instead: its phase planes interleaved 4
+  channels a pixel (compiled/qconv.py's quad_planes_q), the output computed on the
+  planes' grid and its rows stored by segment (compiled/qgemm.py's qconv_direct;
+  POOLED_PREDICTOR_QCONV_DIRECT=0: packed tiles). With an exact
   dot product on a 16-lane target, an output whose pixels fill 16-pixel tiles poorly
   (7 x 7) runs with the output channels in the lanes (qgemm2d_chlanes; M % 16 == 0).
 * depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
@@ -46,6 +51,8 @@ tests/ops/test_int8_arithmetic.py).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .. import int8_arithmetic
@@ -54,6 +61,13 @@ from .conv_indirect import indirect_layout
 from .conv_shared import shared_weights
 
 SLACK = 64  # elements past the phase planes: the last 16-pixel tile's reads past the last row
+QUAD_SLACK = 256  # bytes past the quad planes: qconv_direct's last tile reads up to 16 pixels past a plane
+
+
+def direct_enabled() -> bool:
+    """Whether QLinearConv may read X in place from quad planes (compiled/qgemm.py's qconv_direct; read when a
+    node's kernel is built): POOLED_PREDICTOR_QCONV_DIRECT=0 packs X tiles instead (qgemm2d_sat_rows)."""
+    return os.environ.get("POOLED_PREDICTOR_QCONV_DIRECT", "1").strip() != "0"
 
 
 def _scalar(a) -> bool:
@@ -184,12 +198,30 @@ class QConvCompiled:
         self.chlanes = (not self.amx and self.sat and self.q.WIDE and self.dot != "vpmaddubsw" and g.group == 1
                         and m % compiled.qgemm.CH == 0 and p_out <= compiled.qgemm.PB
                         and -p_out % compiled.qgemm.NP > p_out // 8 and (self.direct or self.rows or not self.crop))
+        # X read in place from quad planes (compiled/qgemm.py's qconv_direct) rather than packed tile by tile:
+        # an exact dot product on a 16-lane target, where the planes' pitch adds at most 1/8 to the pixels (the
+        # columns past OW computed and dropped; on Zen 5, ResNet-50's 3x3 layers 1.00-1.09x the packed tiles'
+        # speed, larger images 1.08-1.17x). Not for a pointwise conv (no taps share the planes' lines: its quads
+        # strided by a whole plane ran slower than packed tiles, ResNet-50's 1x1 layers 0.89-0.99x), nor for
+        # few channels or C % 4 != 0 (a stem's 3 channels: quads a quarter empty, and the rows' segment stores
+        # for each tile's 9 quads: 0.32x)
+        self.quads = (not self.amx and not self.chlanes and self.sat and self.q.WIDE and not self.depthwise
+                      and not self.direct and g.group == 1 and c % 4 == 0 and c >= 16
+                      and self.wq >= compiled.qgemm.DIRECT_PITCH
+                      and (self.wq - ow) * 8 <= self.wq and direct_enabled())
+        if self.quads:
+            self.rows = self.crop = False
+            cq_bytes = 4 * f * self.plane
+            self.image_q = ((c + 3) // 4) * cq_bytes
+            self.t_n, self.qoffs, self.segs = compiled.qgemm.direct_tables(oh, ow, self.wq, indirect_layout(g, 1)[3],
+                                                                           c, cq_bytes)
+            self.quads_ref = ctx.scratch(((g.batch * self.image_q + QUAD_SLACK) // 4,), np.uint32)
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
         workspace = compiled.qgemm.amx_workspace_bytes if self.amx else compiled.qgemm.packed_bytes
         xq_bytes = workspace(len(self.offs))
-        self.xq_ref = ctx.scratch((xq_bytes,), np.uint8) if self.sat else None
+        self.xq_ref = ctx.scratch((xq_bytes,), np.uint8) if self.sat and not self.quads else None
         if self.amx:  # a block of PBA pixels' tiles at a time (compiled/qgemm.py's qconv_amx)
             self.amx_addr = compiled.amx.address("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
             self.k64 = compiled.amx.k_padded(len(self.offs))
@@ -207,7 +239,16 @@ class QConvCompiled:
                 wg = np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)
                 return tuple(compiled.qgemm.pack_quads(np.ascontiguousarray(wg[i]).reshape(self.mg, -1)) for i in range(g.group))
 
-            if self.chlanes:  # the same quads in tiles of CH channels (qgemm2d_chlanes)
+            if self.quads:  # W (m, C / 4, kh * kw, 4) (C rounded up to 4, 0 past C) in quads (qconv_direct)
+                def pack(w):
+                    w = np.asarray(w).reshape(m, c, -1)
+                    wp = np.zeros((m, -(-c // 4) * 4, w.shape[2]), np.int8)
+                    wp[:, :c] = w
+                    wp = wp.reshape(m, -1, 4, w.shape[2]).transpose(0, 1, 3, 2)
+                    return (compiled.qgemm.pack_quads(np.ascontiguousarray(wp).reshape(m, -1)),)
+
+                self.wp = shared_weights(w, ("qquads_direct",), pack)
+            elif self.chlanes:  # the same quads in tiles of CH channels (qgemm2d_chlanes)
                 self.wp = shared_weights(w, ("qquads16",), lambda w: (compiled.qgemm.pack_quads(
                     np.ascontiguousarray(np.asarray(w).reshape(m, self.cg, -1).transpose(0, 2, 1)).reshape(m, -1),
                     tile=compiled.qgemm.CH),))
@@ -241,6 +282,19 @@ class QConvCompiled:
                                          self.xq_ref.array, yf, y0, ldy, self.mg, p_n, self.bg[gi], self.mg_mult[gi],
                                          self.zp, ow, pitch)))
 
+    def _direct_steps(self, steps, xf, yflat):
+        """The batch's quad planes from its phase planes (or X itself) xf, then each image's qconv_direct into
+        yflat (Y flat)."""
+        g = self.geo
+        oh, ow = g.out_shape
+        m = g.out_channels
+        qv = self.quads_ref.array
+        steps.append((compiled.qconv.quad_planes_q, (xf, qv, g.batch, g.in_channels, len(self.phases) * self.plane)))
+        for n in range(g.batch):
+            steps.append((self.q.qconv_direct, (self.wp[0], qv.view(np.uint8), n * self.image_q, self.qoffs, yflat,
+                                                n * m * oh * ow, oh * ow, m, self.t_n, self.b, self.mult, self.zp,
+                                                compiled.qgemm.ONES, self.segs)))
+
     def steps(self, x, out):
         """__call__'s calls, in order: (function, arguments) (compiled.prepared binds them once)."""
         g = self.geo
@@ -259,7 +313,8 @@ class QConvCompiled:
                                                                    xt, xs, yt, x2)))
             return steps
         f = len(self.phases)
-        gemm, extra = (self.q.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.sat else (compiled.qgemm.qgemm2d, ())
+        gemm, extra = ((self.q.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.xq_ref is not None
+                       else (compiled.qgemm.qgemm2d, ()))
         if self.direct:
             if self.subsampled:
                 xf = self.sub_ref.array
@@ -322,6 +377,9 @@ class QConvCompiled:
                 if self.crop:
                     steps.append((np.copyto, (out[n], yf.reshape(m, oh, self.wq)[:, :, :ow])))
                 continue
+            if self.quads:
+                self._direct_steps(steps, xf, yflat)
+                break
             if self.rows:
                 p_n = oh * ow
                 for gi in range(g.group):

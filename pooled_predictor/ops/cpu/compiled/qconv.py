@@ -311,6 +311,32 @@ def split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, fill, masked):
                         planes[d + j] = xf[src + u(sw) * j]
 
 
+@njit(types.void(types.Array(types.uint8, 1, "C", readonly=True), types.Array(types.uint32, 1, "C"), _i8, _i8, _i8),
+      nogil=True, cache=True, error_model="numpy")
+def quad_planes_q(planes, quads, n_b, c_n, fpq):
+    """compiled/qgemm.py's qconv_direct's X: the phase planes of split_phases_q ((N, C, F * PQ) uint8, fpq =
+    F * PQ elements a channel) with each 4 channels interleaved, a pixel's 4 bytes one uint32:
+    quads[(n * CQ + cq) * fpq + e] = bytes planes[n, 4 cq + i, e] for i < 4 (0 past C), CQ = ceil(C / 4)."""
+    cq_n = (c_n + 3) // 4
+    u, x = np.uint32, np.uint64  # unsigned indices: no wraparound checks, so LLVM vectorizes the loops
+    for n in range(n_b):
+        for cq in range(cq_n):
+            d = x((n * cq_n + cq) * fpq)
+            s = x((n * c_n + 4 * cq) * fpq)
+            k = min(4, c_n - 4 * cq)
+            if k == 4:
+                s1, s2, s3 = s + x(fpq), s + x(2 * fpq), s + x(3 * fpq)
+                for e in range(x(fpq)):
+                    quads[d + e] = (u(planes[s + e]) | u(planes[s1 + e]) << u(8)
+                                    | u(planes[s2 + e]) << u(16) | u(planes[s3 + e]) << u(24))
+                continue
+            for e in range(x(fpq)):
+                v = u(0)
+                for i in range(k):
+                    v |= u(planes[s + x(i * fpq) + e]) << u(8 * i)
+                quads[d + e] = v
+
+
 def _dw_sig(xt, yt):
     ri32 = types.Array(types.int32, 1, "C", readonly=True)
     ri64 = types.Array(types.int64, 1, "C", readonly=True)

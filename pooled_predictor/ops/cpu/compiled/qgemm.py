@@ -56,6 +56,15 @@ stores, the requantization on 16 lanes at once (quantize.wide), the weights pref
 X packed 64 pixels a call (_pack64): 720-920 GOPS at ResNet-50's shapes on Zen 5. Where the output's
 pixels fill 16-pixel tiles poorly (7 x 7: 49 pixels in 4 tiles) qgemm2d_chlanes puts 16 output channels
 in the lanes instead (_make_chlanes).
+
+Packing X costs 12-20% of a ResNet-50 3x3 layer's time on Zen 5 (a tile's quads gathered from 4 rows at
+each of its taps: K x P bytes written, 9x the input). qconv_direct skips it for convolutions: the input's
+phase planes with 4 channels interleaved a pixel (one uint32) are the B tiles already, quad j = (4
+channels, tap) of 16 consecutive grid positions one 64-byte load at a fixed offset (qoffs[j]), if the
+output is computed on the planes' grid (pitch = the planes' width, the columns past OW computed and dropped:
+the masked stores of _make_strip_sat's `direct` write each row's runs of valid lanes, direct_tables). The
+strips are the same, so the same sums; the quads' order (4 channels, then taps) lets the taps of a quad
+read the same cache lines one after the other.
 """
 
 from __future__ import annotations
@@ -526,7 +535,7 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     return new
 
 
-def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tuple = ()):
+def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tuple = (), direct: bool = False):
     """The saturating micro-kernel (_make_micro's `sat`) over a strip of t_n whole 16-pixel tiles of one
     row tile, in one call: the tile loop inside the kernel, the bias and multiplier broadcasts, the ones
     and the requantization's constants set up once for the strip rather than once a tile. (Called a tile
@@ -543,109 +552,143 @@ def _make_strip_sat(rows: int, y_signed: bool, y_float: bool = False, groups: tu
     strip(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid): for tile
     t < t_n, _make_micro(rows, sat=True)'s tile with X at xq[x_off + t * tile_b] (packed by _pack16)
     and Y at y[y_off + 16 t + r * ldy + c]: the same sums, in the same order, and the same epilogue.
+
+    With `direct` (WIDE only) X is not packed: strip(<the same>, qoffs, segs) reads quad j of tile t at
+    xq[x_off + t * tile_b + qoffs[j]] (a convolution's input in quad planes, qconv_direct), and stores tile
+    t's row r through segs: for s < SEGS, e = segs[n_valid + t * SEGS + s], the lanes of mask e & 0xFFFF
+    at y[y_off + (e >> 16) + r * ldy + lane] (n_valid is then the strip's first entry of segs).
     """
-    if groups and not WIDE:
-        raise ValueError("_make_strip_sat: tile groups need WIDE (one zmm accumulator a tile row)")
+    if (groups or direct) and not WIDE:
+        raise ValueError("_make_strip_sat: tile groups and direct X need WIDE (one zmm accumulator a tile row)")
 
-    @intrinsic
-    def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid):
-        sig = types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n, n_valid)
+    if direct:
+        @intrinsic
+        def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n,
+                  n_valid, qoffs, segs):
+            return types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n,
+                              n_valid, qoffs, segs), codegen
+    else:
+        @intrinsic
+        def strip(typingctx, wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n,
+                  n_valid):
+            return types.void(wq, w_off, xq, x_off, tile_b, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones, t_n,
+                              n_valid), codegen
 
-        def codegen(context, builder, signature, args):
-            tile_v, ldy_v, kq_v, zp_v, tn_v, valid_v = args[4], args[7], args[8], args[12], args[14], args[15]
-            wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
-                                                        (0, 1), (2, 3), (5, 6), (9, 10), (11, 10))
-            onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
-            v16i16 = ir.VectorType(_I16, 16)
-            ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
-            lanes = ir.Constant(_V16I, list(range(NP)))
-            n_acc = rows if WIDE else 2 * rows  # WIDE: a row's 16 pixels in one <16 x i32>
-            init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if WIDE
-                    else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)])
-            mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V16F if WIDE else _V8F)
-                   for r in range(rows)]
-            scale, quantize = _requantizer(builder, zp_v, y_signed)
-            zero = ir.Constant(_V8I, [0] * 8)
-            fn = builder.function
-            exit_bb = fn.append_basic_block("strip_exit")
+    def codegen(context, builder, signature, args):
+        tile_v, ldy_v, kq_v, zp_v, tn_v, valid_v = args[4], args[7], args[8], args[12], args[14], args[15]
+        wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
+                                                    (0, 1), (2, 3), (5, 6), (9, 10), (11, 10))
+        offp = segp = None
+        if direct:
+            offp, segp = (context.make_array(signature.args[i])(context, builder, args[i]).data for i in (16, 17))
+        onesp = context.make_array(signature.args[13])(context, builder, args[13]).data
+        v16i16 = ir.VectorType(_I16, 16)
+        ones16 = builder.load(builder.bitcast(onesp, v16i16.as_pointer()), align=2)
+        lanes = ir.Constant(_V16I, list(range(NP)))
+        n_acc = rows if WIDE else 2 * rows  # WIDE: a row's 16 pixels in one <16 x i32>
+        init = ([_splat(builder, builder.load(builder.gep(bptr, [_c(i)])), _V16I) for i in range(rows)] if WIDE
+                else [_splat(builder, builder.load(builder.gep(bptr, [_c(i // 2)])), _V8I) for i in range(n_acc)])
+        mvs = [_splat(builder, builder.load(builder.gep(mptr, [_c(r)])), _V16F if WIDE else _V8F)
+               for r in range(rows)]
+        scale, quantize = _requantizer(builder, zp_v, y_signed)
+        zero = ir.Constant(_V8I, [0] * 8)
+        fn = builder.function
+        exit_bb = fn.append_basic_block("strip_exit")
 
-            def go_on(t, n: int):
-                """Whether a group of n tiles starts at tile t: n left at least, and not a count left whose
-                best split starts with a smaller group (_group_skips)."""
-                left = builder.sub(tn_v, t)
-                cond = builder.icmp_signed(">=", left, _c(n))
-                for r in skips.get(n, ()):
-                    cond = builder.and_(cond, builder.icmp_signed("!=", left, _c(r)))
-                return cond
+        def go_on(t, n: int):
+            """Whether a group of n tiles starts at tile t: n left at least, and not a count left whose
+            best split starts with a smaller group (_group_skips)."""
+            left = builder.sub(tn_v, t)
+            cond = builder.icmp_signed(">=", left, _c(n))
+            for r in skips.get(n, ()):
+                cond = builder.and_(cond, builder.icmp_signed("!=", left, _c(r)))
+            return cond
 
-            skips = _group_skips(groups)
+        skips = _group_skips(groups)
 
-            def tiles_loop(t0, t0_bb, n: int):
-                """Tiles t0, t0 + n, ... n at a time while go_on: the t where it stopped, and its block."""
-                tile_bb = fn.append_basic_block(f"strip_tile{n}")
-                loop_bb = fn.append_basic_block(f"strip_kq_loop{n}")
-                done_bb = fn.append_basic_block(f"strip_kq_done{n}")
-                after_bb = fn.append_basic_block(f"strip_after{n}")
-                builder.position_at_end(t0_bb)
-                builder.cbranch(go_on(t0, n), tile_bb, after_bb)
-                builder.position_at_end(tile_bb)
-                t = builder.phi(_I64)
-                t.add_incoming(t0, t0_bb)
-                xts = [builder.gep(xptr, [builder.mul(builder.add(t, _c(i)), tile_v)]) for i in range(n)]
-                yt = builder.gep(yptr, [builder.mul(t, _c(NP))])
-                inits = init * n
-                builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
-                builder.position_at_end(loop_bb)
-                j = builder.phi(_I64)
-                j.add_incoming(_c(0), tile_bb)
-                accs = vector_phis(builder, n_acc * n, (inits, tile_bb))
-                if n == 1:
-                    new = _sat_step(builder, j, None, xts[0], wptr, rows, accs, ones16, 2)
-                else:
-                    new = _sat_group_step(builder, j, xts, wptr, rows, accs)
-                final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (inits, tile_bb))
-                for i in range(n):
-                    fin = final[i * n_acc:(i + 1) * n_acc]
-                    if WIDE:
-                        # the tile's pixels before n_valid (a strip's last tile may be partial: WIDE strips
-                        # take it, its X packed with zeros or the next rows past the valid pixels)
-                        left = builder.trunc(builder.sub(valid_v, builder.mul(builder.add(t, _c(i)), _c(NP))), _I32)
-                        mask = builder.icmp_signed("<", lanes, _splat(builder, left, _V16I))
-                        for r in range(rows):  # the requantization on the row's 16 lanes at once
-                            row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
-                            f = scale.wide(fin[r], mvs[r])
-                            v = f if y_float else quantize.wide(f)
-                            _masked_store(builder, v, builder.bitcast(row, v.type.as_pointer()), mask,
+        def tiles_loop(t0, t0_bb, n: int):
+            """Tiles t0, t0 + n, ... n at a time while go_on: the t where it stopped, and its block."""
+            tile_bb = fn.append_basic_block(f"strip_tile{n}")
+            loop_bb = fn.append_basic_block(f"strip_kq_loop{n}")
+            done_bb = fn.append_basic_block(f"strip_kq_done{n}")
+            after_bb = fn.append_basic_block(f"strip_after{n}")
+            builder.position_at_end(t0_bb)
+            builder.cbranch(go_on(t0, n), tile_bb, after_bb)
+            builder.position_at_end(tile_bb)
+            t = builder.phi(_I64)
+            t.add_incoming(t0, t0_bb)
+            xts = [builder.gep(xptr, [builder.mul(builder.add(t, _c(i)), tile_v)]) for i in range(n)]
+            yt = builder.gep(yptr, [builder.mul(t, _c(NP))])
+            inits = init * n
+            builder.cbranch(builder.icmp_signed(">", kq_v, _c(0)), loop_bb, done_bb)
+            builder.position_at_end(loop_bb)
+            j = builder.phi(_I64)
+            j.add_incoming(_c(0), tile_bb)
+            accs = vector_phis(builder, n_acc * n, (inits, tile_bb))
+            if n == 1 and not direct:
+                new = _sat_step(builder, j, None, xts[0], wptr, rows, accs, ones16, 2)
+            else:
+                new = _sat_group_step(builder, j, xts, wptr, rows, accs, offp)
+            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (inits, tile_bb))
+            for i in range(n):
+                fin = final[i * n_acc:(i + 1) * n_acc]
+                if direct:  # each row's lanes stored by segment (segs: a mask and where lane 0 goes)
+                    vs = [scale.wide(fin[r], mvs[r]) for r in range(rows)]
+                    vs = vs if y_float else [quantize.wide(f) for f in vs]
+                    e0 = builder.add(valid_v, builder.mul(builder.add(t, _c(i)), _c(SEGS)))
+                    for sg in range(SEGS):
+                        e = builder.load(builder.gep(segp, [builder.add(e0, _c(sg))]))
+                        seg_bb, next_bb = fn.append_basic_block("strip_seg"), fn.append_basic_block("strip_seg_end")
+                        builder.cbranch(builder.icmp_signed("!=", e, _c(0)), seg_bb, next_bb)  # most tiles: 1 run
+                        builder.position_at_end(seg_bb)
+                        mask = builder.bitcast(builder.trunc(e, _I16), ir.VectorType(ir.IntType(1), NP))
+                        ys_ = builder.gep(yptr, [builder.ashr(e, _c(16))])
+                        for r in range(rows):
+                            row = builder.gep(ys_, [builder.mul(ldy_v, _c(r))])
+                            _masked_store(builder, vs[r], builder.bitcast(row, vs[r].type.as_pointer()), mask,
                                           4 if y_float else 1)
-                        continue
-                    for r in range(rows):
+                        builder.branch(next_bb)
+                        builder.position_at_end(next_bb)
+                    continue
+                if WIDE:
+                    # the tile's pixels before n_valid (a strip's last tile may be partial: WIDE strips
+                    # take it, its X packed with zeros or the next rows past the valid pixels)
+                    left = builder.trunc(builder.sub(valid_v, builder.mul(builder.add(t, _c(i)), _c(NP))), _I32)
+                    mask = builder.icmp_signed("<", lanes, _splat(builder, left, _V16I))
+                    for r in range(rows):  # the requantization on the row's 16 lanes at once
                         row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
-                        fs = [scale(fin[2 * r + v], zero, mvs[r]) for v in range(2)]
-                        if y_float:
-                            for v in range(2):
-                                builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]),
-                                                                     _V8F.as_pointer()), align=4)
-                            continue
-                        q = quantize.pair(*fs)
-                        builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
-                t1 = builder.add(t, _c(n))
-                t.add_incoming(t1, done_bb)
-                builder.cbranch(go_on(t1, n), tile_bb, after_bb)
-                builder.position_at_end(after_bb)
-                t_end = builder.phi(_I64)
-                t_end.add_incoming(t0, t0_bb)
-                t_end.add_incoming(t1, done_bb)
-                return t_end, after_bb
+                        f = scale.wide(fin[r], mvs[r])
+                        v = f if y_float else quantize.wide(f)
+                        _masked_store(builder, v, builder.bitcast(row, v.type.as_pointer()), mask,
+                                      4 if y_float else 1)
+                    continue
+                for r in range(rows):
+                    row = builder.gep(yt, [builder.add(builder.mul(ldy_v, _c(r)), _c(NP * i))])
+                    fs = [scale(fin[2 * r + v], zero, mvs[r]) for v in range(2)]
+                    if y_float:
+                        for v in range(2):
+                            builder.store(fs[v], builder.bitcast(builder.gep(row, [_c(8 * v)]),
+                                                                 _V8F.as_pointer()), align=4)
+                        continue
+                    q = quantize.pair(*fs)
+                    builder.store(q, builder.bitcast(row, q.type.as_pointer()), align=1)
+            t1 = builder.add(t, _c(n))
+            end_bb = builder.block  # done_bb, or the last block of the direct stores
+            t.add_incoming(t1, end_bb)
+            builder.cbranch(go_on(t1, n), tile_bb, after_bb)
+            builder.position_at_end(after_bb)
+            t_end = builder.phi(_I64)
+            t_end.add_incoming(t0, t0_bb)
+            t_end.add_incoming(t1, end_bb)
+            return t_end, after_bb
 
-            t, bb = _c(0), builder.block
-            for n in groups:
-                t, bb = tiles_loop(t, bb, n)
-            t, bb = tiles_loop(t, bb, 1)
-            builder.branch(exit_bb)
-            builder.position_at_end(exit_bb)
-            return context.get_dummy_value()
-
-        return sig, codegen
+        t, bb = _c(0), builder.block
+        for n in groups:
+            t, bb = tiles_loop(t, bb, n)
+        t, bb = tiles_loop(t, bb, 1)
+        builder.branch(exit_bb)
+        builder.position_at_end(exit_bb)
+        return context.get_dummy_value()
 
     return strip
 
@@ -684,15 +727,16 @@ def _masked_store(builder, value, ptr, mask, align: int):
     builder.call(fn, [value, ptr, ir.Constant(_I32, align), mask])
 
 
-def _sat_group_step(builder, j, xts, wptr, rows, accs):
-    """_sat_step (WIDE) for len(xts) tiles at once: quad j of each tile's packed X (xts[i] + 64 j), the row
-    weights broadcast once for all; accs[i * rows + r] is tile i's row r."""
+def _sat_group_step(builder, j, xts, wptr, rows, accs, offp=None):
+    """_sat_step (WIDE) for len(xts) tiles at once: quad j of each tile's packed X (xts[i] + 64 j; with offp,
+    xts[i] + offp[j]: _make_strip_sat's `direct`), the row weights broadcast once for all; accs[i * rows + r]
+    is tile i's row r."""
     v64i8 = ir.VectorType(_I8, 64)
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
     _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
     wbs = [builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r)])), _V16I), v64i8)
            for r in range(rows)]
-    off = builder.mul(j, _c(64))
+    off = builder.mul(j, _c(64)) if offp is None else builder.load(builder.gep(offp, [j]))
     xvs = [builder.load(builder.bitcast(builder.gep(xt, [off]), v64i8.as_pointer()), align=1) for xt in xts]
     return [_dot4(builder, accs[i * rows + r], xvs[i], wbs[r], None, DOT) for i in range(len(xts)) for r in range(rows)]
 
@@ -715,6 +759,13 @@ groups of 2 at 550-860, of 4 and 3 at 620-910 (compiled kernels alone, one threa
 _st_u = dispatch_rows(lambda r: _make_strip_sat(r, False, groups=GROUPS), MRS, _STRIP_ARGS)
 _st_s = dispatch_rows(lambda r: _make_strip_sat(r, True, groups=GROUPS), MRS, _STRIP_ARGS)
 _st_f = dispatch_rows(lambda r: _make_strip_sat(r, False, True, groups=GROUPS), MRS, _STRIP_ARGS)
+SEGS = 3  # runs of valid lanes a 16-pixel tile of qconv_direct's grid may have: rows of a pitch >= 8 (DIRECT_PITCH)
+DIRECT_PITCH = 8
+if WIDE:
+    _sd_u, _sd_s = (dispatch_rows(lambda r, ys=ys: _make_strip_sat(r, ys, groups=GROUPS, direct=True), MRS,
+                                  _STRIP_ARGS + ", qoffs, segs") for ys in (False, True))
+else:
+    _sd_u = _sd_s = None
 _h_u = dispatch_rows(lambda r: _make_micro(r, False, False, sat=True, half=True), MRS, _ARGS)
 _h_s = dispatch_rows(lambda r: _make_micro(r, False, True, sat=True, half=True), MRS, _ARGS)
 _h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half=True), MRS, _ARGS)
@@ -1254,6 +1305,77 @@ def qgemm2d_sat_rows(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, o
     row's last pixel read.
     """
     _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, signed(yf), ow, pitch)
+
+
+def _direct_sig(yt):
+    i = types.int64
+    ri32 = types.Array(types.int32, 1, "C", readonly=True)
+    ri64 = types.Array(types.int64, 1, "C", readonly=True)
+    return types.void(ri32, types.Array(types.uint8, 1, "C", readonly=True), i, ri64, types.Array(yt, 1, "C"), i, i,
+                      i, i, ri32, types.Array(types.float32, 1, "C", readonly=True), i,
+                      types.Array(types.int16, 1, "C", readonly=True), ri64)
+
+
+@njit([_direct_sig(types.uint8), _direct_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qconv_direct(wq, xq, x0, qoffs, yf, y0, ldy, m_n, t_n, b, mult, zp, ones, segs):
+    """A convolution's qgemm2d_sat_rows product (exact dot product, WIDE) with X read in place from its quad
+    planes: no tiles packed. The output pixels are taken on the planes' grid (pixel (i, j) at i * pitch + j,
+    pitch = the planes' width, the columns j >= OW computed and dropped), t_n tiles of 16, so a tile's quad j
+    is one 64-byte vector at xq[x0 + 64 t + qoffs[j]].
+
+    Args:
+        wq: pack_quads(W) with W (m_n, KQ * 4), k = (c // 4, kh, kw, c % 4), C rounded up to a multiple of 4
+            (0 past C): each quad 4 channels at one tap, a quad's taps one after another (their reads share lines).
+        xq, x0: the image's quad planes (compiled/qconv.py's quad_planes_q): channels 4 cq .. 4 cq + 3 of plane
+            element e at xq[x0 + 4 (cq * planes + e) .. + 4]; readable 64 bytes past the last tile's reads.
+        qoffs: (KQ,) byte offsets of quad j = (cq, tap) (direct_tables).
+        yf, y0, ldy: Y[m, p] = yf[y0 + m * ldy + p], uint8 or int8, p < OH * OW.
+        t_n, segs: direct_tables' tile count and store table.
+        b, mult, zp, ones: as qgemm2d_sat's. The sums and requantization are the strips' (the same outputs).
+    """
+    kq_n = qoffs.size
+    tb = PB // NP
+    for t0 in range(0, t_n, tb):
+        nt = min(tb, t_n - t0)
+        for m in range(0, m_n, MRS):
+            rows = min(MRS, m_n - m)
+            if signed(yf):
+                _sd_s(wq, m * kq_n, xq, x0 + t0 * 64, 64, yf, y0 + m * ldy, ldy, kq_n, b, m, mult, zp, ones, nt,
+                      t0 * SEGS, qoffs, segs, rows)
+            else:
+                _sd_u(wq, m * kq_n, xq, x0 + t0 * 64, 64, yf, y0 + m * ldy, ldy, kq_n, b, m, mult, zp, ones, nt,
+                      t0 * SEGS, qoffs, segs, rows)
+
+
+def direct_tables(oh: int, ow: int, pitch: int, taps: np.ndarray, channels: int, cq_bytes: int):
+    """(t_n, qoffs, segs) of qconv_direct for an OH x OW output on planes `pitch` wide.
+
+    taps: (KH * KW,) element offsets of the taps in one channel's planes (indirect_layout's for one
+    channel); channels: C (quads ceil(C / 4)); cq_bytes: bytes of one quad's planes. qoffs[cq * KH * KW + t] =
+    cq * cq_bytes + 4 taps[t]; segs (t_n * SEGS,) int64: per tile, its runs of valid lanes as
+    (dst << 16) | lanes mask, dst the output index lane 0 would have; unused entries 0 (no lanes).
+
+    Raises:
+        ValueError: pitch < DIRECT_PITCH or pitch < ow (a tile would span more than SEGS runs).
+    """
+    if pitch < max(ow, DIRECT_PITCH):
+        raise ValueError(f"direct_tables: pitch {pitch} under max(OW {ow}, {DIRECT_PITCH})")
+    cq_n = (channels + 3) // 4
+    qoffs = (np.arange(cq_n, dtype=np.int64)[:, None] * cq_bytes + 4 * np.asarray(taps, np.int64)[None, :])
+    p_ext = (oh - 1) * pitch + ow
+    t_n = -(-p_ext // NP)
+    q = np.arange(t_n * NP, dtype=np.int64)
+    valid = (q < p_ext) & (q % pitch < ow)
+    dst = q // pitch * ow + q % pitch
+    segs = np.zeros((t_n, SEGS), np.int64)
+    for t in range(t_n):
+        lanes = np.flatnonzero(valid[t * NP:(t + 1) * NP])
+        runs = np.split(lanes, np.flatnonzero(np.diff(lanes) != 1) + 1) if lanes.size else []
+        for s, run in enumerate(runs):
+            segs[t, s] = (int(dst[t * NP + run[0]]) - int(run[0])) * 65536 + int(np.sum(1 << run))
+    for a in (qoffs, segs):
+        a.flags.writeable = False
+    return t_n, np.ascontiguousarray(qoffs.reshape(-1)), segs.reshape(-1)
 
 
 PBA = 256  # pixels per block of qconv_amx: its packed tiles (16 of K64 quads, and one more) stay in L2
