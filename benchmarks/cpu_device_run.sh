@@ -77,8 +77,9 @@ if want profile; then
 [ -n "$POOLED_PREDICTOR_CACHE" ] && want_bert && timeout "$(lim 40)" python3 benchmarks/export_transformers.py --graphs --models bert \
     > "$LOGS/export.log" 2>&1
 for isa in $PROFILE_ISAS; do
+    # --nodes: each side's nodes with their shapes in the JSON (where rec's and ResNet-50's convs lose there)
     POOLED_PREDICTOR_ISA=$isa timeout "$(lim 110)" python3 benchmarks/op_profiles.py --models $PROFILE_MODELS \
-        --runs 3 > "$LOGS/profile_$isa.log" 2>&1
+        --runs 3 --nodes 12 > "$LOGS/profile_$isa.log" 2>&1
     echo "profile at $isa rc $? [$SECONDS s]"
     grep -E "batch 1|^(Conv|Fused|Gemm|MaxPool|MatMul|ScaledDot)" "$LOGS/profile_$isa.log" | cut -c1-160
     cp benchmarks/results/op_profiles.json "$LOGS/op_profiles_xeon_$isa.json" 2>/dev/null; pack

@@ -1,6 +1,6 @@
 """Per-op-type time of one forward, ours beside onnxruntime's, one thread each, on the benchmark models.
 
-    python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5]
+    python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5] [--nodes N]
     python benchmarks/op_profiles.py --int8 [--models bert resnet50 mobilenet_v2] [--formats qdq qop]
                                      [--bert-layers L] [--bert-seq T] [--int8-arithmetic onnxruntime|exact]
 
@@ -41,8 +41,11 @@ from benchmarks import int8  # noqa: E402
 from benchmarks.vs_onnxruntime import MODELS, available, load_model  # noqa: E402
 
 
-def ours(data: bytes, input_name: str, x, runs: int, clock: str, **options) -> tuple[float, dict]:
-    """(ms per forward in kernels, {op_type: ms per forward}) of one Net on this thread (options: Predictor's)."""
+def ours(data: bytes, input_name: str, x, runs: int, clock: str, nodes: list | None = None,
+         **options) -> tuple[float, dict]:
+    """(ms per forward in kernels, {op_type: ms per forward}) of one Net on this thread (options: Predictor's);
+    with `nodes` (a list), its per-node rows appended to it: {node, op_type, ms, shape} costliest first (shape:
+    the node's first output blob's, in its layout: NCHW16c 5-D)."""
     if clock == "cpu":  # the engine reads time.perf_counter_ns at every forward (engine/net.py)
         time.perf_counter_ns = time.thread_time_ns
     from pooled_predictor import Predictor
@@ -58,12 +61,22 @@ def ours(data: bytes, input_name: str, x, runs: int, clock: str, **options) -> t
     for _ in range(runs):
         net.forward({input_name: x})
     result = profiler.total_ms_per_forward(), {r["op_type"]: r["ms_per_forward"] for r in profiler.by_op_type()}
+    if nodes is not None:
+        run = {n.name: n for n in net.layout.run_nodes}
+        for r in profiler.by_node():
+            node = run.get(r["node"])
+            out = node.outputs[0] if node is not None and node.outputs else None
+            blob = net.layout.blobs.get(out) if out is not None else None  # (blocked: its physical shape)
+            shape = list(blob.shape) if blob is not None else None
+            nodes.append({"node": r["node"], "op_type": r["op_type"], "ms": r["ms_per_forward"], "shape": shape})
     del net, predictor
     return result
 
 
-def onnxruntime_ops(data: bytes, input_name: str, x, runs: int) -> tuple[float, dict]:
-    """(CPU ms per run, {op_type: ms per run}) of one onnxruntime session with one intra-op thread."""
+def onnxruntime_ops(data: bytes, input_name: str, x, runs: int, nodes: list | None = None) -> tuple[float, dict]:
+    """(CPU ms per run, {op_type: ms per run}) of one onnxruntime session with one intra-op thread; with `nodes`
+    (a list), its per-node rows appended: {node, op_type, ms, inputs, shape} costliest first (the input shapes
+    and the first output's, as its profiler records them)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -78,10 +91,23 @@ def onnxruntime_ops(data: bytes, input_name: str, x, runs: int) -> tuple[float, 
     wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
     events = json.loads(Path(sess.end_profiling()).read_text())
     by = collections.defaultdict(float)
+    per_node, info = collections.defaultdict(float), {}
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
             by[e["args"]["op_name"]] += e["dur"] / 1e3 / (runs + 1)  # us; the warm-up run is in the file
+            name = e["name"][:-len("_kernel_time")]
+            per_node[name] += e["dur"] / 1e3 / (runs + 1)
+            info[name] = e["args"]
     scale = cpu / wall
+    if nodes is not None:
+        def shapes(entries):
+            return [next(iter(d.values())) for d in entries or []]
+
+        for name, ms in sorted(per_node.items(), key=lambda kv: -kv[1]):
+            a = info[name]
+            out = shapes(a.get("output_type_shape"))
+            nodes.append({"node": name, "op_type": a.get("op_name"), "ms": ms * scale,
+                          "inputs": shapes(a.get("input_type_shape")), "shape": out[0] if out else None})
     return cpu / runs * 1e3, {k: v * scale for k, v in by.items()}
 
 
@@ -98,6 +124,8 @@ def main() -> None:
     ap.add_argument("--bert-layers", type=int, default=12, help="with --int8")
     ap.add_argument("--bert-seq", type=int, default=128, help="with --int8")
     ap.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default="onnxruntime", help="with --int8")
+    ap.add_argument("--nodes", type=int, default=0, metavar="N",
+                    help="also print each side's N costliest nodes with their output shapes (all of them in the JSON)")
     args = ap.parse_args()
     if args.int8 and "--models" not in sys.argv:
         args.models = ["bert"]
@@ -117,8 +145,9 @@ def main() -> None:
             continue
         else:
             data, input_name, x = load_model(name, args.batch)
-        t_ort, ort_ops = onnxruntime_ops(data, input_name, x, args.runs)
-        t_ours, our_ops = ours(data, input_name, x, args.runs, args.clock, **options)
+        ort_nodes, our_nodes = ([], []) if args.nodes else (None, None)
+        t_ort, ort_ops = onnxruntime_ops(data, input_name, x, args.runs, ort_nodes)
+        t_ours, our_ops = ours(data, input_name, x, args.runs, args.clock, our_nodes, **options)
         rows = [{"op_type": k, "ours": our_ops.get(k), "ort": ort_ops.get(k)}
                 for k in sorted(set(our_ops) | set(ort_ops), key=lambda k: -max(our_ops.get(k, 0), ort_ops.get(k, 0)))]
         rows = [r for r in rows if max(r["ours"] or 0, r["ort"] or 0) >= 0.005 * max(t_ours, t_ort)]
@@ -127,6 +156,12 @@ def main() -> None:
         print(table(rows, [("op_type", "op_type", ""), ("ours", "ours ms", ".3f"), ("ort", "ort ms", ".3f")]))
         results.append({"model": name, "int8": args.int8, "batch": args.batch, "ours_ms": t_ours, "ort_ms": t_ort,
                         "ours_ops": our_ops, "ort_ops": ort_ops})
+        if args.nodes:
+            for side, rows in (("ours", our_nodes), ("onnxruntime", ort_nodes)):
+                print(f"\n{side}: the {args.nodes} costliest nodes")
+                print(table(rows[:args.nodes], [("ms", "ms", ".4f"), ("op_type", "op_type", ""), ("node", "node", ""),
+                                                ("shape", "output shape", "")]))
+            results[-1].update(ours_nodes=our_nodes, ort_nodes=ort_nodes)
     extra = {"int8_arithmetic": args.int8_arithmetic, "bert": {"layers": args.bert_layers, "seq": args.bert_seq}} \
         if args.int8 else {}
     path = write_results("op_profiles_int8" if args.int8 else "op_profiles", results, runs=args.runs, clock=args.clock,

@@ -202,7 +202,9 @@ class QConvCompiled:
         # an exact dot product on a 16-lane target, where the planes' pitch adds at most 1/8 to the pixels (the
         # columns past OW computed and dropped; on Zen 5, ResNet-50's 3x3 layers 1.00-1.09x the packed tiles'
         # speed, larger images 1.08-1.17x). Not for a pointwise conv (no taps share the planes' lines: its quads
-        # strided by a whole plane ran slower than packed tiles, ResNet-50's 1x1 layers 0.89-0.99x), nor for
+        # strided by a whole plane ran slower than packed tiles, ResNet-50's 1x1 layers 0.89-0.99x), nor on the
+        # 8-lane kernels (AVX2's: a version of them reading quads in place ran 0.82-1.02x the packed tiles' speed,
+        # Haswell code on Zen 5, the tile's rows stored a byte a lane where a run is partial), nor for
         # few channels or C % 4 != 0 (a stem's 3 channels: quads a quarter empty, and the rows' segment stores
         # for each tile's 9 quads: 0.32x)
         self.quads = (not self.amx and not self.chlanes and self.sat and self.q.WIDE and not self.depthwise
