@@ -12,6 +12,8 @@ int16-saturated pairs, so they match too.
 
     python benchmarks/int8_conv_kernels.py
 
+Each 3x3 layer is also built with POOLED_PREDICTOR_QCONV_DIRECT=0 ("packed": X packed into 16-pixel tiles, not read
+in place from quad planes, ops/cpu/qconv.py) and timed beside (packed / ours > 1: the default faster; the same bits).
 On a host with AMX-INT8 each non-depthwise layer is also built with POOLED_PREDICTOR_AMX_CONV=1 (compiled/amx.py's
 QLinearConv kernel) and timed beside the others, its outputs compared with ours without it (0: the same bits).
 ResNet-50's pointwise layers ("1x1") are rows too.
@@ -88,6 +90,12 @@ def main() -> int:
         os.environ["POOLED_PREDICTOR_AMX_CONV"] = "0"
         net = Net(Program(load_onnx(model), "cpu"))
         net.forward(feeds)
+        net_packed = None
+        if m and " 1x1 " not in name:  # the same layer with X packed into tiles (no quad planes: qconv_direct)
+            os.environ["POOLED_PREDICTOR_QCONV_DIRECT"] = "0"
+            net_packed = Net(Program(load_onnx(model), "cpu"))
+            net_packed.forward(feeds)
+            os.environ.pop("POOLED_PREDICTOR_QCONV_DIRECT")
         net_amx = None
         if on_amx and m:
             os.environ["POOLED_PREDICTOR_AMX_CONV"] = "1"
@@ -103,6 +111,11 @@ def main() -> int:
         diff = int((ours != sess.run(None, feeds)[0]).sum())
         row = {"name": name, "count": count, "ours_ms": ours_s * 1e3, "ort_ms": ort_s * 1e3,
                "ratio": ort_s / ours_s, "differing_outputs": diff}
+        if net_packed is not None:
+            packed_s = per_call(lambda: net_packed.forward(feeds))
+            packed_out = np.asarray(net_packed.blob_by_name(net_packed.output_names[0]), np.int64)
+            row.update(packed_ms=packed_s * 1e3, packed_vs_ours=packed_s / ours_s,
+                       packed_differing=int((packed_out != ours).sum()))
         if net_amx is not None:
             amx_s = per_call(lambda: net_amx.forward(feeds))
             amx_out = np.asarray(net_amx.blob_by_name(net_amx.output_names[0]), np.int64)
@@ -118,11 +131,16 @@ def main() -> int:
         if sel and all("amx_ms" in r for r in sel):
             amx_total = sum(r["amx_ms"] * r["count"] for r in sel)
             total.update(amx_ms=amx_total, amx_ratio=ref / amx_total)
+        if sel and all("packed_ms" in r for r in sel):
+            packed_total = sum(r["packed_ms"] * r["count"] for r in sel)
+            total.update(packed_ms=packed_total, packed_vs_ours=packed_total / ours)
         rows.append(total)
     print()
     print(table(rows, [("name", "layer", "s"), ("count", "in model", "d"), ("ours_ms", "ours ms", ".3f"),
                        ("ort_ms", "ort ms", ".3f"), ("ratio", "ort / ours", ".2f"),
-                       ("differing_outputs", "outputs != ort", "d"), ("amx_ms", "AMX ms", ".3f"),
+                       ("differing_outputs", "outputs != ort", "d"), ("packed_ms", "packed ms", ".3f"),
+                       ("packed_vs_ours", "packed / ours", ".2f"), ("packed_differing", "packed != ours", "d"),
+                       ("amx_ms", "AMX ms", ".3f"),
                        ("amx_ratio", "ort / AMX", ".2f"), ("amx_differing", "AMX != ours", "d")]))
     print("\none thread; the fastest of 9 samples of process CPU time; ort / ours > 1: ours faster; " + amx.status())
     print(f"written to {write_results('int8_conv_kernels', rows)}")
