@@ -131,42 +131,46 @@ def test_qlinear_conv_with_an_exact_dot_is_the_specs(dot, x_shape, w_shape, attr
     assert np.array_equal(ours, exact), f"{int((ours != exact).sum())} of {exact.size} differ"
 
 
-DIRECT_CASES = [  # QLinearConvs whose X the 16-lane exact kernels read in place from quad planes (qconv_direct)
-    ((1, 16, 32, 32), (7, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # M = 5 + 2 rows
-    ((2, 20, 33, 40), (16, 20, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}),  # batch 2, 4 phases, asymmetric
-    ((1, 16, 12, 80), (6, 16, 5, 5), {"pads": [2, 2, 2, 2]}),  # 25 taps
-    ((1, 24, 16, 64), (9, 24, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),  # dilated
+DIRECT_CASES = [  # QLinearConvs whose X the 16-lane exact kernels read in place from quad planes, and which kernel
+    ((1, 16, 32, 32), (7, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "qconv_direct"),  # M = 5 + 2 rows
+    ((1, 16, 12, 80), (6, 16, 5, 5), {"pads": [2, 2, 2, 2]}, "qconv_direct"),  # 25 taps
+    ((1, 24, 16, 64), (9, 24, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, "qconv_direct"),  # dilated
+    ((2, 20, 33, 40), (16, 20, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]},  # batch 2, 4 phases, asymmetric
+     "qconv_direct_chlanes"),  # (17 x 20 on a grid 21 wide: 23 tiles for 340 pixels)
+    ((1, 32, 14, 14), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, "qconv_direct_chlanes"),  # two 16-channel blocks
+    ((1, 16, 7, 7), (48, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "qconv_direct_chlanes"),  # blocks of 32, then 16
+    ((1, 16, 5, 5), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "qconv_direct_chlanes"),  # a grid 7 wide
 ]
 
 
-@pytest.mark.parametrize("dot", [NATIVE])
+@pytest.mark.parametrize("dot", KERNEL_DOTS)
 @pytest.mark.parametrize("y_type", [np.uint8, np.int8])
-@pytest.mark.parametrize("x_shape,w_shape,attrs", DIRECT_CASES)
-def test_qlinear_conv_from_quad_planes_is_the_specs(dot, y_type, x_shape, w_shape, attrs, monkeypatch):
+@pytest.mark.parametrize("x_shape,w_shape,attrs,kernel", DIRECT_CASES)
+def test_qlinear_conv_from_quad_planes_is_the_specs(dot, y_type, x_shape, w_shape, attrs, kernel, monkeypatch):
     """QLinearConv with X read in place from its quad planes (compiled/qgemm.py's qconv_direct: the output on
-    the planes' grid, its rows stored by segment) against the spec's exact bits and the packed-tile path's."""
+    the planes' grid, its rows stored by segment; qconv_direct_chlanes: the output channels in the lanes, each
+    pixel's quad broadcast) against the spec's exact bits and the packed-tile path's."""
     q = dots.module("qgemm", dot)
     if not q.WIDE:
-        pytest.skip("qconv_direct runs on 16-lane targets only (dots.wide_here)")
+        pytest.skip("the quad-plane kernels run on 16-lane targets only (dots.wide_here)")
     inputs = _crafted_conv(x_shape, w_shape, attrs, np.uint8, True)
     inputs[7] = np.array(7, y_type)
     model = make_node_model("QLinearConv", inputs, attrs, opset=10, static=tuple(range(1, 9)))
     exact = _reference(inputs, attrs)
     type_outputs(model, [exact])
     calls = []
-    direct = q.qconv_direct
+    for name in ("qconv_direct", "qconv_direct_chlanes"):
+        def counted(*args, _f=getattr(q, name), _name=name):
+            calls.append(_name)
+            return _f(*args)
 
-    def counted(*args):
-        calls.append(args[8])
-        return direct(*args)
-
-    monkeypatch.setattr(q, "qconv_direct", counted)
+        monkeypatch.setattr(q, name, counted)
     outs = {}
     for on in ("1", "0"):
         monkeypatch.setenv("POOLED_PREDICTOR_QCONV_DIRECT", on)
         with int8_arithmetic.use_dot("emulate" if dot == "emulated" else "vnni"), int8_arithmetic.use("exact"):
             (outs[on],) = run_ours(model, {"in0": inputs[0]})
-        assert bool(calls) == (on == "1"), "qconv_direct ran" if calls else "qconv_direct did not run"
+        assert set(calls) == ({kernel} if on == "1" else set()), calls
         calls.clear()
     assert np.array_equal(outs["1"], exact), f"{int((outs['1'] != exact).sum())} of {exact.size} differ"
     assert np.array_equal(outs["0"], exact)
@@ -176,8 +180,8 @@ def test_qlinear_conv_from_quad_planes_is_the_specs(dot, y_type, x_shape, w_shap
 def test_direct_tables_store_each_output_once(oh, ow, pitch):
     """direct_tables' segments: each output pixel stored exactly once, from the lane of its grid position."""
     taps = np.array([0, 1, pitch])
-    t_n, qoffs, segs = qgemm.direct_tables(oh, ow, pitch, taps, 9, 1000)
-    assert list(qoffs) == [cq * 1000 + 4 * t for cq in range(3) for t in taps]
+    assert list(qgemm.direct_offsets(taps, 9, 1000)) == [cq * 1000 + 4 * t for cq in range(3) for t in taps]
+    t_n, segs = qgemm.direct_tables(oh, ow, pitch)
     hits = np.zeros(oh * ow, np.int64)
     for t in range(t_n):
         for e in segs[t * qgemm.SEGS:(t + 1) * qgemm.SEGS]:
@@ -189,7 +193,7 @@ def test_direct_tables_store_each_output_once(oh, ow, pitch):
                     hits[dst + lane] += 1
     assert (hits == 1).all()
     with pytest.raises(ValueError):
-        qgemm.direct_tables(oh, ow, 7, taps, 9, 1000)
+        qgemm.direct_tables(oh, ow, 7)
 
 
 def _products():

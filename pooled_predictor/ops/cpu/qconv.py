@@ -20,8 +20,12 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   dot product on a 16-lane target, a non-pointwise conv whose planes are at most 1/8
   wider than its output reads X in place instead: its phase planes interleaved 4
   channels a pixel (compiled/qconv.py's quad_planes_q), the output computed on the
-  planes' grid and its rows stored by segment (compiled/qgemm.py's qconv_direct;
-  POOLED_PREDICTOR_QCONV_DIRECT=0: packed tiles). With an exact
+  planes' grid and its rows stored by segment (compiled/qgemm.py's qconv_direct), or,
+  where the grid's 16-position tiles would add more than 1/16 to the pixels (14 x 14
+  and 7 x 7 outputs) and M % 16 == 0, with the output channels in the lanes and each
+  pixel's quad broadcast from the planes (qconv_direct_chlanes; ResNet-50's 3x3 layers
+  1.08x the packed tiles' speed in sum on Zen 5; POOLED_PREDICTOR_QCONV_DIRECT=0: packed
+  tiles). With an exact
   dot product on a 16-lane target, an output whose pixels fill 16-pixel tiles poorly
   (7 x 7) runs with the output channels in the lanes (qgemm2d_chlanes; M % 16 == 0).
 * depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
@@ -195,7 +199,17 @@ class QConvCompiled:
         self.amx = self.sat and self.dot != "vpmaddubsw" and compiled.amx.conv_enabled()
         if self.amx:
             self.arithmetic = "exact (tdpbsud, AMX)"
-        self.chlanes = (not self.amx and self.sat and self.q.WIDE and self.dot != "vpmaddubsw" and g.group == 1
+        # X read in place from quad planes (compiled/qgemm.py's qconv_direct / qconv_direct_chlanes) rather than
+        # packed tile by tile (module docstring); the conditions below
+        in_place = (not self.amx and self.sat and self.q.WIDE and not self.depthwise and not self.direct
+                    and g.group == 1 and c % 4 == 0 and c >= 16 and direct_enabled())
+        # with the output channels in the lanes where the grid's 16-position tiles would add more than 1/16 to the
+        # pixels (14 x 14 and 7 x 7 outputs; the channel-lane kernel computes no position past OW)
+        grid_tiles = -(-((oh - 1) * self.wq + ow) // compiled.qgemm.NP)
+        self.quad_lanes = (in_place and m % compiled.qgemm.CH == 0
+                           and 16 * grid_tiles * compiled.qgemm.NP > 17 * p_out)
+        self.chlanes = (not self.amx and not self.quad_lanes and self.sat and self.q.WIDE
+                        and self.dot != "vpmaddubsw" and g.group == 1
                         and m % compiled.qgemm.CH == 0 and p_out <= compiled.qgemm.PB
                         and -p_out % compiled.qgemm.NP > p_out // 8 and (self.direct or self.rows or not self.crop))
         # X read in place from quad planes (compiled/qgemm.py's qconv_direct) rather than packed tile by tile:
@@ -207,16 +221,15 @@ class QConvCompiled:
         # Haswell code on Zen 5, the tile's rows stored a byte a lane where a run is partial), nor for
         # few channels or C % 4 != 0 (a stem's 3 channels: quads a quarter empty, and the rows' segment stores
         # for each tile's 9 quads: 0.32x)
-        self.quads = (not self.amx and not self.chlanes and self.sat and self.q.WIDE and not self.depthwise
-                      and not self.direct and g.group == 1 and c % 4 == 0 and c >= 16
-                      and self.wq >= compiled.qgemm.DIRECT_PITCH
-                      and (self.wq - ow) * 8 <= self.wq and direct_enabled())
-        if self.quads:
+        self.quads = (in_place and not self.quad_lanes and not self.chlanes
+                      and self.wq >= compiled.qgemm.DIRECT_PITCH and (self.wq - ow) * 8 <= self.wq)
+        if self.quads or self.quad_lanes:
             self.rows = self.crop = False
             cq_bytes = 4 * f * self.plane
             self.image_q = ((c + 3) // 4) * cq_bytes
-            self.t_n, self.qoffs, self.segs = compiled.qgemm.direct_tables(oh, ow, self.wq, indirect_layout(g, 1)[3],
-                                                                           c, cq_bytes)
+            self.qoffs = compiled.qgemm.direct_offsets(indirect_layout(g, 1)[3], c, cq_bytes)
+            if self.quads:
+                self.t_n, self.segs = compiled.qgemm.direct_tables(oh, ow, self.wq)
             self.quads_ref = ctx.scratch(((g.batch * self.image_q + QUAD_SLACK) // 4,), np.uint32)
         y_dt = ctx.dtype(7)
         self.y_ref = ctx.scratch((m * self.p_ext,), y_dt) if self.crop and not self.depthwise else None
@@ -241,15 +254,17 @@ class QConvCompiled:
                 wg = np.asarray(w).reshape(g.group, self.mg, self.cg, -1).transpose(0, 1, 3, 2)
                 return tuple(compiled.qgemm.pack_quads(np.ascontiguousarray(wg[i]).reshape(self.mg, -1)) for i in range(g.group))
 
-            if self.quads:  # W (m, C / 4, kh * kw, 4) (C rounded up to 4, 0 past C) in quads (qconv_direct)
+            if self.quads or self.quad_lanes:  # W (m, C / 4, kh * kw, 4) (C rounded up to 4, 0 past C) in quads
                 def pack(w):
                     w = np.asarray(w).reshape(m, c, -1)
                     wp = np.zeros((m, -(-c // 4) * 4, w.shape[2]), np.int8)
                     wp[:, :c] = w
                     wp = wp.reshape(m, -1, 4, w.shape[2]).transpose(0, 1, 3, 2)
-                    return (compiled.qgemm.pack_quads(np.ascontiguousarray(wp).reshape(m, -1)),)
+                    return (compiled.qgemm.pack_quads(np.ascontiguousarray(wp).reshape(m, -1),
+                                                      tile=compiled.qgemm.CH if self.quad_lanes else
+                                                      compiled.qgemm.MRS),)
 
-                self.wp = shared_weights(w, ("qquads_direct",), pack)
+                self.wp = shared_weights(w, ("qquads_direct", self.quad_lanes), pack)
             elif self.chlanes:  # the same quads in tiles of CH channels (qgemm2d_chlanes)
                 self.wp = shared_weights(w, ("qquads16",), lambda w: (compiled.qgemm.pack_quads(
                     np.ascontiguousarray(np.asarray(w).reshape(m, self.cg, -1).transpose(0, 2, 1)).reshape(m, -1),
@@ -293,6 +308,11 @@ class QConvCompiled:
         qv = self.quads_ref.array
         steps.append((compiled.qconv.quad_planes_q, (xf, qv, g.batch, g.in_channels, len(self.phases) * self.plane)))
         for n in range(g.batch):
+            if self.quad_lanes:
+                steps.append((self.q.qconv_direct_chlanes, (self.wp[0], qv.view(np.uint8), n * self.image_q,
+                                                            self.qoffs, yflat, n * m * oh * ow, oh * ow, m, oh * ow,
+                                                            self.b, self.mult, self.zp, ow, self.wq)))
+                continue
             steps.append((self.q.qconv_direct, (self.wp[0], qv.view(np.uint8), n * self.image_q, self.qoffs, yflat,
                                                 n * m * oh * ow, oh * ow, m, self.t_n, self.b, self.mult, self.zp,
                                                 compiled.qgemm.ONES, self.segs)))
@@ -379,7 +399,7 @@ class QConvCompiled:
                 if self.crop:
                     steps.append((np.copyto, (out[n], yf.reshape(m, oh, self.wq)[:, :, :ow])))
                 continue
-            if self.quads:
+            if self.quads or self.quad_lanes:
                 self._direct_steps(steps, xf, yflat)
                 break
             if self.rows:
