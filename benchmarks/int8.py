@@ -2,7 +2,7 @@
 
     python benchmarks/int8.py [--quick] [--models resnet50 mobilenet_v2 bert] [--formats qdq qop]
                               [--rounds R] [--seconds S] [--bert-layers L] [--bert-seq T]
-                              [--int8-arithmetic onnxruntime|exact]
+                              [--int8-arithmetic onnxruntime|exact] [--host-without-vnni] [--out-suffix S]
 
 Quantized here, with onnxruntime's own tool (onnxruntime.quantization), from the
 zoo's float models (224x224, seeded weights) and a BERT-base-sized encoder built
@@ -29,7 +29,10 @@ any two implementations whose float operations are not bit-identical); and what 
 onnxruntime's float32 run of the source model, / max|float32| ("ours vs f32", "ort vs f32"). Our int8 arithmetic (pooled_predictor/ops/int8_arithmetic.py):
 "onnxruntime" (default; on a host without VNNI, u8 x s8 pairs summed in int16 with saturation,
 as onnxruntime's MLAS there) or "exact". A model we cannot load gets
-a row saying why. Writes benchmarks/results/int8.json (machine, ISA, versions, command).
+a row saying why. Writes benchmarks/results/int8.json (machine, ISA, versions, command; --out-suffix S:
+int8_S.json). --host-without-vnni builds our kernels as on a host without VNNI (the saturating pairs): under
+tests/avx2_target.sh's environment (NUMBA_CPU_NAME=haswell ...) our side of an AVX2 host's rows, ours / our
+float32 among them, on an AVX-512 machine (onnxruntime's columns still run that machine's kernels).
 """
 
 from __future__ import annotations
@@ -264,9 +267,18 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 rounds of 1 s (a smoke run; noisier)")
     ap.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default="onnxruntime",
                     help="our quantized kernels' u8 x s8 arithmetic (pooled_predictor/ops/int8_arithmetic.py)")
+    ap.add_argument("--host-without-vnni", action="store_true",
+                    help="our kernels built as on a host without VNNI: onnxruntime's arithmetic there, int16-saturated "
+                         "pairs (vpmaddubsw). With tests/avx2_target.sh's environment (kernels compiled for Haswell) "
+                         "our side of an AVX2 host's rows on this one; onnxruntime still runs this host's kernels")
+    ap.add_argument("--out-suffix", default="", help="write benchmarks/results/int8_<suffix>.json")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 3, 1.0
+    if args.host_without_vnni:
+        from pooled_predictor.ops import int8_arithmetic
+
+        int8_arithmetic.host_vnni = lambda: False  # read by saturating() when each Net builds its kernels
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for name in args.models:
@@ -293,7 +305,8 @@ def main(argv=None) -> int:
     print(f"\n{isa.get('cpu_model')} ({isa.get('cpu_isa')} {' '.join(isa.get('cpu_isa_extras', []))}); "
           f"goals: ours/ort best >= 1.0, ours/our f32 >= 1.5; {args.rounds} rounds x {args.seconds:g} s, medians; "
           f"our int8 arithmetic {args.int8_arithmetic} ({int8_arithmetic.describe(args.int8_arithmetic)})")
-    path = write_results("int8", rows, rounds=args.rounds, seconds=args.seconds,
+    path = write_results(f"int8_{args.out_suffix}" if args.out_suffix else "int8", rows, rounds=args.rounds,
+                         seconds=args.seconds, host_without_vnni=args.host_without_vnni,
                          int8_arithmetic=args.int8_arithmetic, int16_saturated_pairs=sat,
                          u8s8_dot_product=int8_arithmetic.dot_product(args.int8_arithmetic) or "vpmaddwd",
                          bert={"layers": args.bert_layers, "seq": args.bert_seq},
