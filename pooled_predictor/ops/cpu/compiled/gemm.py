@@ -132,8 +132,9 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
     accs = step(k, accs) (the caller's loads and multiply-adds of one k); then + bias[i] (mode & 2,
     after the sum, as a GEMM followed by + B), then + the vectors at z_slots() (mode & 4, the sum
     input, after the bias, as an Add; its addresses computed there only, off the k loop's
-    registers); stored back to `slots`. slots: one <L x float>* per accumulator (any lanes L); bias: one vector
-    per accumulator; mode, k_n: i64 values.
+    registers); then ReLU (mode & 8, with mode & 2: epilogue.activate's, t = v + 0, then 0 where t < 0, the
+    same bits as its pass over the stored block, which a caller then skips); stored back to `slots`. slots:
+    one <L x float>* per accumulator (any lanes L); bias: one vector per accumulator; mode, k_n: i64 values.
     """
     fn = builder.function
     c = lambda v: ir.Constant(_I64, v)  # noqa: E731
@@ -171,6 +172,17 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
     builder.branch(store_bb)
     builder.position_at_end(store_bb)
     out = vector_phis(builder, len(slots), (final, done_bb), (biased, bias_bb), (summed, sum_bb))
+    relu_bb = fn.append_basic_block("relu")
+    write_bb = fn.append_basic_block("write")
+    builder.cbranch(builder.icmp_signed("==", builder.and_(mode, c(10)), c(10)), relu_bb, write_bb)
+    builder.position_at_end(relu_bb)
+    relued = []
+    for v in out:
+        t = builder.fadd(v, zero)  # -0 -> +0, as activate's v + 0
+        relued.append(builder.select(builder.fcmp_ordered("<", t, zero), zero, t))
+    builder.branch(write_bb)
+    builder.position_at_end(write_bb)
+    out = vector_phis(builder, len(slots), (out, store_bb), (relued, relu_bb))
     for ph, s in zip(out, slots):
         builder.store(ph, s, align=4)
 

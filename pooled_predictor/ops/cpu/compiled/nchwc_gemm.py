@@ -58,7 +58,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .epilogue import activate_range
+from .epilogue import RELU, activate_range
 from .gemm import _I64, _fmuladd, _splat, accumulate_tile, arg_pointers, dispatch_rows, vector_type
 from .gemm import pack_weights as gemm_pack
 from .jit import njit
@@ -267,18 +267,19 @@ def _gemm(wp, xf, x0, offs, ldx, yf, y0, ldb, m_n, p_n, b, act, a0, a1, zf, has_
     pb = _block_pixels(m_n, k_n, p_n)
     tail3 = m_n % (NV * BLOCK) == BLOCK and m_n > BLOCK  # the last panel is 24 wide
     m_end = m_n - 3 * BLOCK if tail3 else m_n  # panels of 16 (or one of 8) below
+    relu = 8 if act == RELU else 0  # in the micro-kernel's registers (accumulate_tile), no pass over Y after
     for p0 in range(0, p_n, pb):
         pe = min(p_n, p0 + pb)
         for k0 in range(0, k_n, kc):
             kn = min(kc, k_n - k0)
             last = k0 + kn == k_n
-            mode = (1 if k0 > 0 else 0) | (2 if last else 0) | (4 if last and has_z else 0)
+            mode = (1 if k0 > 0 else 0) | (2 + relu if last else 0) | (4 if last and has_z else 0)
             for m0 in range(0, m_end, NV * BLOCK):
                 _panel(wp, xf, x0, offs, ldx, yf, y0, ldb, k_n, k0, kn, m0, min(NV * BLOCK, m_end - m0), p0, pe - p0,
                        b, mode, zf)
             if tail3:
                 _panel(wp, xf, x0, offs, ldx, yf, y0, ldb, k_n, k0, kn, m_end, 3 * BLOCK, p0, pe - p0, b, mode, zf)
-        if act != 0:
+        if act != 0 and not relu:
             for mb in range(m_n // BLOCK):
                 activate_range(yf, np.uint64(y0 + mb * ldb + p0 * BLOCK), np.uint64((pe - p0) * BLOCK), act, a0, a1)
 
@@ -317,10 +318,11 @@ def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, 
     total = rows * p_n
     across = px.size >= j0 + total and y_pitch == p_n * BLOCK and p_n % RP != 0
     x_first = x0 - (j0 // p_n) * x_pitch  # px counts from the first band of all, j0 // p_n before this group's
+    relu = 8 if act == RELU else 0  # in registers (_gemm's)
     for k0 in range(0, k_n, kc):
         kn = min(kc, k_n - k0)
         last = k0 + kn == k_n
-        mode = (1 if k0 > 0 else 0) | (2 if last else 0) | (4 if last and has_z else 0)
+        mode = (1 if k0 > 0 else 0) | (2 + relu if last else 0) | (4 if last and has_z else 0)
         for m0 in range(0, m_end, NV * BLOCK):
             width = min(NV * BLOCK, m_end - m0)
             if across and width == NV * BLOCK:
@@ -337,7 +339,7 @@ def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, 
             for r in range(rows):
                 _panel(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, k_n, k0, kn, m_end, 3 * BLOCK,
                        0, p_n, b, mode, zf)
-    if act != 0:
+    if act != 0 and not relu:
         for r in range(rows):
             for mb in range(m_n // BLOCK):
                 activate_range(yf, np.uint64(y0 + r * y_pitch + mb * ldb), np.uint64(p_n * BLOCK), act, a0, a1)
