@@ -17,17 +17,18 @@ scales and zero points are static, with a per-tensor x_zero_point / y_zero_point
   image cropped after -- except under the saturating arithmetic with OW >= 5, whose
   GEMM runs over the output's pixels only, each 16-pixel tile's X gathered across
   output rows as it is packed (compiled/qgemm.py's qgemm2d_sat_rows). With an exact
-  dot product on a 16-lane target, a non-pointwise conv whose planes are at most 1/8
-  wider than its output reads X in place instead: its phase planes interleaved 4
+  dot product on a 16-lane target, a non-pointwise, ungrouped conv of 16 or more input
+  channels (C % 4 == 0) whose planes are at most 1/8 wider than its output reads X in
+  place instead: its phase planes interleaved 4
   channels a pixel (compiled/qconv.py's quad_planes_q), the output computed on the
   planes' grid and its rows stored by segment (compiled/qgemm.py's qconv_direct), or,
   where the grid's 16-position tiles would add more than 1/16 to the pixels (14 x 14
   and 7 x 7 outputs) and M % 16 == 0, with the output channels in the lanes and each
   pixel's quad broadcast from the planes (qconv_direct_chlanes; ResNet-50's 3x3 layers
   1.08x the packed tiles' speed in sum on Zen 5; POOLED_PREDICTOR_QCONV_DIRECT=0: packed
-  tiles). With an exact
-  dot product on a 16-lane target, an output whose pixels fill 16-pixel tiles poorly
-  (7 x 7) runs with the output channels in the lanes (qgemm2d_chlanes; M % 16 == 0).
+  tiles). Otherwise, with an exact dot product on a 16-lane target, an output whose
+  pixels fill 16-pixel tiles poorly (7 x 7) runs with the output channels in the lanes
+  from packed tiles (qgemm2d_chlanes; M % 16 == 0).
 * depthwise -- group == C == M: in int32, exact (as MLAS's depthwise kernels): 8 channels or
   more with the channels in the vector lanes (compiled/qdepthwise.py: blocks of 8 planes
   transposed channels-last and back, widened to int16 in tap pairs, two taps a vpmaddwd; any
@@ -236,7 +237,7 @@ class QConvCompiled:
         self.ws_ref = ctx.scratch((max(compiled.qgemm.MR, compiled.qgemm.MRS) * compiled.qgemm.NP,), y_dt)
         workspace = compiled.qgemm.amx_workspace_bytes if self.amx else compiled.qgemm.packed_bytes
         xq_bytes = workspace(len(self.offs))
-        self.xq_ref = ctx.scratch((xq_bytes,), np.uint8) if self.sat and not self.quads else None
+        self.xq_ref = ctx.scratch((xq_bytes,), np.uint8) if self.sat and not (self.quads or self.quad_lanes) else None
         if self.amx:  # a block of PBA pixels' tiles at a time (compiled/qgemm.py's qconv_amx)
             self.amx_addr = compiled.amx.address("amx_qconv_s8" if ctx.dtype(7) == np.int8 else "amx_qconv_u8")
             self.k64 = compiled.amx.k_padded(len(self.offs))
@@ -335,6 +336,7 @@ class QConvCompiled:
                                                                    xt, xs, yt, x2)))
             return steps
         f = len(self.phases)
+        # (the quad kernels' X workspace: none where X is read in place, whose steps take no `gemm`)
         gemm, extra = ((self.q.qgemm2d_sat, (compiled.qgemm.ONES, self.xq_ref.array)) if self.xq_ref is not None
                        else (compiled.qgemm.qgemm2d, ()))
         if self.direct:
