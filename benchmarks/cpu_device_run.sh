@@ -7,7 +7,9 @@
 # (and "amx") picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
 # Last run 2026-11-28 18:18-18:50 UTC (benchmarks/README.md: "On the lent Xeon, session 16"). Open there: the AMX
 # QLinearConv kernel (written, tested through its numpy walk only; the "amx" step runs its tests, times it per layer
-# and in int8.py's CNN rows): next session's first call:
+# and in int8.py's CNN rows) and session 17's in-place int8 convolutions (qconv_direct / qconv_direct_chlanes, never
+# run on that Xeon: int8_conv_kernels.py's "packed" column is the same layers without them; keep them where
+# packed / ours > 1 there; AMX conv is default-worthy only where its column beats "ours"): next session's first call:
 #   run(command='STEPS="amx" DEADLINE=520 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=540)
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
 # brings back 8 files at most; a step cut short by its timeout still leaves the others). About 8 minutes,
@@ -45,7 +47,7 @@ cp benchmarks/results/int8_gemm.json "$LOGS/int8_gemm_xeon.json" 2>/dev/null; pa
 # QLinearConv on AMX tiles (off by default until timed: POOLED_PREDICTOR_AMX_CONV=1): per layer, beside ours and
 # onnxruntime's, one thread; then the quantized CNNs' pool rows with it on (int8.py; the "int8" step: without)
 timeout "$(lim 120)" python3 benchmarks/int8_conv_kernels.py > "$LOGS/int8_conv.log" 2>&1
-echo "int8_conv_kernels rc $? [$SECONDS s]"; grep -v "^WARNING\|^{" "$LOGS/int8_conv.log" | tail -34 | cut -c1-200
+echo "int8_conv_kernels rc $? [$SECONDS s]"; grep -v "^WARNING\|^{" "$LOGS/int8_conv.log" | tail -34 | cut -c1-240
 cp benchmarks/results/int8_conv_kernels.json "$LOGS/int8_conv_kernels_xeon.json" 2>/dev/null; pack
 POOLED_PREDICTOR_AMX_CONV=1 timeout "$(lim 150)" python3 benchmarks/int8.py --models resnet50 mobilenet_v2 \
     --rounds 3 --seconds 1 > "$LOGS/int8_amx_conv.log" 2>&1
