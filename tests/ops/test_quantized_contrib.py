@@ -15,8 +15,11 @@ import sys
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor.errors import ModelLoadError, ShapeInferenceError
+from pooled_predictor.ops.cpu import compiled
+from pooled_predictor.ops.cpu import quantized_contrib as qc
 from tests.onnx_helpers import assert_close, feeds_of, make_node_model, run_ort, run_ours, type_outputs
 
 MS = "com.microsoft"
@@ -71,6 +74,68 @@ def test_qlinear_binary(op, a_shape, b_shape, dtype, scales):
     sa, sb, sc = scales
     inputs = [q(a_shape, dtype), f(sa), zp(dtype), q(b_shape, dtype), f(sb), zp(dtype), f(sc), zp(dtype)]
     check(op, inputs, static=(1, 2, 4, 5, 6, 7))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("b_shape", [(1, 16, 1, 1), ()])
+def test_qlinear_binary_runs_in_a_chain(dtype, b_shape):
+    """QLinearMul (one shape) -> QLinearAdd and QLinearMul with a per-channel or scalar operand (compiled/quantize.py's
+    qlinear_binary_runs, and its in-place form where the planner reuses the input's bytes): onnxruntime's bits."""
+    shape = (1, 16, 24, 40)
+    x, w, v = q(shape, dtype), q(shape, dtype), q(b_shape, dtype)
+    z = np.array(3 if dtype == np.uint8 else -2, dtype)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (v, "v"), (f(0.05), "s"), (z, "z"),
+                                                         (f(0.11), "s2"))]
+    nodes = [helper.make_node("QLinearMul", ["x", "s", "z", "w", "s", "z", "s2", "z"], ["t"], domain=MS),
+             helper.make_node("QLinearAdd", ["t", "s2", "z", "v", "s", "z", "s", "z"], ["u"], domain=MS),
+             helper.make_node("QLinearMul", ["v", "s", "z", "u", "s", "z", "s2", "z"], ["y"], domain=MS)]
+    t = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", t, shape)],
+                          [helper.make_tensor_value_info("y", t, shape)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    (ref,) = run_ort(model, {"x": x})
+    (ours,) = run_ours(model, {"x": x})
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 16, 6, 7), (1, 16, 1, 1)), ((1, 16, 1, 1), (2, 16, 6, 7)),
+                                             ((3, 50), ()), ((), (3, 50)), ((4, 5, 6), (4, 5, 6))])
+@pytest.mark.parametrize("scales", SCALES)
+def test_compiled_qlinear_binary_is_the_reference(op, dtype, a_shape, b_shape, scales):
+    """The compiled passes (compiled/quantize.py's qlinear_binary_runs and its in-place form, qlinear_mul_same)
+    bound as a Net binds them, against the numpy references' bits (which test_qlinear_binary holds to
+    onnxruntime's), C in its own array and over the full operand."""
+    sa, sb, sc = scales
+    a, b = q(a_shape, dtype), q(b_shape, dtype)
+    za, zb, zc = (np.array(v, dtype) for v in ((3, 250, 7) if dtype == np.uint8 else (-3, 100, 5)))
+    out_shape = np.broadcast_shapes(a.shape, b.shape)
+    ref = np.empty(out_shape, dtype)
+    fn = qc.qlinear_add if op == "QLinearAdd" else qc.qlinear_mul
+    fn(a, f(sa), za, b, f(sb), zb, f(sc), zc, out=ref)
+    plan = qc.runs_plan(a.shape, b.shape, out_shape)
+    same = a.shape == b.shape == out_shape
+    assert plan is not None or same
+    per = qc._add_constants(f(sa), za, f(sb), zb, f(sc), zc) if op == "QLinearAdd" else \
+        qc._mul_constants(f(sa), za, f(sb), zb, f(sc), zc)
+    for in_place in (False, True):
+        full = (a if plan is None or plan[0] == 0 else b).copy()
+        out = full if in_place else np.empty(out_shape, dtype)
+        x, y = (full, b) if plan is None or plan[0] == 0 else (a, full)
+        if plan is None:
+            if op == "QLinearMul" and not in_place:
+                compiled.quantize.qlinear_mul_same(x.reshape(-1), y.reshape(-1), out.reshape(-1), *per)
+            elif op == "QLinearAdd":
+                (compiled.quantize.qlinear_add_inplace(out.reshape(-1), y.reshape(-1), True, *per) if in_place else
+                 compiled.quantize.qlinear_add_same(x.reshape(-1), y.reshape(-1), out.reshape(-1), *per))
+            else:
+                continue
+        else:
+            run = qc._bound_runs(0 if op == "QLinearAdd" else 1, plan, x, y, out, per[:2], per[2:])
+            assert run is not None
+            run()
+        np.testing.assert_array_equal(out, ref, err_msg=f"in place {in_place}")
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])

@@ -112,27 +112,51 @@ def _constant_inner(x_shape: tuple, out_shape: tuple) -> bool:
     return False
 
 
+def runs_plan(a_shape: tuple, b_shape: tuple, out_shape: tuple) -> tuple | None:
+    """(full, inner) where one operand has the output's shape (full: 0 for A, 1 for B) and the other is
+    constant along runs of `inner` > 1 output elements, run r taking its element r % size (a per-channel
+    (C, 1, 1) operand of an (N, C, H, W) output, repeated over N; a scalar: inner = the output's size); else
+    None. Such an operand is "constant inner" (_constant_inner), the side QLinearAdd folds first."""
+    out = tuple(out_shape)
+    for full, (x, y) in enumerate(((a_shape, b_shape), (b_shape, a_shape))):
+        if tuple(x) != out:
+            continue
+        y = (1,) * (len(out) - len(y)) + tuple(y)
+        s = max((i + 1 for i, d in enumerate(y) if d != 1), default=0)
+        k = next((i for i, d in enumerate(y) if d != 1), s)  # leading 1s: repeated over those dims (a batch)
+        inner = int(np.prod(out[s:], dtype=np.int64))
+        if y[k:s] == out[k:s] and inner > 1:
+            return full, inner
+    return None
+
+
 # ---- element-wise -------------------------------------------------------------------------------
 @kernel("QLinearAdd", since=VERSION, domain=DOMAIN, inplace=(0, 3))
 class QLinearAdd:
     """qlinear_add below; where A, B and C have one shape, in one compiled pass
-    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit). C may take A's or
-    B's storage (the planner's in-place reuse, as Add's): each element is read before it is written,
-    and the numpy path reads its operands into float64 copies first."""
+    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit), and where one operand has C's
+    shape and the other one value a run of C (runs_plan: a per-channel or scalar operand) in
+    compiled/quantize.qlinear_binary_runs. C may take A's or B's storage (the planner's in-place reuse, as
+    Add's): each element is read before it is written, and the numpy path reads its operands into float64
+    copies first."""
 
     def __init__(self, ctx):
         shapes = {tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])}
         # one shape (of more than one element: a single one is "constant inner", rounded in another order)
         self.same = compiled.active() and len(shapes) == 1 and int(np.prod(ctx.out_shapes[0])) > 1
+        self.runs = (runs_plan(tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0]))
+                     if compiled.active() and not self.same else None)
         static = all(ctx.is_static(i) for i in (1, 4, 6)) and all(ctx.is_static(i) or not ctx.has_input(i)
                                                                    for i in (2, 5, 7))
         self.constants = _add_constants(*(ctx.value_or_none(i) for i in (1, 2, 4, 5, 6, 7))) if static else None
 
     def prepare_run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
         """The compiled pass bound once (registry.py: prepare_run) where the scales and zero points are
-        weights and A, B, C one contiguous shape; None otherwise."""
-        if not (self.same and self.constants is not None and a.flags.c_contiguous and b.flags.c_contiguous
-                and out.flags.c_contiguous):
+        weights and A, B, C one contiguous shape (or runs_plan's); None otherwise."""
+        contiguous = a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
+        if self.runs is not None and self.constants is not None and contiguous:
+            return _bound_runs(0, self.runs, a, b, out, self.constants[:2], (self.constants[2],))
+        if not (self.same and self.constants is not None and contiguous):
             return None
         af, bf, of = a.reshape(-1), b.reshape(-1), out.reshape(-1)
         for io, other, io_is_a in ((af, bf, True), (bf, af, False)):  # C over A or B (inplace): one array
@@ -143,6 +167,11 @@ class QLinearAdd:
         return compiled.bound(compiled.quantize.qlinear_add_same, af, bf, of, *self.constants)
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+        if self.runs is not None:
+            run = self.prepare_run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
+            if run is not None:
+                run()
+                return
         if not (self.same and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
             qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
             return
@@ -179,7 +208,66 @@ def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     saturate_rint(v, out)
 
 
+def _bound_runs(op: int, plan: tuple, a, b, out, per_side: tuple, shared: tuple):
+    """compiled/quantize.qlinear_binary_runs bound once: x the full operand, y the per-run one (plan: runs_plan's),
+    per_side (A's constant, B's) ordered x's then y's, then `shared`. None where an operand overlaps C
+    (the numpy path reads copies)."""
+    full, inner = plan
+    x, y = (a, b) if full == 0 else (b, a)
+    of = out.reshape(-1)
+    if np.shares_memory(of, y):
+        return None
+    cx, cy = per_side if full == 0 else per_side[::-1]
+    consts = (float(cx), float(cy)) + tuple(map(float, shared)) + (0.0,) * (2 - len(shared))
+    if np.shares_memory(of, x):  # C over x (the planner's in-place reuse): one array
+        if x.ctypes.data != of.ctypes.data:
+            return None
+        return compiled.bound(compiled.quantize.qlinear_binary_runs_inplace, of, y.reshape(-1), inner, op, *consts)
+    return compiled.bound(compiled.quantize.qlinear_binary_runs, x.reshape(-1), y.reshape(-1), of, inner, op,
+                          *consts)
+
+
 @kernel("QLinearMul", since=VERSION, domain=DOMAIN)
+class QLinearMul:
+    """qlinear_mul below; compiled where the scales and zero points are weights and A, B, C are contiguous: one
+    shape (compiled/quantize.qlinear_mul_same) or runs_plan's (qlinear_binary_runs): the numpy reference's
+    float32 operations, so its bits."""
+
+    def __init__(self, ctx):
+        a_shape, b_shape, out_shape = tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])
+        self.same = compiled.active() and a_shape == b_shape == out_shape
+        self.runs = runs_plan(a_shape, b_shape, out_shape) if compiled.active() and not self.same else None
+        static = all(ctx.is_static(i) for i in (1, 4, 6)) and all(ctx.is_static(i) or not ctx.has_input(i)
+                                                                   for i in (2, 5, 7))
+        self.constants = _mul_constants(*(ctx.value_or_none(i) for i in (1, 2, 4, 5, 6, 7))) if static else None
+
+    def prepare_run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+        """The compiled pass bound once (registry.py: prepare_run); None where the numpy path runs."""
+        if self.constants is None or not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        za, zb, ratio, zc = self.constants
+        if self.runs is not None:
+            return _bound_runs(1, self.runs, a, b, out, (za, zb), (ratio, zc))
+        if self.same and not (np.shares_memory(out, a) or np.shares_memory(out, b)):
+            return compiled.bound(compiled.quantize.qlinear_mul_same, a.reshape(-1), b.reshape(-1), out.reshape(-1),
+                                  za, zb, ratio, zc)
+        return None
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
+        run = self.prepare_run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
+        if run is None:
+            qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
+        else:
+            run()
+
+
+def _mul_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point):
+    """QLinearMul's (za, zb, ratio, zc): ratio = float32(float32(s_a s_b) / s_c) (qlinear_mul's), as float64."""
+    ratio = _f32(_f32(np.float64(F32(_scalar(a_scale))) * np.float64(F32(_scalar(b_scale))))
+                 / np.float64(F32(_scalar(c_scale))))
+    return (float(_scalar(a_zero_point)), float(_scalar(b_zero_point)), float(ratio), float(_scalar(c_zero_point)))
+
+
 def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
     """C = (A - A_zero_point) (B - B_zero_point) A_scale B_scale / C_scale + C_zero_point.
 

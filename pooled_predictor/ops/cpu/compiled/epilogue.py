@@ -75,6 +75,24 @@ def erf32(x):
     return _clamp(p / q, ONE)  # rounding may exceed 1 near the clamp
 
 
+@njit([types.void(types.Array(types.float32, 1, "C", readonly=True), types.Array(types.float32, 1, "C")),
+       types.void(types.Array(types.float32, 1, "C"), types.Array(types.float32, 1, "C"))],
+      nogil=True, cache=True, error_model="numpy")
+def erf_flat(x, y):
+    """y = erf32(x) over flat float32 arrays of one size, not overlapping (the Erf node's compiled pass:
+    _special.erf_float32's operations, so its bits; 8x numpy's on 1.2M floats, Zen 5)."""
+    for i in range(np.uint64(x.size)):
+        y[i] = erf32(x[i])
+
+
+@njit(types.void(types.Array(types.float32, 1, "C")), nogil=True, cache=True, error_model="numpy")
+def erf_inplace(y):
+    """erf_flat(y, y) through one array: two that are one fail LLVM's run-time overlap check, and the loop
+    ran scalar (14x slower)."""
+    for i in range(np.uint64(y.size)):
+        y[i] = erf32(y[i])
+
+
 @njit("float32(float32, float32)", nogil=True, cache=True, error_model="numpy")
 def gelu32(v, sqrt2):
     """0.5 * (v * (1 + erf(v / sqrt2))) in float32, the exporters' order (passes/gelu.py): Div, Erf,

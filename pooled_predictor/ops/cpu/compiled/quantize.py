@@ -101,6 +101,81 @@ def qlinear_add_same(a, b, out, ra, rb, k):
         out[i] = np.int32(min(max(np.rint(v), lo), hi))
 
 
+def _qruns_sig(t):
+    a = types.Array(t, 1, "C", readonly=True)
+    f = types.float64
+    return types.void(a, a, types.Array(t, 1, "C"), types.int64, types.int64, f, f, f, f)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _binary_runs(x, y, out, inner, op, c0, c1, c2, c3):
+    lo = np.float32(-128.0 if signed(out) else 0.0)
+    hi = np.float32(127.0 if signed(out) else 255.0)
+    f0, f1, f2, f3 = np.float32(c0), np.float32(c1), np.float32(c2), np.float32(c3)
+    u = np.uint64
+    for r in range(u(out.size) // u(inner)):
+        yv = np.float32(y[r % u(y.size)])
+        xs, os = x[r * inner:(r + 1) * inner], out[r * inner:(r + 1) * inner]
+        if op == 0:
+            t = np.float32(yv * f1) + f2
+            for j in range(u(inner)):
+                v = fma_f32(np.float32(xs[j]), f0, t)
+                os[j] = np.int32(min(max(np.rint(v), lo), hi))
+        else:
+            g = yv - f1
+            for j in range(u(inner)):
+                v = (np.float32(xs[j]) - f0) * g * f2 + f3
+                os[j] = np.int32(min(max(np.rint(v), lo), hi))
+
+
+def _qruns_io_sig(t):
+    f = types.float64
+    return types.void(types.Array(t, 1, "C"), types.Array(t, 1, "C", readonly=True), types.int64, types.int64,
+                      f, f, f, f)
+
+
+@njit([_qruns_io_sig(types.uint8), _qruns_io_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_binary_runs_inplace(io, y, inner, op, c0, c1, c2, c3):
+    """qlinear_binary_runs with the output written over x (io): one array read and written at the same index,
+    so that LLVM vectorizes the loop (x and out as two arrays that are one fail its run-time overlap check)."""
+    _binary_runs(io, y, io, inner, op, c0, c1, c2, c3)
+
+
+@njit([_qruns_sig(types.uint8), _qruns_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_binary_runs(x, y, out, inner, op, c0, c1, c2, c3):
+    """QLinearAdd / QLinearMul where one operand, y, is constant along runs of `inner` elements of the
+    output (a per-channel (C, 1, 1) operand, a scalar: inner = out.size) and the other, x, has the output's
+    shape: out[r * inner + j] from x[r * inner + j] and y[r % y.size] (y repeated over a batch), flat arrays of
+    one 8-bit type, inner > 1.
+
+    op 0, QLinearAdd (c0 = x's ratio s_x / s_c, c1 = y's, c2 = k; ops/cpu/quantized_contrib.py): y's side folded
+    first, as MLAS's qladd_avx2 folds a scalar operand: t = float32(float32(y c1) + c2) once a run, then
+    saturate(rint(fma(x, c0, t))) (float32 fma, one rounding).
+    op 1, QLinearMul (c0 = x's zero point, c1 = y's, c2 = float32(s_a s_b / s_c), c3 = c's zero point):
+    saturate(rint(float32(float32((x - c0)(y - c1)) c2) + c3)) (the integer product exact in float32).
+    Both the float32 operations of the numpy references', so their bits."""
+    _binary_runs(x, y, out, inner, op, c0, c1, c2, c3)
+
+
+def _qmul_sig(t):
+    a = types.Array(t, 1, "C", readonly=True)
+    f = types.float64
+    return types.void(a, a, types.Array(t, 1, "C"), f, f, f, f)
+
+
+@njit([_qmul_sig(types.uint8), _qmul_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_mul_same(a, b, out, za, zb, ratio, zc):
+    """QLinearMul over flat arrays of one size and 8-bit type: saturate(rint(float32(float32((a - za)(b - zb))
+    ratio) + zc)), ratio = float32(s_a s_b / s_c): the numpy reference's float32 operations (the integer
+    product exact in float32), so its bits and MLAS's qlmul's."""
+    lo = np.float32(-128.0 if signed(out) else 0.0)
+    hi = np.float32(127.0 if signed(out) else 255.0)
+    fa, fb, fr, fc = np.float32(za), np.float32(zb), np.float32(ratio), np.float32(zc)
+    for i in range(np.uint64(out.size)):
+        v = (np.float32(a[i]) - fa) * (np.float32(b[i]) - fb) * fr + fc
+        out[i] = np.int32(min(max(np.rint(v), lo), hi))
+
+
 def _gap_sig(t):
     return types.void(types.Array(t, 2, "C", readonly=True), types.Array(t, 1, "C"), types.int64,
                       types.float32, types.int64)
