@@ -4,6 +4,7 @@ import numpy as np
 from scipy import special
 
 from pooled_predictor.ops.cpu._special import erf_float32, erf_workspace_shape, expit
+from pooled_predictor.ops.cpu.compiled import epilogue
 
 
 def test_erf_float32_within_7_ulp_everywhere():
@@ -52,3 +53,18 @@ def test_expit_other_dtypes_and_strided_outputs_are_scipys():
     strided = np.zeros(40, np.float32)[::2]
     expit(x32, strided)
     np.testing.assert_allclose(strided, special.expit(x32.astype(np.float64)), rtol=3e-7)
+
+
+def test_compiled_erf_is_erf_float32():
+    """compiled/epilogue.py's erf_flat and erf_inplace (the Erf node's compiled passes): erf_float32's bits,
+    over normals, the clamp's neighbourhood, +-0, +-inf and NaN."""
+    x = np.concatenate([np.random.default_rng(5).standard_normal(5000).astype(np.float32) * 3,
+                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.9, -3.9, 4.0, 1e-30], np.float32)])
+    ref = np.empty_like(x)
+    erf_float32(x, ref, np.empty(erf_workspace_shape(x.size), np.float32))
+    y = np.full_like(x, 7.0)
+    epilogue.erf_flat(x, y)
+    z = x.copy()
+    epilogue.erf_inplace(z)
+    for got in (y, z):
+        assert np.array_equal(got.view(np.int32), ref.view(np.int32)) or np.array_equal(got, ref, equal_nan=True)
