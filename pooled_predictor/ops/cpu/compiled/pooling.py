@@ -313,6 +313,17 @@ def maxpool2d_q(x, y, buf, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
                     m = b if b > a else a
                     yf[dst + j] = c if c > m else m
                 continue
+            if sw == 1 and dw == 1:  # unit stride: tap by tap over the row, each pass a vector loop (PP-OCR det's
+                # 2 x 2 stride-1 pool: 1.8 -> 0.09 ms, one thread; the generic loop's runtime tap count kept it scalar)
+                yr = yf[dst:dst + u(ow)]
+                for j in range(u(ow)):
+                    yr[j] = buf[j]
+                for t in range(1, kw):
+                    bt = buf[u(t):u(t) + u(ow)]
+                    for j in range(u(ow)):
+                        a, b = yr[j], bt[j]
+                        yr[j] = b if b > a else a
+                continue
             for j in range(u(ow)):
                 m = buf[j * u(sw)]
                 for t in range(1, kw):
