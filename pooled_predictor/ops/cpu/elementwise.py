@@ -105,18 +105,17 @@ class Erf:
             self.work = ctx.scratch(erf_workspace_shape(int(np.prod(ctx.shape(0)))), np.float32)
 
     def __call__(self, x, *, out):
-        if self.compiled and x.flags.c_contiguous and out.flags.c_contiguous:
+        if self.compiled and out.flags.c_contiguous:  # (a blob: always)
             of = out.reshape(-1)
-            if np.shares_memory(x, out):
-                if x.ctypes.data != out.ctypes.data:  # a partial overlap: a copy first
-                    x = x.copy()
-                else:
-                    compiled.epilogue.erf_inplace(of)
-                    return
+            if x.flags.c_contiguous and x.ctypes.data == out.ctypes.data:  # in place
+                compiled.epilogue.erf_inplace(of)
+                return
+            if not x.flags.c_contiguous or np.shares_memory(x, out):
+                x = np.array(x, order="C")
             compiled.epilogue.erf_flat(x.reshape(-1), of)
         elif self.fast:
-            erf_float32(x, out, self.work.array if not self.compiled else
-                        np.empty(erf_workspace_shape(x.size), np.float32))
+            work = self.work.array if not self.compiled else np.empty(erf_workspace_shape(x.size), np.float32)
+            erf_float32(x, out, work)
         else:
             special.erf(x, out=out)
 

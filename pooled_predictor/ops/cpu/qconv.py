@@ -213,15 +213,14 @@ class QConvCompiled:
                         and self.dot != "vpmaddubsw" and g.group == 1
                         and m % compiled.qgemm.CH == 0 and p_out <= compiled.qgemm.PB
                         and -p_out % compiled.qgemm.NP > p_out // 8 and (self.direct or self.rows or not self.crop))
-        # X read in place from quad planes (compiled/qgemm.py's qconv_direct) rather than packed tile by tile:
-        # an exact dot product on a 16-lane target, where the planes' pitch adds at most 1/8 to the pixels (the
-        # columns past OW computed and dropped; on Zen 5, ResNet-50's 3x3 layers 1.00-1.09x the packed tiles'
-        # speed, larger images 1.08-1.17x). Not for a pointwise conv (no taps share the planes' lines: its quads
-        # strided by a whole plane ran slower than packed tiles, ResNet-50's 1x1 layers 0.89-0.99x), nor on the
-        # 8-lane kernels (AVX2's: a version of them reading quads in place ran 0.82-1.02x the packed tiles' speed,
-        # Haswell code on Zen 5, the tile's rows stored a byte a lane where a run is partial), nor for
-        # few channels or C % 4 != 0 (a stem's 3 channels: quads a quarter empty, and the rows' segment stores
-        # for each tile's 9 quads: 0.32x)
+        # otherwise the strips on the planes' grid (qconv_direct), where the planes' pitch adds at most 1/8 to the
+        # pixels (the columns past OW computed and dropped; on Zen 5, ResNet-50's 3x3 layers 1.00-1.09x the packed
+        # tiles' speed, larger images 1.08-1.17x). Not for a pointwise conv (no taps share the planes' lines: its
+        # quads strided by a whole plane ran slower than packed tiles, ResNet-50's 1x1 layers 0.89-0.99x), nor on
+        # the 8-lane kernels (AVX2's: a version of them reading quads in place ran 0.82-1.02x the packed tiles'
+        # speed, Haswell code on Zen 5, the tile's rows stored a byte a lane where a run is partial), nor for few
+        # channels or C % 4 != 0 (a stem's 3 channels: quads a quarter empty, and the rows' segment stores for
+        # each tile's 9 quads: 0.32x)
         self.quads = (in_place and not self.quad_lanes and not self.chlanes
                       and self.wq >= compiled.qgemm.DIRECT_PITCH and (self.wq - ow) * 8 <= self.wq)
         if self.quads or self.quad_lanes:

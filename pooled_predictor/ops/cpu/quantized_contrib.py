@@ -262,7 +262,7 @@ class QLinearMul:
 
 
 def _mul_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point):
-    """QLinearMul's (za, zb, ratio, zc): ratio = float32(float32(s_a s_b) / s_c) (qlinear_mul's), as float64."""
+    """QLinearMul's (za, zb, ratio, zc), as float64: ratio = float32(float32(s_a s_b) / s_c), MLAS's order."""
     ratio = _f32(_f32(np.float64(F32(_scalar(a_scale))) * np.float64(F32(_scalar(b_scale))))
                  / np.float64(F32(_scalar(c_scale))))
     return (float(_scalar(a_zero_point)), float(_scalar(b_zero_point)), float(ratio), float(_scalar(c_zero_point)))
@@ -274,11 +274,9 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     Types and broadcasting as QLinearAdd. The integer product is exact; the rest float32 as MLAS's
     qlmul (module docstring). Source: onnxruntime ContribOperators.md#com.microsoft.QLinearMul.
     """
-    ratio = _f32(_f32(np.float64(F32(_scalar(a_scale))) * np.float64(F32(_scalar(b_scale))))
-                 / np.float64(F32(_scalar(c_scale))))
-    prod = ((np.asarray(a, np.float64) - _scalar(a_zero_point))
-            * (np.asarray(b, np.float64) - _scalar(b_zero_point)))
-    v = _f32(_f32(np.broadcast_to(prod, out.shape) * ratio) + _scalar(c_zero_point))
+    za, zb, ratio, zc = _mul_constants(a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
+    prod = (np.asarray(a, np.float64) - za) * (np.asarray(b, np.float64) - zb)
+    v = _f32(_f32(np.broadcast_to(prod, out.shape) * ratio) + zc)
     saturate_rint(v, out)
 
 
