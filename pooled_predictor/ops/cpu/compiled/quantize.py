@@ -136,9 +136,24 @@ def _qruns_io_sig(t):
 
 @njit([_qruns_io_sig(types.uint8), _qruns_io_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
 def qlinear_binary_runs_inplace(io, y, inner, op, c0, c1, c2, c3):
-    """qlinear_binary_runs with the output written over x (io): one array read and written at the same index,
-    so that LLVM vectorizes the loop (x and out as two arrays that are one fail its run-time overlap check)."""
-    _binary_runs(io, y, io, inner, op, c0, c1, c2, c3)
+    """qlinear_binary_runs with the output written over x (io): each run one slice read and written at the same
+    index, so that LLVM vectorizes the loop (x and out as two views of one array fail its run-time overlap check
+    and the loop runs scalar: 0.70 against 0.055 ms on 1.2M uint8, Zen 5)."""
+    lo = np.float32(-128.0 if signed(io) else 0.0)
+    hi = np.float32(127.0 if signed(io) else 255.0)
+    f0, f1, f2, f3 = np.float32(c0), np.float32(c1), np.float32(c2), np.float32(c3)
+    u = np.uint64
+    for r in range(u(io.size) // u(inner)):
+        yv = np.float32(y[r % u(y.size)])
+        s = io[r * inner:(r + 1) * inner]
+        if op == 0:
+            t = np.float32(yv * f1) + f2
+            for j in range(u(inner)):
+                s[j] = np.int32(min(max(np.rint(fma_f32(np.float32(s[j]), f0, t)), lo), hi))
+        else:
+            g = yv - f1
+            for j in range(u(inner)):
+                s[j] = np.int32(min(max(np.rint((np.float32(s[j]) - f0) * g * f2 + f3), lo), hi))
 
 
 @njit([_qruns_sig(types.uint8), _qruns_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
