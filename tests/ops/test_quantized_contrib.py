@@ -230,6 +230,32 @@ def test_qlinear_concat(shapes, axis, dtype, same_params):
     check("QLinearConcat", inputs, {"axis": axis}, static=tuple(static))
 
 
+@pytest.mark.parametrize("shapes,axis", [([(2, 3, 4, 5), (2, 6, 4, 5)], 1), ([(2, 3, 4), (2, 3, 1), (2, 3, 7)], -1),
+                                         ([(1, 4), (3, 4)], 0), ([(1, 16, 24, 32), (1, 16, 24, 32)], 1)])
+@pytest.mark.parametrize("x_dtype,y_dtype", [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int8),
+                                             (np.int8, np.uint8)])
+def test_compiled_qlinear_concat_is_the_table(shapes, axis, x_dtype, y_dtype):
+    """QLinearConcat's compiled requantization (compiled/quantize.requantize_columns) against the 256-entry
+    tables of the numpy path (compiled kernels off), every input's parameters other than Y's: the same bits. Every
+    code of each input type occurs, and scales whose quotients tie (0.5 steps) as well as generic ones."""
+    ys, yz = f(0.05), np.array(7 if y_dtype == np.uint8 else -3, y_dtype)
+    params = [(f(0.025), 3), (f(0.0371), 250), (f(0.1), 128), (f(0.05), 0)]
+    inputs = [ys, yz]
+    for k, s in enumerate(shapes):
+        x = q(s, x_dtype)
+        x.reshape(-1)[:256] = qc.codes(np.dtype(x_dtype))[:min(256, x.size)]
+        scale, z = params[k % len(params)]
+        inputs += [x, scale, np.array(z if x_dtype == np.uint8 else z - 128, x_dtype)]
+    out_shape = list(shapes[0])
+    out_shape[axis] = sum(s[axis] for s in shapes)
+    ours, ref = np.empty(out_shape, y_dtype), np.empty(out_shape, y_dtype)
+    assert compiled.active()
+    qc.qlinear_concat(*inputs, out=ours, axis=axis)
+    with compiled.reference_kernels():
+        qc.qlinear_concat(*inputs, out=ref, axis=axis)
+    np.testing.assert_array_equal(ours, ref)
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 7, 7), (2, 3, 5, 4), (2, 16, 1, 1), (1, 4, 9), (1, 96, 14, 14)])
 @pytest.mark.parametrize("channels_last", [0, 1])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

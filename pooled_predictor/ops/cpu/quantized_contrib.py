@@ -442,19 +442,26 @@ qlinear_softmax.prepare_run = _qlinear_softmax_prepare
 def qlinear_concat(y_scale, y_zero_point, *inputs, out, axis):
     """Y = Concat(requantize(X_i)) along `axis`, for inputs (X_0, X_0_scale, X_0_zero_point, X_1, ...).
 
-    An X whose scale and zero point are Y's is copied; any other is mapped through a 256-entry
-    table (dequantize with its own, quantize with Y's). X: uint8 or int8; Y: Y_zero_point's type.
+    An X whose scale and zero point are Y's is copied; any other is dequantized with its own and quantized
+    with Y's (onnxruntime's 256-entry table; compiled/quantize.requantize_columns computes the table's float32
+    operations element by element, so its bits). X: uint8 or int8; Y: Y_zero_point's type.
     Source: onnxruntime ContribOperators.md#com.microsoft.QLinearConcat.
     """
     ys, yz = _scalar(y_scale), _scalar(y_zero_point)
     axis = axis + out.ndim if axis < 0 else axis
+    outer = int(np.prod(out.shape[:axis], dtype=np.int64))
+    rest = int(np.prod(out.shape[axis:], dtype=np.int64))
     start = 0
     for i in range(0, len(inputs), 3):
         x, xs, xz = inputs[i], _scalar(inputs[i + 1]), _scalar(inputs[i + 2])
         dst = out[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)]
+        column = start * (rest // out.shape[axis]) if out.shape[axis] else 0  # x's first column of out (outer, rest)
         start += x.shape[axis]
         if F32(xs) == F32(ys) and xz == yz and x.dtype == out.dtype:
             np.copyto(dst, x)
+        elif compiled.active() and x.size and out.flags.c_contiguous:
+            compiled.quantize.requantize_columns(np.ascontiguousarray(x).reshape(outer, -1), out.reshape(outer, rest),
+                                                 column, float(xz), float(F32(xs)), float(F32(ys)), float(yz))
         else:
             table = quantize_f32(dequantize_f32(codes(x.dtype), xs, xz), ys, yz, out.dtype)
             dst[...] = table[np.ascontiguousarray(x).view(np.uint8)]
