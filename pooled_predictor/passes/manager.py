@@ -44,6 +44,7 @@ from .conv_sum import fuse_conv_sum
 from .fuse_activation import fuse_conv_activation, fuse_gemm_activation
 from .gelu import fuse_gelu
 from .hard_swish import fuse_hard_swish
+from .lookup import tabulate_8bit_chains
 from .pointwise_depthwise import fuse_pointwise_depthwise
 from .qdq import fuse_qdq
 from .squeeze import sink_squeezes
@@ -61,6 +62,8 @@ _PIPELINE = [
          "evaluate nodes whose inputs are all weights (our CPU kernels)"),
     Pass("shape_folding", "basic", shape_folding,
          "with static input shapes: Shape/Size and what is computed from them become weights"),
+    Pass("tabulate_8bit_chains", "extended", tabulate_8bit_chains,
+         "element-wise ops on one 8-bit tensor (QDQ islands, quantized GELU) -> one 256-entry Lookup"),
     Pass("compose_transposes", "all", compose_transposes,
          "Transpose(Transpose(x, p), q) -> Transpose(x, p[q]) or nothing"),
     Pass("sink_squeezes", "basic", sink_squeezes,

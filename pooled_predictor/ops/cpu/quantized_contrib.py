@@ -41,6 +41,7 @@ import functools
 import numpy as np
 
 from ...contrib_schemas import DOMAIN, VERSION
+from ..shapes.fused import DOMAIN as OURS
 from ..registry import kernel
 from ..shapes.quantized_contrib import nchw_pool_geometry
 from .quantize import dynamic_quantize_linear, int_range
@@ -95,8 +96,47 @@ def codes(dtype) -> np.ndarray:
 
 
 def lookup(x: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
-    """out = table[x's byte] for 8-bit x (the table indexed by the byte read as uint8)."""
-    np.take(table, np.ascontiguousarray(x).view(np.uint8), out=out)
+    """out = table[x's byte] for 8-bit x (the table indexed by the byte read as uint8): compiled/quantize.lookup_bytes
+    where it takes the table's type and out is contiguous, else numpy's take."""
+    run = _lookup_compiled(x, table, out)
+    if run is not None:
+        run()
+    else:
+        np.take(table, np.ascontiguousarray(x).view(np.uint8), out=out)
+
+
+_LOOKUP_TYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32))
+
+
+def _lookup_compiled(x, table, out):
+    """compiled/quantize.lookup_bytes bound to these arrays, or None (compiled kernels off, another table type, a
+    non-contiguous array, or out overlapping the table)."""
+    if (not compiled.active() or table.dtype not in _LOOKUP_TYPES or out.dtype != table.dtype
+            or not (x.flags.c_contiguous and out.flags.c_contiguous and table.flags.c_contiguous)):
+        return None
+    return compiled.bound(compiled.quantize.lookup_bytes, x.reshape(-1).view(np.uint8), table, out.reshape(-1))
+
+
+@kernel("Lookup", since=1, domain=OURS, inplace=(0,))
+class Lookup:
+    """Y = T[X]: each 8-bit code of X (read as uint8: the table's index) replaced by its entry of the 256-entry table T.
+
+    X: uint8 or int8, any shape; T: (256,) of any numeric type, entry i for the code whose byte is i; Y: X's shape,
+    T's dtype. passes/lookup.py emits it for a chain of element-wise ops whose only varying input is one 8-bit
+    tensor (the table: the chain evaluated on the 256 codes by the kernels it replaces, so their bits), as
+    onnxruntime's QLinearSigmoid / QLinearLeakyRelu and XNNPACK's 8-bit lookup-table operators do for one op.
+    Y may take X's storage (an 8-bit T): each element is read before it is written.
+    """
+
+    def __init__(self, ctx):
+        pass
+
+    def prepare_run(self, x, table, *, out):
+        """The compiled pass bound once where T is a weight (read-only); None otherwise."""
+        return None if table.flags.writeable else _lookup_compiled(x, table, out)
+
+    def __call__(self, x, table, *, out):
+        lookup(x, table, out)
 
 
 def _constant_inner(x_shape: tuple, out_shape: tuple) -> bool:

@@ -20,6 +20,8 @@ them imports the domain (graph.opset["pooled_predictor"] = 1).
                              or / (divide 1) by the float `scale`; M an additive mask or bias, any shape that
                              broadcasts with the scores (passes/attention.py)
     Gelu(X)                = ONNX Gelu-20 (approximate "none" | "tanh"), for models below opset 20
+    Lookup(X, T)           = T[X]: 8-bit codes X through a (256,) table T indexed by the code's byte
+                             (passes/lookup.py: a chain of element-wise ops on one 8-bit tensor, tabulated)
     HardSwish(X)           = ONNX HardSwish-14, for models below opset 14
 
 `activation` names an ONNX activation and `activation_params` its float
@@ -176,6 +178,15 @@ def unary_float(ctx):
     """Y has X's shape and dtype; X must be a float tensor (as the ONNX ops require)."""
     _check_float(ctx, ctx.node.op_type)
     return [(ctx.shape(0), ctx.dtype(0))]
+
+
+@shape_rule("Lookup", domain=DOMAIN)
+def lookup(ctx):
+    """Y = T[X] (ops/cpu/quantized_contrib.Lookup): X uint8 or int8, T 1-D of 256 entries; Y X's shape, T's dtype."""
+    x_type, t_shape = np.dtype(ctx.dtype(0)), tuple(ctx.shape(1))
+    if x_type not in (np.dtype(np.uint8), np.dtype(np.int8)) or t_shape != (256,):
+        raise ctx.error(f"Lookup takes 8-bit codes and a (256,) table, got {x_type} codes and a {t_shape} table")
+    return [(ctx.shape(0), ctx.dtype(1))]
 
 
 @shape_rule("DynamicQuantizeMatMul", domain=DOMAIN)
