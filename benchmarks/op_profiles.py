@@ -1,7 +1,7 @@
 """Per-op-type time of one forward, ours beside onnxruntime's, one thread each, on the benchmark models.
 
     python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5] [--nodes N]
-    python benchmarks/op_profiles.py --int8 [--models bert resnet50 mobilenet_v2] [--formats qdq qop]
+    python benchmarks/op_profiles.py --int8 [--models bert resnet50 mobilenet_v2 ppocr_det] [--formats qdq qop]
                                      [--bert-layers L] [--bert-seq T] [--int8-arithmetic onnxruntime|exact]
 
 The models and inputs of benchmarks/vs_onnxruntime.py (load_model); with --int8, benchmarks/int8.py's
@@ -118,7 +118,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     ap.add_argument("--int8", action="store_true", help="benchmarks/int8.py's quantized models (--models from "
-                    f"{', '.join(int8.MODELS)})")
+                    f"{', '.join(int8.MODELS + int8.OPTIONAL)})")
     ap.add_argument("--formats", nargs="+", default=["qdq"], choices=["qdq", "qop"],
                     help="with --int8: the CNNs' formats")
     ap.add_argument("--bert-layers", type=int, default=12, help="with --int8")
@@ -129,7 +129,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.int8 and "--models" not in sys.argv:
         args.models = ["bert"]
-    known = int8.MODELS if args.int8 else MODELS
+    known = int8.MODELS + int8.OPTIONAL if args.int8 else MODELS
     if bad := [m for m in args.models if m not in known]:
         ap.error(f"unknown model(s) {bad}; choose from {known}")
     results = []
