@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from pooled_predictor import Predictor
+from pooled_predictor.errors import ShapeInferenceError
 from pooled_predictor.importers import load_onnx
 from pooled_predictor.ops.cpu import compiled
 from pooled_predictor.ops.cpu import quantized_contrib as qc
@@ -161,3 +163,20 @@ def test_lookup_kernel_compiled_and_numpy(table_type, code_type):
         io = x.view(table_type).copy()
         kernel(io.view(code_type), table, out=io)
         np.testing.assert_array_equal(io, ref)
+
+
+@pytest.mark.parametrize("table_shape,x_type", [((255,), TensorProto.UINT8), ((16, 16), TensorProto.INT8),
+                                                ((256,), TensorProto.FLOAT)])
+def test_a_crafted_lookup_node_is_refused_with_a_typed_error(table_shape, x_type):
+    """A model file may name our domain's Lookup itself: a table other than (256,) or codes other than 8-bit are a
+    ShapeInferenceError when the Net is laid out for its input, naming the node."""
+    table = numpy_helper.from_array(np.zeros(table_shape, np.float32), "t")
+    g = helper.make_graph([helper.make_node("Lookup", ["x", "t"], ["y"], domain="pooled_predictor")], "g",
+                          [helper.make_tensor_value_info("x", x_type, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("pooled_predictor", 1)])
+    model.ir_version = 8
+    x = np.zeros((2, 3), np.float32 if x_type == TensorProto.FLOAT else np.uint8 if x_type == TensorProto.UINT8
+                 else np.int8)
+    with pytest.raises(ShapeInferenceError, match="Lookup"):
+        Predictor(model.SerializeToString()).run(None, {"x": x})
