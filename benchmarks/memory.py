@@ -11,9 +11,10 @@ values live at one step), the liveness lower bound without and with in-place
 reuse (scratch included), arena / bound and the reductions vs naive; in each
 blocked layout (--lanes: 8, NCHW8c, AVX2's; 16, NCHW16c, AVX-512's: compiled/isa.py).
 
-Rows for quantized models: ResNet-50 and MobileNetV2 quantized with onnxruntime's
-tool (static QDQ, per channel, u8 activations), optimized so they run as integer
-nodes with 8-bit activations, beside the same float32 models through the same passes.
+Rows for quantized models: ResNet-50, MobileNetV2 and the PP-OCR detector quantized with
+onnxruntime's tool (static QDQ, per channel, u8 activations), optimized so they run as integer
+nodes with 8-bit activations (the detector's GELUs as Lookup nodes), beside the same float32
+models through the same passes.
 
 Also: the planning time for ResNet-50, the GoogLeNet allocation plots (arena
 and fb baseline) as PNG, and the measured memory of one forward of ResNet-50 at
@@ -58,7 +59,7 @@ def models():
 
 
 def quantized_models():
-    """ResNet-50 and MobileNetV2 quantized by onnxruntime's tool (static QDQ, per channel, u8/s8;
+    """ResNet-50, MobileNetV2 and the PP-OCR detector quantized by onnxruntime's tool (static QDQ, per channel, u8/s8;
     benchmarks/int8.py), optimized (passes/qdq.py turns them into integer nodes: 8-bit activations),
     beside their float32 selves through the same passes. Skipped without onnxruntime."""
     import tempfile
@@ -73,11 +74,12 @@ def quantized_models():
     except ImportError:
         return
     with tempfile.TemporaryDirectory() as d:
-        for name in ("resnet50", "mobilenet_v2"):
+        for name in ("resnet50", "mobilenet_v2", "ppocr_det"):
             qdata, fdata, input_name, _ = quantized(name, "qdq", Path(d), SimpleNamespace())
+            chw = DET_SHAPE if name == "ppocr_det" else ZOO[name].input_shape
             for label, data in ((f"{name} f32 (optimized)", fdata), (f"{name} int8 QDQ (optimized)", qdata)):
                 graph, _ = optimize(load_onnx(data), "all")
-                yield label, graph, ZOO[name].input_shape, input_name
+                yield label, graph, chw, input_name
 
 
 def plan_rows(batches, lanes=(8, 16)):
