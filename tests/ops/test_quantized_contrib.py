@@ -63,7 +63,8 @@ def check(op, inputs, attrs=None, static=(), rtol=0.0):
 
 SCALES = [(0.02, 0.03, 0.05), (0.5, 0.25, 1.0), (0.1, 0.1, 0.1), (0.0123, 0.0071, 0.0191)]
 BINARY_SHAPES = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (1, 3, 1, 1)), ((1, 3, 1, 1), (2, 3, 4, 5)),
-                 ((2, 3, 4, 5), ()), ((), (4, 37)), ((2, 1, 5), (3, 1)), ((3, 1), (2, 1, 5)), ((70,), (70,))]
+                 ((2, 3, 4, 5), ()), ((), (4, 37)), ((2, 1, 5), (3, 1)), ((3, 1), (2, 1, 5)), ((70,), (70,)),
+                 ((2, 3, 4, 5), (4, 5)), ((1, 69), (1, 4, 69))]  # the last two: a bias over the last axes (rows_plan)
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
@@ -228,6 +229,33 @@ def test_qlinear_concat(shapes, axis, dtype, same_params):
         inputs += [q(s, dtype), scale, z]
         static += [len(inputs) - 2, len(inputs) - 1]
     check("QLinearConcat", inputs, {"axis": axis}, static=tuple(static))
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("a_shape,b_shape", [((1, 40, 69), (69,)), ((69,), (1, 40, 69)), ((2, 3, 4, 5), (1, 4, 5))])
+@pytest.mark.parametrize("scales", SCALES)
+def test_compiled_qlinear_binary_rows_is_the_reference(op, dtype, a_shape, b_shape, scales):
+    """An operand over the output's last axes (a bias after a MatMul: rows_plan), compiled/quantize.py's
+    qlinear_binary_rows and its in-place form bound as a Net binds them, against the numpy reference's bits."""
+    sa, sb, sc = scales
+    a, b = q(a_shape, dtype), q(b_shape, dtype)
+    za, zb, zc = (np.array(v, dtype) for v in ((3, 250, 7) if dtype == np.uint8 else (-3, 100, 5)))
+    out_shape = np.broadcast_shapes(a.shape, b.shape)
+    ref = np.empty(out_shape, dtype)
+    fn, consts = (qc.qlinear_add, qc._add_constants) if op == "QLinearAdd" else (qc.qlinear_mul, qc._mul_constants)
+    fn(a, f(sa), za, b, f(sb), zb, f(sc), zc, out=ref)
+    plan = qc.rows_plan(a.shape, b.shape, out_shape)
+    assert plan is not None and qc.runs_plan(a.shape, b.shape, out_shape) is None
+    per = consts(f(sa), za, f(sb), zb, f(sc), zc)
+    for in_place in (False, True):
+        full = (a if plan[0] == 0 else b).copy()
+        out = full if in_place else np.empty(out_shape, dtype)
+        x, y = (full, b) if plan[0] == 0 else (a, full)
+        run = qc._bound_rows(0 if op == "QLinearAdd" else 1, plan, x, y, out, per)
+        assert run is not None
+        run()
+        np.testing.assert_array_equal(out, ref, err_msg=f"in place {in_place}")
 
 
 @pytest.mark.parametrize("shapes,axis", [([(2, 3, 4, 5), (2, 6, 4, 5)], 1), ([(2, 3, 4), (2, 3, 1), (2, 3, 7)], -1),

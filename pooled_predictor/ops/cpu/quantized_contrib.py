@@ -170,13 +170,46 @@ def runs_plan(a_shape: tuple, b_shape: tuple, out_shape: tuple) -> tuple | None:
     return None
 
 
+def rows_plan(a_shape: tuple, b_shape: tuple, out_shape: tuple) -> tuple | None:
+    """(full, inner) where one operand has the output's shape (full: 0 for A, 1 for B) and the other, leading 1s
+    dropped, is the output's trailing dims of `inner` > 1 elements, varying along the last axis (a bias over the
+    last axis, repeated over the rows); else None (compiled/quantize.qlinear_binary_rows)."""
+    out = tuple(out_shape)
+    for full, (x, y) in enumerate(((a_shape, b_shape), (b_shape, a_shape))):
+        y = tuple(y)
+        while y and y[0] == 1:
+            y = y[1:]
+        if tuple(x) == out and y and len(y) <= len(out) and y == out[len(out) - len(y):] and y[-1] > 1 and y != out:
+            return full, int(np.prod(y, dtype=np.int64))
+    return None
+
+
+def _bound_rows(op: int, plan: tuple, a, b, out, consts: tuple):
+    """compiled/quantize.qlinear_binary_rows (or its in-place form) bound once; None where C overlaps the
+    repeated operand or overlaps the full one only in part."""
+    full, inner = plan
+    x, y = (a, b) if full == 0 else (b, a)
+    of = out.reshape(-1)
+    if np.shares_memory(of, y):
+        return None
+    consts = tuple(map(float, consts)) + (0.0,) * (4 - len(consts))
+    if np.shares_memory(of, x):
+        if x.ctypes.data != of.ctypes.data:
+            return None
+        return compiled.bound(compiled.quantize.qlinear_binary_rows_inplace, of, y.reshape(-1), inner, full == 0, op,
+                              *consts)
+    return compiled.bound(compiled.quantize.qlinear_binary_rows, x.reshape(-1), y.reshape(-1), of, inner, full == 0,
+                          op, *consts)
+
+
 # ---- element-wise -------------------------------------------------------------------------------
 @kernel("QLinearAdd", since=VERSION, domain=DOMAIN, inplace=(0, 3))
 class QLinearAdd:
     """qlinear_add below; where A, B and C have one shape, in one compiled pass
-    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit), and where one operand has C's
+    (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit), where one operand has C's
     shape and the other one value a run of C (runs_plan: a per-channel or scalar operand) in
-    compiled/quantize.qlinear_binary_runs. C may take A's or B's storage (the planner's in-place reuse, as
+    compiled/quantize.qlinear_binary_runs, and where the other is C's trailing dims (rows_plan: a bias over the last
+    axis) in compiled/quantize.qlinear_binary_rows. C may take A's or B's storage (the planner's in-place reuse, as
     Add's): each element is read before it is written, and the numpy path reads its operands into float64
     copies first."""
 
@@ -186,16 +219,20 @@ class QLinearAdd:
         self.same = compiled.active() and len(shapes) == 1 and int(np.prod(ctx.out_shapes[0])) > 1
         self.runs = (runs_plan(tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0]))
                      if compiled.active() and not self.same else None)
+        self.rows = (rows_plan(tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0]))
+                     if compiled.active() and not self.same and self.runs is None else None)
         static = all(ctx.is_static(i) for i in (1, 4, 6)) and all(ctx.is_static(i) or not ctx.has_input(i)
                                                                    for i in (2, 5, 7))
         self.constants = _add_constants(*(ctx.value_or_none(i) for i in (1, 2, 4, 5, 6, 7))) if static else None
 
     def prepare_run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
         """The compiled pass bound once (registry.py: prepare_run) where the scales and zero points are
-        weights and A, B, C one contiguous shape (or runs_plan's); None otherwise."""
+        weights and A, B, C one contiguous shape (or runs_plan's, or rows_plan's); None otherwise."""
         contiguous = a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
         if self.runs is not None and self.constants is not None and contiguous:
             return _bound_runs(0, self.runs, a, b, out, self.constants[:2], (self.constants[2],))
+        if self.rows is not None and self.constants is not None and contiguous:
+            return _bound_rows(0, self.rows, a, b, out, self.constants)
         if not (self.same and self.constants is not None and contiguous):
             return None
         af, bf, of = a.reshape(-1), b.reshape(-1), out.reshape(-1)
@@ -207,7 +244,7 @@ class QLinearAdd:
         return compiled.bound(compiled.quantize.qlinear_add_same, af, bf, of, *self.constants)
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
-        if self.runs is not None:
+        if self.runs is not None or self.rows is not None:
             run = self.prepare_run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out=out)
             if run is not None:
                 run()
@@ -270,13 +307,15 @@ def _bound_runs(op: int, plan: tuple, a, b, out, per_side: tuple, shared: tuple)
 @kernel("QLinearMul", since=VERSION, domain=DOMAIN)
 class QLinearMul:
     """qlinear_mul below; compiled where the scales and zero points are weights and A, B, C are contiguous: one
-    shape (compiled/quantize.qlinear_mul_same) or runs_plan's (qlinear_binary_runs): the numpy reference's
-    float32 operations, so its bits."""
+    shape (compiled/quantize.qlinear_mul_same), runs_plan's (qlinear_binary_runs) or rows_plan's
+    (qlinear_binary_rows): the numpy reference's float32 operations, so its bits."""
 
     def __init__(self, ctx):
         a_shape, b_shape, out_shape = tuple(ctx.shape(0)), tuple(ctx.shape(3)), tuple(ctx.out_shapes[0])
         self.same = compiled.active() and a_shape == b_shape == out_shape
         self.runs = runs_plan(a_shape, b_shape, out_shape) if compiled.active() and not self.same else None
+        self.rows = (rows_plan(a_shape, b_shape, out_shape) if compiled.active() and not self.same
+                     and self.runs is None else None)
         static = all(ctx.is_static(i) for i in (1, 4, 6)) and all(ctx.is_static(i) or not ctx.has_input(i)
                                                                    for i in (2, 5, 7))
         self.constants = _mul_constants(*(ctx.value_or_none(i) for i in (1, 2, 4, 5, 6, 7))) if static else None
@@ -288,6 +327,8 @@ class QLinearMul:
         za, zb, ratio, zc = self.constants
         if self.runs is not None:
             return _bound_runs(1, self.runs, a, b, out, (za, zb), (ratio, zc))
+        if self.rows is not None:
+            return _bound_rows(1, self.rows, a, b, out, self.constants)
         if self.same and not (np.shares_memory(out, a) or np.shares_memory(out, b)):
             return compiled.bound(compiled.quantize.qlinear_mul_same, a.reshape(-1), b.reshape(-1), out.reshape(-1),
                                   za, zb, ratio, zc)
@@ -578,6 +619,23 @@ class QLinearAveragePool:
                 shape[d] = a.out
                 count = count * a.counts(False).reshape(shape)
         self.count = count.astype(F32).astype(np.float64)
+        self.count32 = np.ascontiguousarray(count, F32) if len(self.geometry) == 2 else None
+        if self.count32 is not None:
+            self.count32.flags.writeable = False
+
+    def prepare_run(self, x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, *, out):
+        """compiled/quantize.qlinear_average_pool2d bound once: 2-D windows, channels first, contiguous X and Y,
+        static scales and zero points (read-only arrays); None otherwise (the numpy path)."""
+        if (self.count32 is None or self.channels_last or not compiled.active() or not x.flags.c_contiguous
+                or not out.flags.c_contiguous
+                or any(isinstance(v, np.ndarray) and v.flags.writeable for v in (x_scale, x_zero_point, y_scale,
+                                                                                   y_zero_point))):
+            return None
+        (gh, gw), planes = self.geometry, x.shape[0] * x.shape[1]
+        return compiled.bound(compiled.quantize.qlinear_average_pool2d, x.reshape(planes, gh.size, gw.size),
+                              out.reshape(planes, gh.out, gw.out), self.count32, gh.kernel, gw.kernel, gh.stride,
+                              gw.stride, gh.head, gw.head, F32(_scalar(x_scale)), F32(_scalar(x_zero_point)),
+                              F32(_scalar(y_scale)), F32(_scalar(y_zero_point)))
 
     def __call__(self, x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, *, out):
         if self.channels_last:

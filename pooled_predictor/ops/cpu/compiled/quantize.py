@@ -213,6 +213,102 @@ def lookup_bytes(x, table, y):
         y[i] = table[x[i]]
 
 
+@njit(inline="always")
+def _qbinary(op, a, b, f0, f1, f2, f3):
+    """QLinearAdd (op 0: f0, f1 = A's and B's ratios, f2 = k; fma(a, f0, fma(b, f1, k)), each rounded once) or
+    QLinearMul (op 1: f0, f1 = the zero points, f2 = the ratio, f3 = C's zero point) of two elements, before the
+    rounding to an integer: qlinear_add_same's and qlinear_mul_same's float32 operations."""
+    if op == 0:
+        return fma_f32(a, f0, fma_f32(b, f1, f2))
+    return (a - f0) * (b - f1) * f2 + f3
+
+
+def _qrows_sig(t):
+    a = types.Array(t, 1, "C", readonly=True)
+    f = types.float64
+    return types.void(a, a, types.Array(t, 1, "C"), types.int64, types.boolean, types.int64, f, f, f, f)
+
+
+@njit([_qrows_sig(types.uint8), _qrows_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_binary_rows(x, y, out, inner, y_is_b, op, c0, c1, c2, c3):
+    """QLinearAdd / QLinearMul where x has the output's shape and y the output's trailing dims (`inner` elements,
+    repeated over its rows: a bias over the last axis): out[r * inner + j] from x[r * inner + j] and y[j], y being
+    B (y_is_b) or A; flat arrays of one 8-bit type. Neither operand is constant along the rows, so the numpy
+    reference rounds as for one shape: _qbinary's operations, its bits."""
+    lo = np.float32(-128.0 if signed(out) else 0.0)
+    hi = np.float32(127.0 if signed(out) else 255.0)
+    f0, f1, f2, f3 = np.float32(c0), np.float32(c1), np.float32(c2), np.float32(c3)
+    u = np.uint64
+    for r in range(u(out.size) // u(inner)):
+        xs, os = x[r * inner:(r + 1) * inner], out[r * inner:(r + 1) * inner]
+        if y_is_b:
+            for j in range(u(inner)):
+                os[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(xs[j]), np.float32(y[j]), f0, f1, f2, f3)),
+                                         lo), hi))
+        else:
+            for j in range(u(inner)):
+                os[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(y[j]), np.float32(xs[j]), f0, f1, f2, f3)),
+                                         lo), hi))
+
+
+def _qrows_io_sig(t):
+    f = types.float64
+    return types.void(types.Array(t, 1, "C"), types.Array(t, 1, "C", readonly=True), types.int64, types.boolean,
+                      types.int64, f, f, f, f)
+
+
+@njit([_qrows_io_sig(types.uint8), _qrows_io_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_binary_rows_inplace(io, y, inner, y_is_b, op, c0, c1, c2, c3):
+    """qlinear_binary_rows with the output written over x (io): each row one slice read and written at the same
+    index, so that the loop vectorizes (qlinear_binary_runs_inplace)."""
+    lo = np.float32(-128.0 if signed(io) else 0.0)
+    hi = np.float32(127.0 if signed(io) else 255.0)
+    f0, f1, f2, f3 = np.float32(c0), np.float32(c1), np.float32(c2), np.float32(c3)
+    u = np.uint64
+    for r in range(u(io.size) // u(inner)):
+        s = io[r * inner:(r + 1) * inner]
+        if y_is_b:
+            for j in range(u(inner)):
+                s[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(s[j]), np.float32(y[j]), f0, f1, f2, f3)),
+                                        lo), hi))
+        else:
+            for j in range(u(inner)):
+                s[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(y[j]), np.float32(s[j]), f0, f1, f2, f3)),
+                                        lo), hi))
+
+
+def _qavg_sig(t):
+    f = types.float32
+    return types.void(types.Array(t, 3, "C", readonly=True), types.Array(t, 3, "C"),
+                      types.Array(f, 2, "C", readonly=True), types.int64, types.int64, types.int64, types.int64,
+                      types.int64, types.int64, f, f, f, f)
+
+
+@njit([_qavg_sig(types.uint8), _qavg_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def qlinear_average_pool2d(x, y, count, kh, kw, sh, sw, ph, pw, xs, xz, ys, yz):
+    """QLinearAveragePool over 2-D planes: x (planes, H, W), y (planes, OH, OW), count (OH, OW) the float32
+    divisor of each window. Each tap inside the input dequantized in float32 ((x - xz) xs, one rounding), the
+    window summed in float32 in row-major tap order (taps in the padding add 0: no change), divided by its
+    count, then q = rint(float32(float32(mean / ys) + yz)), saturated: the numpy reference's roundings, its bits."""
+    lo = np.float32(-128.0 if signed(y) else 0.0)
+    hi = np.float32(127.0 if signed(y) else 255.0)
+    h_n, w_n = x.shape[1], x.shape[2]
+    for c in range(x.shape[0]):
+        for oh in range(y.shape[1]):
+            for ow in range(y.shape[2]):
+                total = np.float32(0.0)
+                for i in range(kh):
+                    ih = oh * sh - ph + i
+                    if ih < 0 or ih >= h_n:
+                        continue
+                    for j in range(kw):
+                        iw = ow * sw - pw + j
+                        if 0 <= iw < w_n:
+                            total += (np.float32(x[c, ih, iw]) - xz) * xs
+                q = np.float32(np.float32(total / count[oh, ow]) / ys) + yz
+                y[c, oh, ow] = np.int32(min(max(np.rint(q), lo), hi))
+
+
 def _qmul_sig(t):
     a = types.Array(t, 1, "C", readonly=True)
     f = types.float64
