@@ -287,7 +287,10 @@ def _contrib(graph, prod, cons, outs, node, replace, counts):
     if after is None or after[1] or len(node.present_outputs()) != 1:
         return
     q = after[0]
-    ins = [_dq(graph, prod, v, weight=False) if v not in graph.weights else None for v in node.inputs]
+    # each input a DequantizeLinear of an activation or of an 8-bit weight (a quantized bias after a MatMul: the
+    # QOperator form's QLinearAdd takes it as its B)
+    ins = [_dq(graph, prod, v, weight=False) or _dq(graph, prod, v, weight=True) if v not in graph.weights else None
+           for v in node.inputs]
     if not ins or any(i is None or not _per_tensor(graph, i[1], i[2]) for i in ins):
         return
     y_type = graph.weights[q.inputs[2]].dtype
