@@ -170,3 +170,28 @@ def test_add_routed_to_the_contrib_op_only_where_it_has_a_kernel(tmp_path, monke
     assert ops["QLinearAdd"] == 1 and ops["Add"] == 0, ops
     node = next(n for n in graph.nodes if n.op_type == "QLinearAdd")
     assert node.domain == "com.microsoft" and len(node.inputs) == 8 and graph.opset["com.microsoft"] >= 1
+
+
+def test_a_quantized_bias_add_becomes_qlinear_add():
+    """Q(Add(DQ(x), DQ(bias))) with the bias an 8-bit weight (the quantizer's QDQ form of a MatMul's bias) becomes
+    QLinearAdd, as the QOperator form writes it, with onnxruntime's integer output."""
+    x_q = helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 4, 9])
+    consts = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
+              [("xs", 0.02, np.float32), ("xz", 128, np.uint8), ("bs", 0.01, np.float32), ("bz", 100, np.uint8),
+               ("ys", 0.03, np.float32), ("yz", 120, np.uint8)]]
+    consts.append(numpy_helper.from_array(rng.integers(0, 256, 9).astype(np.uint8), "bq"))
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["b"]),
+             helper.make_node("Add", ["x", "b"], ["s"]),
+             helper.make_node("QuantizeLinear", ["s", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [x_q], [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                              consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    optimized, _ = optimize(load_onnx(model), level="extended")
+    ops = optimized.op_counts()
+    assert ops["QLinearAdd"] == 1 and ops["Add"] == 0, ops
+    xq = rng.integers(0, 256, (1, 4, 9)).astype(np.uint8)
+    (ref,) = run_ort(model, {"xq": xq})
+    (ours,) = run_net(optimized, {"xq": xq})
+    assert np.max(np.abs(ours.astype(int) - ref.astype(int))) <= 1
