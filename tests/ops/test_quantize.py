@@ -1,10 +1,13 @@
 """QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear against onnxruntime."""
 
+import contextlib
+
 import numpy as np
 import onnx
 import pytest
 
 from pooled_predictor.errors import ShapeInferenceError
+from pooled_predictor.ops.cpu import compiled
 from tests.onnx_helpers import check_node, make_node_model, run_ours, type_outputs
 
 rng = np.random.default_rng(18)
@@ -62,6 +65,22 @@ def test_dequantize_linear(layout, axis, block, opset, qtype, static):
     attrs = {"axis": axis} | ({"block_size": block} if block else {})
     inputs = [x, scale] + ([] if zp is None else [zp])
     check_node("DequantizeLinear", inputs, attrs, opset=opset, static=static)
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("static", [(0, 1, 2), (1, 2), ()])
+@pytest.mark.parametrize("compiled_kernels", [True, False])
+def test_quantize_and_dequantize_a_scalar(qtype, static, compiled_kernels):
+    """A 0-d x (the quantizer's QDQ pairs on a scalar constant: GELU's 1 and 0.5 in Swin-T) through both ops, folded
+    as a weight (static 0) or fed: numpy's division of two 0-d arrays gives a scalar, which np.clip's out= refused
+    (a KernelError while the Program folded Swin-T's constants)."""
+    opset = 13 if qtype in (np.uint8, np.int8) else 21
+    for x in (np.array(1.0, np.float32), np.array(-2.5, np.float32), np.array(1e6, np.float32)):
+        scale, zp = np.array(0.01, np.float32), zero_point((), qtype)
+        with compiled.reference_kernels() if not compiled_kernels else contextlib.nullcontext():
+            (q,) = check_node("QuantizeLinear", [x, scale, zp], {}, opset=opset, static=static)
+            assert q.shape == () and q.dtype == qtype
+            check_node("DequantizeLinear", [q, scale, zp], {}, opset=opset, static=static)
 
 
 @pytest.mark.parametrize("opset", [10, 13, 19, 21, 25])

@@ -159,13 +159,13 @@ class QuantizeLinear:
         scale = self.params.get(0, y_scale)
         zp = self.params.get(1, y_zero_point)
         q = rounded(x, self.quotient, self.wide) / scale
-        q = rounded(q, self.quotient, self.wide)
+        q = np.asarray(rounded(np.asarray(q), self.quotient, self.wide))  # a 0-d x gives a numpy scalar: an array again
         if self.range is None:
             if zp is not None:
                 q += zp
             cast_into(q, out, self.saturate)
             return
-        q = np.rint(q).astype(np.float64)
+        q = np.array(np.rint(q), np.float64)
         if zp is not None:
             q += zp
         np.clip(q, *self.range, out=q)
