@@ -9,9 +9,10 @@ analysis.evaluate: our CPU kernels) and replaces it by Lookup(X, T) (our domain,
 the same bits, one pass instead of one per node. onnxruntime does this for single ops (QLinearSigmoid,
 QLinearLeakyRelu: qlinear_lookup_table.cc), XNNPACK for 8-bit activations (its lookup-table operator).
 
-Region: grown from each 8-bit value X (uint8 or int8, by shape analysis) over the nodes, in topological order,
-of TABULATED's ops whose every input is X, a value the region computed, or a weight of one element (of rank
-at most X's, so that no broadcast changes the shape): each region value has X's shape and is a function of X's
+Region: grown from each 8-bit value X (uint8 or int8, by shape analysis, else by the zero point of a
+DequantizeLinear or QLinear op reading it) over the nodes, in topological order, of TABULATED's ops whose every
+input is X, a value the region computed, or a weight of one element (of rank at most X's, 0-d where X's rank is
+unknown, so that no broadcast changes the shape): each region value has X's shape and is a function of X's
 element alone. Its values read outside it (or graph outputs) are its outputs. Each output of type uint8, int8
 or float32 whose cone (the region's nodes it depends on) holds an op in COSTLY or at least MIN_NODES nodes
 becomes one Lookup node writing it (a lookup costs one load, load, store an element, about four vectorized
@@ -62,12 +63,16 @@ def tabulate_8bit_chains(graph: Graph, ctx: PassContext) -> dict:
     names = {n.name for n in graph.nodes}
     counts: Counter = Counter()
     for x in seeds:
-        if x in graph.weights or info.dtypes.get(x) not in _8BIT or info.shapes.get(x) is None:
+        if x in graph.weights:
             continue
-        region = _grow(graph, x, len(info.shapes[x]), cons, order, taken)
+        dtype = info.dtypes.get(x) or _code_type(graph, x, cons)
+        if dtype not in _8BIT:
+            continue
+        shape = info.shapes.get(x)
+        region = _grow(graph, x, None if shape is None else len(shape), cons, order, taken)
         if not region:
             continue
-        values = _evaluate(graph, ctx, x, info.dtypes[x], region)
+        values = _evaluate(graph, ctx, x, dtype, region)
         if values is None:
             continue
         inside = {id(n) for n in region}
@@ -93,7 +98,24 @@ def tabulate_8bit_chains(graph: Graph, ctx: PassContext) -> dict:
     return dict(counts)
 
 
-def _grow(graph: Graph, x: str, rank: int, cons: dict, order: dict, taken: set) -> list[Node]:
+def _code_type(graph: Graph, x: str, cons: dict) -> np.dtype | None:
+    """x's type where shape analysis did not reach it (a graph with shapes it cannot follow): the zero point's of a
+    DequantizeLinear or QLinear element-wise op reading x (ONNX: of x's type), else None."""
+    for c in cons.get(x, ()):
+        ins = list(c.inputs) + [""] * 8
+        if c.op_type == "DequantizeLinear" and ins[0] == x:
+            z = ins[2]
+        elif c.domain == MS and c.op_type in TABULATED[MS] and x in (ins[0], ins[3]):
+            z = ins[2] if ins[0] == x else ins[5]
+        else:
+            continue
+        w = graph.weights.get(z) if z else None
+        if w is not None:
+            return w.dtype
+    return None
+
+
+def _grow(graph: Graph, x: str, rank: int | None, cons: dict, order: dict, taken: set) -> list[Node]:
     """The region grown from x (module docstring), its nodes in topological order."""
     derived = {x}
     region: list[Node] = []
@@ -114,7 +136,8 @@ def _grow(graph: Graph, x: str, rank: int, cons: dict, order: dict, taken: set) 
     return region
 
 
-def _eligible(graph: Graph, node: Node, derived: set, rank: int) -> bool:
+def _eligible(graph: Graph, node: Node, derived: set, rank: int | None) -> bool:
+    """node takes the region's values and weights of one element (0-d where x's rank is unknown) only."""
     if node.op_type not in TABULATED.get(node.domain if node.domain != "ai.onnx" else "", ()):
         return False
     if len(node.outputs) != 1 or not node.outputs[0]:
@@ -123,7 +146,7 @@ def _eligible(graph: Graph, node: Node, derived: set, rank: int) -> bool:
         if i in derived:
             continue
         w = graph.weights.get(i)
-        if w is None or w.size != 1 or w.ndim > rank:
+        if w is None or w.size != 1 or w.ndim > (0 if rank is None else rank):
             return False
     return True
 
