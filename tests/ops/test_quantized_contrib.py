@@ -64,7 +64,8 @@ def check(op, inputs, attrs=None, static=(), rtol=0.0):
 SCALES = [(0.02, 0.03, 0.05), (0.5, 0.25, 1.0), (0.1, 0.1, 0.1), (0.0123, 0.0071, 0.0191)]
 BINARY_SHAPES = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (1, 3, 1, 1)), ((1, 3, 1, 1), (2, 3, 4, 5)),
                  ((2, 3, 4, 5), ()), ((), (4, 37)), ((2, 1, 5), (3, 1)), ((3, 1), (2, 1, 5)), ((70,), (70,)),
-                 ((2, 3, 4, 5), (4, 5)), ((1, 69), (1, 4, 69))]  # the last two: a bias over the last axes (rows_plan)
+                 ((2, 3, 4, 5), (4, 5)), ((1, 69), (1, 4, 69)),  # a bias over the last axes (rows_plan)
+                 ((1, 4, 3, 5, 6), (1, 4, 1, 5, 6))]  # Swin-T's window mask, repeated over the heads (rows_plan)
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
@@ -233,11 +234,13 @@ def test_qlinear_concat(shapes, axis, dtype, same_params):
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-@pytest.mark.parametrize("a_shape,b_shape", [((1, 40, 69), (69,)), ((69,), (1, 40, 69)), ((2, 3, 4, 5), (1, 4, 5))])
+@pytest.mark.parametrize("a_shape,b_shape", [((1, 40, 69), (69,)), ((69,), (1, 40, 69)), ((2, 3, 4, 5), (1, 4, 5)),
+                                             ((1, 4, 3, 5, 6), (1, 4, 1, 5, 6)), ((2, 1, 7, 9), (2, 3, 7, 9))])
 @pytest.mark.parametrize("scales", SCALES)
 def test_compiled_qlinear_binary_rows_is_the_reference(op, dtype, a_shape, b_shape, scales):
-    """An operand over the output's last axes (a bias after a MatMul: rows_plan), compiled/quantize.py's
-    qlinear_binary_rows and its in-place form bound as a Net binds them, against the numpy reference's bits."""
+    """An operand over the output's last axes (a bias after a MatMul) or repeated over a middle group of axes (a mask
+    over the heads): rows_plan; compiled/quantize.py's qlinear_binary_rows and its in-place form bound as a Net binds
+    them, against the numpy reference's bits."""
     sa, sb, sc = scales
     a, b = q(a_shape, dtype), q(b_shape, dtype)
     za, zb, zc = (np.array(v, dtype) for v in ((3, 250, 7) if dtype == np.uint8 else (-3, 100, 5)))

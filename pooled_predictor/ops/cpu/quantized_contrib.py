@@ -37,6 +37,7 @@ bit; "exact" (and any other type pair) is the spec's exact sum (float64 BLAS of 
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 
@@ -171,23 +172,31 @@ def runs_plan(a_shape: tuple, b_shape: tuple, out_shape: tuple) -> tuple | None:
 
 
 def rows_plan(a_shape: tuple, b_shape: tuple, out_shape: tuple) -> tuple | None:
-    """(full, inner) where one operand has the output's shape (full: 0 for A, 1 for B) and the other, leading 1s
-    dropped, is the output's trailing dims of `inner` > 1 elements, varying along the last axis (a bias over the
-    last axis, repeated over the rows); else None (compiled/quantize.qlinear_binary_rows)."""
+    """(full, inner, mid) where one operand has the output's shape (full: 0 for A, 1 for B) and the other, Y, is the
+    output's shape with 1s on one group of consecutive axes (`mid` > 1 output elements) followed by axes it shares
+    (`inner` elements, varying along the last): Y's rows of `inner` each repeated `mid` times (a bias over the last
+    axes: the group leads, mid = every row; Swin's window mask over the heads); else None
+    (compiled/quantize.qlinear_binary_rows). Axes of size 1 in the output carry nothing."""
     out = tuple(out_shape)
     for full, (x, y) in enumerate(((a_shape, b_shape), (b_shape, a_shape))):
-        y = tuple(y)
-        while y and y[0] == 1:
-            y = y[1:]
-        if tuple(x) == out and y and len(y) <= len(out) and y == out[len(out) - len(y):] and y[-1] > 1 and y != out:
-            return full, int(np.prod(y, dtype=np.int64))
+        y = (1,) * (len(out) - len(y)) + tuple(y)
+        if tuple(x) != out or len(y) != len(out):
+            continue
+        dims = [(o, d == o) for d, o in zip(y, out) if o != 1]
+        pattern = "".join("S" if shared else "B" for _, shared in dims)
+        found = re.fullmatch(r"S*(B+)(S+)", pattern)
+        if found is None:
+            continue
+        mid = int(np.prod([o for o, _ in dims[found.start(1):found.end(1)]], dtype=np.int64))
+        inner = int(np.prod([o for o, _ in dims[found.start(2):]], dtype=np.int64))
+        return full, inner, mid
     return None
 
 
 def _bound_rows(op: int, plan: tuple, a, b, out, consts: tuple):
     """compiled/quantize.qlinear_binary_rows (or its in-place form) bound once; None where C overlaps the
     repeated operand or overlaps the full one only in part."""
-    full, inner = plan
+    full, inner, mid = plan
     x, y = (a, b) if full == 0 else (b, a)
     of = out.reshape(-1)
     if np.shares_memory(of, y):
@@ -196,10 +205,10 @@ def _bound_rows(op: int, plan: tuple, a, b, out, consts: tuple):
     if np.shares_memory(of, x):
         if x.ctypes.data != of.ctypes.data:
             return None
-        return compiled.bound(compiled.quantize.qlinear_binary_rows_inplace, of, y.reshape(-1), inner, full == 0, op,
-                              *consts)
-    return compiled.bound(compiled.quantize.qlinear_binary_rows, x.reshape(-1), y.reshape(-1), of, inner, full == 0,
-                          op, *consts)
+        return compiled.bound(compiled.quantize.qlinear_binary_rows_inplace, of, y.reshape(-1), inner, mid, full == 0,
+                              op, *consts)
+    return compiled.bound(compiled.quantize.qlinear_binary_rows, x.reshape(-1), y.reshape(-1), of, inner, mid,
+                          full == 0, op, *consts)
 
 
 # ---- element-wise -------------------------------------------------------------------------------
@@ -208,8 +217,8 @@ class QLinearAdd:
     """qlinear_add below; where A, B and C have one shape, in one compiled pass
     (compiled/quantize.qlinear_add_same: the same float32 roundings, bit for bit), where one operand has C's
     shape and the other one value a run of C (runs_plan: a per-channel or scalar operand) in
-    compiled/quantize.qlinear_binary_runs, and where the other is C's trailing dims (rows_plan: a bias over the last
-    axis) in compiled/quantize.qlinear_binary_rows. C may take A's or B's storage (the planner's in-place reuse, as
+    compiled/quantize.qlinear_binary_runs, and where the other is C's shape with one group of axes broadcast before
+    axes it shares (rows_plan: a bias over the last axis, a mask over the heads) in compiled/quantize.qlinear_binary_rows. C may take A's or B's storage (the planner's in-place reuse, as
     Add's): each element is read before it is written, and the numpy path reads its operands into float64
     copies first."""
 

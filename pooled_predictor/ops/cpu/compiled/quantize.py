@@ -226,13 +226,14 @@ def _qbinary(op, a, b, f0, f1, f2, f3):
 def _qrows_sig(t):
     a = types.Array(t, 1, "C", readonly=True)
     f = types.float64
-    return types.void(a, a, types.Array(t, 1, "C"), types.int64, types.boolean, types.int64, f, f, f, f)
+    return types.void(a, a, types.Array(t, 1, "C"), types.int64, types.int64, types.boolean, types.int64, f, f, f, f)
 
 
 @njit([_qrows_sig(types.uint8), _qrows_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
-def qlinear_binary_rows(x, y, out, inner, y_is_b, op, c0, c1, c2, c3):
-    """QLinearAdd / QLinearMul where x has the output's shape and y the output's trailing dims (`inner` elements,
-    repeated over its rows: a bias over the last axis): out[r * inner + j] from x[r * inner + j] and y[j], y being
+def qlinear_binary_rows(x, y, out, inner, mid, y_is_b, op, c0, c1, c2, c3):
+    """QLinearAdd / QLinearMul where x has the output's shape and y rows of `inner` elements, each repeated over `mid`
+    consecutive rows of the output (ops/cpu/quantized_contrib.rows_plan: a bias over the last axes, mid = every row;
+    a mask repeated over the heads): out[r * inner + j] from x[r * inner + j] and y[(r // mid) * inner + j], y being
     B (y_is_b) or A; flat arrays of one 8-bit type. Neither operand is constant along the rows, so the numpy
     reference rounds as for one shape: _qbinary's operations, its bits."""
     lo = np.float32(-128.0 if signed(out) else 0.0)
@@ -241,24 +242,26 @@ def qlinear_binary_rows(x, y, out, inner, y_is_b, op, c0, c1, c2, c3):
     u = np.uint64
     for r in range(u(out.size) // u(inner)):
         xs, os = x[r * inner:(r + 1) * inner], out[r * inner:(r + 1) * inner]
+        yo = (r // u(mid)) * u(inner)
+        ys = y[yo:yo + u(inner)]
         if y_is_b:
             for j in range(u(inner)):
-                os[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(xs[j]), np.float32(y[j]), f0, f1, f2, f3)),
+                os[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(xs[j]), np.float32(ys[j]), f0, f1, f2, f3)),
                                          lo), hi))
         else:
             for j in range(u(inner)):
-                os[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(y[j]), np.float32(xs[j]), f0, f1, f2, f3)),
+                os[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(ys[j]), np.float32(xs[j]), f0, f1, f2, f3)),
                                          lo), hi))
 
 
 def _qrows_io_sig(t):
     f = types.float64
-    return types.void(types.Array(t, 1, "C"), types.Array(t, 1, "C", readonly=True), types.int64, types.boolean,
-                      types.int64, f, f, f, f)
+    return types.void(types.Array(t, 1, "C"), types.Array(t, 1, "C", readonly=True), types.int64, types.int64,
+                      types.boolean, types.int64, f, f, f, f)
 
 
 @njit([_qrows_io_sig(types.uint8), _qrows_io_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
-def qlinear_binary_rows_inplace(io, y, inner, y_is_b, op, c0, c1, c2, c3):
+def qlinear_binary_rows_inplace(io, y, inner, mid, y_is_b, op, c0, c1, c2, c3):
     """qlinear_binary_rows with the output written over x (io): each row one slice read and written at the same
     index, so that the loop vectorizes (qlinear_binary_runs_inplace)."""
     lo = np.float32(-128.0 if signed(io) else 0.0)
@@ -267,13 +270,15 @@ def qlinear_binary_rows_inplace(io, y, inner, y_is_b, op, c0, c1, c2, c3):
     u = np.uint64
     for r in range(u(io.size) // u(inner)):
         s = io[r * inner:(r + 1) * inner]
+        yo = (r // u(mid)) * u(inner)
+        ys = y[yo:yo + u(inner)]
         if y_is_b:
             for j in range(u(inner)):
-                s[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(s[j]), np.float32(y[j]), f0, f1, f2, f3)),
+                s[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(s[j]), np.float32(ys[j]), f0, f1, f2, f3)),
                                         lo), hi))
         else:
             for j in range(u(inner)):
-                s[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(y[j]), np.float32(s[j]), f0, f1, f2, f3)),
+                s[j] = np.int32(min(max(np.rint(_qbinary(op, np.float32(ys[j]), np.float32(s[j]), f0, f1, f2, f3)),
                                         lo), hi))
 
 
