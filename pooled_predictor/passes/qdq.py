@@ -14,6 +14,10 @@ turns the groups into its integer kernels; this pass does the same:
                                                            integers, as onnxruntime's QDQ Gemm selector)
     Q(MaxPool(DQ(x)))               = MaxPool(x)          (same scale and zero point;
                                                            max commutes with a monotone map)
+    Q(Transpose(DQ(x), ...))        = Transpose(x, ...)    and Reshape, Squeeze, Unsqueeze, Flatten, Slice,
+                                                           Gather, Expand, Tile, DepthToSpace, SpaceToDepth
+                                                           (MOVES: they only move elements; same scale and
+                                                           zero point, as onnxruntime's DropQDQNodesRules)
     Q(Add(DQ(a), DQ(b)))            = QLinearAdd(a, as, az, b, bs, bz, ys, yz)       (com.microsoft;
     Q(Mul(DQ(a), DQ(b)))            = QLinearMul(...)                                 onnxruntime's
     Q(GlobalAveragePool(DQ(x)))     = QLinearGlobalAveragePool(x, xs, xz, ys, yz)     contrib ops, taken
@@ -211,10 +215,10 @@ def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
         if node.domain in ("", "ai.onnx") and node.op_type in CONTRIB:
             _contrib(graph, prod, cons, outs, node, replace, counts)
             continue
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "MatMul", "Gemm", "MaxPool"):
+        if node.domain in ("", "ai.onnx") and node.op_type in MOVES:
+            _moves(graph, prod, cons, outs, node, replace, counts)
             continue
-        if node.op_type == "MaxPool":
-            _maxpool(graph, prod, cons, outs, node, replace, counts)
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "MatMul", "Gemm"):
             continue
         after = _quantize_after(graph, cons, outs, node.outputs[0])
         if after is None:
@@ -249,23 +253,35 @@ def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
     return dict(counts)
 
 
-def _maxpool(graph, prod, cons, outs, node, replace, counts):
-    """Q(MaxPool(DQ(x))) = MaxPool(x) when Q's scale and zero point are DQ's (and Indices is unread)."""
-    if len(node.present_outputs()) != 1:
+# ops that only move or select elements (and MaxPool, a max: it commutes with the monotone DQ): between a
+# DequantizeLinear and a QuantizeLinear of one scale and zero point they run on the 8-bit values themselves, as
+# onnxruntime's QDQ transformer drops such pairs (DropQDQNodesRules); their other inputs (shape, axes, indices) stay
+MOVES = {"MaxPool", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Gather", "Expand", "Tile",
+         "DepthToSpace", "SpaceToDepth"}
+
+
+def _moves(graph, prod, cons, outs, node, replace, counts):
+    """Q(op(DQ(x), ...)) = op(x, ...) for an op of MOVES when Q's scale and zero point are DQ's (and MaxPool's
+    Indices is unread): Q(DQ(v)) = v for every 8-bit v where (v - z) s / s rounds back to v - z, that is where s
+    is a normal float32 with 255 s finite."""
+    if len(node.present_outputs()) != 1 or not node.inputs:
         return
     x = _dq(graph, prod, node.inputs[0], weight=False)
     after = _quantize_after(graph, cons, outs, node.outputs[0])
     if x is None or after is None or after[1] or not _per_tensor(graph, x[1], x[2]):
         return
     q = after[0]
-    same = (np.array_equal(graph.weights[x[1]], graph.weights[q.inputs[1]])
+    scale = graph.weights[x[1]]
+    same = (np.array_equal(scale, graph.weights[q.inputs[1]])
             and np.array_equal(graph.weights[x[2]], graph.weights[q.inputs[2]])
             and graph.weights[x[2]].dtype == graph.weights[q.inputs[2]].dtype)
-    if not same:
+    s = float(np.abs(scale.astype(np.float32)).reshape(-1)[0])
+    if not same or not (np.finfo(np.float32).tiny <= s and np.isfinite(np.float32(s) * np.float32(255))):
         return
-    replace[id(node)] = Node("MaxPool", [x[0]], [q.outputs[0]], dict(node.attrs), node.domain, node.name)
+    replace[id(node)] = Node(node.op_type, [x[0]] + list(node.inputs[1:]), [q.outputs[0]], dict(node.attrs),
+                             node.domain, node.name)
     replace[id(q)] = None
-    counts["DQ -> MaxPool -> Q run on the 8-bit input"] += 1
+    counts[f"DQ -> {node.op_type} -> Q run on the 8-bit input"] += 1
 
 
 MS = "com.microsoft"

@@ -195,3 +195,33 @@ def test_a_quantized_bias_add_becomes_qlinear_add():
     (ref,) = run_ort(model, {"xq": xq})
     (ours,) = run_net(optimized, {"xq": xq})
     assert np.max(np.abs(ours.astype(int) - ref.astype(int))) <= 1
+
+
+@pytest.mark.parametrize("op,extra,attrs", [("Transpose", [], {"perm": [0, 2, 1, 3]}),
+                                            ("Reshape", [np.array([1, 4, 45], np.int64)], {}),
+                                            ("Slice", [np.array([1], np.int64), np.array([4], np.int64),
+                                                       np.array([2], np.int64)], {}),
+                                            ("Gather", [np.array([2, 0], np.int64)], {"axis": 1}),
+                                            ("Flatten", [], {"axis": 2})])
+def test_data_movement_between_dq_and_q_runs_on_the_8_bit_values(op, extra, attrs):
+    """DQ -> Transpose / Reshape / Slice / Gather / Flatten -> Q of one scale and zero point: the op reads the 8-bit
+    tensor itself (onnxruntime's DropQDQNodesRules), its output onnxruntime's bit for bit; another scale keeps them."""
+    x_q = helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 4, 5, 9])
+    for y_scale, fused in ((0.02, True), (0.03, False)):
+        consts = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
+                  [("s", 0.02, np.float32), ("z", 128, np.uint8), ("ys", y_scale, np.float32)]]
+        consts += [numpy_helper.from_array(a, f"e{i}") for i, a in enumerate(extra)]
+        nodes = [helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["x"]),
+                 helper.make_node(op, ["x"] + [f"e{i}" for i in range(len(extra))], ["m"], **attrs),
+                 helper.make_node("QuantizeLinear", ["m", "ys", "z"], ["y"])]
+        graph = helper.make_graph(nodes, "g", [x_q], [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                                  consts)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        optimized, _ = optimize(load_onnx(model), level="extended")
+        ops = optimized.op_counts()
+        assert (ops["QuantizeLinear"] == 0 and ops["DequantizeLinear"] == 0) == fused, ops
+        xq = rng.integers(0, 256, (1, 4, 5, 9)).astype(np.uint8)
+        (ref,) = run_ort(model, {"xq": xq})
+        (ours,) = run_net(optimized, {"xq": xq})
+        np.testing.assert_array_equal(ours, ref)
