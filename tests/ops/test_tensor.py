@@ -26,29 +26,34 @@ def test_transpose_tiled_against_onnxruntime(shape, perm):
     check_node("Transpose", [rng.standard_normal(shape).astype(np.float32)], {"perm": perm}, opset=13)
 
 
-@pytest.mark.parametrize("shape,perm", TILED, ids=str)
-@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("shape,perm", TILED + [((1, 768, 196), [0, 2, 1]), ((1, 197, 12, 64), [0, 2, 3, 1])],
+                         ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.int8])
 def test_transpose_tiled_copies_bits(shape, perm, dtype):
     """The tiled copy is taken at these shapes and gives numpy's transpose bit for bit: NaN payloads,
-    negative zeros and int32 values unchanged."""
+    negative zeros and int32 values unchanged; 8-bit activations (the quantized transformers') in byte tiles."""
     from pooled_predictor.ops.cpu.tensor import _tiled_transpose
 
-    bits = rng.integers(-2 ** 31, 2 ** 31, size=shape, dtype=np.int64).astype(np.int32)
-    if dtype == np.float32:
-        bits.reshape(-1)[:3] = np.array([0x7FC01234, 0x7F800001, np.int32(-2 ** 31)], np.int64).astype(np.int32)
-    x = bits.view(dtype)
+    if np.dtype(dtype).itemsize == 1:
+        x = rng.integers(0, 256, size=shape).astype(np.uint8).view(dtype)
+    else:
+        bits = rng.integers(-2 ** 31, 2 ** 31, size=shape, dtype=np.int64).astype(np.int32)
+        if dtype == np.float32:
+            bits.reshape(-1)[:3] = np.array([0x7FC01234, 0x7F800001, np.int32(-2 ** 31)], np.int64).astype(np.int32)
+        x = bits.view(dtype)
     out = np.full(np.transpose(x, perm).shape, 7, dtype)
     run = _tiled_transpose(x, out, perm)
     assert run is not None
     run()
-    np.testing.assert_array_equal(out.view(np.int32), np.transpose(x, perm).view(np.int32))
+    np.testing.assert_array_equal(out, np.transpose(x, perm))
+    assert out.tobytes() == np.ascontiguousarray(np.transpose(x, perm)).tobytes()
 
 
 @pytest.mark.parametrize("shape,perm", [((2, 3, 4, 5), [0, 2, 1, 3]), ((3, 5, 9, 11), [2, 0, 3, 1]),
                                         ((4, 9, 10), [2, 0, 1]), ((16, 16), [1, 0])], ids=str)
 def test_transpose_left_to_numpy(shape, perm):
-    """Y's last axis X's own last, a strided axis shorter than 8, X's last not second to last, or not
-    4-byte elements: numpy's copy."""
+    """Y's last axis X's own last, a strided axis shorter than 8, X's last not second to last, or neither 4-byte
+    nor 1-byte elements: numpy's copy."""
     from pooled_predictor.ops.cpu.tensor import _tiled_transpose
 
     dtype = np.float64 if shape == (16, 16) else np.float32

@@ -45,12 +45,12 @@ def prepare_reshaped(x, *rest, out, **attrs):
 
 def _tiled_transpose(x, out, perm):
     """The compiled tiled copy (compiled/transpose.py) for these arrays, or None where it does not
-    apply: X and Y C-contiguous with 4-byte elements, the source's last axis second to last in
+    apply: X and Y C-contiguous with 4-byte (or 1-byte: byte tiles) elements, the source's last axis second to last in
     Y and another source axis, of stride > 1, last, both at least 8 long (numpy's copyto of the
     transposed view walks that stride one element a step)."""
     n = x.ndim
     perm = tuple(range(n))[::-1] if perm is None else tuple(int(p) % n for p in perm) if n else ()
-    if (n < 2 or perm[-2] != n - 1 or not compiled.active() or x.dtype.itemsize != 4
+    if (n < 2 or perm[-2] != n - 1 or not compiled.active() or x.dtype.itemsize not in (1, 4)
             or not (x.flags.c_contiguous and out.flags.c_contiguous) or out.dtype != x.dtype):
         return None
     rows, cols = x.shape[n - 1], x.shape[perm[-1]]
@@ -65,6 +65,9 @@ def _tiled_transpose(x, out, perm):
         bases = bases + (np.arange(x.shape[a], dtype=np.int64) * (x.strides[a] // x.itemsize)).reshape(shape)
     bases = np.ascontiguousarray(bases.reshape(-1))
     bases.flags.writeable = False
+    if x.itemsize == 1:  # 8-bit activations: byte tiles
+        return compiled.bound(compiled.transpose.transpose_tiles_bytes, x.reshape(-1).view(np.uint8),
+                              out.reshape(-1).view(np.uint8), bases, rows, cols, stride)
     return compiled.bound(compiled.transpose.transpose_tiles, x.reshape(-1).view(np.float32),
                           out.reshape(-1).view(np.float32), bases, rows, cols, stride)
 

@@ -48,6 +48,29 @@ def transpose_tiles(x, y, bases, rows, cols, stride):
                 y[dst + i * cols + j] = x[src + j * stride + i]
 
 
+BYTE_TILE = 32  # a 32 x 32 tile of bytes: its 32 source rows' lines (2 KiB) stay in L1 while the tile is copied
+
+
+@njit(types.void(types.Array(types.uint8, 1, "C", readonly=True), types.Array(types.uint8, 1, "C"),
+                 types.Array(types.int64, 1, "C", readonly=True), types.int64, types.int64, types.int64),
+      nogil=True, cache=True, error_model="numpy")
+def transpose_tiles_bytes(x, y, bases, rows, cols, stride):
+    """transpose_tiles for 1-byte elements (8-bit activations: the quantized transformers' head and patch
+    transposes): BYTE_TILE x BYTE_TILE tiles, each element one load and one store. The strided walk touched one
+    byte of each line it read: ViT's (768, 196) patch transpose took 2.6 ms, its keys' (197, 12, 64) -> (12, 64, 197)
+    0.14 ms, one thread."""
+    t = BYTE_TILE
+    for b in range(bases.size):
+        src = bases[b]
+        dst = b * rows * cols
+        for j0 in range(0, cols, t):
+            j1 = min(cols, j0 + t)
+            for i0 in range(0, rows, t):
+                for i in range(i0, min(rows, i0 + t)):
+                    for j in range(j0, j1):
+                        y[dst + i * cols + j] = x[src + j * stride + i]
+
+
 _C6 = types.Array(types.int64, 1, "C", readonly=True)
 
 
