@@ -18,7 +18,9 @@ copied unchanged, NaN payloads included.
 
 from __future__ import annotations
 
+from llvmlite import ir
 from numba import types
+from numba.extending import intrinsic
 
 from .jit import njit
 from .reorder import _copy_row, transpose8
@@ -48,27 +50,63 @@ def transpose_tiles(x, y, bases, rows, cols, stride):
                 y[dst + i * cols + j] = x[src + j * stride + i]
 
 
-BYTE_TILE = 32  # a 32 x 32 tile of bytes: its 32 source rows' lines (2 KiB) stay in L1 while the tile is copied
+_B16 = ir.VectorType(ir.IntType(8), 16)
+_I64 = ir.IntType(64)
+_ZIP_LO = [j for i in range(8) for j in (i, i + 16)]  # bytes 0-7 of a and b, interleaved
+_ZIP_HI = [j for i in range(8, 16) for j in (i, i + 16)]  # bytes 8-15
+
+
+@intrinsic
+def transpose16_bytes(typingctx, src, s_off, s_pitch, dst, d_off, d_pitch):
+    """dst[d_off + j * d_pitch + i] = src[s_off + i * s_pitch + j], i, j < 16: a 16 x 16 byte transpose in registers.
+    Sixteen <16 x i8> loads, four rounds of the perfect shuffle (row i and row i + 8 interleaved, low and high
+    halves, into rows 2i and 2i + 1: after four rounds row j holds column j), sixteen stores; generic shufflevector
+    masks, which x86-64 lowers to punpck{l,h}bw."""
+    sig = types.void(src, s_off, s_pitch, dst, d_off, d_pitch)
+
+    def codegen(context, builder, signature, args):
+        src_a, s_off_v, s_pitch_v, dst_a, d_off_v, d_pitch_v = args
+        sp = builder.gep(context.make_array(signature.args[0])(context, builder, src_a).data, [s_off_v])
+        dp = builder.gep(context.make_array(signature.args[3])(context, builder, dst_a).data, [d_off_v])
+        c = lambda v: ir.Constant(_I64, v)  # noqa: E731
+        lo, hi = (ir.Constant(ir.VectorType(ir.IntType(32), 16), m) for m in (_ZIP_LO, _ZIP_HI))
+        rows = [builder.load(builder.bitcast(builder.gep(sp, [builder.mul(s_pitch_v, c(i))]), _B16.as_pointer()),
+                             align=1) for i in range(16)]
+        for _ in range(4):
+            new = []
+            for i in range(8):
+                new += [builder.shuffle_vector(rows[i], rows[i + 8], lo), builder.shuffle_vector(rows[i], rows[i + 8], hi)]
+            rows = new
+        for j in range(16):
+            builder.store(rows[j], builder.bitcast(builder.gep(dp, [builder.mul(d_pitch_v, c(j))]), _B16.as_pointer()),
+                          align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(types.void(types.Array(types.uint8, 1, "C", readonly=True), types.Array(types.uint8, 1, "C"),
                  types.Array(types.int64, 1, "C", readonly=True), types.int64, types.int64, types.int64),
       nogil=True, cache=True, error_model="numpy")
 def transpose_tiles_bytes(x, y, bases, rows, cols, stride):
-    """transpose_tiles for 1-byte elements (8-bit activations: the quantized transformers' head and patch
-    transposes): BYTE_TILE x BYTE_TILE tiles, each element one load and one store. The strided walk touched one
-    byte of each line it read: ViT's (768, 196) patch transpose took 2.6 ms, its keys' (197, 12, 64) -> (12, 64, 197)
-    0.14 ms, one thread."""
-    t = BYTE_TILE
+    """transpose_tiles for 1-byte elements (8-bit activations: the quantized transformers' head and patch transposes,
+    the quantized MatMuls' A^T and Y^T, ops/cpu/qproduct.py): 16 x 16 blocks transposed in registers
+    (transpose16_bytes), the edges a scalar loop. The strided walk touched one byte of each line it read: ViT's
+    (768, 196) patch transpose took 2.6 ms, its keys' (197, 12, 64) -> (12, 64, 197) 0.14 ms, one thread."""
+    r16 = rows // 16 * 16
+    c16 = cols // 16 * 16
     for b in range(bases.size):
         src = bases[b]
         dst = b * rows * cols
-        for j0 in range(0, cols, t):
-            j1 = min(cols, j0 + t)
-            for i0 in range(0, rows, t):
-                for i in range(i0, min(rows, i0 + t)):
-                    for j in range(j0, j1):
-                        y[dst + i * cols + j] = x[src + j * stride + i]
+        for j0 in range(0, c16, 16):
+            for i0 in range(0, r16, 16):
+                transpose16_bytes(x, src + j0 * stride + i0, stride, y, dst + i0 * cols + j0, cols)
+            for i in range(r16, rows):
+                for j in range(j0, j0 + 16):
+                    y[dst + i * cols + j] = x[src + j * stride + i]
+        for i in range(rows):
+            for j in range(c16, cols):
+                y[dst + i * cols + j] = x[src + j * stride + i]
 
 
 _C6 = types.Array(types.int64, 1, "C", readonly=True)
