@@ -79,7 +79,10 @@ def test_matmul_integer(a_shape, b_shape, a_type, b_type, zp):
         check_node("MatMulInteger", inputs, {}, opset=10, static=(2, 3) if a_zp is not None else ())
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [((3, 4), (4, 5)), ((2, 3, 4), (4, 2))])
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 4), (4, 5)), ((2, 3, 4), (4, 2)),
+                                             # two activations, batched (the quantized attention's products), and K
+                                             # on both sides of the float32-exact bound (K 255^2 < 2^24: K <= 258)
+                                             ((2, 3, 7, 64), (2, 3, 64, 9)), ((5, 258), (258, 6)), ((5, 259), (259, 6))])
 @pytest.mark.parametrize("qtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("per_column", [False, True])
 @pytest.mark.parametrize("opset,stype", [(10, np.float32), (21, np.float32), (21, np.float16)])

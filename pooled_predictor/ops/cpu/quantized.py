@@ -54,14 +54,18 @@ def saturating_matmul(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 22) -> np.
 
 
 def integer_product(a, a_zero_point, b, b_zero_point, sat: bool) -> np.ndarray:
-    """(A - a_zero_point) @ (B - b_zero_point) as float64 (numpy.matmul's shapes; a_zero_point scalar
+    """(A - a_zero_point) @ (B - b_zero_point) as float64 (float32 where that is exact) (numpy.matmul's shapes; a_zero_point scalar
     or per row of A, b_zero_point scalar or per column of B): exact, or with `sat` and uint8 A, int8 B
     as onnxruntime's MLAS sums it without VNNI -- the raw products in int16-saturated pairs
     (saturating_matmul), the zero points' terms exact: S - z_a sum_k B - z_b sum_k A + K z_a z_b."""
     a = np.asarray(a)
     b = np.asarray(b)
     if not (sat and a.dtype == np.uint8 and b.dtype == np.int8):
-        return np.matmul(_shifted(a, a_zero_point, rows=True), _shifted(b, b_zero_point))
+        # float32 where every partial sum is an integer below 2^24 (8-bit operands: |a - z_a|, |b - z_b| <= 255, K
+        # terms), so exact in any order and half float64's work: the quantized attention's QLinearMatMuls of two
+        # activations (ViT-B/16: K = 64 and 197)
+        wide = np.float32 if a.itemsize == 1 and b.itemsize == 1 and a.shape[-1] * 255 * 255 < 2 ** 24 else np.float64
+        return np.matmul(_shifted(a, a_zero_point, rows=True, dtype=wide), _shifted(b, b_zero_point, dtype=wide))
     acc = saturating_matmul(a, b).astype(np.float64)
     za = _shifted(np.zeros((), np.float64), a_zero_point)  # -z_a, a scalar or per row
     zb = _shifted(np.zeros((), np.float64), b_zero_point)
@@ -72,12 +76,13 @@ def integer_product(a, a_zero_point, b, b_zero_point, sat: bool) -> np.ndarray:
     return acc
 
 
-def _shifted(v, zp, *, rows: bool = False) -> np.ndarray:
-    """float64 v - zero point (a scalar; 1-D: per row of v's last two axes when rows, else per column)."""
-    d = np.asarray(v, np.float64)
+def _shifted(v, zp, *, rows: bool = False, dtype=np.float64) -> np.ndarray:
+    """v - zero point in `dtype` (float64, or float32 for 8-bit v: exact either way) (a scalar zero point; 1-D: per
+    row of v's last two axes when rows, else per column)."""
+    d = np.asarray(v, dtype)
     if zp is None:
         return d
-    zp = np.asarray(zp, np.float64)
+    zp = np.asarray(zp, dtype)
     if zp.ndim and zp.size > 1:
         zp = zp.reshape(-1, 1) if rows else zp.reshape(-1)
     return d - zp.reshape(zp.shape if zp.ndim else ())
@@ -151,7 +156,13 @@ class QLinearMatMul:
             self.fast(a, out)
             return
         acc = integer_product(a, a_zero_point, b, b_zero_point, self.sat)
-        _requantize(acc, _multiplier(a_scale, b_scale, y_scale, a_rows=True), y_zero_point, out)
+        mult = _multiplier(a_scale, b_scale, y_scale, a_rows=True)
+        if (compiled.active() and acc.dtype == np.float32 and mult.size == 1 and np.size(y_zero_point) == 1
+                and out.flags.c_contiguous):  # one compiled pass (the quantized attention's products)
+            compiled.quantize.requantize_acc(acc.reshape(-1), out.reshape(-1), np.float32(mult.reshape(())),
+                                             float(np.asarray(y_zero_point).reshape(())))
+            return
+        _requantize(acc, mult, y_zero_point, out)
 
 
 class _IntegerConv:

@@ -45,6 +45,19 @@ def dequantize_f32(x, y, scale, zp):
         y[i] = np.float32(np.int32(x[i]) - z) * scale
 
 
+@njit([types.void(_R1F, types.Array(t, 1, "C"), types.float32, types.float64) for t in (types.uint8, types.int8)],
+      nogil=True, cache=True, error_model="numpy")
+def requantize_acc(acc, y, mult, zp):
+    """y = saturate(rint(float32(acc * mult)) + zp) over flat arrays: exact integer sums held in float32 (ops/cpu/
+    quantized.integer_product's float32 products) times a float32 multiplier, the product rounded to float32 (as
+    onnxruntime's MlasRequantizeOutput and quantized._requantize's numpy passes)."""
+    lo = np.float32(-128.0 if signed(y) else 0.0)
+    hi = np.float32(127.0 if signed(y) else 255.0)
+    z = np.float32(zp)
+    for i in range(np.uint64(acc.size)):
+        y[i] = np.int32(min(max(np.rint(acc[i] * mult) + z, lo), hi))
+
+
 @njit([types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(types.uint8, 1, "C"), types.float32,
                   types.int64)], nogil=True, cache=True, error_model="numpy")
 def quantize_transpose(a, x, scale, zp):
