@@ -1,6 +1,7 @@
 """Quantized models: our pool against onnxruntime and against our own float32, side by side, interleaved.
 
-    python benchmarks/int8.py [--quick] [--models resnet50 mobilenet_v2 bert ppocr_det ppocr_rec] [--formats qdq qop]
+    python benchmarks/int8.py [--quick] [--models resnet50 mobilenet_v2 bert ppocr_det ppocr_rec vit_b_16 swin_t]
+                              [--formats qdq qop]
                               [--rounds R] [--seconds S] [--bert-layers L] [--bert-seq T]
                               [--int8-arithmetic onnxruntime|exact] [--host-without-vnni] [--out-suffix S]
 
@@ -51,11 +52,13 @@ from benchmarks._common import cpu, settle, table, write_results  # noqa: E402
 from benchmarks.vs_onnxruntime import Ours, OrtSession  # noqa: E402
 
 MODELS = ("resnet50", "mobilenet_v2", "bert")
-OPTIONAL = ("ppocr_det", "ppocr_rec")
+OPTIONAL = ("ppocr_det", "ppocr_rec", "vit_b_16", "swin_t")
 """--models may name these too: PP-OCR's detector (480 x 640) and recognizer (48 x 320), the package's models
 (pooled_predictor.zoo.fetch_ppocr), quantized static as the CNNs: larger images, where the in-place int8
 convolutions differ most from packed tiles; the recognizer's attention and head stay float32 where the quantizer
-leaves them."""
+leaves them; ViT-B/16 and Swin-T (benchmarks/export_transformers.py's files, 224 x 224), quantized static in
+the same way (their MatMuls QLinearMatMul, their softmax and LayerNormalization left float32 by the quantizer)."""
+TRANSFORMER_ROWS = ("vit_b_16", "swin_t")
 PPOCR_SHAPES = {"ppocr_det": (1, 3, 480, 640), "ppocr_rec": (1, 3, 48, 320)}
 CALIBRATION_IMAGES = 16
 
@@ -163,7 +166,15 @@ def quantized(name: str, fmt: str, work: Path, args) -> tuple[bytes, bytes, str,
     from pooled_predictor.zoo import build, fetch_ppocr, sample_input
 
     shape, input_name = (1, 3, 224, 224), "data"
-    if name in PPOCR_SHAPES:
+    if name in TRANSFORMER_ROWS:
+        from benchmarks.vs_onnxruntime import exported_path
+
+        if not exported_path(name).exists():
+            raise FileNotFoundError(f"{exported_path(name)} is missing: make it with benchmarks/export_transformers.py")
+        model = onnx.load(exported_path(name))
+        input_name = model.graph.input[0].name
+        onnx.save(model, src)
+    elif name in PPOCR_SHAPES:
         models = fetch_ppocr()
         model = onnx.load(models.det if name == "ppocr_det" else models.rec)
         shape, input_name = PPOCR_SHAPES[name], model.graph.input[0].name
@@ -194,8 +205,8 @@ def quantized(name: str, fmt: str, work: Path, args) -> tuple[bytes, bytes, str,
     q.quantize_static(str(pre), str(dst), Images(), quant_format=q.QuantFormat.QDQ if fmt == "qdq" else
                       q.QuantFormat.QOperator, per_channel=True, activation_type=q.QuantType.QUInt8,
                       weight_type=q.QuantType.QInt8)
-    x = (np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32) if name in PPOCR_SHAPES
-         else sample_input(name, 1))
+    x = (np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32)
+         if name in PPOCR_SHAPES or name in TRANSFORMER_ROWS else sample_input(name, 1))
     return dst.read_bytes(), src.read_bytes(), input_name, x
 
 
