@@ -172,28 +172,32 @@ def test_add_routed_to_the_contrib_op_only_where_it_has_a_kernel(tmp_path, monke
     assert node.domain == "com.microsoft" and len(node.inputs) == 8 and graph.opset["com.microsoft"] >= 1
 
 
+def _uint8_model(nodes, consts, x_shape):
+    """A model of `nodes` from a uint8 input xq of x_shape to a uint8 output y, consts name -> array as weights; with
+    it: the optimized graph (extended level), and onnxruntime's output and ours on random codes."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("xq", TensorProto.UINT8, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                              [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    optimized, _ = optimize(load_onnx(model), level="extended")
+    xq = rng.integers(0, 256, x_shape).astype(np.uint8)
+    (ref,) = run_ort(model, {"xq": xq})
+    (ours,) = run_net(optimized, {"xq": xq})
+    return optimized.op_counts(), ref, ours
+
+
 def test_a_quantized_bias_add_becomes_qlinear_add():
     """Q(Add(DQ(x), DQ(bias))) with the bias an 8-bit weight (the quantizer's QDQ form of a MatMul's bias) becomes
     QLinearAdd, as the QOperator form writes it, with onnxruntime's integer output."""
-    x_q = helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 4, 9])
-    consts = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
-              [("xs", 0.02, np.float32), ("xz", 128, np.uint8), ("bs", 0.01, np.float32), ("bz", 100, np.uint8),
-               ("ys", 0.03, np.float32), ("yz", 120, np.uint8)]]
-    consts.append(numpy_helper.from_array(rng.integers(0, 256, 9).astype(np.uint8), "bq"))
+    consts = {"xs": np.float32(0.02), "xz": np.uint8(128), "bs": np.float32(0.01), "bz": np.uint8(100),
+              "ys": np.float32(0.03), "yz": np.uint8(120), "bq": rng.integers(0, 256, 9).astype(np.uint8)}
     nodes = [helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
              helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["b"]),
              helper.make_node("Add", ["x", "b"], ["s"]),
              helper.make_node("QuantizeLinear", ["s", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [x_q], [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
-                              consts)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    optimized, _ = optimize(load_onnx(model), level="extended")
-    ops = optimized.op_counts()
+    ops, ref, ours = _uint8_model(nodes, consts, (1, 4, 9))
     assert ops["QLinearAdd"] == 1 and ops["Add"] == 0, ops
-    xq = rng.integers(0, 256, (1, 4, 9)).astype(np.uint8)
-    (ref,) = run_ort(model, {"xq": xq})
-    (ours,) = run_net(optimized, {"xq": xq})
     assert np.max(np.abs(ours.astype(int) - ref.astype(int))) <= 1
 
 
@@ -206,22 +210,12 @@ def test_a_quantized_bias_add_becomes_qlinear_add():
 def test_data_movement_between_dq_and_q_runs_on_the_8_bit_values(op, extra, attrs):
     """DQ -> Transpose / Reshape / Slice / Gather / Flatten -> Q of one scale and zero point: the op reads the 8-bit
     tensor itself (onnxruntime's DropQDQNodesRules), its output onnxruntime's bit for bit; another scale keeps them."""
-    x_q = helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 4, 5, 9])
     for y_scale, fused in ((0.02, True), (0.03, False)):
-        consts = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
-                  [("s", 0.02, np.float32), ("z", 128, np.uint8), ("ys", y_scale, np.float32)]]
-        consts += [numpy_helper.from_array(a, f"e{i}") for i, a in enumerate(extra)]
+        consts = {"s": np.float32(0.02), "z": np.uint8(128), "ys": np.float32(y_scale)}
+        consts.update({f"e{i}": a for i, a in enumerate(extra)})
         nodes = [helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["x"]),
                  helper.make_node(op, ["x"] + [f"e{i}" for i in range(len(extra))], ["m"], **attrs),
                  helper.make_node("QuantizeLinear", ["m", "ys", "z"], ["y"])]
-        graph = helper.make_graph(nodes, "g", [x_q], [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
-                                  consts)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        model.ir_version = 8
-        optimized, _ = optimize(load_onnx(model), level="extended")
-        ops = optimized.op_counts()
+        ops, ref, ours = _uint8_model(nodes, consts, (1, 4, 5, 9))
         assert (ops["QuantizeLinear"] == 0 and ops["DequantizeLinear"] == 0) == fused, ops
-        xq = rng.integers(0, 256, (1, 4, 5, 9)).astype(np.uint8)
-        (ref,) = run_ort(model, {"xq": xq})
-        (ours,) = run_net(optimized, {"xq": xq})
         np.testing.assert_array_equal(ours, ref)
