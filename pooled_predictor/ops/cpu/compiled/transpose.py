@@ -22,6 +22,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .gemm import arg_pointers
 from .jit import njit
 from .reorder import _copy_row, transpose8
 
@@ -43,9 +44,8 @@ def transpose16_bytes(typingctx, src, s_off, s_pitch, dst, d_off, d_pitch):
     sig = types.void(src, s_off, s_pitch, dst, d_off, d_pitch)
 
     def codegen(context, builder, signature, args):
-        src_a, s_off_v, s_pitch_v, dst_a, d_off_v, d_pitch_v = args
-        sp = builder.gep(context.make_array(signature.args[0])(context, builder, src_a).data, [s_off_v])
-        dp = builder.gep(context.make_array(signature.args[3])(context, builder, dst_a).data, [d_off_v])
+        s_pitch_v, d_pitch_v = args[2], args[5]
+        sp, dp = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
         c = lambda v: ir.Constant(_I64, v)  # noqa: E731
         lo, hi = (ir.Constant(ir.VectorType(ir.IntType(32), 16), m) for m in (_ZIP_LO, _ZIP_HI))
         rows = [builder.load(builder.bitcast(builder.gep(sp, [builder.mul(s_pitch_v, c(i))]), _B16.as_pointer()),
