@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 from pooled_predictor import Predictor
 from pooled_predictor.engine.net import Net
@@ -71,3 +72,25 @@ def test_cli_profile_prints_tables_and_writes_trace(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "x float32[4, 16]" in proc.stdout and "Softmax" in proc.stdout and "2 forward(s)" in proc.stdout
     assert len([e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]) >= 2
+
+
+def test_precision_column_reads_each_node_s_data_input():
+    """The profile's precision: the first data input's type and the output's ("in->out" where they differ): a
+    QuantizeLinear "float32->uint8", a QLinearConcat of uint8 inputs "uint8" (its first inputs are Y's scale and
+    zero point: it showed "float32->uint8")."""
+    consts = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
+              [("s", 0.1, np.float32), ("z", 3, np.uint8), ("s2", 0.2, np.float32)]]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("QLinearConcat", ["s2", "z", "q", "s", "z", "q", "s", "z"], ["y"], axis=1,
+                              domain="com.microsoft")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    net = Net(Program(load_onnx(model)))
+    x = np.ones((2, 3), np.float32)
+    net.forward(x)
+    prof = net.enable_profiling()
+    net.forward(x)
+    precision = {r["op_type"]: r["precision"] for r in prof.by_node()}
+    assert precision == {"QuantizeLinear": "float32->uint8", "QLinearConcat": "uint8"}, precision

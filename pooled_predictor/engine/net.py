@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 __all__ = ["BODIES", "Net", "Optimization"]
 
 
+# the data input of ops whose first inputs are scales (QLinearConcat: Y's scale and zero point, then X_0): the
+# profile's precision column reads this one's type (a QLinearConcat of uint8 inputs showed "float32->uint8")
+_DATA_INPUT = {"QLinearConcat": 2}
+
 class Net:
     """A Program bound to its own activation blobs.
 
@@ -324,7 +328,7 @@ class Net:
 
     # ---- profiling -----------------------------------------------------------
     def _precisions(self) -> list[str]:
-        """Each run node's precision (profiling.precision_of: its first input's and output's element
+        """Each run node's precision (profiling.precision_of: its first data input's and output's element
         types), computed once per layout."""
         layout = self.layout
         cached = getattr(self, "_precisions_of", None)
@@ -336,8 +340,8 @@ class Net:
             a = blobs.get(name) if name else None
             return None if a is None else a.dtype
 
-        out = [precision_of(dtype(n.inputs[0] if n.inputs else ""), dtype(n.outputs[0] if n.outputs else ""))
-               for n in layout.run_nodes]
+        out = [precision_of(dtype(n.inputs[_DATA_INPUT.get(n.op_type, 0)] if len(n.inputs) > _DATA_INPUT.get(
+            n.op_type, 0) else ""), dtype(n.outputs[0] if n.outputs else "")) for n in layout.run_nodes]
         self._precisions_of = (layout, out)
         return out
 
