@@ -63,13 +63,15 @@ def test_pool_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ce
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-@pytest.mark.parametrize("shape", POOL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", POOL_SHAPES + [(2, 20, 13, 17), (1, 33, 7, 9)],  # >= 16 channels: channels last
+                         ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel,strides,dilations,pads,ceil", POOL_GRID,
                          ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_maxpool_8bit_against_onnxruntime_and_numpy(kernel, strides, dilations, pads, ceil, shape, dtype,
                                                     monkeypatch):
-    """compiled/pooling.py's maxpool2d_q: onnxruntime's and the numpy kernel's bits (the full range of the
-    type, its lowest value included, so that a padded tap could only win where it is wrongly counted)."""
+    """compiled/pooling.py's maxpool2d_q and, from 16 channels of narrow rows, maxpool2d_q_hwc between byte-tile
+    transposes: onnxruntime's and the numpy kernel's bits (the full range of the type, its lowest value included,
+    so that a padded tap could only win where it is wrongly counted)."""
     info = np.iinfo(dtype)
     x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
     attrs = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads), "ceil_mode": ceil,

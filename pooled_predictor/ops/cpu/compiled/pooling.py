@@ -330,3 +330,45 @@ def maxpool2d_q(x, y, buf, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
                     v = buf[j * u(sw) + u(t * dw)]
                     m = v if v > m else m
                 yf[dst + j] = m
+
+
+def _maxpool_q_hwc_sig(t):
+    i = types.int64
+    return types.void(types.Array(t, 1, "C", readonly=True), types.Array(t, 1, "C"), i, i, i, i, i, i,
+                      i, i, i, i, i, i, i, i, i)
+
+
+@njit([_maxpool_q_hwc_sig(types.uint8), _maxpool_q_hwc_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
+def maxpool2d_q_hwc(x, y, n_b, h, w, c_n, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
+    """maxpool2d_q on channels-last planes: X (N, H, W, C) and Y (N, OH, OW, C) flat, each output pixel the
+    maximum of its window's input pixels, the C channels a vector loop (onnxruntime's NhwcMaxPool for 8-bit
+    tensors). A window with no input tap gives `lowest`. Exact (a max of integers), so maxpool2d_q's values."""
+    u = np.uint64
+    c = u(c_n)
+    for n in range(n_b):
+        for o in range(oh):
+            for q in range(ow):
+                dst = u(((n * oh + o) * ow + q) * c_n)
+                ys = y[dst:dst + c]
+                first = True
+                for t in range(kh):
+                    ih = o * sh - ph + t * dh
+                    if ih < 0 or ih >= h:
+                        continue
+                    for v in range(kw):
+                        iw = q * sw - pw + v * dw
+                        if iw < 0 or iw >= w:
+                            continue
+                        src = u(((n * h + ih) * w + iw) * c_n)
+                        xs = x[src:src + c]
+                        if first:
+                            for k in range(c):
+                                ys[k] = xs[k]
+                            first = False
+                        else:
+                            for k in range(c):
+                                a, b = ys[k], xs[k]
+                                ys[k] = b if b > a else a
+                if first:
+                    for k in range(c):
+                        ys[k] = lowest
