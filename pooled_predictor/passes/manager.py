@@ -9,7 +9,8 @@ Levels mean what onnxruntime's graph_optimization_level means:
               selected passes also run inside Loop/Scan bodies (optimize_bodies)
     extended  basic + fusions, most into our own domain's kernels
               (FusedConv, FusedGemm, FusedConvDepthwise, Gelu and HardSwish below their ONNX
-              opsets): MatMul+Add -> Gemm / MatMulAdd, GELU, the attention pattern
+              opsets, Lookup): QDQ groups -> integer nodes, element-wise chains on one 8-bit
+              tensor -> Lookup, MatMul+Add -> Gemm / MatMulAdd, GELU, the attention pattern
               (ScaledDotProductAttention), HardSwish, Conv/Gemm + activation
     all       extended + layout-independent extras (Transpose pairs composed)
 
