@@ -1,6 +1,7 @@
 """Quantized models: our pool against onnxruntime and against our own float32, side by side, interleaved.
 
-    python benchmarks/int8.py [--quick] [--models resnet50 mobilenet_v2 bert ppocr_det ppocr_rec vit_b_16 swin_t]
+    python benchmarks/int8.py [--quick] [--models resnet50 mobilenet_v2 bert ppocr_det ppocr_rec vit_b_16 swin_t
+                                                googlenet]
                               [--formats qdq qop]
                               [--rounds R] [--seconds S] [--bert-layers L] [--bert-seq T]
                               [--int8-arithmetic onnxruntime|exact] [--host-without-vnni] [--out-suffix S]
@@ -52,12 +53,13 @@ from benchmarks._common import cpu, settle, table, write_results  # noqa: E402
 from benchmarks.vs_onnxruntime import Ours, OrtSession  # noqa: E402
 
 MODELS = ("resnet50", "mobilenet_v2", "bert")
-OPTIONAL = ("ppocr_det", "ppocr_rec", "vit_b_16", "swin_t")
+OPTIONAL = ("ppocr_det", "ppocr_rec", "vit_b_16", "swin_t", "googlenet")
 """--models may name these too: PP-OCR's detector (480 x 640) and recognizer (48 x 320), the package's models
 (pooled_predictor.zoo.fetch_ppocr), quantized static as the CNNs: larger images, where the in-place int8
 convolutions differ most from packed tiles; the recognizer's attention and head stay float32 where the quantizer
 leaves them; ViT-B/16 and Swin-T (benchmarks/export_transformers.py's files, 224 x 224), quantized static in
-the same way (their MatMuls QLinearMatMul, their softmax and LayerNormalization left float32 by the quantizer)."""
+the same way (their MatMuls QLinearMatMul, their softmax and LayerNormalization left float32 by the quantizer);
+GoogLeNet (the zoo's, 224 x 224: its LRNs stay float32)."""
 TRANSFORMER_ROWS = ("vit_b_16", "swin_t")
 PPOCR_SHAPES = {"ppocr_det": (1, 3, 480, 640), "ppocr_rec": (1, 3, 48, 320)}
 CALIBRATION_IMAGES = 16
