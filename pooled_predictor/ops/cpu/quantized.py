@@ -157,8 +157,8 @@ class QLinearMatMul:
             return
         acc = integer_product(a, a_zero_point, b, b_zero_point, self.sat)
         mult = _multiplier(a_scale, b_scale, y_scale, a_rows=True)
-        if (compiled.active() and acc.dtype == np.float32 and mult.size == 1 and np.size(y_zero_point) == 1
-                and out.flags.c_contiguous):  # one compiled pass (the quantized attention's products)
+        if (compiled.active() and acc.dtype == np.float32 and mult.size == 1 and y_zero_point is not None
+                and np.size(y_zero_point) == 1 and out.flags.c_contiguous):  # one compiled pass (the quantized attention's products)
             compiled.quantize.requantize_acc(acc.reshape(-1), out.reshape(-1), np.float32(mult.reshape(())),
                                              float(np.asarray(y_zero_point).reshape(())))
             return
