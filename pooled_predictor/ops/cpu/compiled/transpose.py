@@ -63,44 +63,55 @@ def transpose16_bytes(typingctx, src, s_off, s_pitch, dst, d_off, d_pitch):
     return sig, codegen
 
 
-def _tiles(name: str, block: int, transpose_block):
-    """The tiled copy y[(b * rows + i) * cols + j] = x[bases[b] + j * stride + i] (b < bases.size, i < rows,
-    j < cols): `block` source rows at a time, their block x block squares transposed in registers by
-    transpose_block, the edges a scalar loop. Named `name` (numba's cache files go by the function's name)."""
-
-    def tiles(x, y, bases, rows, cols, stride):
-        rb = rows // block * block
-        cb = cols // block * block
-        for b in range(bases.size):
-            src = bases[b]
-            dst = b * rows * cols
-            for j0 in range(0, cb, block):
-                for i0 in range(0, rb, block):
-                    transpose_block(x, src + j0 * stride + i0, stride, y, dst + i0 * cols + j0, cols)
-                for i in range(rb, rows):
-                    for j in range(j0, j0 + block):
-                        y[dst + i * cols + j] = x[src + j * stride + i]
-            for i in range(rows):
-                for j in range(cb, cols):
-                    y[dst + i * cols + j] = x[src + j * stride + i]
-
-    tiles.__name__ = tiles.__qualname__ = name
-    return tiles
-
-
 def _tiles_sig(t):
     return types.void(types.Array(t, 1, "C", readonly=True), types.Array(t, 1, "C"),
                       types.Array(types.int64, 1, "C", readonly=True), types.int64, types.int64, types.int64)
 
 
-transpose_tiles = njit(_tiles_sig(types.float32), nogil=True, cache=True, error_model="numpy")(
-    _tiles("transpose_tiles", 8, transpose8))
-transpose_tiles.__doc__ = """The tiled copy for 4-byte elements (module docstring): 8 x 8 blocks (reorder.py's transpose8)."""
-transpose_tiles_bytes = njit(_tiles_sig(types.uint8), nogil=True, cache=True, error_model="numpy")(
-    _tiles("transpose_tiles_bytes", 16, transpose16_bytes))
-transpose_tiles_bytes.__doc__ = """The tiled copy for 1-byte elements (8-bit activations: the quantized transformers' head
-and patch transposes, the quantized products' A^T and Y^T, ops/cpu/qproduct.py): 16 x 16 blocks (transpose16_bytes).
-The strided walk touched one byte of each line it read: ViT's (768, 196) patch transpose took 2.6 ms, now 0.006."""
+# transpose_tiles and transpose_tiles_bytes are one loop nest over two register transposes, written out twice: made
+# from one Python closure, numba keyed their cache entries by the closure's cells (an intrinsic's pickle), which
+# differ between processes, so the tiered compile's workers (engine/tiering.py) compiled them and the server never
+# found them ("NotCached: transpose_tiles")
+@njit(_tiles_sig(types.float32), nogil=True, cache=True, error_model="numpy")
+def transpose_tiles(x, y, bases, rows, cols, stride):
+    """y[(b * rows + i) * cols + j] = x[bases[b] + j * stride + i] for b < bases.size, i < rows, j < cols (module
+    docstring), 4-byte elements: 8 source rows at a time, their 8 x 8 blocks transposed in registers (reorder.py's
+    transpose8), the edges a scalar loop."""
+    r8 = rows // 8 * 8
+    c8 = cols // 8 * 8
+    for b in range(bases.size):
+        src = bases[b]
+        dst = b * rows * cols
+        for j0 in range(0, c8, 8):
+            for i0 in range(0, r8, 8):
+                transpose8(x, src + j0 * stride + i0, stride, y, dst + i0 * cols + j0, cols)
+            for i in range(r8, rows):
+                for j in range(j0, j0 + 8):
+                    y[dst + i * cols + j] = x[src + j * stride + i]
+        for i in range(rows):
+            for j in range(c8, cols):
+                y[dst + i * cols + j] = x[src + j * stride + i]
+
+
+@njit(_tiles_sig(types.uint8), nogil=True, cache=True, error_model="numpy")
+def transpose_tiles_bytes(x, y, bases, rows, cols, stride):
+    """transpose_tiles for 1-byte elements (8-bit activations: the quantized transformers' head and patch transposes,
+    the quantized products' A^T and Y^T, ops/cpu/qproduct.py): 16 x 16 blocks (transpose16_bytes). The strided walk
+    touched one byte of each line it read: ViT's (768, 196) patch transpose took 2.6 ms, now 0.006."""
+    r16 = rows // 16 * 16
+    c16 = cols // 16 * 16
+    for b in range(bases.size):
+        src = bases[b]
+        dst = b * rows * cols
+        for j0 in range(0, c16, 16):
+            for i0 in range(0, r16, 16):
+                transpose16_bytes(x, src + j0 * stride + i0, stride, y, dst + i0 * cols + j0, cols)
+            for i in range(r16, rows):
+                for j in range(j0, j0 + 16):
+                    y[dst + i * cols + j] = x[src + j * stride + i]
+        for i in range(rows):
+            for j in range(c16, cols):
+                y[dst + i * cols + j] = x[src + j * stride + i]
 
 
 _C6 = types.Array(types.int64, 1, "C", readonly=True)
