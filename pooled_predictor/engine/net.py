@@ -45,6 +45,7 @@ __all__ = ["BODIES", "Net", "Optimization"]
 # profile's precision column reads this one's type (a QLinearConcat of uint8 inputs showed "float32->uint8")
 _DATA_INPUT = {"QLinearConcat": 2}
 
+
 class Net:
     """A Program bound to its own activation blobs.
 
@@ -340,8 +341,11 @@ class Net:
             a = blobs.get(name) if name else None
             return None if a is None else a.dtype
 
-        out = [precision_of(dtype(n.inputs[_DATA_INPUT.get(n.op_type, 0)] if len(n.inputs) > _DATA_INPUT.get(
-            n.op_type, 0) else ""), dtype(n.outputs[0] if n.outputs else "")) for n in layout.run_nodes]
+        def data_input(n):
+            i = _DATA_INPUT.get(n.op_type, 0)
+            return n.inputs[i] if len(n.inputs) > i else ""
+
+        out = [precision_of(dtype(data_input(n)), dtype(n.outputs[0] if n.outputs else "")) for n in layout.run_nodes]
         self._precisions_of = (layout, out)
         return out
 

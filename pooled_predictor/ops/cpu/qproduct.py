@@ -8,6 +8,7 @@ import numpy as np
 from .. import int8_arithmetic
 from . import compiled
 from .conv_shared import shared_weights
+from .tensor import tile_kernel
 
 GEMV_ROWS = 3  # A's rows up to which the saturating product runs as GEMVs (qgemv_sat)
 
@@ -29,12 +30,8 @@ def _transpose_into(src: np.ndarray, dst: np.ndarray) -> None:
     between the two copies; the tiles 0.03-0.09."""
     r, c = src.shape
     if compiled.active() and src.flags.c_contiguous and r >= 8 and c >= 8 and src.itemsize in (1, 4):
-        if src.itemsize == 1:
-            compiled.transpose.transpose_tiles_bytes(src.reshape(-1).view(np.uint8), dst.view(np.uint8), _ONE_BASE,
-                                                     c, r, c)
-        else:
-            compiled.transpose.transpose_tiles(src.reshape(-1).view(np.float32), dst.view(np.float32), _ONE_BASE,
-                                               c, r, c)
+        kernel, view = tile_kernel(src.itemsize)
+        kernel(src.reshape(-1).view(view), dst.view(view), _ONE_BASE, c, r, c)
         return
     np.copyto(dst.reshape(c, r), src.T)
 

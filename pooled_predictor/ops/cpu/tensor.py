@@ -65,11 +65,16 @@ def _tiled_transpose(x, out, perm):
         bases = bases + (np.arange(x.shape[a], dtype=np.int64) * (x.strides[a] // x.itemsize)).reshape(shape)
     bases = np.ascontiguousarray(bases.reshape(-1))
     bases.flags.writeable = False
-    if x.itemsize == 1:  # 8-bit activations: byte tiles
-        return compiled.bound(compiled.transpose.transpose_tiles_bytes, x.reshape(-1).view(np.uint8),
-                              out.reshape(-1).view(np.uint8), bases, rows, cols, stride)
-    return compiled.bound(compiled.transpose.transpose_tiles, x.reshape(-1).view(np.float32),
-                          out.reshape(-1).view(np.float32), bases, rows, cols, stride)
+    kernel, view = tile_kernel(x.itemsize)
+    return compiled.bound(kernel, x.reshape(-1).view(view), out.reshape(-1).view(view), bases, rows, cols, stride)
+
+
+def tile_kernel(itemsize: int):
+    """(compiled/transpose.py's tiled copy, the element view it takes) for 1-byte (16 x 16 byte tiles: 8-bit
+    activations) or 4-byte elements (8 x 8 float tiles)."""
+    if itemsize == 1:
+        return compiled.transpose.transpose_tiles_bytes, np.uint8
+    return compiled.transpose.transpose_tiles, np.float32
 
 
 def _strided_transpose(x, out, perm):
