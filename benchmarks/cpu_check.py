@@ -1,7 +1,7 @@
 """A CPU speed check for a lent machine: our pool against onnxruntime at 1, 2 and 16 workers, side by side.
 
     python benchmarks/cpu_check.py [--workers 1 2 16] [--models mobilenet_v2 ppocr_rec resnet50]
-                                   [--rounds R] [--seconds S] [--compare-lanes] [--compare-winograd16]
+                                   [--rounds R] [--seconds S] [--compare-lanes] [--compare-winograd]
                                    [--compare-forward]
 
 Made to finish in under 6 minutes on the lent machine's 16-core Xeon (AVX-512), numba's cold
@@ -16,9 +16,9 @@ warm-up call each, closed loop: a caller submits its next request when its previ
 * ours_forward -- (--compare-forward) the same pool with every job queued to its workers, the
                 client waiting on forward()'s Future (vs_ours_forward = ours / ours_forward);
 * ours_8     -- (--compare-lanes, where the host's width is not 8) the same pool at 8 lanes (NCHW8c);
-* ours_wino  -- (--compare-winograd16, at 16 lanes) the same pool with every stride-1 3x3 that Winograd
-                takes on Winograd (conv_nchwc.WINOGRAD16_MIN_TILES = 0), where "ours" sends those with few
-                tiles and a U over WINOGRAD16_MAX_U_BYTES (half the last-level cache) to the indirect kernel:
+* ours_wino  -- (--compare-winograd) the same pool with every stride-1 3x3 that Winograd
+                takes on Winograd (conv_nchwc.WINOGRAD_MIN_TILES = 0), where "ours" sends those with few
+                tiles and a U over WINOGRAD_MAX_U_BYTES (half the last-level cache) to the indirect kernel:
                 the A/B of that choice on one machine, interleaved (vs_ours_wino = ours / ours_wino);
 * ort_1xN    -- one onnxruntime session, 1 intra-op thread, N caller threads;
 * ort_Nx1    -- one session with N intra-op threads, 1 caller.
@@ -75,13 +75,13 @@ class Pool:
         self.workers = workers
         self.queued = queued
         t0 = time.perf_counter()
-        min_tiles = conv_nchwc.WINOGRAD16_MIN_TILES
+        min_tiles = conv_nchwc.WINOGRAD_MIN_TILES
         if all_winograd:  # read when each Net lays out its shapes: held until the compiled layouts serve
-            conv_nchwc.WINOGRAD16_MIN_TILES = 0
+            conv_nchwc.WINOGRAD_MIN_TILES = 0
         try:
             self._start(data, input_name, x, workers, lanes, t0)
         finally:
-            conv_nchwc.WINOGRAD16_MIN_TILES = min_tiles
+            conv_nchwc.WINOGRAD_MIN_TILES = min_tiles
 
     def _start(self, data, input_name, x, workers, lanes, t0):
         from pooled_predictor import Config, PooledPredictor
@@ -131,7 +131,7 @@ class Ort(OrtSession):
 
 
 def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: bool,
-          compare_winograd16: bool = False, compare_forward: bool = False) -> dict:
+          compare_winograd: bool = False, compare_forward: bool = False) -> dict:
     from pooled_predictor.ops.cpu.compiled import isa
 
     data, input_name, x = load_model(name, 1)
@@ -139,7 +139,7 @@ def bench(name: str, workers: int, rounds: int, seconds: float, compare_lanes: b
     configs = [ours]
     if compare_lanes and isa.LANES != 8:
         configs.append(Pool(data, input_name, x, workers, lanes=8))
-    if compare_winograd16 and isa.LANES == 16:
+    if compare_winograd:
         configs.append(Pool(data, input_name, x, workers, all_winograd=True))
     if compare_forward:
         configs.append(Pool(data, input_name, x, workers, queued=True))
@@ -186,9 +186,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=2.0, help="per configuration per round")
     ap.add_argument("--compare-lanes", action="store_true",
                     help="also time the pool at 8 lanes (NCHW8c) where the host's width is 16")
-    ap.add_argument("--compare-winograd16", action="store_true",
-                    help="at 16 lanes, also time the pool with every Winograd-able 3x3 on Winograd "
-                         "(conv_nchwc.WINOGRAD16_MIN_TILES = 0): the A/B of the 16-lane Winograd choice")
+    ap.add_argument("--compare-winograd", action="store_true",
+                    help="also time the pool with every Winograd-able 3x3 on Winograd "
+                         "(conv_nchwc.WINOGRAD_MIN_TILES = 0): the A/B of the Winograd choice")
     ap.add_argument("--compare-forward", action="store_true",
                     help="also time the pool with every job queued to its workers (forward().result()), "
                          "beside infer(), which runs a job on the calling thread while a Net is free")
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
             skipped.append(name)
             continue
         for workers in args.workers:
-            row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes, args.compare_winograd16,
+            row = bench(name, workers, args.rounds, args.seconds, args.compare_lanes, args.compare_winograd,
                         args.compare_forward)
             rows.append(row)
             def f(key, spec, row=row):  # None (nothing finished in time): "-"

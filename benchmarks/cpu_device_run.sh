@@ -3,7 +3,7 @@
 # fma_peak.py, cpu_check at 1, 2 and 16 workers (the pool's clients calling infer()), int8.py's quick table, one-thread
 # kernel profiles of ResNet-50, MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's (16 lanes; PROFILE_ISAS
 # ="avx512 avx2" adds 8), two A/Bs, matmul_blocking.py's KC sweep and the int8 BERT encoder's profile; INT8_TESTS=1
-# adds the vpdpbusd tests. STEPS (default: all, "fma check int8 profile rec_order no_winograd16 blocking int8_profile")
+# adds the vpdpbusd tests. STEPS (default: all, "fma check int8 profile rec_order no_winograd blocking int8_profile")
 # (and "amx") picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
 # Last run 2026-11-28 18:18-18:50 UTC (benchmarks/README.md: "On the lent Xeon, session 16"). Open there: the AMX
 # QLinearConv kernel (written, tested through its numpy walk only; the "amx" step runs its tests, times it per layer
@@ -23,7 +23,7 @@ OUT=${OUT:-/tmp/cpu_out}; LOGS=/tmp/cpu_run_logs; mkdir -p "$OUT" "$LOGS"
 ROUNDS=${ROUNDS:-3}; SECONDS_EACH=${CHECK_SECONDS:-1.5}  # not $SECONDS: bash's seconds since the start (used below)
 DEADLINE=${DEADLINE:-540}  # seconds: every step's limit is cut to what is left of it, so the call ends in time
 PROFILE_ISAS=${PROFILE_ISAS:-avx512}  # "avx512 avx2": the 8-lane profiles too (their kernels compile cold: ~90 s)
-STEPS=${STEPS:-"amx fma check int8 profile rec_order no_winograd16 blocking int8_profile"}  # which steps run, in this order
+STEPS=${STEPS:-"amx fma check int8 profile rec_order no_winograd blocking int8_profile"}  # which steps run, in this order
 PROFILE_MODELS=${PROFILE_MODELS:-"ppocr_rec resnet50 mobilenet_v2 bert_base"}  # rec: the Xeon row below level, never profiled in the same call as its pool row
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want_bert() { case " $PROFILE_MODELS " in *" bert_base "*) return 0;; *) return 1;; esac; }
@@ -93,13 +93,13 @@ timeout "$(lim 60)" python3 benchmarks/cpu_check.py --models ppocr_rec --workers
     --seconds "$SECONDS_EACH" --out-suffix rec_order > "$LOGS/cpu_rec_order.log" 2>&1
 echo "rec 2 then 1 rc $? [$SECONDS s]"; grep -E "^ppocr_rec x" "$LOGS/cpu_rec_order.log" | cut -c1-200; pack
 fi
-if want no_winograd16; then
-# ResNet-50 at 16 workers without the 16-lane Winograd (its filters are 4x the 3x3 weights, read every forward by
+if want no_winograd; then
+# ResNet-50 at 16 workers without Winograd (its filters are 4x the 3x3 weights, read every forward by
 # every worker): whether that traffic is the growth of our CPU time an image from 1 to 16 workers (72 -> 104 ms)
-POOLED_PREDICTOR_WINOGRAD16_MIN_TILES=1000000 POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES=1 timeout "$(lim 70)" \
+POOLED_PREDICTOR_WINOGRAD_MIN_TILES=1000000 POOLED_PREDICTOR_WINOGRAD_MAX_U_BYTES=1 timeout "$(lim 70)" \
     python3 benchmarks/cpu_check.py --models resnet50 --workers 16 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" \
-    --out-suffix no_winograd16 > "$LOGS/cpu_no_wino16.log" 2>&1
-echo "resnet50 x16 without Winograd rc $? [$SECONDS s]"; grep -E "^resnet50 x" "$LOGS/cpu_no_wino16.log" | cut -c1-200; pack
+    --out-suffix no_winograd > "$LOGS/cpu_no_wino.log" 2>&1
+echo "resnet50 x16 without Winograd rc $? [$SECONDS s]"; grep -E "^resnet50 x" "$LOGS/cpu_no_wino.log" | cut -c1-200; pack
 fi
 if want blocking; then
 timeout "$(lim 60)" python3 benchmarks/matmul_blocking.py --lanes 16 --kc 192 384 --repeat 3 \

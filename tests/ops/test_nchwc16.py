@@ -268,13 +268,13 @@ def test_winograd16_and_fused_chain16_give_the_8_lane_bits():
         np.testing.assert_allclose(outs[16], ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
-def test_small_3x3_with_a_large_u_runs_indirect_at_16_lanes_only(monkeypatch):
-    """A stride-1 3x3 at 7x7 (4 F(4x4) tiles) whose U is over WINOGRAD16_MAX_U_BYTES (lowered here, so
-    that 32 channels suffice): the indirect kind at 16 lanes, Winograd at 8 (conv_nchwc.winograd_fits);
-    both within the suite's tolerance of onnxruntime."""
+def test_small_3x3_runs_indirect_where_its_u_is_large_at_both_widths(monkeypatch):
+    """A stride-1 3x3 at 7x7 (4 F(4x4) tiles): with its U over WINOGRAD_MAX_U_BYTES (lowered here, so that 32
+    channels suffice) the indirect kind, within it Winograd, at 8 and at 16 lanes alike
+    (conv_nchwc.winograd_fits); each within the suite's tolerance of onnxruntime."""
     from tests.passes.pass_helpers import make_model
 
-    monkeypatch.setattr(conv_nchwc, "WINOGRAD16_MAX_U_BYTES", 4 * 36 * 32 * 32 - 1)
+    u_bytes = 4 * 36 * 32 * 32
     seen = []
     init = conv_nchwc._BlockedConv.__init__
     monkeypatch.setattr(conv_nchwc._BlockedConv, "__init__",
@@ -288,14 +288,16 @@ def test_small_3x3_with_a_large_u_runs_indirect_at_16_lanes_only(monkeypatch):
     model = make_model(nodes, {"x": (2, 32, 7, 7)}, ["y"], w, opset=13)
     x = f32(2, 32, 7, 7)
     ref = run_ort(model, {"x": x})[0]
-    for lanes in (8, 16):
-        seen.clear()
-        net = _net(model, lanes)
-        net.forward({"x": x})
-        assert _layouts(net) == {f"NCHW{lanes}c"}
-        kinds = [kind for block, kind in seen if block == lanes]
-        assert kinds.count("winograd" if lanes == 8 else "indirect") == 1, seen
-        np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+    for bound, kind in ((u_bytes - 1, "indirect"), (u_bytes, "winograd")):
+        monkeypatch.setattr(conv_nchwc, "WINOGRAD_MAX_U_BYTES", bound)
+        for lanes in (8, 16):
+            seen.clear()
+            net = _net(model, lanes)
+            net.forward({"x": x})
+            assert _layouts(net) == {f"NCHW{lanes}c"}
+            kinds = [k for block, k in seen if block == lanes]
+            assert kinds.count(kind) == 1, (bound, seen)
+            np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
 def _off_block_model(act="Clip"):
@@ -380,16 +382,18 @@ def test_off_block_channels_take_no_activation_that_moves_zero(monkeypatch):
     np.testing.assert_allclose(net.blob_by_name("y"), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
-def test_winograd16_bounds_are_the_hosts_and_overridable():
-    """WINOGRAD16_MAX_U_BYTES defaults to half the host's last-level cache (read from /sys on Linux, 32 MiB where
-    it cannot be), and both 16-lane Winograd bounds take their POOLED_PREDICTOR_WINOGRAD16_* overrides."""
+def test_winograd_bounds_are_the_hosts_and_overridable():
+    """WINOGRAD_MAX_U_BYTES defaults to half the host's last-level cache (read from /sys on Linux, 32 MiB where
+    it cannot be), and both Winograd bounds take their POOLED_PREDICTOR_WINOGRAD_MIN_TILES / _MAX_U_BYTES
+    overrides."""
     llc = conv_nchwc.last_level_cache_bytes()
     assert llc > 0 and conv_nchwc.last_level_cache_bytes(default=7) in (llc, 7)
-    code = "from pooled_predictor.ops.cpu import conv_nchwc as c; print(c.WINOGRAD16_MIN_TILES, c.WINOGRAD16_MAX_U_BYTES)"
+    code = "from pooled_predictor.ops.cpu import conv_nchwc as c; print(c.WINOGRAD_MIN_TILES, c.WINOGRAD_MAX_U_BYTES)"
+    bounds = ("POOLED_PREDICTOR_WINOGRAD_MIN_TILES", "POOLED_PREDICTOR_WINOGRAD_MAX_U_BYTES")
     for env, want in (({}, ["9", str(llc // 2)]),
-                      ({"POOLED_PREDICTOR_WINOGRAD16_MIN_TILES": "0", "POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES": "123"},
+                      ({"POOLED_PREDICTOR_WINOGRAD_MIN_TILES": "0", "POOLED_PREDICTOR_WINOGRAD_MAX_U_BYTES": "123"},
                        ["0", "123"])):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("POOLED_PREDICTOR_WINOGRAD16_")} | env
+        env = {k: v for k, v in os.environ.items() if k not in bounds} | env
         got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert got.stdout.split() == want
 

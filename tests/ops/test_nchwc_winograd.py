@@ -162,7 +162,7 @@ def test_winograd_convs_run_blocked_and_match_onnxruntime(tile, passes, c, m, n,
     np.testing.assert_allclose(y, ref, rtol=0, atol=TOL[tile] * 50 * np.abs(ref).max())
 
 
-def test_winograd_kind_is_chosen_only_where_it_applies():
+def test_winograd_kind_is_chosen_only_where_it_applies(monkeypatch):
     """Stride-1 3x3, group 1, dilation 1, one block of channels or more: "winograd"; strided, dilated,
     grouped or fewer channels: another kind. The NCHW path's Winograd keeps its own minimums (16 in,
     32 out)."""
@@ -181,14 +181,14 @@ def test_winograd_kind_is_chosen_only_where_it_applies():
     assert conv_nchwc.winograd_fits(G(out_channels=16)) and conv_nchwc.winograd_fits(G(in_channels=8, out_channels=8))
     assert not conv_nchwc.winograd_fits(G(out_channels=4))
     assert not conv_nchwc.winograd_fits(G(in_channels=4))
-    # 16 lanes: not with fewer than WINOGRAD16_MIN_TILES tiles an image and a U over WINOGRAD16_MAX_U_BYTES
-    # (36 x 512 x 512 floats: 36 MiB); 8 lanes: every size
+    # not with fewer than WINOGRAD_MIN_TILES tiles an image and a U over WINOGRAD_MAX_U_BYTES (36 x 512 x 512
+    # floats: 36 MiB), at either width; the bound is half the host's last-level cache, set here to Zen 5's
+    monkeypatch.setattr(conv_nchwc, "WINOGRAD_MAX_U_BYTES", 16 << 20)
     big = dict(in_channels=512, out_channels=512)
-    assert not conv_nchwc.winograd_fits(G(**big), 16) and conv_nchwc.winograd_fits(G(**big), 8)
-    assert not conv_nchwc.winograd_fits(G(out_shape=(8, 8), **big), 16)  # 2 x 2 tiles
-    assert conv_nchwc.winograd_fits(G(out_shape=(9, 9), **big), 16)  # 3 x 3 tiles
-    assert conv_nchwc.winograd_fits(G(out_shape=(14, 14), **big), 16)
-    assert conv_nchwc.winograd_fits(G(in_channels=192, out_channels=384), 16)  # U 10 MiB (GoogLeNet's 5b at 7x7)
-    assert conv_nchwc.winograd_fits(G(), 16)
+    assert not conv_nchwc.winograd_fits(G(**big))
+    assert not conv_nchwc.winograd_fits(G(out_shape=(8, 8), **big))  # 2 x 2 tiles
+    assert conv_nchwc.winograd_fits(G(out_shape=(9, 9), **big))  # 3 x 3 tiles
+    assert conv_nchwc.winograd_fits(G(out_shape=(14, 14), **big))
+    assert conv_nchwc.winograd_fits(G(in_channels=192, out_channels=384))  # U 10 MiB (GoogLeNet's 5b at 7x7)
     assert conv.winograd_geometry(G()) and not conv.winograd_geometry(G(out_channels=16))
     assert not conv.winograd_geometry(G(in_channels=8))

@@ -24,8 +24,8 @@ run over the whole blocked array), and
     of 8: WINOGRAD_MIN_CHANNELS; the NCHW path wants 16 in, 32 out): Winograd F(4x4, 3x3)
     (compiled/nchwc_winograd.py: both transforms on eight channels at once, each
     position's product as this layout's pointwise GEMM); not the NCHW kernel's bits
-    (other sums), within the error bound of compiled/winograd.py; at 16 lanes not on small
-    outputs with a large U (WINOGRAD16_MIN_TILES: ResNet-50's 512-channel 3x3s at 7x7 run indirect);
+    (other sums), within the error bound of compiled/winograd.py; not on small outputs with
+    a large U (WINOGRAD_MIN_TILES: ResNet-50's 512-channel 3x3s at 7x7 run indirect);
   * indirect: group 1, any other kernel, strides, dilations and pads:
     X is copied once into a zero-padded blocked buffer and the NCHW8c
     micro-kernel reads each output row's taps from it through a table of
@@ -97,22 +97,27 @@ WINOGRAD_TILE = 4
 # 5.4 -> 3.4, 32 -> 16 at 8x8 0.128 -> 0.063: 0.49-0.96x at every shape tried, 17 of them; error
 # 2-4e-6 x max|Y| against onnxruntime.
 WINOGRAD_MIN_CHANNELS = (8, 8)
-# At 16 lanes (NCHW16c), not where an image has fewer F(4x4) output tiles than WINOGRAD16_MIN_TILES and U
-# (36 x M x C floats) takes more than WINOGRAD16_MAX_U_BYTES: each of the 36 positions' GEMMs then streams
-# its U[xi] for a few pixels from memory (U beyond what the last-level cache keeps), 4x the direct kernel's W,
-# and once the GEMM runs 16 wide that costs more than the multiplies saved. Zen 5 (AVX-512, 32 MiB L3), one
+# Not where an image has fewer F(4x4) output tiles than WINOGRAD_MIN_TILES and U (36 x M x C floats) takes
+# more than WINOGRAD_MAX_U_BYTES: each of the 36 positions' GEMMs then streams its U[xi] for a few pixels from
+# memory (U beyond what the last-level cache keeps), 4x the direct kernel's W, and that costs more than the
+# multiplies saved. First found at 16 lanes (NCHW16c); Zen 5 (AVX-512, 32 MiB L3), one
 # thread, in the model: ResNet-50's 512 -> 512 3x3 at 7x7 (4 tiles, U 36 MiB), F(4x4) vs the indirect kernel,
 # 1.70-1.81 vs 1.25-1.32 ms at batch 1 (the forward 33.8 -> 32.0 and 33.6 -> 32.6 ms), 10.9-11.1 vs 8.7 at
 # batch 8; GoogLeNet's 160 -> 320 and 192 -> 384 at 7x7 (U 7 and 10 MiB) 0.23 vs 0.26 and 0.33 vs 0.39:
-# kept on Winograd; ResNet-50's 256 -> 256 at 14x14 (16 tiles) 0.64-0.71 vs 0.97-1.00. At 8 lanes every
-# size takes Winograd (512 channels at 7x7: 3.1 ms against 5.5).
+# kept on Winograd; ResNet-50's 256 -> 256 at 14x14 (16 tiles) 0.64-0.71 vs 0.97-1.00. The same at 8 lanes
+# (NCHW8c, the kernels compiled for Haswell on that Zen 5), since the indirect kernel's 8-lane gains: ResNet-50's
+# 512 -> 512 at 7x7, one thread, F(4x4) 3.11 vs indirect 2.25 ms at batch 1 (the 8-lane rule was "every
+# size takes Winograd", measured at 3.1 against 5.5 ms on the AVX2 EPYC with the indirect kernel of then), 14.3
+# vs 15.8 at batch 8; through the pool at 2 workers (benchmarks/ab_checkouts.py, interleaved), the model
+# 1.040x at batch 1 and 1.025x at batch 8 with these layers indirect, where two workers share the memory
+# bandwidth that U's streaming takes.
 # The bound is the host's, not Zen 5's constant: half its last-level cache (last_level_cache_bytes; 16 MiB
 # of Zen 5's 32, between the U measured to win and to lose there), so that a host whose cache keeps a 36 MiB
 # U keeps those layers on Winograd (the lent Xeon's cpu_check gave ResNet-50 at one worker 0.82x onnxruntime
 # with them on Winograd, 0.69x after a fixed 16 MiB sent them indirect; not yet checked against its cache
-# size). POOLED_PREDICTOR_WINOGRAD16_MIN_TILES and
-# POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES (bytes) override both, for an A/B on one machine
-# (benchmarks/cpu_check.py --compare-winograd16 runs both choices side by side in one process).
+# size). POOLED_PREDICTOR_WINOGRAD_MIN_TILES and
+# POOLED_PREDICTOR_WINOGRAD_MAX_U_BYTES (bytes) override both, for an A/B on one machine
+# (benchmarks/cpu_check.py --compare-winograd runs both choices side by side in one process).
 
 
 def last_level_cache_bytes(default: int = 32 << 20) -> int:
@@ -133,8 +138,8 @@ def last_level_cache_bytes(default: int = 32 << 20) -> int:
     return best[1] or default
 
 
-WINOGRAD16_MIN_TILES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD16_MIN_TILES", "9"))
-WINOGRAD16_MAX_U_BYTES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD16_MAX_U_BYTES", 0)) or last_level_cache_bytes() // 2
+WINOGRAD_MIN_TILES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD_MIN_TILES", "9"))
+WINOGRAD_MAX_U_BYTES = int(os.environ.get("POOLED_PREDICTOR_WINOGRAD_MAX_U_BYTES", 0)) or last_level_cache_bytes() // 2
 # Images transformed together (sharing each U[xi] while it is in cache) while their padded X,
 # V and M take at most this many bytes (at least one image)
 WINOGRAD_GROUP_BYTES = 2 << 20
@@ -268,22 +273,22 @@ def blocked_kind(ctx, block: int = BLOCK) -> str | None:
         return "pointwise"  # any strides (strided: X subsampled first)
     if g.group == g.in_channels == g.out_channels:
         return "depthwise"
-    if not padded and winograd_fits(g, block):
+    if not padded and winograd_fits(g):
         return "winograd"
     if g.group == 1:
         return "indirect"
     return None
 
 
-def winograd_fits(g, block: int = BLOCK) -> bool:
-    """A stride-1 3x3 convolution (group 1, dilation 1) with enough channels for Winograd to pay; at 16
-    lanes, with enough output tiles an image or a small enough U (WINOGRAD16_MIN_TILES)."""
+def winograd_fits(g) -> bool:
+    """A stride-1 3x3 convolution (group 1, dilation 1) with enough channels for Winograd to pay, and
+    enough output tiles an image or a small enough U (WINOGRAD_MIN_TILES); the same at both widths."""
     if not (WINOGRAD and winograd_geometry(g, WINOGRAD_MIN_CHANNELS)):
         return False
     m = WINOGRAD_TILE
     tiles = -(-g.out_shape[0] // m) * -(-g.out_shape[1] // m)
     u_bytes = 4 * (m + 2) ** 2 * g.in_channels * g.out_channels
-    return block == 8 or tiles >= WINOGRAD16_MIN_TILES or u_bytes <= WINOGRAD16_MAX_U_BYTES
+    return tiles >= WINOGRAD_MIN_TILES or u_bytes <= WINOGRAD_MAX_U_BYTES
 
 
 def winograd_weights(w: np.ndarray, m: int, block: int = BLOCK) -> np.ndarray:
