@@ -14,11 +14,17 @@ refused here (ModelLoadError, naming the node, tensor or value):
   with two outputs), an empty name for a required or variadic input or a
   required output (absent variadic outputs, e.g. of Split, are allowed),
   required attributes missing, attributes the schema does not have or whose
-  type is not the schema's, initializers whose element type the input's type
-  constraint does not allow (an int4 weight of an Add; other element-type
-  checks are the kernels', at compile and reshape); the same for onnxruntime's
-  contrib ops of domain com.microsoft that its quantizer emits, whose schemas
-  contrib_schemas.py registers with onnx (onnxruntime refuses these too);
+  type is not the schema's; inputs whose element type the input's type
+  constraint does not allow (an int4 weight of an Add), or inputs bound to one
+  type parameter with two types (Add of float and uint32, DequantizeLinear of an
+  int32 x and a uint16 zero point: onnxruntime's "Type parameter (T) bound to
+  different types"), where the types are known before any pass runs:
+  initializers, typed graph inputs, and the outputs whose type follows from the
+  schema (a bound type parameter or a fixed type; the others, Cast's for one,
+  and what reads them are the kernels' to check, at compile and reshape); the
+  same for onnxruntime's contrib ops of domain com.microsoft that its quantizer
+  emits, whose schemas contrib_schemas.py registers with onnx (onnxruntime
+  refuses these too);
 * spatial attributes outside their ranges (ONNX Operators: Conv, ConvTranspose,
   MaxPool, AveragePool, LpPool, ...): pads and output_padding >= 0, strides,
   dilations and kernel_shape >= 1, pads of length 2 x (number of spatial axes),
@@ -35,12 +41,13 @@ budget refuses them at reshape, before a kernel is set up.
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
-from onnx import AttributeProto, TensorProto
+from onnx import AttributeProto, TensorProto, numpy_helper
 
 from .. import budget
 from ..contrib_schemas import ensure_registered, is_registered_contrib
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, ShapeInferenceError
 from .external import declared_nbytes
 
 INT64_MAX = (1 << 63) - 1
@@ -104,7 +111,11 @@ def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> N
         if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
             dims = [d.dim_value for d in v.type.tensor_type.shape.dim if d.HasField("dim_value")]
             _check_dims(dims, where, f"graph input {v.name!r}")
-    weight_types = {t.name: t.data_type for t in g.initializer}
+    types = {t.name: _tensor_type(t.data_type) for t in g.initializer}  # value -> its ONNX type string, where known
+    initializers = {t.name: t for t in g.initializer}
+    for v in g.input:
+        if v.name not in types and v.type.HasField("tensor_type") and _tensor_type(v.type.tensor_type.elem_type):
+            types[v.name] = _tensor_type(v.type.tensor_type.elem_type)
     for i, node in enumerate(g.node):
         label = f"node {node.name or f'#{i}'!r} ({node.op_type})"
         for name in list(node.input) + list(node.output) + [node.name, node.op_type, node.domain]:
@@ -117,7 +128,7 @@ def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> N
                 raise _err(where, f"{label} writes {o!r}, which is already defined "
                                   "(onnxruntime: duplicate definition of name)")
             defined.add(o)
-        _check_node(node, opset, where, label, weight_types)
+        _check_node(node, opset, where, label, types, initializers)
         for a in node.attribute:
             for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
                 _check_graph(sub, opset, where, memory_limit)  # each scope on its own
@@ -152,10 +163,12 @@ def _schema(node: onnx.NodeProto, opset: dict):
         return None
 
 
-def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str, weight_types: dict) -> None:
+def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str, types: dict,
+                initializers: dict) -> None:
     schema = _schema(node, opset)
     if schema is not None:
-        _check_weight_types(node, schema, where, label, weight_types)
+        _check_types(node, schema, where, label, types, initializers)
+        _check_scales(node, schema, where, label, initializers)
         n_in, n_out = len(node.input), len(node.output)
         if not schema.min_input <= n_in <= schema.max_input:
             raise _err(where, f"{label} has {n_in} inputs; its schema (opset {schema.since_version}) "
@@ -186,23 +199,107 @@ def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str, weigh
         _check_spatial(node, where, label)
 
 
-def _check_weight_types(node: onnx.NodeProto, schema, where: str, label: str, weight_types: dict) -> None:
-    """Initializers read by the node, against the type constraint of the input they fill."""
+def _tensor_type(data_type: int) -> str | None:
+    """'tensor(float)' for TensorProto.FLOAT; None for a data type ONNX has no name for."""
+    try:
+        return f"tensor({TensorProto.DataType.Name(data_type).lower()})"
+    except ValueError:
+        return None
+
+
+def where_label(where: str, label: str) -> str:
+    """'model <where>: <label>', as _err's messages begin."""
+    return f"model {where!r}: {label}"
+
+
+SCALE_CHECK_MAX = 1 << 16
+"""Scales of at most this many elements are read at load (_check_scales); a larger one is the kernels'."""
+
+
+def _check_scales(node: onnx.NodeProto, schema, where: str, label: str, initializers: dict) -> None:
+    """A quantization scale given as an initializer (a formal input named *scale: QuantizeLinear's
+    y_scale, QLinearConv's w_scale, QLinearAdd's C_scale, ...) must hold finite numbers. A NaN or infinite
+    scale makes every value it quantizes or requantizes undefined; onnxruntime runs such a model and returns
+    whatever its float-to-int conversion gives (found by tests/fuzz: NaN w_scale, outputs differing from it
+    by the path taken). Raises ModelLoadError naming the node and input."""
+    if not schema.inputs:
+        return
+    for k, name in enumerate(node.input):
+        t = initializers.get(name)
+        param = schema.inputs[min(k, len(schema.inputs) - 1)]
+        if t is None or not param.name.lower().endswith("scale"):
+            continue
+        if t.data_type not in _FLOAT_TYPES or t.data_location == TensorProto.EXTERNAL:
+            continue
+        count = 1
+        for d in t.dims:
+            count *= int(d)
+        if count > SCALE_CHECK_MAX:
+            continue
+        try:
+            values = numpy_helper.to_array(t).astype(np.float32)
+        except Exception:  # a malformed tensor: its conversion reports it, with the others
+            continue
+        bad = values.reshape(-1)[~np.isfinite(values.reshape(-1))]
+        if bad.size:
+            raise _err(where, f"{label}: {param.name} {name!r} holds {bad[0]}; a quantization scale must be a "
+                              "finite number")
+
+
+_FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
+
+
+def _check_types(node: onnx.NodeProto, schema, where: str, label: str, types: dict,
+                 initializers: dict) -> None:
+    """The node's inputs of known type (initializers, typed graph inputs, the outputs of nodes checked before
+    it) against its schema's type constraints, as onnxruntime's graph resolution checks them at load: each
+    input's type among those its formal parameter allows, and the inputs bound to one type parameter (T of
+    Add's A and B, of DequantizeLinear's x and x_zero_point) of one type. Records the types of the outputs that
+    follow from these (an output of a bound type parameter, or of a fixed type); others stay unknown, and so
+    unchecked downstream.
+
+    Raises:
+        ModelLoadError: an initializer of a type its input does not allow (the file is invalid).
+        ShapeInferenceError: another input of a type not allowed, or two types for one type parameter (the
+            messages of shapes/common.check_types, which the shape rules raise for what only they see).
+    """
     if not schema.inputs:
         return
     constraints = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    bound: dict[str, tuple[int, str]] = {}
     for k, name in enumerate(node.input):
-        if name not in weight_types:
+        if not name:
+            continue
+        if name in types and types[name] is None:
+            raise _err(where, f"{label}: initializer {name!r} has an unknown data type")
+        type_str = types.get(name)
+        if type_str is None:
             continue
         param = schema.inputs[min(k, len(schema.inputs) - 1)]
         allowed = constraints.get(param.type_str, {param.type_str})
-        try:
-            type_str = f"tensor({TensorProto.DataType.Name(weight_types[name]).lower()})"
-        except ValueError:
-            raise _err(where, f"{label}: initializer {name!r} has the unknown data type {weight_types[name]}") from None
         if type_str not in allowed:
-            raise _err(where, f"{label}: initializer {name!r} of type {type_str} cannot be its input {k} "
-                              f"({param.name}: {', '.join(sorted(allowed))})")
+            if name in initializers:  # the file itself is invalid
+                raise _err(where, f"{label}: initializer {name!r} of type {type_str} cannot be its input {k} "
+                                  f"({param.name}: {', '.join(sorted(allowed))})")
+            raise ShapeInferenceError(f"{where_label(where, label)}: input {k} ({param.name}) has type {type_str}; "
+                                      f"{node.op_type}-{schema.since_version} takes {', '.join(sorted(allowed))}")
+        if param.type_str in constraints and (param.is_homogeneous or param.option != variadic):
+            if param.type_str in bound and bound[param.type_str][1] != type_str:
+                j, other = bound[param.type_str]
+                raise ShapeInferenceError(
+                    f"{where_label(where, label)}: inputs {j} and {k} must have the same type ({param.type_str}); "
+                    f"got {other} and {type_str} (onnxruntime: Type parameter bound to different types)")
+            bound.setdefault(param.type_str, (k, type_str))
+    for k, name in enumerate(node.output):
+        if not name or not schema.outputs:
+            continue
+        param = schema.outputs[min(k, len(schema.outputs) - 1)]
+        if param.type_str in constraints:
+            if param.type_str in bound and (param.is_homogeneous or param.option != variadic):
+                types[name] = bound[param.type_str][1]
+        elif param.type_str.startswith("tensor("):
+            types[name] = param.type_str
 
 
 def _check_spatial(node: onnx.NodeProto, where: str, label: str) -> None:

@@ -44,8 +44,9 @@ Fires when: the op's output is read by the Q alone (through the Relu/Clip), and 
 no graph output; scales and zero points are weights, per tensor for activations
 (x, a, y), per tensor or per output channel (DequantizeLinear axis 0 for Conv's W,
 axis 1 for MatMul's b, the N axis of Gemm's B) for weights; W / b are 8-bit weights, B a DQ of an int32
-weight with zero point 0 (the bias quantized at xs * ws: its int32 is used as it
-is, as onnxruntime does). The DequantizeLinear nodes are left for their other
+weight with zero point 0 at the scale xs * ws (the bias as onnxruntime's quantizer
+writes it: its int32 is used as it is, as onnxruntime does; a bias at another scale
+or zero point leaves the node unfused). The DequantizeLinear nodes are left for their other
 readers; those left unread are removed here (before constant folding would turn
 the weights' ones into float32 copies); the weights only they read go with
 eliminate_dead_nodes.
@@ -145,23 +146,37 @@ def _conv(graph, prod, node):
     if not (_per_tensor(graph, w[1], w[2]) or (w[3] == 0 and np.size(graph.weights[w[1]]) == m)):
         return None
     bias = ""
-    if ins[2]:  # the bias: DQ of an int32 weight with zero point 0
-        bias = _bias(graph, prod, ins[2])
+    if ins[2]:  # the bias: DQ of an int32 weight with zero point 0, at the scale xs * ws
+        bias = _bias(graph, prod, ins[2], _product_scale(graph, x[1], w[1]), m)
         if bias is None:
             return None
     return [x[0], x[1], x[2], w[0], w[1], w[2]], bias
 
 
-def _bias(graph, prod, value):
-    """The int32 weight of a DequantizeLinear with zero point 0 producing `value` (a quantized bias), or None."""
+def _product_scale(graph, a_scale: str, b_scale: str) -> np.ndarray:
+    """The accumulator's scale a_scale * b_scale (per tensor or per output channel), float32, flat."""
+    return (np.float32(graph.weights[a_scale].reshape(())) * graph.weights[b_scale].astype(np.float32)).reshape(-1)
+
+
+def _bias(graph, prod, value, scale: np.ndarray, n: int):
+    """The int32 weight (n,) of a DequantizeLinear with zero point 0 producing `value` (a quantized bias), or
+    None; its scale must be the accumulator's, `scale` (within float32 rounding: the quantizer's product may
+    be rounded once more), since the fused kernel adds the int32 values to the accumulator as they are."""
     bnode = prod.get(value)
-    if bnode is None or bnode.op_type != "DequantizeLinear":
+    if bnode is None or bnode.op_type != "DequantizeLinear" or bnode.domain not in ("", "ai.onnx"):
         return None
-    bq = _w(graph, bnode.inputs[0])
-    bz = _w(graph, bnode.inputs[2]) if len(bnode.inputs) > 2 and bnode.inputs[2] else None
-    if bq is None or bq.dtype != np.int32 or (bz is not None and np.any(bz != 0)):
+    ins = list(bnode.inputs) + [""] * (3 - len(bnode.inputs))
+    bq, bs, bz = _w(graph, ins[0]), _w(graph, ins[1]), _w(graph, ins[2])
+    if bq is None or bq.dtype != np.int32 or bq.shape != (n,) or (ins[2] and (bz is None or np.any(bz != 0))):
         return None
-    return bnode.inputs[0]
+    if bs is None or bs.dtype != np.float32 or np.size(bs) not in (1, n) or bnode.attrs.get("block_size"):
+        return None
+    if np.size(bs) == n > 1 and int(bnode.attrs.get("axis", 1)) not in (0, -1):
+        return None
+    bs = np.broadcast_to(bs.reshape(-1), (n,))
+    if not np.all(np.isfinite(scale)) or not np.allclose(bs, np.broadcast_to(scale, (n,)), rtol=1e-6, atol=0):
+        return None
+    return ins[0]
 
 
 def _gemm(graph, prod, node):
@@ -183,8 +198,8 @@ def _gemm(graph, prod, node):
     if ins[2]:  # C at the scale as * bs, as QGemm takes it; QGemm scales it by alpha where Gemm does not
         if float(node.attrs.get("alpha", 1.0)) != 1.0:
             return None
-        c = _bias(graph, prod, ins[2])
-        if c is None or np.ndim(graph.weights[c]) > 1:
+        c = _bias(graph, prod, ins[2], _product_scale(graph, a[1], b[1]), bw.shape[n_axis])
+        if c is None:
             return None
     return [a[0], a[1], a[2], b[0], b[1], b[2], c], ""
 

@@ -157,3 +157,25 @@ def test_bfloat16_and_e8m0_scales_against_onnx_reference(layout):
     check_with_onnx_reference("DequantizeLinear", [q, scale.astype(BF16), zp], attrs, 21, static=())
     check_with_onnx_reference("DequantizeLinear", [q, scale, zp],
                               attrs | {"output_dtype": onnx.TensorProto.BFLOAT16}, 23)
+
+
+@pytest.mark.parametrize("qtype", FLOAT8)
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+@pytest.mark.parametrize("static", [True, False])
+def test_a_float8_zero_point_must_be_zero(qtype, op, static):
+    """Found by tests/fuzz (a zero point's data type retyped to float8): a nonzero float8 zero point was
+    added and subtracted as the formula says, where onnxruntime refuses it ("with type float8 should have no
+    zero point or all zero points should be 0") and onnx's reference ignores it in QuantizeLinear. Refused
+    here too: a ShapeInferenceError at load for a weight, a KernelError at forward for a computed one; a zero
+    zero point still runs."""
+    from pooled_predictor.errors import KernelError, ShapeInferenceError
+
+    x = np.ones((2, 3), np.float32) if op == "QuantizeLinear" else np.ones((2, 3), np.float32).astype(qtype)
+    for zp, ok in ((np.zeros((), qtype), True), (np.ones((), np.float32).astype(qtype), False)):
+        model = make_node_model(op, [x, np.float32(0.5), zp], opset=21, static=(0, 1, 2) if static else (0, 1))
+        feeds = {} if static else {"in2": zp}
+        if ok:
+            run_ours(model, feeds)
+            continue
+        with pytest.raises(ShapeInferenceError if static else KernelError, match="float8 zero point must be 0"):
+            run_ours(model, feeds)

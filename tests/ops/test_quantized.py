@@ -14,6 +14,7 @@ checks the "onnxruntime" one).
 import numpy as np
 import pytest
 
+from pooled_predictor.errors import ShapeInferenceError, UnsupportedOpError
 from pooled_predictor.ops import int8_arithmetic
 from tests.onnx_helpers import assert_close, check_node, make_node_model, run_ort, run_ours, type_outputs
 
@@ -146,3 +147,40 @@ def test_qlinear_conv(x_shape, w_shape, attrs, qtype, per_channel, bias, static)
     mult = (x_scale * (w_scale.reshape(per_m[:-1]) if per_channel else w_scale) / y_scale).astype(np.float64)
     check_against("QLinearConv", inputs, attrs, 10, tuple(i for i in static if i < len(inputs)),
                   requantize(acc, mult, y_zp))
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_qlinear_conv_parameter_shapes_are_the_specs(static):
+    """Found by tests/fuzz (its quant family): a w_zero_point of shape (1, 1, M) ran, flattened. The spec (and
+    onnxruntime, at run) wants x's and y's scale and zero point a scalar or one element, w's a scalar or 1-D of
+    the M output channels, B 1-D of M: anything else is a ShapeInferenceError naming the input."""
+    m = 4
+    x, w = q((1, 2, 5, 5), np.uint8), q((m, 2, 3, 3), np.int8)
+    good = [x, np.float32(0.05), np.uint8(128), w, np.full(m, 0.01, np.float32), np.zeros(m, np.int8),
+            np.float32(0.4), np.uint8(120), np.zeros(m, np.int32)]
+    bad = {"w_zero_point": (5, np.zeros((1, 1, m), np.int8)), "w_scale": (4, np.full(m + 1, 0.01, np.float32)),
+           "x_scale": (1, np.full(2, 0.05, np.float32)), "y_zero_point": (7, np.full((1, 2), 120, np.uint8)),
+           "B": (8, np.zeros((1, m), np.int32))}
+    feeds = {f"in{i}": v for i, v in enumerate(good) if i == 0 or not static}
+    run_ours(make_node_model("QLinearConv", good, opset=10, static=range(1, 9) if static else ()),
+             {k: np.asarray(v) for k, v in feeds.items()})
+    for name, (i, value) in bad.items():
+        inputs = list(good)
+        inputs[i] = value
+        model = make_node_model("QLinearConv", inputs, opset=10, static=range(1, 9) if static else ())
+        feeds = {f"in{k}": np.asarray(v) for k, v in enumerate(inputs) if k == 0 or not static}
+        with pytest.raises(ShapeInferenceError, match=f"{name} of shape"):
+            run_ours(model, feeds)
+
+
+def test_qlinear_matmul_of_float8_is_refused():
+    """QLinearMatMul-21 admits float8 operands; onnxruntime has no kernel for them and onnx's reference casts
+    them to integers. Found by tests/fuzz: ours ran them through the integer product. Now UnsupportedOpError."""
+    import ml_dtypes
+
+    a = np.ones((2, 3), np.float32).astype(ml_dtypes.float8_e4m3fn)
+    inputs = [a, np.float32(0.1), np.zeros((), ml_dtypes.float8_e4m3fn), q((3, 2), np.int8), np.float32(0.1),
+              np.int8(0), np.float32(0.2), np.uint8(128)]
+    model = make_node_model("QLinearMatMul", inputs, opset=21, static=range(1, 8))
+    with pytest.raises(UnsupportedOpError, match="float8"):
+        run_ours(model, {"in0": a})

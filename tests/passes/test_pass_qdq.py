@@ -112,6 +112,29 @@ def test_qdq_model_runs_in_integers(kind, per_channel, tmp_path):
     assert np.max(np.abs(ours - ref)) <= step * 1.0001, (np.max(np.abs(ours - ref)), step)
 
 
+@pytest.mark.parametrize("kind", ["conv", "gemm"])
+def test_a_bias_at_another_scale_than_the_accumulators_stays_float(kind, tmp_path):
+    """Found by tests/fuzz (its quant family): the int32 bias of a DequantizeLinear was added to the fused
+    kernel's accumulator whatever its scale, so a bias not at x_scale * w_scale (the quantizer always writes it
+    there; a crafted or hand-made model need not) came out scaled wrong. Such a node is left unfused now, and
+    the output stays within a step of onnxruntime's; the quantizer's own bias still fuses (the test above)."""
+    model, shape = _quantized(kind, True, tmp_path)
+    prod = {o: n for n in model.graph.node for o in n.output}
+    fused = {"conv": "QLinearConv", "gemm": "QGemm"}[kind]
+    op = next(n for n in model.graph.node if n.op_type == {"conv": "Conv", "gemm": "Gemm"}[kind])
+    bias_scale = prod[op.input[2]].input[1]
+    t = next(t for t in model.graph.initializer if t.name == bias_scale)
+    t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(1.5), bias_scale))
+    graph, _ = optimize(load_onnx(model), level="extended")
+    ops = graph.op_counts()
+    assert ops[fused] == (2 if kind == "conv" else 1), ops
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    (ref,) = run_ort(model, {"x": x})
+    with int8_arithmetic.use("exact"):
+        (ours,) = run_net(graph, {"x": x})
+    assert np.max(np.abs(ours - ref)) <= _output_step(model) * 1.0001, (np.max(np.abs(ours - ref)),)
+
+
 def test_gemm_with_alpha_and_a_bias_stays_float(tmp_path):
     """QGemm scales C by alpha, Gemm does not: a Gemm with alpha != 1 and a bias is left to the float kernels."""
     model, shape = _quantized("gemm_alpha", False, tmp_path)

@@ -24,6 +24,7 @@ import functools
 import ml_dtypes
 import numpy as np
 
+from ...errors import KernelError
 from ...ir import elem_dtype
 from ..registry import kernel
 from ..shapes.quantize import quant_param_layout
@@ -83,18 +84,27 @@ def rounded(a: np.ndarray, dtype: np.dtype, wide: type) -> np.ndarray:
     return a.astype(wide, copy=False)
 
 
+FLOAT8 = frozenset(np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2,
+                                          ml_dtypes.float8_e5m2fnuz))
+
+
 class _Params:
     """Scale / zero point of a (De)QuantizeLinear node as arrays broadcasting against X.
 
     scale_as, zero_point_as: array -> the array the kernel computes with (its
     working dtype), applied once at reshape to static values, per call to
-    dynamic ones.
+    dynamic ones. A float8 zero point must be all zeros, as onnxruntime requires ("with type float8 should
+    have no zero point or all zero points should be 0"; the spec: "usually not used"): a static one is a
+    ShapeInferenceError at reshape, a computed one a KernelError at forward.
     """
 
     def __init__(self, ctx, scale_as, zero_point_as):
         self.x_shape = tuple(ctx.shape(0))
         self.layout = quant_param_layout(ctx, self.x_shape, tuple(ctx.shape(1)), "scale")
         self.convert = (scale_as, zero_point_as)
+        self.where = f"node {ctx.node.name!r} ({ctx.node.op_type})"
+        if ctx.has_input(2) and ctx.is_static(2) and _nonzero_float8(ctx.value(2)):
+            raise ctx.error("a float8 zero point must be 0 (or absent)")
         self.static = [self.prepare(i - 1, ctx.value(i)) if ctx.is_static(i) else None for i in (1, 2)]
 
     def view(self, p) -> np.ndarray:
@@ -114,7 +124,13 @@ class _Params:
         """scale (i = 0) or zero point (i = 1): static layout or laid out now; None if absent."""
         if self.static[i] is not None:
             return self.static[i]
+        if i == 1 and _nonzero_float8(value):
+            raise KernelError(f"{self.where}: a float8 zero point must be 0 (or absent)")
         return self.prepare(i, value)
+
+
+def _nonzero_float8(zp) -> bool:
+    return zp is not None and np.asarray(zp).dtype in FLOAT8 and bool(np.any(np.asarray(zp, np.float32) != 0))
 
 
 @kernel("QuantizeLinear", since=(10, 13, 19, 21, 23, 24, 25, 28))

@@ -156,8 +156,17 @@ def matmul_integer(ctx):
 
 @shape_rule("QLinearMatMul")
 def qlinear_matmul(ctx):
-    """numpy.matmul's shape of a (input 0) and b (input 3); y_zero_point's type."""
+    """numpy.matmul's shape of a (input 0) and b (input 3); y_zero_point's type.
+
+    Raises:
+        UnsupportedOpError: float8 a, b or y (QLinearMatMul-21 allows them; onnxruntime has no kernel for
+            them either, and onnx's reference computes them as integers).
+    """
     check_types(ctx)
+    small = [i for i in (0, 3, 7) if ctx.has_input(i) and is_small_float(ctx.dtype(i))]
+    if small:
+        raise UnsupportedOpError(f"node {ctx.node.name!r} (QLinearMatMul): float8 input {small[0]} "
+                                 f"({onnx_type(ctx.dtype(small[0]))}) is not implemented (int8 and uint8 are)")
     return [(matmul_shape(ctx, ctx.shape(0), ctx.shape(3)), ctx.dtype(7))]
 
 
@@ -170,10 +179,35 @@ def inner_conv(ctx, w: int, w_value=None):
     return ctx.derive("Conv", [0, w], 11, dtypes=[f8, f8], values=[None, w_value])
 
 
+def check_conv_params(ctx, per_tensor: tuple, per_channel: tuple, m: int) -> None:
+    """The quantization parameters of ConvInteger / QLinearConv: those at the indices `per_tensor` (x's,
+    y's) a scalar or one element, onnxruntime's IsScalarOr1ElementVector; those at `per_channel` (w's, and
+    QLinearConv's B) a scalar, one element or 1-D of the M output channels (B: 1-D of M). Spec:
+    Operators.md#QLinearConv ("It could be a scalar or a 1-D tensor ... equal to the number of output
+    channels (M)").
+
+    Raises:
+        ShapeInferenceError: naming the input and its shape.
+    """
+    formals = [p.name for p in onnx.defs.get_schema(ctx.node.op_type, ctx.version, ctx.node.domain).inputs]
+    for i in per_tensor:
+        if ctx.has_input(i) and (len(ctx.shape(i)) > 1 or math.prod(ctx.shape(i)) != 1):
+            raise ctx.error(f"{formals[i]} of shape {tuple(ctx.shape(i))} must be a scalar (per tensor)")
+    for i in per_channel:
+        if not ctx.has_input(i):
+            continue
+        shape = tuple(ctx.shape(i))
+        bias = formals[i] == "B"
+        if len(shape) > 1 or (bias and shape != (m,)) or (not bias and math.prod(shape) not in (1, m)):
+            raise ctx.error(f"{formals[i]} of shape {shape} must be " + (f"1-D of the {m} output channels" if bias
+                            else f"a scalar or 1-D of the {m} output channels"))
+
+
 @shape_rule("ConvInteger")
 def conv_integer(ctx):
     check_types(ctx)
     g = conv_geometry(inner_conv(ctx, 1))
+    check_conv_params(ctx, (2,), (3,), g.out_channels)
     return [((g.batch, g.out_channels) + g.out_shape, np.dtype(np.int32))]
 
 
@@ -181,4 +215,5 @@ def conv_integer(ctx):
 def qlinear_conv(ctx):
     check_types(ctx)
     g = conv_geometry(inner_conv(ctx, 3))
+    check_conv_params(ctx, (1, 2, 6, 7), (4, 5, 8), g.out_channels)
     return [((g.batch, g.out_channels) + g.out_shape, ctx.dtype(7))]
