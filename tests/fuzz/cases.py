@@ -9,6 +9,10 @@ replayed with `python -m tests.fuzz.harness --seed S --only INDEX`. Families:
                   op types, node inputs/outputs, dims, data types, names,
                   opsets, initializers removed or duplicated, value infos)
     attribute     Conv/MaxPool/AveragePool spatial attributes set to absurd values
+    quant         a quantized model (QDQ, QOperator with onnxruntime's com.microsoft contrib ops, or
+                  dynamic) with one quantization parameter crafted: scales 0, negative, NaN, inf,
+                  subnormal or huge, per-channel lengths and ranks off, zero points of another type,
+                  shape or value, axis out of range, bias or weight of another type
     external      external data: escaping locations (.., absolute, symlinks into
                   the bait directory), bad offsets and lengths, FIFOs, directories,
                   bytes sources with and without external_data_dir
@@ -28,7 +32,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-FAMILIES = ("truncate", "flip", "field", "attribute", "external", "request")
+FAMILIES = ("truncate", "flip", "field", "attribute", "external", "request", "quant")
 INTERESTING_INTS = [-(2 ** 63), -(2 ** 31), -1, 0, 1, 2, 3, 7, 255, 2 ** 16, 2 ** 31 - 1, 2 ** 32, 2 ** 62,
                     2 ** 63 - 1]
 F = TensorProto.FLOAT
@@ -50,9 +54,9 @@ class Case:
 
 
 # ---- base models ---------------------------------------------------------------------------------
-def _model(nodes, inputs, outputs, inits, opset=17) -> onnx.ModelProto:
-    m = helper.make_model(helper.make_graph(nodes, "fuzz", inputs, outputs, inits),
-                          opset_imports=[helper.make_opsetid("", opset)])
+def _model(nodes, inputs, outputs, inits, opset=17, contrib=False) -> onnx.ModelProto:
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if contrib else [])
+    m = helper.make_model(helper.make_graph(nodes, "fuzz", inputs, outputs, inits), opset_imports=opsets)
     m.ir_version = 9
     return m
 
@@ -102,7 +106,104 @@ def shapes_model(rng) -> tuple[onnx.ModelProto, dict]:
     return m, {"x": rng.standard_normal((1, 3, 4, 4)).astype(np.float32)}
 
 
-BASES = (mlp, cnn, shapes_model)
+def _t(name, value, dtype):
+    return numpy_helper.from_array(np.asarray(value, dtype), name)
+
+
+def _q_params(rng, name, signed=False, shape=()):
+    """A scale ("<name>_scale", float32) and zero point ("<name>_zp", uint8 or int8) for a quantized tensor."""
+    scale = (rng.random(shape) * 0.05 + 0.01).astype(np.float32)
+    zp = rng.integers(-20, 20, shape) if signed else rng.integers(100, 156, shape)
+    return [_t(f"{name}_scale", scale, np.float32), _t(f"{name}_zp", zp, np.int8 if signed else np.uint8)]
+
+
+def qdq_cnn(rng) -> tuple[onnx.ModelProto, dict]:
+    """QDQ (onnxruntime's quantize_static form): Q/DQ pairs around Conv (int8 per-channel W, int32 bias),
+    Relu, MaxPool, Sigmoid (a Lookup chain) and GlobalAveragePool."""
+    m = 8
+    inits = [_t("w", rng.integers(-127, 128, (m, 4, 3, 3)), np.int8),
+             _t("w_scale", rng.random(m) * 0.01 + 0.002, np.float32), _t("w_zp", np.zeros(m), np.int8),
+             _t("b", rng.integers(-500, 500, m), np.int32), _t("b_zp", np.zeros(m), np.int32)]
+    for name in ("x", "c", "r", "p", "s", "g"):
+        inits += _q_params(rng, name)
+    x_scale, w_scale = numpy_helper.to_array(inits[5]), numpy_helper.to_array(inits[1])
+    inits.append(_t("b_scale", x_scale * w_scale, np.float32))
+
+    def qdq(src, name):
+        return [helper.make_node("QuantizeLinear", [src, f"{name}_scale", f"{name}_zp"], [f"{name}_q"]),
+                helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_scale", f"{name}_zp"], [f"{name}_d"])]
+
+    nodes = (qdq("x", "x")
+             + [helper.make_node("DequantizeLinear", ["w", "w_scale", "w_zp"], ["w_d"], axis=0),
+                helper.make_node("DequantizeLinear", ["b", "b_scale", "b_zp"], ["b_d"], axis=0),
+                helper.make_node("Conv", ["x_d", "w_d", "b_d"], ["conv"], name="conv", pads=[1, 1, 1, 1])]
+             + qdq("conv", "c") + [helper.make_node("Relu", ["c_d"], ["relu"], name="relu")]
+             + qdq("relu", "r") + [helper.make_node("MaxPool", ["r_d"], ["pool"], name="pool", kernel_shape=[2, 2],
+                                                    strides=[2, 2])]
+             + qdq("pool", "p") + [helper.make_node("Sigmoid", ["p_d"], ["sig"], name="sigmoid")]
+             + qdq("sig", "s") + [helper.make_node("GlobalAveragePool", ["s_d"], ["gap"], name="gap")]
+             + qdq("gap", "g")[:1]
+             + [helper.make_node("DequantizeLinear", ["g_q", "g_scale", "g_zp"], ["y"], name="out")])
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, [1, 4, 6, 6])],
+                   [helper.make_tensor_value_info("y", F, [1, m, 1, 1])], inits, opset=21)
+    return model, {"x": rng.standard_normal((1, 4, 6, 6)).astype(np.float32)}
+
+
+def qop_cnn(rng) -> tuple[onnx.ModelProto, dict]:
+    """QOperator (onnxruntime's quantize_static form): QLinearConv and the com.microsoft contrib ops
+    QLinearAdd, QLinearSigmoid, QLinearGlobalAveragePool, QGemm."""
+    m = 8
+    inits = [_t("w", rng.integers(-127, 128, (m, 4, 3, 3)), np.int8),
+             _t("w_scale", rng.random(m) * 0.01 + 0.002, np.float32), _t("w_zp", np.zeros(m), np.int8),
+             _t("b", rng.integers(-500, 500, m), np.int32),
+             _t("fc", rng.integers(-127, 128, (m, 3)), np.int8), _t("fc_scale", 0.01, np.float32),
+             _t("fc_zp", 0, np.int8), _t("fc_b", rng.integers(-500, 500, 3), np.int32),
+             _t("shape", [1, m], np.int64)]
+    for name in ("x", "c", "a", "s", "g", "o"):
+        inits += _q_params(rng, name)
+    ms = "com.microsoft"
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zp"], ["x_q"]),
+             helper.make_node("QLinearConv", ["x_q", "x_scale", "x_zp", "w", "w_scale", "w_zp", "c_scale", "c_zp",
+                                              "b"], ["c_q"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("QLinearAdd", ["c_q", "c_scale", "c_zp", "c_q", "c_scale", "c_zp", "a_scale", "a_zp"],
+                              ["a_q"], name="add", domain=ms),
+             helper.make_node("QLinearSigmoid", ["a_q", "a_scale", "a_zp", "s_scale", "s_zp"], ["s_q"],
+                              name="sigmoid", domain=ms),
+             helper.make_node("QLinearGlobalAveragePool", ["s_q", "s_scale", "s_zp", "g_scale", "g_zp"], ["g_q"],
+                              name="gap", domain=ms, channels_last=0),
+             helper.make_node("Reshape", ["g_q", "shape"], ["flat"], name="flat"),
+             helper.make_node("QGemm", ["flat", "g_scale", "g_zp", "fc", "fc_scale", "fc_zp", "fc_b", "o_scale",
+                                        "o_zp"], ["o_q"], name="fc", domain=ms),
+             helper.make_node("DequantizeLinear", ["o_q", "o_scale", "o_zp"], ["y"], name="out")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, [1, 4, 6, 6])],
+                   [helper.make_tensor_value_info("y", F, [1, 3])], inits, contrib=True)
+    return model, {"x": rng.standard_normal((1, 4, 6, 6)).astype(np.float32)}
+
+
+def dynamic_mlp(rng) -> tuple[onnx.ModelProto, dict]:
+    """Dynamic quantization (onnxruntime's quantize_dynamic form): DynamicQuantizeLinear -> MatMulInteger ->
+    Cast -> Mul, then QuantizeLinear -> QLinearMatMul -> DequantizeLinear."""
+    inits = [_t("w1", rng.integers(-127, 128, (6, 8)), np.int8), _t("w1_scale", 0.02, np.float32),
+             _t("w1_zp", 0, np.int8), _t("w2", rng.integers(-127, 128, (8, 3)), np.int8),
+             _t("w2_scale", rng.random(3) * 0.01 + 0.002, np.float32), _t("w2_zp", np.zeros(3), np.int8)]
+    for name in ("h", "o"):
+        inits += _q_params(rng, name)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["x_q", "x_scale", "x_zp"], name="dq"),
+             helper.make_node("MatMulInteger", ["x_q", "w1", "x_zp", "w1_zp"], ["acc"], name="fc1"),
+             helper.make_node("Cast", ["acc"], ["acc_f"], name="cast", to=F),
+             helper.make_node("Mul", ["x_scale", "w1_scale"], ["s"], name="scales"),
+             helper.make_node("Mul", ["acc_f", "s"], ["h"], name="rescale"),
+             helper.make_node("QuantizeLinear", ["h", "h_scale", "h_zp"], ["h_q"], name="q"),
+             helper.make_node("QLinearMatMul", ["h_q", "h_scale", "h_zp", "w2", "w2_scale", "w2_zp", "o_scale",
+                                                "o_zp"], ["o_q"], name="fc2"),
+             helper.make_node("DequantizeLinear", ["o_q", "o_scale", "o_zp"], ["y"], name="out")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, ["N", 6])],
+                   [helper.make_tensor_value_info("y", F, ["N", 3])], inits, opset=21)
+    return model, {"x": rng.standard_normal((2, 6)).astype(np.float32)}
+
+
+BASES = (mlp, cnn, shapes_model, qdq_cnn, qop_cnn, dynamic_mlp)
+QUANTIZED = (qdq_cnn, qop_cnn, dynamic_mlp)
 
 
 # ---- the cases -----------------------------------------------------------------------------------
@@ -228,6 +329,83 @@ def _attribute(case: Case, model: onnx.ModelProto, rng) -> None:
     if rng.random() < 0.3:  # skip onnx.checker as onnxruntime does
         model.graph.output[0].type.Clear()
     case.model, case.what = model.SerializeToString(), f"{node.name}.{name} = {values}"
+
+
+def _quant(case: Case, model: onnx.ModelProto, rng) -> None:
+    """One quantization parameter, weight or bias of a quantized base crafted (see the module docstring)."""
+    if not any(t.name.endswith("_scale") for t in model.graph.initializer):
+        model, case.feeds = _pick(rng, QUANTIZED)(rng)
+        case.requests = [(case.feeds, None, None)]
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    scales = [n for n in inits if n.endswith("_scale")]
+    zps = [n for n in inits if n.endswith("_zp")]
+    choice = int(rng.integers(9))
+    if choice == 0:  # a scale's values
+        name = _pick(rng, scales)
+        v = numpy_helper.to_array(inits[name]).copy()
+        bad = np.float32(_pick(rng, [0.0, -0.01, np.nan, np.inf, -np.inf, 1e-45, 1e-30, 3e38, 1e20]))
+        if v.ndim and rng.random() < 0.5:
+            v[int(rng.integers(v.size))] = bad
+        else:
+            v[...] = bad
+        inits[name].CopyFrom(_t(name, v, np.float32))
+        what = f"{name} = {v.tolist()}"
+    elif choice == 1:  # a scale's or zero point's shape: a length off by one, another rank, empty
+        name = _pick(rng, scales + zps)
+        v = numpy_helper.to_array(inits[name])
+        n = max(1, v.size)
+        empty = v.reshape(-1)[:0]
+        new = _pick(rng, [np.resize(v, n + 1), np.resize(v, n - 1) if n > 1 else empty, v.reshape((1,) * 2 + v.shape),
+                          np.resize(v, (2, 2)), empty])
+        inits[name].CopyFrom(_t(name, new, v.dtype))
+        what = f"{name} shape {list(new.shape)}"
+    elif choice == 2:  # a zero point of another type
+        name = _pick(rng, zps)
+        v = numpy_helper.to_array(inits[name])
+        dtype = _pick(rng, [np.int8, np.uint8, np.int32, np.float32, np.int16, np.uint16, np.int64])
+        inits[name].CopyFrom(_t(name, v.astype(dtype), dtype))
+        what = f"{name} dtype {np.dtype(dtype).name}"
+    elif choice == 3:  # a zero point's value
+        name = _pick(rng, zps)
+        v = numpy_helper.to_array(inits[name]).copy()
+        info = np.iinfo(v.dtype) if v.dtype.kind in "iu" else None
+        v[...] = _pick(rng, [info.min, info.max, 0]) if info else 0
+        inits[name].CopyFrom(_t(name, v, v.dtype))
+        what = f"{name} = {v.tolist()}"
+    elif choice == 4:  # an axis attribute (per-channel Q/DQ)
+        node = _pick(rng, g.node)
+        v = int(_pick(rng, [-5, -2, -1, 1, 2, 3, 4, 2 ** 31 - 1, -(2 ** 63)]))
+        kept = [a for a in node.attribute if a.name != "axis"]
+        del node.attribute[:]
+        node.attribute.extend(kept + [helper.make_attribute("axis", v)])
+        what = f"{node.name or node.op_type}.axis = {v}"
+    elif choice == 5:  # an optional zero point left out (valid: 0 of the default type)
+        node = _pick(rng, [n for n in g.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")] or g.node)
+        if len(node.input) == 3:
+            del node.input[2]
+        what = f"{node.name or node.op_type}: inputs {list(node.input)}"
+    elif choice == 6:  # a weight or bias of another type or shape
+        name = _pick(rng, [n for n in inits if not n.endswith(("_scale", "_zp"))])
+        v = numpy_helper.to_array(inits[name])
+        new = _pick(rng, [v.astype(np.uint8), v.astype(np.int32), v.astype(np.float32), v.astype(np.int8),
+                          v.reshape(-1), v[..., :1] if v.ndim else v])
+        inits[name].CopyFrom(_t(name, new, new.dtype))
+        what = f"{name} {new.dtype.name} {list(new.shape)}"
+    elif choice == 7:  # a quantized input tied to another tensor's parameters
+        node = _pick(rng, [n for n in g.node if len(n.input) >= 3] or g.node)
+        i = int(rng.integers(len(node.input)))
+        node.input[i] = _pick(rng, scales + zps + ["x", ""])
+        what = f"{node.name or node.op_type}: inputs {list(node.input)}"
+    else:  # a scale as a computed tensor, not an initializer
+        name = _pick(rng, scales)
+        v = numpy_helper.to_array(inits[name])
+        g.initializer.remove(inits[name])
+        g.node.insert(0, helper.make_node("Constant", [], [name], value=_t(name + "_c", v, np.float32)))
+        what = f"{name} from a Constant node"
+    if rng.random() < 0.3:  # skip onnx.checker as onnxruntime does
+        g.output[0].type.Clear()
+    case.model, case.what = model.SerializeToString(), what
 
 
 def _external(case: Case, model: onnx.ModelProto, rng) -> None:

@@ -46,6 +46,7 @@ class FuzzReport:
     families: Counter = field(default_factory=Counter)
     problems: list = field(default_factory=list)
     ort_refuses: list = field(default_factory=list)  # cases we ran and onnxruntime refused (for review)
+    reference: list = field(default_factory=list)  # cases where ours is onnx.reference's, not onnxruntime's
     seconds: float = 0.0
 
     def add(self, r: dict) -> None:
@@ -67,6 +68,8 @@ class FuzzReport:
             self.compared[r["compared"]] += 1
             if r["compared"] == "ort_refuses":
                 self.ort_refuses.append(r)
+            if r["compared"] == "reference":  # onnxruntime differs; ours is onnx.reference's (for review)
+                self.reference.append(r)
             if r["compared"] == "mismatch":
                 self.mismatches += 1
                 self.problems.append({"kind": "mismatch", **r})
@@ -170,7 +173,9 @@ def main(argv=None) -> int:
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--case-timeout", type=float, default=30.0)
     ap.add_argument("--json", help="write the counts here")
-    ap.add_argument("--show-ort-refusals", action="store_true", help="list the cases onnxruntime refused and we ran")
+    ap.add_argument("--show-ort-refusals", action="store_true",
+                    help="list the cases onnxruntime refused and we ran, and those where ours is onnx.reference's "
+                         "and onnxruntime's differs")
     args = ap.parse_args(argv)
     start, count = (args.only, 1) if args.only is not None else (args.start, args.count)
     report = run_fuzz(count, args.seed, args.processes if count > 1 else 1, args.case_timeout, start=start)
@@ -178,6 +183,9 @@ def main(argv=None) -> int:
     if args.show_ort_refusals:
         for r in report.ort_refuses:
             print(f"  case {r['i']} {r['family']}: {r['what']}: onnxruntime: {r.get('ort_error', '')[:200]}")
+        for r in report.reference:
+            print(f"  case {r['i']} {r['family']}: {r['what']}: ours is onnx.reference's, onnxruntime's differs: "
+                  f"{r.get('detail', '')[:200]}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({k: (dict(v) if isinstance(v, Counter) else v) for k, v in vars(report).items()}, f, indent=1)
