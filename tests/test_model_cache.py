@@ -400,3 +400,28 @@ def test_the_code_digest_is_remembered_by_the_sources_stat(tmp_path, monkeypatch
     memo_path.write_text("not json")
     assert fresh() == true
     assert json.loads(memo_path.read_text())["sha256"] == true  # rewritten
+
+
+def test_one_writer_thread_and_a_bounded_queue():
+    """Found by tests/fuzz: a process building thousands of Predictors started a writer thread for each
+    entry, faster than the low-priority threads finished, until "can't start new thread" failed a load; then,
+    with one thread, thousands of queued entries (each holding its model's bytes and Graph) kept the
+    interpreter at exit. Now one writer thread and at most PENDING_WRITES entries waiting: the others are not
+    stored, and nothing fails."""
+    import threading
+
+    model_cache.wait_for_writes(30)
+    gate, ran = threading.Event(), []
+
+    def slow(i):
+        gate.wait(10)
+        ran.append(i)
+
+    for i in range(3 * model_cache.PENDING_WRITES):
+        model_cache.store_later(lambda i=i: slow(i))
+    writers = [t for t in threading.enumerate() if t.name == "pooled-predictor-model-cache"]
+    assert len(writers) == 1
+    gate.set()
+    model_cache.wait_for_writes(30)
+    assert ran == sorted(ran) and ran[0] == 0
+    assert len(ran) <= model_cache.PENDING_WRITES + 1

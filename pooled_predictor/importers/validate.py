@@ -78,14 +78,14 @@ def validate_model(model: onnx.ModelProto, where: str, memory_limit: int | None 
     if opset.get("", 0) > newest:
         raise _err(where, f"opset {opset['']} of the default domain is newer than the newest this build "
                           f"knows ({newest})")
-    _check_graph(model.graph, opset, where, memory_limit)
+    _check_graph(model.graph, opset, where, memory_limit, int(model.ir_version))
 
 
 def _err(where: str, message: str) -> ModelLoadError:
     return ModelLoadError(f"model {where!r}: {message}")
 
 
-def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> None:
+def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit, ir_version: int) -> None:
     defined: set[str] = set()
     weight_bytes = 0
     for t in g.initializer:
@@ -128,10 +128,10 @@ def _check_graph(g: onnx.GraphProto, opset: dict, where: str, memory_limit) -> N
                 raise _err(where, f"{label} writes {o!r}, which is already defined "
                                   "(onnxruntime: duplicate definition of name)")
             defined.add(o)
-        _check_node(node, opset, where, label, types, initializers)
+        _check_node(node, opset, where, label, types, initializers, ir_version)
         for a in node.attribute:
             for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                _check_graph(sub, opset, where, memory_limit)  # each scope on its own
+                _check_graph(sub, opset, where, memory_limit, ir_version)  # each scope on its own
 
 
 def _check_dims(dims, where: str, what: str) -> None:
@@ -164,7 +164,10 @@ def _schema(node: onnx.NodeProto, opset: dict):
 
 
 def _check_node(node: onnx.NodeProto, opset: dict, where: str, label: str, types: dict,
-                initializers: dict) -> None:
+                initializers: dict, ir_version: int) -> None:
+    for a in node.attribute:  # onnx.checker's rule from IR version 2 (onnxruntime refuses it at load)
+        if a.type == AttributeProto.UNDEFINED and ir_version >= 2:
+            raise _err(where, f"{label}: attribute {a.name!r} has no type (required from IR version 2)")
     schema = _schema(node, opset)
     if schema is not None:
         _check_types(node, schema, where, label, types, initializers)

@@ -87,7 +87,7 @@ def _dq(graph: Graph, prod: dict, value: str, *, weight: bool):
 
 
 def _per_tensor(graph: Graph, *names) -> bool:
-    return all(np.size(graph.weights[n]) == 1 for n in names)
+    return all(np.size(graph.weights[n]) == 1 and np.ndim(graph.weights[n]) <= 1 for n in names)
 
 
 def _quantize_after(graph: Graph, cons: dict, outs: set, value: str):

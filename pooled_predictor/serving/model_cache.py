@@ -40,7 +40,7 @@ checked when it is mapped, the parts on up to 4 threads (xxhash releases the GIL
 for VGG16's 553 MB on 2 cores, 0.03 s as one hash (format 2), where zlib's CRC-32
 (format 1) took 0.16-0.3 s of its warm first result. A missing, truncated, corrupted, crafted or mismatched entry is logged
 and rebuilt from the model, never used.
-Entries are written by a background thread at the lowest priority after the Predictor is built (to a temporary
+Entries are written by one background thread at the lowest priority after the Predictor is built (to a temporary
 file, then renamed: readers see a whole entry or none); the interpreter waits for it at
 exit. Models with external data files (ONNX "External Tensor Data") and models given as
 bytes, a ModelProto or a Caffe pair are not cached.
@@ -55,6 +55,7 @@ import logging
 import mmap
 import os
 import platform
+import queue
 import struct
 import sys
 import threading
@@ -730,12 +731,12 @@ class Pending:
         self.facts: dict = {}
         self.digest: str | None = None
 
-    def store_later(self, graph: Graph, report) -> threading.Thread | None:
+    def store_later(self, graph: Graph, report) -> None:
         """Hash the bytes the model was built from and write its entry, in the background (not for a
         model with external data: its other files are not part of the key)."""
         if self.facts.get("external_data", True):
             self.data = None
-            return None
+            return
 
         def run():
             data, self.data = self.data, None
@@ -746,7 +747,7 @@ class Pending:
                 self.cache.store(key, graph, report)
             self.cache.remember_digest(self.path, self.stat, digest, self.read_at_ns)
 
-        return store_later(run)
+        store_later(run)
 
 
 def lookup(model, directory: Path | None, options: dict):
@@ -789,37 +790,62 @@ def lookup(model, directory: Path | None, options: dict):
 
 
 # ---- writing in the background ------------------------------------------------------------------
-_writers: list[threading.Thread] = []
-_writers_lock = threading.Lock()
+PENDING_WRITES = 16
+"""Entries queued for the writer at most; a Predictor built while that many wait is not stored (each waiting
+entry holds its model's bytes and Graph, and the interpreter waits for them at exit)."""
+_queue: queue.Queue = queue.Queue(maxsize=PENDING_WRITES)
+_writer: threading.Thread | None = None
+_writer_lock = threading.Lock()
 
 
-def store_later(fn) -> threading.Thread:
-    """Run fn() (an entry's hashing and writing) in a daemon thread the interpreter waits for at exit."""
+def store_later(fn) -> None:
+    """Run fn() (an entry's hashing and writing) on the one writer thread, a daemon the interpreter waits for
+    at exit, started on first use at the lowest priority. One thread for every entry: a process that loads
+    models faster than a low-priority thread writes them queues the writes, not threads (the fuzz suite's
+    children, loading thousands of models, ran out of threads with one each: "can't start new thread"). Where
+    no thread can be started, or PENDING_WRITES entries wait already, the entry is not written (a cache that
+    cannot be written is only slower)."""
+    global _writer
+    with _writer_lock:
+        if _writer is None or not _writer.is_alive():
+            t = threading.Thread(target=_write_entries, name="pooled-predictor-model-cache", daemon=True)
+            try:
+                t.start()
+            except RuntimeError as exc:
+                log.warning("model cache: an entry was not written: no writer thread: %s", exc)
+                return
+            _writer = t
+        try:
+            _queue.put_nowait(fn)
+        except queue.Full:
+            log.info("model cache: an entry was not written: %d entries wait to be written", PENDING_WRITES)
 
-    def run():
-        try:  # Linux: this thread's own priority; the first forwards beside it keep the cores
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except (AttributeError, OSError):
-            pass
+
+def _write_entries() -> None:
+    try:  # Linux: this thread's own priority; the first forwards beside it keep the cores
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+    while True:
+        fn = _queue.get()
         try:
             fn()
         except Exception as exc:  # noqa: BLE001 -- a cache that cannot be written is only slower
             log.warning("model cache: an entry was not written: %s: %s", type(exc).__name__, exc)
-
-    t = threading.Thread(target=run, name="pooled-predictor-model-cache", daemon=True)
-    with _writers_lock:
-        _writers[:] = [w for w in _writers if w.is_alive()]
-        _writers.append(t)
-    t.start()
-    return t
+        finally:
+            del fn
+            _queue.task_done()
 
 
 def wait_for_writes(timeout: float | None = None) -> None:
-    """Wait for the entries being written (at exit; tests)."""
-    with _writers_lock:
-        writers = list(_writers)
-    for t in writers:
-        t.join(timeout)
+    """Wait for the entries queued to be written (at exit; tests), at most `timeout` seconds."""
+    end = None if timeout is None else time.monotonic() + timeout
+    with _queue.all_tasks_done:
+        while _queue.unfinished_tasks:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            _queue.all_tasks_done.wait(left)
 
 
 atexit.register(wait_for_writes, 120.0)

@@ -121,8 +121,10 @@ def _run_range(a: int, b: int, seed: int, workdir: str, case_timeout: float, as_
     while nxt < b:
         cmd = [sys.executable, "-m", "tests.fuzz.child", "--seed", str(seed), "--start", str(nxt), "--stop", str(b),
                "--workdir", workdir, "--as-bytes", str(as_bytes), "--budget", str(budget)]
+        # the cases' model cache (the cache's code runs on crafted models too) lies in workdir, removed with it
+        env = {**os.environ, "PYTHONPATH": ROOT, "POOLED_PREDICTOR_CACHE_DIR": os.path.join(workdir, "model-cache")}
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, env={**os.environ, "PYTHONPATH": ROOT})
+                                start_new_session=True, env=env)
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)], daemon=True).start()
         err_tail: list[str] = []

@@ -183,7 +183,10 @@ def test_what_onnxruntime_refuses_that_the_fuzz_suite_found():
         "cannot be its input": model_of(
             [helper.make_node("Add", ["x", "w"], ["y"], name="a")], [x], [untyped("y")],
             [helper.make_tensor("w", TensorProto.INT4, [4], [1, 2, 3, 4])]),
+        "has no type": model_of(
+            [helper.make_node("LeakyRelu", ["x"], ["y"], name="l", alpha=0.5)], [x], [untyped("y")]),
     }
+    cases["has no type"].graph.node[0].attribute[0].type = onnx.AttributeProto.UNDEFINED
     for match, m in cases.items():
         if match.startswith("is not optional"):  # onnxruntime fails at run rather than at load
             sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -184,3 +184,20 @@ def test_qlinear_matmul_of_float8_is_refused():
     model = make_node_model("QLinearMatMul", inputs, opset=21, static=range(1, 8))
     with pytest.raises(UnsupportedOpError, match="float8"):
         run_ours(model, {"in0": a})
+
+
+def test_qlinear_matmul_parameter_shapes_are_the_specs():
+    """Found by tests/fuzz (its quant family): a b_scale of shape (1, 1, N) ran and broadcast the output to
+    (1, M, N) where the spec's output is (M, N) (onnxruntime refuses it). a's and y's scale and zero point are
+    a scalar or one element, b's a scalar or 1-D of b's N columns: else a ShapeInferenceError."""
+    n = 3
+    good = [q((2, 4), np.uint8), np.float32(0.05), np.uint8(128), q((4, n), np.int8),
+            np.full(n, 0.01, np.float32), np.zeros(n, np.int8), np.float32(0.4), np.uint8(120)]
+    run_ours(make_node_model("QLinearMatMul", good, opset=10, static=range(1, 8)), {"in0": good[0]})
+    for name, i, value in (("b_scale", 4, np.full((1, 1, n), 0.01, np.float32)),
+                           ("b_zero_point", 5, np.zeros(n + 1, np.int8)), ("a_scale", 1, np.full(2, 0.05, np.float32)),
+                           ("y_zero_point", 7, np.full((1, 2), 9, np.uint8))):
+        inputs = list(good)
+        inputs[i] = value
+        with pytest.raises(ShapeInferenceError, match=f"{name} of shape"):
+            run_ours(make_node_model("QLinearMatMul", inputs, opset=10, static=range(1, 8)), {"in0": good[0]})

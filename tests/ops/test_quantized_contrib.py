@@ -453,6 +453,20 @@ def test_per_channel_scale_of_qlinear_add_is_a_shape_error():
         _load(model)
 
 
+@pytest.mark.parametrize("op,scale_at", [("QLinearAdd", 1), ("QLinearSigmoid", 3), ("QLinearGlobalAveragePool", 3)])
+def test_a_scale_of_rank_2_is_a_shape_error(op, scale_at):
+    """Found by tests/fuzz: a (1, 1) scale or zero point of a per-tensor parameter ran (one element);
+    onnxruntime refuses it ("Scale and Zero-point must be a scalar": IsScalarOr1ElementVector), and so do we."""
+    x = q((1, 2, 3, 3), np.uint8)
+    inputs = ([x, f(0.1), zp(np.uint8), x, f(0.1), zp(np.uint8), f(0.2), zp(np.uint8)] if op == "QLinearAdd"
+              else [x, f(0.1), zp(np.uint8), f(0.2), zp(np.uint8)])
+    run_ours(make_node_model(op, inputs, static=tuple(range(1, len(inputs))), domain=MS), {"in0": x})
+    inputs[scale_at] = np.full((1, 1), 0.2, np.float32)
+    model = make_node_model(op, inputs, static=tuple(range(1, len(inputs))), domain=MS)
+    with pytest.raises(ShapeInferenceError, match="must be a scalar"):
+        run_ours(model, {"in0": x})
+
+
 def test_wrong_zero_point_type_is_a_shape_error():
     inputs = [q((2, 2), np.uint8), f(0.1), np.array(3, np.int8), q((2, 2), np.uint8), f(0.1), zp(np.uint8), f(0.1)]
     model = make_node_model("QLinearAdd", inputs, static=tuple(range(7)), domain=MS)

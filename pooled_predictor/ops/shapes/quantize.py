@@ -149,9 +149,14 @@ def dynamic_quantize_linear(ctx):
 
 @shape_rule("MatMulInteger")
 def matmul_integer(ctx):
-    """numpy.matmul's shape of A and B; int32."""
+    """numpy.matmul's shape of A and B; int32. a_zero_point a scalar or 1-D of A's M rows, b_zero_point a
+    scalar or 1-D of B's N columns (Operators.md#MatMulInteger)."""
     check_types(ctx)
-    return [(matmul_shape(ctx, ctx.shape(0), ctx.shape(1)), np.dtype(np.int32))]
+    out = matmul_shape(ctx, ctx.shape(0), ctx.shape(1))
+    a, b = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+    check_quant_params(ctx, (), (2,), a[-2] if len(a) >= 2 else 1, "rows of A")
+    check_quant_params(ctx, (), (3,), b[-1] if len(b) >= 2 else 1, "columns of B")
+    return [(out, np.dtype(np.int32))]
 
 
 @shape_rule("QLinearMatMul")
@@ -167,6 +172,8 @@ def qlinear_matmul(ctx):
     if small:
         raise UnsupportedOpError(f"node {ctx.node.name!r} (QLinearMatMul): float8 input {small[0]} "
                                  f"({onnx_type(ctx.dtype(small[0]))}) is not implemented (int8 and uint8 are)")
+    b = tuple(ctx.shape(3))
+    check_quant_params(ctx, (1, 2, 6, 7), (4, 5), b[-1] if len(b) >= 2 else 1, "columns of b")
     return [(matmul_shape(ctx, ctx.shape(0), ctx.shape(3)), ctx.dtype(7))]
 
 
@@ -179,12 +186,12 @@ def inner_conv(ctx, w: int, w_value=None):
     return ctx.derive("Conv", [0, w], 11, dtypes=[f8, f8], values=[None, w_value])
 
 
-def check_conv_params(ctx, per_tensor: tuple, per_channel: tuple, m: int) -> None:
-    """The quantization parameters of ConvInteger / QLinearConv: those at the indices `per_tensor` (x's,
-    y's) a scalar or one element, onnxruntime's IsScalarOr1ElementVector; those at `per_channel` (w's, and
-    QLinearConv's B) a scalar, one element or 1-D of the M output channels (B: 1-D of M). Spec:
-    Operators.md#QLinearConv ("It could be a scalar or a 1-D tensor ... equal to the number of output
-    channels (M)").
+def check_quant_params(ctx, per_tensor: tuple, per_channel: tuple, m: int, what: str = "output channels") -> None:
+    """The quantization parameters of ConvInteger / QLinearConv / QLinearMatMul: those at the indices
+    `per_tensor` (x's and y's, a's) a scalar or one element, onnxruntime's IsScalarOr1ElementVector; those at
+    `per_channel` (w's and QLinearConv's B, b's) a scalar, one element or 1-D of the M output channels or
+    columns (B: 1-D of M). Spec: Operators.md#QLinearConv ("It could be a scalar or a 1-D tensor ... equal to
+    the number of output channels (M)"), #QLinearMatMul ("... equal to the number of columns of input 'b'").
 
     Raises:
         ShapeInferenceError: naming the input and its shape.
@@ -199,15 +206,15 @@ def check_conv_params(ctx, per_tensor: tuple, per_channel: tuple, m: int) -> Non
         shape = tuple(ctx.shape(i))
         bias = formals[i] == "B"
         if len(shape) > 1 or (bias and shape != (m,)) or (not bias and math.prod(shape) not in (1, m)):
-            raise ctx.error(f"{formals[i]} of shape {shape} must be " + (f"1-D of the {m} output channels" if bias
-                            else f"a scalar or 1-D of the {m} output channels"))
+            raise ctx.error(f"{formals[i]} of shape {shape} must be " + (f"1-D of the {m} {what}" if bias
+                            else f"a scalar or 1-D of the {m} {what}"))
 
 
 @shape_rule("ConvInteger")
 def conv_integer(ctx):
     check_types(ctx)
     g = conv_geometry(inner_conv(ctx, 1))
-    check_conv_params(ctx, (2,), (3,), g.out_channels)
+    check_quant_params(ctx, (2,), (3,), g.out_channels)
     return [((g.batch, g.out_channels) + g.out_shape, np.dtype(np.int32))]
 
 
@@ -215,5 +222,5 @@ def conv_integer(ctx):
 def qlinear_conv(ctx):
     check_types(ctx)
     g = conv_geometry(inner_conv(ctx, 3))
-    check_conv_params(ctx, (1, 2, 6, 7), (4, 5, 8), g.out_channels)
+    check_quant_params(ctx, (1, 2, 6, 7), (4, 5, 8), g.out_channels)
     return [((g.batch, g.out_channels) + g.out_shape, ctx.dtype(7))]

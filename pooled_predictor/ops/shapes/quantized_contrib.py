@@ -26,13 +26,14 @@ from .pooling import AxisWindow, pool_geometry
 
 
 def per_tensor(ctx, *indices: int) -> None:
-    """Each present input of `indices` (a scale or zero point) holds one element.
+    """Each present input of `indices` (a scale or zero point) is a scalar or one element of rank 1
+    (onnxruntime's IsScalarOr1ElementVector).
 
     Raises:
-        ShapeInferenceError: one holds several.
+        ShapeInferenceError: one holds several, or has rank 2 or more.
     """
     for i in indices:
-        if ctx.has_input(i) and math.prod(ctx.shape(i)) != 1:
+        if ctx.has_input(i) and (math.prod(ctx.shape(i)) != 1 or len(ctx.shape(i)) > 1):
             raise ctx.error(f"input {i} ({ctx.node.inputs[i]!r}) of shape {tuple(ctx.shape(i))} must be a "
                             f"scalar (per-tensor quantization)")
 
@@ -42,7 +43,7 @@ def per_column(ctx, i: int, n: int, what: str) -> None:
     if not ctx.has_input(i):
         return
     shape = tuple(ctx.shape(i))
-    if math.prod(shape) != 1 and shape != (n,):
+    if len(shape) > 1 or (math.prod(shape) != 1 and shape != (n,)):
         raise ctx.error(f"{what} of shape {shape} must be a scalar or 1-D of length {n} (one per column of B)")
 
 
