@@ -61,6 +61,7 @@ import numpy as np
 from ..ir import Graph, Node
 from ..ops import registry
 from ..ops.shapes.fused import DOMAIN, DOMAIN_VERSION
+from ..ops.shapes.quantized_contrib import MAX_RATIO
 from .base import PassContext
 
 _8BIT = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -88,6 +89,21 @@ def _dq(graph: Graph, prod: dict, value: str, *, weight: bool):
 
 def _per_tensor(graph: Graph, *names) -> bool:
     return all(np.size(graph.weights[n]) == 1 and np.ndim(graph.weights[n]) <= 1 for n in names)
+
+
+def _ratios_fit(graph: Graph, scales: list, out_scale: str) -> bool:
+    """Whether every input scale (a product of weights' names, per tensor or per channel) over the output's
+    Q scale is finite and at most MAX_RATIO (shapes/quantized_contrib.py): beyond it the fused kernels' float32
+    requantization is not within a step of the unfused graph (a 3e38 scale over a normal one overflowed to inf
+    in a fused QLinearGlobalAveragePool; found by tests/fuzz), and the node is left unfused (exact)."""
+    out = float(np.abs(graph.weights[out_scale].astype(np.float64)).min())
+    for names in scales:
+        s = np.float64(1)
+        for n in names:
+            s = s * float(np.abs(graph.weights[n].astype(np.float64)).max())
+        if not (out > 0 and np.isfinite(s) and s / out <= MAX_RATIO):
+            return False
+    return True
 
 
 def _quantize_after(graph: Graph, cons: dict, outs: set, value: str):
@@ -243,6 +259,8 @@ def fuse_qdq(graph: Graph, ctx: PassContext) -> dict:
         if found is None:
             continue
         ins, bias = found
+        if not _ratios_fit(graph, [(ins[1], ins[4])], q.inputs[1]):
+            continue
         ins += [q.inputs[1], q.inputs[2]]
         if node.op_type == "Conv":
             new = Node("QLinearConv", ins + ([bias] if bias else []), [q.outputs[0]], dict(node.attrs), "", node.name)
@@ -328,6 +346,9 @@ def _contrib(graph, prod, cons, outs, node, replace, counts):
     if any(graph.weights[i[2]].dtype != y_type for i in ins):
         return
     if node.op_type in ("Add", "Mul") and len(ins) != 2:
+        return
+    if not _ratios_fit(graph, [tuple(i[1] for i in ins)] if node.op_type == "Mul" else [(i[1],) for i in ins],
+                       q.inputs[1]):
         return
     if node.op_type == "Concat":
         args = [q.inputs[1], q.inputs[2]] + [v for i in ins for v in i[:3]]

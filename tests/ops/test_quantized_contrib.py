@@ -592,3 +592,24 @@ def test_qlinear_softmax_compiled_equals_the_numpy_steps(d, dtype, monkeypatch):
             m.setattr(compiled, "active", lambda: False)
             qlinear_softmax(*args, out=ref, opset=13)
         assert np.array_equal(got, ref), f"{int((got != ref).sum())} of {ref.size} differ"
+
+
+def test_a_requantization_ratio_above_2_15_is_a_shape_error():
+    """Found by tests/fuzz: QLinearAdd with A and B at a 1e20 scale and C at 0.06 gave 255 where the spec gives
+    z_c (A = B = their zero point), and onnxruntime 0: MLAS's float32 form cancels terms of 255 x the ratio.
+    Scales whose ratio passes 2^15 are refused (QLinearAdd, QLinearGlobalAveragePool, QLinearAveragePool); at
+    2^15 they still run."""
+    from pooled_predictor.ops.shapes.quantized_contrib import MAX_RATIO
+
+    x = q((1, 2, 3, 3), np.uint8)
+    for ratio, ok in ((MAX_RATIO, True), (MAX_RATIO * 2, False), (1e21, False)):
+        big = f(0.06 * ratio)
+        add = [x, big, zp(np.uint8), x, f(0.1), zp(np.uint8), f(0.06), zp(np.uint8)]
+        gap = [x, big, zp(np.uint8), f(0.06), zp(np.uint8)]
+        for op, inputs in (("QLinearAdd", add), ("QLinearGlobalAveragePool", gap)):
+            model = make_node_model(op, inputs, static=tuple(range(1, len(inputs))), domain=MS)
+            if ok:
+                run_ours(model, {"in0": x})
+            else:
+                with pytest.raises(ShapeInferenceError, match="requantization ratio above 2\\^15"):
+                    run_ours(model, {"in0": x})

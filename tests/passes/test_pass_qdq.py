@@ -242,3 +242,24 @@ def test_data_movement_between_dq_and_q_runs_on_the_8_bit_values(op, extra, attr
         ops, ref, ours = _uint8_model(nodes, consts, (1, 4, 5, 9))
         assert (ops["QuantizeLinear"] == 0 and ops["DequantizeLinear"] == 0) == fused, ops
         np.testing.assert_array_equal(ours, ref)
+
+
+def test_a_group_whose_scales_overflow_the_fused_requantization_stays_unfused():
+    """Found by tests/fuzz: Q(GlobalAveragePool(DQ(x))) with x at a 3e38 scale and y at 0.03 was fused into
+    QLinearGlobalAveragePool, whose ratio 1e40 is inf in float32 (outputs garbage; the graph as written gives
+    y's zero point). A group whose input scale over its output scale passes MAX_RATIO stays as written."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])
+    inits = [numpy_helper.from_array(v, n) for n, v in (("s", np.float32(3e38)), ("z", np.uint8(100)),
+                                                        ("gs", np.float32(0.03)), ("gz", np.uint8(128)))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             helper.make_node("GlobalAveragePool", ["d"], ["g"]),
+             helper.make_node("QuantizeLinear", ["g", "gs", "gz"], ["gq"]),
+             helper.make_node("DequantizeLinear", ["gq", "gs", "gz"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [helper.make_empty_tensor_value_info("y")], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    graph, _ = optimize(load_onnx(model), level="extended")
+    assert graph.op_counts()["QLinearGlobalAveragePool"] == 0
+    feeds = {"x": rng.uniform(-1, 1, (1, 2, 3, 3)).astype(np.float32)}
+    (ours,) = run_net(graph, feeds)
+    np.testing.assert_array_equal(ours, np.zeros((1, 2, 1, 1), np.float32))

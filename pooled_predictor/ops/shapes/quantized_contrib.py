@@ -47,6 +47,33 @@ def per_column(ctx, i: int, n: int, what: str) -> None:
         raise ctx.error(f"{what} of shape {shape} must be a scalar or 1-D of length {n} (one per column of B)")
 
 
+MAX_RATIO = 2.0 ** 15
+"""The largest requantization ratio (an input's scale over the output's) of QLinearAdd,
+QLinearGlobalAveragePool and QLinearAveragePool with static scales. QLinearAdd's float32 form (MLAS's:
+fma(a, s_a / s_c, fma(b, s_b / s_c, k)), k holding -z_a s_a / s_c - z_b s_b / s_c) cancels terms of 255 times
+the ratio, whose float32 rounding passes half a step of the output above about 2^15; onnxruntime's own results
+there are as wrong (found by tests/fuzz: a 1e20 scale, ours 255 and onnxruntime's 0 where the spec gives z_c).
+One step of the input is then more than 2^15 steps of the output: a model no calibration writes."""
+
+
+def check_ratio(ctx, inputs: tuple, output: int) -> None:
+    """Each static scale of `inputs` over the static scale at `output` at most MAX_RATIO in magnitude.
+
+    Raises:
+        ShapeInferenceError: naming the two inputs and the ratio.
+    """
+    if not ctx.is_static(output):
+        return
+    out = float(np.abs(np.asarray(ctx.value(output), np.float64)).min())
+    for i in inputs:
+        if not ctx.is_static(i):
+            continue
+        ratio = float(np.abs(np.asarray(ctx.value(i), np.float64)).max()) / out if out else np.inf
+        if not ratio <= MAX_RATIO:
+            raise ctx.error(f"input {i} ({ctx.node.inputs[i]!r}) over input {output} ({ctx.node.inputs[output]!r}) "
+                            f"is {ratio:.3g}: a requantization ratio above 2^15 is not computed within a step")
+
+
 def _flag(ctx, name: str) -> int:
     v = int(ctx.attr(name, 0))
     if v not in (0, 1):
@@ -59,6 +86,8 @@ def qlinear_binary(ctx):
     """numpy broadcast of A (input 0) and B (input 3); A's type."""
     check_types(ctx)
     per_tensor(ctx, 1, 2, 4, 5, 6, 7)
+    if ctx.node.op_type == "QLinearAdd":
+        check_ratio(ctx, (1, 4), 6)
     return [(broadcast(ctx, [ctx.shape(0), ctx.shape(3)]), np.dtype(ctx.dtype(0)))]
 
 
@@ -86,6 +115,7 @@ def qlinear_global_average_pool(ctx):
     """(N, C, 1, ...) or, channels_last=1, (N, 1, ..., C); X's type."""
     check_types(ctx)
     per_tensor(ctx, 1, 2, 3, 4)
+    check_ratio(ctx, (1,), 3)
     shape = tuple(ctx.shape(0))
     if len(shape) < 3:
         raise ctx.error(f"X of shape {shape} must have rank >= 3 (N, C and spatial axes)")
@@ -118,6 +148,7 @@ def qlinear_average_pool(ctx):
     """AveragePool's output shape (onnxruntime's window rules), in X's layout; X's type."""
     check_types(ctx)
     per_tensor(ctx, 1, 2, 3, 4)
+    check_ratio(ctx, (1,), 3)
     _flag(ctx, "count_include_pad")
     _flag(ctx, "ceil_mode")
     shape = tuple(ctx.shape(0))
