@@ -202,7 +202,44 @@ def dynamic_mlp(rng) -> tuple[onnx.ModelProto, dict]:
     return model, {"x": rng.standard_normal((2, 6)).astype(np.float32)}
 
 
-BASES = (mlp, cnn, shapes_model, qdq_cnn, qop_cnn, dynamic_mlp)
+def attention(rng) -> tuple[onnx.ModelProto, dict]:
+    """One encoder block as exporters write it (the passes' attention, Gelu and LayerNormalization fusions
+    apply): Q, K, V projections, (Q K^T) / sqrt(d) + mask, Softmax, times V, a residual, LayerNormalization,
+    an Erf Gelu, a second residual."""
+    d, seq = 8, 5
+    w = lambda *shape: (rng.standard_normal(shape) * 0.3).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(v, n) for n, v in (
+        ("wq", w(d, d)), ("wk", w(d, d)), ("wv", w(d, d)), ("bq", w(d)), ("perm_c", np.float32(np.sqrt(d))),
+        ("mask", np.where(rng.random((1, seq, seq)) < 0.2, -1e4, 0).astype(np.float32)),
+        ("gamma", w(d) + 1), ("beta", w(d)), ("w1", w(d, 2 * d)), ("w2", w(2 * d, d)),
+        ("half", np.float32(0.5)), ("one", np.float32(1.0)), ("rsqrt2", np.float32(1 / np.sqrt(2))))]
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q0"], name="q"),
+             helper.make_node("Add", ["q0", "bq"], ["q"], name="q_bias"),
+             helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+             helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+             helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+             helper.make_node("Div", ["s", "perm_c"], ["sd"], name="scale"),
+             helper.make_node("Add", ["sd", "mask"], ["sm"], name="masked"),
+             helper.make_node("Softmax", ["sm"], ["p"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["o"], name="context"),
+             helper.make_node("Add", ["o", "x"], ["r"], name="residual"),
+             helper.make_node("LayerNormalization", ["r", "gamma", "beta"], ["ln"], name="ln", axis=-1,
+                              epsilon=1e-5),
+             helper.make_node("MatMul", ["ln", "w1"], ["h"], name="fc1"),
+             helper.make_node("Mul", ["h", "rsqrt2"], ["hs"], name="gelu_scale"),
+             helper.make_node("Erf", ["hs"], ["he"], name="gelu_erf"),
+             helper.make_node("Add", ["he", "one"], ["h1"], name="gelu_add"),
+             helper.make_node("Mul", ["h", "h1"], ["hh"], name="gelu_mul"),
+             helper.make_node("Mul", ["hh", "half"], ["g"], name="gelu_half"),
+             helper.make_node("MatMul", ["g", "w2"], ["f"], name="fc2"),
+             helper.make_node("Add", ["f", "ln"], ["y"], name="residual2")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, ["N", seq, d])],
+                   [helper.make_tensor_value_info("y", F, ["N", seq, d])], inits)
+    return model, {"x": rng.standard_normal((2, seq, d)).astype(np.float32)}
+
+
+BASES = (mlp, cnn, shapes_model, qdq_cnn, qop_cnn, dynamic_mlp, attention)
 QUANTIZED = (qdq_cnn, qop_cnn, dynamic_mlp)
 
 

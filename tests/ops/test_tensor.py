@@ -143,3 +143,14 @@ def test_squeeze_of_a_non_unit_axis_is_a_shape_error():
                          [np.zeros((1, 1), np.float32)])
     with pytest.raises(ShapeInferenceError, match="cannot squeeze axes"):
         run_ours(model, {"in0": x})
+
+
+@pytest.mark.parametrize("perm", [[0, -1, 1, 2], [0, 1, 2], [0, 1, 2, 4], [0, 0, 1, 2]])
+def test_transpose_perm_must_be_a_permutation_of_the_axes(perm):
+    """Found by tests/fuzz: perm [0, -1, 1] ran, read as numpy does; onnx's shape inference and onnxruntime
+    refuse negative entries ("Invalid attribute perm"), and so do we, with the short or repeated ones."""
+    from pooled_predictor.errors import ShapeInferenceError
+    from tests.onnx_helpers import make_node_model, run_ours
+
+    with pytest.raises(ShapeInferenceError, match="is not a permutation"):
+        run_ours(make_node_model("Transpose", [x4], {"perm": perm}, opset=13), {"in0": x4})
