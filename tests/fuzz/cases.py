@@ -18,6 +18,11 @@ replayed with `python -m tests.fuzz.harness --seed S --only INDEX`. Families:
                   bytes sources with and without external_data_dir
     request       a valid model, a malformed request (None, wrong names, dtypes,
                   ranks, huge broadcast batches, NaN, bad `out`, bad output names)
+    caffe         a Caffe pair (prototxt text, caffemodel bytes: Predictor.strings) with the text
+                  cut, characters changed, numbers set to interesting values, a layer's type,
+                  bottom or top changed, a layer repeated or dropped; or the caffemodel cut,
+                  bytes changed, a blob's shape or data count changed, a layer's blobs dropped;
+                  compared with OpenCV dnn where both run it
 
 A case carries the model (bytes), the files of its directory, how it is loaded,
 and the requests to run; `benign` cases may also succeed, and are then
@@ -32,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-FAMILIES = ("truncate", "flip", "field", "attribute", "external", "request", "quant")
+FAMILIES = ("truncate", "flip", "field", "attribute", "external", "request", "quant", "caffe")
 INTERESTING_INTS = [-(2 ** 63), -(2 ** 31), -1, 0, 1, 2, 3, 7, 255, 2 ** 16, 2 ** 31 - 1, 2 ** 32, 2 ** 62,
                     2 ** 63 - 1]
 F = TensorProto.FLOAT
@@ -51,6 +56,7 @@ class Case:
     external_data_dir: bool = False             # pass the model's directory explicitly
     requests: list = field(default_factory=list)  # [(inputs, output_names, out)]
     feeds: dict | None = None                   # the valid feed, for the onnxruntime comparison
+    caffe: tuple | None = None                  # (prototxt text, caffemodel bytes): a Caffe case
 
 
 # ---- base models ---------------------------------------------------------------------------------
@@ -244,9 +250,49 @@ QUANTIZED = (qdq_cnn, qop_cnn, dynamic_mlp)
 
 
 # ---- the cases -----------------------------------------------------------------------------------
+CAFFE_TEXT = """name: "fuzz"
+input: "data"
+input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 stride: 1 } }
+layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" batch_norm_param { use_global_stats: true } }
+layer { name: "scale" type: "Scale" bottom: "conv" top: "conv" scale_param { bias_term: true } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "branch" type: "Convolution" bottom: "pool" top: "branch"
+        convolution_param { num_output: 4 kernel_size: 1 } }
+layer { name: "sum" type: "Eltwise" bottom: "pool" bottom: "branch" top: "sum" }
+layer { name: "cat" type: "Concat" bottom: "sum" bottom: "pool" top: "cat" }
+layer { name: "fc" type: "InnerProduct" bottom: "cat" top: "fc" inner_product_param { num_output: 5 } }
+layer { name: "prob" type: "Softmax" bottom: "fc" top: "prob" }
+"""
+
+
+def caffe_pair(rng) -> tuple[str, bytes, dict]:
+    """CAFFE_TEXT and its caffemodel (layer name -> blobs, as Caffe writes them), and a feed."""
+    from pooled_predictor.importers.caffe import caffe_pb
+
+    w = lambda *shape: (rng.standard_normal(shape) * 0.3).astype(np.float32)  # noqa: E731
+    blobs = {"conv": [w(4, 3, 3, 3), w(4)], "bn": [w(4), np.abs(w(4)) + 0.5, np.ones(1, np.float32)],
+             "scale": [w(4) + 1, w(4)], "branch": [w(4, 4, 1, 1), w(4)], "fc": [w(5, 128), w(5)]}
+    net = caffe_pb.NetParameter(name="weights")
+    for name, arrays in blobs.items():
+        layer = net.layer.add()
+        layer.name = name
+        for a in arrays:
+            b = layer.blobs.add()
+            b.shape.dim.extend(a.shape)
+            b.data.extend(a.ravel().tolist())
+    return CAFFE_TEXT, net.SerializeToString(), {"data": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
 def make_case(seed: int, index: int) -> Case:
     rng = np.random.default_rng([seed, index])
     family = FAMILIES[index % len(FAMILIES)]
+    if family == "caffe":
+        case = Case(index, family, "", b"")
+        _caffe(case, rng)
+        return case
     base, feeds = BASES[int(rng.integers(len(BASES)))](rng)
     case = Case(index, family, "", b"", feeds=feeds, requests=[(feeds, None, None)])
     globals()[f"_{family}"](case, base, rng)
@@ -443,6 +489,77 @@ def _quant(case: Case, model: onnx.ModelProto, rng) -> None:
     if rng.random() < 0.3:  # skip onnx.checker as onnxruntime does
         g.output[0].type.Clear()
     case.model, case.what = model.SerializeToString(), what
+
+
+def _caffe(case: Case, rng) -> None:
+    """A Caffe pair with its text or its weights crafted (see the module docstring)."""
+    from pooled_predictor.importers.caffe import caffe_pb
+
+    text, weights, case.feeds = caffe_pair(rng)
+    case.requests = [(case.feeds, None, None)]
+    choice = int(rng.integers(10))
+    lines = text.splitlines()
+    if choice == 0:
+        cut = int(rng.integers(len(text)))
+        text, what = text[:cut], f"text cut at {cut}"
+    elif choice == 1:
+        chars = list(text)
+        for i in rng.integers(0, len(chars), int(rng.integers(1, 6))):
+            chars[i] = chr(int(rng.integers(32, 127)))
+        text, what = "".join(chars), "text characters changed"
+    elif choice == 2:  # a number of the text set to an interesting value
+        import re
+
+        numbers = list(re.finditer(r"(?<![\w.])\d+(?![\w.])", text))
+        m = _pick(rng, numbers)
+        v = _pick(rng, INTERESTING_INTS)
+        text = text[:m.start()] + str(v) + text[m.end():]
+        what = f"text number at {m.start()} ({m.group()}) -> {v}"
+    elif choice == 3:  # a layer's type, bottom or top changed
+        i = int(rng.integers(3, len(lines)))
+        import re
+
+        field = _pick(rng, ["type", "bottom", "top"])
+        new = _pick(rng, ["Nope", "Convolution", "Eltwise", "Input", "Python", "Data", "data", "conv", "fc",
+                          "prob", "missing", ""])
+        lines[i] = re.sub(rf'{field}: "[^"]*"', f'{field}: "{new}"', lines[i], count=1)
+        text, what = "\n".join(lines), f"line {i}: {field} -> {new!r}"
+    elif choice == 4:  # a layer repeated or dropped
+        i = int(rng.integers(3, len(lines)))
+        if rng.random() < 0.5:
+            lines.insert(i, lines[i])
+            what = f"line {i} repeated"
+        else:
+            del lines[i]
+            what = f"line {i} dropped"
+        text = "\n".join(lines)
+    elif choice == 5:
+        cut = int(rng.integers(len(weights)))
+        weights, what = weights[:cut], f"caffemodel cut at {cut} of {len(weights)}"
+    elif choice == 6:
+        data = bytearray(weights)
+        where = rng.integers(0, len(data), int(rng.integers(1, 9)))
+        for i in where:
+            data[i] = int(rng.integers(0, 256))
+        weights, what = bytes(data), f"caffemodel bytes changed at {sorted(where.tolist())[:6]}"
+    else:  # a blob's shape, its data count, or a layer's blobs
+        net = caffe_pb.NetParameter.FromString(weights)
+        layer = _pick(rng, net.layer)
+        blob = _pick(rng, layer.blobs)
+        if choice == 7 and blob.shape.dim:
+            k = int(rng.integers(len(blob.shape.dim)))
+            blob.shape.dim[k] = int(_pick(rng, [0, 1, 2, 3, 7, 2 ** 31 - 1, 2 ** 40, -1 & (2 ** 63 - 1)]))
+            what = f"{layer.name} blob shape {list(blob.shape.dim)}"
+        elif choice == 8:
+            n = len(blob.data)
+            keep = int(_pick(rng, [0, max(0, n - 1), n // 2]))
+            del blob.data[keep:]
+            what = f"{layer.name} blob data {n} -> {keep} values"
+        else:
+            del layer.blobs[int(rng.integers(len(layer.blobs))):]
+            what = f"{layer.name} blobs cut to {len(layer.blobs)}"
+        weights = net.SerializeToString()
+    case.caffe, case.what = (text, weights), what
 
 
 def _external(case: Case, model: onnx.ModelProto, rng) -> None:

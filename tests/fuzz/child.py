@@ -135,13 +135,18 @@ def run_case(case, workdir: str, budget: int) -> dict:
             result["outcomes"].append("ok")
             return value, True
 
-        predictor, ok = attempt(lambda: Predictor(src, memory_limit_bytes=budget, **kwargs))
+        if case.caffe is not None:
+            predictor, ok = attempt(lambda: Predictor.strings(*case.caffe, memory_limit_bytes=budget))
+        else:
+            predictor, ok = attempt(lambda: Predictor(src, memory_limit_bytes=budget, **kwargs))
         if not ok:
             return result
         for inputs, names, out in case.requests:
             attempt(lambda: predictor.forward(inputs, names, out))
         ours, ok = attempt(lambda: predictor.forward(case.feeds, predictor.output_names))
-        if ok and case.load_as == "path":
+        if ok and case.caffe is not None:
+            result["compared"] = _compare_opencv(case.caffe, case.feeds, predictor.output_names, ours, result)
+        elif ok and case.load_as == "path":
             result["compared"] = _compare(os.path.join(model_dir, "m.onnx"), case.feeds, ours, result)
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
@@ -182,6 +187,35 @@ def _compare(path: str, feeds: dict, ours: list, result: dict) -> str:
         result["detail"] += "onnx.reference: " + detail
         return "mismatch"
     return "reference"
+
+
+def _compare_opencv(pair, feeds: dict, names: list, ours: list, result: dict) -> str:
+    """'same', 'ort_refuses' (OpenCV refuses it, or is not installed) or 'mismatch' against OpenCV dnn's
+    Caffe importer, the project's Caffe reference."""
+    try:
+        import cv2
+        import numpy as np
+
+        text, weights = pair
+        net = cv2.dnn.readNetFromCaffe(np.frombuffer(text.encode(), np.uint8), np.frombuffer(weights, np.uint8))
+        for name, x in feeds.items():
+            net.setInput(x, name)
+        # OpenCV's forward() takes layer names: the net's outputs are its unconnected layers (our outputs are
+        # Caffe's blob names, which an in-place layer's output shares with the layer before it)
+        layers = list(net.getUnconnectedOutLayersNames())
+        if len(layers) != len(names):
+            result["ort_error"] = f"OpenCV: outputs {layers}, ours {list(names)}"
+            return "ort_refuses"
+        ref = [np.asarray(o) for o in net.forward(layers)]
+    except Exception as exc:  # cv2.error: OpenCV refuses the pair
+        result["ort_error"] = f"OpenCV: {str(exc)[:300]}"
+        return "ort_refuses"
+    detail = _differs([np.asarray(o).reshape(r.shape) if np.size(o) == r.size else o for o, r in zip(ours, ref)],
+                      ref)
+    if detail:
+        result["detail"] += "OpenCV: " + detail
+        return "mismatch"
+    return "same"
 
 
 def _differs(ours: list, ref: list) -> str:

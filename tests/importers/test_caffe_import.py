@@ -156,3 +156,36 @@ def test_weights_that_do_not_fit_the_layer_name_it():
                                    'inner_product_param { num_output: 5 } }')
     with pytest.raises(ModelLoadError, match=r"'fc'.*num_output 5"):
         load_caffe(text, caffemodel({"fc": [np.zeros((4, 6), np.float32), np.zeros(5, np.float32)]}))
+
+
+def test_two_layers_of_one_name_are_refused():
+    """Found by tests/fuzz (its caffe family, a layer line repeated): two Scale layers named "scale" made two
+    nodes write one value, and the memory planner failed with an untyped ValueError. Weights are found by layer
+    name, so two layers of one name (in phase TEST) are ambiguous: a ModelLoadError, as OpenCV refuses them."""
+    text = prototxt({"data": (1, 3, 6, 6)}, """
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "scale" type: "Scale" bottom: "conv" top: "conv" scale_param { bias_term: true } }
+layer { name: "scale" type: "Scale" bottom: "conv" top: "conv" scale_param { bias_term: true } }
+""")
+    weights = caffemodel({"conv": [W, B], "scale": [np.ones(4, np.float32), np.zeros(4, np.float32)]})
+    with pytest.raises(ModelLoadError, match="two layers are named 'scale'"):
+        load_caffe(text, weights)
+
+
+def test_a_blob_named_like_a_layers_own_value_is_kept_apart():
+    """A blob "conv/scaled" (a legal Caffe name) beside a Scale layer "conv", which names its own product
+    "conv/scaled": the two values stay apart (builder._fresh), and the net computes what OpenCV does."""
+    from tests.caffe_helpers import opencv_forward
+
+    text = prototxt({"data": (1, 3, 6, 6)}, """
+layer { name: "c" type: "Convolution" bottom: "data" top: "conv/scaled" convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "conv" type: "Scale" bottom: "conv/scaled" top: "s" scale_param { bias_term: true } }
+layer { name: "sum" type: "Eltwise" bottom: "s" bottom: "conv/scaled" top: "out" }
+""")
+    gamma, beta = R.standard_normal(4).astype(np.float32), R.standard_normal(4).astype(np.float32)
+    weights = caffemodel({"c": [W, B], "conv": [gamma, beta]})
+    x = R.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    p = Predictor.strings(text, weights)
+    (ours,) = p.forward({"data": x}, ["out"])
+    (ref,) = opencv_forward(text, weights, {"data": x}, ["sum"])
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)

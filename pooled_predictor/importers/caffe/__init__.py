@@ -266,6 +266,12 @@ def load_caffe(prototxt, weights=None, *, weights_format: str = "binary", device
     state.phase = 1  # TEST
     v1 = bool(net.layers) and not net.layer
     layers = [Layer(p, v1) for p in (net.layers if v1 else net.layer) if included(p, state)]
+    seen: set[str] = set()
+    for layer in layers:  # weights are found by layer name: two layers of one name (in phase TEST) are ambiguous
+        if layer.name and layer.name in seen:
+            raise ModelLoadError(f"Caffe model {where!r}: two layers are named {layer.name!r} (OpenCV refuses "
+                                 "this too)")
+        seen.add(layer.name)
 
     unsupported = sorted({layer.type for layer in layers if layer.type not in CONVERTERS})
     problems = []

@@ -88,14 +88,24 @@ class Builder:
         self.nodes.append(Node(op, list(inputs), list(outputs), attrs, domain, name))
 
     def const(self, layer, suffix: str, array) -> str:
-        name = f"{layer.name}/{suffix}"
+        name = self._fresh(f"{layer.name}/{suffix}")
         self.weights[name] = readonly(np.ascontiguousarray(array))
         return name
 
     def tmp(self, layer, suffix: str, rank: int | None = None) -> str:
-        name = f"{layer.name}/{suffix}"
+        name = self._fresh(f"{layer.name}/{suffix}")
         self.rank[name] = rank
         return name
+
+    def _fresh(self, name: str) -> str:
+        """`name`, or `name#k` where a blob, weight or earlier value has it (a crafted net may name a blob
+        "conv/scaled", the name of a Scale layer "conv"'s own value)."""
+        taken = lambda n: n in self.rank or n in self.weights or n in self._writers  # noqa: E731
+        k, out = 0, name
+        while taken(out):
+            k += 1
+            out = f"{name}#{k}"
+        return out
 
     def learned(self, layer, count: int | tuple, what: str = "") -> list[np.ndarray]:
         """The layer's weight blobs from the caffemodel (matched by layer name).
