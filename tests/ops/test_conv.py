@@ -489,3 +489,30 @@ def test_conv1d_falls_back_to_im2col():
         with isa.use_lanes(lanes):  # 1 x 768 @ 768 x 512: OpenBLAS's GEMV at 8 lanes
             assert conv_kernel("Conv", [f32(1, 256, 3), f32(512, 256, 3)], {})[0].path == path
     check_node("Conv", [f32(1, 256, 3), f32(512, 256, 3)], {}, opset=13, static=(1,))
+
+
+def test_phase_planes_of_a_stride_far_beyond_the_input_are_not_built():
+    """Found by tests/fuzz: a Conv / QLinearConv with strides [1, 2^31 - 1] ran on the reference kernels, then
+    the background compile built the indirect layout's list of 2^31 stride phases and took every byte of
+    memory. conv_indirect.phase_planes_fit refuses planes over 4x the padded input; the usual convolutions fit
+    (ResNet's 7x7 stride-2 stem, ViT's 16x16 stride-16 patches, 3x3 stride 2 on a 1x1 input). A large stride
+    still computes onnxruntime's values, through the kernels that step over X."""
+    from types import SimpleNamespace
+
+    from pooled_predictor.ops.cpu.conv_indirect import phase_planes_fit
+
+    def geo(in_shape, kernel, strides, pads, dilations=(1, 1)):
+        out = tuple((i + 2 * p - (k - 1) * d - 1) // s + 1 for i, k, s, p, d in zip(in_shape, kernel, strides, pads,
+                                                                                   dilations))
+        return SimpleNamespace(in_shape=in_shape, kernel=kernel, strides=strides, dilations=dilations, out_shape=out,
+                               pads_begin=pads, pads_end=pads)
+
+    assert phase_planes_fit(geo((224, 224), (7, 7), (2, 2), (3, 3)))
+    assert phase_planes_fit(geo((224, 224), (16, 16), (16, 16), (0, 0)))
+    assert phase_planes_fit(geo((1, 1), (3, 3), (2, 2), (1, 1)))
+    assert phase_planes_fit(geo((56, 56), (3, 3), (2, 2), (1, 1), (2, 2)))
+    assert not phase_planes_fit(geo((6, 6), (3, 3), (1, 2 ** 31 - 1), (1, 1)))
+    assert not phase_planes_fit(geo((8, 8), (3, 3), (1, 4096), (1, 1)))
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    check_node("Conv", [x, w], {"strides": [1, 4096], "pads": [1, 1, 1, 1]}, opset=11, static=(1,))

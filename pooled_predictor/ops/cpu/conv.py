@@ -84,7 +84,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..registry import kernel
 from . import compiled, reference_split
 from ..shapes.conv import conv_geometry
-from .conv_indirect import IndirectConv2d
+from .conv_indirect import IndirectConv2d, phase_planes_fit
 from .conv_shared import _run_fills, shared_weights
 from .matmul import ConstRightProduct
 from .winograd_reference import WinogradReference, fits as winograd_reference_fits
@@ -535,7 +535,8 @@ class Conv(_ConvBase):
         """The indirect path applies and measured faster: wide outputs (before Winograd is
         considered), or few output channels per group (after it)."""
         g = self.geo
-        if not (INDIRECT_COMPILED and self._packed_gemm_fits() and g.rank == 2 and g.group < g.in_channels):
+        if not (INDIRECT_COMPILED and self._packed_gemm_fits() and g.rank == 2 and g.group < g.in_channels
+                and phase_planes_fit(g)):
             return False
         ow = g.out_shape[1]
         if wide_only:

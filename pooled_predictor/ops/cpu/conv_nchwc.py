@@ -67,7 +67,7 @@ from . import compiled, conv
 from .compiled.codes import CODES, NONE, RANGE_CODES
 from .compiled.widths import module as _width_module
 from .conv import _readonly, winograd_geometry
-from .conv_indirect import indirect_layout
+from .conv_indirect import indirect_layout, phase_planes_fit
 from .conv_shared import shared_weights
 from .fused import Activation, _check, _compiled_params
 
@@ -275,7 +275,7 @@ def blocked_kind(ctx, block: int = BLOCK) -> str | None:
         return "depthwise"
     if not padded and winograd_fits(g):
         return "winograd"
-    if g.group == 1:
+    if g.group == 1 and phase_planes_fit(g):
         return "indirect"
     return None
 

@@ -62,7 +62,7 @@ import numpy as np
 
 from .. import int8_arithmetic
 from . import compiled
-from .conv_indirect import indirect_layout
+from .conv_indirect import indirect_layout, phase_planes_fit
 from .conv_shared import shared_weights
 
 SLACK = 64  # elements past the phase planes: the last 16-pixel tile's reads past the last row
@@ -81,7 +81,7 @@ def _scalar(a) -> bool:
 
 def compiled_qconv(ctx, geo) -> "QConvCompiled | None":
     """The compiled integer path for a QLinearConv node at these shapes, or None where it does not apply."""
-    if not compiled.active() or geo.rank != 2:
+    if not compiled.active() or geo.rank != 2 or not phase_planes_fit(geo):
         return None
     x_t, w_t, y_t = ctx.dtype(0), ctx.dtype(3), ctx.dtype(7)
     if any(t not in (np.dtype(np.uint8), np.dtype(np.int8)) for t in (x_t, w_t, y_t)):
