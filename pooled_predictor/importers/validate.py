@@ -220,12 +220,12 @@ SCALE_CHECK_MAX = 1 << 16
 
 
 def _check_scales(node: onnx.NodeProto, schema, where: str, label: str, initializers: dict) -> None:
-    """A quantization scale given as an initializer (a formal input named *scale: QuantizeLinear's
-    y_scale, QLinearConv's w_scale, QLinearAdd's C_scale, ...) must hold finite numbers. A NaN or infinite
+    """A quantization scale given as an initializer (a formal input named *scale of a quantized op:
+    QuantizeLinear's y_scale, QLinearConv's w_scale, QLinearAdd's C_scale, ...) must hold finite numbers. A NaN or infinite
     scale makes every value it quantizes or requantizes undefined; onnxruntime runs such a model and returns
     whatever its float-to-int conversion gives (found by tests/fuzz: NaN w_scale, outputs differing from it
     by the path taken). Raises ModelLoadError naming the node and input."""
-    if not schema.inputs:
+    if not schema.inputs or not (node.op_type in _QUANT_OPS or node.op_type.startswith("QLinear")):
         return
     for k, name in enumerate(node.input):
         t = initializers.get(name)
@@ -250,6 +250,10 @@ def _check_scales(node: onnx.NodeProto, schema, where: str, label: str, initiali
 
 
 _FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
+# the quantized ops whose *scale inputs _check_scales reads (with every QLinear* op); not LayerNormalization's or
+# BatchNormalization's Scale, a float weight like any other
+_QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QGemm", "DynamicQuantizeMatMul",
+                        "MatMulIntegerToFloat"})
 
 
 def _check_types(node: onnx.NodeProto, schema, where: str, label: str, types: dict,

@@ -256,3 +256,13 @@ def test_a_scale_that_is_not_a_finite_number_is_refused(bad):
         Predictor(m)
     inits[3] = numpy_helper.from_array(np.array([0.01, -0.02], np.float32), "ws")
     Predictor(model_of([node], [x], [untyped("y")], inits)).forward({"x": np.full((1, 2, 3, 3), 130, np.uint8)})
+
+
+def test_a_nan_scale_of_a_float_op_is_not_a_quantization_scale():
+    """The finite-scale check reads the quantized ops' scales only: LayerNormalization's Scale (gamma) holding
+    a NaN is a float weight like any other, and runs as onnxruntime runs it (NaN out)."""
+    x = helper.make_tensor_value_info("x", F, [2, 4])
+    gamma = numpy_helper.from_array(np.array([1, np.nan, 1, 1], np.float32), "gamma")
+    node = helper.make_node("LayerNormalization", ["x", "gamma"], ["y"], name="ln", axis=-1)
+    out = Predictor(model_of([node], [x], [untyped("y")], [gamma])).forward({"x": np.ones((2, 4), np.float32)})
+    assert np.isnan(out["y"][:, 1]).all()
