@@ -210,7 +210,7 @@ def _tensor_type(data_type: int) -> str | None:
         return None
 
 
-def where_label(where: str, label: str) -> str:
+def _where_label(where: str, label: str) -> str:
     """'model <where>: <label>', as _err's messages begin."""
     return f"model {where!r}: {label}"
 
@@ -221,10 +221,10 @@ SCALE_CHECK_MAX = 1 << 16
 
 def _check_scales(node: onnx.NodeProto, schema, where: str, label: str, initializers: dict) -> None:
     """A quantization scale given as an initializer (a formal input named *scale of a quantized op:
-    QuantizeLinear's y_scale, QLinearConv's w_scale, QLinearAdd's C_scale, ...) must hold finite numbers. A NaN or infinite
-    scale makes every value it quantizes or requantizes undefined; onnxruntime runs such a model and returns
-    whatever its float-to-int conversion gives (found by tests/fuzz: NaN w_scale, outputs differing from it
-    by the path taken). Raises ModelLoadError naming the node and input."""
+    QuantizeLinear's y_scale, QLinearConv's w_scale, QLinearAdd's C_scale, ...) must hold finite numbers. A NaN
+    or infinite scale makes every value it quantizes or requantizes undefined; onnxruntime runs such a model and
+    returns whatever its float-to-int conversion gives (found by tests/fuzz: NaN w_scale, outputs differing from
+    it by the path taken). Raises ModelLoadError naming the node and input."""
     if not schema.inputs or not (node.op_type in _QUANT_OPS or node.op_type.startswith("QLinear")):
         return
     for k, name in enumerate(node.input):
@@ -289,13 +289,13 @@ def _check_types(node: onnx.NodeProto, schema, where: str, label: str, types: di
             if name in initializers:  # the file itself is invalid
                 raise _err(where, f"{label}: initializer {name!r} of type {type_str} cannot be its input {k} "
                                   f"({param.name}: {', '.join(sorted(allowed))})")
-            raise ShapeInferenceError(f"{where_label(where, label)}: input {k} ({param.name}) has type {type_str}; "
+            raise ShapeInferenceError(f"{_where_label(where, label)}: input {k} ({param.name}) has type {type_str}; "
                                       f"{node.op_type}-{schema.since_version} takes {', '.join(sorted(allowed))}")
         if param.type_str in constraints and (param.is_homogeneous or param.option != variadic):
             if param.type_str in bound and bound[param.type_str][1] != type_str:
                 j, other = bound[param.type_str]
                 raise ShapeInferenceError(
-                    f"{where_label(where, label)}: inputs {j} and {k} must have the same type ({param.type_str}); "
+                    f"{_where_label(where, label)}: inputs {j} and {k} must have the same type ({param.type_str}); "
                     f"got {other} and {type_str} (onnxruntime: Type parameter bound to different types)")
             bound.setdefault(param.type_str, (k, type_str))
     for k, name in enumerate(node.output):

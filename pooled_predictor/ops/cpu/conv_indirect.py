@@ -36,6 +36,13 @@ from . import compiled
 from .conv_shared import _run_fills, shared_weights
 
 
+def phase_plane_shape(geo) -> tuple[int, int]:
+    """(Hq, Wq): one stride phase plane's size, the output's plus the kernel's reach in strides."""
+    (sh, sw), (dh, dw), (kh_n, kw_n) = geo.strides, geo.dilations, geo.kernel
+    oh, ow = geo.out_shape
+    return oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
+
+
 def phase_planes_fit(geo) -> bool:
     """Whether the stride phase planes of `geo` (sh x sw planes of Hq x Wq) take at most 4 times the zero-padded
     input, or the kernel's extent where that is larger (their usual size: one padded input, rounded up to the
@@ -44,8 +51,7 @@ def phase_planes_fit(geo) -> bool:
     them padding: the paths built on them (the indirect kinds, NCHW, NCHW<block>c, quantized) are then not
     taken, and the node keeps a kernel that steps over X instead."""
     (sh, sw), (dh, dw), (kh_n, kw_n) = geo.strides, geo.dilations, geo.kernel
-    oh, ow = geo.out_shape
-    hq, wq = oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
+    hq, wq = phase_plane_shape(geo)
     ih = max(geo.in_shape[0] + geo.pads_begin[0] + geo.pads_end[0], (kh_n - 1) * dh + 1)
     iw = max(geo.in_shape[1] + geo.pads_begin[1] + geo.pads_end[1], (kw_n - 1) * dw + 1)
     return sh * sw * hq * wq <= 4 * ih * iw
@@ -61,8 +67,7 @@ def indirect_layout(geo, channels: int):
         (kh * dh // sh) * wq + kw * dw // sw.
     """
     (sh, sw), (dh, dw), (kh_n, kw_n) = geo.strides, geo.dilations, geo.kernel
-    oh, ow = geo.out_shape
-    hq, wq = oh + (kh_n - 1) * dh // sh, ow + (kw_n - 1) * dw // sw
+    hq, wq = phase_plane_shape(geo)
     phases = [(a, c) for a in range(sh) for c in range(sw)]
     plane = hq * wq
     offs = np.asarray([ci * len(phases) * plane + phases.index((kh * dh % sh, kw * dw % sw)) * plane
