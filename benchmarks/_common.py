@@ -53,6 +53,13 @@ def machine() -> dict:
         import numba
 
         info["numba"] = numba.__version__
+        from llvmlite import binding
+
+        from pooled_predictor.ops.cpu.compiled import jit
+
+        # numba's target: the CPU its code is tuned for, and whether its loops may use 512-bit vectors there
+        info["numba_cpu"] = numba.config.CPU_NAME or binding.get_host_cpu_name()
+        info["numba_loops_512"] = jit.PREFERS_512
     except ImportError:
         pass
     try:

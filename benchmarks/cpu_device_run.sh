@@ -3,7 +3,8 @@
 # fma_peak.py, cpu_check at 1, 2 and 16 workers (the pool's clients calling infer()), int8.py's quick table, one-thread
 # kernel profiles of ResNet-50, MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's (16 lanes; PROFILE_ISAS
 # ="avx512 avx2" adds 8), two A/Bs, matmul_blocking.py's KC sweep and the int8 BERT encoder's profile; INT8_TESTS=1
-# adds the vpdpbusd tests. STEPS (default: all, "fma check int8 profile rec_order no_winograd blocking int8_profile")
+# adds the vpdpbusd tests. STEPS (default: all, "amx zmm_loops fma check int8 profile rec_order no_winograd blocking
+# int8_profile")
 # (and "amx") picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
 # Last run 2026-11-28 18:18-18:50 UTC (benchmarks/README.md: "On the lent Xeon, session 16"). Open there: the AMX
 # QLinearConv kernel (written, tested through its numpy walk only; the "amx" step runs its tests, times it per layer
@@ -23,7 +24,7 @@ OUT=${OUT:-/tmp/cpu_out}; LOGS=/tmp/cpu_run_logs; mkdir -p "$OUT" "$LOGS"
 ROUNDS=${ROUNDS:-3}; SECONDS_EACH=${CHECK_SECONDS:-1.5}  # not $SECONDS: bash's seconds since the start (used below)
 DEADLINE=${DEADLINE:-540}  # seconds: every step's limit is cut to what is left of it, so the call ends in time
 PROFILE_ISAS=${PROFILE_ISAS:-avx512}  # "avx512 avx2": the 8-lane profiles too (their kernels compile cold: ~90 s)
-STEPS=${STEPS:-"amx fma check int8 profile rec_order no_winograd blocking int8_profile"}  # which steps run, in this order
+STEPS=${STEPS:-"amx zmm_loops fma check int8 profile rec_order no_winograd blocking int8_profile"}  # which steps run, in this order
 PROFILE_MODELS=${PROFILE_MODELS:-"ppocr_rec resnet50 mobilenet_v2 bert_base"}  # rec: the Xeon row below level, never profiled in the same call as its pool row
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want_bert() { case " $PROFILE_MODELS " in *" bert_base "*) return 0;; *) return 1;; esac; }
@@ -58,6 +59,15 @@ timeout "$(lim 150)" python3 benchmarks/int8.py --models resnet50 mobilenet_v2 -
     > "$LOGS/int8_vnni_conv.log" 2>&1
 echo "int8 with VNNI convolutions rc $? [$SECONDS s]"; grep -v "^WARNING" "$LOGS/int8_vnni_conv.log" | tail -8 | cut -c1-200
 cp benchmarks/results/int8.json "$LOGS/int8_xeon_vnni_conv.json" 2>/dev/null; pack
+fi
+if want zmm_loops; then
+# numba's own loops (epilogues, Softmax, element-wise) at 512 bits on this Intel CPU, whose LLVM tuning prefers 256
+# (compiled/jit.py: _prefer_512): with it off (POOLED_PREDICTOR_PREFER_256=1) and on, one thread, interleaved.
+# On Zen 5 under icelake-server's tuning: rec 1.11x, det 1.08x (results/ab_checkouts_icx_prefer512.json)
+timeout "$(lim 150)" python3 benchmarks/ab_checkouts.py prefer256=.:POOLED_PREDICTOR_PREFER_256=1 zmm=. \
+    --models ppocr_rec:1 ppocr_det:1 --rounds "$ROUNDS" --seconds 1 --out-suffix xeon_prefer512 > "$LOGS/zmm_loops.log" 2>&1
+echo "zmm loops A/B rc $? [$SECONDS s]"; grep -E " b1: " "$LOGS/zmm_loops.log" | cut -c1-200
+cp benchmarks/results/ab_checkouts_xeon_prefer512.json "$LOGS/" 2>/dev/null; pack
 fi
 if want fma; then
 timeout "$(lim 30)" python3 benchmarks/fma_peak.py --seconds 0.15 > "$LOGS/fma_peak.log" 2>&1

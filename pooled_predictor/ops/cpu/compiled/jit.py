@@ -18,12 +18,26 @@ from its disk cache but never compile; any compile raises NotCached, and so does
 waiting on numba's compiler lock while another thread holds it (a background compile),
 so a thread in this mode never stalls on a compile. Both are numba events
 (`numba:compile`, `numba:compiler_lock`), listened to here for every dispatcher.
+
+Loop width on Intel's AVX-512 CPUs: LLVM tunes its targets from Skylake-SP on (skylake-avx512,
+icelake-server, sapphirerapids, emeraldrapids, ...) with `prefer-256-bit`, so its loop vectorizer
+makes ymm loops there where numba compiles for the host, while on AMD's AVX-512 CPUs (znver4,
+znver5) it makes zmm loops. Our explicit <16 x float> kernels run in zmm registers either way (the
+IR sets no "min-legal-vector-width", so 512-bit vectors stay legal); what changes is every loop
+numba vectorizes itself: the activation epilogues (GELU's erf), Softmax, the element-wise and
+pooling kernels. On Zen 5 under icelake-server's tuning those ran PP-OCR rec's fused convolutions
+18% and its Softmax 39% slower (benchmarks/README.md, session 20). `_prefer_512()` turns the
+preference off (numba's target features plus "-prefer-256-bit") where numba's target has AVX-512 F,
+before numba builds its code generator; NUMBA_CPU_FEATURES, when set, is numba's target as given,
+and POOLED_PREDICTOR_PREFER_256=1 keeps LLVM's tuning. The setting is numba's, for the process:
+other numba code in it compiles alike.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 import types as pytypes
 
 import numba
@@ -33,9 +47,41 @@ from numba.core.dispatcher import Dispatcher
 
 from .tiers import NotCached, state as _state
 
-__all__ = ["callees", "ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit", "pending"]
-
 _log = logging.getLogger(__name__)
+PREFER_512 = "-prefer-256-bit"
+"""What _prefer_512 appends to numba's target features: LLVM's subtarget feature, cleared."""
+
+
+def _prefer_512() -> bool:
+    """Clear LLVM's prefer-256-bit for numba's target where it has AVX-512 F (module docstring). Done
+    once, at import, before numba's CPU code generator exists (it reads the features when it is
+    made, at the first compile); returns whether numba's target features now carry PREFER_512.
+    Compile workers (engine/compile_worker.py) import this module too, so their cached machine code
+    is keyed on the same features (numba's cache index keys on the code generator's target)."""
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+    from numba.core.registry import cpu_target
+
+    if config.CPU_FEATURES is not None:  # NUMBA_CPU_FEATURES (or code before us) named the target
+        return PREFER_512 in config.CPU_FEATURES.split(",")
+    if os.environ.get("POOLED_PREDICTOR_PREFER_256", "0") == "1":
+        return False
+    if "target_context" in vars(cpu_target):  # numba compiled before this import: its target is fixed
+        return False
+    features = get_host_cpu_features()  # numba's own string for the host (NUMBA_ENABLE_AVX applied)
+    if "+avx512f" not in features.split(","):
+        return False
+    config.CPU_FEATURES = f"{features},{PREFER_512}"
+    return True
+
+
+PREFERS_512 = _prefer_512()
+"""Whether numba's loops may use 512-bit vectors on this target (False on AVX2 hosts, where
+POOLED_PREDICTOR_PREFER_256=1, or where NUMBA_CPU_FEATURES is set without "-prefer-256-bit")."""
+
+__all__ = ["PREFERS_512", "callees", "ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit",
+           "pending"]
+
 _LAZY: "dict[int, tuple]" = {}  # id(dispatcher) -> (dispatcher, its explicit signatures), until ensured
 
 
