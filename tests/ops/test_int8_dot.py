@@ -315,6 +315,26 @@ def test_dot_product_choice():
         dots.module("qgemm", "vpdpwssd")
 
 
+def test_a_cpu_name_alone_keeps_the_hosts_vnni():
+    """NUMBA_CPU_NAME without NUMBA_CPU_FEATURES: numba compiles for the host's features (its own rule), so the
+    VNNI choice is the host's; with a features string, that string's (here one without VNNI)."""
+    code = ("from pooled_predictor.ops.cpu.compiled import vnni; from pooled_predictor.ops import int8_arithmetic as a;"
+            "print(vnni.TARGET_VNNI, vnni.TARGET_VNNI512, vnni.HOST_VNNI, a.dot_product('exact'))")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_") and k != "POOLED_PREDICTOR_INT8_DOT"}
+
+    def child(**extra):
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(base, **extra), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.split()
+
+    host = child()
+    named = child(NUMBA_CPU_NAME="icelake-server")
+    assert named == host and named[0] == named[2]  # TARGET_VNNI == HOST_VNNI
+    plain = child(NUMBA_CPU_NAME="icelake-server", NUMBA_CPU_FEATURES="+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl")
+    assert plain[:2] == ["False", "False"] and plain[3] == "None"
+
+
 _ASM = textwrap.dedent("""
     import sys
     import numba
