@@ -1,6 +1,15 @@
 """What the convolution kernels share below them (conv.py, conv_indirect.py, conv_nchwc.py,
-matmul.py): weights transformed once per weight array for every Net, and the runner of
-conv.py's zero-padding fills."""
+matmul.py): weights transformed once per weight array for every Net, each on a cache line, and the
+runner of conv.py's zero-padding fills.
+
+Why a cache line: the kernels stream packed weights with full-width vector loads (64 bytes a zmm load
+at 16 lanes, 32 a ymm load at 8). numpy's arrays start 16 bytes into a block (glibc's large chunks:
+16 bytes into a page), so 3 of 4 of ResNet-50's packed weights started 16, 32 or 48 bytes past a
+64-byte line (session 20: 43 / 36 / 42 arrays against 41 on one), and then every zmm load of them
+touched two lines. Intel's cores take such a split load at twice the cost of one within a line (Intel
+64 and IA-32 Architectures Optimization Reference Manual, on data alignment for AVX-512); MLAS and
+oneDNN align their packed buffers to 64 bytes for the same reason. Our arena's values were on lines
+already (engine/device.py: ALIGNMENT)."""
 
 from __future__ import annotations
 
@@ -9,17 +18,47 @@ import weakref
 import numpy as np
 
 _SHARED_WEIGHTS: dict = {}  # (id(W), tag) -> (weakref to W, its transform): one per Program weight
+LINE = 64
+"""Bytes of a cache line (x86-64): where the shared weights start."""
+
+
+def on_line(a: np.ndarray) -> np.ndarray:
+    """`a` where it starts on a LINE-byte boundary (or is under a line long), else a copy that does: the same
+    shape, dtype, values and writeable flag, C-contiguous when `a` is.
+
+    Args:
+        a: any numpy array (object arrays are returned as they are).
+    """
+    if a.dtype == object or a.nbytes < LINE or a.ctypes.data % LINE == 0:
+        return a
+    raw = np.empty(a.nbytes + LINE, np.uint8)
+    start = (-raw.ctypes.data) % LINE
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    np.copyto(out, a)
+    if not a.flags.writeable:
+        out.flags.writeable = False
+    return out
+
+
+def _on_lines(value):
+    """on_line() over a transform's result: an array, or the arrays in tuples and lists of them."""
+    if isinstance(value, np.ndarray):
+        return on_line(value)
+    if type(value) in (tuple, list):
+        return type(value)(_on_lines(v) for v in value)
+    return value
 
 
 def shared_weights(w: np.ndarray, tag, make):
     """make(w), computed once per weight array and `tag` and shared read-only by every Net
     (each thread's Net builds its own kernels over the same weights: a transformed or
-    packed copy per Net would multiply the weights' memory by the number of threads)."""
+    packed copy per Net would multiply the weights' memory by the number of threads). Its numpy
+    arrays (the value, or those of a tuple or list) start on a cache line (module docstring)."""
     key = (id(w), tag)
     hit = _SHARED_WEIGHTS.get(key)
     if hit is not None and hit[0]() is w:
         return hit[1]
-    value = make(w)
+    value = _on_lines(make(w))
     try:
         ref = weakref.ref(w, lambda _, key=key: _SHARED_WEIGHTS.pop(key, None))
     except TypeError:  # not weak-referenceable: not cached
