@@ -3,10 +3,10 @@ matmul.py): weights transformed once per weight array for every Net, each on a c
 runner of conv.py's zero-padding fills.
 
 Why a cache line: the kernels stream packed weights with full-width vector loads (64 bytes a zmm load
-at 16 lanes, 32 a ymm load at 8). numpy's arrays start 16 bytes into a block (glibc's large chunks:
-16 bytes into a page), so 3 of 4 of ResNet-50's packed weights started 16, 32 or 48 bytes past a
-64-byte line (session 20: 43 / 36 / 42 arrays against 41 on one), and then every zmm load of them
-touched two lines. Intel's cores take such a split load at twice the cost of one within a line (Intel
+at 16 lanes, 32 a ymm load at 8). numpy aligns arrays to 16 bytes only (glibc's large chunks start
+16 bytes into a page), so 106 of the 273 MiB of arrays ResNet-50's prepared calls read (its packed
+weights and Winograd's U) started 16, 32 or 48 bytes past a 64-byte line (session 20), and every zmm
+load of those touched two lines. Intel's cores take such a split load at twice the cost of one within a line (Intel
 64 and IA-32 Architectures Optimization Reference Manual, on data alignment for AVX-512); MLAS and
 oneDNN align their packed buffers to 64 bytes for the same reason. Our arena's values were on lines
 already (engine/device.py: ALIGNMENT)."""
@@ -24,7 +24,7 @@ LINE = 64
 
 def on_line(a: np.ndarray) -> np.ndarray:
     """`a` where it starts on a LINE-byte boundary (or is under a line long), else a copy that does: the same
-    shape, dtype, values and writeable flag, C-contiguous when `a` is.
+    shape, dtype, values and writeable flag, C-contiguous.
 
     Args:
         a: any numpy array (object arrays are returned as they are).
