@@ -30,10 +30,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import ResourceExhaustedError, UnsupportedOpError
+from ..ops.cpu.conv_shared import LINE, line_bytes
 from ..ops.cuda import runtime as cuda_runtime
 from ..ops.registry import KernelDef, find
 
-ALIGNMENT = 64  # bytes: every arena and every value in it starts on a cache line
+ALIGNMENT = LINE  # 64 bytes: every arena and every value in it starts on a cache line
 
 COPY_HOLDING_GIL_BYTES = 4 << 20
 """CPU.copy_in copies a C-contiguous input of up to this many bytes into its blob holding the GIL (a memcpy:
@@ -167,12 +168,10 @@ class CPU(Device):
 
     def arena(self, nbytes: int) -> np.ndarray:
         try:
-            raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+            return line_bytes(nbytes)
         except MemoryError as exc:  # under the budget, but the system has less
             raise ResourceExhaustedError(f"cannot allocate an arena of {nbytes:,} bytes on the CPU",
                                          nbytes) from exc
-        start = (-raw.ctypes.data) % ALIGNMENT
-        return raw[start:start + nbytes]
 
     def view(self, arena: np.ndarray, offset: int, shape: tuple, dtype) -> np.ndarray:
         if dtype == object:  # object arrays cannot live in raw bytes

@@ -8,8 +8,8 @@ at 16 lanes, 32 a ymm load at 8). numpy aligns arrays to 16 bytes only (glibc's 
 weights and Winograd's U) started 16, 32 or 48 bytes past a 64-byte line (session 20), and every zmm
 load of those touched two lines. Intel's cores take such a split load at twice the cost of one within a line (Intel
 64 and IA-32 Architectures Optimization Reference Manual, on data alignment for AVX-512); MLAS and
-oneDNN align their packed buffers to 64 bytes for the same reason. Our arena's values were on lines
-already (engine/device.py: ALIGNMENT)."""
+oneDNN align their packed buffers to 64 bytes for the same reason. Our arenas were on lines already
+(engine/device.py: ALIGNMENT, this module's LINE; both allocate with line_bytes)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,18 @@ LINE = 64
 """Bytes of a cache line (x86-64): where the shared weights start."""
 
 
+def line_bytes(nbytes: int) -> np.ndarray:
+    """An uninitialized uint8 buffer of `nbytes` bytes starting on a LINE-byte boundary (the CPU's arenas,
+    engine/device.py, and on_line's copies).
+
+    Raises:
+        MemoryError: the system cannot give that many bytes.
+    """
+    raw = np.empty(nbytes + LINE, np.uint8)
+    start = (-raw.ctypes.data) % LINE
+    return raw[start:start + nbytes]
+
+
 def on_line(a: np.ndarray) -> np.ndarray:
     """`a` where it starts on a LINE-byte boundary (or is under a line long), else a copy that does: the same
     shape, dtype, values and writeable flag, C-contiguous.
@@ -31,9 +43,7 @@ def on_line(a: np.ndarray) -> np.ndarray:
     """
     if a.dtype == object or a.nbytes < LINE or a.ctypes.data % LINE == 0:
         return a
-    raw = np.empty(a.nbytes + LINE, np.uint8)
-    start = (-raw.ctypes.data) % LINE
-    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out = line_bytes(a.nbytes).view(a.dtype).reshape(a.shape)
     np.copyto(out, a)
     if not a.flags.writeable:
         out.flags.writeable = False
