@@ -66,6 +66,11 @@ def machine() -> dict:
         import onnxruntime
 
         info["onnxruntime"] = onnxruntime.__version__
+        # "native": MLAS picks its kernels from this host's CPUID; "avx2 (patched copy)": benchmarks/ort_avx2.py's
+        # copy, held to its AVX2 kernels on an AVX-512 host (the AVX2 rows' proxy)
+        marker = Path(onnxruntime.__file__).parent / "MLAS_DISPATCH.json"
+        info["onnxruntime_dispatch"] = (f"{json.loads(marker.read_text())['dispatch']} (patched copy)"
+                                        if marker.exists() else "native")
     except ImportError:
         pass
     try:

@@ -34,7 +34,9 @@ as onnxruntime's MLAS there) or "exact". A model we cannot load gets
 a row saying why. Writes benchmarks/results/int8.json (machine, ISA, versions, command; --out-suffix S:
 int8_S.json). --host-without-vnni builds our kernels as on a host without VNNI (the saturating pairs): under
 tests/avx2_target.sh's environment (NUMBA_CPU_NAME=haswell ...) our side of an AVX2 host's rows, ours / our
-float32 among them, on an AVX-512 machine (onnxruntime's columns still run that machine's kernels).
+float32 among them, on an AVX-512 machine (onnxruntime's columns still run that machine's kernels, unless
+PYTHONPATH selects benchmarks/ort_avx2.py's copy of onnxruntime, held to its AVX2 kernels: then both sides of
+the rows run AVX2 code on this core, the AVX2 rows' proxy).
 """
 
 from __future__ import annotations
@@ -308,7 +310,8 @@ def main(argv=None) -> int:
     ap.add_argument("--host-without-vnni", action="store_true",
                     help="our kernels built as on a host without VNNI: onnxruntime's arithmetic there, int16-saturated "
                          "pairs (vpmaddubsw). With tests/avx2_target.sh's environment (kernels compiled for Haswell) "
-                         "our side of an AVX2 host's rows on this one; onnxruntime still runs this host's kernels")
+                         "our side of an AVX2 host's rows on this one; onnxruntime still runs this host's kernels "
+                         "unless PYTHONPATH selects benchmarks/ort_avx2.py's copy")
     ap.add_argument("--out-suffix", default="", help="write benchmarks/results/int8_<suffix>.json")
     args = ap.parse_args(argv)
     if args.quick:

@@ -1,6 +1,7 @@
 """Per-op-type time of one forward, ours beside onnxruntime's, one thread each, on the benchmark models.
 
     python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5] [--nodes N]
+                                     [--out-suffix S]
     python benchmarks/op_profiles.py --int8 [--models bert resnet50 mobilenet_v2 ppocr_det] [--formats qdq qop]
                                      [--bert-layers L] [--bert-seq T] [--int8-arithmetic onnxruntime|exact]
 
@@ -126,6 +127,9 @@ def main() -> None:
     ap.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default="onnxruntime", help="with --int8")
     ap.add_argument("--nodes", type=int, default=0, metavar="N",
                     help="also print each side's N costliest nodes with their output shapes (all of them in the JSON)")
+    ap.add_argument("--out-suffix", default="", metavar="S",
+                    help="write op_profiles[_int8]_S.json, beside the default file (e.g. avx2_proxy: under "
+                         "tests/avx2_target.sh's environment with benchmarks/ort_avx2.py's onnxruntime)")
     args = ap.parse_args()
     if args.int8 and "--models" not in sys.argv:
         args.models = ["bert"]
@@ -164,8 +168,9 @@ def main() -> None:
             results[-1].update(ours_nodes=our_nodes, ort_nodes=ort_nodes)
     extra = {"int8_arithmetic": args.int8_arithmetic, "bert": {"layers": args.bert_layers, "seq": args.bert_seq}} \
         if args.int8 else {}
-    path = write_results("op_profiles_int8" if args.int8 else "op_profiles", results, runs=args.runs, clock=args.clock,
-                         **extra)
+    stem = "op_profiles_int8" if args.int8 else "op_profiles"
+    path = write_results(f"{stem}_{args.out_suffix}" if args.out_suffix else stem, results, runs=args.runs,
+                         clock=args.clock, **extra)
     print(f"\nwritten to {path}")
 
 
