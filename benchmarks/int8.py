@@ -67,6 +67,14 @@ PPOCR_SHAPES = {"ppocr_det": (1, 3, 480, 640), "ppocr_rec": (1, 3, 48, 320)}
 CALIBRATION_IMAGES = 16
 
 
+def assume_host_without_vnni() -> None:
+    """Our int8 arithmetic from here on as on a host without VNNI (--host-without-vnni): onnxruntime's there, u8 x s8
+    pairs summed in int16 with saturation (vpmaddubsw), as benchmarks/ort_avx2.py's onnxruntime computes them."""
+    from pooled_predictor.ops import int8_arithmetic
+
+    int8_arithmetic.host_vnni = lambda: False  # read by saturating() when each Net builds its kernels
+
+
 def bert_encoder(layers: int, seq: int, hidden: int = 768, heads: int = 12, ffn: int = 3072, seed: int = 0):
     """A BERT-base-sized encoder (post-LayerNorm, GELU by Erf) as an ONNX model: input 'x' (1, seq, hidden)."""
     import onnx
@@ -317,9 +325,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.rounds, args.seconds = 3, 1.0
     if args.host_without_vnni:
-        from pooled_predictor.ops import int8_arithmetic
-
-        int8_arithmetic.host_vnni = lambda: False  # read by saturating() when each Net builds its kernels
+        assume_host_without_vnni()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for name in args.models:

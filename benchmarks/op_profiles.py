@@ -1,7 +1,7 @@
 """Per-op-type time of one forward, ours beside onnxruntime's, one thread each, on the benchmark models.
 
     python benchmarks/op_profiles.py [--models vit_b_16 bert_base ppocr_rec ...] [--batch 1] [--runs 5] [--nodes N]
-                                     [--out-suffix S]
+                                     [--host-without-vnni] [--out-suffix S]
     python benchmarks/op_profiles.py --int8 [--models bert resnet50 mobilenet_v2 ppocr_det] [--formats qdq qop]
                                      [--bert-layers L] [--bert-seq T] [--int8-arithmetic onnxruntime|exact]
 
@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--int8-arithmetic", choices=["onnxruntime", "exact"], default="onnxruntime", help="with --int8")
     ap.add_argument("--nodes", type=int, default=0, metavar="N",
                     help="also print each side's N costliest nodes with their output shapes (all of them in the JSON)")
+    ap.add_argument("--host-without-vnni", action="store_true",
+                    help="with --int8: our int8 arithmetic as on a host without VNNI (int8.py's flag)")
     ap.add_argument("--out-suffix", default="", metavar="S",
                     help="write op_profiles[_int8]_S.json, beside the default file (e.g. avx2_proxy: under "
                          "tests/avx2_target.sh's environment with benchmarks/ort_avx2.py's onnxruntime)")
@@ -136,6 +138,8 @@ def main() -> None:
     known = int8.MODELS + int8.OPTIONAL if args.int8 else MODELS
     if bad := [m for m in args.models if m not in known]:
         ap.error(f"unknown model(s) {bad}; choose from {known}")
+    if args.host_without_vnni:
+        int8.assume_host_without_vnni()
     results = []
     work = Path(tempfile.mkdtemp())
     for name, fmt in [(m, f) for m in args.models
