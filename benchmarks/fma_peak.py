@@ -1,6 +1,7 @@
 """The host's float32 FMA throughput per core at 8 and 16 lanes: what the compiled kernels can reach.
 
     python benchmarks/fma_peak.py [--seconds 0.3]
+    python benchmarks/fma_peak.py --int8     # AVX2's u8 x s8 step instead (fma_peak_int8.json)
 
 For each width W in (4, 8, 16) it JIT-compiles (llvmlite, the host's CPU name and features, as the
 engine's LLVM IR micro-kernels are) a loop of A independent `llvm.fma.v{W}f32` chains, with A from 1 to
@@ -13,6 +14,13 @@ What it answers: whether 16-lane kernels can run twice as fast as 8-lane ones he
 512-bit FMA pipes retires two 16-lane FMAs a cycle; one with a single 512-bit pipe (or 512-bit ops
 split in two, Zen 4) retires one, and then 16 lanes gain nothing over 8 in arithmetic. Writes
 benchmarks/results/fma_peak.json naming the CPU.
+
+--int8 times AVX2's u8 x s8 dot-product step instead, the one MLAS's vpmaddubsw kernels and our saturating int8
+kernels (compiled/qgemm.py, ops/int8_arithmetic.py) take on a host without VNNI: vpmaddubsw (32 u8 x s8 products
+summed in int16 pairs, saturating), vpmaddwd by ones (the pairs summed into int32), vpaddd, on 256-bit vectors
+(llvm.x86.avx2.pmadd.ub.sw / pmadd.wd, compiled for Haswell), A independent chains. It prints GMAC/s (32 products a
+step) and steps a cycle (the clock from the one-chain FMA row): the bound of those kernels' inner loops here.
+Writes benchmarks/results/fma_peak_int8.json.
 """
 
 from __future__ import annotations
@@ -61,6 +69,39 @@ def _module(width: int, chains: int) -> str:
     return "\n".join(lines)
 
 
+_ONES16 = "<" + ", ".join(["i16 1"] * 16) + ">"
+
+
+def _int8_module(chains: int) -> str:
+    """LLVM IR of `void fma_loop(i64 n, float* x)` with `chains` independent u8 x s8 chains of AVX2 (vpmaddubsw,
+    vpmaddwd by ones, vpaddd; the accumulator's bytes are the next step's signed operand, so nothing folds)."""
+    lines = ["declare <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8>, <32 x i8>)",
+             "declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)",
+             "define void @fma_loop(i64 %n, float* %x) {",
+             "entry:",
+             "  %xp = bitcast float* %x to <32 x i8>*",
+             "  %u = load volatile <32 x i8>, <32 x i8>* %xp, align 4",
+             "  br label %loop",
+             "loop:",
+             "  %i = phi i64 [0, %entry], [%i1, %loop]"]
+    for a in range(chains):
+        lines.append(f"  %acc{a} = phi <8 x i32> [zeroinitializer, %entry], [%nxt{a}, %loop]")
+    for a in range(chains):
+        lines += [f"  %w{a} = bitcast <8 x i32> %acc{a} to <32 x i8>",
+                  f"  %p{a} = call <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8> %u, <32 x i8> %w{a})",
+                  f"  %q{a} = call <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16> %p{a}, <16 x i16> {_ONES16})",
+                  f"  %nxt{a} = add <8 x i32> %acc{a}, %q{a}"]
+    lines += ["  %i1 = add i64 %i, 1", "  %done = icmp eq i64 %i1, %n", "  br i1 %done, label %exit, label %loop",
+              "exit:"]
+    total = "%nxt0"
+    for a in range(1, chains):
+        lines.append(f"  %s{a} = add <8 x i32> {total}, %nxt{a}")
+        total = f"%s{a}"
+    lines += ["  %vp = bitcast float* %x to <8 x i32>*", f"  store <8 x i32> {total}, <8 x i32>* %vp, align 4",
+              "  ret void", "}"]
+    return "\n".join(lines)
+
+
 def _compile(cpu: str, features: str, ir: str):
     target_machine = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3)
     mod = llvm.parse_assembly(ir)
@@ -94,10 +135,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=0.3, help="per row")
     ap.add_argument("--latency", type=float, default=4.0, help="cycles of one dependent FMA (for the clock)")
+    ap.add_argument("--int8", action="store_true", help="AVX2's u8 x s8 step instead (module docstring)")
     args = ap.parse_args(argv)
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    if args.int8:
+        return _int8_main(args, cpu, features)
     rows, ghz = [], None
     print(f"LLVM CPU {cpu}")
     print(f"{'lanes':>5} {'chains':>6} {'GFLOP/s':>8} {'FMA/cycle':>9}")
@@ -116,6 +160,26 @@ def main(argv=None) -> int:
           + ", ".join(f"{w} lanes {peak[w]:.0f}" for w in WIDTHS) + f"; 16/8 lanes {peak[16] / peak[8]:.2f}x")
     out = write_results("fma_peak", rows, llvm_cpu=cpu, llvm=".".join(map(str, llvm.llvm_version_info)),
                         clock_ghz_estimate=ghz, peak_gflops=peak)
+    print(f"written to {out}")
+    return 0
+
+
+def _int8_main(args, cpu: str, features: str) -> int:
+    engine, fn = _compile(cpu, features, _module(4, 1))
+    ghz = args.latency / _seconds_per_iteration(fn, args.seconds) / 1e9
+    rows = []
+    print(f"LLVM CPU {cpu}; clock about {ghz:.2f} GHz (one FMA chain); "
+          "AVX2 u8 x s8 steps (vpmaddubsw, vpmaddwd, vpaddd)")
+    print(f"{'chains':>6} {'GMAC/s':>8} {'steps/cycle':>11}")
+    for chains in CHAINS:
+        engine, fn = _compile("haswell", "+avx2,+fma", _int8_module(chains))
+        s = _seconds_per_iteration(fn, args.seconds)
+        rows.append({"chains": chains, "gmacs": 32 * chains / s / 1e9, "steps_per_cycle": chains / (s * ghz * 1e9)})
+        print(f"{chains:>6} {rows[-1]['gmacs']:>8.1f} {rows[-1]['steps_per_cycle']:>11.2f}", flush=True)
+    peak = max(r["gmacs"] for r in rows)
+    print(f"peak {peak:.0f} GMAC/s")
+    out = write_results("fma_peak_int8", rows, llvm_cpu=cpu, llvm=".".join(map(str, llvm.llvm_version_info)),
+                        clock_ghz_estimate=ghz, peak_gmacs=peak)
     print(f"written to {out}")
     return 0
 
