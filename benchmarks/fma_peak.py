@@ -41,65 +41,53 @@ WIDTHS = (4, 8, 16)
 CHAINS = (1, 2, 4, 6, 8, 10, 12, 16)
 
 
-def _module(width: int, chains: int) -> str:
-    """LLVM IR of `void fma_loop(i64 n, float* x)`: `chains` independent FMA chains of <width x float>
-    run n times (acc = fma(acc, b, c), b and c loaded from x so that nothing folds), their sum stored to x."""
-    vt = f"<{width} x float>"
-    lines = [f"declare {vt} @llvm.fma.v{width}f32({vt}, {vt}, {vt})",
-             "define void @fma_loop(i64 %n, float* %x) {",
-             "entry:",
-             f"  %vp = bitcast float* %x to {vt}*",
-             f"  %b = load {vt}, {vt}* %vp, align 4",
-             f"  %cp = getelementptr {vt}, {vt}* %vp, i64 1",
-             f"  %c = load {vt}, {vt}* %cp, align 4",
-             "  br label %loop",
-             "loop:",
+def _chains_loop(declare: list, entry: list, vt: str, init: str, step, add: str, chains: int) -> str:
+    """LLVM IR of `void fma_loop(i64 n, float* x)`: `entry` (its set-up from x), then n times `chains` independent
+    chains (step(a): the lines that make %nxt{a} of type vt from %acc{a}, first `init`), their sum (`add`) stored
+    to x."""
+    lines = [*declare, "define void @fma_loop(i64 %n, float* %x) {", "entry:", *entry, "  br label %loop", "loop:",
              "  %i = phi i64 [0, %entry], [%i1, %loop]"]
+    lines += [f"  %acc{a} = phi {vt} [{init}, %entry], [%nxt{a}, %loop]" for a in range(chains)]
     for a in range(chains):
-        lines.append(f"  %acc{a} = phi {vt} [%b, %entry], [%nxt{a}, %loop]")
-    for a in range(chains):
-        lines.append(f"  %nxt{a} = call {vt} @llvm.fma.v{width}f32({vt} %acc{a}, {vt} %b, {vt} %c)")
+        lines += step(a)
     lines += ["  %i1 = add i64 %i, 1", "  %done = icmp eq i64 %i1, %n", "  br i1 %done, label %exit, label %loop",
               "exit:"]
     total = "%nxt0"
     for a in range(1, chains):
-        lines.append(f"  %s{a} = fadd {vt} {total}, %nxt{a}")
+        lines.append(f"  %s{a} = {add} {vt} {total}, %nxt{a}")
         total = f"%s{a}"
-    lines += [f"  store {vt} {total}, {vt}* %vp, align 4", "  ret void", "}"]
+    lines += [f"  %out = bitcast float* %x to {vt}*", f"  store {vt} {total}, {vt}* %out, align 4", "  ret void", "}"]
     return "\n".join(lines)
+
+
+def _module(width: int, chains: int) -> str:
+    """`chains` independent FMA chains of <width x float> (acc = fma(acc, b, c), b and c loaded from x so that
+    nothing folds)."""
+    vt = f"<{width} x float>"
+    entry = [f"  %vp = bitcast float* %x to {vt}*", f"  %b = load {vt}, {vt}* %vp, align 4",
+             f"  %cp = getelementptr {vt}, {vt}* %vp, i64 1", f"  %c = load {vt}, {vt}* %cp, align 4"]
+    return _chains_loop([f"declare {vt} @llvm.fma.v{width}f32({vt}, {vt}, {vt})"], entry, vt, "%b",
+                        lambda a: [f"  %nxt{a} = call {vt} @llvm.fma.v{width}f32({vt} %acc{a}, {vt} %b, {vt} %c)"],
+                        "fadd", chains)
 
 
 _ONES16 = "<" + ", ".join(["i16 1"] * 16) + ">"
 
 
 def _int8_module(chains: int) -> str:
-    """LLVM IR of `void fma_loop(i64 n, float* x)` with `chains` independent u8 x s8 chains of AVX2 (vpmaddubsw,
-    vpmaddwd by ones, vpaddd; the accumulator's bytes are the next step's signed operand, so nothing folds)."""
-    lines = ["declare <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8>, <32 x i8>)",
-             "declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)",
-             "define void @fma_loop(i64 %n, float* %x) {",
-             "entry:",
-             "  %xp = bitcast float* %x to <32 x i8>*",
-             "  %u = load volatile <32 x i8>, <32 x i8>* %xp, align 4",
-             "  br label %loop",
-             "loop:",
-             "  %i = phi i64 [0, %entry], [%i1, %loop]"]
-    for a in range(chains):
-        lines.append(f"  %acc{a} = phi <8 x i32> [zeroinitializer, %entry], [%nxt{a}, %loop]")
-    for a in range(chains):
-        lines += [f"  %w{a} = bitcast <8 x i32> %acc{a} to <32 x i8>",
-                  f"  %p{a} = call <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8> %u, <32 x i8> %w{a})",
-                  f"  %q{a} = call <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16> %p{a}, <16 x i16> {_ONES16})",
-                  f"  %nxt{a} = add <8 x i32> %acc{a}, %q{a}"]
-    lines += ["  %i1 = add i64 %i, 1", "  %done = icmp eq i64 %i1, %n", "  br i1 %done, label %exit, label %loop",
-              "exit:"]
-    total = "%nxt0"
-    for a in range(1, chains):
-        lines.append(f"  %s{a} = add <8 x i32> {total}, %nxt{a}")
-        total = f"%s{a}"
-    lines += ["  %vp = bitcast float* %x to <8 x i32>*", f"  store <8 x i32> {total}, <8 x i32>* %vp, align 4",
-              "  ret void", "}"]
-    return "\n".join(lines)
+    """`chains` independent u8 x s8 chains of AVX2 (vpmaddubsw, vpmaddwd by ones, vpaddd; the accumulator's bytes
+    are the next step's signed operand, so nothing folds)."""
+    declare = ["declare <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8>, <32 x i8>)",
+               "declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)"]
+    entry = ["  %xp = bitcast float* %x to <32 x i8>*", "  %u = load volatile <32 x i8>, <32 x i8>* %xp, align 4"]
+
+    def step(a):
+        return [f"  %w{a} = bitcast <8 x i32> %acc{a} to <32 x i8>",
+                f"  %p{a} = call <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8> %u, <32 x i8> %w{a})",
+                f"  %q{a} = call <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16> %p{a}, <16 x i16> {_ONES16})",
+                f"  %nxt{a} = add <8 x i32> %acc{a}, %q{a}"]
+
+    return _chains_loop(declare, entry, "<8 x i32>", "zeroinitializer", step, "add", chains)
 
 
 def _compile(cpu: str, features: str, ir: str):
