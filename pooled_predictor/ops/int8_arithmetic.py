@@ -161,7 +161,7 @@ def dot_product(arithmetic: str | None = None) -> str | None:
     choice = _dot_override[-1] if _dot_override else DOT_DEFAULT
     if choice == "emulate":
         return "emulated"
-    if choice == "vnni" and host_vnni() and target_vnni():
+    if choice == "vnni" and compiled.vnni.DETECTED_VNNI and target_vnni():  # VNNI code compiles and runs here
         return "vpdpbusd"
     return None
 

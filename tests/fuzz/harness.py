@@ -122,7 +122,9 @@ def _run_range(a: int, b: int, seed: int, workdir: str, case_timeout: float, as_
         cmd = [sys.executable, "-m", "tests.fuzz.child", "--seed", str(seed), "--start", str(nxt), "--stop", str(b),
                "--workdir", workdir, "--as-bytes", str(as_bytes), "--budget", str(budget)]
         # the cases' model cache (the cache's code runs on crafted models too) lies in workdir, removed with it
-        env = {**os.environ, "PYTHONPATH": ROOT, "POOLED_PREDICTOR_CACHE_DIR": os.path.join(workdir, "model-cache")}
+        # (the caller's PYTHONPATH kept after ROOT: tests/avx2_target.sh's ORT_AVX2=1 puts its onnxruntime there)
+        path = os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env = {**os.environ, "PYTHONPATH": path, "POOLED_PREDICTOR_CACHE_DIR": os.path.join(workdir, "model-cache")}
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, env=env)
         lines: queue.Queue = queue.Queue()

@@ -148,6 +148,28 @@ def test_qlinear_conv_onnxruntime_arithmetic_is_onnxruntimes_bits(x_shape, w_sha
     assert np.array_equal(ref, exact) != saturates  # the inputs do saturate onnxruntime's pairs (or it is exact)
 
 
+@pytest.mark.parametrize("strides", [[2147483647, 7], [2147483647, 1]], ids=["one-window-both-axes", "one-window-rows"])
+def test_a_stride_past_the_input_keeps_the_integer_kernels(strides):
+    """An axis with one output position reads one window whatever its stride (a crafted 2^31 - 1, tests/fuzz): the
+    node still takes the integer kernels, so their arithmetic (onnxruntime's saturating pairs on a host without
+    VNNI, where the float64 reference sums exactly: a mismatch under tests/avx2_target.sh's ORT_AVX2=1 before)."""
+    from pooled_predictor.ir import Node
+    from pooled_predictor.ops.context import OpContext
+    from pooled_predictor.ops.cpu.quantized import QLinearConv
+
+    attrs = {"pads": [1, 1, 1, 1], "strides": strides}
+    inputs = _crafted_conv((1, 8, 6, 6), (16, 8, 3, 3), attrs, np.uint8, True)
+    node = Node("QLinearConv", [f"in{i}" for i in range(9)], ["out0"], attrs, "", "conv")
+    ctx = OpContext(node, 10, [np.shape(v) for v in inputs], [np.asarray(v).dtype for v in inputs],
+                    [None] + inputs[1:], "cpu", None)
+    assert QLinearConv(ctx, **attrs).fast is not None
+    model = make_node_model("QLinearConv", inputs, attrs, opset=10, static=tuple(range(1, 9)))
+    (ref,) = run_ort(model, {"in0": inputs[0]})
+    assert ref.shape[2] == 1
+    assert np.array_equal(_ours(inputs, attrs, ref, "onnxruntime"), ref)
+    assert np.array_equal(_ours(inputs, attrs, ref, "exact"), _reference(inputs, attrs))
+
+
 def _f(v):
     return np.array(v, np.float32)
 

@@ -320,7 +320,8 @@ def test_a_cpu_name_alone_keeps_the_hosts_vnni():
     VNNI choice is the host's; with a features string, that string's (here one without VNNI)."""
     code = ("from pooled_predictor.ops.cpu.compiled import vnni; from pooled_predictor.ops import int8_arithmetic as a;"
             "print(vnni.TARGET_VNNI, vnni.TARGET_VNNI512, vnni.HOST_VNNI, a.dot_product('exact'))")
-    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_") and k != "POOLED_PREDICTOR_INT8_DOT"}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")
+            and k not in ("POOLED_PREDICTOR_INT8_DOT", "POOLED_PREDICTOR_HOST_VNNI")}
 
     def child(**extra):
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(base, **extra), capture_output=True,
@@ -333,6 +334,27 @@ def test_a_cpu_name_alone_keeps_the_hosts_vnni():
     assert named == host and named[0] == named[2]  # TARGET_VNNI == HOST_VNNI
     plain = child(NUMBA_CPU_NAME="icelake-server", NUMBA_CPU_FEATURES="+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl")
     assert plain[:2] == ["False", "False"] and plain[3] == "None"
+
+
+def test_host_vnni_override_changes_the_arithmetic_not_the_kernels():
+    """POOLED_PREDICTOR_HOST_VNNI=0: onnxruntime's arithmetic as on a host without VNNI (the saturating pairs, as
+    benchmarks/ort_avx2.py's onnxruntime computes them); the exact arithmetic keeps the kernels this host runs."""
+    code = ("from pooled_predictor.ops.cpu.compiled import vnni; from pooled_predictor.ops import int8_arithmetic as a;"
+            "print(vnni.HOST_VNNI, vnni.DETECTED_VNNI, a.saturating('onnxruntime'), a.dot_product('onnxruntime'),"
+            "a.dot_product('exact'))")
+    base = {k: v for k, v in os.environ.items() if k not in ("POOLED_PREDICTOR_INT8_DOT", "POOLED_PREDICTOR_HOST_VNNI")}
+
+    def child(**extra):
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(base, **extra), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.split()
+
+    host, without, with_ = child(), child(POOLED_PREDICTOR_HOST_VNNI="0"), child(POOLED_PREDICTOR_HOST_VNNI="1")
+    assert host[0] == host[1]  # no override: the host's own
+    assert without[:4] == ["False", host[1], "True", "vpmaddubsw"] and without[4] == host[4]
+    assert with_[:3] == ["True", host[1], "False"]  # onnxruntime's arithmetic exact, as on a VNNI host,
+    assert with_[3] == with_[4] == host[4]  # summed by the exact kernels this host has
 
 
 _ASM = textwrap.dedent("""

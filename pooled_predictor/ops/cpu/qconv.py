@@ -56,6 +56,7 @@ tests/ops/test_int8_arithmetic.py).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -79,8 +80,18 @@ def _scalar(a) -> bool:
     return np.size(a) == 1
 
 
+def one_window_strides(geo):
+    """`geo` with stride 1 along each axis that has one output position: that axis reads one window, whatever its
+    stride (a crafted stride of 2^31 - 1 over a 6-pixel input, tests/fuzz), and at stride 1 its phase planes fit,
+    so such a node still takes the integer kernels, and their arithmetic (onnxruntime's saturating pairs on a host
+    without VNNI, where the float64 reference path sums exactly)."""
+    strides = tuple(1 if o == 1 else s for o, s in zip(geo.out_shape, geo.strides))
+    return geo if strides == tuple(geo.strides) else dataclasses.replace(geo, strides=strides)
+
+
 def compiled_qconv(ctx, geo) -> "QConvCompiled | None":
     """The compiled integer path for a QLinearConv node at these shapes, or None where it does not apply."""
+    geo = one_window_strides(geo)
     if not compiled.active() or geo.rank != 2 or not phase_planes_fit(geo):
         return None
     x_t, w_t, y_t = ctx.dtype(0), ctx.dtype(3), ctx.dtype(7)

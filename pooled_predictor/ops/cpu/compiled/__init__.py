@@ -191,7 +191,7 @@ def load_all() -> float:
 
     for name in dots.TEMPLATES:  # the u8 x s8 quad kernels: vpmaddubsw, and vpdpbusd where it compiles
         dots.module(name, "vpmaddubsw")
-        if vnni.HOST_VNNI and vnni.TARGET_VNNI:
+        if vnni.DETECTED_VNNI and vnni.TARGET_VNNI:
             dots.module(name, "vpdpbusd")
     ensure_all()
     return time.perf_counter() - t0

@@ -1,10 +1,15 @@
 """Whether the host has VNNI (AVX512-VNNI or AVX-VNNI), from llvmlite's host CPU features.
 
 onnxruntime's MLAS sums u8 x s8 products exactly with vpdpbusd there, and in int16-saturated
-pairs with vpmaddubsw elsewhere on x86 (ops/int8_arithmetic.py).
+pairs with vpmaddubsw elsewhere on x86 (ops/int8_arithmetic.py). POOLED_PREDICTOR_HOST_VNNI=0 (or 1)
+says what onnxruntime's arithmetic is to be taken as instead of the host's VNNI: 0 where the onnxruntime
+compared with runs its AVX2 kernels on a VNNI host (benchmarks/ort_avx2.py's copy; tests/avx2_target.sh
+with ORT_AVX2=1). It changes the arithmetic only: which kernels can compile still follows the target.
 """
 
 from __future__ import annotations
+
+import os
 
 from .isa import target_features
 
@@ -19,12 +24,15 @@ def _host_features() -> dict:
 
 
 _HOST = _host_features()
-HOST_VNNI = bool(_HOST.get("avx512vnni", False) or _HOST.get("avxvnni", False))
-"""Whether this host has AVX512-VNNI or AVX-VNNI."""
+DETECTED_VNNI = bool(_HOST.get("avx512vnni", False) or _HOST.get("avxvnni", False))
+"""Whether this host's CPU has AVX512-VNNI or AVX-VNNI (whether VNNI code can run here)."""
+HOST_VNNI = {"0": False, "1": True}.get(os.environ.get("POOLED_PREDICTOR_HOST_VNNI", "").strip(), DETECTED_VNNI)
+"""Whether this host has AVX512-VNNI or AVX-VNNI, as onnxruntime's u8 x s8 arithmetic goes (module docstring:
+POOLED_PREDICTOR_HOST_VNNI)."""
 
 
 def _target_vnni() -> bool:
-    """Whether numba compiles for a CPU with VNNI: the host's (HOST_VNNI), unless NUMBA_CPU_FEATURES names
+    """Whether numba compiles for a CPU with VNNI: the host's (as detected), unless NUMBA_CPU_FEATURES names
     another target (then only where its features string enables a VNNI). NUMBA_CPU_NAME alone is numba's
     scheduling model with the host's features (isa.target_features: numba's own rule), so the host's VNNI
     stands there; it once counted as "no VNNI", and a build tuned for icelake-server on a VNNI host ran the
@@ -32,7 +40,7 @@ def _target_vnni() -> bool:
     features = target_features()
     if features is not None:
         return "+avx512vnni" in features or "+avxvnni" in features
-    return HOST_VNNI
+    return DETECTED_VNNI
 
 
 TARGET_VNNI = _target_vnni()
