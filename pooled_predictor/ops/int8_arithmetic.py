@@ -21,10 +21,13 @@ Only u8 x s8 products saturate: uint8 weights (MLAS's u8 x u8 kernel), int8 acti
 exact in onnxruntime too. Known differences from onnxruntime under "onnxruntime": a compiled
 QLinearConv / QLinearMatMul / QGemm / DynamicQuantizeMatMul whose int8 weights have a zero
 point other than 0 sums exactly (MLAS saturates the raw products there; onnxruntime's
-quantizer writes symmetric int8 weights, zero point 0); so do QLinearConv's float64 reference
-path (3-D convolutions, dynamic weights), and QLinearConv's and the fused DynamicQuantizeMatMul's
-reference tier, which a tiered Net serves while its kernels compile (engine/tiering.py). The numpy MatMulInteger / QLinearMatMul / QGemm /
-MatMulIntegerToFloat / DynamicQuantizeMatMul kernels saturate as MLAS (quantized.integer_product).
+quantizer writes symmetric int8 weights, zero point 0); so do QLinearConv's and the fused
+DynamicQuantizeMatMul's reference tier, which a tiered Net serves while its kernels compile
+(engine/tiering.py: float64 BLAS, where numpy's saturating pairs would take seconds a forward). The numpy
+MatMulInteger / QLinearMatMul / QGemm / MatMulIntegerToFloat / DynamicQuantizeMatMul kernels saturate as MLAS
+(quantized.integer_product), and so does the numpy QLinearConv where it is a node's own kernel (3-D and 1-D
+convolutions, dynamic weights: quantized.saturating_conv, the windows in MLAS's (taps, channel) order).
+tests/avx2_target.sh with ORT_AVX2=1 checks all of it against onnxruntime's AVX2 kernels on any AVX-512 host.
 
 The u8 x s8 kernels that sum 4 k in each 32-bit lane (compiled/qgemm.py's qgemm2d_sat / qgemm2d_sat_rows /
 qgemv_sat, compiled/dqgemm.py's dynamic_qmatmul_sat / qmatmul_sat: uint8 activations, int8 weights with zero

@@ -148,6 +148,29 @@ def test_qlinear_conv_onnxruntime_arithmetic_is_onnxruntimes_bits(x_shape, w_sha
     assert np.array_equal(ref, exact) != saturates  # the inputs do saturate onnxruntime's pairs (or it is exact)
 
 
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONVS + [((1, 4, 5, 5, 5), (8, 4, 3, 3, 3), {"pads": [1] * 6}),
+                                                     ((1, 6, 11), (8, 3, 3), {"group": 2, "strides": [2]})])
+def test_the_numpy_qlinear_conv_sums_as_the_compiled_kernels(x_shape, w_shape, attrs, monkeypatch):
+    """The numpy QLinearConv (the nodes the compiled kernels do not take: dynamic weights, 3-D and 1-D ones) in the
+    saturating pairs, as the compiled kernels on a host without VNNI: the same bits, on any host (the saturating
+    kernels compile everywhere); onnxruntime's own on such a host (tests/avx2_target.sh with ORT_AVX2=1 compares
+    these nodes with onnxruntime's AVX2 kernels in the tests above)."""
+    monkeypatch.setattr(int8_arithmetic, "host_vnni", lambda: False)
+    inputs = _crafted_conv(x_shape, w_shape, attrs, np.uint8, True)
+    model = make_node_model("QLinearConv", inputs, attrs, opset=10, static=tuple(range(1, 9)))
+    (like,) = run_ort(model, {"in0": inputs[0]})  # the output's shape and type
+    exact = _ours(inputs, attrs, like, "exact")
+    compiled_out = _ours(inputs, attrs, like, "onnxruntime") if len(x_shape) == 4 else None
+    dynamic = make_node_model("QLinearConv", inputs, attrs, opset=10, static=(1, 2, 4, 5, 6, 7, 8))  # W fed
+    type_outputs(dynamic, [like])
+    with int8_arithmetic.use("onnxruntime"):
+        (numpy_out,) = run_ours(dynamic, {"in0": inputs[0], "in3": inputs[3]})
+    depthwise = attrs.get("group", 1) == x_shape[1] == w_shape[0]
+    assert np.array_equal(numpy_out, exact) == depthwise  # the pairs saturated (depthwise: exact)
+    if compiled_out is not None:
+        assert np.array_equal(numpy_out, compiled_out), f"{int((numpy_out != compiled_out).sum())} differ"
+
+
 @pytest.mark.parametrize("strides", [[2147483647, 7], [2147483647, 1]], ids=["one-window-both-axes", "one-window-rows"])
 def test_a_stride_past_the_input_keeps_the_integer_kernels(strides):
     """An axis with one output position reads one window whatever its stride (a crafted 2^31 - 1, tests/fuzz): the

@@ -76,6 +76,32 @@ def integer_product(a, a_zero_point, b, b_zero_point, sat: bool) -> np.ndarray:
     return acc
 
 
+def saturating_conv(x, x_zero_point, w, geo, rows: int = 4096) -> np.ndarray:
+    """conv(X - x_zero_point, W) as float64 (N, M, *out) in onnxruntime's u8 x s8 arithmetic on a host without
+    VNNI: uint8 X, int8 W with zero point 0 (raw values), each group's windows laid out as MLAS's channels-last
+    im2col lays them, k = (taps..., channel) with the channel fastest and the padding x_zero_point, summed by
+    integer_product (the raw products in int16-saturated pairs in that order, the zero point's term exact): the
+    compiled kernels' sums (ops/cpu/qconv.py's rows k = (kh, kw, c)), for the nodes they do not take and for the
+    reference tier. Output pixels `rows` at a time. geo: the node's ConvGeometry."""
+    n, c = x.shape[:2]
+    zp = 0 if x_zero_point is None else int(np.asarray(x_zero_point).reshape(()))
+    pads = [(0, 0), (0, 0)] + list(zip(geo.pads_begin, geo.pads_end))
+    xp = np.pad(x, pads, constant_values=zp)
+    axes = tuple(range(2, 2 + geo.rank))
+    win = np.lib.stride_tricks.sliding_window_view(xp, geo.dilated_kernel, axis=axes)
+    win = win[(slice(None), slice(None)) + tuple(slice(0, o * s, s) for o, s in zip(geo.out_shape, geo.strides))
+              + tuple(slice(None, None, d) for d in geo.dilations)]  # (N, C, *out, *kernel)
+    cg, mg, p = c // geo.group, geo.out_channels // geo.group, int(np.prod(geo.out_shape))
+    out = np.empty((n, geo.out_channels, p), np.float64)
+    for g in range(geo.group):
+        a = np.moveaxis(win[:, g * cg:(g + 1) * cg], 1, -1).reshape(n, p, -1)  # (N, P, K): k = (taps..., c)
+        b = np.moveaxis(np.asarray(w[g * mg:(g + 1) * mg]), 1, -1).reshape(mg, -1).T  # (K, Mg)
+        for p0 in range(0, p, rows):
+            acc = integer_product(a[:, p0:p0 + rows], zp, b, None, True)  # (N, rows, Mg)
+            out[:, g * mg:(g + 1) * mg, p0:p0 + rows] = np.swapaxes(acc, 1, 2)
+    return out.reshape((n, geo.out_channels) + tuple(geo.out_shape))
+
+
 def _shifted(v, zp, *, rows: bool = False, dtype=np.float64) -> np.ndarray:
     """v - zero point in `dtype` (float64, or float32 for 8-bit v: exact either way) (a scalar zero point; 1-D: per
     row of v's last two axes when rows, else per column)."""
@@ -228,6 +254,14 @@ class QLinearConv(_IntegerConv):
         self.setup(ctx, 3, 5, 2, dict(auto_pad=auto_pad, dilations=dilations, group=group,
                                       kernel_shape=kernel_shape, pads=pads, strides=strides))
         self.per_channel = (self.m,) + (1,) * self.rank
+        # the compiled kernels' arithmetic (ops/cpu/qconv.py) where this is the node's own kernel (3-D and 1-D
+        # convolutions, dynamic weights, strides past the phase planes): the saturating pairs where the Net's
+        # arithmetic has them, for uint8 X and int8 W of zero point 0, not depthwise (exact in onnxruntime too).
+        # Not in the reference tier (compiled.active() false: a tiered Net's first forwards while the kernels
+        # compile): there the float64 BLAS sums exactly, where numpy's pairs would take seconds a forward
+        geo = self.conv.geo
+        self.sat = (compiled.active() and int8_arithmetic.saturating() and ctx.dtype(0) == np.uint8
+                    and ctx.dtype(3) == np.int8 and not geo.group == geo.in_channels == geo.out_channels > 1)
 
     def prepare_run(self, x, *inputs, out):
         """The compiled path's calls bound once for these arrays (registry.py: prepare_run); None otherwise."""
@@ -240,7 +274,10 @@ class QLinearConv(_IntegerConv):
         if self.fast is not None:
             self.fast(x, out)
             return
-        acc = self.accumulate(x, x_zero_point, w, w_zero_point)
+        if self.sat and (w_zero_point is None or not np.any(w_zero_point)):
+            acc = saturating_conv(x, x_zero_point, w, self.conv.geo)
+        else:
+            acc = self.accumulate(x, x_zero_point, w, w_zero_point)
         if B is not None:
             acc += np.asarray(B, np.float64).reshape(self.per_channel)
         w_scale = np.asarray(w_scale)
