@@ -41,6 +41,9 @@ class FuzzReport:
     untyped: int = 0
     mismatches: int = 0      # succeeded with values unlike onnxruntime's
     outside: int = 0         # cases that opened a file of the bait directory
+    reference_crashes: list = field(default_factory=list)  # the reference (onnxruntime, OpenCV) killed the process
+    #   while it compared a case we had run: not ours (listed; onnxruntime's AVX2 QLinearGlobalAveragePool divides
+    #   by an empty input's size)
     compared: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
     families: Counter = field(default_factory=Counter)
@@ -82,7 +85,9 @@ class FuzzReport:
     def summary(self) -> str:
         lines = [f"fuzz: {self.tried} cases in {self.seconds:.1f} s: {self.ok} succeeded, {self.typed} typed errors, "
                  f"{self.crashes} crashes, {self.hangs} hangs, {self.untyped} untyped errors, "
-                 f"{self.mismatches} mismatches with onnxruntime, {self.outside} read files outside",
+                 f"{self.mismatches} mismatches with onnxruntime, {self.outside} read files outside"
+                 + (f"; the reference crashed on {len(self.reference_crashes)} (cases "
+                    f"{sorted(self.reference_crashes)[:10]}: not ours)" if self.reference_crashes else ""),
                  f"  families: {dict(self.families)}",
                  f"  successes compared with onnxruntime: {dict(self.compared)}",
                  f"  errors: {dict(self.errors.most_common())}"]
@@ -132,7 +137,7 @@ def _run_range(a: int, b: int, seed: int, workdir: str, case_timeout: float, as_
         err_tail: list[str] = []
         threading.Thread(target=lambda: [err_tail.append(l) or err_tail.__delitem__(slice(0, -40))
                                          for l in proc.stderr], daemon=True).start()
-        current = None
+        current = comparing = None
         timeout = 300.0  # imports (numba, onnxruntime) before the first case
         while True:
             try:
@@ -147,7 +152,12 @@ def _run_range(a: int, b: int, seed: int, workdir: str, case_timeout: float, as_
                 break
             if line is None:  # the subprocess ended
                 proc.wait()
-                if current is not None:
+                if current is not None and comparing == current:  # in onnxruntime's (OpenCV's) run, after ours
+                    with lock:
+                        report.tried += 1
+                        report.reference_crashes.append(current)
+                    nxt = current + 1
+                elif current is not None:
                     with lock:
                         report.failure("crashes", current, f"exit status {proc.returncode}\n" + "".join(err_tail))
                     nxt = current + 1
@@ -160,6 +170,8 @@ def _run_range(a: int, b: int, seed: int, workdir: str, case_timeout: float, as_
             timeout = case_timeout
             if "start" in msg:
                 current = msg["start"]
+            elif "comparing" in msg:
+                comparing = msg["comparing"]
             elif "outcomes" in msg:
                 with lock:
                     report.add(msg)

@@ -31,3 +31,14 @@ def test_harness_counts_hangs_crashes_and_outside_reads(tmp_path, monkeypatch):
     monkeypatch.setenv("POOLED_PREDICTOR_FUZZ_SABOTAGE", "1")
     report = run_fuzz(3, seed=0, processes=1, case_timeout=5.0, workdir=str(tmp_path))
     assert (report.hangs, report.crashes, report.outside) == (1, 1, 1), report.summary()
+
+
+def test_a_crash_in_the_reference_is_not_ours(tmp_path, monkeypatch):
+    """A process killed after ours ran, while onnxruntime (or OpenCV) computes the reference (onnxruntime's AVX2
+    QLinearGlobalAveragePool divides by an empty input's size): listed apart, not a crash of ours."""
+    monkeypatch.setenv("POOLED_PREDICTOR_FUZZ_SABOTAGE", "reference")
+    report = run_fuzz(40, seed=0, processes=1, case_timeout=30.0, workdir=str(tmp_path))
+    assert report.tried == 40 and report.crashes == 0 and report.hangs == 0, report.summary()
+    assert report.reference_crashes and not report.compared  # every case that reached its comparison died there
+    assert "the reference crashed on" in report.summary()
+
