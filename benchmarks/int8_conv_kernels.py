@@ -10,7 +10,11 @@ is checked against onnxruntime's: the depthwise sums are exact in both (0 differ
 the 3x3 ones under our default "onnxruntime" arithmetic on an AVX2 host are its
 int16-saturated pairs, so they match too.
 
-    python benchmarks/int8_conv_kernels.py
+    python benchmarks/int8_conv_kernels.py [--host-without-vnni] [--out-suffix S]
+
+--host-without-vnni: our arithmetic as on a host without VNNI (benchmarks/int8.py's switch; with
+tests/avx2_target.sh's environment and benchmarks/ort_avx2.py's onnxruntime, the AVX2 rows' proxy);
+--out-suffix S: write int8_conv_kernels_S.json instead.
 
 Each 3x3 layer is also built with POOLED_PREDICTOR_QCONV_DIRECT=0 ("packed": X packed into 16-pixel tiles, not read
 in place from quad planes, ops/cpu/qconv.py) and timed beside (packed / ours > 1: the default faster; the same bits).
@@ -78,8 +82,19 @@ def layer(c, m, h, s, rng, k=3):
     return make_node_model("QLinearConv", inputs, attrs, opset=10, static=range(1, 9)), {"in0": x}
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+
     from pooled_predictor.ops.cpu.compiled import amx
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--host-without-vnni", action="store_true", help="our int8 arithmetic as on a host without VNNI")
+    ap.add_argument("--out-suffix", default="", metavar="S", help="write int8_conv_kernels_S.json")
+    args = ap.parse_args(argv)
+    if args.host_without_vnni:
+        from benchmarks.int8 import assume_host_without_vnni
+
+        assume_host_without_vnni()
 
     rng = np.random.default_rng(0)
     rows = []
@@ -143,7 +158,8 @@ def main() -> int:
                        ("amx_ms", "AMX ms", ".3f"),
                        ("amx_ratio", "ort / AMX", ".2f"), ("amx_differing", "AMX != ours", "d")]))
     print("\none thread; the fastest of 9 samples of process CPU time; ort / ours > 1: ours faster; " + amx.status())
-    print(f"written to {write_results('int8_conv_kernels', rows)}")
+    name = f"int8_conv_kernels_{args.out_suffix}" if args.out_suffix else "int8_conv_kernels"
+    print(f"written to {write_results(name, rows, host_without_vnni=args.host_without_vnni)}")
     return 0
 
 
