@@ -191,8 +191,9 @@ def probe(pythonpath: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def check(root: Path) -> dict:
-    """Both packages probed; the copy must be the one imported, at most 0.7x the SGEMM rate and block 8.
+def check(root: Path, avx512: bool = True) -> dict:
+    """Both packages probed; the copy must be the one imported, with NCHWc block 8 and, on an AVX-512 host, at
+    most 0.7x the installed package's SGEMM rate (on an AVX2 host both run the AVX2 kernels).
 
     Raises:
         RuntimeError: the copy is not imported, or still runs AVX-512 kernels."""
@@ -203,7 +204,7 @@ def check(root: Path) -> dict:
     facts = {"native_gflops": round(native["gflops"], 1), "copy_gflops": round(copy["gflops"], 1),
              "ratio": round(ratio, 3), "native_nchwc_block": native["nchwc_block"],
              "copy_nchwc_block": copy["nchwc_block"]}
-    if ratio > 0.7 or copy["nchwc_block"] != 8:
+    if (avx512 and ratio > 0.7) or copy["nchwc_block"] != 8:
         raise RuntimeError(f"the copy does not run MLAS's AVX2 kernels: {facts}")
     return facts
 
@@ -214,15 +215,17 @@ def main(argv=None) -> int:
     ap.add_argument("--force", action="store_true", help="make the copy again")
     ap.add_argument("--no-check", action="store_true", help="skip the SGEMM-rate and NCHWc-block check")
     args = ap.parse_args(argv)
-    if "avx512f" not in Path("/proc/cpuinfo").read_text():
-        print("this host has no AVX-512: the installed onnxruntime already runs its AVX2 kernels", file=sys.stderr)
+    flags = Path("/proc/cpuinfo").read_text()
+    if "avx2" not in flags:
+        print("this host has no AVX2: MLAS's AVX2 kernels cannot run here", file=sys.stderr)
         return 2
+    # on an AVX2 host the copy is the installed package less AVX-VNNI (an Alder Lake's), so a Haswell-to-Zen 3 one
     root = make_copy(force=args.force)
     if args.path:
         print(root)
         return 0
     if not args.no_check:
-        print("check:", json.dumps(check(root)))
+        print("check:", json.dumps(check(root, avx512="avx512f" in flags)))
     print(f"export PYTHONPATH={root}")
     return 0
 

@@ -80,6 +80,12 @@ def _scalar(a) -> bool:
     return np.size(a) == 1
 
 
+def is_depthwise(geo) -> bool:
+    """A depthwise QLinearConv (group == C == M > 1): its own kernels here, and exact sums in onnxruntime's MLAS
+    on every host (ops/int8_arithmetic.py)."""
+    return geo.group == geo.in_channels == geo.out_channels > 1
+
+
 def one_window_strides(geo):
     """`geo` with stride 1 along each axis that has one output position: that axis reads one window, whatever its
     stride (a crafted stride of 2^31 - 1 over a 6-pixel input, tests/fuzz), and at stride 1 its phase planes fit,
@@ -135,7 +141,7 @@ class QConvCompiled:
         (sh, sw), (ph, pw) = g.strides, g.pads_begin
         oh, ow = g.out_shape
         h, wd = g.in_shape
-        self.depthwise = g.group == c == m and c > 1
+        self.depthwise = is_depthwise(g)
         # the quad kernels (4 k a 32-bit lane, k = (kh, kw, c)) with the dot product of the arithmetic on this
         # host (int16-saturated pairs, vpmaddubsw; exact, vpdpbusd or emulated); else the exact int16-pair kernels
         dot = int8_arithmetic.dot_product()

@@ -23,7 +23,7 @@ from ..shapes.quantize import inner_conv
 from . import compiled
 from .qproduct import StaticProduct
 from .conv import Conv
-from .qconv import compiled_qconv
+from .qconv import compiled_qconv, is_depthwise
 
 
 def saturating_matmul(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
@@ -81,8 +81,8 @@ def saturating_conv(x, x_zero_point, w, geo, rows: int = 4096) -> np.ndarray:
     VNNI: uint8 X, int8 W with zero point 0 (raw values), each group's windows laid out as MLAS's channels-last
     im2col lays them, k = (taps..., channel) with the channel fastest and the padding x_zero_point, summed by
     integer_product (the raw products in int16-saturated pairs in that order, the zero point's term exact): the
-    compiled kernels' sums (ops/cpu/qconv.py's rows k = (kh, kw, c)), for the nodes they do not take and for the
-    reference tier. Output pixels `rows` at a time. geo: the node's ConvGeometry."""
+    compiled kernels' sums (ops/cpu/qconv.py's rows k = (kh, kw, c)), for the nodes they do not take. Output
+    pixels `rows` at a time. geo: the node's ConvGeometry."""
     n, c = x.shape[:2]
     zp = 0 if x_zero_point is None else int(np.asarray(x_zero_point).reshape(()))
     pads = [(0, 0), (0, 0)] + list(zip(geo.pads_begin, geo.pads_end))
@@ -259,9 +259,8 @@ class QLinearConv(_IntegerConv):
         # arithmetic has them, for uint8 X and int8 W of zero point 0, not depthwise (exact in onnxruntime too).
         # Not in the reference tier (compiled.active() false: a tiered Net's first forwards while the kernels
         # compile): there the float64 BLAS sums exactly, where numpy's pairs would take seconds a forward
-        geo = self.conv.geo
         self.sat = (compiled.active() and int8_arithmetic.saturating() and ctx.dtype(0) == np.uint8
-                    and ctx.dtype(3) == np.int8 and not geo.group == geo.in_channels == geo.out_channels > 1)
+                    and ctx.dtype(3) == np.int8 and not is_depthwise(self.conv.geo))
 
     def prepare_run(self, x, *inputs, out):
         """The compiled path's calls bound once for these arrays (registry.py: prepare_run); None otherwise."""
