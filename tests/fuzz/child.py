@@ -269,24 +269,18 @@ def _nonzero_int8_weight_zero_point(model) -> bool:
 
 
 def _non_finite_parameter(model) -> bool:
+    """Whether a float initializer or Constant value of the model holds a NaN or an infinity."""
     import numpy as np
     from onnx import numpy_helper
 
-    for t in model.graph.initializer:
+    tensors = list(model.graph.initializer) + [a.t for n in model.graph.node for a in n.attribute if a.type == 4]
+    for t in tensors:
         if t.data_type in (1, 10, 11, 16):  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
             try:
                 if not np.all(np.isfinite(numpy_helper.to_array(t).astype(np.float64))):
                     return True
             except Exception:
                 continue
-    for node in model.graph.node:  # a Constant's value
-        for a in node.attribute:
-            if a.type == 4 and a.t.data_type in (1, 10, 11, 16):  # TENSOR
-                try:
-                    if not np.all(np.isfinite(numpy_helper.to_array(a.t).astype(np.float64))):
-                        return True
-                except Exception:
-                    continue
     return False
 
 

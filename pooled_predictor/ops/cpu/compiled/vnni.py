@@ -9,6 +9,7 @@ with ORT_AVX2=1). It changes the arithmetic only: which kernels can compile stil
 
 from __future__ import annotations
 
+import logging
 import os
 
 from .isa import target_features
@@ -26,7 +27,11 @@ def _host_features() -> dict:
 _HOST = _host_features()
 DETECTED_VNNI = bool(_HOST.get("avx512vnni", False) or _HOST.get("avxvnni", False))
 """Whether this host's CPU has AVX512-VNNI or AVX-VNNI (whether VNNI code can run here)."""
-HOST_VNNI = {"0": False, "1": True}.get(os.environ.get("POOLED_PREDICTOR_HOST_VNNI", "").strip(), DETECTED_VNNI)
+_WANTED = os.environ.get("POOLED_PREDICTOR_HOST_VNNI", "").strip()
+if _WANTED not in ("", "0", "1"):
+    logging.getLogger(__name__).warning("POOLED_PREDICTOR_HOST_VNNI=%r is not 0 or 1; using the host's (%s)",
+                                        _WANTED, int(DETECTED_VNNI))
+HOST_VNNI = {"0": False, "1": True}.get(_WANTED, DETECTED_VNNI)
 """Whether this host has AVX512-VNNI or AVX-VNNI, as onnxruntime's u8 x s8 arithmetic goes (module docstring:
 POOLED_PREDICTOR_HOST_VNNI)."""
 
