@@ -1,7 +1,7 @@
 """Two (or more) checkouts of the project, or one under different environments, timed side by side in one run.
 
-    python benchmarks/ab_checkouts.py SIDE SIDE ... [--models mobilenet_v2:1 resnet50:8 ...] [--rounds 3]
-                                      [--seconds 2] [--pool] [--out-suffix S]
+    python benchmarks/ab_checkouts.py SIDE SIDE ... [--models mobilenet_v2:1 resnet50:8 int8/resnet50/qdq ...]
+                                      [--rounds 3] [--seconds 2] [--pool] [--out-suffix S]
 
 SIDE is NAME=ROOT[:VAR=VALUE,VAR=VALUE...]: a checkout's root (a `git worktree add` of an older commit, say) and
 environment variables for its process (POOLED_PREDICTOR_ISA=avx2, NUMBA_CACHE_DIR=..., or tests/avx2_target.sh's
@@ -11,7 +11,10 @@ the run; windows alternate between the sides in a rotated order, one side runnin
 each untimed. Measured per window: without --pool, images per second of this thread's CPU time over Net.forward
 calls back to back (one thread: the kernels); with --pool, images per second of wall time of a 2-worker
 PooledPredictor driven by 2 client threads, as that checkout's own vs_onnxruntime.py drives it (infer() where the
-checkout's pool has it, else forward().result()). The table gives each side's median and its ratio to the first.
+checkout's pool has it, else forward().result()). A model int8/NAME/FORMAT is benchmarks/int8.py's quantized model
+(NAME of its MODELS or OPTIONAL, FORMAT qdq, qop or dynamic; batch 1), quantized in each side's process by that
+side's int8.py (onnxruntime's tool is deterministic: the same model on every side); the int8 arithmetic is the
+side's default, POOLED_PREDICTOR_HOST_VNNI=0 in a side's environment giving a host without VNNI's. The table gives each side's median and its ratio to the first.
 Writes benchmarks/results/ab_checkouts.json (ab_checkouts_S.json), naming the sides, the machine and the command.
 """
 
@@ -45,10 +48,23 @@ def serve(root: str, pool: bool) -> None:
             for close in [r[1] for r in runners.values()]:
                 close()
             runners.clear()
-            data, name, x = load_model(model, batch)
+            data, name, x = _int8_model(model) if model.startswith("int8/") else load_model(model, batch)
             runners[(model, batch)] = _pool_runner(data, name, x) if pool else _net_runner(data, name, x)
         run, _ = runners[(model, batch)]
         print(f"{run(seconds) * batch:.4f}", flush=True)
+
+
+def _int8_model(spec: str):
+    """(bytes, input name, input) of int8/NAME/FORMAT: benchmarks/int8.py's quantized model, at its defaults."""
+    import argparse
+    import tempfile
+
+    from benchmarks import int8
+
+    _, name, fmt = spec.split("/")
+    args = argparse.Namespace(bert_layers=12, bert_seq=128)
+    data, _, input_name, x = int8.quantized(name, fmt, Path(tempfile.mkdtemp()), args)
+    return data, input_name, x
 
 
 def _net_runner(data, name, x):

@@ -501,10 +501,13 @@ _pack16_rows3 = _make_pack16_rows(3)  # OW >= 8: at most 3 (ResNet-50's 14 x 14 
 
 
 W_PREFETCH = 4096
-"""Bytes ahead of the quad being read at which the 16-lane strips prefetch the weights (prefetcht0, once a
-quad). Where a layer's weights are not in cache (a model's forward: ResNet-50's layer-4 weights, 1-2.4 MB
-a node, come from L3 or memory), the hardware prefetcher left the 7 x 7 GEMMs 30% slower than with warm
-weights (512 x 4608 x 49: 0.316 ms warm, 0.413 cold, on Zen 5); 2048 or 4096 bytes ahead: 0.318 cold."""
+"""Bytes ahead of the quad being read at which the quad kernels prefetch the weights (prefetcht0, once a
+quad: the 16-lane strips, and the 8-lane saturating steps, _sat_step). Where a layer's weights are not in cache
+(a model's forward: ResNet-50's layer-4 weights, 1-2.4 MB a node, come from L3 or memory), the hardware
+prefetcher left the 7 x 7 GEMMs 30% slower than with warm weights (512 x 4608 x 49: 0.316 ms warm, 0.413 cold,
+on Zen 5); 2048 or 4096 bytes ahead: 0.318 cold. In the 8-lane saturating kernels (AVX2 hosts) the same
+prefetch made int8 ResNet-50 QDQ 1.027x faster a forward (one thread, Haswell code on Zen 5,
+benchmarks/ab_checkouts.py int8/resnet50/qdq); MobileNetV2 and the BERT encoder level."""
 
 
 def _prefetch(builder, ptr):
@@ -530,6 +533,7 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
               for v in range(nv)]
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+    _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
     ones32 = builder.sext(ones16, ir.VectorType(_I32, 16))
     new = []
     for r_i in range(rows):
