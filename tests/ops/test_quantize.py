@@ -132,3 +132,28 @@ def test_dynamic_quantize_linear(case):
          "negative": -rng.random((3, 4)) * 5 - 1, "zeros": np.zeros((3, 4)),
          "wide": rng.standard_normal((2, 8)) * 1e4}[case].astype(np.float32)
     check_node("DynamicQuantizeLinear", [x], {}, opset=11, outputs=3)
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 255), (-128, 127), (-255, 0), (-3, 252), (-131, 124)])
+def test_saturate_code_is_the_clamped_round_half_even(lo, hi):
+    """compiled/quantize.saturate_code (clamp into [lo - 1, hi + 1], round, clamp to [lo, hi]: the form LLVM turns
+    into cvtps2dq and saturating packs) equals min(max(rint(v), lo), hi) in a vectorized loop and in a scalar
+    call: ties at every half in and around the range, values past int32's range, infinities; NaN gives lo."""
+    from numba import njit
+
+    from pooled_predictor.ops.cpu.compiled.quantize import saturate_code
+
+    @njit(cache=False)
+    def codes(v, lo, hi, out):
+        for i in range(v.size):
+            out[i] = saturate_code(v[i], lo, hi)
+
+    halves = np.arange(2 * (lo - 40), 2 * (hi + 40) + 1) / 2
+    v = np.concatenate([halves, np.nextafter(halves, np.inf), np.nextafter(halves, -np.inf),
+                        rng.uniform(lo - 300, hi + 300, 997), [3e9, -3e9, 1e30, -1e30, np.inf, -np.inf, np.nan],
+                        np.full(13, np.nan)]).astype(np.float32)
+    want = np.clip(np.rint(np.nan_to_num(v, nan=lo)), lo, hi).astype(np.int32)
+    out = np.empty(v.size, np.int32)
+    codes(v, np.float32(lo), np.float32(hi), out)
+    assert np.array_equal(out, want)
+    assert [saturate_code(np.float32(x), np.float32(lo), np.float32(hi)) for x in v[::97]] == list(want[::97])
