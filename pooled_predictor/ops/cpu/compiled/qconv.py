@@ -30,7 +30,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .gemm import arg_pointers
+from .gemm import arg_pointers, open_loop
 from .jit import njit
 from .phases import inside
 from .qgemm import signed
@@ -74,23 +74,58 @@ def subsample_q(x, out, oh, ow, sh, sw):
                     out[dst + j] = xf[src + j * u(sw)]
 
 
-@intrinsic
-def _deinterleave32(typingctx, x, src, dst, d0, d1):
-    """dst[d0 + j] = x[src + 2j] and dst[d1 + j] = x[src + 2j + 1] for j < 16: one 32-byte load, two
-    16-byte stores (the even and odd bytes: LLVM's x86 back end shuffles them out with vpshufb / vpermq)."""
-    sig = types.void(x, src, dst, d0, d1)
+CHUNK = 16  # plane bytes a step of _split_chunks writes (one xmm)
+HALF_CHUNK = 8  # the steps of planes narrower than CHUNK (7 x 7 at stride 1, 14 x 14 at stride 2)
 
-    def codegen(context, builder, signature, args):
-        xp, p0, p1 = arg_pointers(context, builder, signature, args, (0, 1), (2, 3), (2, 4))
-        v32 = ir.VectorType(ir.IntType(8), 32)
-        v = builder.load(builder.bitcast(xp, v32.as_pointer()), align=1)
-        for p, h in ((p0, 0), (p1, 1)):
-            e = builder.shuffle_vector(v, ir.Constant(v32, ir.Undefined),
-                                       ir.Constant(ir.VectorType(ir.IntType(32), 16), list(range(h, 32, 2))))
-            builder.store(e, builder.bitcast(p, e.type.as_pointer()), align=1)
-        return context.get_dummy_value()
 
-    return sig, codegen
+def _make_column(sw: int, width: int):
+    """Steps of _split_chunks down a column of plane rows, a loop in one intrinsic: column(x, s, s_step, dst, d,
+    d_step, n, lo, hi, fill) stores, for r < n, `width` bytes at dst[d + r * d_step], lane t being
+    x[s + r * s_step + sw * t] where lo <= t < hi (0 <= lo, hi <= width) and `fill` elsewhere: per row one
+    unaligned load of width * sw bytes (sw = 2: its even bytes, shuffled out), a blend with the column's mask
+    (lane indices against lo and hi, compared once) and one store (AVX2: vpshufb / vpackuswb for the even
+    bytes, vpblendvb). Every byte of each load is read, masked lane or not: the caller keeps the reads inside
+    x. (As numba loops, in split_phases_q's loop nest or called from it, the steps cost 5-10x this: the
+    counters kept on the stack, or a call's marshalling per column.)"""
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    vb = ir.VectorType(i8, width)
+    vi = ir.VectorType(i32, width)
+    vt = ir.VectorType(i8, width * sw)
+
+    def splat(builder, value):
+        one = builder.insert_element(ir.Constant(vb, ir.Undefined), value, ir.Constant(i32, 0))
+        return builder.shuffle_vector(one, ir.Constant(vb, ir.Undefined), ir.Constant(vi, [0] * width))
+
+    @intrinsic
+    def column(typingctx, x, s, s_step, dst, d, d_step, n, lo, hi, fill):
+        sig = types.void(x, s, s_step, dst, d, d_step, n, lo, hi, fill)
+
+        def codegen(context, builder, signature, args):
+            xp, dp = arg_pointers(context, builder, signature, args, (0, 1), (3, 4))
+            s_step, d_step, n = (builder.sext(a, i64) if a.type.width < 64 else a for a in (args[2], args[5], args[6]))
+            lanes = ir.Constant(vb, list(range(width)))
+            lo, hi = (splat(builder, builder.trunc(a, i8)) for a in (args[7], args[8]))
+            keep = builder.and_(builder.icmp_signed(">=", lanes, lo), builder.icmp_signed("<", lanes, hi))
+            fill = splat(builder, args[9])
+            r, _, loop_bb, done_bb = open_loop(builder, n, "column")
+            v = builder.load(builder.bitcast(builder.gep(xp, [builder.mul(r, s_step)]), vt.as_pointer()), align=1)
+            if sw > 1:
+                v = builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(vi, list(range(0, width * sw, sw))))
+            out = builder.bitcast(builder.gep(dp, [builder.mul(r, d_step)]), vb.as_pointer())
+            builder.store(builder.select(keep, v, fill), out, align=1)
+            step = builder.add(r, ir.Constant(r.type, 1))
+            r.add_incoming(step, builder.block)
+            builder.cbranch(builder.icmp_signed("<", step, n), loop_bb, done_bb)
+            builder.position_at_end(done_bb)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return column
+
+
+_column1, _column2 = _make_column(1, CHUNK), _make_column(2, CHUNK)
+_half1, _half2 = _make_column(1, HALF_CHUNK), _make_column(2, HALF_CHUNK)
 
 
 def _masked_fn(builder, name, ret, args):
@@ -202,57 +237,70 @@ def _split_masked(xf, planes, nc_n, h, wd, hq, wq, sh, sw, ph, pw, v):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _split_w2(xf, planes, nc_n, h, wd, hq, wq, sh, ph, pw, v):
-    """split_phases_q for sw == 2: each input row read once for both column phases (b = 0, 1), 32 bytes
-    at a time deinterleaved into the two planes' rows (_deinterleave32). Phase b's element j of a row
-    is input column 2j + b - pw: the columns of [j0, j1) (valid in both phases) go 16 at a time, the last
-    16 overlapping the previous ones; the edges and pads one element at a time. (The strided byte copy
-    of the generic loop took 0.14 ms on ResNet-50's 128 x 56 x 56 input, 3x its stride-1 copy.)"""
-    u = np.uint64
-    f_n, pq = sh * 2, hq * wq
-    ja0, ja1 = inside(wd, pw, 0, 2, wq)
-    jb0, jb1 = inside(wd, pw, 1, 2, wq)
-    j0, j1 = max(ja0, jb0), min(ja1, jb1)
+def _column(xf, s, s_step, planes, d, d_step, n, lo, hi, v, sw, width):
+    """_make_column's column of the given step width and column stride sw (hi <= lo: fill only; the loads then
+    read the steps' own bytes of the planes, keeping none)."""
+    if n <= 0:
+        return
+    if hi <= lo:
+        if width == CHUNK:
+            _column1(planes, d, d_step, planes, d, d_step, n, 0, 0, v)
+        else:
+            _half1(planes, d, d_step, planes, d, d_step, n, 0, 0, v)
+    elif width == CHUNK:
+        if sw == 2:
+            _column2(xf, s, s_step, planes, d, d_step, n, lo, hi, v)
+        else:
+            _column1(xf, s, s_step, planes, d, d_step, n, lo, hi, v)
+    elif sw == 2:
+        _half2(xf, s, s_step, planes, d, d_step, n, lo, hi, v)
+    else:
+        _half1(xf, s, s_step, planes, d, d_step, n, lo, hi, v)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _split_chunks(xf, planes, nc_n, h, wd, hq, wq, sh, sw, ph, pw, v):
+    """split_phases_q for sw = 1 or 2 and plane rows of HALF_CHUNK or more on targets without masked byte loads
+    (AVX2): a plane row in steps of CHUNK (rows narrower than it: HALF_CHUNK) outputs, the last step ending at
+    the row's end (overlapping the one before), so that the steps of a column of rows go one row after another
+    (_make_column), their mask the column's. A row whose read would leave X (near its first or last bytes) goes
+    element by element. Output j of phase (a, b)'s row i is input column b + sw * j - pw of row a + sh * i - ph.
+    (The row-by-row copy it replaced went element by element wherever a phase row held fewer than 16 columns:
+    on Haswell code on Zen 5, ResNet-50's 256 x 28 x 28 stride-2 split 82 -> 9 us, 256 x 14 x 14 at stride 1
+    22 -> 5 us.)"""
+    f_n, pq = sh * sw, hq * wq
+    size = xf.size
+    width = CHUNK if wq >= CHUNK else HALF_CHUNK
+    n_ch = (wq + width - 1) // width
     for nc in range(nc_n):
-        for a in range(sh):
+        for f in range(f_n):
+            a, b = f // sw, f % sw
             i0, i1 = inside(h, ph, a, sh, hq)
-            base = (nc * f_n + a * 2) * pq
-            for i in range(hq):
-                r0 = u(base + i * wq)
-                r1 = r0 + u(pq)
-                if i < i0 or i >= i1:
-                    for j in range(u(wq)):
-                        planes[r0 + j] = v
-                        planes[r1 + j] = v
+            j0, j1 = inside(wd, pw, b, sw, wq)
+            base = (nc * f_n + f) * pq
+            src0 = nc * h * wd + (a - ph) * wd + b - pw  # row i's output column j at src0 + i * sh * wd + sw * j
+            for k in range(n_ch):
+                c = min(k * width, wq - width)
+                lo, hi = min(max(j0 - c, 0), width), min(max(j1 - c, 0), width)
+                if hi <= lo or i1 <= i0:
+                    _column(xf, 0, 0, planes, base + c, wq, hq, 0, 0, v, sw, width)
                     continue
-                src = u(nc * h * wd + (a + sh * i - ph) * wd)  # column c of the row at src + c
-                for j in range(u(ja0)):
-                    planes[r0 + j] = v
-                for j in range(u(ja1), u(wq)):
-                    planes[r0 + j] = v
-                for j in range(u(jb0)):
-                    planes[r1 + j] = v
-                for j in range(u(jb1), u(wq)):
-                    planes[r1 + j] = v
-                lo, hi = ja0, ja1  # phase 0's columns done one at a time: all, or those outside [j0, j1)
-                lo1, hi1 = jb0, jb1
-                if j1 - j0 >= 16:
-                    j = j0
-                    while j + 16 <= j1:
-                        _deinterleave32(xf, src + u(2 * j - pw), planes, r0 + u(j), r1 + u(j))
-                        j += 16
-                    if j < j1:
-                        j = j1 - 16
-                        _deinterleave32(xf, src + u(2 * j - pw), planes, r0 + u(j), r1 + u(j))
-                    for j in range(ja0, j0):
-                        planes[r0 + u(j)] = xf[src + u(2 * j - pw)]
-                    for j in range(jb0, j0):
-                        planes[r1 + u(j)] = xf[src + u(2 * j + 1 - pw)]
-                    lo, lo1 = j1, j1
-                for j in range(lo, hi):
-                    planes[r0 + u(j)] = xf[src + u(2 * j - pw)]
-                for j in range(lo1, hi1):
-                    planes[r1 + u(j)] = xf[src + u(2 * j + 1 - pw)]
+                s0 = src0 + sw * c
+                ia, ib = i0, i1  # the rows whose reads stay inside X: [ia, ib)
+                while ia < ib and s0 + ia * sh * wd < 0:
+                    ia += 1
+                while ib > ia and s0 + (ib - 1) * sh * wd + sw * width > size:
+                    ib -= 1
+                _column(xf, 0, 0, planes, base + c, wq, i0, 0, 0, v, sw, width)
+                _column(xf, s0 + ia * sh * wd, sh * wd, planes, base + ia * wq + c, wq, ib - ia, lo, hi, v, sw, width)
+                _column(xf, 0, 0, planes, base + i1 * wq + c, wq, hq - i1, 0, 0, v, sw, width)
+                if ia > i0 or ib < i1:
+                    for i in range(i0, i1):  # the rest element by element
+                        if ia <= i < ib:
+                            continue
+                        d, s = base + i * wq + c, s0 + i * sh * wd
+                        for t in range(width):
+                            planes[d + t] = xf[s + sw * t] if lo <= t < hi else v
 
 
 @njit([_split_sig(types.uint8), _split_sig(types.int8)], nogil=True, cache=True, error_model="numpy")
@@ -269,7 +317,9 @@ def split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, fill, masked):
             AVX-512 targets, where a masked byte load / store is one instruction; elsewhere LLVM
             splits them into a branch a byte). ResNet-50's 256 x 28 x 28 stride-2 input: 0.096 ms
             -> 0.041 ms on Zen 5 with masks from vector compares, 0.012 ms with them as bits computed
-            once a plane (14 x 14 at stride 1: 0.024 -> 0.019 -> 0.0065 ms).
+            once a plane (14 x 14 at stride 1: 0.024 -> 0.019 -> 0.0065 ms). Zero: at sw <= 2, 16- (or 8-)
+            byte steps blended with the fill down each column of plane rows (_split_chunks, AVX2's form);
+            sw > 2, or planes under 8 wide, element by element.
     """
     n_b, c_n, h, wd = x.shape
     f_n, pq = sh * sw, hq * wq
@@ -279,8 +329,8 @@ def split_phases_q(x, planes, hq, wq, sh, sw, ph, pw, fill, masked):
     if masked and sw <= 2:
         _split_masked(xf, planes, n_b * c_n, h, wd, hq, wq, sh, sw, ph, pw, v)
         return
-    if sw == 2:
-        _split_w2(xf, planes, n_b * c_n, h, wd, hq, wq, sh, ph, pw, v)
+    if sw <= 2 and wq >= HALF_CHUNK:
+        _split_chunks(xf, planes, n_b * c_n, h, wd, hq, wq, sh, sw, ph, pw, v)
         return
     for nc in range(n_b * c_n):
         for f in range(f_n):
