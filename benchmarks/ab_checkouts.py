@@ -14,7 +14,8 @@ PooledPredictor driven by 2 client threads, as that checkout's own vs_onnxruntim
 checkout's pool has it, else forward().result()). A model int8/NAME/FORMAT is benchmarks/int8.py's quantized model
 (NAME of its MODELS or OPTIONAL, FORMAT qdq, qop or dynamic; batch 1), quantized in each side's process by that
 side's int8.py (onnxruntime's tool is deterministic: the same model on every side); the int8 arithmetic is the
-side's default, POOLED_PREDICTOR_HOST_VNNI=0 in a side's environment giving a host without VNNI's. The table gives each side's median and its ratio to the first.
+side's default, POOLED_PREDICTOR_HOST_VNNI=0 in a side's environment giving a host without VNNI's. The table gives
+each side's median and its ratio to the first.
 Writes benchmarks/results/ab_checkouts.json (ab_checkouts_S.json), naming the sides, the machine and the command.
 """
 

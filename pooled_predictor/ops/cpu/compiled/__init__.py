@@ -69,7 +69,8 @@ import sys
 from pathlib import Path
 
 __all__ = ["ENABLED", "TIERED", "NotCached", "active", "bound", "cache_dir", "cache_only", "chain", "compile_inline",
-           "discovering", "ensure", "ensure_all", "is_pending", "load_all", "memory_only", "prepared", "reference_kernels", "reference_tier", "run_steps", "tiered"]
+           "discovering", "ensure", "ensure_all", "is_pending", "load_all", "memory_only", "prepared",
+           "reference_kernels", "reference_tier", "run_steps", "tiered"]
 
 ENABLED = os.environ.get("POOLED_PREDICTOR_COMPILED", "1") != "0"
 """Kernels built from now on use the compiled paths where they apply; False: the

@@ -247,4 +247,5 @@ def maxpool(x, out, rows, h, w, oh_n, ow_n, kh, kw, sh, sw, dh, dw, ph, pw, lowe
                     for lane in range(BLOCK):
                         out[o + lane] = lowest
                     continue
-                _max_window(x, (row + ow * sw - pw + j0 * dw) * BLOCK, i1 - i0, j1 - j0, dh * w * BLOCK, dw * BLOCK, out, o)
+                _max_window(x, (row + ow * sw - pw + j0 * dw) * BLOCK, i1 - i0, j1 - j0, dh * w * BLOCK, dw * BLOCK,
+                            out, o)

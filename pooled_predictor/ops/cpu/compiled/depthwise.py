@@ -131,7 +131,8 @@ def _last4(of, acc, buf, wm, wb, offs, t0, base, rows, ow_n, wq, o0, bias):
 @njit(types.void(_F1, _F1, _R1, _i8, _I1, _u8, _u8, _u8, _u8, _u8, _f4), nogil=True, cache=True, error_model="numpy")
 def _taps9(of, buf, wm, wb, offs, base, rows, ow_n, wq, o0, bias):
     """of[o0 + r*ow_n + j] = (the 9 taps in turn at buf[base + offs[t] + r*wq + j]) + bias (3x3, written out)."""
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wm[wb + 0], wm[wb + 1], wm[wb + 2], wm[wb + 3], wm[wb + 4], wm[wb + 5], wm[wb + 6], wm[wb + 7], wm[wb + 8]
+    w0, w1, w2, w3, w4 = wm[wb + 0], wm[wb + 1], wm[wb + 2], wm[wb + 3], wm[wb + 4]
+    w5, w6, w7, w8 = wm[wb + 5], wm[wb + 6], wm[wb + 7], wm[wb + 8]
     for r in range(rows):
         d, a = o0 + r * ow_n, base + r * wq
         x0, x1, x2 = a + np.uint64(offs[0]), a + np.uint64(offs[1]), a + np.uint64(offs[2])

@@ -135,7 +135,8 @@ def _make_micro(rows: int, exact: bool = False):
             v32i8 = ir.VectorType(_I8, 32)
             v16i16 = ir.VectorType(_I16, 16)
             ones32 = _ones32(context, builder, signature.args[15], args[15])
-            rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]), (_I16 if exact else _I32).as_pointer())
+            rowp = [builder.bitcast(builder.gep(aptr, [builder.mul(lda_v, _c(r))]),
+                                    (_I16 if exact else _I32).as_pointer())
                     for r in range(rows)]
             fn = builder.function
             pre_bb = builder.block

@@ -119,6 +119,7 @@ def pointwise_depthwise_nchwc(wp, xf, offs, b1, act1, p10, p11, zf, has_z, start
                     activate_range(scr, np.uint64(j * ldb), np.uint64(ldb), act1, p10, p11)
             o0 = (n * (m_n // BLOCK) + mg // BLOCK) * oh_n * ow_n * BLOCK
             depthwise_nchwc(scr[:g * ldb].reshape((1, g, h, w, BLOCK)), wd[mg // BLOCK:mg // BLOCK + g],
-                            b2[mg:mg + g * BLOCK], of[o0:o0 + g * oh_n * ow_n * BLOCK].reshape((1, g, oh_n, ow_n, BLOCK)),
+                            b2[mg:mg + g * BLOCK],
+                            of[o0:o0 + g * oh_n * ow_n * BLOCK].reshape((1, g, oh_n, ow_n, BLOCK)),
                             kh, kw, sh, sw, dh, dw, ph, pw, act2, p20, p21)
             i = e

@@ -144,7 +144,8 @@ def _make_output_tile(m: int, with_z: bool):
             bias = builder.load(builder.bitcast(bp, _V8P), align=4)
             for i in range(m):
                 for j in range(m):
-                    inside = builder.and_(builder.icmp_signed("<", c(i), rows_v), builder.icmp_signed("<", c(j), cols_v))
+                    inside = builder.and_(builder.icmp_signed("<", c(i), rows_v),
+                                          builder.icmp_signed("<", c(j), cols_v))
                     with builder.if_then(inside):
                         off = builder.add(builder.mul(d_row_v, c(i)), c(BLOCK * j))
                         val = builder.fadd(y[i][j], bias)

@@ -276,7 +276,8 @@ def maxpool2d_q(x, y, buf, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
     integers). Per output row, the window's input rows reduced into buf (unit stride: vectorizes, unsigned
     indices), whose border columns hold the type's lowest value so that the kw column taps need no bounds (a
     window with no input tap gives the lowest value, as onnxruntime's); buf holds buffer_length(W, OW, kw, sw,
-    dw, pw) elements; lowest: the type's lowest value (0 or -128). (The numpy separable kernel took 0.42 ms on ResNet-50's 64 x 112 x 112 uint8 stem pool,
+    dw, pw) elements; lowest: the type's lowest value (0 or -128). (The numpy separable kernel took 0.42 ms on
+    ResNet-50's 64 x 112 x 112 uint8 stem pool,
     onnxruntime 0.10.)"""
     n_b, c_n, h, wd = x.shape
     oh, ow = y.shape[2], y.shape[3]

@@ -34,8 +34,8 @@ uint8 X and int8 W (zero point 0) as they are. W is packed as quads of k (pack_q
 32 bits); each block of PB pixels of X is packed once (_pack16: the 4 rows of a quad interleaved,
 4 bytes a pixel) and read by every row tile; a tile of MRS = 5 rows x 16 pixels per quad broadcasts the
 row's 4 weights and multiplies them with the 2 X vectors. A row tile runs the block's whole 16-pixel
-tiles in one call (_make_strip_sat: the tile loop in the micro-kernel, its set-up once a strip). The product is written in generic IR
-(_sat_pairs: zext / sext, mul, add of the even and odd products, clamp to [-32768, 32767],
+tiles in one call (_make_strip_sat: the tile loop in the micro-kernel, its set-up once a strip). The product
+is written in generic IR (_sat_pairs: zext / sext, mul, add of the even and odd products, clamp to [-32768, 32767],
 trunc to i16; then sext, mul by 16 ones loaded from memory, even + odd add), which LLVM's x86
 back end selects as vpmaddubsw + vpmaddwd, MLAS's instruction pair (the ones must be loaded:
 as a constant, instcombine folds the trunc / sext pair away and with it the vpmaddubsw match).

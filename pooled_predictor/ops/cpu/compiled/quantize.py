@@ -413,7 +413,8 @@ def qlinear_softmax_rows(x, table, ys, zp, y, e):
     """QLinearSoftmax over the rows of x (ops/cpu/quantized_contrib.qlinear_softmax, the numpy reference,
     step for step): m = the row's maximum; e_j = table[x_j + 255 - m] (int8: table[byte(x_j + 127 - m)]);
     s = the float32 sum of e in MLAS's AVX2 order (quantized_contrib._row_sums_avx2: 8 lanes over blocks
-    of 16, the tail in order, then the lanes one by one); y_j = saturate(rint(fma(e_j, float32(float32(1 / s) * ys), zp))).
+    of 16, the tail in order, then the lanes one by one);
+    y_j = saturate(rint(fma(e_j, float32(float32(1 / s) * ys), zp))).
     e: float32 workspace of a row's length."""
     r_n, d = x.shape
     lo = np.float32(-128.0 if signed(y) else 0.0)

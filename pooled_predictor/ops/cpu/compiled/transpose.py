@@ -53,7 +53,8 @@ def transpose16_bytes(typingctx, src, s_off, s_pitch, dst, d_off, d_pitch):
         for _ in range(4):
             new = []
             for i in range(8):
-                new += [builder.shuffle_vector(rows[i], rows[i + 8], lo), builder.shuffle_vector(rows[i], rows[i + 8], hi)]
+                new += [builder.shuffle_vector(rows[i], rows[i + 8], lo),
+                        builder.shuffle_vector(rows[i], rows[i + 8], hi)]
             rows = new
         for j in range(16):
             builder.store(rows[j], builder.bitcast(builder.gep(dp, [builder.mul(d_pitch_v, c(j))]), _B16.as_pointer()),
