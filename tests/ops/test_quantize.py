@@ -157,3 +157,26 @@ def test_saturate_code_is_the_clamped_round_half_even(lo, hi):
     codes(v, np.float32(lo), np.float32(hi), out)
     assert np.array_equal(out, want)
     assert [saturate_code(np.float32(x), np.float32(lo), np.float32(hi)) for x in v[::97]] == list(want[::97])
+
+
+@pytest.mark.parametrize("qtype, zp", [(np.uint8, 7), (np.int8, -5), (np.uint8, 0), (np.int8, 0)])
+def test_compiled_quantize_linear_of_nan_and_infinities_is_onnxruntimes(qtype, zp):
+    """compiled/quantize.quantize_f32 (QuantizeLinear's per-tensor kernel) on NaN, infinities and values past the
+    type's range gives onnxruntime's codes: NaN the type's lowest value (MLAS clamps with maxps, which returns the
+    bound for NaN; the kernel had given the zero point), infinities and large values saturated, ties to even."""
+    import onnxruntime as ort
+
+    from pooled_predictor.ops.cpu.compiled.quantize import quantize_f32
+
+    x = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 2.5, 3.5, -2.5, 300.0, -300.0] * 5, np.float32)
+    et = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(qtype))
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [x.size])],
+        [onnx.helper.make_tensor_value_info("y", et, [x.size])],
+        [onnx.helper.make_tensor("s", onnx.TensorProto.FLOAT, [], [0.5]), onnx.helper.make_tensor("z", et, [], [zp])])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    ours = np.empty(x.size, qtype)
+    quantize_f32(x, ours, np.float32(0.5), zp)
+    assert np.array_equal(ours, want), (ours[:10], want[:10])
