@@ -42,8 +42,9 @@ def test_stress_with_dynamic_batching_and_priorities():
 def test_stress_close_from_callbacks_of_cancelled_jobs():
     """close(cancel_pending=True) while the done-callbacks and then()s of the jobs it cancels call
     close() again (issue 14: this hung); every Future still ends and the invariants hold."""
-    for seed in (3, 4, 5):  # the invariants must hold every time; the scenario (queued jobs with such
-        # callbacks when close() comes) depends on timing, so a loaded machine may need another try
+    for seed in range(3, 11):  # the invariants must hold every time; the scenario (queued jobs with such
+        # callbacks when close() comes) depends on timing, so a loaded machine may need another try: 4 of 34
+        # runs beside a CPU-spinning process had none (session 23), and 3 tries once all missed in a full run
         result = run_stress(seconds=3.0, clients=8, workers=1, seed=seed, cancel_pending=True, close_after=0.7,
                             queue_capacity=64)  # a full queue when close() comes
         outcomes = result.check()
