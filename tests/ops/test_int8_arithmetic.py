@@ -18,11 +18,11 @@ from tests.ops.test_compiled_int8 import _reference
 rng = np.random.default_rng(3333)
 
 
-def run_qgemm2d_sat(module, w, x, b, mult, zp, y_type):
+def run_qgemm2d_sat(module, w, x, b, mult, zp, y_type, slack=64):
     """Y (m * p,) of `module`'s qgemm2d_sat (or _f32) for W (m, k) int8 and X (k, p) uint8, X read from a
-    padded flat buffer through quad offsets, as QLinearConv lays it out."""
+    padded flat buffer (`slack` bytes past X) through quad offsets, as QLinearConv lays it out."""
     (m, k), p = w.shape, x.shape[1]
-    xf = np.zeros(k * p + 64, np.uint8)
+    xf = np.zeros(k * p + slack, np.uint8)
     xf[:k * p] = x.reshape(-1)
     offs = qgemm.quad_offsets(np.arange(k) * p)
     y = np.zeros(m * p, y_type)
@@ -58,7 +58,10 @@ def _saturating_weights(shape):
                                    # pixels ending on a tile or not
                                    (4, 8, 512), (9, 16, 272), (14, 5, 48), (23, 24, 529),
                                    # the last 1..4 pixels of whole row tiles, channels in the lanes (_make_cols)
-                                   (11, 37, 20), (16, 12, 35), (10, 6, 18), (15, 40, 49)])
+                                   (11, 37, 20), (16, 12, 35), (10, 6, 18), (15, 40, 49),
+                                   # ... in whole groups of 8 quads only (k 64), groups and 1 quad past (k 33):
+                                   # two passes of 2 pixels, then of 2 and 1
+                                   (10, 64, 36), (15, 33, 51)])
 @pytest.mark.parametrize("y_type", [np.uint8, np.int8, np.float32])
 def test_qgemm2d_sat_matches_the_saturating_pairs(m, k, p, y_type):
     """compiled/qgemm.py's qgemm2d_sat: the int16-saturated pair sums in k's order, requantized as qgemm2d."""
@@ -79,6 +82,22 @@ def test_qgemm2d_sat_matches_the_saturating_pairs(m, k, p, y_type):
     assert np.array_equal(y.reshape(m, p), ref)
     if k >= 2:
         assert not np.array_equal(_sat_pairs_reference(w, x), w.astype(np.int64) @ x.astype(np.int64))
+
+
+@pytest.mark.parametrize("m,k,p", [(15, 40, 49), (10, 64, 36), (11, 37, 20), (6, 9, 3)])
+def test_qgemm2d_sat_reads_no_slack_past_x(m, k, p):
+    """X ending at its last pixel (a pointwise convolution's input read in place): the last partial tile's quads
+    whose rows' 16 bytes would run past X take only its pixels, the others are packed whole; the same sums as
+    with slack past X."""
+    w = _saturating_weights((m, k))
+    x = rng.integers(0, 256, (k, p)).astype(np.uint8)
+    b = rng.integers(-100000, 100000, m).astype(np.int32)
+    mult = (rng.random(m) * 1e-4).astype(np.float32)
+    tight = run_qgemm2d_sat(qgemm, w, x, b, mult, 3, np.uint8, slack=0)
+    assert np.array_equal(tight, run_qgemm2d_sat(qgemm, w, x, b, mult, 3, np.uint8))
+    acc = (_sat_pairs_reference(w, x) + b[:, None]).astype(np.int32)
+    fa = (acc.astype(np.float32) * mult[:, None]).astype(np.float32)
+    assert np.array_equal(tight.reshape(m, p), (np.rint(np.clip(fa, -3, 252)) + 3).astype(np.uint8))
 
 
 CONVS = [  # x shape, w shape, attributes: onnxruntime's paths (im2col on NHWC; MLAS's symmetric conv)

@@ -50,6 +50,7 @@ def _requantized(acc, mult, zp, y_type):
 @pytest.mark.parametrize("dot", KERNEL_DOTS)
 @pytest.mark.parametrize("m,k,p,y_type", [(13, 27, 50, np.uint8),  # strips, a half tile, MRS rows and 3
                                           (15, 40, 49, np.int8),  # the last pixel: _make_cols
+                                          (10, 64, 36, np.uint8),  # _make_cols: whole groups, 2 passes
                                           (9, 16, 272, np.uint8),  # blocks of PB pixels, a 16-pixel tail
                                           (7, 5, 20, np.float32),  # k % 4 != 0, the float epilogue
                                           (6, 12, 40, np.uint8),  # 16-lane strips: a group of 3 tiles, partial

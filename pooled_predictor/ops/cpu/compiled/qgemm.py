@@ -73,6 +73,8 @@ level with onnxruntime's (0.99x, was 0.92x).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -780,23 +782,60 @@ _h_f = dispatch_rows(lambda r: _make_micro(r, False, False, True, sat=True, half
 
 
 COLS = 4  # the most pixels of a last tile that _make_cols takes (5 or more: the half or whole tile is cheaper)
+COLS_PASS = 1 if DOT == "vpdpbusd" else 2
+"""Pixels a pass of _make_cols' k loop takes: their 5 accumulators each and the group's 8 X broadcasts each in
+registers (AVX2's 16 ymm). Two share the W loads (Haswell code on Zen 5, 4 last pixels of a 256 x 2304 row
+block: 0.026 ms against 0.032 one at a time); with vpdpbusd (AVX-VNNI, no `ones`) two spilled a register."""
+CM = 8  # quads of k in a group of _make_cols (lcm(8, MRS) / MRS), pixel-major in the tile (cols_pixel_major)
+
+
+def _rotations(rows: int) -> tuple[int, int, list, list]:
+    """How _make_cols reads a row tile's W quads 8 int32 at a time: (G, V, quads, gathers). The tile's
+    elements j * rows + r (quad j, row r) taken in flat order, G = lcm(8, rows) / rows quads fill V =
+    lcm(8, rows) / 8 whole vectors; lane l of vector s holds quad (8 s + l) // rows (quads[s][l]) and row
+    (8 s + l) % rows. gathers[s]: lane index lists, one per occurrence, that bring vector s's lanes of row r
+    to lane r (8: a zero lane)."""
+    span = math.lcm(8, rows)
+    g, v = span // rows, span // 8
+    quads = [[(8 * s + lane) // rows for lane in range(8)] for s in range(v)]
+    gathers = []
+    for s in range(v):
+        lanes_of = [[lane for lane in range(8) if (8 * s + lane) % rows == r] for r in range(rows)]
+        most = max(len(ls) for ls in lanes_of)
+        gathers.append([[lanes_of[r][k] if r < rows and k < len(lanes_of[r]) else 8 for r in range(8)]
+                        for k in range(most)])
+    return g, v, quads, gathers
 
 
 def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
-    """The saturating product for the last n_pix (1..COLS) pixels of a row tile, the tile's `rows` output
-    channels in the lanes and each pixel broadcast (qgemv_sat's orientation): per quad of k one vector of
-    the tile's W quads and n_pix vpmaddubsw, where the half tile (_make_micro's `half`) takes `rows`
-    whatever the pixel count. ResNet-50's 7 x 7 layers have 49 = 3 * 16 + 1 pixels: their last pixel cost
-    a half tile, 8 lanes for 1 (the 7 x 7 convolutions ran 9-14% slower than onnxruntime's per layer).
+    """The saturating product for the last n_pix (1..COLS) pixels of a row tile, each pixel's X broadcast
+    against the tile's W quads read 8 int32 at a time (qgemv_sat's orientation), every lane used.
+
+    ResNet-50's 7 x 7 layers have 49 = 3 * 16 + 1 pixels, its 14 x 14 ones 196 = 12 * 16 + 4. A half tile
+    took 8 lanes for each last pixel; one vector of the tile's 5 rows a quad of k (5 lanes of 8, one dot
+    product a loop step for one pixel) took 2-5x the last pixels' share of the layer at the whole tiles' rate
+    (Haswell code on Zen 5: 0.065 ms of a 512 x 4608 x 49 layer's 0.926). So the tile's W is read as its flat
+    sequence of int32 (element j * rows + r: quad j, row r), whole vectors at a time (_rotations: for 5 rows
+    G = 8 quads in V = 5 vectors, lane l of vector s holding quad (8 s + l) // 5, row (8 s + l) % 5), each
+    multiplied by the pixel's X quads blended to the same lanes; vector s's products go to accumulator s of
+    the pixel, whose lanes keep their rows across the loop, and are brought to lane r = row r at the end.
+    The quads past the last whole group go as before, one W vector (rows lanes of 8) a quad. Pixels run
+    COLS_PASS at a time over k (their accumulators in registers).
 
     cols(wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones): for r < rows, i < n_pix:
     acc = b[b_off + r] + sum_{j < kq_n} the saturated pairs of W(r, 4j .. 4j + 3) (byte t of wq[w_off +
-    j * rows + r]) and X's quad xq[x_off + 64 j + 4 i .. + 4] (the packed tile of _pack16, pixel i), in
-    _make_micro(sat=True)'s pair order, so the same int32 sums; y[y_off + r * ldy + i] = the same
-    requantization (MlasRequantizeOutput's), or float32(acc) * mult with y_float. The W vector is read
-    as 8 int32 at wq[w_off + j * rows]: the caller keeps 8 - rows elements readable past the tile's last
-    quad (lanes >= rows hold the next quads' weights, and are never stored).
+    j * rows + r]) and X's quad xq[x_off + 64 j + 4 i .. + 4] (the packed tile of _pack16, pixel i; in the
+    whole groups, its pixel-major copy by cols_pixel_major, which the caller makes), in
+    _make_micro(sat=True)'s pair order, so the same int32 sums (int32 addition is associative: the order of
+    the quads does not change them); y[y_off + r * ldy + i] = the same requantization (MlasRequantizeOutput's),
+    or float32(acc) * mult with y_float. Past the whole groups the W vector is read as 8 int32 at wq[w_off +
+    j * rows]: the caller keeps 8 - rows elements readable past the tile's last quad (lanes >= rows hold the
+    next quads' weights, and are never stored).
     """
+    g_n, v_n, quads, gathers = _rotations(rows)
+    if g_n != CM:
+        raise ValueError(f"_make_cols: {rows} rows take groups of {g_n} quads, not the {CM} of cols_pixel_major")
+    v32i8 = ir.VectorType(_I8, 32)
 
     @intrinsic
     def cols(typingctx, wq, w_off, xq, x_off, y, y_off, ldy, kq_n, b, b_off, mult, zp, ones):
@@ -807,27 +846,68 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
             wptr, xptr, yptr, bptr, mptr = arg_pointers(context, builder, signature, args,
                                                         (0, 1), (2, 3), (4, 5), (8, 9), (10, 9))
             ones32 = _ones32(context, builder, signature.args[12], args[12])
-            v32i8 = ir.VectorType(_I8, 32)
-            bias = ir.Constant(_V8I, [0] * 8)
+            zero = ir.Constant(_V8I, [0] * 8)
+            bias = zero
             mv = ir.Constant(_V8F, [0.0] * 8)
             for r in range(rows):
                 bias = builder.insert_element(bias, builder.load(builder.gep(bptr, [_c(r)])), _c(r, _I32))
                 mv = builder.insert_element(mv, builder.load(builder.gep(mptr, [_c(r)])), _c(r, _I32))
-            j, pre_bb, loop_bb, done_bb = open_loop(builder, kq_v, "cols")
-            accs = vector_phis(builder, n_pix, (bias, pre_bb))
-            wv = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(j, _c(rows))]), v32i8.as_pointer()),
-                              align=4)
-            xj = builder.gep(xptr, [builder.mul(j, _c(64))])
-            new = []
-            for i in range(n_pix):
-                quad = builder.load(builder.bitcast(builder.gep(xj, [_c(4 * i)]), _I32.as_pointer()), align=1)
-                xv = builder.bitcast(_splat(builder, quad, _V8I), v32i8)
-                new.append(_dot4(builder, accs[i], xv, wv, ones32, DOT))
-            final = close_loop(builder, j, kq_v, accs, new, loop_bb, done_bb, (bias, pre_bb))
+            groups = builder.sdiv(kq_v, _c(g_n))
+            rest0 = builder.mul(groups, _c(g_n))  # the first quad past the whole groups
+
+            def quad_of(pixel, j):
+                """Pixel `pixel`'s X quad j (an i32), from the packed tile."""
+                at = builder.gep(xptr, [builder.add(builder.mul(j, _c(64)), _c(4 * pixel))])
+                return builder.load(builder.bitcast(at, _I32.as_pointer()), align=1)
+
+            sums = []
+            for p0 in range(0, n_pix, COLS_PASS):
+                pix = list(range(p0, min(n_pix, p0 + COLS_PASS)))
+                # the whole groups of g_n quads: v_n accumulators a pixel, lane l of s holding row (8 s + l) % rows
+                grp, pre_bb, loop_bb, done_bb = open_loop(builder, groups, f"cols_groups{p0}")
+                accs = vector_phis(builder, v_n * len(pix), (zero, pre_bb))
+                j0 = builder.mul(grp, _c(g_n))
+                wg = builder.gep(wptr, [builder.mul(j0, _c(rows))])
+                xg = builder.gep(xptr, [builder.mul(j0, _c(64))])  # the group's pixel-major quads (cols_pixel_major)
+                # pixel i's quad j0 + q: a broadcast of xg[64 i + 32 + 4 q] (the pixel-major copy, one cache line)
+                splats = {(i, q): _splat(builder, builder.load(builder.bitcast(
+                    builder.gep(xg, [_c(64 * i + 32 + 4 * q)]), _I32.as_pointer()), align=4), _V8I)
+                    for i in pix for q in range(g_n)}
+                new = []
+                for s in range(v_n):
+                    wv = builder.load(builder.bitcast(builder.gep(wg, [_c(8 * s)]), v32i8.as_pointer()), align=4)
+                    wanted = sorted(set(quads[s]))
+                    for k, i in enumerate(pix):
+                        # lanes blended from the broadcasts (a vpblendd each: a shuffle of one loaded vector
+                        # was folded by LLVM into _sat_pairs' byte shuffles, which then lost vpmaddubsw)
+                        xv = splats[(i, wanted[0])]
+                        for q in wanted[1:]:
+                            mask = ir.Constant(ir.VectorType(ir.IntType(1), 8), [x == q for x in quads[s]])
+                            xv = builder.select(mask, splats[(i, q)], xv)
+                        new.append((k * v_n + s, _dot4(builder, accs[k * v_n + s], builder.bitcast(xv, v32i8), wv,
+                                                       ones32, DOT)))
+                new = [v for _, v in sorted(new, key=lambda t: t[0])]
+                final = close_loop(builder, grp, groups, accs, new, loop_bb, done_bb, (zero, pre_bb))
+                # the quads past them: one W vector (rows lanes) a quad, lane r row r, the bias added here
+                rest = builder.sub(kq_v, rest0)
+                jr, pre_bb, loop_bb, done_bb = open_loop(builder, rest, f"cols_rest{p0}")
+                tails = vector_phis(builder, len(pix), (bias, pre_bb))
+                j = builder.add(rest0, jr)
+                wv = builder.load(builder.bitcast(builder.gep(wptr, [builder.mul(j, _c(rows))]), v32i8.as_pointer()),
+                                  align=4)
+                new = [_dot4(builder, tails[k], builder.bitcast(_splat(builder, quad_of(i, j), _V8I), v32i8), wv,
+                             ones32, DOT) for k, i in enumerate(pix)]
+                tails = close_loop(builder, jr, rest, tails, new, loop_bb, done_bb, (bias, pre_bb))
+                for k in range(len(pix)):
+                    acc = tails[k]
+                    for s in range(v_n):
+                        for idx in gathers[s]:
+                            acc = builder.add(acc, builder.shuffle_vector(final[k * v_n + s], zero,
+                                                                          ir.Constant(_V8I, idx)))
+                    sums.append(acc)
             scale, quantize = _requantizer(builder, zp_v, y_signed)
-            zero = ir.Constant(_V8I, [0] * 8)
             for i in range(n_pix):
-                f = scale(final[i], zero, mv)
+                f = scale(sums[i], zero, mv)
                 v = f if y_float else quantize(f)
                 for r in range(rows):
                     dst = builder.gep(yptr, [builder.add(builder.mul(ldy_v, _c(r)), _c(i))])
@@ -1007,8 +1087,8 @@ def _qgemm(wp, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, xs, ys):
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx):
     """X's block of t_n 16-pixel tiles from pixel p0 packed into xq (tile t at t * tile_b: the quads of each
-    tile interleaved, _pack16), read by every row tile; a last partial tile's other lanes zero (jump == 0:
-    only its pixels read) or X's next pixels (a convolution's rows: X readable past them)."""
+    tile interleaved, _pack16), read by every row tile; a last partial tile's other lanes X's next bytes (a
+    convolution's rows: X readable past them; jump == 0: where they are inside X, else zero)."""
     jump = pitch - ow
     t4 = 0
     if WIDE and jump == 0:  # whole groups of 4 tiles inside X: 64 pixels a call (_pack64)
@@ -1023,16 +1103,24 @@ def _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
                 for j in range(kq_n):
                     _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
                 continue
-            # the last tile: only its pixels read (X needs no slack past them), the other lanes zero
+            # the last tile: X needs no slack past its pixels, so a quad whose rows are not all 16 bytes inside
+            # X takes only its pixels, the other lanes zero; the others are packed whole (their other lanes X's
+            # next bytes: never stored). Byte by byte, the whole tile took 12 us of a 2048 x 49 pointwise layer's
+            # 0.41 ms (Haswell code on Zen 5)
             n_in = p_n - q
-            for i in range(tile_b):
-                xq[t * tile_b + i] = 0
+            inside = xf.size - NP - x0 - q  # the largest row offset whose 16 bytes from q are inside X
             for j in range(kq_n):
+                o = max(max(offs[4 * j], offs[4 * j + 1]), max(offs[4 * j + 2], offs[4 * j + 3]))
+                if o <= inside:
+                    _pack16(xf, x0 + q, offs, j, xq, t * tile_b + j * 64)
+                    continue
+                d = t * tile_b + j * 64
+                for i in range(64):
+                    xq[d + i] = 0
                 for r4 in range(4):
                     src = x0 + offs[4 * j + r4] + q
-                    d = t * tile_b + j * 64 + r4
                     for i in range(n_in):
-                        xq[d + 4 * i] = xf[src + i]
+                        xq[d + r4 + 4 * i] = xf[src + i]
             continue
         col = q % ow  # output pixel q + i of the tile: row (col + i) // ow after the tile's first row
         e = x0 + q // ow * pitch + col
@@ -1054,6 +1142,24 @@ def _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def cols_pixel_major(xq, t_off, kq_n, n_pix):
+    """The quads of a packed tile's (_pack16: quad j of pixel i at xq[t_off + 64 j + 4 i]) first n_pix <= 8
+    pixels copied pixel-major by groups of CM quads, for _make_cols: quads CM g .. CM g + CM - 1 of pixel i
+    at xq[t_off + 64 (CM g + i) + 32 ..] (32 bytes), in the upper halves of the tile's quad rows, the lanes
+    of pixels 8..15, which no kernel reads in a tile of 8 or fewer pixels (_tile_sat_half takes the lower
+    halves). Read so, a pixel's CM quads are one vector load; from the tile's layout they took a cache line
+    each (64 bytes for 4)."""
+    x32 = xq.view(np.int32)
+    base = t_off // 4
+    for g in range(kq_n // CM):
+        for i in range(n_pix):
+            dst = base + 16 * (CM * g + i) + 8
+            src = base + 16 * CM * g + i
+            for q in range(CM):
+                x32[dst + q] = x32[src + 16 * q]
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, xq, ys, ow, pitch):
     kq_n = offs.size // 4
     tile_b = kq_n * 64  # bytes of one packed 16-pixel tile
@@ -1063,6 +1169,9 @@ def _qgemm_sat(wq, xf, x0, offs, yf, y0, ldy, m_n, p_n, b, mult, zp, ws, ones, x
         pe = min(p_n, p0 + PB)
         t_n = (pe - p0 + NP - 1) // NP
         _pack_block(xf, x0, offs, xq, p0, t_n, p_n, kq_n, tile_b, ow, pitch, rowidx)
+        n_last = pe - p0 - (t_n - 1) * NP
+        if not WIDE and n_last <= COLS:  # a last tile for _cols_sat: its pixels' quads pixel-major too
+            cols_pixel_major(xq, (t_n - 1) * tile_b, kq_n, n_last)
         # the block's whole 16-pixel tiles: one strip a row tile (WIDE: its last, partial tile too, its stores
         # masked to the valid pixels)
         t_full = t_n if WIDE else max(0, (min(pe, vec_end) - p0) // NP)
