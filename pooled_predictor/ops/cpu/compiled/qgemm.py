@@ -873,7 +873,7 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
                 splats = {(i, q): _splat(builder, builder.load(builder.bitcast(
                     builder.gep(xg, [_c(64 * i + 32 + 4 * q)]), _I32.as_pointer()), align=4), _V8I)
                     for i in pix for q in range(g_n)}
-                new = []
+                new = list(accs)  # accumulator k * v_n + s: pixel pix[k], vector s
                 for s in range(v_n):
                     wv = builder.load(builder.bitcast(builder.gep(wg, [_c(8 * s)]), v32i8.as_pointer()), align=4)
                     wanted = sorted(set(quads[s]))
@@ -884,9 +884,8 @@ def _make_cols(rows: int, n_pix: int, y_signed: bool, y_float: bool = False):
                         for q in wanted[1:]:
                             mask = ir.Constant(ir.VectorType(ir.IntType(1), 8), [x == q for x in quads[s]])
                             xv = builder.select(mask, splats[(i, q)], xv)
-                        new.append((k * v_n + s, _dot4(builder, accs[k * v_n + s], builder.bitcast(xv, v32i8), wv,
-                                                       ones32, DOT)))
-                new = [v for _, v in sorted(new, key=lambda t: t[0])]
+                        a = k * v_n + s
+                        new[a] = _dot4(builder, accs[a], builder.bitcast(xv, v32i8), wv, ones32, DOT)
                 final = close_loop(builder, grp, groups, accs, new, loop_bb, done_bb, (zero, pre_bb))
                 # the quads past them: one W vector (rows lanes) a quad, lane r row r, the bias added here
                 rest = builder.sub(kq_v, rest0)
