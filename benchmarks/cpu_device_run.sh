@@ -10,8 +10,10 @@
 # QLinearConv kernel (written, tested through its numpy walk only; the "amx" step runs its tests, times it per layer
 # and in int8.py's CNN rows) and session 17's in-place int8 convolutions (qconv_direct / qconv_direct_chlanes, never
 # run on that Xeon: int8_conv_kernels.py's "packed" column is the same layers without them; keep them where
-# packed / ours > 1 there; AMX conv is default-worthy only where its column beats "ours"); and session 20's two
-# Intel-only changes (numba's loops at 512 bits, packed weights on cache lines), never run there. Next session's
+# packed / ours > 1 there; AMX conv is default-worthy only where its column beats "ours"); session 20's two
+# Intel-only changes (numba's loops at 512 bits, packed weights on cache lines), never run there; and session 23's
+# vector packing of a pointwise layer's last partial int8 tile (MobileNetV2 int8 1.041x a forward at 16 lanes on
+# Zen 5: the "int8" step's MobileNetV2 rows show it there). Next session's
 # first call (the A/B of the 512-bit loops, then the table at 1, 2 and 16 workers), then STEPS="amx profile":
 #   run(command='STEPS="zmm_loops check" DEADLINE=520 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=540)
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
