@@ -525,17 +525,15 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     nv = 1: the tile's first 8 pixels only (a last tile of 8 or fewer)."""
     v32i8 = ir.VectorType(_I8, 32)
     base = builder.gep(xptr, [builder.mul(j, _c(64))])
+    wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
+    _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
     if WIDE and nv == 2:  # the 16 pixels' 64 bytes in one vector, one accumulator a row (accs <16 x i32>)
         v64i8 = ir.VectorType(_I8, 64)
         xv = builder.load(builder.bitcast(base, v64i8.as_pointer()), align=1)
-        wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
-        _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
         return [_dot4(builder, accs[r_i], xv, builder.bitcast(_splat(builder, builder.load(builder.gep(
             wrow, [_c(r_i)])), _V16I), v64i8), None, DOT) for r_i in range(rows)]
     halves = [builder.load(builder.bitcast(builder.gep(base, [_c(32 * v)]), v32i8.as_pointer()), align=1)
               for v in range(nv)]
-    wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
-    _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
     ones32 = builder.sext(ones16, ir.VectorType(_I32, 16))
     new = []
     for r_i in range(rows):
