@@ -318,6 +318,61 @@ def test_blocked_maxpool_matches_onnxruntime(kernel, strides, pads, dilations, c
     np.testing.assert_allclose(net.blob_by_name("y"), run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
+def _scan_maxpool(x, kh, kw, sh, sw, dh, dw, ph, pw, oh_n, ow_n):
+    """The reference of compiled/blocked.py's maxpool: x (rows, H, W, B); each window's input taps in row-major
+    order from -inf, a tap taken when greater or NaN (the first of equal maxima, the last NaN); float32's lowest
+    where a window has no tap."""
+    rows, h, w, b = x.shape
+    y = np.empty((rows, oh_n, ow_n, b), np.float32)
+    for oh in range(oh_n):
+        for ow in range(ow_n):
+            m = np.full((rows, b), -np.inf, np.float32)
+            taps = 0
+            for i in range(kh):
+                for j in range(kw):
+                    r, c = oh * sh - ph + i * dh, ow * sw - pw + j * dw
+                    if 0 <= r < h and 0 <= c < w:
+                        v = x[:, r, c]
+                        m = np.where((v > m) | np.isnan(v), v, m)
+                        taps += 1
+            y[:, oh, ow] = m if taps else np.finfo(np.float32).min
+    return y
+
+
+@pytest.mark.parametrize("block", [8, 16])
+@pytest.mark.parametrize("kernel, strides, dilations, pads, hw", [
+    ((3, 3), (2, 2), (1, 1), (1, 1), (9, 13)), ((3, 3), (1, 1), (1, 1), (1, 1), (9, 13)),
+    ((2, 2), (2, 2), (1, 1), (0, 0), (9, 13)), ((1, 4), (1, 3), (1, 1), (0, 2), (9, 13)),
+    ((2, 5), (1, 2), (1, 1), (1, 3), (9, 13)), ((3, 7), (2, 1), (2, 1), (2, 3), (9, 13)),
+    ((3, 3), (3, 3), (2, 2), (3, 3), (9, 13)), ((2, 3), (1, 2), (3, 1), (1, 1), (2, 13))])
+def test_blocked_maxpool_kernel_is_one_ordered_scan(block, kernel, strides, dilations, pads, hw):
+    """compiled/blocked.py's maxpool at both widths (windows of 1-4 columns unrolled as trees, wider ones a
+    loop; runs of output columns at the borders and inside) gives the bits of one row-major scan of each
+    window: NaNs of several payloads (the last one wins), ties of -0.0 and +0.0 (the first wins), -inf,
+    and windows with no tap."""
+    from pooled_predictor.ops.cpu.blocked import kernels
+
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw), (h, w) = kernel, strides, dilations, pads, hw
+    rows = 3
+    x = f32(rows, h, w, block)
+    x[x > 1.5] = 0.0
+    x[x < -1.5] = -0.0
+    x[0, 1:4, 2:5] = np.inf * -1
+    bits = x.view(np.uint32)
+    for k, (r, i, j) in enumerate([(0, 2, 3), (1, 4, 4), (1, 4, 5), (2, 0, 12), (2, 8, 0)]):
+        i = min(i, h - 1)
+        bits[r, i, j, k % block] = 0x7FC00001 + k  # quiet NaNs, told apart by their payloads
+        bits[r, i, j, (k + 5) % block] = 0xFFC00010 + k
+    oh_n = (h + 2 * ph - ((kh - 1) * dh + 1)) // sh + 1
+    ow_n = (w + 2 * pw - ((kw - 1) * dw + 1)) // sw + 1
+    y = np.empty(rows * oh_n * ow_n * block, np.float32)
+    kernels(block).maxpool(x.reshape(-1), y, rows, h, w, oh_n, ow_n, kh, kw, sh, sw, dh, dw, ph, pw,
+                           np.float32(np.finfo(np.float32).min))
+    expected = _scan_maxpool(x, kh, kw, sh, sw, dh, dw, ph, pw, oh_n, ow_n)
+    np.testing.assert_array_equal(y.view(np.uint32), expected.reshape(-1).view(np.uint32))
+    assert (y == np.finfo(np.float32).min).all() if h == 2 else np.isnan(y).any()
+
+
 @pytest.mark.parametrize("passes", [False, True])
 @pytest.mark.parametrize("n, stride", [(1, 1), (2, 2)])
 def test_stem_convs_read_nchw_and_write_blocked(passes, n, stride, monkeypatch):

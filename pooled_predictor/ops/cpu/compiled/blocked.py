@@ -195,27 +195,65 @@ def channel_op(x, s, out, rows, p_n, s_rows, op):
             _rsub_rows(x, s, out, b, so, p_n)
 
 
+_UNROLLED_COLS = (1, 2, 3, 4)  # window widths whose columns _max_windows loads unrolled (the rest: a loop)
+
+
 @intrinsic
-def _max_window(typingctx, x, x_off, rows, cols, x_row, x_col, y, y_off):
-    """y[y_off : y_off + 8] = the lane-wise max of the rows x cols vectors at x[x_off + i * x_row + j * x_col],
-    starting from -inf, as select(v > m or v is NaN, v, m) (NaN propagates, as np.maximum and
-    pooling.py's _mx; no masked store)."""
-    sig = types.void(x, x_off, rows, cols, x_row, x_col, y, y_off)
+def _max_windows(typingctx, x, x_off, rows, cols, x_row, x_col, x_step, y, y_off, n):
+    """For each of n windows w: y[y_off + w * LANES : ... + LANES] = the lane-wise max of the rows x cols
+    vectors at x[x_off + w * x_step + i * x_row + j * x_col], starting from -inf.
+
+    combine(m, v) = select(v > m or v is NaN, v, m) keeps the first of equal maxima and the last NaN
+    (NaN propagates, as np.maximum and pooling.py's _mx). That rule is associative, so any bracketing
+    that keeps the taps' order gives the bits of one left-to-right scan: a window 1-4 columns wide
+    loads a row's columns unrolled and combines them as a tree (depth 2, not a chain of 4), then
+    combines the rows in order; wider windows scan their columns in a loop. No masked store."""
+    sig = types.void(x, x_off, rows, cols, x_row, x_col, x_step, y, y_off, n)
 
     def codegen(context, builder, signature, args):
-        x_a, x_off_v, rows_v, cols_v, x_row_v, x_col_v, y_a, y_off_v = args
+        x_a, x_off_v, rows_v, cols_v, x_row_v, x_col_v, x_step_v, y_a, y_off_v, n_v = args
         xp = builder.gep(context.make_array(signature.args[0])(context, builder, x_a).data, [x_off_v])
-        yp = builder.gep(context.make_array(signature.args[6])(context, builder, y_a).data, [y_off_v])
-        acc = cgutils.alloca_once_value(builder, ir.Constant(_V8, [float("-inf")] * LANES))
-        with cgutils.for_range(builder, rows_v) as ri:
-            row = builder.gep(xp, [builder.mul(ri.index, x_row_v)])
-            with cgutils.for_range(builder, cols_v) as ci:
-                v = builder.load(builder.bitcast(builder.gep(row, [builder.mul(ci.index, x_col_v)]),
-                                                 _V8.as_pointer()), align=4)
-                m = builder.load(acc)
-                take = builder.or_(builder.fcmp_ordered(">", v, m), builder.fcmp_unordered("uno", v, v))
-                builder.store(builder.select(take, v, m), acc)
-        builder.store(builder.load(acc), builder.bitcast(yp, _V8.as_pointer()), align=4)
+        yp = builder.gep(context.make_array(signature.args[7])(context, builder, y_a).data, [y_off_v])
+        i64 = ir.IntType(64)
+        vp = _V8.as_pointer()
+        acc = cgutils.alloca_once(builder, _V8)
+
+        def combine(m, v):
+            take = builder.or_(builder.fcmp_ordered(">", v, m), builder.fcmp_unordered("uno", v, v))
+            return builder.select(take, v, m)
+
+        def tree(vs):
+            while len(vs) > 1:
+                vs = [combine(vs[i], vs[i + 1]) for i in range(0, len(vs) - 1, 2)] + vs[len(vs) - len(vs) % 2:]
+            return vs[0]
+
+        def load(p, at):
+            return builder.load(builder.bitcast(builder.gep(p, [at]), vp), align=4)
+
+        with cgutils.for_range(builder, n_v) as wi:
+            wp = builder.gep(xp, [builder.mul(wi.index, x_step_v)])
+            builder.store(ir.Constant(_V8, [float("-inf")] * LANES), acc)
+            done = builder.append_basic_block("max_windows.done")
+            loop = builder.append_basic_block("max_windows.cols_loop")
+            switch = builder.switch(cols_v, loop)
+            for c in _UNROLLED_COLS:
+                case = builder.append_basic_block(f"max_windows.cols{c}")
+                switch.add_case(ir.Constant(i64, c), case)
+                builder.position_at_end(case)
+                with cgutils.for_range(builder, rows_v) as ri:
+                    row = builder.gep(wp, [builder.mul(ri.index, x_row_v)])
+                    taps = [load(row, builder.mul(ir.Constant(i64, j), x_col_v)) for j in range(c)]
+                    builder.store(combine(builder.load(acc), tree(taps)), acc)
+                builder.branch(done)
+            builder.position_at_end(loop)
+            with cgutils.for_range(builder, rows_v) as ri:
+                row = builder.gep(wp, [builder.mul(ri.index, x_row_v)])
+                with cgutils.for_range(builder, cols_v) as ci:
+                    builder.store(combine(builder.load(acc), load(row, builder.mul(ci.index, x_col_v))), acc)
+            builder.branch(done)
+            builder.position_at_end(done)
+            out = builder.gep(yp, [builder.mul(wi.index, ir.Constant(i64, LANES))])
+            builder.store(builder.load(acc), builder.bitcast(out, vp), align=4)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -227,25 +265,35 @@ def _max_window(typingctx, x, x_off, rows, cols, x_row, x_col, y, y_off):
 def maxpool(x, out, rows, h, w, oh_n, ow_n, kh, kw, sh, sw, dh, dw, ph, pw, lowest):
     """out (rows, OH, OW, 8) flat = the max of x (rows, h, w, 8) flat over each window's input taps
     (ONNX MaxPool, 2-D; padding never wins); a window with no input tap gets `lowest`. The columns'
-    tap ranges are computed once per call (integer divisions), not once per output pixel."""
+    tap ranges are computed once per call (integer divisions), not once per output pixel, and grouped
+    into runs of output columns with the same range (the left border, the interior, the right
+    border): one _max_windows call a run."""
     j0s = np.empty(ow_n, np.int64)
     j1s = np.empty(ow_n, np.int64)
     for ow in range(ow_n):
         left = ow * sw - pw
         j0s[ow] = 0 if left >= 0 else (-left + dw - 1) // dw
         j1s[ow] = min(kw, (w - 1 - left) // dw + 1) if left <= w - 1 else 0
+    runs = np.empty(ow_n + 1, np.int64)  # runs[k] .. runs[k + 1]: output columns of one tap range
+    run_n = 0
+    for ow in range(ow_n):
+        if ow == 0 or j0s[ow] != j0s[ow - 1] or j1s[ow] != j1s[ow - 1]:
+            runs[run_n] = ow
+            run_n += 1
+    runs[run_n] = ow_n
     for r in range(rows):
         for oh in range(oh_n):
             base = oh * sh - ph
             i0 = 0 if base >= 0 else (-base + dh - 1) // dh
             i1 = min(kh, (h - 1 - base) // dh + 1) if base <= h - 1 else 0
             row = (r * h + base + i0 * dh) * w
-            for ow in range(ow_n):
+            for k in range(run_n):
+                ow, ow_end = runs[k], runs[k + 1]
                 j0, j1 = j0s[ow], j1s[ow]
                 o = ((r * oh_n + oh) * ow_n + ow) * BLOCK
                 if i1 <= i0 or j1 <= j0:
-                    for lane in range(BLOCK):
-                        out[o + lane] = lowest
+                    for i in range((ow_end - ow) * BLOCK):
+                        out[o + i] = lowest
                     continue
-                _max_window(x, (row + ow * sw - pw + j0 * dw) * BLOCK, i1 - i0, j1 - j0, dh * w * BLOCK, dw * BLOCK,
-                            out, o)
+                _max_windows(x, (row + ow * sw - pw + j0 * dw) * BLOCK, i1 - i0, j1 - j0, dh * w * BLOCK,
+                             dw * BLOCK, sw * BLOCK, out, o, ow_end - ow)
