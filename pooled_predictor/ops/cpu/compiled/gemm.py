@@ -114,6 +114,15 @@ def arg_pointers(context, builder, signature, args, *at) -> list:
             for i, j in at]
 
 
+def prefetch(builder, ptr) -> None:
+    """llvm.prefetch of the cache line at ptr (read, keep in all levels, data): prefetcht0. Never faults,
+    so ptr may lie past an array's end."""
+    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    fn = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
+        builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+
 def _fmuladd(builder, lanes: int = 8):
     """llvm.fmuladd on <lanes x float> (a fused multiply-add where the CPU has FMA)."""
     mod = builder.module
@@ -125,11 +134,13 @@ def _fmuladd(builder, lanes: int = 8):
     return fn
 
 
-def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
+def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots, step_cold=None):
     """The register-blocked tile shared by the micro-kernels (this module's and nchwc_gemm.py's).
 
     Emits: the accumulators start from the Y vectors at `slots` (mode & 1) or zero; for k < k_n,
-    accs = step(k, accs) (the caller's loads and multiply-adds of one k); then + bias[i] (mode & 2,
+    accs = step(k, accs) (the caller's loads and multiply-adds of one k; with step_cold given and
+    mode & 16, step_cold instead: a second k loop, the same sums with prefetches of what a later
+    tile reads); then + bias[i] (mode & 2,
     after the sum, as a GEMM followed by + B), then + the vectors at z_slots() (mode & 4, the sum
     input, after the bias, as an Add; its addresses computed there only, off the k loop's
     registers); then ReLU (mode & 8, with mode & 2: epilogue.activate's, t = v + 0, then 0 where t < 0, the
@@ -156,13 +167,31 @@ def accumulate_tile(builder, slots, mode, k_n, step, bias, z_slots):
     builder.branch(pre_bb)
     builder.position_at_end(pre_bb)
     start = vector_phis(builder, len(slots), (from_y, from_y_bb), (zero, from_0_bb))
-    builder.cbranch(builder.icmp_signed(">", k_n, c(0)), loop_bb, done_bb)
-    builder.position_at_end(loop_bb)
-    k = builder.phi(_I64)
-    k.add_incoming(c(0), pre_bb)
-    accs = vector_phis(builder, len(start), (start, pre_bb))
-    new = step(k, accs)
-    final = close_loop(builder, k, k_n, accs, new, loop_bb, done_bb, (start, pre_bb))  # phis lead the block
+    loops = [(step, loop_bb)]
+    if step_cold is None:
+        enter_bb = pre_bb
+        builder.cbranch(builder.icmp_signed(">", k_n, c(0)), loop_bb, done_bb)
+    else:
+        enter_bb = fn.append_basic_block("k_enter")
+        loops.append((step_cold, fn.append_basic_block("k_loop_cold")))
+        builder.cbranch(builder.icmp_signed(">", k_n, c(0)), enter_bb, done_bb)
+        builder.position_at_end(enter_bb)
+        builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(16)), c(0)), loops[1][1], loop_bb)
+    ends = []
+    for body, block in loops:
+        builder.position_at_end(block)
+        k = builder.phi(_I64)
+        k.add_incoming(c(0), enter_bb)
+        accs = vector_phis(builder, len(start), (start, enter_bb))  # phis lead the block
+        new = body(k, accs)
+        k_next = builder.add(k, c(1))
+        k.add_incoming(k_next, block)
+        for acc, value in zip(accs, new):
+            acc.add_incoming(value, block)
+        builder.cbranch(builder.icmp_signed("<", k_next, k_n), block, done_bb)
+        ends.append((new, block))
+    builder.position_at_end(done_bb)
+    final = vector_phis(builder, len(start), (start, pre_bb), *ends)
     builder.cbranch(builder.icmp_signed("!=", builder.and_(mode, c(2)), c(0)), bias_bb, store_bb)
     builder.position_at_end(bias_bb)
     biased = [builder.fadd(f, bv) for f, bv in zip(final, bias)]

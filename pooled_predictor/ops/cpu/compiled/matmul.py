@@ -47,7 +47,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from . import isa
-from .gemm import _fmuladd, dispatch_rows, vector_phis, vector_type
+from .gemm import _fmuladd, dispatch_rows, prefetch, vector_phis, vector_type
 from .jit import njit
 
 _F4 = ir.FloatType()
@@ -125,18 +125,12 @@ def k_loop(builder, rows: int, arows, xptr, ldx, k_n, prefetch_at=None, lanes: i
     """
     vt = vector_type(lanes)
     fma = _fmuladd(builder, lanes)
-    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-    prefetch = None
-    if prefetch_at is not None:
-        prefetch = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
     fn = builder.function
 
     def step(accs, k):
         row = builder.gep(xptr, [builder.mul(k, ldx)])
-        if prefetch is not None:  # read, high locality, data cache
-            builder.call(prefetch, [builder.bitcast(builder.gep(prefetch_at, [builder.mul(k, ldx)]), i8p),
-                                    ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        if prefetch_at is not None:
+            prefetch(builder, builder.gep(prefetch_at, [builder.mul(k, ldx)]))
         xv = [vload(builder, row, v, lanes) for v in range(2)]
         out = []
         for r in range(rows):

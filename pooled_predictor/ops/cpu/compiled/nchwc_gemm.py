@@ -38,6 +38,16 @@ back, exactly, so the bits do not change). (Running every panel on one
 pixel tile while its inputs are in L1 was 10-16% faster with cold caches
 on MobileNetV2's projections, but no faster inside the model: not kept.)
 
+W prefetch: the first pixel tile of each panel's K chunk (mode & PREFETCH_W) prefetches every line of
+the W row W_PREFETCH bytes ahead of the one it reads; the other tiles find the chunk in L1. In a model
+the layer before has evicted W, and the hardware prefetcher left the first tile waiting on it: ResNet-50's
+layer4 in the model (16 lanes, one thread, Zen 5) 1x1 2048 -> 512 0.585 -> 0.525 ms, 512 -> 2048 + Z
+0.597 -> 0.553, the 3x3 indirect 1.27-1.30 -> 1.13-1.17, the stride-2 projection 1.20 -> 1.07; warm
+(the layer alone, repeated) no change beyond the noise. Whole forwards, one thread
+(benchmarks/ab_checkouts.py, 5 rounds): ResNet-50 1.029x (Haswell code 1.042x), MobileNetV2 1.041x
+(1.041x), GoogLeNet 1.023x (1.028x), PP-OCR det and rec within 2%. Every other tile runs the k loop
+without the prefetches (accumulate_tile's second loop), so a panel's later tiles pay nothing for it.
+
 Numerically: each output is a sequential multiply-add chain over k in
 float32 (fused where the CPU has FMA), then + b[m], then + Z, then the
 activation (epilogue.py): the operations and order of the NCHW kernel
@@ -59,7 +69,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .epilogue import RELU, activate_range
-from .gemm import _I64, _fmuladd, _splat, accumulate_tile, arg_pointers, dispatch_rows, vector_type
+from .gemm import _I64, _fmuladd, _splat, accumulate_tile, arg_pointers, dispatch_rows, prefetch, vector_type
 from .gemm import pack_weights as gemm_pack
 from .jit import njit
 from .widths import lanes_here
@@ -76,6 +86,8 @@ PB_BYTES = 192 << 10  # a pixel block of Y (M x PB floats) at most this size, to
 # 192 -> 32 channels 2.35 -> 1.85 ms, 576 -> 96 4.34 -> 4.11 (batch 1: no change); expansions, M >= 160 and
 # the indirect KxK convolutions (gemm_nchwc_rows) were 1-7% slower with it
 KC_PROJECTION = 64
+W_PREFETCH = 4096  # bytes of W ahead of the row being read that a panel's first tile prefetches
+PREFETCH_W = 16  # the micro-kernels' mode bit for it (accumulate_tile's step_cold)
 
 
 def _tile_codegen(rows: int, vectors: int, gathered: bool):
@@ -102,9 +114,12 @@ def _tile_codegen(rows: int, vectors: int, gathered: bool):
         at = [builder.add(builder.mul(ldb_v, c(v)), c(BLOCK * r)) for r in range(rows) for v in range(vectors)]
         slots = [builder.bitcast(builder.gep(yptr, [a]), _VL.as_pointer()) for a in at]
 
-        def step(k, accs):
+        def step(k, accs, cold=False):
             xo = builder.load(builder.gep(optr, [k]))
             wrow = builder.gep(wptr, [builder.mul(k, c(BLOCK * vectors))])
+            if cold:  # W's row W_PREFETCH bytes on, every line of it
+                for line in range(0, 4 * BLOCK * vectors, 64):
+                    prefetch(builder, builder.gep(wrow, [c((W_PREFETCH + line) // 4)]))
             wv = [builder.load(builder.bitcast(builder.gep(wrow, [c(BLOCK * v)]), _VL.as_pointer()), align=4)
                   for v in range(vectors)]
             new = []
@@ -120,7 +135,7 @@ def _tile_codegen(rows: int, vectors: int, gathered: bool):
 
         mode = builder.zext(mode_v, _I64) if mode_v.type.width < 64 else mode_v
         accumulate_tile(builder, slots, mode, k_n_v, step, [bvec[i % vectors] for i in range(len(slots))],
-                        z_slots)
+                        z_slots, lambda k, accs: step(k, accs, True))
         return context.get_dummy_value()
 
     return codegen
@@ -134,6 +149,7 @@ def _make_micro(rows: int, vectors: int):
         + sum_{k < k_n} x[x_off + offs[k0 + k] + r * ldx] * wp[w_off + k * 8 * vectors + 8 v + l])
         (+ b[b_off + 8 v + l] if mode & 2) (+ z[same index as y] if mode & 6 == 6),
     r < rows, v < vectors, l < 8. Offsets and pitches in elements; the caller keeps every access in bounds.
+    mode & 16 (PREFETCH_W): the k loop also prefetches each W row's lines W_PREFETCH bytes ahead (the same sums).
     """
 
     @intrinsic
@@ -242,12 +258,13 @@ def _panel(wp, xf, x0, offs, ldx, yf, y0, ldb, k_n, k0, kn, m0, width, p, p_n, b
     step = RP3 if width == 3 * BLOCK else RP
     for q in range(p, p + p_n, step):
         xq, yq, rows = x0 + q * ldx, y_off + q * BLOCK, min(step, p + p_n - q)
+        mq = mode | PREFETCH_W if q == p else mode  # the first tile brings the panel's W chunk in
         if width == 3 * BLOCK:
-            _tile3(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mode, zf, rows)
+            _tile3(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mq, zf, rows)
         elif width == NV * BLOCK:
-            _tile2(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mode, zf, rows)
+            _tile2(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mq, zf, rows)
         else:
-            _tile1(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mode, zf, rows)
+            _tile1(wp, w_off, xf, xq, offs, k0, ldx, yf, yq, ldb, kn, b, m0, mq, zf, rows)
 
 
 @njit(inline="always")
@@ -330,7 +347,7 @@ def _gemm_bands(wp, xf, x0, offs, ldx, x_pitch, yf, y0, y_pitch, ldb, m_n, p_n, 
                 w_off = m0 * k_n + k0 * width
                 for j in range(0, total, RP):
                     _tile2_gathered(wp, w_off, xf, x_first, offs, k0, px, j0 + j, yf, y_off + j * BLOCK, ldb, kn, b,
-                                    m0, mode, zf, min(RP, total - j))
+                                    m0, mode | PREFETCH_W if j == 0 else mode, zf, min(RP, total - j))
             else:
                 for r in range(rows):
                     _panel(wp, xf, x0 + r * x_pitch, offs, ldx, yf, y0 + r * y_pitch, ldb, k_n, k0, kn, m0, width,

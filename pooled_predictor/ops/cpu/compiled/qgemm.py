@@ -81,7 +81,7 @@ from numba import types
 from numba.extending import intrinsic, overload
 
 from . import dots
-from .gemm import arg_pointers, close_loop, dispatch_rows, open_loop, vector_phis
+from .gemm import arg_pointers, close_loop, dispatch_rows, open_loop, prefetch, vector_phis
 from .indirect import call_qconv
 from .jit import njit
 
@@ -512,13 +512,6 @@ prefetch made int8 ResNet-50 QDQ 1.027x faster a forward (one thread, Haswell co
 benchmarks/ab_checkouts.py int8/resnet50/qdq); MobileNetV2 and the BERT encoder level."""
 
 
-def _prefetch(builder, ptr):
-    """llvm.prefetch of the cache line at ptr (read, keep in all levels): prefetcht0."""
-    i8p = ir.IntType(8).as_pointer()
-    fn = _intrinsic_fn(builder, "llvm.prefetch.p0", ir.VoidType(), [i8p, _I32, _I32, _I32])
-    builder.call(fn, [builder.bitcast(ptr, i8p), _c(0, _I32), _c(3, _I32), _c(1, _I32)])
-
-
 def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     """One quad of k of the saturating micro-kernel (_make_micro's `sat`): the new accumulators.
     X comes packed (_pack16): quad j of the tile's 16 pixels at x[x_off + 64 j]; offs is not read.
@@ -526,7 +519,7 @@ def _sat_step(builder, j, optr, xptr, wptr, rows, accs, ones16, nv=2):
     v32i8 = ir.VectorType(_I8, 32)
     base = builder.gep(xptr, [builder.mul(j, _c(64))])
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
-    _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
+    prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
     if WIDE and nv == 2:  # the 16 pixels' 64 bytes in one vector, one accumulator a row (accs <16 x i32>)
         v64i8 = ir.VectorType(_I8, 64)
         xv = builder.load(builder.bitcast(base, v64i8.as_pointer()), align=1)
@@ -741,7 +734,7 @@ def _sat_group_step(builder, j, xts, wptr, rows, accs, offp=None):
     is tile i's row r."""
     v64i8 = ir.VectorType(_I8, 64)
     wrow = builder.gep(wptr, [builder.mul(j, _c(rows))])
-    _prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
+    prefetch(builder, builder.gep(wrow, [_c(W_PREFETCH // 4)]))
     wbs = [builder.bitcast(_splat(builder, builder.load(builder.gep(wrow, [_c(r)])), _V16I), v64i8)
            for r in range(rows)]
     off = builder.mul(j, _c(64)) if offp is None else builder.load(builder.gep(offp, [j]))
@@ -1259,7 +1252,7 @@ def _make_chlanes(cblk: int, npx: int, y_signed: bool, direct: bool = False):
         wvs = []
         for c in range(cblk):
             wp_j = builder.gep(wblk[c], [builder.mul(j, _c(CH))])
-            _prefetch(builder, builder.gep(wp_j, [_c(W_PREFETCH // 4)]))
+            prefetch(builder, builder.gep(wp_j, [_c(W_PREFETCH // 4)]))
             wvs.append(builder.load(builder.bitcast(wp_j, v64i8.as_pointer()), align=4))
         off = builder.mul(j, _c(64)) if offp is None else builder.load(builder.gep(offp, [j]))
         xvs = [builder.bitcast(_splat(builder, builder.load(builder.bitcast(builder.gep(xb, [off]),
