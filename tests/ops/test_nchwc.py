@@ -93,7 +93,8 @@ def test_pointwise_gemm_over_few_pixels_in_one_block_gives_the_nchw_gemms_bits(k
 # across bands starting at every offset; panels of 8, 16 and 24
 @pytest.mark.parametrize("k, m, p, rows", [(24, 16, 7, 7), (KC + 8, 64, 7, 7), (600, 512, 7, 7), (16, 16, 160, 30),
                                            (8, 8, 3, 5), (16, 24, 13, 4), (2 * KC + 16, 40, 14, 14),
-                                           (8, 512, 7, 20)])  # the last: groups of 13 bands and 7
+                                           (8, 512, 7, 20),  # groups of 13 bands and 7
+                                           (32, 32, 28, 6), (16, 48, 40, 3)])  # 28 and 40 wide: gathered too
 @pytest.mark.parametrize("z, act", [(False, epilogue.NONE), (True, epilogue.RELU)])
 @pytest.mark.parametrize("gather", [False, True], ids=["per-band", "across-bands"])
 def test_gemm_over_bands_gives_the_gemm_over_their_pixels_bits(k, m, p, rows, z, act, gather):

@@ -134,7 +134,7 @@ def test_pointwise_gemm16_gives_the_nchw_gemms_bits(k, m, p, z, act):
 
 
 @pytest.mark.parametrize("k, m, p, rows", [(48, 32, 7, 7), (g16.KC + 16, 64, 7, 7), (16, 48, 13, 4),
-                                           (16, 512, 7, 20)])
+                                           (16, 512, 7, 20), (32, 64, 28, 6), (16, 48, 40, 3)])
 @pytest.mark.parametrize("gather", [False, True], ids=["per-band", "across-bands"])
 def test_gemm16_over_bands_gives_the_gemm_over_their_pixels_bits(k, m, p, rows, gather):
     n = rows * p
