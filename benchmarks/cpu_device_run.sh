@@ -13,7 +13,8 @@
 # packed / ours > 1 there; AMX conv is default-worthy only where its column beats "ours"); session 20's two
 # Intel-only changes (numba's loops at 512 bits, packed weights on cache lines), never run there; and session 23's
 # vector packing of a pointwise layer's last partial int8 tile (MobileNetV2 int8 1.041x a forward at 16 lanes on
-# Zen 5: the "int8" step's MobileNetV2 rows show it there). Next session's
+# Zen 5: the "int8" step's MobileNetV2 rows show it there); and session 24's float W prefetch (each panel's first
+# pixel tile; ResNet-50 1.03x, MobileNetV2 1.04x a forward one thread on Zen 5: the "check" step's rows). Next session's
 # first call (the A/B of the 512-bit loops, then the table at 1, 2 and 16 workers), then STEPS="amx profile":
 #   run(command='STEPS="zmm_loops check" DEADLINE=520 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=540)
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
