@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from pooled_predictor.ops.cpu.compiled.expf import exp32, exp32_nonpositive
+from pooled_predictor.ops.cpu.compiled.expf import NORMAL_MIN, exp32, exp32_nonpositive, exp32_normal
 from tests.onnx_helpers import check_node
 
 rng = np.random.default_rng(13)
@@ -41,6 +41,25 @@ def test_exp32_nonpositive_is_exp32_bit_for_bit():
     _exp_all(x, a)
     _exp_nonpositive_all(x, b)
     np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
+
+
+@njit
+def _exp_normal_all(x, y):
+    for i in range(x.size):
+        y[i] = exp32_normal(x[i])
+
+
+def test_exp32_normal_is_exp32_nonpositive_bit_for_bit_on_its_range():
+    """Softmax's exp where a row's x - max stays in [NORMAL_MIN, 0] (one power-of-two factor, no clamp):
+    exp32_nonpositive's bits there, both ends and -0 included."""
+    x = np.concatenate([np.linspace(NORMAL_MIN, np.float32(0.0), 1 << 22, dtype=np.float32),
+                        np.array([NORMAL_MIN, np.nextafter(NORMAL_MIN, np.float32(0)), -85.97, -0.0, 0.0, -1e-30,
+                                  -1e-45], np.float32)])
+    a, b = np.empty_like(x), np.empty_like(x)
+    _exp_nonpositive_all(x, a)
+    _exp_normal_all(x, b)
+    np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
+    assert np.all(a[:-7] >= np.finfo(np.float32).tiny)  # normal values: the range's premise
 
 
 def test_exp32_special_values():
@@ -79,14 +98,17 @@ def test_row_max_and_nan_anywhere(d):
     the softmax of +inf, as numpy's softmax does, in softmax_rows and softmax_rows_biased alike."""
     from numba import njit as _nj
 
-    from pooled_predictor.ops.cpu.compiled.softmax import _row_max, softmax_rows, softmax_rows_biased
+    from pooled_predictor.ops.cpu.compiled.softmax import _row_max, _row_max_min, softmax_rows, softmax_rows_biased
 
     row_max = _nj(lambda x, o, n: _row_max(x, o, n))
+    row_max_min = _nj(lambda x, o, n: _row_max_min(x, o, n))
     none_f, none_i = np.zeros(0, np.float32), np.zeros(0, np.int64)
     for pos in sorted({0, d // 2, d - 1, min(d - 1, 64), min(d - 1, 16)}):
         x = rng.standard_normal(d + 3).astype(np.float32)
         x[1 + pos] = 9.0
         assert row_max(x, 1, d) == np.max(x[1:1 + d]) == 9.0
+        x[1 + (pos + d // 3) % d] = -9.0 if d > 1 else 9.0
+        assert row_max_min(x, 1, d) == (np.max(x[1:1 + d]), np.min(x[1:1 + d]))
         for special in (np.nan, np.inf):
             z = x[1:1 + d].copy()
             z[pos] = special
@@ -102,16 +124,18 @@ def test_row_max_and_nan_anywhere(d):
     assert row_max(np.zeros(1, np.float32), 0, 0) == -np.inf
 
 
+@pytest.mark.parametrize("scale", [8, 40])
 @pytest.mark.parametrize("d", [1, 7, 8, 255, 256, 1023, 1024, 1025, 2048 + 13, 6625])
-def test_softmax_rows_bits_across_chunks(d):
+def test_softmax_rows_bits_across_chunks(d, scale):
     """The exp-and-sum pass runs in 1024-float chunks: each y is exp32_nonpositive(x - max) times the
     float32 reciprocal of the float64 sum in _sum64's order (blocks of 256, then the tail), bit for bit,
-    at row lengths on either side of a chunk and block boundary."""
+    at row lengths on either side of a chunk and block boundary; rows spread less than 86 (exp32_normal's
+    range) and more (scale 40: x - max down to about -200, the clamped, subnormal and zero exps)."""
     from pooled_predictor.ops.cpu.compiled.rowreduce import _sum64
     from pooled_predictor.ops.cpu.compiled.softmax import softmax_rows
 
     rows = 3
-    x = (rng.standard_normal((rows, d)) * 8).astype(np.float32)
+    x = (rng.standard_normal((rows, d)) * scale).astype(np.float32)
     y = np.empty_like(x)
     softmax_rows(x.reshape(-1), y.reshape(-1), rows, d)
     for r in range(rows):

@@ -76,12 +76,30 @@ def scale_pow2(typingctx, p, t):
     return sig, codegen
 
 
-@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
-def exp32_nonpositive(x):
-    """exp(x) for x <= 0 (or NaN, -inf): exp32's value, bit for bit, without its overflow test (two
-    selects fewer a lane: Softmax over PP-OCR rec's 40 x 6625 logits 0.646 -> 0.569 ms, one thread).
-    A positive x up to 88.72 still gives exp32's value; above, garbage (callers never pass one)."""
-    c = LO if x < LO else x  # -inf too; exp(LO) comes out 0 below. NaN stays NaN (comparisons false)
+@intrinsic
+def scale_pow2_normal(typingctx, p, t):
+    """scale_pow2(p, t) where p * 2^n is a normal float32 (n >= -124 for p of exp32's polynomial, at least
+    2^-1/2): one factor 2^n, built from its bits, and one exact multiply. Both of scale_pow2's multiplies are
+    exact there too, so the same bits."""
+    sig = types.float32(types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        p_, t_ = args
+        f4, i4 = ir.FloatType(), ir.IntType(32)
+        magic_bits = int(np.float32(MAGIC).view(np.int32))
+        biased = builder.sub(builder.bitcast(t_, i4), ir.Constant(i4, magic_bits - 127))  # n + 127
+        return builder.fmul(p_, builder.bitcast(builder.shl(biased, ir.Constant(i4, 23)), f4))
+    return sig, codegen
+
+
+NORMAL_MIN = _f4(-86.0)
+"""exp32_normal's lowest argument: round(-86 log2 e) = -124, so that exp's value stays normal."""
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _exp_parts(c):
+    """(p, t) with exp(c) = p * 2^n, t = n + MAGIC (scale_pow2's form): n = round(c log2 e), p = exp(c - n ln 2)
+    by Cephes' polynomial, for c in [LO, HI]."""
     t = fmuladd32(c, LOG2E, MAGIC)  # n + MAGIC: rounds c log2 e to the nearest integer n
     n = t - MAGIC
     r = fmuladd32(n, NLN2_HI, c)  # exact: n * LN2_HI has few bits
@@ -91,8 +109,26 @@ def exp32_nonpositive(x):
     e1 = fmuladd32(P2, r, P3)
     e2 = fmuladd32(P0, r, P1)
     q = fmuladd32(e2, r2 * r2, fmuladd32(e1, r2, e0))
-    p = fmuladd32(q, r2, r) + ONE
+    return fmuladd32(q, r2, r) + ONE, t
+
+
+@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def exp32_nonpositive(x):
+    """exp(x) for x <= 0 (or NaN, -inf): exp32's value, bit for bit, without its overflow test (two
+    selects fewer a lane: Softmax over PP-OCR rec's 40 x 6625 logits 0.646 -> 0.569 ms, one thread).
+    A positive x up to 88.72 still gives exp32's value; above, garbage (callers never pass one)."""
+    c = LO if x < LO else x  # -inf too; exp(LO) comes out 0 below. NaN stays NaN (comparisons false)
+    p, t = _exp_parts(c)
     return scale_pow2(p, t)
+
+
+@njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
+def exp32_normal(x):
+    """exp32_nonpositive(x), bit for bit, for x in [NORMAL_MIN, 0]: no clamp, and the power of two as one
+    factor (scale_pow2_normal), 5 vector operations fewer. Outside that range: garbage (callers check the
+    range first: softmax.py, per row)."""
+    p, t = _exp_parts(x)
+    return scale_pow2_normal(p, t)
 
 
 @njit("float32(float32)", nogil=True, cache=True, error_model="numpy", inline="always")
