@@ -93,20 +93,19 @@ def test_softmax_rows_with_nan_and_inf():
 
 @pytest.mark.parametrize("d", [1, 15, 16, 17, 63, 64, 65, 80, 128, 197, 300])
 def test_row_max_and_nan_anywhere(d):
-    """_row_max (four 16-lane chains, then the tail) is np.max on NaN-free rows at every position of the
-    maximum; a NaN or +inf at any position (vector group, leftover vectors, tail) gives a row of NaN /
+    """_row_max_min (four 16-lane chains each, then the tail) is np.max, np.min on NaN-free rows at every
+    position of the maximum; a NaN or +inf at any position (vector group, leftover vectors, tail) gives a row of NaN /
     the softmax of +inf, as numpy's softmax does, in softmax_rows and softmax_rows_biased alike."""
     from numba import njit as _nj
 
-    from pooled_predictor.ops.cpu.compiled.softmax import _row_max, _row_max_min, softmax_rows, softmax_rows_biased
+    from pooled_predictor.ops.cpu.compiled.softmax import _row_max_min, softmax_rows, softmax_rows_biased
 
-    row_max = _nj(lambda x, o, n: _row_max(x, o, n))
     row_max_min = _nj(lambda x, o, n: _row_max_min(x, o, n))
     none_f, none_i = np.zeros(0, np.float32), np.zeros(0, np.int64)
     for pos in sorted({0, d // 2, d - 1, min(d - 1, 64), min(d - 1, 16)}):
         x = rng.standard_normal(d + 3).astype(np.float32)
         x[1 + pos] = 9.0
-        assert row_max(x, 1, d) == np.max(x[1:1 + d]) == 9.0
+        assert row_max_min(x, 1, d)[0] == np.max(x[1:1 + d]) == 9.0
         x[1 + (pos + d // 3) % d] = -9.0 if d > 1 else 9.0
         assert row_max_min(x, 1, d) == (np.max(x[1:1 + d]), np.min(x[1:1 + d]))
         for special in (np.nan, np.inf):
@@ -121,7 +120,7 @@ def test_row_max_and_nan_anywhere(d):
                 ref = e / e.sum()
             np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
             np.testing.assert_array_equal(y.view(np.int32), yb.view(np.int32))
-    assert row_max(np.zeros(1, np.float32), 0, 0) == -np.inf
+    assert row_max_min(np.zeros(1, np.float32), 0, 0) == (-np.inf, np.inf)
 
 
 @pytest.mark.parametrize("scale", [8, 40])

@@ -39,7 +39,7 @@ _ACCS = 4  # independent max chains: a row of 197 (ViT) is 12 vectors, 3 steps o
 
 
 def _row_extremes_codegen(x, off, n, ops):
-    """max(x[off : off + n]) as float32 (-inf for n = 0): the n // 16 vectors <16 x float> in _ACCS
+    """(max(x[off : off + n]),) as float32 (-inf for n = 0): the n // 16 vectors <16 x float> in _ACCS
     accumulators (vector i into i % _ACCS), combined and their lanes halved, then the last n % 16
     values, each step select(v > a, v, a). Only for softmax: a NaN may or may not be the result,
     but the softmax of a row holding a NaN is NaN everywhere either way (x - max or the sum is
@@ -49,7 +49,7 @@ def _row_extremes_codegen(x, off, n, ops):
     two 8-lane chains, is latency bound on short rows: ViT-B/16's 12 x 197 rows of 197, one
     thread, 0.10 ms a layer for the maximum alone.) `ops`: (">", -inf) for the maximum, and ("<", +inf)
     after it for the minimum in the same pass (_row_max_min: a tuple)."""
-    sig = types.float32(x, off, n) if len(ops) == 1 else types.UniTuple(types.float32, len(ops))(x, off, n)
+    sig = types.UniTuple(types.float32, len(ops))(x, off, n)
 
     def codegen(context, builder, signature, args):
         x_a, off_v, n_v = args
@@ -93,19 +93,12 @@ def _row_extremes_codegen(x, off, n, ops):
             v = builder.load(builder.gep(base, [builder.add(tail0, loop.index)]))
             for (op, _), m in zip(ops, results):
                 builder.store(pick(op)(builder.load(m), v), m)
-        values = [builder.load(m) for m in results]
-        return values[0] if len(ops) == 1 else context.make_tuple(builder, signature.return_type, values)
+        return context.make_tuple(builder, signature.return_type, [builder.load(m) for m in results])
 
     return sig, codegen
 
 
 _MAX, _MIN = (">", float("-inf")), ("<", float("inf"))
-
-
-@intrinsic
-def _row_max(typingctx, x, off, n):
-    """max(x[off : off + n]) as float32 (_row_extremes_codegen)."""
-    return _row_extremes_codegen(x, off, n, (_MAX,))
 
 
 @intrinsic
@@ -136,7 +129,8 @@ def _exp_shifted(x, y, o, n, m, normal):
 def softmax_rows(x, y, rows, d):
     """y[r*d:(r+1)*d] = softmax(x[r*d:(r+1)*d]) for r < rows; flat float32 arrays (y may be x).
 
-    Three passes over a row: its maximum (_row_max: four 16-lane chains; a NaN anywhere gives NaN everywhere);
+    Three passes over a row: its maximum and minimum (_row_max_min: four 16-lane chains each; a NaN anywhere
+    gives NaN everywhere);
     exp(x - max) written and summed chunk by chunk while the chunk is in L1 (_sum64's blocks of 256
     and its float64 order, so the sum has _sum64's bits); times the sum's reciprocal, as MLAS (within
     1 ulp of dividing). PP-OCR rec's 40 x 6625 logits, one thread: 0.237 -> 0.192 ms (max pass of
@@ -186,7 +180,7 @@ def softmax_rows_biased(y, rows, d, scale, mode, m, m_rows, m_step):
     float32 arrays): op is nothing (mode 0), * scale (1) or / scale (2), each rounded as the Mul / Div
     node it replaces; the + m (an additive mask or bias, broadcast by m_rows and m_step: 1 along the
     row, 0 one value a row) only when m_rows has rows entries (else no mask). Then softmax_rows' steps
-    on the row while it is in cache: its maximum (_row_max), exp(t - max) and the
+    on the row while it is in cache: its maximum and minimum (_row_max_min), exp(t - max) and the
     float64 sum chunk by chunk (_sum64's blocks and order), times the sum's reciprocal.
 
     Every loop reads and writes one slice of y (and reads m): scores and probabilities in one
