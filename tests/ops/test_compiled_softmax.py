@@ -142,3 +142,23 @@ def test_softmax_rows_bits_across_chunks(d, scale):
         _exp_nonpositive_all(x[r] - x[r].max(), e)
         inv = np.float32(1.0) / np.float32(_sum64(e, 0, d))
         np.testing.assert_array_equal(y[r].view(np.int32), (e * inv).view(np.int32))
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("opset,axis", [(13, 2), (13, -3), (13, 255), (11, 2), (11, 4294967296), (11, -2147483648)])
+def test_softmax_axis_out_of_range_is_a_shape_error(op, opset, axis):
+    """An axis outside [-r, r - 1] is the model's error, found when the shapes are inferred (the shape rule), as
+    onnxruntime refuses it; it had reached the kernel and failed there (a KernelError carrying numpy's AxisError or
+    "integer won't fit into a C int"; fuzz seed 131)."""
+    from onnx import TensorProto, helper
+
+    from pooled_predictor import Predictor
+    from pooled_predictor.errors import ShapeInferenceError
+
+    model = helper.make_model(
+        helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=axis)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", opset)])
+    with pytest.raises(ShapeInferenceError, match="out of range for rank 2"):
+        Predictor(model.SerializeToString()).new_net().forward({"x": np.ones((2, 3), np.float32)})

@@ -169,6 +169,18 @@ def test_qlinear_unary(op, attrs, dtype, x_scale, y_scale, with_zp):
     check(op, [x, f(x_scale), zp(dtype, with_zp), f(y_scale), zp(dtype, with_zp)], attrs, static=(1, 2, 3, 4))
 
 
+@pytest.mark.parametrize("op", ["QLinearSigmoid", "QLinearLeakyRelu"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape", [(), (1,), (3, 1, 2)])
+@pytest.mark.parametrize("compiled_on", [True, False])
+def test_qlinear_unary_of_a_scalar(op, dtype, shape, compiled_on, monkeypatch):
+    """A 0-d X (and other small shapes) through the table lookup, compiled and numpy: onnxruntime's values. numpy's
+    path made a 0-d X 1-d (np.ascontiguousarray) and failed its take (a KernelError; fuzz seed 131, case 26878)."""
+    monkeypatch.setattr(compiled, "ENABLED", compiled_on)
+    x = q(shape, dtype)
+    check(op, [x, f(0.05), zp(dtype), f(1 / 256), zp(dtype)], {}, static=(1, 2, 3, 4))
+
+
 @pytest.mark.parametrize("shape,axis,opset", [((2, 10), -1, 13), ((1, 1000), 1, 13), ((3, 4096), 1, 13),
                                               ((2, 3, 7), 1, 13), ((2, 3, 7), 0, 13), ((2, 3, 7), 1, 12),
                                               ((4, 5, 6), -1, 12), ((64, 40), -1, 13)])

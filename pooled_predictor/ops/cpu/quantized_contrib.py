@@ -103,7 +103,7 @@ def lookup(x: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
     if run is not None:
         run()
     else:
-        np.take(table, np.ascontiguousarray(x).view(np.uint8), out=out)
+        np.take(table, np.asarray(x).view(np.uint8), out=out)  # (not ascontiguousarray: it makes a 0-d X 1-d)
 
 
 _LOOKUP_TYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32))

@@ -111,10 +111,20 @@ def check_types(ctx) -> None:
 
 
 # ---- rules ---------------------------------------------------------------------
-@shape_rule("Relu", "Sigmoid", "HardSigmoid", "Erf", "Identity", "Softmax", "LogSoftmax", "Hardmax",
-            "LRN", "InstanceNormalization", "CumSum")
+@shape_rule("Relu", "Sigmoid", "HardSigmoid", "Erf", "Identity", "LRN", "InstanceNormalization", "CumSum")
 def same_as_input(ctx):
     """Output 0 has input 0's shape and dtype."""
+    return [(ctx.shape(0), ctx.dtype(0))]
+
+
+@shape_rule("Softmax", "LogSoftmax", "Hardmax")
+def softmax_like(ctx):
+    """Y has X's shape and dtype; axis (default 1 before opset 13, -1 from it) within [-r, r - 1] for X of rank
+    r >= 1 (ONNX Softmax-13 and Softmax-1/11: "in the range [-r, r-1]"), else a ShapeInferenceError here
+    rather than the kernel's failure at run time."""
+    rank = len(ctx.shape(0))
+    if rank:
+        norm_axis(ctx, int(ctx.attr("axis", -1 if ctx.version >= 13 else 1)), rank)
     return [(ctx.shape(0), ctx.dtype(0))]
 
 
