@@ -38,17 +38,21 @@ _V16 = ir.VectorType(ir.FloatType(), 16)
 _ACCS = 4  # independent max chains: a row of 197 (ViT) is 12 vectors, 3 steps of each chain
 
 
-def _row_extremes_codegen(x, off, n, ops):
-    """(max(x[off : off + n]),) as float32 (-inf for n = 0): the n // 16 vectors <16 x float> in _ACCS
-    accumulators (vector i into i % _ACCS), combined and their lanes halved, then the last n % 16
-    values, each step select(v > a, v, a). Only for softmax: a NaN may or may not be the result,
-    but the softmax of a row holding a NaN is NaN everywhere either way (x - max or the sum is
-    NaN), and the maximum of the other values has one value (+0 and -0 aside, which give the same
-    x - max for every x but -0, and exp(+0) = exp(-0)); so the same bits as a NaN-propagating
-    maximum in any order. The caller keeps x[off : off + n] in bounds. (rowreduce's _max_lanes,
-    two 8-lane chains, is latency bound on short rows: ViT-B/16's 12 x 197 rows of 197, one
-    thread, 0.10 ms a layer for the maximum alone.) `ops`: (">", -inf) for the maximum, and ("<", +inf)
-    after it for the minimum in the same pass (_row_max_min: a tuple)."""
+_EXTREMES = ((">", float("-inf")), ("<", float("inf")))  # (select's comparison, start): the maximum, the minimum
+
+
+@intrinsic
+def _row_max_min(typingctx, x, off, n):
+    """(max, min) of x[off : off + n] as float32 ((-inf, +inf) for n = 0), in one pass: the n // 16 vectors
+    <16 x float> in _ACCS accumulators each (vector i into i % _ACCS), combined and their lanes halved, then the
+    last n % 16 values, each step select(v > a, v, a) (the minimum: v < a). Only for softmax: a NaN may or may not
+    be the result, but the softmax of a row holding a NaN is NaN everywhere either way (x - max or the sum is
+    NaN), and the maximum of the other values has one value (+0 and -0 aside, which give the same x - max for
+    every x but -0, and exp(+0) = exp(-0)); so the same bits as a NaN-propagating maximum in any order. The
+    minimum only chooses the exp (exp32_normal where min - max >= NORMAL_MIN, a NaN failing the test). The
+    caller keeps x[off : off + n] in bounds. (rowreduce's _max_lanes, two 8-lane chains, is latency bound on
+    short rows: ViT-B/16's 12 x 197 rows of 197, one thread, 0.10 ms a layer for the maximum alone.)"""
+    ops = _EXTREMES
     sig = types.UniTuple(types.float32, len(ops))(x, off, n)
 
     def codegen(context, builder, signature, args):
@@ -96,16 +100,6 @@ def _row_extremes_codegen(x, off, n, ops):
         return context.make_tuple(builder, signature.return_type, [builder.load(m) for m in results])
 
     return sig, codegen
-
-
-_MAX, _MIN = (">", float("-inf")), ("<", float("inf"))
-
-
-@intrinsic
-def _row_max_min(typingctx, x, off, n):
-    """(max, min) of x[off : off + n] in one pass (_row_extremes_codegen; min: select(v < a) from +inf, the
-    same NaN caveat): softmax's test for exp32_normal's range."""
-    return _row_extremes_codegen(x, off, n, (_MAX, _MIN))
 
 
 _CHUNK = 1024  # floats: a chunk of x and of y (8 KiB) stay in L1 between the exp and the sum
