@@ -3,8 +3,8 @@
 # fma_peak.py, cpu_check at 1, 2 and 16 workers (the pool's clients calling infer()), int8.py's quick table, one-thread
 # kernel profiles of ResNet-50, MobileNetV2 and a BERT-base-sized encoder beside onnxruntime's (16 lanes; PROFILE_ISAS
 # ="avx512 avx2" adds 8), two A/Bs, matmul_blocking.py's KC sweep and the int8 BERT encoder's profile; INT8_TESTS=1
-# adds the vpdpbusd tests. STEPS (default: all, "amx zmm_loops fma check int8 profile rec_order no_winograd blocking
-# int8_profile")
+# adds the vpdpbusd tests. STEPS (default: all, "amx zmm_loops fma check int8 profile rec_order no_winograd streams
+# blocking int8_profile")
 # (and "amx") picks steps and PROFILE_MODELS the profiled models, so that a budget can be split over two calls.
 # Last run 2026-11-28 18:18-18:50 UTC (benchmarks/README.md: "On the lent Xeon, session 16"). Open there: the AMX
 # QLinearConv kernel (written, tested through its numpy walk only; the "amx" step runs its tests, times it per layer
@@ -15,8 +15,12 @@
 # vector packing of a pointwise layer's last partial int8 tile (MobileNetV2 int8 1.041x a forward at 16 lanes on
 # Zen 5: the "int8" step's MobileNetV2 rows show it there); and session 24's float W prefetch (each panel's first
 # pixel tile; ResNet-50 1.03x, MobileNetV2 1.04x a forward one thread on Zen 5: the "check" step's rows). Next session's
-# first call (the A/B of the 512-bit loops, then the table at 1, 2 and 16 workers), then STEPS="amx profile":
-#   run(command='STEPS="zmm_loops check" DEADLINE=520 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=540)
+# first call: the two tables the issues ask for on this machine (issue 32's at 1, 2 and 16 workers, issue 33's int8
+# one), then where the 16-worker rows lose (session 25's "streams": ours per node beside 15 other streams;
+# ResNet-50 at 16 workers without Winograd) and the A/B of the 512-bit loops; then STEPS="amx profile" if time is left:
+#   run(command='STEPS="check int8" DEADLINE=500 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=520)
+#   run(command='STEPS="streams no_winograd zmm_loops" DEADLINE=330 bash benchmarks/cpu_device_run.sh',
+#       carry=[".models"], timeout_s=350)
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
 # brings back 8 files at most; a step cut short by its timeout still leaves the others). About 8 minutes,
 # cold numba cache included, and never past DEADLINE (540 s; ROUNDS / CHECK_SECONDS shorten the timed steps):
@@ -29,7 +33,7 @@ OUT=${OUT:-/tmp/cpu_out}; LOGS=/tmp/cpu_run_logs; mkdir -p "$OUT" "$LOGS"
 ROUNDS=${ROUNDS:-3}; SECONDS_EACH=${CHECK_SECONDS:-1.5}  # not $SECONDS: bash's seconds since the start (used below)
 DEADLINE=${DEADLINE:-540}  # seconds: every step's limit is cut to what is left of it, so the call ends in time
 PROFILE_ISAS=${PROFILE_ISAS:-avx512}  # "avx512 avx2": the 8-lane profiles too (their kernels compile cold: ~90 s)
-STEPS=${STEPS:-"amx zmm_loops fma check int8 profile rec_order no_winograd blocking int8_profile"}  # which steps run, in this order
+STEPS=${STEPS:-"amx zmm_loops fma check int8 profile rec_order no_winograd streams blocking int8_profile"}  # which steps run, in this order
 PROFILE_MODELS=${PROFILE_MODELS:-"ppocr_rec resnet50 mobilenet_v2 bert_base"}  # rec: the Xeon row below level, never profiled in the same call as its pool row
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want_bert() { case " $PROFILE_MODELS " in *" bert_base "*) return 0;; *) return 1;; esac; }
@@ -115,6 +119,16 @@ POOLED_PREDICTOR_WINOGRAD_MIN_TILES=1000000 POOLED_PREDICTOR_WINOGRAD_MAX_U_BYTE
     python3 benchmarks/cpu_check.py --models resnet50 --workers 16 --rounds "$ROUNDS" --seconds "$SECONDS_EACH" \
     --out-suffix no_winograd > "$LOGS/cpu_no_wino.log" 2>&1
 echo "resnet50 x16 without Winograd rc $? [$SECONDS s]"; grep -E "^resnet50 x" "$LOGS/cpu_no_wino.log" | cut -c1-200; pack
+fi
+if want streams; then
+# where our forward loses beside 15 other streams (what a 16-worker pool's forwards share: the last-level cache and
+# the memory bandwidth; our CPU ms an image grew 72 -> 104 with 16 workers, onnxruntime's 72 -> 95): this thread's
+# CPU ms per op type and per node alone and beside 15 processes of the same model, onnxruntime's total beside its own
+timeout "$(lim 150)" python3 benchmarks/two_streams.py --models resnet50 ppocr_rec --parts kernels \
+    --streams "${STREAMS:-15}" --rounds 4 --forwards 3 --nodes 15 --out-suffix xeon_15 > "$LOGS/streams.log" 2>&1
+echo "${STREAMS:-15} streams beside rc $? [$SECONDS s]"
+grep -E "all kernels|FusedConv |^layer|^Conv" "$LOGS/streams.log" | head -24 | cut -c1-160
+cp benchmarks/results/two_streams_xeon_15.json "$LOGS/" 2>/dev/null; pack
 fi
 if want blocking; then
 timeout "$(lim 60)" python3 benchmarks/matmul_blocking.py --lanes 16 --kc 192 384 --repeat 3 \

@@ -1,7 +1,8 @@
-"""Where two concurrent forwards lose against one: kernel CPU time per op type, and where the threads sit.
+"""Where concurrent forwards lose against one: kernel CPU time per op type and node, and where the threads sit.
 
     python benchmarks/two_streams.py [--models resnet50 mobilenet_v2] [--batch 1] [--rounds 6]
                                      [--forwards 5] [--seconds 2] [--parts kernels schedule]
+                                     [--streams N] [--nodes K] [--out-suffix S]
 
 Two parts, each on the models of benchmarks/vs_onnxruntime.py (load_model):
 
@@ -11,8 +12,11 @@ Two parts, each on the models of benchmarks/vs_onnxruntime.py (load_model):
   execution. The second stream is a child process looping the same model (ours: a Net;
   onnxruntime: a 1-thread session), stopped (SIGSTOP) for the 'alone' phases and continued
   (SIGCONT) for the 'loaded' ones, the phases interleaved round by round so that slow drifts of
-  the host's other load fall on both. Ours is profiled per op type (engine/profiling.py, on the
-  CPU clock); onnxruntime as one total.
+  the host's other load fall on both. Ours is profiled per op type and per node (engine/profiling.py,
+  on the CPU clock); onnxruntime as one total. --streams N runs N such processes beside (15 on a
+  16-core host: what a 16-worker pool's forwards share, the last-level cache and the memory
+  bandwidth), each engine's streams continued and stopped together; --nodes K prints ours' K nodes
+  that lose most (every node's row is in the JSON's "nodes").
 * schedule: do the two streams get two CPUs? Ours (PooledPredictor, 2 workers, 2 caller threads,
   Config.worker_affinity "none") against onnxruntime's ort_1x2 (1 intra-op thread, 2 callers),
   alternated over rounds: images/s, CPU ms per forward (process CPU time / forwards), cores used
@@ -23,7 +27,8 @@ Two parts, each on the models of benchmarks/vs_onnxruntime.py (load_model):
 
 On a shared host the other tenants move every wall-clock figure; CPU ms per forward and the
 alone/loaded ratios within a round move much less. Prints tables and writes
-benchmarks/results/two_streams.json (with the load average of each part).
+benchmarks/results/two_streams.json (two_streams_<S>.json with --out-suffix; with the load average of
+each part).
 """
 
 from __future__ import annotations
@@ -72,35 +77,49 @@ def child(model: str, kind: str, batch: int) -> None:
         call()
 
 
-def _start_child(model: str, kind: str, batch: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, __file__, "--child", model, kind, str(batch)],
-                            stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.strip() == "READY":
-            break
-    else:
-        raise RuntimeError(f"the second stream ({kind} {model}) did not start")
-    os.kill(proc.pid, signal.SIGSTOP)
-    return proc
+def _start_children(model: str, kind: str, batch: int, n: int) -> list[subprocess.Popen]:
+    """n streams of `kind` looping `model`, started together, each stopped (SIGSTOP) once it is ready."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--child", model, kind, str(batch)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    for proc in procs:
+        for line in proc.stdout:
+            if line.strip() == "READY":
+                break
+        else:
+            for other in procs:
+                other.kill()
+            raise RuntimeError(f"a stream beside ({kind} {model}) did not start")
+        os.kill(proc.pid, signal.SIGSTOP)
+    return procs
 
 
-def kernels(model: str, batch: int, rounds: int, forwards: int) -> list[dict]:
-    """Rows per op type (ours) and one for onnxruntime: CPU ms/forward alone and with a second stream."""
+def _signal_all(procs: list, sig: int) -> None:
+    for proc in procs:
+        os.kill(proc.pid, sig)
+
+
+def kernels(model: str, batch: int, rounds: int, forwards: int, streams: int = 1) -> tuple[list[dict], list[dict]]:
+    """(rows per op type (ours) and one for onnxruntime, rows per node (ours)): CPU ms/forward alone and with
+    `streams` other streams of the same model running beside it."""
     data, input_name, x = load_model(model, batch)
     clock = time.perf_counter_ns
     predictor, net = _ours_net(data, input_name, x)  # noqa: F841 (kept alive)
     ort = OrtSession(data, input_name, x, 1, 1)
     ort.once()
     feed = {input_name: x}
-    second = {"ours": _start_child(model, "ours", batch), "ort": _start_child(model, "ort", batch)}
-    by_type = {phase: collections.defaultdict(list) for phase in ("alone", "loaded")}
-    totals = {(k, phase): [] for k in ("ours", "ort") for phase in ("alone", "loaded")}
+    beside = {}
     try:
+        for kind in ("ours", "ort"):
+            beside[kind] = _start_children(model, kind, batch, streams)
+        by_type = {phase: collections.defaultdict(list) for phase in ("alone", "loaded")}
+        by_node = {phase: collections.defaultdict(list) for phase in ("alone", "loaded")}
+        op_of = {}
+        totals = {(k, phase): [] for k in ("ours", "ort") for phase in ("alone", "loaded")}
         for r in range(rounds):
             for phase in ("alone", "loaded") if r % 2 == 0 else ("loaded", "alone"):
                 for kind in ("ours", "ort"):
                     if phase == "loaded":
-                        os.kill(second[kind].pid, signal.SIGCONT)
+                        _signal_all(beside[kind], signal.SIGCONT)
                     time.sleep(0.05)
                     if kind == "ours":
                         time.perf_counter_ns = time.thread_time_ns  # the profiler's clock: this thread's CPU
@@ -114,6 +133,9 @@ def kernels(model: str, batch: int, rounds: int, forwards: int) -> list[dict]:
                             time.perf_counter_ns = clock
                         for row in profiler.by_op_type():
                             by_type[phase][row["op_type"]].append(row["ms_per_forward"])
+                        for row in profiler.by_node():
+                            by_node[phase][row["node"]].append(row["ms_per_forward"])
+                            op_of[row["node"]] = row["op_type"]
                         totals[("ours", phase)].append(profiler.total_ms_per_forward())
                     else:
                         start = time.thread_time()
@@ -121,26 +143,28 @@ def kernels(model: str, batch: int, rounds: int, forwards: int) -> list[dict]:
                             ort.once()
                         totals[("ort", phase)].append((time.thread_time() - start) / forwards * 1e3)
                     if phase == "loaded":
-                        os.kill(second[kind].pid, signal.SIGSTOP)
+                        _signal_all(beside[kind], signal.SIGSTOP)
     finally:
-        for proc in second.values():
+        for proc in [p for procs in beside.values() for p in procs]:
             os.kill(proc.pid, signal.SIGCONT)
             proc.kill()
             proc.wait()
     load = os.getloadavg()[0]
-    rows = []
-    for kind in ("ours", "ort"):
-        alone, loaded = statistics.median(totals[(kind, "alone")]), statistics.median(totals[(kind, "loaded")])
-        rows.append({"model": model, "batch": batch, "engine": kind, "op_type": "(all kernels)",
-                     "alone_ms": alone, "loaded_ms": loaded, "ratio": loaded / alone, "extra_ms": loaded - alone,
-                     "load": load})
-    for op, times in by_type["alone"].items():
-        alone, loaded = statistics.median(times), statistics.median(by_type["loaded"][op])
-        rows.append({"model": model, "batch": batch, "engine": "ours", "op_type": op, "alone_ms": alone,
-                     "loaded_ms": loaded, "ratio": loaded / alone if alone else float("nan"),
-                     "extra_ms": loaded - alone, "load": load})
+    common = {"model": model, "batch": batch, "streams": streams, "load": load}
+
+    def row(engine, what, alone, loaded):
+        return {**common, "engine": engine, **what, "alone_ms": alone, "loaded_ms": loaded,
+                "ratio": loaded / alone if alone else float("nan"), "extra_ms": loaded - alone}
+
+    rows = [row(kind, {"op_type": "(all kernels)"}, statistics.median(totals[(kind, "alone")]),
+                statistics.median(totals[(kind, "loaded")])) for kind in ("ours", "ort")]
+    rows += [row("ours", {"op_type": op}, statistics.median(times), statistics.median(by_type["loaded"][op]))
+             for op, times in by_type["alone"].items()]
     rows.sort(key=lambda r: (r["op_type"] != "(all kernels)", -r["extra_ms"]))
-    return rows
+    nodes = [row("ours", {"node": node, "op_type": op_of[node]}, statistics.median(times),
+                 statistics.median(by_node["loaded"][node])) for node, times in by_node["alone"].items()]
+    nodes.sort(key=lambda r: -r["extra_ms"])
+    return rows, nodes
 
 
 def _thread_state(tid: int) -> tuple[str, int]:
@@ -250,21 +274,35 @@ def main(argv=None) -> int:
     ap.add_argument("--forwards", type=int, default=5, help="kernels: forwards per phase per round")
     ap.add_argument("--seconds", type=float, default=2.0, help="schedule: seconds per configuration per round")
     ap.add_argument("--parts", nargs="+", default=["kernels", "schedule"], choices=["kernels", "schedule"])
+    ap.add_argument("--streams", type=int, default=1,
+                    help="kernels: other streams of the model running beside the timed one (one process each)")
+    ap.add_argument("--nodes", type=int, default=0, help="kernels: print the N nodes that lose most (all in the JSON)")
+    ap.add_argument("--out-suffix", default="", help="write two_streams_<S>.json")
     args = ap.parse_args(argv)
-    kernel_rows, schedule_rows = [], []
+    kernel_rows, node_rows, schedule_rows = [], [], []
     for model in args.models:
         if not available(model):
             continue
         if "kernels" in args.parts:
-            kernel_rows += kernels(model, args.batch, args.rounds, args.forwards)
+            rows, nodes = kernels(model, args.batch, args.rounds, args.forwards, args.streams)
+            kernel_rows += rows
+            node_rows += nodes
         if "schedule" in args.parts:
             schedule_rows += schedule(model, args.batch, args.rounds, args.seconds)
     if kernel_rows:
-        print("kernels: this thread's CPU ms per forward, alone and with a second stream of the same model")
+        print(f"kernels: this thread's CPU ms per forward, alone and with {args.streams} other stream(s) of the same "
+              "model")
         print(table(kernel_rows, [("model", "model", "s"), ("engine", "engine", "s"), ("op_type", "op type", "s"),
                                   ("alone_ms", "alone ms", ".2f"), ("loaded_ms", "loaded ms", ".2f"),
                                   ("ratio", "loaded/alone", ".3f"), ("extra_ms", "extra ms", ".2f"),
                                   ("load", "load", ".2f")]))
+    if node_rows and args.nodes:
+        for model in dict.fromkeys(r["model"] for r in node_rows):
+            print(f"\n{model}: the {args.nodes} nodes of ours that lose most beside {args.streams} stream(s)")
+            print(table([r for r in node_rows if r["model"] == model][:args.nodes],
+                        [("node", "node", "s"), ("op_type", "op type", "s"), ("alone_ms", "alone ms", ".3f"),
+                         ("loaded_ms", "loaded ms", ".3f"), ("ratio", "loaded/alone", ".3f"),
+                         ("extra_ms", "extra ms", ".3f")]))
     if schedule_rows:
         print("\nschedule: 2 streams, ours (pool, 2 workers) against onnxruntime's ort_1x2")
         print(table(schedule_rows, [("model", "model", "s"), ("config", "config", "s"), ("rate", "img/s", ".2f"),
@@ -273,8 +311,10 @@ def main(argv=None) -> int:
                                     ("waiting", "runnable", ".3f"), ("asleep", "asleep", ".3f"),
                                     ("vs_ort", "ours/ort", ".3f"),
                                     ("load", "load", ".2f")]))
-    path = write_results("two_streams", {"kernels": kernel_rows, "schedule": schedule_rows},
-                         rounds=args.rounds, forwards=args.forwards, seconds=args.seconds, batch=args.batch)
+    name = "two_streams" + (f"_{args.out_suffix}" if args.out_suffix else "")
+    path = write_results(name, {"kernels": kernel_rows, "nodes": node_rows, "schedule": schedule_rows},
+                         rounds=args.rounds, forwards=args.forwards, seconds=args.seconds, batch=args.batch,
+                         streams=args.streams)
     print(f"written to {path}")
     return 0
 
