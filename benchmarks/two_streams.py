@@ -146,8 +146,9 @@ def kernels(model: str, batch: int, rounds: int, forwards: int, streams: int = 1
                         _signal_all(beside[kind], signal.SIGSTOP)
     finally:
         for proc in [p for procs in beside.values() for p in procs]:
-            os.kill(proc.pid, signal.SIGCONT)
-            proc.kill()
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
             proc.wait()
     load = os.getloadavg()[0]
     common = {"model": model, "batch": batch, "streams": streams, "load": load}
