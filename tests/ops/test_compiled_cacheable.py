@@ -35,3 +35,37 @@ def test_cached_kernels_are_module_level_functions_without_closures():
            if d.py_func.__closure__ is not None or "<locals>" in d.py_func.__qualname__ or function_named(name_of(d))
            is not d]
     assert not bad, f"cached kernels another process cannot find again: {bad}"
+
+
+def test_cached_kernels_are_stamped_with_every_kernel_source():
+    """numba keeps a cached function while its own file is unchanged, even where a callee it inlined or linked
+    from another module changed (a stale Sigmoid after expf.exp32 changed; Winograd running nchwc_gemm's
+    reverted micro-kernel): every cached kernel's index stamp carries jit.sources_digest(), the digest of all
+    the compiled package's sources."""
+    from pooled_predictor.ops.cpu.compiled.jit import sources_digest
+
+    digest = sources_digest()
+    unstamped = [name_of(d) for d in _cached_dispatchers()
+                 if not (isinstance(d._cache._cache_file._source_stamp, tuple)
+                         and d._cache._cache_file._source_stamp[-1] == digest)]
+    assert not unstamped, f"cached kernels keyed on their own file only: {unstamped}"
+
+
+def test_sources_digest_changes_with_any_source(tmp_path):
+    """The digest follows every .py file's content and relative path under its root, not times."""
+    import os
+    from pooled_predictor.ops.cpu.compiled.jit import sources_digest
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    (tmp_path / "notes.txt").write_text("not a source\n")
+    first = sources_digest(tmp_path)
+    os.utime(tmp_path / "a.py", (0, 0))
+    (tmp_path / "notes.txt").write_text("changed\n")
+    assert sources_digest(tmp_path) == first
+    (tmp_path / "sub" / "b.py").write_text("y = 3\n")
+    second = sources_digest(tmp_path)
+    assert second != first
+    (tmp_path / "sub" / "b.py").rename(tmp_path / "b.py")
+    assert sources_digest(tmp_path) not in (first, second)

@@ -16,9 +16,10 @@ under ~/.cache/pooled-predictor/numba (NUMBA_CACHE_DIR, set here before numba
 is imported unless the user set it): an installed, read-only package still
 compiles once per machine, not once per process. numba invalidates a cached
 function when its own file changes, not when a function it inlines from another
-module does (expf.exp32, epilogue's activations, gemm's micro-kernels): after
-editing one of those in place, delete the cache files (__pycache__/*.nbi, *.nbc)
-or the dependents run the old code (measured: a stale Sigmoid after exp32 changed).
+module does (expf.exp32, epilogue's activations, gemm's micro-kernels), so jit.py
+stamps every cache entry with a digest of all this package's sources too
+(jit.sources_digest): editing any kernel source recompiles every kernel on first
+use, and none runs a callee's old code.
 
 Modules: epilogue.py (activations applied to an output block in cache; GELU;
 erf), expf.py (a vectorizable float32 exp), gemm.py (packed-weight GEMM with bias

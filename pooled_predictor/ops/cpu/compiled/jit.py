@@ -80,7 +80,7 @@ PREFERS_512 = _prefer_512()
 POOLED_PREDICTOR_PREFER_256=1, or where NUMBA_CPU_FEATURES is set without "-prefer-256-bit")."""
 
 __all__ = ["PREFERS_512", "callees", "ensure", "ensure_all", "function_named", "is_pending", "name_of", "njit",
-           "pending"]
+           "pending", "sources_digest"]
 
 _LAZY: "dict[int, tuple]" = {}  # id(dispatcher) -> (dispatcher, its explicit signatures), until ensured
 
@@ -121,16 +121,53 @@ def njit(*args, **options):
 def _tagged(py_func, decorate):
     """decorate(py_func), numba's cache filed under `<qualname>__<CACHE_TAG>` when the function's module
     sets CACHE_TAG (a width's copy of a template, compiled/widths.py: same file and name as the 8-lane
-    function, other machine code). numba reads the name when the dispatcher is made; it is put back after."""
+    function, other machine code). numba reads the name when the dispatcher is made; it is put back after.
+    A cached function's entries are stamped with sources_digest() as well as its own file's (_stamp_sources)."""
     tag = py_func.__globals__.get("CACHE_TAG")
     if not tag:
-        return decorate(py_func)
+        return _stamp_sources(decorate(py_func))
     qualname = py_func.__qualname__
     py_func.__qualname__ = f"{qualname}__{tag}"
     try:
-        return decorate(py_func)
+        return _stamp_sources(decorate(py_func))
     finally:
         py_func.__qualname__ = qualname
+
+
+_DIGEST: "list[str]" = []
+
+
+def sources_digest(root: "os.PathLike | None" = None) -> str:
+    """SHA-256 of every .py file under `root` (default: this package, the compiled kernels), by relative path
+    and content: what any compiled function here may have inlined or linked from another module (expf.exp32,
+    epilogue's activations, gemm's and nchwc_gemm's micro-kernels, _panel called by Winograd and the chain).
+    Read once a process for the default root."""
+    from hashlib import sha256
+    from pathlib import Path
+
+    if root is None and _DIGEST:
+        return _DIGEST[0]
+    base = Path(root) if root is not None else Path(__file__).resolve().parent
+    h = sha256()
+    for path in sorted(base.rglob("*.py")):
+        h.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest = h.hexdigest()
+    if root is None:
+        _DIGEST.append(digest)
+    return digest
+
+
+def _stamp_sources(disp):
+    """disp, its disk cache (numba's, where cache=True) keyed on sources_digest() too. numba keeps a function's
+    cached machine code while the function's own file keeps its time and size (its index's "source stamp"),
+    so a function whose callee in another module changed loaded the callee's old code (a stale Sigmoid after
+    exp32 changed; Winograd running nchwc_gemm's reverted micro-kernel, 2026-11-29); with the digest in the
+    stamp, any change to a kernel source here makes every entry stale, and each recompiles on first use."""
+    cache_file = getattr(getattr(disp, "_cache", None), "_cache_file", None)
+    stamp = getattr(cache_file, "_source_stamp", None)
+    if stamp is not None:
+        cache_file._source_stamp = (stamp, sources_digest())
+    return disp
 
 
 def ensure(fn) -> None:

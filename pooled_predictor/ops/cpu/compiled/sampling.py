@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 NEAREST, LINEAR, CUBIC = 0, 1, 2
 ZEROS, BORDER, REFLECTION = 0, 1, 2
