@@ -16,11 +16,12 @@
 # Zen 5: the "int8" step's MobileNetV2 rows show it there); and session 24's float W prefetch (each panel's first
 # pixel tile; ResNet-50 1.03x, MobileNetV2 1.04x a forward one thread on Zen 5: the "check" step's rows). Next session's
 # first call: the two tables the issues ask for on this machine (issue 32's at 1, 2 and 16 workers, issue 33's int8
-# one), then where the 16-worker rows lose (session 25's "streams": ours per node beside 15 other streams;
-# ResNet-50 at 16 workers without Winograd) and the A/B of the 512-bit loops; then STEPS="amx profile" if time is left:
+# one), then where the 16-worker rows lose (session 25's "streams": ours per node beside 15 other streams; Winograd
+# is not it: without it ResNet-50 at 16 workers was 0.85, README) and the A/B of the 512-bit loops; then
+# STEPS="amx profile" if time is left:
 #   run(command='STEPS="check int8" DEADLINE=500 bash benchmarks/cpu_device_run.sh', carry=[".models"], timeout_s=520)
-#   run(command='STEPS="streams no_winograd zmm_loops" DEADLINE=330 bash benchmarks/cpu_device_run.sh',
-#       carry=[".models"], timeout_s=350)
+#   run(command='STEPS="streams zmm_loops" DEADLINE=330 bash benchmarks/cpu_device_run.sh', carry=[".models"],
+#       timeout_s=350)
 # Logs and JSON are written under $LOGS and packed into $OUT/cpu_run.tgz after every step (the device tool
 # brings back 8 files at most; a step cut short by its timeout still leaves the others). About 8 minutes,
 # cold numba cache included, and never past DEADLINE (540 s; ROUNDS / CHECK_SECONDS shorten the timed steps):
