@@ -39,6 +39,8 @@ import importlib
 import logging
 import os
 import types as pytypes
+from hashlib import sha256
+from pathlib import Path
 
 import numba
 from numba.core import event
@@ -137,14 +139,11 @@ def _tagged(py_func, decorate):
 _DIGEST: "list[str]" = []
 
 
-def sources_digest(root: "os.PathLike | None" = None) -> str:
+def sources_digest(root: os.PathLike | None = None) -> str:
     """SHA-256 of every .py file under `root` (default: this package, the compiled kernels), by relative path
     and content: what any compiled function here may have inlined or linked from another module (expf.exp32,
     epilogue's activations, gemm's and nchwc_gemm's micro-kernels, _panel called by Winograd and the chain).
     Read once a process for the default root."""
-    from hashlib import sha256
-    from pathlib import Path
-
     if root is None and _DIGEST:
         return _DIGEST[0]
     base = Path(root) if root is not None else Path(__file__).resolve().parent
@@ -159,8 +158,8 @@ def sources_digest(root: "os.PathLike | None" = None) -> str:
 
 def _stamp_sources(disp):
     """disp, its disk cache (numba's, where cache=True) keyed on sources_digest() too. numba keeps a function's
-    cached machine code while the function's own file keeps its time and size (its index's "source stamp"),
-    so a function whose callee in another module changed loaded the callee's old code (a stale Sigmoid after
+    cached machine code while the function's own file is unchanged (its index's "source stamp", of that file
+    alone), so a function whose callee in another module changed loaded the callee's old code (a stale Sigmoid after
     exp32 changed; Winograd running nchwc_gemm's reverted micro-kernel, 2026-11-29); with the digest in the
     stamp, any change to a kernel source here makes every entry stale, and each recompiles on first use."""
     cache_file = getattr(getattr(disp, "_cache", None), "_cache_file", None)
