@@ -124,8 +124,11 @@ fi
 if want streams; then
 # where our forward loses beside 15 other streams (what a 16-worker pool's forwards share: the last-level cache and
 # the memory bandwidth; our CPU ms an image grew 72 -> 104 with 16 workers, onnxruntime's 72 -> 95): this thread's
-# CPU ms per op type and per node alone and beside 15 processes of the same model, onnxruntime's total beside its own
-timeout "$(lim 150)" python3 benchmarks/two_streams.py --models resnet50 ppocr_rec --parts kernels \
+# CPU ms per op type and per node alone and beside 15 processes of the same model, onnxruntime's total beside its own.
+# Tiered: on a machine no earlier step warmed, the timed process's kernels compile in 8 worker processes and the 15
+# streams load them from numba's cache (one process compiling ResNet-50 cold would take most of the step)
+POOLED_PREDICTOR_TIERED=1 POOLED_PREDICTOR_COMPILE_JOBS=8 \
+    timeout "$(lim 150)" python3 benchmarks/two_streams.py --models resnet50 ppocr_rec --parts kernels \
     --streams "${STREAMS:-15}" --rounds 4 --forwards 3 --nodes 15 --out-suffix xeon_15 > "$LOGS/streams.log" 2>&1
 echo "${STREAMS:-15} streams beside rc $? [$SECONDS s]"
 grep -E "all kernels|FusedConv |^layer|^Conv" "$LOGS/streams.log" | head -24 | cut -c1-160
